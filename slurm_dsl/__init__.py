@@ -1,0 +1,52 @@
+"""slurm-dsl: safe, deadline-wrapped Slurm job control.
+
+Every hold, release, requeue and restore runs as a short deadline-wrapped sh
+script whose output is read strictly into one ``Outcome``: ok, rejected,
+not_found, expired, not_run, unknown or bit_set (SPEC §7).  A result is ok or
+rejected only when it certainly is; anything else is unknown.
+"""
+
+from .errors import (
+    ConfigError,
+    DSLError,
+    Expired,
+    NotFound,
+    NotRun,
+    OutcomeUnknown,
+    Rejected,
+    RequeueBitSet,
+)
+from .jobid import validate_job_id
+from .model import Call, CallOutcome, Op, Outcome, Reason, RequeueBit, Result
+from .ops import execute, hold, open_job, release, requeue, restore
+from .reader import read_outcome
+from .script import render
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Call",
+    "CallOutcome",
+    "ConfigError",
+    "DSLError",
+    "Expired",
+    "NotFound",
+    "NotRun",
+    "Op",
+    "Outcome",
+    "OutcomeUnknown",
+    "Reason",
+    "Rejected",
+    "RequeueBit",
+    "RequeueBitSet",
+    "Result",
+    "execute",
+    "hold",
+    "open_job",
+    "read_outcome",
+    "release",
+    "render",
+    "requeue",
+    "restore",
+    "validate_job_id",
+]

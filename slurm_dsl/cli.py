@@ -1,0 +1,258 @@
+"""The ``slurm-dsl`` command line (SPEC §10): the only module that prints.
+
+Results go to stdout (a table, or one JSON object per job with ``--json``);
+diagnostics go to stderr as ``slurm-dsl: <message>``.  The exit status of an
+operation is its worst result (``EXIT_CODES``); 2 is a usage error (nothing
+ran), 1 any other error.  Library errors become CLI errors in ``main`` only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import signal
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import IO, Dict, List, Optional, Sequence
+
+from . import __version__
+from .errors import DSLError, describe
+from .jobid import validate_job_id
+from .model import Op, Outcome, Result
+from .ops import execute, find_scontrol, new_nonce, resolve_deadline
+from .reader import read_outcome
+from .script import render
+
+PROG = "slurm-dsl"
+
+EXIT_OK = 0
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+# SPEC §10, worst first: the exit status of one job, or the worst of several.
+EXIT_CODES: Dict[Result, int] = {
+    Result.UNKNOWN: 15,
+    Result.BIT_SET: 14,
+    Result.NOT_RUN: 13,
+    Result.EXPIRED: 12,
+    Result.NOT_FOUND: 11,
+    Result.REJECTED: 10,
+    Result.OK: 0,
+}
+
+_EPILOG = """\
+exit status:
+  0 ok   10 rejected   11 not_found   12 expired   13 not_run   14 bit_set   15 unknown
+  2 usage error (nothing ran)   1 any other error
+  With several jobs, the worst result decides (15 is worst, 0 best).
+"""
+
+_OP_HELP = {
+    Op.HOLD: "hold jobs (scontrol hold): pending jobs stay pending, running jobs keep running at priority 0",
+    Op.RELEASE: "release held jobs (scontrol release), wrapped and deadline-guarded",
+    Op.REQUEUE: "requeue jobs: set Requeue=1, scontrol requeue, then clear Requeue=0 again",
+    Op.RESTORE: "clear a job's Requeue flag (RestoreRequeueBit: scontrol update Requeue=0)",
+    Op.OPEN: "release jobs with a direct, unwrapped scontrol release under the same deadline guard",
+}
+
+log = logging.getLogger("slurm_dsl")
+
+
+class UsageError(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:  # type: ignore[name-defined]  # noqa: F821
+        raise UsageError(message)
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not (value > 0 and value < float("inf")):
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds: {text!r}")
+    return value
+
+
+def _job_id(text: str) -> str:
+    try:
+        return validate_job_id(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _common_options(parser: argparse.ArgumentParser, top: bool = False) -> None:
+    """Options accepted both before and after the command.  Below the top level their
+    default is SUPPRESS, so a subcommand does not overwrite what was given before it."""
+    default = {} if top else {"default": argparse.SUPPRESS}
+    parser.add_argument(
+        "--scontrol",
+        metavar="PATH",
+        help="scontrol to run (default: $SLURM_DSL_SCONTROL, else the first on PATH, else /usr/bin/scontrol)",
+        **default,  # type: ignore[arg-type]
+    )
+    parser.add_argument(
+        "-v", "--verbose", action="count", help="more log output on stderr (-vv for debug)",
+        **({"default": 0} if top else default),
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog=PROG,
+        description="Safe, deadline-wrapped Slurm job control. Every call's outcome is read strictly:"
+        " a result is ok or rejected only when it certainly is; anything else is unknown.",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    _common_options(parser, top=True)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+    for op in Op:
+        p = sub.add_parser(
+            op.value,
+            help=_OP_HELP[op],
+            description=_OP_HELP[op] + ". Each job gets its own script, deadline and result.",
+            epilog=_EPILOG,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        p.add_argument("job_ids", nargs="+", type=_job_id, metavar="JOBID", help="plain decimal job id(s)")
+        p.add_argument(
+            "--timeout", required=True, type=_positive_seconds, metavar="SECONDS",
+            help="each job's deadline, counted from when its script starts",
+        )
+        p.add_argument("--json", action="store_true", help="one JSON object per job on stdout")
+        p.add_argument(
+            "--parallel", type=int, default=1, metavar="N",
+            help="run up to N jobs at once (default 1); results are printed in the order given",
+        )
+        _common_options(p)
+        p.set_defaults(handler=_cmd_op, op=op)
+    p = sub.add_parser(
+        "script", help="print the script an operation would run, and run nothing",
+        description="Print the deadline-wrapped sh script for OP on JOBID (with a fresh nonce). Nothing runs.",
+    )
+    p.add_argument(
+        "op", choices=[o.value for o in Op if o.wrapped], metavar="OP", help="hold, release, requeue or restore"
+    )
+    p.add_argument("job_id", type=_job_id, metavar="JOBID")
+    p.add_argument("--timeout", required=True, type=_positive_seconds, metavar="SECONDS")
+    _common_options(p)
+    p.set_defaults(handler=_cmd_script)
+    p = sub.add_parser(
+        "read", help="read a script's captured stderr and print its outcome",
+        description="Read the captured stderr of an operation's script (from FILE, or stdin) with its nonce"
+        " and exit status, and print the outcome as the operation would have. Exits as the operation would.",
+        epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("op", choices=[o.value for o in Op], metavar="OP", help="hold, release, requeue, restore or open")
+    p.add_argument("job_id", type=_job_id, metavar="JOBID")
+    p.add_argument("--nonce", metavar="HEX", help="the script's nonce (not used for open)")
+    p.add_argument("--exit-status", required=True, metavar="S", help="the script's exit status")
+    p.add_argument("file", nargs="?", metavar="FILE", help="captured stderr (default: stdin)")
+    p.add_argument("--json", action="store_true", help="print a JSON object")
+    _common_options(p)
+    p.set_defaults(handler=_cmd_read)
+    return parser
+
+
+def format_outcome(outcome: Outcome) -> str:
+    bit = outcome.requeue_bit.value if outcome.requeue_bit is not None else "-"
+    return f"{outcome.job_id:>10}  {outcome.op.value:<8} {outcome.result.value:<10} bit={bit:<10} {describe(outcome)}"
+
+
+def _emit(outcomes: Sequence[Outcome], as_json: bool, out: IO[str]) -> int:
+    for outcome in outcomes:
+        if as_json:
+            out.write(json.dumps(outcome.to_json(), sort_keys=True) + "\n")
+        else:
+            out.write(format_outcome(outcome) + "\n")
+        out.flush()
+    return worst(outcomes)
+
+
+def worst(outcomes: Sequence[Outcome]) -> int:
+    return max((EXIT_CODES[o.result] for o in outcomes), default=EXIT_OK)
+
+
+def _cmd_op(args: argparse.Namespace, out: IO[str]) -> int:
+    scontrol = find_scontrol(args.scontrol)
+    if args.parallel < 1:
+        raise UsageError("--parallel must be at least 1")
+
+    def one(job_id: str) -> Outcome:
+        outcome = execute(args.op, job_id, resolve_deadline(args.timeout, None), scontrol=scontrol)
+        if outcome.result is not Result.OK:
+            log.warning("%s", describe(outcome))
+        return outcome
+
+    with ThreadPoolExecutor(max_workers=args.parallel) as pool:
+        outcomes: List[Outcome] = list(pool.map(one, args.job_ids))
+    return _emit(outcomes, args.json, out)
+
+
+def _cmd_script(args: argparse.Namespace, out: IO[str]) -> int:
+    deadline = time.time() + args.timeout
+    out.write(render(Op(args.op), args.job_id, deadline, new_nonce(), find_scontrol(args.scontrol)))
+    return EXIT_OK
+
+
+def _cmd_read(args: argparse.Namespace, out: IO[str]) -> int:
+    if args.file is None or args.file == "-":
+        data = sys.stdin.buffer.read()
+    else:
+        try:
+            with open(args.file, "rb") as f:
+                data = f.read()
+        except OSError as exc:
+            raise DSLError(f"cannot read {args.file}: {exc.strerror}") from None
+    outcome = read_outcome(args.op, args.job_id, data, args.exit_status, args.nonce)
+    return _emit([outcome], args.json, out)
+
+
+def _setup_logging(verbose: int) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter(f"{PROG}: %(message)s"))
+    root = logging.getLogger("slurm_dsl")
+    root.addHandler(handler)
+    root.setLevel(logging.WARNING if verbose == 0 else logging.INFO if verbose == 1 else logging.DEBUG)
+
+
+def main(argv: Optional[Sequence[str]] = None, out: Optional[IO[str]] = None) -> int:
+    out = out or sys.stdout
+    parser = build_parser()
+    try:
+        args, extra = parser.parse_known_args(argv)
+        # argparse binds positionals before the options that follow them, so the FILE
+        # of "read OP JOBID --nonce N --exit-status S FILE" arrives here.
+        if extra and getattr(args, "handler", None) is _cmd_read and args.file is None and len(extra) == 1:
+            args.file = extra.pop()
+        if extra:
+            raise UsageError(f"unrecognized arguments: {' '.join(extra)}")
+    except UsageError as exc:
+        sys.stderr.write(f"{PROG}: {exc}\nTry '{PROG} --help' for more information.\n")
+        return EXIT_USAGE
+    _setup_logging(args.verbose)
+    try:
+        return int(args.handler(args, out))
+    except UsageError as exc:
+        sys.stderr.write(f"{PROG}: {exc}\n")
+        return EXIT_USAGE
+    except (DSLError, ValueError) as exc:
+        sys.stderr.write(f"{PROG}: {exc}\n")
+        return EXIT_ERROR
+    except BrokenPipeError:
+        # Quiet on EPIPE (``slurm-dsl ... | head``), as the shell tools are.
+        sys.stderr.close()
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        return 128 + signal.SIGINT
+
+
+def run() -> None:
+    sys.exit(main())

@@ -1,0 +1,109 @@
+"""Combining call outcomes into a result (SPEC §7), and what a result does to the bit.
+
+Strategy: the calls have already been read and classified one by one (``reader``);
+this module only decides.  ``single`` covers hold, release, restore and open;
+``requeue`` follows §7's bullets in order; ``next_bit`` tells the ledger what a
+job's RequeueBit becomes after an operation, given what it was before.
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Tuple
+
+from .model import Call, CallOutcome, Op, Outcome, Reason, RequeueBit, Result
+from .refusals import GONE_MESSAGES
+
+_RESULT_OF_CALL = {
+    CallOutcome.SUCCESS: Result.OK,
+    CallOutcome.REJECTED: Result.REJECTED,
+    CallOutcome.NOT_FOUND: Result.NOT_FOUND,
+    CallOutcome.EXPIRED: Result.EXPIRED,
+    CallOutcome.NOT_RUN: Result.NOT_RUN,
+    CallOutcome.UNKNOWN: Result.UNKNOWN,
+}
+
+# SPEC §7: "s3 ran" is any status other than 75, 126 and 127.
+_NOT_STARTED = (75, 126, 127)
+
+
+def found_gone(call: Call) -> bool:
+    """A refusal saying the job is finished or unknown: the bit no longer matters."""
+    return call.outcome in (CallOutcome.REJECTED, CallOutcome.NOT_FOUND) and call.message in GONE_MESSAGES
+
+
+def cleared(call: Call) -> bool:
+    """Whether a Requeue=0 call (requeue 3, restore) leaves the bit clear."""
+    return call.outcome is CallOutcome.SUCCESS or found_gone(call)
+
+
+def single(op: Op, job_id: str, call: Call, exit_status: Optional[int]) -> Outcome:
+    """The result of a one-call op (hold, release, restore, open)."""
+    if op is Op.RESTORE and found_gone(call):
+        result = Result.OK
+    else:
+        result = _RESULT_OF_CALL[call.outcome]
+    return Outcome(
+        op=op,
+        job_id=job_id,
+        result=result,
+        requeue_bit=None,
+        reason=call.reason if result is Result.UNKNOWN else None,
+        calls=(call,),
+        exit_status=exit_status,
+    )
+
+
+def requeue(job_id: str, calls: Tuple[Call, ...], exit_status: Optional[int]) -> Outcome:
+    """The result of a requeue whose calls fit the op (SPEC §6: {1}, {1,3} or {1,2,3})."""
+    by_number = {c.number: c for c in calls}
+    s1 = by_number[1]
+    s2 = by_number.get(2)
+    s3 = by_number.get(3)
+
+    def out(result: Result, bit: RequeueBit, reason: Optional[Reason]) -> Outcome:
+        return Outcome(Op.REQUEUE, job_id, result, bit, reason, calls, exit_status)
+
+    s3_ran = s3 is not None and s3.status not in _NOT_STARTED
+    s3_cleared = s3 is not None and cleared(s3)
+
+    if s1.outcome is not CallOutcome.SUCCESS:
+        # Bullet 1: the result is s1's.  The bit: may_be_set when s1 is unknown
+        # (the setting may have landed unseen) or when s3 ran and did not clear.
+        result = _RESULT_OF_CALL[s1.outcome]
+        if s1.outcome is CallOutcome.UNKNOWN:
+            return out(result, RequeueBit.MAY_BE_SET, s1.reason)
+        if s3_ran and not s3_cleared:
+            return out(result, RequeueBit.MAY_BE_SET, Reason.CLEAR_FAILED)
+        return out(result, RequeueBit.CLEAR, None)
+
+    assert s2 is not None and s3 is not None  # the {1,2,3} shape was checked by the reader
+    s2_result = _RESULT_OF_CALL[s2.outcome]
+    if s3_cleared:
+        # Bullet 2: s3 cleared the bit (or found the job gone): s2's own result.
+        return out(s2_result, RequeueBit.CLEAR, s2.reason if s2_result is Result.UNKNOWN else None)
+    # Bullet 3: the bit was set by s1 and s3 did not clear it.
+    if s3_ran:
+        return out(Result.UNKNOWN, RequeueBit.MAY_BE_SET, Reason.CLEAR_FAILED)
+    if s2.outcome is CallOutcome.UNKNOWN:
+        return out(Result.UNKNOWN, RequeueBit.SET, s2.reason)
+    return out(Result.BIT_SET, RequeueBit.SET, Reason.CLEAR_NOT_RUN)
+
+
+def next_bit(prior: RequeueBit, outcome: Outcome) -> RequeueBit:
+    """The job's RequeueBit in the ledger after ``outcome``, given ``prior``.
+
+    A requeue whose bit is not clear sets it to what §7 says.  A requeue that is
+    clear by §7 clears a prior bit only if its third call really cleared it: a
+    requeue that expired before its first call proves nothing about a bit an
+    earlier requeue may have left.  A restore clears on ok.  Other ops leave it.
+    """
+    if outcome.op is Op.REQUEUE:
+        bit = outcome.requeue_bit or RequeueBit.MAY_BE_SET
+        if bit is not RequeueBit.CLEAR:
+            return bit
+        if any(c.number == 3 and cleared(c) for c in outcome.calls):
+            return RequeueBit.CLEAR
+        return prior
+    if outcome.op is Op.RESTORE and outcome.result is Result.OK:
+        return RequeueBit.CLEAR
+    return prior

@@ -1,0 +1,179 @@
+"""Values of the core: operations, results, the requeue bit, calls and outcomes.
+
+Contract: everything here is a plain immutable value (str-valued enums and frozen
+dataclasses), so it goes straight into SQLite and JSON.  Nothing here does I/O.
+SPEC §7 defines the results and the requeue bit, SPEC §8 the ``Outcome`` surface.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Any, Dict, Optional, Tuple
+
+
+class Op(str, enum.Enum):
+    """The operations of SPEC §1."""
+
+    HOLD = "hold"
+    RELEASE = "release"
+    REQUEUE = "requeue"
+    RESTORE = "restore"
+    OPEN = "open"
+
+    @property
+    def wrapped(self) -> bool:
+        """Whether the op runs as a deadline-wrapped script (all but ``open``)."""
+        return self is not Op.OPEN
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class Result(str, enum.Enum):
+    """The results of SPEC §7."""
+
+    OK = "ok"
+    REJECTED = "rejected"
+    NOT_FOUND = "not_found"
+    EXPIRED = "expired"
+    NOT_RUN = "not_run"
+    UNKNOWN = "unknown"
+    BIT_SET = "bit_set"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class RequeueBit(str, enum.Enum):
+    """What a requeue may have left behind in the job's Requeue flag (SPEC §7, §9)."""
+
+    CLEAR = "clear"
+    MAY_BE_SET = "may_be_set"
+    SET = "set"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class CallOutcome(str, enum.Enum):
+    """The outcome of one scontrol call (SPEC §4, §5)."""
+
+    SUCCESS = "success"
+    REJECTED = "rejected"
+    NOT_FOUND = "not_found"
+    EXPIRED = "expired"
+    NOT_RUN = "not_run"
+    UNKNOWN = "unknown"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class Reason(str, enum.Enum):
+    """Which rule made an outcome unknown (or a requeue's bit not clear).
+
+    The values are stable: they appear in ``--json`` output and in the ledger.
+    """
+
+    # SPEC §6: the output as a whole cannot be read.
+    STDERR_NOT_BYTES = "stderr_not_bytes"
+    NONCE_INVALID = "nonce_invalid"
+    NO_STATUS_LINE = "no_status_line"
+    MALFORMED_STATUS_LINE = "malformed_status_line"
+    FOREIGN_NONCE = "foreign_nonce"
+    CALL_ORDER = "call_order"
+    UNREADABLE_STATUS = "unreadable_status"
+    TEXT_AFTER_LAST_LINE = "text_after_last_line"
+    UNREADABLE_EXIT_STATUS = "unreadable_exit_status"
+    EXIT_STATUS_MISMATCH = "exit_status_mismatch"
+    WRONG_CALLS = "wrong_calls"
+    OUTPUT_TOO_LARGE = "output_too_large"
+    # SPEC §4/§5: one call's outcome is unknown.
+    TIMED_OUT = "timed_out"
+    WRAPPER_FAILED = "wrapper_failed"
+    KILLED_BY_SIGNAL = "killed_by_signal"
+    UNRECOGNISED_STDERR = "unrecognised_stderr"
+    # SPEC §7: a requeue's third call did not clear the bit.
+    CLEAR_FAILED = "clear_failed"
+    CLEAR_NOT_RUN = "clear_not_run"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class Call:
+    """One scontrol call as read from a script's output.
+
+    ``status`` is the status as an int when it is readable (SPEC §4), else None;
+    ``status_text`` is what the status line said, verbatim.  ``stderr`` is the
+    call's own stderr (the bytes before its status line).  ``message`` is the
+    refusal text when the call was refused (SPEC §5), else None.
+    """
+
+    number: int
+    status: Optional[int]
+    status_text: str
+    stderr: bytes
+    outcome: CallOutcome
+    message: Optional[str] = None
+    reason: Optional[Reason] = None
+
+    def to_json(self) -> Dict[str, Any]:
+        return {
+            "number": self.number,
+            "status": self.status if self.status is not None else self.status_text,
+            "outcome": self.outcome.value,
+            "message": self.message,
+            "stderr": self.stderr.decode("utf-8", "backslashreplace"),
+        }
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one operation on one job came to (SPEC §8).
+
+    ``reason`` names the rule that made the result unknown (or, for a requeue,
+    why the bit is not clear); it is None for a plain ok/refusal/expiry.
+    """
+
+    op: Op
+    job_id: str
+    result: Result
+    requeue_bit: Optional[RequeueBit]
+    reason: Optional[Reason] = None
+    calls: Tuple[Call, ...] = ()
+    exit_status: Optional[int] = None
+    detail: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.result is Result.OK
+
+    @property
+    def requeue_bit_may_be_set(self) -> bool:
+        """True when the job's Requeue flag may be 1 because of this operation."""
+        return self.requeue_bit in (RequeueBit.MAY_BE_SET, RequeueBit.SET)
+
+    def raise_for_result(self) -> None:
+        """Return None when the result is ok, else raise the SPEC §8 exception."""
+        if self.result is Result.OK:
+            return None
+        from .errors import error_for
+
+        raise error_for(self)
+
+    def to_json(self) -> Dict[str, Any]:
+        """The ``--json`` object of SPEC §10."""
+        return {
+            "job_id": self.job_id,
+            "op": self.op.value,
+            "result": self.result.value,
+            "requeue_bit": self.requeue_bit.value if self.requeue_bit else None,
+            "reason": self.reason.value if self.reason else None,
+            "detail": self.detail or None,
+            "exit_status": self.exit_status,
+            "calls": [c.to_json() for c in self.calls],
+        }
+

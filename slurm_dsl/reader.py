@@ -1,0 +1,166 @@
+"""Reading a script's output into an ``Outcome`` (SPEC §6, with §4, §5, §7).
+
+Strategy: bytes in, one ``Outcome`` out, no I/O.  ``read_outcome`` never raises
+for any stderr or exit status; only a bad op or job id raises ``ValueError``.
+
+Rule 1: framing is exact or the whole output is unknown.  A status line is the
+bytes ``\\x1eDSL <nonce> call <i> <status>\\n`` with single spaces; every RS
+byte must start one; nonces compare byte for byte; call numbers strictly
+increase; every status is readable; nothing follows the last line; the exit
+status is readable and equals the last line's status; and the calls fit the op.
+Rule 2: only then is each call classified (§4, §5) and the calls combined (§7).
+Any failure of rule 1 is ``unknown`` and, for a requeue, the bit may be set.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import List, Optional, Tuple, Union
+
+from . import combine
+from .jobid import validate_job_id
+from .model import Call, CallOutcome, Op, Outcome, Reason, RequeueBit, Result
+from .refusals import INVALID_JOB_ID, refusal_message
+from .statuses import FIXED_OUTCOME, StatusClass, classify, parse_status
+
+RS = 0x1E
+_RS = b"\x1e"
+_CALL_NUMBER = re.compile(rb"[1-9][0-9]*\Z")
+_NONCE = re.compile(r"[0-9a-fA-F]+\Z", re.ASCII)
+
+JobId = Union[str, int]
+
+
+def read_outcome(
+    op: Union[Op, str],
+    job_id: JobId,
+    stderr: object = b"",
+    exit_status: object = None,
+    nonce: object = None,
+) -> Outcome:
+    """Read one script's (or, for ``open``, one scontrol's) stderr and exit status."""
+    op = _op(op)
+    job = validate_job_id(job_id)
+    if not isinstance(stderr, (bytes, bytearray, memoryview)):
+        return unknown(op, job, Reason.STDERR_NOT_BYTES, detail=f"stderr is {type(stderr).__name__}")
+    data = bytes(stderr)
+    status = parse_status(exit_status)
+    if op is Op.OPEN:
+        if status is None:
+            return unknown(op, job, Reason.UNREADABLE_EXIT_STATUS, detail=f"exit status {exit_status!r}")
+        return combine.single(op, job, classify_call(op, job, 1, status, str(status), data), status)
+    if not isinstance(nonce, str) or not _NONCE.match(nonce):
+        return unknown(op, job, Reason.NONCE_INVALID, detail="the nonce is missing or not hex")
+    calls, reason, detail = _frame(op, job, data, nonce.encode("ascii"))
+    if reason is None:
+        reason, detail = _check(op, calls, exit_status, status)
+    if reason is not None:
+        return unknown(op, job, reason, calls=calls, exit_status=status, detail=detail)
+    if op is Op.REQUEUE:
+        return combine.requeue(job, calls, status)
+    return combine.single(op, job, calls[0], status)
+
+
+def unknown(
+    op: Op,
+    job_id: str,
+    reason: Reason,
+    *,
+    calls: Tuple[Call, ...] = (),
+    exit_status: Optional[int] = None,
+    detail: str = "",
+) -> Outcome:
+    """An unreadable outcome: unknown, and for a requeue the bit may be set."""
+    bit = RequeueBit.MAY_BE_SET if op is Op.REQUEUE else None
+    return Outcome(op, job_id, Result.UNKNOWN, bit, reason, calls, exit_status, detail)
+
+
+def classify_call(op: Op, job_id: str, number: int, status: int, status_text: str, stderr: bytes) -> Call:
+    """One call's outcome from its readable status and its own stderr (SPEC §4, §5)."""
+    cls = classify(status)
+    if cls is StatusClass.FAILED:
+        message = refusal_message(op, number, job_id, stderr)
+        if message is None:
+            outcome, reason = CallOutcome.UNKNOWN, Reason.UNRECOGNISED_STDERR
+        elif message == INVALID_JOB_ID:
+            outcome, reason = CallOutcome.NOT_FOUND, None
+        else:
+            outcome, reason = CallOutcome.REJECTED, None
+        return Call(number, status, status_text, stderr, outcome, message, reason)
+    outcome, reason = FIXED_OUTCOME[cls]
+    return Call(number, status, status_text, stderr, outcome, None, reason)
+
+
+def _op(op: object) -> Op:
+    if isinstance(op, Op):
+        return op
+    if isinstance(op, str):
+        try:
+            return Op(op)
+        except ValueError:
+            pass
+    raise ValueError(f"unknown op {op!r}: expected one of {', '.join(o.value for o in Op)}")
+
+
+def _frame(op: Op, job_id: str, data: bytes, nonce: bytes) -> Tuple[Tuple[Call, ...], Optional[Reason], str]:
+    """Split ``data`` into calls at its status lines; stop at the first framing fault."""
+    calls: List[Call] = []
+    pos = 0
+    while True:
+        rs = data.find(_RS, pos)
+        if rs < 0:
+            break
+        end = data.find(b"\n", rs)
+        if end < 0:
+            return tuple(calls), Reason.MALFORMED_STATUS_LINE, "a status line without its newline"
+        fields = data[rs + 1 : end].split(b" ")
+        if len(fields) != 5 or fields[0] != b"DSL" or fields[2] != b"call" or _RS in data[rs + 1 : end]:
+            return tuple(calls), Reason.MALFORMED_STATUS_LINE, f"an RS byte at offset {rs} starts no status line"
+        if fields[1] != nonce:
+            return tuple(calls), Reason.FOREIGN_NONCE, "a status line with another nonce"
+        if not _CALL_NUMBER.match(fields[3]):
+            return tuple(calls), Reason.MALFORMED_STATUS_LINE, "a status line with a bad call number"
+        number = int(fields[3])
+        if calls and number <= calls[-1].number:
+            return tuple(calls), Reason.CALL_ORDER, f"call {number} after call {calls[-1].number}"
+        status_text = fields[4].decode("ascii", "backslashreplace")
+        status = parse_status(fields[4].decode("latin-1"))
+        own = data[pos:rs]
+        if status is None:
+            calls.append(Call(number, None, status_text, own, CallOutcome.UNKNOWN, None, Reason.UNREADABLE_STATUS))
+        else:
+            calls.append(classify_call(op, job_id, number, status, status_text, own))
+        pos = end + 1
+    if not calls:
+        return (), Reason.NO_STATUS_LINE, "no status line"
+    if pos != len(data):
+        return tuple(calls), Reason.TEXT_AFTER_LAST_LINE, f"{len(data) - pos} bytes after the last status line"
+    return tuple(calls), None, ""
+
+
+def _check(
+    op: Op, calls: Tuple[Call, ...], raw_exit: object, exit_status: Optional[int]
+) -> Tuple[Optional[Reason], str]:
+    """The whole-output rules once the lines are framed: statuses, exit status, shape."""
+    bad = [c for c in calls if c.status is None]
+    if bad:
+        return Reason.UNREADABLE_STATUS, f"call {bad[0].number} has status {bad[0].status_text!r}"
+    if exit_status is None:
+        return Reason.UNREADABLE_EXIT_STATUS, f"exit status {raw_exit!r}"
+    if exit_status != calls[-1].status:
+        return Reason.EXIT_STATUS_MISMATCH, f"exit status {exit_status} but the last call says {calls[-1].status}"
+    numbers = [c.number for c in calls]
+    if numbers != expected_calls(op, calls[0].status):
+        return Reason.WRONG_CALLS, f"calls {numbers} do not fit {op.value}"
+    return None, ""
+
+
+def expected_calls(op: Op, first_status: Optional[int]) -> List[int]:
+    """The call numbers a script of ``op`` prints, given call 1's status (SPEC §6)."""
+    if op is not Op.REQUEUE:
+        return [1]
+    if first_status == 75:
+        return [1]
+    if first_status == 0:
+        return [1, 2, 3]
+    return [1, 3]

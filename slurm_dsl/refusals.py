@@ -1,0 +1,101 @@
+"""When a failed scontrol call counts as a refusal (SPEC §5).
+
+Rule 1: a failed call is a refusal only if every non-blank line of its stderr is
+``<message> for job <id>`` (the job's own id, exactly as passed) or, for hold,
+release and open only, ``slurm_suspend error:<message>`` with or without one
+space; the same message on every line; at least one ``for job`` line.
+Rule 2: the message must be on the call's allow-list below.  Anything else
+(``Unexpected message received``, which is what scontrol says when slurmctld did
+not answer; ``scontrol: error: ...``; array-format lines; two messages; another
+job's id; an empty stderr) is not a refusal, and the call's outcome is unknown.
+
+Texts checked against Slurm 22.05.8, 24.11.5 and 26.05.5 (ground truth §1-3, §6;
+24.11/26.05 file §0 D1 for the missing space after ``slurm_suspend error:``).
+"""
+
+from __future__ import annotations
+
+from typing import Dict, FrozenSet, Optional, Tuple
+
+from .model import Op
+
+INVALID_JOB_ID = "Invalid job id specified"
+ALREADY_FINISHED = "Job has already finished"
+INVALID_USER_ID = "Invalid user id"
+ACCESS_DENIED = "Access/permission denied"
+DISABLED = "Requested operation is presently disabled"
+PENDING_EXECUTION = "Job is pending execution"
+ONLY_BATCH = "Only batch jobs are accepted or processed"
+# 24.05+: dropped by slurmctld's rate limiter before any processing.
+RATE_LIMITED = "Rate limit exceeded, please retry later"
+# 22.05-24.05, update-type RPCs only: refused before the update is applied.
+DB_INDEX = "Job update not available right now, the DB index is being set, try again in a bit"
+
+# A Requeue=0 call refused with one of these found the job gone: the bit no longer matters.
+GONE_MESSAGES: FrozenSet[str] = frozenset({ALREADY_FINISHED, INVALID_JOB_ID})
+
+# A call is named by (op, call number); open's direct call is call 1 of "open".
+CallKey = Tuple[Op, int]
+
+_UPDATE_TYPE = frozenset(
+    {(Op.HOLD, 1), (Op.RELEASE, 1), (Op.OPEN, 1), (Op.REQUEUE, 1), (Op.REQUEUE, 3), (Op.RESTORE, 1)}
+)
+_SUSPEND_LINE = frozenset({Op.HOLD, Op.RELEASE, Op.OPEN})
+
+_SET_OR_CLEAR = frozenset({INVALID_JOB_ID, ALREADY_FINISHED, INVALID_USER_ID})
+_ALLOWED_BASE: Dict[CallKey, FrozenSet[str]] = {
+    (Op.HOLD, 1): frozenset({INVALID_JOB_ID, ALREADY_FINISHED, INVALID_USER_ID}),
+    (Op.RELEASE, 1): frozenset({INVALID_JOB_ID, ALREADY_FINISHED, INVALID_USER_ID, ACCESS_DENIED}),
+    (Op.OPEN, 1): frozenset({INVALID_JOB_ID, ALREADY_FINISHED, INVALID_USER_ID, ACCESS_DENIED}),
+    (Op.REQUEUE, 1): _SET_OR_CLEAR,
+    (Op.REQUEUE, 2): frozenset({INVALID_JOB_ID, DISABLED, PENDING_EXECUTION, ONLY_BATCH, ACCESS_DENIED}),
+    (Op.REQUEUE, 3): _SET_OR_CLEAR,
+    (Op.RESTORE, 1): _SET_OR_CLEAR,
+}
+
+ALLOWED: Dict[CallKey, FrozenSet[str]] = {
+    key: base | {RATE_LIMITED} | ({DB_INDEX} if key in _UPDATE_TYPE else frozenset())
+    for key, base in _ALLOWED_BASE.items()
+}
+
+_BLANK = b" \t\n\r\x0b\x0c"
+_SUSPEND_PREFIX = b"slurm_suspend error:"
+
+
+def refusal_message(op: Op, number: int, job_id: str, stderr: bytes) -> Optional[str]:
+    """The refusal message if ``stderr`` of a failed call qualifies (SPEC §5), else None."""
+    allowed = ALLOWED.get((op, number))
+    if allowed is None:
+        return None
+    suffix = b" for job " + job_id.encode("ascii")
+    message: Optional[bytes] = None
+    saw_for_job = False
+    for line in stderr.split(b"\n"):
+        if not line.strip(_BLANK):
+            continue
+        if line.endswith(suffix):
+            text = line[: -len(suffix)]
+            saw_for_job = True
+        elif op in _SUSPEND_LINE and line.startswith(_SUSPEND_PREFIX):
+            # "slurm_suspend error: <m>" (up to 24.11) or "slurm_suspend error:<m>" (25.05+).
+            # No allowed message starts with a space, so dropping one is never ambiguous.
+            text = line[len(_SUSPEND_PREFIX) :]
+            if text.startswith(b" "):
+                text = text[1:]
+        else:
+            return None
+        if message is None:
+            message = text
+        elif text != message:
+            return None
+    if not saw_for_job or message is None:
+        return None
+    decoded = _decoded(message)
+    return decoded if decoded in allowed else None
+
+
+def _decoded(raw: bytes) -> Optional[str]:
+    try:
+        return raw.decode("ascii")
+    except UnicodeDecodeError:
+        return None

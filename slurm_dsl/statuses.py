@@ -1,0 +1,78 @@
+"""The status table (SPEC §4): what a call's exit status says about the call.
+
+Strategy: a status is *readable* only as a plain decimal (``0`` or
+``[1-9][0-9]*``, ASCII, no sign, no spaces) from 0 to 255; anything else is
+unreadable and makes an outcome unknown.  A readable status maps to the call's
+outcome class; 1-74 and 76-123 ("scontrol failed by itself") need the refusal
+rules (SPEC §5) to become a refusal, and are unknown otherwise.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from typing import Optional
+
+from .model import CallOutcome, Reason
+
+EXPIRED = 75  # the deadline had passed: the call was not started
+TIMED_OUT = 124  # stopped at the deadline (GNU timeout)
+WRAPPER_FAILED = 125
+NOT_EXECUTABLE = 126
+NOT_FOUND = 127
+
+_PLAIN_DECIMAL = re.compile(r"(?:0|[1-9][0-9]*)\Z", re.ASCII)
+
+
+class StatusClass(str, enum.Enum):
+    SUCCESS = "success"
+    FAILED = "failed"  # scontrol failed by itself: a refusal if its stderr qualifies
+    EXPIRED = "expired"
+    TIMED_OUT = "timed_out"
+    WRAPPER_FAILED = "wrapper_failed"
+    NOT_RUN = "not_run"
+    SIGNALLED = "signalled"
+
+
+def parse_status(raw: object) -> Optional[int]:
+    """The status as an int if it is readable (SPEC §4), else None.
+
+    Accepts an ``int`` (not a ``bool``) in 0..255, or a ``str`` in plain decimal
+    form whose value is at most 255.  Anything else (bytes, None, floats) is not.
+    """
+    if isinstance(raw, bool):
+        return None
+    if isinstance(raw, int):
+        return raw if 0 <= raw <= 255 else None
+    if isinstance(raw, str) and len(raw) <= 3 and _PLAIN_DECIMAL.match(raw):
+        value = int(raw)
+        return value if value <= 255 else None
+    return None
+
+
+def classify(status: int) -> StatusClass:
+    """The class of a readable status (0..255)."""
+    if status == 0:
+        return StatusClass.SUCCESS
+    if status == EXPIRED:
+        return StatusClass.EXPIRED
+    if status == TIMED_OUT:
+        return StatusClass.TIMED_OUT
+    if status == WRAPPER_FAILED:
+        return StatusClass.WRAPPER_FAILED
+    if status in (NOT_EXECUTABLE, NOT_FOUND):
+        return StatusClass.NOT_RUN
+    if status >= 128:
+        return StatusClass.SIGNALLED
+    return StatusClass.FAILED
+
+
+# The outcome and reason of every class but FAILED, which needs the stderr.
+FIXED_OUTCOME = {
+    StatusClass.SUCCESS: (CallOutcome.SUCCESS, None),
+    StatusClass.EXPIRED: (CallOutcome.EXPIRED, None),
+    StatusClass.NOT_RUN: (CallOutcome.NOT_RUN, None),
+    StatusClass.TIMED_OUT: (CallOutcome.UNKNOWN, Reason.TIMED_OUT),
+    StatusClass.WRAPPER_FAILED: (CallOutcome.UNKNOWN, Reason.WRAPPER_FAILED),
+    StatusClass.SIGNALLED: (CallOutcome.UNKNOWN, Reason.KILLED_BY_SIGNAL),
+}

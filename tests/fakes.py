@@ -1,0 +1,76 @@
+"""A fake ``scontrol`` for the faults real Slurm cannot be made to show on demand
+(a hung call, a kill, a missing binary, garbage output).  Its refusal texts are
+the real ones (tests/ground.py)."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+from typing import Dict, Optional
+
+# Which call an argv is: the key the fake's plan uses.
+KEYS = {
+    "hold": '"hold "*',
+    "release": '"release "*',
+    "set": '"update Requeue=1"',
+    "requeue": '"requeue "*',
+    "clear": '"update Requeue=0"',
+}
+
+
+def write_fake(directory: Path, plan: Dict[str, str], default: str = "exit 0", name: str = "scontrol") -> Path:
+    """Write an executable sh ``scontrol`` into ``directory``.
+
+    ``plan`` maps a call key (``KEYS``) to sh code run for that call; ``$JOB`` is the
+    job id the call was given.  Every call appends its argv to ``calls.log`` beside it.
+    """
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / name
+    log = directory / "calls.log"
+    arms = "".join(f"  {KEYS[key]}) {code} ;;\n" for key, code in plan.items())
+    path.write_text(
+        "#!/bin/sh\n"
+        f"printf '%s\\n' \"$*\" >> {_q(str(log))}\n"
+        'JOB=$2; case $JOB in JobId=*) JOB=${JOB#JobId=} ;; esac\n'
+        'case "$1 $3" in\n'
+        f"{arms}"
+        f"  *) {default} ;;\n"
+        "esac\n"
+    )
+    path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    return path
+
+
+def calls_made(fake: Path) -> list:  # type: ignore[type-arg]
+    log = fake.parent / "calls.log"
+    return log.read_text().splitlines() if log.exists() else []
+
+
+def refuse(message: str, suspend_line: bool = False) -> str:
+    """sh code printing a real refusal for $JOB and exiting 1."""
+    code = f"printf '%s for job %s\\n' {_q(message)} \"$JOB\" >&2; "
+    if suspend_line:
+        code += f"printf 'slurm_suspend error: %s\\n' {_q(message)} >&2; "
+    return code + "exit 1"
+
+
+def _q(value: str) -> str:
+    return "'" + value.replace("'", "'\"'\"'") + "'"
+
+
+def alive_in_group(marker: str) -> Optional[int]:
+    """The pid of a live process whose command line contains ``marker``, if any."""
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                cmd = f.read()
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                state = f.read().rsplit(b")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if marker.encode() in cmd and state != b"Z":
+            return int(entry)
+    return None

@@ -1,0 +1,130 @@
+"""The command line: exit codes, --json, help, usage errors (SPEC §10)."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from slurm_dsl.cli import EXIT_CODES, build_parser, main
+from slurm_dsl.model import Result
+from tests.fakes import calls_made, refuse, write_fake
+from tests.ground import ALREADY_FINISHED, INVALID_JOB_ID, NONCE, UNEXPECTED, frame, suspend
+
+
+def run(argv: list, capsys: pytest.CaptureFixture[str]) -> tuple:  # type: ignore[type-arg]
+    out = io.StringIO()
+    code = main(argv, out=out)
+    return code, out.getvalue(), capsys.readouterr().err
+
+
+@pytest.fixture
+def fake(tmp_path: Path) -> Path:
+    return write_fake(
+        tmp_path,
+        {
+            "hold": 'case $JOB in 1) exit 0 ;; 2) ' + refuse(ALREADY_FINISHED, True) + ' ;; 3) '
+            + refuse(INVALID_JOB_ID, True) + ' ;; *) ' + refuse(UNEXPECTED, True) + ' ;; esac',
+        },
+    )
+
+
+def test_exit_codes_are_the_documented_ones() -> None:
+    assert {r.value: c for r, c in EXIT_CODES.items()} == {
+        "unknown": 15, "bit_set": 14, "not_run": 13, "expired": 12, "not_found": 11, "rejected": 10, "ok": 0}
+
+
+@pytest.mark.parametrize(("job", "code", "result"), [("1", 0, "ok"), ("2", 10, "rejected"), ("3", 11, "not_found"),
+                                                      ("4", 15, "unknown")])
+def test_one_job(fake: Path, capsys: pytest.CaptureFixture[str], job: str, code: int, result: str) -> None:
+    got, out, _ = run(["hold", job, "--timeout", "5", "--scontrol", str(fake), "--json"], capsys)
+    assert got == code
+    obj = json.loads(out)
+    assert (obj["job_id"], obj["op"], obj["result"], obj["requeue_bit"]) == (job, "hold", result, None)
+    assert obj["calls"][0]["number"] == 1 and "status" in obj["calls"][0] and "message" in obj["calls"][0]
+    assert ("reason" in obj) and (obj["reason"] is not None) == (result == "unknown")
+
+
+def test_worst_of_several_decides(fake: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    got, out, _ = run(["--scontrol", str(fake), "hold", "1", "2", "3", "--timeout", "5", "--json"], capsys)
+    assert got == 11
+    assert [json.loads(line)["job_id"] for line in out.splitlines()] == ["1", "2", "3"]
+    assert calls_made(fake) == ["hold 1", "hold 2", "hold 3"]
+
+
+def test_parallel_keeps_the_order(fake: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    got, out, _ = run(["hold", "4", "1", "2", "--timeout", "5", "--scontrol", str(fake), "--parallel", "3"], capsys)
+    assert got == 15
+    assert [line.split()[0] for line in out.splitlines()] == ["4", "1", "2"]
+
+
+def test_a_bad_job_id_among_good_ones_runs_nothing(fake: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    got, out, err = run(["hold", "1", "1;id", "--timeout", "5", "--scontrol", str(fake)], capsys)
+    assert (got, out) == (2, "")
+    assert err.startswith("slurm-dsl: ") and "1;id" in err
+    assert calls_made(fake) == []
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [[], ["hold"], ["hold", "1"], ["hold", "1", "--timeout", "0"], ["hold", "1", "--timeout", "-1"],
+     ["hold", "1", "--timeout", "nan"], ["frobnicate", "1"], ["hold", "12_3", "--timeout", "1"],
+     ["read", "uhold", "1", "--exit-status", "0"], ["script", "open", "1", "--timeout", "1"]],
+)
+def test_usage_errors_exit_2(argv: list, capsys: pytest.CaptureFixture[str]) -> None:  # type: ignore[type-arg]
+    got, out, err = run(argv, capsys)
+    assert (got, out) == (2, "")
+    assert err.startswith("slurm-dsl: ")
+
+
+def test_read_from_a_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    log = tmp_path / "stderr.log"
+    log.write_bytes(frame(NONCE, [(suspend(ALREADY_FINISHED, "9"), 1, 1)]))
+    got, out, _ = run(["read", "hold", "9", "--nonce", NONCE, "--exit-status", "1", str(log), "--json"], capsys)
+    assert got == 10
+    assert json.loads(out)["result"] == "rejected"
+
+
+def test_read_from_stdin_exits_as_the_operation_would() -> None:
+    data = frame(NONCE, [(b"", 1, 0), (b"", 2, 0), (b"", 3, 75)])
+    done = subprocess.run([sys.executable, "-m", "slurm_dsl", "read", "requeue", "9", "--nonce", NONCE,
+                           "--exit-status", "75", "--json"], input=data, capture_output=True)
+    assert done.returncode == 14
+    obj = json.loads(done.stdout)
+    assert (obj["result"], obj["requeue_bit"]) == ("bit_set", "set")
+
+
+def test_read_of_a_missing_file_is_error_1(capsys: pytest.CaptureFixture[str]) -> None:
+    got, _, err = run(["read", "hold", "9", "--nonce", NONCE, "--exit-status", "0", "/nonexistent/x"], capsys)
+    assert got == 1 and err.startswith("slurm-dsl: cannot read")
+
+
+def test_script_prints_and_runs_nothing(fake: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    got, out, _ = run(["script", "requeue", "7", "--timeout", "5", "--scontrol", str(fake)], capsys)
+    assert got == 0
+    assert out.startswith("# slurm-dsl requeue 7") and "'requeue' '7'" in out
+    assert calls_made(fake) == []
+
+
+def test_every_command_has_help() -> None:
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.dest == "command")
+    for name, p in sub.choices.items():  # type: ignore[union-attr]
+        text = p.format_help()
+        assert p.description, name
+        assert "usage:" in text
+    assert "exit status" in parser.format_help()
+
+
+def test_results_on_stdout_diagnostics_on_stderr(fake: Path) -> None:
+    env = dict(os.environ, SLURM_DSL_SCONTROL=str(fake))
+    done = subprocess.run([sys.executable, "-m", "slurm_dsl", "hold", "4", "--timeout", "5"], capture_output=True,
+                          env=env, text=True)
+    assert done.returncode == EXIT_CODES[Result.UNKNOWN]
+    assert done.stdout.split()[:3] == ["4", "hold", "unknown"]
+    assert all(line.startswith("slurm-dsl: ") for line in done.stderr.splitlines())
