@@ -105,9 +105,24 @@ def _supervise(
     if proc.stdin is not None:
         os.set_blocking(proc.stdin.fileno(), False)
         sel.register(proc.stdin.fileno(), selectors.EVENT_WRITE)
+    # A pidfd becomes readable when the child exits, so the loop sleeps in select()
+    # until there is output, an exit, or a guard instant: no polling.
+    pidfd = _pidfd(proc.pid)
+    if pidfd is not None:
+        sel.register(pidfd, selectors.EVENT_READ)
+    exited = False
     kill_at: Optional[float] = None
-    with sel:
-        while any(k.fd in kept for k in sel.get_map().values()) or not _exited(proc.pid):
+    try:
+        while True:
+            exited = exited or _exited(proc.pid)
+            if exited:
+                # The child is done; whatever is left in its group is a straggler.
+                # Killing before reaping keeps the group id from being reused meanwhile.
+                _kill_group(proc.pid, signal.SIGKILL)
+                if pidfd is not None and pidfd in sel.get_map():
+                    sel.unregister(pidfd)
+            if exited and not any(fd in kept for fd in sel.get_map()):
+                break
             now = time.monotonic()
             if not timed_out and now >= guard_at:
                 timed_out = True
@@ -116,29 +131,34 @@ def _supervise(
             if kill_at is not None and now >= kill_at:
                 _kill_group(proc.pid, signal.SIGKILL)
                 kill_at = float("inf")
-            if _exited(proc.pid):
-                # The child is done; whatever is left in its group is a straggler.
-                # Killing before reaping keeps the group id from being reused meanwhile.
-                _kill_group(proc.pid, signal.SIGKILL)
             wake = min(guard_at if not timed_out else float("inf"), kill_at or float("inf"))
+            wait = max(wake - now, 0.0)
+            if pidfd is None or exited:
+                wait = min(wait, 0.01)  # no pidfd: poll for the exit
             if not sel.get_map():
-                time.sleep(min(0.01, max(wake - now, 0.0)))
+                time.sleep(wait)
                 continue
-            for key, _ in sel.select(timeout=min(0.05, max(wake - now, 0.0))):
+            for key, _ in sel.select(timeout=wait):
                 fd = key.fd
-                if fd not in kept:
+                if fd == pidfd:
+                    exited = True
+                elif fd not in kept:
                     pending = _feed(fd, pending, sel, proc)
-                    continue
-                chunk = os.read(fd, 65536)
-                if not chunk:
-                    sel.unregister(fd)
-                    continue
-                room = cap - size[fd]
-                if len(chunk) > room:
-                    truncated = True
-                    chunk = chunk[: max(room, 0)]
-                size[fd] += len(chunk)
-                kept[fd].append(chunk)
+                else:
+                    chunk = os.read(fd, 65536)
+                    if not chunk:
+                        sel.unregister(fd)
+                        continue
+                    room = cap - size[fd]
+                    if len(chunk) > room:
+                        truncated = True
+                        chunk = chunk[: max(room, 0)]
+                    size[fd] += len(chunk)
+                    kept[fd].append(chunk)
+    finally:
+        sel.close()
+        if pidfd is not None:
+            os.close(pidfd)
     code = proc.wait()
     returncode = 128 - code if code < 0 else code
     out, err = (b"".join(kept[s.fileno()]) for s in (proc.stdout, proc.stderr))
@@ -159,6 +179,14 @@ def _feed(
         assert proc.stdin is not None
         proc.stdin.close()
     return pending
+
+
+def _pidfd(pid: int) -> Optional[int]:
+    """A pidfd for the child (Linux 5.3+), or None where there is none."""
+    try:
+        return os.pidfd_open(pid)  # type: ignore[attr-defined,unused-ignore]
+    except (AttributeError, OSError):
+        return None
 
 
 def _exited(pid: int) -> bool:

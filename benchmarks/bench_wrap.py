@@ -1,0 +1,80 @@
+"""Wrapped call vs bare scontrol, interleaved in one run against the live lab.
+
+Not a test: it prints figures.  A wrapped single call (``slurm_dsl.execute``:
+render, /bin/sh, a clock read, GNU timeout, scontrol, the status line, the
+reader) is measured against a bare ``scontrol hold`` run through
+``subprocess.run`` on the same held job, alternating, so both see the same
+controller load.  Then the parts of the wrapper are timed alone, to show where
+the extra time goes.
+
+    python -m benchmarks.bench_wrap [--runs 50]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import time
+from typing import Callable, Dict, List
+
+from slurm_dsl import Op, Result, execute
+from slurm_dsl.runner import fixed_env, run_argv, run_script
+from tests import lab
+
+SCONTROL = "/usr/bin/scontrol"
+
+
+def timed(fn: Callable[[], object]) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=50)
+    args = parser.parse_args()
+    reason = lab.lab_available()
+    if reason:
+        print(f"bench_wrap: no lab: {reason} (run contrib/lab/up)", file=sys.stderr)
+        return 1
+    job = lab.make_job("held_admin")
+    env = fixed_env()
+
+    def bare() -> None:
+        done = subprocess.run([SCONTROL, "hold", job], capture_output=True, env=env, check=False)
+        assert done.returncode == 0, done
+
+    def wrapped() -> None:
+        out = execute(Op.HOLD, job, time.time() + 10, scontrol=SCONTROL)
+        assert out.result is Result.OK, out
+
+    parts: Dict[str, Callable[[], object]] = {
+        "runner: /bin/sh -s with 'exit 0'": lambda: run_script("exit 0\n", timeout=5),
+        "runner: argv scontrol hold (no shell)": lambda: run_argv([SCONTROL, "hold", job], timeout=5),
+        "sh + date +%s%3N": lambda: run_script("date +%s%3N >/dev/null\n", timeout=5),
+        "sh + timeout true": lambda: run_script("timeout --foreground -k 1 5 true\n", timeout=5),
+    }
+    samples: Dict[str, List[float]] = {"bare": [], "wrapped": [], **{k: [] for k in parts}}
+    for _ in range(5):  # warm-up
+        bare()
+        wrapped()
+    for _ in range(args.runs):
+        samples["bare"].append(timed(bare))
+        samples["wrapped"].append(timed(wrapped))
+        for name, fn in parts.items():
+            samples[name].append(timed(fn))
+    lab.cancel_submitted()
+
+    med = {k: statistics.median(v) * 1000 for k, v in samples.items()}
+    print(f"{args.runs} interleaved runs each, medians (ms):")
+    for name, value in med.items():
+        print(f"  {name:<42} {value:7.2f}")
+    print(f"ratio wrapped / bare scontrol hold: {med['wrapped'] / med['bare']:.2f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
