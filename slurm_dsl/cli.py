@@ -162,8 +162,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def format_outcome(outcome: Outcome) -> str:
+    """One table row: job, op, result, requeue bit, and what scontrol said or why unknown."""
     bit = outcome.requeue_bit.value if outcome.requeue_bit is not None else "-"
-    return f"{outcome.job_id:>10}  {outcome.op.value:<8} {outcome.result.value:<10} bit={bit:<10} {describe(outcome)}"
+    notes = [c.message for c in outcome.calls if c.message][-1:]
+    if outcome.reason is not None:
+        notes.append(f"[{outcome.reason.value}]")
+    row = f"{outcome.job_id:>10}  {outcome.op.value:<8} {outcome.result.value:<10} {bit:<10} {' '.join(notes)}"
+    return row.rstrip()
 
 
 def _emit(outcomes: Sequence[Outcome], as_json: bool, out: IO[str]) -> int:
@@ -187,8 +192,10 @@ def _cmd_op(args: argparse.Namespace, out: IO[str]) -> int:
 
     def one(job_id: str) -> Outcome:
         outcome = execute(args.op, job_id, resolve_deadline(args.timeout, None), scontrol=scontrol)
-        if outcome.result is not Result.OK:
-            log.warning("%s", describe(outcome))
+        # Logged for the journal; the result itself goes to stdout.  Only the outcomes
+        # an admin must act on are warnings.
+        level = logging.WARNING if outcome.result in (Result.UNKNOWN, Result.BIT_SET) else logging.INFO
+        log.log(level, "%s", describe(outcome))
         return outcome
 
     with ThreadPoolExecutor(max_workers=args.parallel) as pool:
