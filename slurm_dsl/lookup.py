@@ -1,0 +1,274 @@
+"""Job lookups: state, Requeue flag, restart count, priority and reason, or gone.
+
+Contract (SPEC §9):
+
+- ``Lookup.jobs(ids)`` answers for exactly the ids asked (canonical strings,
+  SPEC §1): a ``JobInfo``, or ``None`` when slurmctld says it does not know the
+  id (gone).  Whenever it could not ask (controller down, timeout, a missing
+  binary, output it cannot read) it raises ``LookupFailed`` and answers nothing:
+  never a partial answer that looks complete, never "gone" for "could not ask",
+  so a sweeper cannot clear an object because slurmctld was unreachable.
+  A bad job id raises ``ValueError`` before anything runs.
+- The Requeue flag is read from a field no job name can forge.  Never from
+  ``scontrol show job -o``: ``JobName=`` is printed raw before ``Requeue=``, so a
+  job named ``x Requeue=1`` shows a spoofed flag (ground truth §9, 24.11/26.05 §5).
+- ``SqueueLookup`` runs exactly one ``squeue`` per ``jobs()`` call (none for an
+  empty list) with an explicit ``-O`` field list, one record per line::
+
+      <JobID>|<State>|<Requeue>|<RestartCnt>|<PriorityLong>|<Reason>|<nonce>
+
+  ``JobID`` is the raw numeric id (``_print_job_job_id2``: ``%u`` of
+  ``job_id``), so an array task reads as its own JobId, never ``A_T``.  Reason
+  (``state_desc`` if set, which admins and plugins write) is the only free text:
+  it comes last, and each record must end with a fresh per-call nonce, so no
+  text inside a field can end a record early or add one.
+- ``parse_squeue`` is pure and strict: any line that is not exactly a record
+  raises ``LookupFailed``; nothing is ever skipped.
+- "Gone" is what slurmctld shows the caller: with ``PrivateData=jobs`` a plain
+  user is not shown other users' jobs, so lookups must run as root, SlurmUser or
+  a Slurm operator/admin (as the sweeper does).  squeue and pyslurm alike.
+
+Rule for "finished" (``JobInfo.finished``): the base states in which slurmctld
+refuses ``update Requeue=0`` with ``Job has already finished`` (IS_JOB_FINISHED;
+ground truth §2), so the bit can neither be cleared nor matter to a restore.
+Flag states (COMPLETING, REQUEUED, REQUEUE_HOLD, SPECIAL_EXIT, STAGE_OUT,
+RESIZING, ...) are not finished: a requeue passes through COMPLETING (ground
+truth §5) and SPECIAL_EXIT is a requeued-held job (§5); treating an unknown
+word as not finished costs at most one restore call, which then reads
+``Job has already finished`` as ok (SPEC §7).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import secrets
+from dataclasses import dataclass
+from typing import Callable, Dict, List, Optional, Protocol, Sequence, Tuple
+
+from . import runner
+from .errors import DSLError
+from .jobid import validate_job_id
+
+logger = logging.getLogger("slurm_dsl")
+
+SQUEUE = "/usr/bin/squeue"
+TIMEOUT = 30.0  # seconds; squeue gives up after 2*(MessageTimeout-1) s when slurmctld is down (§6)
+MANY = 50  # more ids than this: one listing of all jobs instead of -j id,id,...
+CAP = 64 << 20  # bytes of squeue output kept; a longer answer is refused, never used in part
+
+FINISHED_STATES = frozenset(
+    {
+        "COMPLETED",
+        "CANCELLED",
+        "FAILED",
+        "TIMEOUT",
+        "NODE_FAIL",
+        "PREEMPTED",
+        "BOOT_FAIL",
+        "DEADLINE",
+        "OUT_OF_MEMORY",
+    }
+)
+
+# squeue's answer for `-j <one id>` that slurmctld does not know (ground truth §4, §9).
+GONE_STDERR = b"slurm_load_jobs error: Invalid job id specified\n"
+UNREACHABLE = b"Unable to contact slurm controller"
+
+
+@dataclass(frozen=True)
+class JobInfo:
+    job_id: str
+    state: str
+    requeue: bool
+    restarts: int
+    priority: int  # 0 = held (ground truth §4)
+    reason: str
+
+    @property
+    def finished(self) -> bool:
+        """Whether the job is over for good, so its Requeue flag no longer matters."""
+        return self.state in FINISHED_STATES
+
+
+class LookupFailed(DSLError):
+    """Could not ask slurmctld (down, timeout, unreadable answer); nothing is known."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"job lookup failed: {reason}")
+        self.reason = reason
+
+
+class Lookup(Protocol):
+    def jobs(self, job_ids: Sequence[str]) -> Dict[str, Optional[JobInfo]]:
+        """Each asked id's JobInfo, or None if slurmctld does not know it.
+
+        Raises ``LookupFailed`` if it could not ask, ``ValueError`` for a bad job id.
+        """
+        ...
+
+
+Run = Callable[..., runner.Completed]
+
+
+def canonical_ids(job_ids: Sequence[str]) -> List[str]:
+    """The ids as canonical strings, first occurrence first; ``ValueError`` for a bad one (SPEC §1)."""
+    if isinstance(job_ids, (str, bytes)):
+        raise ValueError("job_ids must be a sequence of job ids, not one string")
+    return list(dict.fromkeys(validate_job_id(j) for j in job_ids))
+
+
+# --- squeue -----------------------------------------------------------------
+
+_FIELDS = ("JobID", "State", "Requeue", "RestartCnt", "PriorityLong", "Reason")
+_NONCE = re.compile(r"[0-9a-f]{32,}\Z")
+_STATE = re.compile(rb"[A-Z][A-Z_]*\Z")
+_UINT = re.compile(rb"(?:0|[1-9][0-9]*)\Z")
+
+
+def squeue_format(nonce: str) -> str:
+    """The ``-O`` value: each field ends in ``|`` (no width: printed whole), the last also in the nonce."""
+    if not _NONCE.match(nonce):
+        raise ValueError("nonce must be at least 32 lowercase hex digits")
+    return ",".join(f"{name}:|" for name in _FIELDS) + nonce
+
+
+def parse_squeue(stdout: bytes, nonce: str) -> Dict[str, JobInfo]:
+    """Read squeue's records (see the module contract); ``LookupFailed`` for anything else."""
+    if not isinstance(stdout, (bytes, bytearray)) or not isinstance(nonce, str) or not _NONCE.match(nonce):
+        raise LookupFailed("squeue output or nonce of the wrong type")
+    data = bytes(stdout)
+    if not data:
+        return {}
+    if not data.endswith(b"\n"):
+        raise LookupFailed("squeue output does not end with a newline")
+    end = b"|" + nonce.encode("ascii")
+    found: Dict[str, JobInfo] = {}
+    for number, line in enumerate(data[:-1].split(b"\n"), 1):
+        info = _parse_record(line, end, number)
+        if info.job_id in found:
+            raise LookupFailed(f"squeue line {number}: job {info.job_id} listed twice")
+        found[info.job_id] = info
+    return found
+
+
+def _parse_record(line: bytes, end: bytes, number: int) -> JobInfo:
+    where = f"squeue line {number}"
+    if not line.endswith(end):
+        raise LookupFailed(f"{where}: record does not end with this call's nonce")
+    fields = line[: -len(end)].split(b"|", 5)
+    if len(fields) != 6:
+        raise LookupFailed(f"{where}: {len(fields)} fields, expected 6")
+    raw_id, state, requeue, restarts, priority, reason = fields
+    try:
+        job_id = validate_job_id(raw_id.decode("ascii"))
+    except (UnicodeDecodeError, ValueError):
+        raise LookupFailed(f"{where}: bad JobID {raw_id[:40]!r}") from None
+    if not _STATE.match(state):
+        raise LookupFailed(f"{where}: bad State {state[:40]!r}")
+    if requeue not in (b"0", b"1"):
+        raise LookupFailed(f"{where}: Requeue is {requeue[:40]!r}, not 0 or 1")
+    for name, value, limit in (("RestartCnt", restarts, 0xFFFF), ("PriorityLong", priority, 0xFFFFFFFF)):
+        if not _UINT.match(value) or len(value) > 10 or int(value) > limit:
+            raise LookupFailed(f"{where}: bad {name} {value[:40]!r}")
+    return JobInfo(
+        job_id=job_id,
+        state=state.decode("ascii"),
+        requeue=requeue == b"1",
+        restarts=int(restarts),
+        priority=int(priority),
+        # Informational only; odd bytes in an admin's text must not stop a sweep.
+        reason=reason.decode("utf-8", "backslashreplace"),
+    )
+
+
+class SqueueLookup:
+    """Lookups through ``squeue -h -a -t all -O <fields>``: one process per ``jobs()`` call."""
+
+    def __init__(
+        self,
+        squeue_path: str = SQUEUE,
+        timeout: float = TIMEOUT,
+        *,
+        run: Run = runner.run_argv,
+        many: int = MANY,
+        cap: int = CAP,
+    ) -> None:
+        self.squeue_path = squeue_path
+        self.timeout = timeout
+        self.run = run
+        self.many = many
+        self.cap = cap
+
+    def argv(self, ids: Sequence[str], nonce: str) -> Tuple[str, ...]:
+        """``-a``: hidden partitions too; ``-t all``: finished jobs too (for MinJobAge)."""
+        head = (self.squeue_path, "-h", "-a", "-t", "all")
+        select = ("-j", ",".join(ids)) if len(ids) <= self.many else ()
+        return head + select + ("-O", squeue_format(nonce))
+
+    def jobs(self, job_ids: Sequence[str]) -> Dict[str, Optional[JobInfo]]:
+        ids = canonical_ids(job_ids)
+        if not ids:
+            return {}
+        nonce = secrets.token_hex(16)
+        done = self.run(self.argv(ids, nonce), timeout=self.timeout, cap=self.cap)
+        if done.timed_out:
+            raise LookupFailed(f"squeue did not answer within {self.timeout:g} s")
+        if done.truncated:
+            raise LookupFailed(f"squeue printed more than {self.cap} bytes")
+        if done.returncode == 0:
+            # rc 0 means squeue got its answer and printed all of it; stderr then
+            # holds at most warnings, and the records' framing is checked line by line.
+            found = parse_squeue(done.stdout, nonce)
+            return {i: found.get(i) for i in ids}
+        if len(ids) == 1 and done.returncode == 1 and done.stdout == b"" and done.stderr == GONE_STDERR:
+            # `-j <one id>` asks slurmctld for that job alone (slurm_load_job) and
+            # fails on an unknown id, where a list loads all jobs and omits it (§9).
+            return {ids[0]: None}
+        raise LookupFailed(_describe_failure(done))
+
+
+def _describe_failure(done: runner.Completed) -> str:
+    first = done.stderr.strip().split(b"\n")[0][:200].decode("utf-8", "backslashreplace")
+    if UNREACHABLE in done.stderr:
+        return f"slurmctld unreachable ({first})"
+    if done.returncode in (126, 127):
+        return f"squeue could not be run (status {done.returncode}: {first})"
+    return f"squeue exited {done.returncode}: {first or 'no message'}"
+
+
+# --- the running Slurm's version ---------------------------------------------
+
+# `squeue --version` prints e.g. "slurm 22.05.8" (Debian 12) or "slurm-wlm 22.05.8".
+_VERSION = re.compile(rb"slurm(?:-wlm)? ([0-9]{2})\.([0-9]{2})\.[0-9]+[^\s]*\n?\Z")
+
+
+def parse_slurm_version(stdout: bytes) -> Tuple[int, int]:
+    """``(major, minor)`` from ``squeue --version``/``scontrol --version``; ``LookupFailed`` otherwise."""
+    match = _VERSION.match(stdout) if isinstance(stdout, (bytes, bytearray)) else None
+    if match is None:
+        raise LookupFailed(f"unreadable Slurm version {bytes(stdout)[:80]!r}")
+    return int(match.group(1)), int(match.group(2))
+
+
+def slurm_version(
+    squeue_path: str = SQUEUE, timeout: float = 10.0, *, run: Run = runner.run_argv
+) -> Tuple[int, int]:
+    """The running Slurm's ``(major, minor)``, e.g. ``(22, 5)``; ``LookupFailed`` if it cannot tell."""
+    done = run((squeue_path, "--version"), timeout=timeout)
+    if done.timed_out or done.truncated or done.returncode != 0:
+        raise LookupFailed(f"`{squeue_path} --version`: {_describe_failure(done)}")
+    return parse_slurm_version(done.stdout)
+
+
+def default_lookup(squeue_path: str = SQUEUE, timeout: float = TIMEOUT) -> Lookup:
+    """pyslurm where it imports and matches the running Slurm, else ``SqueueLookup``."""
+    from .pyslurm_lookup import load_pyslurm_lookup
+
+    try:
+        version = slurm_version(squeue_path)
+    except LookupFailed as exc:
+        logger.warning("not using pyslurm, cannot tell the Slurm version: %s", exc.reason)
+        return SqueueLookup(squeue_path, timeout)
+    found = load_pyslurm_lookup(version)
+    return found if found is not None else SqueueLookup(squeue_path, timeout)
