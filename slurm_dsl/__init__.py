@@ -6,6 +6,7 @@ not_found, expired, not_run, unknown or bit_set (SPEC §7).  A result is ok or
 rejected only when it certainly is; anything else is unknown.
 """
 
+from .api import hold, open_job, release, requeue, restore, run_op
 from .errors import (
     ConfigError,
     DSLError,
@@ -18,7 +19,7 @@ from .errors import (
 )
 from .jobid import validate_job_id
 from .model import Call, CallOutcome, Op, Outcome, Reason, RequeueBit, Result
-from .ops import execute, hold, open_job, release, requeue, restore
+from .ops import execute
 from .reader import read_outcome
 from .script import render
 
@@ -48,5 +49,6 @@ __all__ = [
     "render",
     "requeue",
     "restore",
+    "run_op",
     "validate_job_id",
 ]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import signal
 import sys
 import time
@@ -20,10 +21,13 @@ from typing import IO, Dict, List, Optional, Sequence
 from . import __version__
 from .errors import DSLError, describe
 from .jobid import validate_job_id
+from .lookup import SqueueLookup, default_lookup
 from .model import Op, Outcome, Result
-from .ops import execute, find_scontrol, new_nonce, resolve_deadline
+from .ops import find_scontrol, new_nonce, resolve_deadline
 from .reader import read_outcome
 from .script import render
+from .sweeper import Done, SweepBusy, SweepLock, metrics_text, sweep
+from .tracked import Tracker
 
 PROG = "slurm-dsl"
 
@@ -55,6 +59,15 @@ _OP_HELP = {
     Op.RESTORE: "clear a job's Requeue flag (RestoreRequeueBit: scontrol update Requeue=0)",
     Op.OPEN: "release jobs with a direct, unwrapped scontrol release under the same deadline guard",
 }
+
+_SWEEP_EPILOG = """\
+exit status:
+  0 every object looked at was settled (or left to a running operation)
+  15 some object could not be settled (lookup failed, restore not ok): it stays, with back-off
+  3 another sweep is running: nothing done
+  2 usage error   1 any other error (ledger unavailable)
+"""
+EXIT_SWEEP_BUSY = 3
 
 log = logging.getLogger("slurm_dsl")
 
@@ -96,6 +109,12 @@ def _common_options(parser: argparse.ArgumentParser, top: bool = False) -> None:
         **default,  # type: ignore[arg-type]
     )
     parser.add_argument(
+        "--ledger",
+        metavar="PATH",
+        help="the object ledger (default: $SLURM_DSL_LEDGER, else /var/lib/slurm-dsl/ledger.sqlite3)",
+        **default,  # type: ignore[arg-type]
+    )
+    parser.add_argument(
         "-v", "--verbose", action="count", help="more log output on stderr (-vv for debug)",
         **({"default": 0} if top else default),
     )
@@ -133,6 +152,28 @@ def build_parser() -> argparse.ArgumentParser:
         )
         _common_options(p)
         p.set_defaults(handler=_cmd_op, op=op)
+    p = sub.add_parser(
+        "sweep",
+        help="settle every job whose Requeue flag a requeue may have left set",
+        description="Find the ledger's objects whose requeue bit is not clear, look their jobs up in one"
+        " squeue (or pyslurm) call, clear the objects of jobs that are gone, finished or already at Requeue=0,"
+        " and run RestoreRequeueBit on jobs still showing Requeue=1. A lookup that cannot reach slurmctld"
+        " changes nothing and backs off. One sweep at a time.",
+        epilog=_SWEEP_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--dry-run", action="store_true", help="look up and report, change nothing")
+    p.add_argument("--limit", type=int, metavar="N", help="settle at most N objects (oldest first)")
+    p.add_argument("--json", action="store_true", help="one JSON object per job, then a summary object")
+    p.add_argument("--metrics-file", metavar="PATH", help="write a Prometheus textfile (atomically)")
+    p.add_argument("--orphans", action="store_true",
+                   help="also list jobs showing Requeue=1 that the ledger does not track")
+    p.add_argument("--fix", action="store_true", help="with --orphans: run RestoreRequeueBit on them too")
+    p.add_argument("--restore-timeout", type=_positive_seconds, default=15.0, metavar="SECONDS",
+                   help="deadline of each RestoreRequeueBit (default 15)")
+    p.add_argument("--squeue", metavar="PATH", default="/usr/bin/squeue", help="squeue to run (default %(default)s)")
+    _common_options(p)
+    p.set_defaults(handler=_cmd_sweep)
     p = sub.add_parser(
         "script", help="print the script an operation would run, and run nothing",
         description="Print the deadline-wrapped sh script for OP on JOBID (with a fresh nonce). Nothing runs.",
@@ -186,12 +227,15 @@ def worst(outcomes: Sequence[Outcome]) -> int:
 
 
 def _cmd_op(args: argparse.Namespace, out: IO[str]) -> int:
-    scontrol = find_scontrol(args.scontrol)
     if args.parallel < 1:
         raise UsageError("--parallel must be at least 1")
+    tracker = Tracker(args.ledger, scontrol=find_scontrol(args.scontrol))
 
     def one(job_id: str) -> Outcome:
-        outcome = execute(args.op, job_id, resolve_deadline(args.timeout, None), scontrol=scontrol)
+        try:
+            outcome = tracker.run(args.op, job_id, resolve_deadline(args.timeout, None))
+        finally:
+            tracker.close()  # this thread's connection
         # Logged for the journal; the result itself goes to stdout.  Only the outcomes
         # an admin must act on are warnings.
         level = logging.WARNING if outcome.result in (Result.UNKNOWN, Result.BIT_SET) else logging.INFO
@@ -200,7 +244,68 @@ def _cmd_op(args: argparse.Namespace, out: IO[str]) -> int:
 
     with ThreadPoolExecutor(max_workers=args.parallel) as pool:
         outcomes: List[Outcome] = list(pool.map(one, args.job_ids))
+    tracker.close()
     return _emit(outcomes, args.json, out)
+
+
+def _cmd_sweep(args: argparse.Namespace, out: IO[str]) -> int:
+    if args.limit is not None and args.limit < 1:
+        raise UsageError("--limit must be at least 1")
+    if args.fix and not args.orphans:
+        raise UsageError("--fix only goes with --orphans")
+    with Tracker(args.ledger, scontrol=find_scontrol(args.scontrol)) as tracker:
+        try:
+            with SweepLock(tracker.path):
+                report = sweep(
+                    tracker,
+                    default_lookup(args.squeue),
+                    limit=args.limit,
+                    dry_run=args.dry_run,
+                    restore_timeout=args.restore_timeout,
+                    orphans=args.orphans,
+                    fix=args.fix,
+                    orphan_lookup=SqueueLookup(args.squeue),
+                )
+        except SweepBusy as exc:
+            sys.stderr.write(f"{PROG}: {exc}; nothing done\n")
+            return EXIT_SWEEP_BUSY
+        not_clear = tracker.ledger().count_not_clear()
+    for s in report.swept:
+        if s.done in (Done.RESTORE_FAILED, Done.LOOKUP_FAILED):
+            log.warning("sweep: job %s: %s (%s)", s.job_id, s.done.value, s.why)
+        if args.json:
+            out.write(json.dumps(s.to_json(), sort_keys=True) + "\n")
+        else:
+            out.write(f"{s.job_id:>10}  {s.done.value:<14} {s.why}\n")
+    for info in report.orphans:
+        if args.json:
+            out.write(json.dumps({"job_id": info.job_id, "orphan": True, "state": info.state}) + "\n")
+        else:
+            out.write(f"{info.job_id:>10}  orphan         shows Requeue=1 ({info.state}), not tracked by the ledger\n")
+    summary = {"summary": report.counts(), "lookup_error": report.lookup_error, "orphans": len(report.orphans),
+               "fixed_orphans": [o.result.value for o in report.fixed_orphans], "not_clear": not_clear,
+               "dry_run": report.dry_run, "seconds": round(report.finished - report.started, 3)}
+    if args.json:
+        out.write(json.dumps(summary, sort_keys=True) + "\n")
+    else:
+        done = ", ".join(f"{v} {k}" for k, v in report.counts().items() if v) or "nothing to do"
+        out.write(f"sweep{' (dry run)' if report.dry_run else ''}: {done}; {not_clear} object(s) not clear\n")
+    if report.lookup_error:
+        log.warning("sweep: could not look jobs up: %s; nothing was cleared", report.lookup_error)
+    if args.metrics_file:
+        _write_atomically(args.metrics_file, metrics_text(report, not_clear))
+    return EXIT_OK if report.settled else EXIT_CODES[Result.UNKNOWN]
+
+
+def _write_atomically(path: str, text: str) -> None:
+    tmp = f"{path}.tmp.{os.getpid()}"
+    try:
+        with open(tmp, "w") as f:
+            f.write(text)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise DSLError(f"cannot write metrics file {path}: {exc.strerror}") from None
 
 
 def _cmd_script(args: argparse.Namespace, out: IO[str]) -> int:
@@ -222,11 +327,28 @@ def _cmd_read(args: argparse.Namespace, out: IO[str]) -> int:
     return _emit([outcome], args.json, out)
 
 
+class _StderrHandler(logging.Handler):
+    """Writes to whatever ``sys.stderr`` is at the time (tests and callers may swap it)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            sys.stderr.write(self.format(record) + "\n")
+        except Exception:
+            self.handleError(record)
+
+
+_handler: Optional[_StderrHandler] = None
+
+
 def _setup_logging(verbose: int) -> None:
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter(f"{PROG}: %(message)s"))
+    """Log records to stderr as ``slurm-dsl: message`` (under systemd: the journal).
+    The library itself never configures handlers; only this entry point does, once."""
+    global _handler
     root = logging.getLogger("slurm_dsl")
-    root.addHandler(handler)
+    if _handler is None:
+        _handler = _StderrHandler()
+        _handler.setFormatter(logging.Formatter(f"{PROG}: %(message)s"))
+        root.addHandler(_handler)
     root.setLevel(logging.WARNING if verbose == 0 else logging.INFO if verbose == 1 else logging.DEBUG)
 
 

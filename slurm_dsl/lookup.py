@@ -203,13 +203,21 @@ class SqueueLookup:
     def argv(self, ids: Sequence[str], nonce: str) -> Tuple[str, ...]:
         """``-a``: hidden partitions too; ``-t all``: finished jobs too (for MinJobAge)."""
         head = (self.squeue_path, "-h", "-a", "-t", "all")
-        select = ("-j", ",".join(ids)) if len(ids) <= self.many else ()
+        select = ("-j", ",".join(ids)) if 0 < len(ids) <= self.many else ()
         return head + select + ("-O", squeue_format(nonce))
 
     def jobs(self, job_ids: Sequence[str]) -> Dict[str, Optional[JobInfo]]:
         ids = canonical_ids(job_ids)
         if not ids:
             return {}
+        found = self._query(ids)
+        return {i: found.get(i) for i in ids}
+
+    def all_jobs(self) -> Dict[str, JobInfo]:
+        """Every job slurmctld knows (one squeue listing), e.g. to find orphans."""
+        return self._query([])
+
+    def _query(self, ids: List[str]) -> Dict[str, JobInfo]:
         nonce = secrets.token_hex(16)
         done = self.run(self.argv(ids, nonce), timeout=self.timeout, cap=self.cap)
         if done.timed_out:
@@ -219,12 +227,11 @@ class SqueueLookup:
         if done.returncode == 0:
             # rc 0 means squeue got its answer and printed all of it; stderr then
             # holds at most warnings, and the records' framing is checked line by line.
-            found = parse_squeue(done.stdout, nonce)
-            return {i: found.get(i) for i in ids}
+            return parse_squeue(done.stdout, nonce)
         if len(ids) == 1 and done.returncode == 1 and done.stdout == b"" and done.stderr == GONE_STDERR:
             # `-j <one id>` asks slurmctld for that job alone (slurm_load_job) and
             # fails on an unknown id, where a list loads all jobs and omits it (§9).
-            return {ids[0]: None}
+            return {}
         raise LookupFailed(_describe_failure(done))
 
 

@@ -1,12 +1,12 @@
-"""The operations: hold, release, requeue, restore and open_job (SPEC §1, §8).
+"""Running one operation on one job, untracked (SPEC §1, §2, §6).
 
 Contract: ``execute`` validates the job id before any process starts, renders
 the op's script with a fresh nonce, runs it through ``runner`` with an outer
 guard a little past the deadline, and reads the output with ``read_outcome``;
-it returns the ``Outcome`` and never raises for what scontrol did.  The
-public functions call it and raise the SPEC §8 exception for anything but ok.
-``open_job`` runs ``scontrol release`` directly, unwrapped, under the runner's
-guard at the deadline itself.
+it returns the ``Outcome`` and never raises for what scontrol did.  It records
+nothing: the public operations (``api``) run it through the ledger.  ``open``
+runs ``scontrol release`` directly, unwrapped, under the runner's guard at the
+deadline itself.
 """
 
 from __future__ import annotations
@@ -85,32 +85,3 @@ def execute(
     if done.truncated:
         return unknown(op, job, Reason.OUTPUT_TOO_LARGE, exit_status=done.returncode, detail="output over the cap")
     return read_outcome(op, job, done.stderr, done.returncode, nonce)
-
-
-def _operation(op: Op) -> Callable[..., Outcome]:
-    def run(
-        job_id: JobId,
-        *,
-        timeout: Optional[float] = None,
-        deadline: Optional[float] = None,
-        scontrol: Optional[str] = None,
-    ) -> Outcome:
-        job = validate_job_id(job_id)
-        outcome = execute(op, job, resolve_deadline(timeout, deadline), scontrol=scontrol)
-        outcome.raise_for_result()
-        return outcome
-
-    run.__name__ = run.__qualname__ = "open_job" if op is Op.OPEN else op.value
-    run.__doc__ = (
-        f"``{op.value}`` one job before a deadline (or within a timeout); return the ok"
-        " Outcome, else raise the SPEC §8 exception (Rejected, NotFound, Expired, OutcomeUnknown,"
-        " RequeueBitSet, NotRun)."
-    )
-    return run
-
-
-hold = _operation(Op.HOLD)
-release = _operation(Op.RELEASE)
-requeue = _operation(Op.REQUEUE)
-restore = _operation(Op.RESTORE)
-open_job = _operation(Op.OPEN)

@@ -74,3 +74,22 @@ def alive_in_group(marker: str) -> Optional[int]:
         if marker.encode() in cmd and state != b"Z":
             return int(entry)
     return None
+
+
+def write_fake_squeue(directory: Path, records: str, *, exit_code: int = 0, stderr: str = "") -> Path:
+    """A fake ``squeue`` that answers ``--version`` like 22.05 and prints ``records``
+    (lines of ``id|STATE|requeue|restarts|priority|reason``) each ending with the
+    caller's nonce, taken from the ``-O`` format as the real squeue would print it."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "squeue"
+    path.write_text(
+        "#!/bin/sh\n"
+        'case $1 in --version) echo "slurm 22.05.8"; exit 0 ;; esac\n'
+        f"printf '%s\\n' \"$*\" >> {_q(str(directory / 'squeue.log'))}\n"
+        'for a; do fmt=$a; done; nonce=${fmt##*|}\n'
+        f"[ -z {_q(stderr)} ] || printf '%s\\n' {_q(stderr)} >&2\n"
+        f"printf '%s' {_q(records)} | while IFS= read -r line; do printf '%s|%s\\n' \"$line\" \"$nonce\"; done\n"
+        f"exit {exit_code}\n"
+    )
+    path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    return path

@@ -1,0 +1,279 @@
+"""The restore sweeper (SPEC §9): settle every object whose bit is not clear.
+
+Strategy, in as few slurmctld RPCs as possible:
+
+1. read the objects whose bit is not clear (``Ledger.pending``: not leased by an
+   operation, back-off elapsed), oldest first, up to ``limit``;
+2. take each one's lease, so no operation starts on it while we decide
+   (a job an operation holds is left for the next sweep);
+3. look them all up at once (one squeue, or pyslurm): a job gone, finished, or
+   already at Requeue=0 has its object cleared; a job showing Requeue=1 gets
+   RestoreRequeueBit (one RPC each, through the ledger like any operation);
+4. a lookup that could not ask leaves every object as it was and backs off;
+   "could not ask" is never read as "gone".
+
+``decide`` is the pure rule; ``sweep`` is the edge around it.  One sweeper at
+a time: ``SweepLock`` is an flock beside the ledger file.
+"""
+
+from __future__ import annotations
+
+import enum
+import errno
+import fcntl
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Dict, List, Optional, Tuple
+
+from .ledger import Ledger
+from .lookup import JobInfo, Lookup, LookupFailed, SqueueLookup
+from .model import Op, Outcome, RequeueBit, Result
+from .tracked import Tracker, lease_owner
+
+RESTORE_TIMEOUT = 15.0
+Clock = Callable[[], float]
+
+
+class Action(str, enum.Enum):
+    CLEAR = "clear"  # the bit no longer matters or is already 0: clear the object
+    RESTORE = "restore"  # the job shows Requeue=1: RestoreRequeueBit
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class Done(str, enum.Enum):
+    """What the sweep did with one object."""
+
+    CLEARED = "cleared"
+    RESTORED = "restored"
+    RESTORE_FAILED = "restore_failed"
+    LOOKUP_FAILED = "lookup_failed"
+    BUSY = "busy"  # an operation held the job's lease
+    WOULD_CLEAR = "would_clear"  # --dry-run
+    WOULD_RESTORE = "would_restore"  # --dry-run
+
+    def __str__(self) -> str:
+        return self.value
+
+
+# Outcomes a sweep is content with: a busy job is an operation's for now, and the next sweep's.
+SETTLED = frozenset({Done.CLEARED, Done.RESTORED, Done.WOULD_CLEAR, Done.WOULD_RESTORE, Done.BUSY})
+
+
+def decide(info: Optional[JobInfo]) -> Tuple[Action, str]:
+    """What to do with an object whose bit is not clear, given its job's lookup."""
+    if info is None:
+        return Action.CLEAR, "gone: slurmctld no longer knows the job"
+    if info.finished:
+        return Action.CLEAR, f"finished ({info.state}): the Requeue flag no longer matters"
+    if not info.requeue:
+        return Action.CLEAR, "the job already shows Requeue=0"
+    return Action.RESTORE, f"the job shows Requeue=1 ({info.state})"
+
+
+@dataclass(frozen=True)
+class Swept:
+    job_id: str
+    done: Done
+    why: str
+    outcome: Optional[Outcome] = None
+
+    def to_json(self) -> Dict[str, object]:
+        return {
+            "job_id": self.job_id,
+            "done": self.done.value,
+            "why": self.why,
+            "restore": self.outcome.to_json() if self.outcome is not None else None,
+        }
+
+
+@dataclass
+class SweepReport:
+    swept: List[Swept] = field(default_factory=list)
+    lookup_error: Optional[str] = None
+    orphans: List[JobInfo] = field(default_factory=list)
+    fixed_orphans: List[Outcome] = field(default_factory=list)
+    started: float = 0.0
+    finished: float = 0.0
+    dry_run: bool = False
+
+    def counts(self) -> Dict[str, int]:
+        counts = {d.value: 0 for d in Done}
+        for s in self.swept:
+            counts[s.done.value] += 1
+        return counts
+
+    @property
+    def settled(self) -> bool:
+        """Every object looked at was settled (and every orphan fixed, if asked)."""
+        fixed = all(o.result is Result.OK for o in self.fixed_orphans)
+        return self.lookup_error is None and fixed and all(s.done in SETTLED for s in self.swept)
+
+
+class SweepBusy(Exception):
+    """Another sweeper holds the lock."""
+
+
+class SweepLock:
+    """One sweeper at a time: an exclusive, non-blocking flock on ``<ledger>.sweep.lock``."""
+
+    def __init__(self, ledger_path: str) -> None:
+        self.path = ledger_path + ".sweep.lock"
+        self._fd: Optional[int] = None
+
+    def __enter__(self) -> SweepLock:
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            os.close(fd)
+            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
+                raise SweepBusy(f"another sweep is running (lock {self.path} is held)") from None
+            raise
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        self._fd = fd
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._fd is not None:
+            os.close(self._fd)  # closing drops the flock
+            self._fd = None
+
+
+def sweep(
+    tracker: Tracker,
+    lookup: Lookup,
+    *,
+    limit: Optional[int] = None,
+    dry_run: bool = False,
+    restore_timeout: float = RESTORE_TIMEOUT,
+    orphans: bool = False,
+    fix: bool = False,
+    orphan_lookup: Optional[SqueueLookup] = None,
+    clock: Clock = time.time,
+) -> SweepReport:
+    """One pass over the objects whose bit is not clear.  The caller holds the ``SweepLock``."""
+    ledger = tracker.ledger()
+    report = SweepReport(started=clock(), dry_run=dry_run)
+    owner = lease_owner("sweep")
+    objects = ledger.pending(clock(), limit)
+    ids = [o.job_id for o in objects]
+    if dry_run:
+        leased = ids
+    else:
+        # Leases first, lookup after: no operation can start on a leased job, so what
+        # the lookup says stays true until the job is settled or its lease released.
+        ttl = getattr(lookup, "timeout", 60.0) + restore_timeout * 2 + 60.0
+        leased = ledger.acquire_leases(ids, owner, clock(), ttl)
+        held = set(leased)
+        report.swept += [Swept(j, Done.BUSY, "an operation holds the job") for j in ids if j not in held]
+    try:
+        _settle(tracker, ledger, lookup, leased, owner, report, dry_run, restore_timeout, clock)
+    finally:
+        if not dry_run:
+            ledger.release_leases(leased, owner)
+    if orphans:
+        _orphans(tracker, ledger, orphan_lookup or SqueueLookup(), report, fix and not dry_run, restore_timeout, clock)
+    report.finished = clock()
+    return report
+
+
+def _settle(
+    tracker: Tracker,
+    ledger: Ledger,
+    lookup: Lookup,
+    leased: List[str],
+    owner: str,
+    report: SweepReport,
+    dry_run: bool,
+    restore_timeout: float,
+    clock: Clock,
+) -> None:
+    if not leased:
+        return
+    try:
+        infos = lookup.jobs(leased)
+    except LookupFailed as exc:
+        report.lookup_error = exc.reason
+        if not dry_run:
+            ledger.lookups_failed(leased, exc.reason, clock())
+        report.swept += [Swept(job, Done.LOOKUP_FAILED, exc.reason) for job in leased]
+        return
+    decided = [(job, *decide(infos.get(job))) for job in leased]
+    if dry_run:
+        report.swept += [
+            Swept(job, Done.WOULD_CLEAR if action is Action.CLEAR else Done.WOULD_RESTORE, why)
+            for job, action, why in decided
+        ]
+        return
+    clears = [(job, RequeueBit.CLEAR, f"sweep: {why}") for job, action, why in decided if action is Action.CLEAR]
+    written = set(ledger.set_bits(clears, clock(), owner=owner))
+    for job, action, why in decided:
+        if action is Action.CLEAR:
+            if job in written:
+                report.swept.append(Swept(job, Done.CLEARED, why))
+            else:
+                report.swept.append(Swept(job, Done.BUSY, "the sweep's lease lapsed; left for the next sweep"))
+            continue
+        outcome = tracker.run(Op.RESTORE, job, clock() + restore_timeout, owner=owner)
+        if outcome.result is Result.OK:
+            report.swept.append(Swept(job, Done.RESTORED, why, outcome))
+        else:
+            ledger.lookup_failed(job, f"restore: {outcome.result.value}", clock())
+            report.swept.append(Swept(job, Done.RESTORE_FAILED, f"restore: {outcome.result.value}", outcome))
+
+
+def _orphans(
+    tracker: Tracker,
+    ledger: Ledger,
+    lookup: SqueueLookup,
+    report: SweepReport,
+    fix: bool,
+    restore_timeout: float,
+    clock: Clock,
+) -> None:
+    """Jobs showing Requeue=1 that the ledger does not track as possibly set."""
+    try:
+        everything = lookup.all_jobs()
+    except LookupFailed as exc:
+        report.lookup_error = report.lookup_error or exc.reason
+        return
+    for job_id, info in sorted(everything.items(), key=lambda kv: int(kv[0])):
+        if not info.requeue or info.finished:
+            continue
+        obj = ledger.get(job_id)
+        if obj is not None and obj.bit is not RequeueBit.CLEAR:
+            continue
+        report.orphans.append(info)
+        if fix:
+            report.fixed_orphans.append(tracker.run(Op.RESTORE, job_id, clock() + restore_timeout))
+
+
+def metrics_text(report: SweepReport, not_clear: int) -> str:
+    """A Prometheus textfile (node_exporter's textfile collector) for one sweep."""
+    lines = [
+        "# HELP slurm_dsl_sweep_objects Objects the last sweep handled, by what it did.",
+        "# TYPE slurm_dsl_sweep_objects gauge",
+    ]
+    lines += [f'slurm_dsl_sweep_objects{{done="{k}"}} {v}' for k, v in sorted(report.counts().items())]
+    lines += [
+        "# HELP slurm_dsl_objects_not_clear Ledger objects whose requeue bit is not clear after the sweep.",
+        "# TYPE slurm_dsl_objects_not_clear gauge",
+        f"slurm_dsl_objects_not_clear {not_clear}",
+        "# HELP slurm_dsl_sweep_lookup_failed 1 if the last sweep could not look jobs up.",
+        "# TYPE slurm_dsl_sweep_lookup_failed gauge",
+        f"slurm_dsl_sweep_lookup_failed {int(report.lookup_error is not None)}",
+        "# HELP slurm_dsl_sweep_orphans Jobs showing Requeue=1 that the ledger does not track.",
+        "# TYPE slurm_dsl_sweep_orphans gauge",
+        f"slurm_dsl_sweep_orphans {len(report.orphans)}",
+        "# HELP slurm_dsl_sweep_duration_seconds How long the last sweep took.",
+        "# TYPE slurm_dsl_sweep_duration_seconds gauge",
+        f"slurm_dsl_sweep_duration_seconds {report.finished - report.started:.6f}",
+        "# HELP slurm_dsl_sweep_last_run_timestamp_seconds When the last sweep finished.",
+        "# TYPE slurm_dsl_sweep_last_run_timestamp_seconds gauge",
+        f"slurm_dsl_sweep_last_run_timestamp_seconds {report.finished:.3f}",
+    ]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,601 @@
+"""The ledger (SPEC §9) against real SQLite files, and real processes for concurrency and crashes."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import sqlite3
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import IO, Dict, List, Optional, Tuple
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import slurm_dsl.ledger as ledger_module
+from slurm_dsl.combine import next_bit
+from slurm_dsl.ledger import STDERR_CAP, HistoryEntry, Ledger, LedgerError
+from slurm_dsl.model import Call, CallOutcome, Op, Outcome, Reason, RequeueBit, Result
+from slurm_dsl.refusals import ALREADY_FINISHED, INVALID_JOB_ID
+
+JOB = "4242"
+NONCE = "0123456789abcdef0123456789abcdef"
+CHILD = Path(__file__).with_name("ledger_crash_child.py")
+ROOT = Path(__file__).resolve().parents[1]
+
+CLEAR, MAY, SET = RequeueBit.CLEAR, RequeueBit.MAY_BE_SET, RequeueBit.SET
+S, U, X, R, N = (
+    CallOutcome.SUCCESS,
+    CallOutcome.UNKNOWN,
+    CallOutcome.EXPIRED,
+    CallOutcome.REJECTED,
+    CallOutcome.NOT_FOUND,
+)
+
+
+def call(number: int, status: int, outcome: CallOutcome, message: Optional[str] = None) -> Call:
+    reason = Reason.TIMED_OUT if status == 124 else Reason.UNRECOGNISED_STDERR if outcome is U else None
+    return Call(number, status, str(status), b"", outcome, message, reason)
+
+
+def requeue(result: Result, bit: RequeueBit, *calls: Call, reason: Optional[Reason] = None) -> Outcome:
+    return Outcome(Op.REQUEUE, JOB, result, bit, reason, calls, calls[-1].status)
+
+
+def single(op: Op, result: Result, c: Call) -> Outcome:
+    return Outcome(op, JOB, result, None, c.reason if result is Result.UNKNOWN else None, (c,), c.status)
+
+
+# Outcomes as combine would build them (SPEC §7), made by hand with the model's constructors.
+REQUEUE_OK = requeue(Result.OK, CLEAR, call(1, 0, S), call(2, 0, S), call(3, 0, S))
+REQUEUE_S1_UNKNOWN = requeue(Result.UNKNOWN, MAY, call(1, 124, U), call(3, 0, S), reason=Reason.TIMED_OUT)
+REQUEUE_EXPIRED = requeue(Result.EXPIRED, CLEAR, call(1, 75, X))
+REQUEUE_S1_NOT_FOUND = requeue(
+    Result.NOT_FOUND, CLEAR, call(1, 1, N, INVALID_JOB_ID), call(3, 1, N, INVALID_JOB_ID)
+)
+REQUEUE_BIT_SET = requeue(
+    Result.BIT_SET, SET, call(1, 0, S), call(2, 0, S), call(3, 75, X), reason=Reason.CLEAR_NOT_RUN
+)
+REQUEUE_CLEAR_FAILED = requeue(
+    Result.UNKNOWN, MAY, call(1, 0, S), call(2, 0, S), call(3, 1, U), reason=Reason.CLEAR_FAILED
+)
+RESTORE_OK = single(Op.RESTORE, Result.OK, call(1, 0, S))
+RESTORE_GONE = single(Op.RESTORE, Result.OK, call(1, 1, R, ALREADY_FINISHED))
+RESTORE_UNKNOWN = single(Op.RESTORE, Result.UNKNOWN, call(1, 124, U))
+HOLD_OK = single(Op.HOLD, Result.OK, call(1, 0, S))
+RELEASE_UNKNOWN = single(Op.RELEASE, Result.UNKNOWN, call(1, 1, U))
+OPEN_OK = single(Op.OPEN, Result.OK, call(1, 0, S))
+
+
+def requeue_ok_for(job_id: str) -> Outcome:
+    return Outcome(Op.REQUEUE, job_id, Result.OK, CLEAR, None, REQUEUE_OK.calls, 0)
+
+
+def hold_ok_for(job_id: str) -> Outcome:
+    return Outcome(Op.HOLD, job_id, Result.OK, None, None, HOLD_OK.calls, 0)
+
+
+def open_ledger(tmp_path: Path, **kwargs: float) -> Ledger:
+    return Ledger.open(tmp_path / "ledger.sqlite3", **kwargs)
+
+
+def force_bit(ledger: Ledger, job_id: str, bit: RequeueBit, now: float = 1.0) -> None:
+    """Give a job a prior bit the way the sweeper would: under its lease."""
+    assert ledger.acquire_lease(job_id, "setup", now, 10.0)
+    assert ledger.set_bit(job_id, bit, f"setup {bit.value}", now, owner="setup")
+    assert ledger.release_lease(job_id, "setup")
+
+
+def raw(path: Path) -> sqlite3.Connection:
+    return sqlite3.connect(str(path), isolation_level=None)
+
+
+# -- the file -------------------------------------------------------------------------------------
+
+
+def test_open_creates_parent_0700_and_file_0600_and_wal_files_0600(tmp_path: Path) -> None:
+    path = tmp_path / "var" / "lib" / "slurm-dsl" / "ledger.sqlite3"
+    old_umask = os.umask(0o022)
+    try:
+        with Ledger.open(path) as ledger:
+            ledger.begin_operation(JOB, Op.HOLD, NONCE, 1.0)
+            assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+            assert stat.S_IMODE(os.stat(path.parent).st_mode) == 0o700
+            for suffix in ("-wal", "-shm"):
+                assert stat.S_IMODE(os.stat(f"{path}{suffix}").st_mode) == 0o600
+    finally:
+        os.umask(old_umask)
+
+
+def test_default_path_is_under_var_lib() -> None:
+    assert ledger_module.DEFAULT_PATH.startswith("/var/lib/slurm-dsl/")
+
+
+def test_wal_and_full_sync(tmp_path: Path) -> None:
+    with open_ledger(tmp_path):
+        pass
+    conn = raw(tmp_path / "ledger.sqlite3")
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    conn.close()
+
+
+def test_a_writer_waits_busy_timeout_then_ledger_error(tmp_path: Path) -> None:
+    with open_ledger(tmp_path):
+        pass
+    blocker = raw(tmp_path / "ledger.sqlite3")
+    blocker.execute("BEGIN IMMEDIATE")
+    try:
+        with open_ledger(tmp_path, busy_timeout=0.3) as ledger:
+            # Reads are not blocked by a writer (WAL).
+            assert ledger.get(JOB) is None
+            start = time.monotonic()
+            with pytest.raises(LedgerError, match="locked") as info:
+                ledger.acquire_lease(JOB, "me", 1.0, 10.0)
+            assert time.monotonic() - start >= 0.25
+            assert info.value.path == str(tmp_path / "ledger.sqlite3")
+    finally:
+        blocker.execute("ROLLBACK")
+        blocker.close()
+
+
+def test_schema_version_and_reopen_keeps_data(tmp_path: Path) -> None:
+    with open_ledger(tmp_path) as ledger:
+        assert ledger.schema_version() == len(ledger_module.MIGRATIONS) == 1
+        ledger.begin_operation(JOB, Op.REQUEUE, NONCE, 1.0)
+    with open_ledger(tmp_path) as ledger:
+        assert ledger.schema_version() == 1
+        obj = ledger.get(JOB)
+        assert obj is not None and obj.bit is MAY
+    conn = raw(tmp_path / "ledger.sqlite3")
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    assert {"objects", "history", "leases"} <= tables
+    conn.close()
+
+
+def test_a_migration_and_its_version_bump_commit_together(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with open_ledger(tmp_path):
+        pass
+    base = ledger_module.MIGRATIONS
+    # The second statement fails: the first must not stay behind, nor the version move.
+    monkeypatch.setattr(
+        ledger_module, "MIGRATIONS", (*base, ("CREATE TABLE extra (x)", "CREATE TABLE objects (y)"))
+    )
+    with pytest.raises(LedgerError, match="already exists"):
+        open_ledger(tmp_path)
+    conn = raw(tmp_path / "ledger.sqlite3")
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == 1
+    assert conn.execute("SELECT count(*) FROM sqlite_master WHERE name = 'extra'").fetchone()[0] == 0
+    conn.close()
+
+    monkeypatch.setattr(ledger_module, "MIGRATIONS", (*base, ("CREATE TABLE extra (x)",)))
+    with open_ledger(tmp_path) as ledger:
+        assert ledger.schema_version() == 2
+    conn = raw(tmp_path / "ledger.sqlite3")
+    assert conn.execute("SELECT count(*) FROM sqlite_master WHERE name = 'extra'").fetchone()[0] == 1
+    conn.close()
+
+
+def test_a_newer_schema_is_refused(tmp_path: Path) -> None:
+    with open_ledger(tmp_path):
+        pass
+    conn = raw(tmp_path / "ledger.sqlite3")
+    conn.execute("PRAGMA user_version = 99")
+    conn.close()
+    with pytest.raises(LedgerError, match=r"schema version 99, newer than this slurm-dsl knows \(1\)"):
+        open_ledger(tmp_path)
+
+
+def test_a_path_that_cannot_be_created_says_which_and_why(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("")
+    bad = tmp_path / "file" / "slurm-dsl" / "ledger.sqlite3"
+    with pytest.raises(LedgerError, match="Not a directory") as info:
+        Ledger.open(bad)
+    assert str(bad) in str(info.value) and info.value.path == str(bad)
+    with pytest.raises(LedgerError, match="Is a directory"):
+        Ledger.open(tmp_path)
+
+
+def test_a_file_that_is_not_a_database_is_a_ledger_error(tmp_path: Path) -> None:
+    path = tmp_path / "ledger.sqlite3"
+    path.write_bytes(b"this is not sqlite" * 100)
+    with pytest.raises(LedgerError, match="not a database"):
+        Ledger.open(path)
+
+
+# -- operations -----------------------------------------------------------------------------------
+
+# (prior bit, outcome, the object's bit after).  next_bit decides; these pin what §7/§9 require.
+CASES: List[Tuple[str, RequeueBit, Outcome, RequeueBit]] = [
+    ("requeue unknown -> may_be_set", CLEAR, REQUEUE_S1_UNKNOWN, MAY),
+    ("requeue ok -> clear", CLEAR, REQUEUE_OK, CLEAR),
+    ("requeue ok clears an earlier may_be_set", MAY, REQUEUE_OK, CLEAR),
+    ("requeue ok clears an earlier set", SET, REQUEUE_OK, CLEAR),
+    ("requeue expired before call 1 keeps may_be_set", MAY, REQUEUE_EXPIRED, MAY),
+    ("requeue expired before call 1 keeps set", SET, REQUEUE_EXPIRED, SET),
+    ("requeue expired before call 1 on a clear job", CLEAR, REQUEUE_EXPIRED, CLEAR),
+    ("requeue not found, call 3 found it gone", SET, REQUEUE_S1_NOT_FOUND, CLEAR),
+    ("requeue bit_set -> set", CLEAR, REQUEUE_BIT_SET, SET),
+    ("requeue clear failed -> may_be_set", CLEAR, REQUEUE_CLEAR_FAILED, MAY),
+    ("restore ok clears", SET, RESTORE_OK, CLEAR),
+    ("restore finding the job gone clears", MAY, RESTORE_GONE, CLEAR),
+    ("restore unknown leaves the bit", MAY, RESTORE_UNKNOWN, MAY),
+    ("hold leaves may_be_set", MAY, HOLD_OK, MAY),
+    ("hold leaves clear", CLEAR, HOLD_OK, CLEAR),
+    ("release unknown leaves set", SET, RELEASE_UNKNOWN, SET),
+    ("open leaves set", SET, OPEN_OK, SET),
+]
+
+
+@pytest.mark.parametrize("name, prior, outcome, after", CASES, ids=[c[0] for c in CASES])
+def test_begin_and_finish(
+    tmp_path: Path, name: str, prior: RequeueBit, outcome: Outcome, after: RequeueBit
+) -> None:
+    with open_ledger(tmp_path) as ledger:
+        if prior is not CLEAR:
+            force_bit(ledger, JOB, prior)
+        op_id = ledger.begin_operation(JOB, outcome.op, NONCE, 10.0)
+        during = ledger.get(JOB)
+        assert during is not None
+        assert during.bit is (MAY if outcome.op is Op.REQUEUE else prior)
+        assert ledger.finish_operation(op_id, outcome, b"err", 11.0) is after
+        assert after is next_bit(prior, outcome)
+        obj = ledger.get(JOB)
+        assert obj is not None and obj.bit is after
+        (entry,) = ledger.history(JOB)
+        assert (entry.prior_bit, entry.bit_after, entry.result) == (prior, after, outcome.result)
+        if outcome.op in (Op.REQUEUE, Op.RESTORE):
+            assert obj.why.startswith(f"{outcome.op.value} {NONCE}: {outcome.result.value}")
+            assert obj.updated_at == 11.0
+            if outcome.reason is not None:
+                assert outcome.reason.value in obj.why
+        else:
+            assert obj.why == during.why and obj.updated_at == during.updated_at
+
+
+def test_a_job_with_only_holds_has_a_clear_object(tmp_path: Path) -> None:
+    with open_ledger(tmp_path) as ledger:
+        assert ledger.get(JOB) is None
+        ledger.finish_operation(ledger.begin_operation(JOB, Op.HOLD, NONCE, 5.0), HOLD_OK, b"", 6.0)
+        obj = ledger.get(JOB)
+        assert obj is not None and obj.bit is CLEAR and obj.job_id == JOB
+        assert ledger.pending(100.0) == []
+
+
+def test_intent_is_committed_before_begin_returns_and_survives_a_crash(tmp_path: Path) -> None:
+    path = tmp_path / "ledger.sqlite3"
+    ledger = Ledger.open(path)
+    ledger.begin_operation(JOB, Op.REQUEUE, NONCE, 7.0)
+    # Another connection sees it at once: the transaction is committed, not pending.
+    conn = raw(path)
+    assert conn.execute("SELECT bit, why FROM objects WHERE job_id = ?", (JOB,)).fetchone() == (
+        "may_be_set",
+        f"requeue {NONCE} started",
+    )
+    conn.close()
+    ledger.close()  # the process "dies" before finish_operation
+    with Ledger.open(path) as ledger:
+        obj = ledger.get(JOB)
+        assert obj is not None and obj.bit is MAY
+        (entry,) = ledger.history(JOB)
+        assert not entry.finished and entry.result is None and entry.bit_after is None
+        assert [o.job_id for o in ledger.pending(8.0)] == [JOB]
+
+
+def test_finish_refuses_a_second_finish_an_unknown_id_and_a_foreign_outcome(tmp_path: Path) -> None:
+    with open_ledger(tmp_path) as ledger:
+        op_id = ledger.begin_operation(JOB, Op.REQUEUE, NONCE, 1.0)
+        with pytest.raises(ValueError, match="is requeue 4242, not hold 4242"):
+            ledger.finish_operation(op_id, HOLD_OK, b"", 2.0)
+        ledger.finish_operation(op_id, REQUEUE_S1_UNKNOWN, b"", 2.0)
+        with pytest.raises(LedgerError, match="already finished"):
+            ledger.finish_operation(op_id, REQUEUE_OK, b"", 3.0)
+        with pytest.raises(LedgerError, match="no operation 999"):
+            ledger.finish_operation(999, REQUEUE_OK, b"", 3.0)
+        obj = ledger.get(JOB)
+        assert obj is not None and obj.bit is MAY  # the refused finish changed nothing
+
+
+def test_bad_arguments_are_value_errors(tmp_path: Path) -> None:
+    with open_ledger(tmp_path) as ledger:
+        with pytest.raises(ValueError, match="invalid job id"):
+            ledger.begin_operation("123_4", Op.HOLD, NONCE, 1.0)
+        with pytest.raises(ValueError, match="finite"):
+            ledger.begin_operation(JOB, Op.HOLD, NONCE, float("nan"))
+        with pytest.raises(ValueError, match="positive"):
+            ledger.acquire_lease(JOB, "me", 1.0, 0.0)
+        assert ledger.history(JOB) == []
+
+
+def test_history_is_complete_and_append_only(tmp_path: Path) -> None:
+    path = tmp_path / "ledger.sqlite3"
+    big = b"x" * (STDERR_CAP + 1000)
+    with Ledger.open(path) as ledger:
+        first = ledger.begin_operation(JOB, Op.REQUEUE, "aa" * 16, 1.0)
+        ledger.finish_operation(first, REQUEUE_CLEAR_FAILED, big, 2.0)
+        second = ledger.begin_operation(JOB, Op.RESTORE, "bb" * 16, 3.0)
+        ledger.finish_operation(second, RESTORE_OK, b"\x1eDSL bb call 1 0\n", 4.0)
+        third = ledger.begin_operation(JOB, Op.HOLD, "cc" * 16, 5.0)
+        entries = ledger.history(JOB)
+    assert [e.id for e in entries] == [first, second, third]
+    one, two, three = entries
+    assert (one.op, one.nonce, one.started_at, one.finished_at) == (Op.REQUEUE, "aa" * 16, 1.0, 2.0)
+    assert (one.result, one.requeue_bit, one.reason) == (Result.UNKNOWN, MAY, Reason.CLEAR_FAILED)
+    assert (one.prior_bit, one.bit_after, one.exit_status) == (CLEAR, MAY, 1)
+    assert [(c.number, c.status, c.outcome) for c in one.calls] == [
+        (1, 0, "success"),
+        (2, 0, "success"),
+        (3, 1, "unknown"),
+    ]
+    assert one.calls[2].reason == "unrecognised_stderr"
+    assert one.stderr == big[:STDERR_CAP] and one.stderr_len == len(big)
+    assert (two.prior_bit, two.bit_after, two.stderr) == (MAY, CLEAR, b"\x1eDSL bb call 1 0\n")
+    assert two.calls[0].status_text == "0" and two.calls[0].message is None
+    assert three.op is Op.HOLD and not three.finished and three.calls == ()
+
+    conn = raw(path)
+    for sql in (
+        "DELETE FROM history",
+        f"UPDATE history SET result = 'ok' WHERE id = {first}",
+        f"UPDATE history SET nonce = 'dd' WHERE id = {third}",
+        f"UPDATE history SET prior_bit = 'set' WHERE id = {third}",
+    ):
+        with pytest.raises(sqlite3.DatabaseError, match="append-only"):
+            conn.execute(sql)
+    assert conn.execute("SELECT count(*) FROM history").fetchone()[0] == 3
+    conn.close()
+
+
+# -- leases, pending and back-off -----------------------------------------------------------------
+
+
+def test_a_lease_is_exclusive_until_it_expires(tmp_path: Path) -> None:
+    with open_ledger(tmp_path) as ledger:
+        assert ledger.acquire_lease(JOB, "a", 100.0, 30.0)
+        assert not ledger.acquire_lease(JOB, "b", 129.9, 30.0)
+        assert ledger.acquire_lease(JOB, "a", 120.0, 30.0)  # renewal, now until 150
+        assert not ledger.acquire_lease(JOB, "b", 149.0, 30.0)
+        assert ledger.acquire_lease("4243", "b", 149.0, 30.0)  # another job is another lease
+        assert ledger.acquire_lease(JOB, "b", 150.0, 30.0)  # a's lapsed: a crashed holder
+        assert not ledger.release_lease(JOB, "a")  # a no longer holds it
+        assert not ledger.acquire_lease(JOB, "a", 151.0, 30.0)
+        assert ledger.release_lease(JOB, "b")
+        assert ledger.acquire_lease(JOB, "a", 151.0, 30.0)
+
+
+def test_set_bit_needs_the_lease(tmp_path: Path) -> None:
+    with open_ledger(tmp_path) as ledger:
+        ledger.begin_operation(JOB, Op.REQUEUE, NONCE, 1.0)
+        assert not ledger.set_bit(JOB, CLEAR, "gone", 2.0, owner="sweeper")  # no lease at all
+        assert ledger.acquire_lease(JOB, "sweeper", 2.0, 10.0)
+        assert not ledger.set_bit(JOB, CLEAR, "gone", 12.0, owner="sweeper")  # it lapsed
+        assert ledger.acquire_lease(JOB, "op", 12.0, 10.0)
+        assert not ledger.set_bit(JOB, CLEAR, "gone", 13.0, owner="sweeper")  # another holds it
+        obj = ledger.get(JOB)
+        assert obj is not None and obj.bit is MAY and obj.why == f"requeue {NONCE} started"
+        assert ledger.set_bit(JOB, CLEAR, "job gone", 14.0, owner="op")
+        obj = ledger.get(JOB)
+        assert obj is not None and (obj.bit, obj.why, obj.updated_at) == (CLEAR, "job gone", 14.0)
+
+
+def test_pending_oldest_first_skipping_clear_leased_and_backed_off(tmp_path: Path) -> None:
+    with open_ledger(tmp_path, backoff_base=10.0, backoff_cap=100.0) as ledger:
+        for job_id, started in (("5", 5.0), ("3", 3.0), ("4", 4.0), ("6", 3.0), ("1", 1.0)):
+            ledger.begin_operation(job_id, Op.REQUEUE, NONCE, started)
+        ledger.finish_operation(
+            ledger.begin_operation("2", Op.REQUEUE, NONCE, 0.5), requeue_ok_for("2"), b"", 0.6
+        )
+        ledger.finish_operation(ledger.begin_operation("9", Op.HOLD, NONCE, 0.5), hold_ok_for("9"), b"", 0.6)
+        assert [o.job_id for o in ledger.pending(10.0)] == ["1", "3", "6", "4", "5"]
+        assert [o.job_id for o in ledger.pending(10.0, limit=2)] == ["1", "3"]
+        assert ledger.acquire_lease("3", "op", 10.0, 5.0)
+        assert ledger.lookup_failed("6", "controller down", 10.0) == 20.0
+        assert [o.job_id for o in ledger.pending(10.0)] == ["1", "4", "5"]
+        assert [o.job_id for o in ledger.pending(15.0)] == ["1", "3", "4", "5"]  # lease lapsed
+        assert [o.job_id for o in ledger.pending(20.0)] == ["1", "3", "6", "4", "5"]  # back-off over
+
+
+def test_lookup_back_off_doubles_up_to_the_cap_and_set_bit_resets_it(tmp_path: Path) -> None:
+    with open_ledger(tmp_path, backoff_base=10.0, backoff_cap=100.0) as ledger:
+        ledger.begin_operation(JOB, Op.REQUEUE, NONCE, 0.0)
+        waits = [ledger.lookup_failed(JOB, f"timeout {n}", 1000.0) - 1000.0 for n in range(1, 8)]
+        assert waits == [10.0, 20.0, 40.0, 80.0, 100.0, 100.0, 100.0]
+        obj = ledger.get(JOB)
+        assert obj is not None
+        assert (obj.lookup_failures, obj.next_lookup_at, obj.lookup_error) == (7, 1100.0, "timeout 7")
+        assert obj.bit is MAY and obj.why == f"requeue {NONCE} started"  # the bit's why is kept
+        conn = raw(tmp_path / "ledger.sqlite3")
+        conn.execute("UPDATE objects SET lookup_failures = 5000")
+        conn.close()
+        assert ledger.lookup_failed(JOB, "down", 1000.0) == 1100.0  # 2.0 ** 5000 would overflow
+        assert ledger.acquire_lease(JOB, "sweeper", 1000.0, 10.0)
+        assert ledger.set_bit(JOB, SET, "still Requeue=1, restore failed", 1001.0, owner="sweeper")
+        obj = ledger.get(JOB)
+        assert obj is not None
+        assert (obj.lookup_failures, obj.next_lookup_at, obj.lookup_error) == (0, 0.0, "")
+        with pytest.raises(LedgerError, match="no object for job 77"):
+            ledger.lookup_failed("77", "down", 1.0)
+
+
+# -- invariants -----------------------------------------------------------------------------------
+
+ANY_OUTCOME = [c[2] for c in CASES]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.sampled_from(ANY_OUTCOME), max_size=12), st.booleans())
+def test_the_object_follows_next_bit_over_any_sequence(outcomes: List[Outcome], crash_last: bool) -> None:
+    with tempfile.TemporaryDirectory() as tmp, Ledger.open(Path(tmp) / "l.sqlite3") as ledger:
+        expected = CLEAR
+        for i, outcome in enumerate(outcomes):
+            op_id = ledger.begin_operation(JOB, outcome.op, f"{i:032x}", float(i))
+            if crash_last and i == len(outcomes) - 1:
+                if outcome.op is Op.REQUEUE:
+                    expected = MAY  # unfinished requeue: intent stays
+                break
+            assert ledger.finish_operation(op_id, outcome, b"", i + 0.5) is next_bit(expected, outcome)
+            expected = next_bit(expected, outcome)
+        obj = ledger.get(JOB)
+        assert (obj.bit if obj else CLEAR) is expected
+        entries = ledger.history(JOB)
+        assert [e.op for e in entries] == [o.op for o in outcomes]
+        assert all(a.bit_after == b.prior_bit for a, b in zip(entries, entries[1:]) if a.finished)
+
+
+# -- real processes -------------------------------------------------------------------------------
+
+
+def child(*args: str) -> subprocess.Popen[str]:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    return subprocess.Popen(
+        [sys.executable, str(CHILD), *args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=str(ROOT),
+    )
+
+
+def readline(stream: Optional[IO[str]]) -> str:
+    assert stream is not None
+    return stream.readline()
+
+
+def test_two_processes_lose_no_update_and_never_see_database_locked(tmp_path: Path) -> None:
+    path = tmp_path / "ledger.sqlite3"
+    count = 150
+    workers = [child("worker", str(path), name, str(count)) for name in ("alpha", "beta")]
+    try:
+        for proc in workers:
+            assert readline(proc.stdout) == "ready\n"
+        for proc in workers:  # both start together
+            assert proc.stdin is not None
+            proc.stdin.write("go\n")
+            proc.stdin.flush()
+        outputs = [proc.communicate(timeout=120)[0] for proc in workers]
+    finally:
+        for proc in workers:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    assert [proc.returncode for proc in workers] == [0, 0], outputs
+    assert all(out == "done\n" for out in outputs), outputs
+    with Ledger.open(path) as ledger:
+        entries = ledger.history("7")
+        assert len(entries) == 2 * count and all(e.finished for e in entries)
+        assert {e.nonce for e in entries} == {f"{n}-{i}" for n in ("alpha", "beta") for i in range(count)}
+        seven = ledger.get("7")
+        assert seven is not None and seven.lookup_failures == 2 * count  # every increment kept
+        eight = ledger.get("8")
+        assert eight is not None and eight.why in {f"alpha {count - 1}", f"beta {count - 1}"}
+        assert eight.bit is SET and ledger.pending(time.time() + 1e6) == [eight]  # no lease left
+
+
+def test_processes_opening_a_new_file_at_once_all_succeed(tmp_path: Path) -> None:
+    # The first opener switches the file to WAL, which needs an exclusive lock that SQLite's busy
+    # handler does not wait for: Ledger.open must retry it rather than fail with "locked".
+    for attempt in range(6):
+        path = tmp_path / str(attempt) / "ledger.sqlite3"
+        procs = [child("open", str(path)) for _ in range(6)]
+        try:
+            for proc in procs:
+                assert readline(proc.stdout) == "waiting\n"
+            for proc in procs:
+                assert proc.stdin is not None
+                proc.stdin.write("go\n")
+                proc.stdin.flush()
+            outputs = [proc.communicate(timeout=60)[0] for proc in procs]
+        finally:
+            for proc in procs:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+        assert outputs == ["1\n"] * len(procs)
+        assert [proc.returncode for proc in procs] == [0] * len(procs)
+
+
+def test_sigkill_at_random_moments_loses_nothing_committed(tmp_path: Path) -> None:
+    path = tmp_path / "ledger.sqlite3"
+    rng = random.Random(20240917)
+    begun: Dict[int, str] = {}
+    finished: Dict[int, str] = {}
+    for round_number in range(10):
+        proc = child("crash", str(path), str(1000 + round_number * 100000))
+        seen = [readline(proc.stdout) for _ in range(rng.randrange(1, 120))]
+        # Jitter, not synchronisation: it picks the kill's moment within the next operation.
+        time.sleep(rng.random() * 0.003)
+        os.kill(proc.pid, signal.SIGKILL)
+        rest, _ = proc.communicate(timeout=60)
+        assert proc.returncode == -signal.SIGKILL
+        record_reports(seen + rest.splitlines(keepends=True), begun, finished)
+        check_crash_invariants(path, begun, finished)
+    assert len(finished) > 100  # the rounds did real work
+    assert len(begun) > len(finished)  # and some kills landed inside a requeue
+
+
+def test_sigkill_while_creating_and_migrating_the_file(tmp_path: Path) -> None:
+    rng = random.Random(7)
+    for attempt in range(12):
+        path = tmp_path / str(attempt) / "ledger.sqlite3"
+        proc = child("crash", str(path), "1000")
+        assert readline(proc.stdout) == "opening\n"
+        # Jitter, not synchronisation: a moment within creating the file and migrating it.
+        time.sleep(rng.random() * 0.01)
+        os.kill(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate(timeout=60)
+        begun: Dict[int, str] = {}
+        finished: Dict[int, str] = {}
+        record_reports(out.splitlines(keepends=True), begun, finished)
+        check_crash_invariants(path, begun, finished)
+        with Ledger.open(path) as ledger:  # whatever the kill left, the next process carries on
+            assert ledger.schema_version() == 1
+            assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+
+
+def record_reports(lines: List[str], begun: Dict[int, str], finished: Dict[int, str]) -> None:
+    for line in lines:
+        if not line.endswith("\n") or line == "opening\n":
+            continue  # torn by the kill: not reported
+        word, op_id, value = line.split()
+        (begun if word == "begun" else finished)[int(op_id)] = value
+
+
+def check_crash_invariants(path: Path, begun: Dict[int, str], finished: Dict[int, str]) -> None:
+    if not path.exists():  # killed before it created the file
+        assert not begun and not finished
+        return
+    conn = raw(path)
+    assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+    if conn.execute("PRAGMA user_version").fetchone()[0] == 0:  # killed before the migration committed
+        assert conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] == 0
+        assert not begun and not finished
+        conn.close()
+        return
+    jobs = [r[0] for r in conn.execute("SELECT DISTINCT job_id FROM history")]
+    conn.close()
+    entries: Dict[int, HistoryEntry] = {}
+    with Ledger.open(path) as ledger:
+        assert ledger.schema_version() == 1
+        for job_id in jobs:
+            (entry,) = ledger.history(job_id)  # the child uses a fresh job per operation
+            obj = ledger.get(job_id)
+            assert obj is not None
+            if entry.finished:
+                assert obj.bit is entry.bit_after
+            elif entry.op is Op.REQUEUE:
+                assert obj.bit is MAY, entry  # intent first: a crash mid-requeue leaves may_be_set
+            else:
+                assert obj.bit is CLEAR
+            entries[entry.id] = entry
+    for op_id, job_id in begun.items():
+        assert entries[op_id].job_id == job_id
+    for op_id, bit in finished.items():
+        assert entries[op_id].bit_after is RequeueBit(bit)

@@ -1,0 +1,119 @@
+"""Operations through the ledger: lease, intent first, the bit after (SPEC §9)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import slurm_dsl
+from slurm_dsl import Op, RequeueBit, Result
+from slurm_dsl.ledger import Ledger
+from slurm_dsl.tracked import Tracker
+from tests.fakes import calls_made, refuse, write_fake
+from tests.ground import ALREADY_FINISHED, UNEXPECTED
+
+
+@pytest.fixture
+def ledger_path(tmp_path: Path) -> str:
+    return str(tmp_path / "ledger.sqlite3")
+
+
+def bit(path: str, job: str) -> RequeueBit:
+    with Ledger.open(path) as ledger:
+        obj = ledger.get(job)
+    assert obj is not None
+    return obj.bit
+
+
+def test_an_ok_requeue_leaves_the_object_clear(tmp_path: Path, ledger_path: str) -> None:
+    fake = write_fake(tmp_path / "bin", {})
+    with Tracker(ledger_path, scontrol=str(fake)) as t:
+        out = t.run(Op.REQUEUE, "11", time.time() + 5)
+    assert out.result is Result.OK
+    assert bit(ledger_path, "11") is RequeueBit.CLEAR
+    with Ledger.open(ledger_path) as ledger:
+        (entry,) = ledger.history("11")
+    assert entry.result == "ok" and len(entry.calls) == 3
+
+
+def test_a_requeue_that_hangs_in_call_2_marks_the_object_set(tmp_path: Path, ledger_path: str) -> None:
+    fake = write_fake(tmp_path / "bin", {"requeue": "exec sleep 30"})
+    with Tracker(ledger_path, scontrol=str(fake)) as t:
+        out = t.run(Op.REQUEUE, "12", time.time() + 1)
+    assert (out.result, out.requeue_bit) == (Result.UNKNOWN, RequeueBit.SET)
+    assert bit(ledger_path, "12") is RequeueBit.SET
+
+
+def test_controller_down_marks_may_be_set_then_restore_clears(tmp_path: Path, ledger_path: str) -> None:
+    down = write_fake(tmp_path / "down", {}, default=refuse(UNEXPECTED))
+    with Tracker(ledger_path, scontrol=str(down)) as t:
+        assert t.run(Op.REQUEUE, "13", time.time() + 5).result is Result.UNKNOWN
+    assert bit(ledger_path, "13") is RequeueBit.MAY_BE_SET
+    with Tracker(ledger_path, scontrol=str(down)) as t:
+        assert t.run(Op.RESTORE, "13", time.time() + 5).result is Result.UNKNOWN
+    assert bit(ledger_path, "13") is RequeueBit.MAY_BE_SET, "a failed restore leaves the bit"
+    gone = write_fake(tmp_path / "gone", {"clear": refuse(ALREADY_FINISHED)})
+    with Tracker(ledger_path, scontrol=str(gone)) as t:
+        assert t.run(Op.RESTORE, "13", time.time() + 5).result is Result.OK
+    assert bit(ledger_path, "13") is RequeueBit.CLEAR
+
+
+def test_a_leased_job_is_not_touched_and_the_op_expires(tmp_path: Path, ledger_path: str) -> None:
+    fake = write_fake(tmp_path / "bin", {})
+    with Ledger.open(ledger_path) as ledger:
+        assert ledger.acquire_lease("14", "someone else", time.time(), 60)
+    with Tracker(ledger_path, scontrol=str(fake)) as t:
+        out = t.run(Op.REQUEUE, "14", time.time() + 0.3)
+    assert (out.result, out.requeue_bit) == (Result.EXPIRED, RequeueBit.CLEAR)
+    assert calls_made(fake) == []
+
+
+def test_the_public_operations_record_and_raise(tmp_path: Path, ledger_path: str) -> None:
+    fake = write_fake(tmp_path / "bin", {"hold": refuse(ALREADY_FINISHED, suspend_line=True)})
+    with pytest.raises(slurm_dsl.Rejected) as info:
+        slurm_dsl.hold("15", timeout=5, scontrol=str(fake), ledger=ledger_path)
+    assert info.value.job_id == "15"
+    assert slurm_dsl.requeue(15, timeout=5, scontrol=str(fake), ledger=ledger_path).result is Result.OK
+    with Ledger.open(ledger_path) as ledger:
+        assert [h.op.value for h in ledger.history("15")] == ["hold", "requeue"]
+
+
+def test_an_unusable_ledger_runs_nothing(tmp_path: Path) -> None:
+    fake = write_fake(tmp_path / "bin", {})
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.raises(slurm_dsl.DSLError):
+        slurm_dsl.requeue("16", timeout=5, scontrol=str(fake), ledger=str(blocker / "ledger.sqlite3"))
+    assert calls_made(fake) == []
+
+
+CHILD = """
+import sys, time
+from slurm_dsl.tracked import Tracker
+with Tracker(sys.argv[1], scontrol=sys.argv[2]) as t:
+    t.run("requeue", "17", time.time() + 60)
+"""
+
+
+def test_a_crash_during_a_requeue_leaves_may_be_set(tmp_path: Path, ledger_path: str) -> None:
+    # Call 1 hangs: the child is killed while scontrol runs, after the intent was committed.
+    fake = write_fake(tmp_path / "bin", {"set": "sleep 30"})
+    child = subprocess.Popen([sys.executable, "-c", CHILD, ledger_path, str(fake)], start_new_session=True)
+    deadline = time.monotonic() + 30
+    while calls_made(fake) == []:
+        assert time.monotonic() < deadline and child.poll() is None
+        time.sleep(0.02)
+    os.killpg(child.pid, signal.SIGKILL)
+    child.wait()
+    assert bit(ledger_path, "17") is RequeueBit.MAY_BE_SET
+    with Ledger.open(ledger_path) as ledger:
+        (entry,) = ledger.history("17")
+        assert entry.finished_at is None
+        assert ledger.pending(time.time()) == [], "the crashed process's lease has not lapsed yet"
+        assert [o.job_id for o in ledger.pending(time.time() + 3600)] == ["17"]
