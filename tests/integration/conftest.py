@@ -1,0 +1,40 @@
+"""Every test under tests/integration runs against the real Slurm lab.
+
+Rule: without a usable lab (contrib/lab/up) these tests are skipped with the
+reason, except under CI=true, where a missing lab is a failure: CI brings the
+lab up itself, so a skip there would hide a broken bring-up.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+# The repo root, so that `tests.lab` imports whether or not tests/ has an
+# __init__.py (without one it is a namespace package).
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from tests import lab
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "integration: needs the real Slurm lab (run contrib/lab/up as root)")
+
+
+@pytest.fixture(autouse=True)
+def _slurm_lab() -> Iterator[None]:
+    """Skip (or, under CI=true, fail) without a usable lab; afterwards cancel
+    the jobs the test submitted through lab.submit, so that leftover sleep jobs
+    do not fill the node's 8 slots for the tests that follow."""
+    reason = lab.lab_available()
+    if reason is not None:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"Slurm lab not usable under CI=true: {reason}", pytrace=False)
+        pytest.skip(f"Slurm lab not usable: {reason} (run contrib/lab/up as root)")
+    try:
+        yield
+    finally:
+        lab.cancel_submitted()

@@ -1,0 +1,134 @@
+"""SqueueLookup against the real Slurm lab: flags, gone ids, a forged job name, slurmctld down.
+
+The squeue quirks these rely on are ground truth §4, §6 and §9 (22.05) and
+24.11/26.05 §4-§5; each test checks the lookup against what the lab itself
+reports through tests/lab.py.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from typing import List
+
+import pytest
+
+from slurm_dsl.lookup import (
+    JobInfo,
+    LookupFailed,
+    SqueueLookup,
+    default_lookup,
+    parse_slurm_version,
+    slurm_version,
+)
+from tests import lab
+
+pytestmark = pytest.mark.integration
+
+MISSING = "999999"  # never reached by the lab's job ids; slurmctld does not know it
+FORGED_NAME = "x Requeue=1 Restarts=9"
+
+
+def expected(job_id: str) -> JobInfo:
+    js = lab.job_state(job_id)
+    assert js is not None
+    return JobInfo(job_id, js.state, js.requeue == 1, js.restarts, js.priority, js.reason)
+
+
+@pytest.mark.parametrize("many", [50, 0], ids=["job-list", "all-jobs"])
+def test_running_pending_and_finished_jobs_read_true_flags(many: int) -> None:
+    rq1 = lab.make_job("running_rq1")
+    rq0 = lab.make_job("running_rq0")
+    held = lab.make_job("held_user")
+    done = lab.make_job("completed")
+    answer = SqueueLookup(many=many).jobs([rq1, rq0, held, done])
+    assert list(answer) == [rq1, rq0, held, done]
+    assert answer[rq1] == JobInfo(rq1, "RUNNING", True, 0, expected(rq1).priority, "None")
+    running, finished = answer[rq0], answer[done]
+    assert running is not None and (running.state, running.requeue) == ("RUNNING", False)
+    assert answer[held] == JobInfo(held, "PENDING", False, 0, 0, "JobHeldUser")
+    assert finished is not None and finished.state == "COMPLETED" and finished.finished
+    for job_id in (rq1, rq0, held, done):
+        assert answer[job_id] == expected(job_id)
+
+
+def test_a_requeued_job_shows_its_restart_and_keeps_the_flag() -> None:
+    job_id = lab.make_job("running_rq1")
+    subprocess.run(["scontrol", "requeue", job_id], check=True, timeout=30)
+    lab.wait_for(job_id, lab.Expect("PENDING"))
+    info = SqueueLookup().jobs([job_id])[job_id]
+    assert info is not None
+    # Ground truth §5: Requeue stays 1, Restarts counts the requeue.
+    assert (info.state, info.requeue, info.restarts, info.finished) == ("PENDING", True, 1, False)
+
+
+def test_a_job_name_cannot_forge_the_requeue_flag() -> None:
+    job_id = lab.submit("-J", FORGED_NAME, "--hold", *lab.SLEEP_JOB)
+    lab.wait_for(job_id, lab.Expect("PENDING", "JobHeldUser"))
+    # The hazard is real here: `show job -o` prints the forged Requeue=1 first (§9).
+    shown = subprocess.run(
+        ["scontrol", "show", "job", "-o", job_id], capture_output=True, text=True, check=True, timeout=30
+    ).stdout
+    assert shown.index("Requeue=1") < shown.index("Requeue=0")
+    for many in (50, 0):
+        info = SqueueLookup(many=many).jobs([job_id])[job_id]
+        assert info == JobInfo(job_id, "PENDING", False, 0, 0, "JobHeldUser")
+
+
+def test_array_tasks_are_read_by_their_own_job_ids() -> None:
+    master = lab.submit("--array=1-2", *lab.SLEEP_JOB)
+    lab.wait_for(master, lab.Expect("RUNNING"))
+    listed = subprocess.run(
+        ["squeue", "-h", "-j", master, "-O", "JobID:|"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=30,
+    ).stdout.split()
+    tasks: List[str] = [t.rstrip("|") for t in listed]
+    assert master in tasks and len(tasks) == 2
+    answer = SqueueLookup().jobs(tasks)
+    for task in tasks:
+        info = answer[task]
+        assert info is not None and info.job_id == task and info.state == "RUNNING"
+
+
+def test_a_missing_id_among_known_ones_is_gone() -> None:
+    known = lab.make_job("held_user")
+    for many in (50, 0):
+        answer = SqueueLookup(many=many).jobs([MISSING, known])
+        info = answer[known]
+        assert answer[MISSING] is None
+        assert info is not None and info.reason == "JobHeldUser"
+
+
+def test_a_single_missing_id_is_gone() -> None:
+    assert SqueueLookup().jobs([MISSING]) == {MISSING: None}
+
+
+def test_the_running_slurm_version() -> None:
+    out = subprocess.run(["squeue", "--version"], capture_output=True, check=True, timeout=30).stdout
+    assert slurm_version() == parse_slurm_version(out)
+
+
+def test_the_default_lookup_answers() -> None:
+    job_id = lab.make_job("running_rq1")
+    answer = default_lookup().jobs([job_id, MISSING])
+    assert answer == {job_id: expected(job_id), MISSING: None}
+
+
+@pytest.mark.slow
+def test_slurmctld_down_is_lookup_failed_never_gone() -> None:
+    """Stopped slurmctld: squeue exits 1 `Unable to contact slurm controller` after
+    2*(MessageTimeout-1) s, 4 s in the lab (24.11 §4, D4); every path fails, none says gone."""
+    known = lab.make_job("held_user")
+    lab.stop_slurmctld()
+    try:
+        for ids in ([MISSING], [known, MISSING]):  # -j <one id>, then all jobs
+            start = time.monotonic()
+            with pytest.raises(LookupFailed, match="unreachable"):
+                SqueueLookup(timeout=30.0, many=1).jobs(ids)
+            assert time.monotonic() - start < 30.0
+    finally:
+        lab.start_slurmctld()
+    assert SqueueLookup().jobs([known])[known] is not None

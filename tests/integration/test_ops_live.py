@@ -1,0 +1,206 @@
+"""Every operation against every job state of ground truth §2, on the real lab.
+
+Each test takes a fresh job, runs one operation through the package (the real
+runner, the real scontrol, the real slurmctld), and asserts both the outcome
+and the job's real state afterwards.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import time
+from pathlib import Path
+from typing import Dict, Iterator, Optional, Tuple
+
+import pytest
+
+from slurm_dsl import Op, Reason, RequeueBit, Result, execute
+from tests import lab
+
+pytestmark = pytest.mark.integration
+
+TIMEOUT = 15.0  # well past the lab's MessageTimeout=3
+MISSING = "999999"  # as in the ground truth; the lab never gets that far
+FINISHED = ("completed", "failed", "cancelled")
+PENDING = ("held_user", "held_admin", "pending")
+RUNNING = ("running_rq0", "running_rq1")
+KINDS = PENDING + RUNNING + FINISHED + ("missing",)
+
+# (op, kind) -> (result, requeue_bit, refusal message); ground truth §2 and §8.
+EXPECTED: Dict[Tuple[Op, str], Tuple[Result, Optional[str], Optional[str]]] = {}
+for k in PENDING + RUNNING:
+    EXPECTED[(Op.HOLD, k)] = (Result.OK, None, None)
+    EXPECTED[(Op.RELEASE, k)] = (Result.OK, None, None)
+    EXPECTED[(Op.OPEN, k)] = (Result.OK, None, None)
+    EXPECTED[(Op.RESTORE, k)] = (Result.OK, None, None)
+for k in PENDING:
+    EXPECTED[(Op.REQUEUE, k)] = (Result.REJECTED, "clear", "Job is pending execution")
+for k in RUNNING:
+    EXPECTED[(Op.REQUEUE, k)] = (Result.OK, "clear", None)
+for k in FINISHED:
+    for op in (Op.HOLD, Op.RELEASE, Op.OPEN):
+        EXPECTED[(op, k)] = (Result.REJECTED, None, "Job has already finished")
+    # update Requeue=1 on a finished job is refused (§2): the requeue never starts.
+    EXPECTED[(Op.REQUEUE, k)] = (Result.REJECTED, "clear", "Job has already finished")
+    EXPECTED[(Op.RESTORE, k)] = (Result.OK, None, "Job has already finished")  # gone: the bit no longer matters
+for op in (Op.HOLD, Op.RELEASE, Op.OPEN):
+    EXPECTED[(op, "missing")] = (Result.NOT_FOUND, None, "Invalid job id specified")
+EXPECTED[(Op.REQUEUE, "missing")] = (Result.NOT_FOUND, "clear", "Invalid job id specified")
+EXPECTED[(Op.RESTORE, "missing")] = (Result.OK, None, "Invalid job id specified")
+
+
+def fresh(kind: str) -> Tuple[str, Optional[lab.JobState]]:
+    if kind == "missing":
+        assert lab.job_state(MISSING) is None
+        return MISSING, None
+    job_id = lab.make_job(kind)
+    return job_id, lab.job_state(job_id)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("op", list(Op), ids=str)
+def test_operation_on_state(op: Op, kind: str) -> None:
+    job_id, before = fresh(kind)
+    out = execute(op, job_id, time.time() + TIMEOUT, scontrol="/usr/bin/scontrol")
+    result, bit, message = EXPECTED[(op, kind)]
+    assert (out.result, out.requeue_bit.value if out.requeue_bit else None) == (result, bit), out
+    assert [c.message for c in out.calls if c.message] == ([message] * len([c for c in out.calls if c.message])
+                                                           if message else [])
+    if before is None:
+        assert lab.job_state(job_id) is None
+        return
+    after = lab.job_state(job_id)
+    assert after is not None
+    check_state_after(op, kind, before, after, job_id)
+
+
+def check_state_after(op: Op, kind: str, before: lab.JobState, after: lab.JobState, job_id: str) -> None:
+    if kind in FINISHED:
+        assert (after.state, after.requeue, after.restarts) == (before.state, before.requeue, before.restarts)
+        return
+    if op is Op.HOLD:
+        assert after.priority == 0 and after.reason == "JobHeldAdmin"
+        assert after.state == before.state  # a held running job keeps running
+    elif op in (Op.RELEASE, Op.OPEN):
+        assert after.priority > 0
+        assert after.reason not in ("JobHeldUser", "JobHeldAdmin")
+    elif op is Op.REQUEUE:
+        assert after.requeue == 0, "call 3 clears the bit"
+        if kind in RUNNING:
+            js = lab.wait_for(job_id, lab.Expect("PENDING"))
+            assert js.restarts == before.restarts + 1
+        else:
+            assert after.restarts == before.restarts and after.state == "PENDING"
+    elif op is Op.RESTORE:
+        assert after.requeue == 0
+        assert after.state == before.state
+
+
+def test_restore_after_a_manual_requeue_1() -> None:
+    job_id = lab.make_job("running_rq0")
+    lab.check(["scontrol", "update", f"JobId={job_id}", "Requeue=1"])
+    assert lab.wait_for(job_id, lab.Expect("RUNNING", requeue=1)).requeue == 1
+    out = execute(Op.RESTORE, job_id, time.time() + TIMEOUT)
+    assert out.result is Result.OK
+    after = lab.job_state(job_id)
+    assert after is not None and (after.state, after.requeue, after.restarts) == ("RUNNING", 0, 0)
+
+
+@pytest.fixture
+def as_test_user(tmp_path: Path) -> str:
+    """An scontrol that runs the real one as the lab's plain test user."""
+    if os.geteuid() != 0:
+        pytest.skip("acting as another user needs root")
+    shim = tmp_path / "scontrol"
+    shim.write_text(f"#!/bin/sh\nexec runuser -u {lab.TEST_USER} -- /usr/bin/scontrol \"$@\"\n")
+    shim.chmod(shim.stat().st_mode | stat.S_IXUSR)
+    return str(shim)
+
+
+@pytest.mark.parametrize(
+    ("op", "bit"),
+    [(Op.HOLD, None), (Op.RELEASE, None), (Op.OPEN, None), (Op.RESTORE, None), (Op.REQUEUE, "may_be_set")],
+)
+def test_a_non_owner_is_rejected(as_test_user: str, op: Op, bit: Optional[str]) -> None:
+    job_id = lab.make_job("running_rq0")
+    before = lab.job_state(job_id)
+    out = execute(op, job_id, time.time() + TIMEOUT, scontrol=as_test_user)
+    # requeue: call 1 and call 3 were both refused; call 3 ran and did not clear (SPEC §7).
+    assert (out.result, out.requeue_bit.value if out.requeue_bit else None) == (Result.REJECTED, bit)
+    assert {c.message for c in out.calls} == {"Invalid user id"}
+    assert lab.job_state(job_id) == before
+
+
+@pytest.mark.parametrize("op", [Op.RELEASE, Op.OPEN])
+def test_a_user_cannot_release_an_admin_hold(as_test_user: str, op: Op) -> None:
+    job_id = lab.make_job("held_admin", user=lab.TEST_USER)
+    out = execute(op, job_id, time.time() + TIMEOUT, scontrol=as_test_user)
+    assert out.result is Result.REJECTED
+    assert out.calls[0].message == "Access/permission denied"
+    js = lab.job_state(job_id)
+    assert js is not None and js.reason == "JobHeldAdmin" and js.priority == 0
+
+
+@pytest.fixture
+def controller_down() -> Iterator[str]:
+    job_id = lab.make_job("running_rq0")
+    lab.stop_slurmctld()
+    try:
+        yield job_id
+    finally:
+        lab.start_slurmctld()
+
+
+def test_controller_down(controller_down: str) -> None:
+    job_id = controller_down
+    for op in Op:
+        out = execute(op, job_id, time.time() + TIMEOUT)
+        assert out.result is Result.UNKNOWN, out
+        assert out.calls[0].stderr.startswith(f"Unexpected message received for job {job_id}\n".encode())
+        if op is Op.REQUEUE:
+            assert out.requeue_bit is RequeueBit.MAY_BE_SET
+    # A deadline shorter than MessageTimeout: the call is killed at the deadline.
+    out = execute(Op.HOLD, job_id, time.time() + 1.0)
+    assert (out.result, out.reason, out.calls[0].status) == (Result.UNKNOWN, Reason.TIMED_OUT, 124)
+
+
+def test_jobs_survive_the_controller_restart(controller_down: str) -> None:
+    lab.start_slurmctld()
+    js = lab.job_state(controller_down)
+    assert js is not None and js.state == "RUNNING" and js.requeue == 0
+
+
+def delaying_shim(directory: Path, call: str, seconds: float) -> str:
+    """An scontrol first on PATH that sleeps before delegating ``call`` to the real one."""
+    directory.mkdir(parents=True, exist_ok=True)
+    shim = directory / "scontrol"
+    shim.write_text(
+        "#!/bin/sh\n"
+        f'case "$1 $3" in {call}) sleep {seconds} ;; esac\n'
+        'exec /usr/bin/scontrol "$@"\n'
+    )
+    shim.chmod(shim.stat().st_mode | stat.S_IXUSR)
+    return str(shim)
+
+
+def test_requeue_whose_call_2_runs_out_of_time_leaves_the_bit_set(tmp_path: Path) -> None:
+    job_id = lab.make_job("running_rq0")
+    shim = delaying_shim(tmp_path, '"requeue "*', 30)
+    out = execute(Op.REQUEUE, job_id, time.time() + 2.0, scontrol=shim)
+    assert [c.status for c in out.calls] == [0, 124, 75]
+    assert (out.result, out.requeue_bit) == (Result.UNKNOWN, RequeueBit.SET)
+    js = lab.job_state(job_id)
+    assert js is not None and js.requeue == 1 and js.state == "RUNNING", "set means the flag really is 1"
+    assert execute(Op.RESTORE, job_id, time.time() + TIMEOUT).result is Result.OK
+    assert lab.job_state(job_id).requeue == 0  # type: ignore[union-attr]
+
+
+def test_requeue_whose_call_3_runs_out_of_time_may_leave_the_bit_set(tmp_path: Path) -> None:
+    job_id = lab.make_job("running_rq0")
+    shim = delaying_shim(tmp_path, '"update Requeue=0"', 30)
+    out = execute(Op.REQUEUE, job_id, time.time() + 2.0, scontrol=shim)
+    assert [c.status for c in out.calls] == [0, 0, 124]
+    assert (out.result, out.requeue_bit) == (Result.UNKNOWN, RequeueBit.MAY_BE_SET)
+    js = lab.wait_for(job_id, lab.Expect("PENDING"))
+    assert js.requeue == 1 and js.restarts == 1, "the requeue happened and the flag was never cleared"

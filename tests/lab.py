@@ -1,0 +1,338 @@
+"""Helpers for integration tests against the local Slurm lab (contrib/lab/up).
+
+Strategy: drive real Slurm through its client commands (sbatch, squeue,
+scontrol, scancel), each with a timeout, and synchronise only by polling an
+observable condition (a job's state, a pid's existence), never by fixed sleeps.
+A Slurm command that fails unexpectedly raises ``LabError`` with its stderr;
+"the job is unknown" is a value (``None``), not an error, so that it stays
+apart from "slurmctld could not be asked".
+
+Jobs read via ``squeue -O`` with an explicit field list: unlike
+``scontrol show job -o`` it prints no user-controlled text (JobName), so it
+cannot be spoofed (slurm-ground-truth.md §9). Checked on Slurm 22.05.8:
+``JobID`` is the raw id (an array task that has started has its own one; an
+array that is still pending as a whole shows only its master id), ``State``
+is the long form (``PENDING``), ``Requeue`` is ``0``/``1``, ``RestartCnt`` an
+integer, ``PriorityLong`` the unshortened priority (0 while held), ``Reason``
+is e.g. ``JobHeldUser``/``None``.
+
+Root is needed for ``user=``, ``make_job("held_admin")`` and the slurmctld
+stop/start helpers.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+TEST_USER = "slurmdsl-alice"
+"""A plain user that contrib/lab/up creates, to act as a non-owner of jobs."""
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+LAB_UP = REPO_ROOT / "contrib" / "lab" / "up"
+SLURM_CONF = Path(os.environ.get("SLURM_CONF", "/etc/slurm/slurm.conf"))
+
+POLL_INTERVAL = 0.05
+COMMAND_TIMEOUT = 30.0
+# With slurmctld down, squeue/sinfo give up after 2 x (MessageTimeout - 1) s,
+# 4 s with the lab's MessageTimeout=3 (ground truth 24.11 §4, D4).
+# "completing" is transient (a job's epilog is running) but the node is up and
+# registered; a trailing "*" (not responding), "~" (powered off) etc. is not.
+USABLE_NODE_STATES = frozenset({"idle", "mixed", "allocated", "completing"})
+SQUEUE_FIELDS = "JobID:|,State:|,Requeue:|,RestartCnt:|,PriorityLong:|,Reason:|"
+# Long enough for any test, bounded so that a leaked job ends by itself.
+SLEEP_JOB: Tuple[str, ...] = ("--time=10", "--wrap", "sleep 600")
+
+
+class LabError(RuntimeError):
+    """A Slurm command or a lab daemon did not behave as the lab needs."""
+
+
+def run_cmd(
+    argv: Sequence[str], *, cwd: Optional[str] = None, timeout: float = COMMAND_TIMEOUT
+) -> subprocess.CompletedProcess[str]:
+    try:
+        return subprocess.run(
+            list(argv),
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise LabError(f"{' '.join(argv)}: {exc}") from exc
+
+
+def _failed(argv: Sequence[str], proc: subprocess.CompletedProcess[str]) -> LabError:
+    err = proc.stderr.strip() or proc.stdout.strip() or "(no output)"
+    return LabError(f"{' '.join(argv)} exited {proc.returncode}: {err}")
+
+
+# --- lab state ------------------------------------------------------------
+
+
+def lab_available() -> Optional[str]:
+    """None if slurmctld answers UP and a node is usable, else a one-line reason."""
+    try:
+        ping = run_cmd(["scontrol", "ping"], timeout=15)
+    except LabError as exc:
+        return f"scontrol ping failed: {exc}"
+    if " is UP" not in ping.stdout:
+        # Checked before sinfo, which would hang 4 s on a down controller.
+        text = (ping.stdout.strip() or ping.stderr.strip()).splitlines()
+        return f"slurmctld is not UP: {text[0] if text else 'no output'}"
+    try:
+        sinfo = run_cmd(["sinfo", "-h", "-N", "-o", "%T"], timeout=15)
+    except LabError as exc:
+        return f"sinfo failed: {exc}"
+    states = [s.rstrip("+") for s in sinfo.stdout.split()]  # "allocated+": more flags follow
+    if sinfo.returncode != 0 or not USABLE_NODE_STATES.intersection(states):
+        shown = ", ".join(states) or sinfo.stderr.strip() or "none"
+        return f"no usable node (states: {shown})"
+    return None
+
+
+# --- jobs -----------------------------------------------------------------
+
+_submitted: List[str] = []
+
+
+def submit(*sbatch_args: str, user: Optional[str] = None, cwd: Optional[str] = None) -> str:
+    """Submit a batch job and return its id.
+
+    Runs from the temp dir by default with ``-o /dev/null``, so no
+    ``slurm-<id>.out`` lands in a work tree; the args may override ``-o``.
+    ``user`` submits as that user (``runuser``, so the caller must be root).
+    """
+    argv: List[str] = ["sbatch", "--parsable", "-o", "/dev/null", *sbatch_args]
+    if user is not None:
+        argv = ["runuser", "-u", user, "--", *argv]
+    proc = run_cmd(argv, cwd=cwd if cwd is not None else tempfile.gettempdir())
+    if proc.returncode != 0:
+        raise _failed(argv, proc)
+    job_id = proc.stdout.strip().split(";")[0]  # --parsable: "<id>[;<cluster>]"
+    if not job_id.isdigit():
+        raise LabError(f"{' '.join(argv)}: unexpected output {proc.stdout!r}")
+    _submitted.append(job_id)
+    return job_id
+
+
+def cancel(*job_ids: str) -> None:
+    """scancel the jobs; jobs that are already gone are fine."""
+    if job_ids:
+        run_cmd(["scancel", *job_ids])
+
+
+def cancel_submitted() -> None:
+    """Cancel every job submitted through ``submit`` since the last call."""
+    ids = list(_submitted)
+    _submitted.clear()
+    cancel(*ids)
+
+
+@dataclass(frozen=True)
+class JobState:
+    job_id: str
+    state: str  # PENDING, RUNNING, COMPLETED, FAILED, CANCELLED, ...
+    reason: str  # None, JobHeldUser, JobHeldAdmin, Dependency, BeginTime, ...
+    requeue: int  # the job's Requeue flag, 0 or 1
+    restarts: int
+    priority: int
+
+
+def job_state(job_id: str) -> Optional[JobState]:
+    """The job's current state, or None if slurmctld does not know the job.
+
+    Raises LabError if squeue fails otherwise (e.g. slurmctld is down).
+    """
+    argv = ["squeue", "-h", "-a", "-t", "all", "-j", job_id, "-O", SQUEUE_FIELDS]
+    proc = run_cmd(argv)
+    if proc.returncode != 0:
+        # A single unknown id: rc 1 and this text (ground truth §9).
+        if "Invalid job id specified" in proc.stderr:
+            return None
+        raise _failed(argv, proc)
+    for line in proc.stdout.splitlines():
+        fields = line.split("|")
+        if len(fields) != 7 or fields[6] != "":
+            raise LabError(f"{' '.join(argv)}: unexpected line {line!r}")
+        if fields[0] != job_id:
+            continue  # another task of the same array
+        try:
+            return JobState(
+                job_id=fields[0],
+                state=fields[1],
+                requeue=int(fields[2]),
+                restarts=int(fields[3]),
+                priority=int(fields[4]),
+                reason=fields[5],
+            )
+        except ValueError as exc:
+            raise LabError(f"{' '.join(argv)}: unexpected line {line!r}") from exc
+    return None
+
+
+@dataclass(frozen=True)
+class Expect:
+    """A predicate on JobState for wait_for, with a readable repr for failures."""
+
+    state: str
+    reason: Optional[str] = None
+    requeue: Optional[int] = None
+
+    def __call__(self, js: JobState) -> bool:
+        return (
+            js.state == self.state
+            and (self.reason is None or js.reason == self.reason)
+            and (self.requeue is None or js.requeue == self.requeue)
+        )
+
+
+def wait_for(job_id: str, predicate: Callable[[JobState], bool], timeout: float = 30.0) -> JobState:
+    """Poll the job every ~50 ms until predicate(state) holds; return that state.
+
+    Raises AssertionError with the last state seen after ``timeout`` seconds.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        js = job_state(job_id)
+        if js is not None and predicate(js):
+            return js
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"job {job_id}: {predicate!r} not reached within {timeout:g} s; last state: {js!r}")
+        time.sleep(POLL_INTERVAL)
+
+
+# kind -> (sbatch args, state the job must reach). "held_admin" and "pending"
+# need a step besides sbatch (see make_job).
+JOB_KINDS: Dict[str, Tuple[Tuple[str, ...], Expect]] = {
+    "held_user": (("--hold", *SLEEP_JOB), Expect("PENDING", "JobHeldUser")),
+    "held_admin": (("--hold", *SLEEP_JOB), Expect("PENDING", "JobHeldAdmin")),
+    "pending": (SLEEP_JOB, Expect("PENDING", "Dependency")),
+    "running_rq0": (("--no-requeue", *SLEEP_JOB), Expect("RUNNING", requeue=0)),
+    "running_rq1": (("--requeue", *SLEEP_JOB), Expect("RUNNING", requeue=1)),
+    "completed": (("--wrap", "true"), Expect("COMPLETED")),
+    "failed": (("--wrap", "exit 3"), Expect("FAILED")),
+    "cancelled": (("--hold", *SLEEP_JOB), Expect("CANCELLED")),
+}
+
+
+def make_job(kind: str, *extra: str, user: Optional[str] = None) -> str:
+    """Submit a fresh job and wait until it is in the state named by ``kind``.
+
+    Kinds: held_user (sbatch --hold), held_admin (--hold, then scontrol hold),
+    pending (not held: afterok on a running job), running_rq0 (--no-requeue),
+    running_rq1 (--requeue), completed (true), failed (exit 3), cancelled
+    (scancel of a held job). ``extra`` goes to sbatch, ``user`` submits as
+    that user (the admin hold is still root's).
+    """
+    if kind not in JOB_KINDS:
+        raise ValueError(f"unknown job kind {kind!r}; known: {', '.join(JOB_KINDS)}")
+    args, expect = JOB_KINDS[kind]
+    if kind == "pending":
+        blocker = make_job("running_rq0", user=user)
+        args = (f"--dependency=afterok:{blocker}", *args)
+    job_id = submit(*extra, *args, user=user)
+    if kind == "held_admin":
+        check(["scontrol", "hold", job_id])
+    elif kind == "cancelled":
+        check(["scancel", job_id])
+    wait_for(job_id, expect)
+    return job_id
+
+
+def check(argv: Sequence[str]) -> None:
+    proc = run_cmd(argv)
+    if proc.returncode != 0:
+        raise _failed(argv, proc)
+
+
+# --- slurmctld ------------------------------------------------------------
+
+
+def _conf_value(key: str, default: str) -> str:
+    """A key's value in slurm.conf (keys are case-insensitive), or default."""
+    value = default
+    try:
+        text = SLURM_CONF.read_text()
+    except OSError:
+        return default
+    for line in text.splitlines():
+        name, sep, rest = line.split("#", 1)[0].partition("=")
+        if sep and name.strip().lower() == key.lower() and rest.strip():
+            value = rest.strip()
+    return value
+
+
+def _pid_running(pid: int, comm: str) -> bool:
+    """pid exists, is not a zombie and runs ``comm`` (or ``comm``-wlm: Debian 13
+    installs the daemons as slurmctld-wlm behind an alternatives symlink, and a
+    24.x daemon that re-execs itself on reconfigure shows that name).
+
+    A zombie counts as gone: where PID 1 does not reap (containers), a stopped
+    daemon lingers as one."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        name = Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return False
+    return name in (comm, f"{comm}-wlm") and stat.rsplit(")", 1)[-1].split()[0] != "Z"
+
+
+def slurmctld_pid() -> int:
+    """The pid of the running slurmctld (from its pid file, checked in /proc)."""
+    pidfile = Path(_conf_value("SlurmctldPidFile", "/var/run/slurmctld.pid"))
+    try:
+        pid = int(pidfile.read_text().split()[0])
+    except (OSError, ValueError, IndexError) as exc:
+        raise LabError(f"no slurmctld pid in {pidfile}: {exc}") from exc
+    if not _pid_running(pid, "slurmctld"):
+        raise LabError(f"slurmctld (pid {pid} from {pidfile}) is not running")
+    return pid
+
+
+def stop_slurmctld(timeout: float = 30.0) -> None:
+    """SIGTERM slurmctld and wait until its pid is gone.
+
+    slurmctld saves its state for 1-3 s before exiting; RPCs sent in that
+    window behave like the fully-down case only later (slurm-lab.md pitfall 6),
+    so callers get control back only once the process has exited.
+    """
+    pid = slurmctld_pid()
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while _pid_running(pid, "slurmctld"):
+        if time.monotonic() >= deadline:
+            raise LabError(f"slurmctld (pid {pid}) still running {timeout:g} s after SIGTERM")
+        time.sleep(POLL_INTERVAL)
+
+
+def start_slurmctld(timeout: float = 30.0) -> None:
+    """Start slurmctld (via contrib/lab/up, which starts only what is dead and
+    records the pid for contrib/lab/down) and wait until the lab is usable."""
+    env = dict(os.environ, SLURM_DSL_LAB_TIMEOUT=str(max(1, int(timeout))))
+    try:
+        proc = subprocess.run(
+            [str(LAB_UP)],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=timeout + 30,  # up's own bound, plus its package check
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise LabError(f"{LAB_UP}: {exc}") from exc
+    if proc.returncode != 0:
+        raise LabError(f"{LAB_UP} exited {proc.returncode}: {proc.stderr.strip()}")
+    reason = lab_available()
+    if reason is not None:
+        raise LabError(f"{LAB_UP} succeeded but the lab is not usable: {reason}")
