@@ -45,11 +45,17 @@ class Tracker:
     """Runs operations against one ledger file, one SQLite connection per thread."""
 
     def __init__(
-        self, path: Optional[str] = None, *, scontrol: Optional[str] = None, clock: Clock = time.time
+        self,
+        path: Optional[str] = None,
+        *,
+        scontrol: Optional[str] = None,
+        clock: Clock = time.time,
+        lease_slack: float = LEASE_SLACK,
     ) -> None:
         self.path = ledger_path(path)
         self.scontrol = scontrol
         self.clock = clock
+        self.lease_slack = lease_slack
         self._local = threading.local()
         self.ledger()  # open (and create, migrate) now: a bad ledger fails before anything runs
 
@@ -80,7 +86,7 @@ class Tracker:
         job = validate_job_id(job_id)
         ledger = self.ledger()
         owner = owner or lease_owner()
-        ttl = max(deadline - self.clock(), 0.0) + KILL_GRACE + GUARD_MARGIN + LEASE_SLACK
+        ttl = max(deadline - self.clock(), 0.0) + KILL_GRACE + GUARD_MARGIN + self.lease_slack
         while not ledger.acquire_lease(job, owner, self.clock(), ttl):
             if self.clock() >= deadline:
                 bit = RequeueBit.CLEAR if op is Op.REQUEUE else None

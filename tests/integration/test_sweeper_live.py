@@ -1,0 +1,214 @@
+"""The ledger and the sweeper against the real lab (SPEC §9): crashes at random
+moments, concurrent sweepers and operations, a down controller, a forged name."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Dict, List
+
+import pytest
+
+from slurm_dsl import Op, RequeueBit, Result
+from slurm_dsl.ledger import Ledger
+from slurm_dsl.lookup import SqueueLookup
+from slurm_dsl.model import Outcome
+from slurm_dsl.sweeper import Done, sweep
+from slurm_dsl.tracked import Tracker
+from tests import lab
+
+pytestmark = pytest.mark.integration
+
+CRASHES = 50
+REQUEUE_CHILD = """
+import sys, time
+from slurm_dsl.tracked import Tracker
+with Tracker(sys.argv[1], scontrol="/usr/bin/scontrol", lease_slack=0.5) as t:
+    print("go", flush=True)
+    t.run("requeue", sys.argv[2], time.time() + 2)
+"""
+
+
+def descendants(pid: int) -> List[int]:
+    children: Dict[int, List[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                ppid = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def crash(proc: subprocess.Popen[bytes]) -> None:
+    """SIGKILL the process and everything it started, at once: a crash of the whole host side."""
+    victims = [proc.pid, *descendants(proc.pid)]
+    for pid in victims:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    proc.wait()
+
+
+def wait_until_pending(path: str, count: int, timeout: float = 30.0) -> None:
+    """Poll until ``count`` objects are visible to a sweep (the crashed holders' leases lapsed)."""
+    deadline = time.monotonic() + timeout
+    with Ledger.open(path) as ledger:
+        while len(ledger.pending(time.time())) < count:
+            assert time.monotonic() < deadline, f"only {len(ledger.pending(time.time()))} of {count} objects pending"
+            time.sleep(0.1)
+
+
+def test_requeues_killed_at_random_moments_are_all_put_right(tmp_path: Path) -> None:
+    path = str(tmp_path / "ledger.sqlite3")
+    Ledger.open(path).close()
+    rng = random.Random(int(os.environ.get("SLURM_DSL_CRASH_SEED", "1234")))
+    jobs = [lab.submit("--hold", *lab.SLEEP_JOB) for _ in range(CRASHES)]
+    for job in jobs:
+        lab.wait_for(job, lab.Expect("PENDING", "JobHeldUser"))
+    for job in jobs:
+        child = subprocess.Popen([sys.executable, "-c", REQUEUE_CHILD, path, job], stdin=subprocess.DEVNULL,
+                                 stdout=subprocess.PIPE)
+        assert child.stdout is not None and child.stdout.readline() == b"go\n"
+        # The crash point: anywhere from before the intent is committed, through each of the
+        # three calls, to after the script but before the result is recorded (a whole
+        # tracked requeue takes some 20-40 ms here).
+        time.sleep(rng.uniform(0.0, 0.045))
+        crash(child)
+    flagged = [j for j in jobs if lab.job_state(j).requeue == 1]  # type: ignore[union-attr]
+    with Ledger.open(path) as ledger:
+        marked = [j for j in jobs if (o := ledger.get(j)) is not None and o.bit is not RequeueBit.CLEAR]
+        unfinished = sum(1 for j in jobs for h in ledger.history(j) if h.finished_at is None)
+    assert set(flagged) <= set(marked), "every job left at Requeue=1 is tracked"
+    print(f"\n{CRASHES} crashes: {len(flagged)} left Requeue=1, {len(marked)} objects not clear,"
+          f" {unfinished} operations never recorded a result")
+    assert unfinished > 0, "some crash must have hit between intent and result"
+
+    wait_until_pending(path, len(marked))
+    with Tracker(path, scontrol="/usr/bin/scontrol") as tracker:
+        report = sweep(tracker, SqueueLookup())
+    assert report.settled, report
+    with Ledger.open(path) as ledger:
+        assert all(ledger.get(j) is None or ledger.get(j).bit is RequeueBit.CLEAR for j in jobs)  # type: ignore[union-attr]
+    assert [j for j in jobs if lab.job_state(j).requeue == 1] == []  # type: ignore[union-attr]
+
+
+def mark_unknown(path: str, job: str) -> None:
+    with Ledger.open(path) as ledger:
+        op_id = ledger.begin_operation(job, Op.REQUEUE, "0" * 32, time.time())
+        out = Outcome(Op.REQUEUE, job, Result.UNKNOWN, RequeueBit.MAY_BE_SET)
+        ledger.finish_operation(op_id, out, b"", time.time())
+
+
+SWEEP_CHILD = """
+import sys
+from slurm_dsl.lookup import SqueueLookup
+from slurm_dsl.sweeper import sweep
+from slurm_dsl.tracked import Tracker
+with Tracker(sys.argv[1], scontrol="/usr/bin/scontrol") as t:
+    for _ in range(int(sys.argv[2])):
+        report = sweep(t, SqueueLookup())
+        print(" ".join(f"{s.job_id}:{s.done.value}" for s in report.swept), flush=True)
+"""
+OPS_CHILD = """
+import sys, time
+from slurm_dsl.tracked import Tracker
+with Tracker(sys.argv[1], scontrol="/usr/bin/scontrol") as t:
+    for job in sys.argv[2:]:
+        print(job, t.run("requeue", job, time.time() + 10).result.value, flush=True)
+"""
+
+
+def test_two_sweepers_and_operations_at_once(tmp_path: Path) -> None:
+    """Two sweepers (without the CLI's lock, to exercise the leases) and a stream of
+    requeues on the same jobs: no job is restored twice by one round, no update is lost."""
+    path = str(tmp_path / "ledger.sqlite3")
+    jobs = [lab.submit("--hold", *lab.SLEEP_JOB) for _ in range(12)]
+    for job in jobs:
+        lab.wait_for(job, lab.Expect("PENDING", "JobHeldUser"))
+        lab.check(["scontrol", "update", f"JobId={job}", "Requeue=1"])
+        mark_unknown(path, job)
+    sweepers = [subprocess.Popen([sys.executable, "-c", SWEEP_CHILD, path, "3"], stdout=subprocess.PIPE, text=True)
+                for _ in range(2)]
+    ops = subprocess.Popen([sys.executable, "-c", OPS_CHILD, path, *jobs[:6]], stdout=subprocess.PIPE, text=True)
+    outs = [p.communicate(timeout=120)[0] for p in (*sweepers, ops)]
+    assert all(p.returncode == 0 for p in (*sweepers, ops)), outs
+    restored: Dict[str, int] = {}
+    for out in outs[:2]:
+        for line in out.splitlines():
+            for item in line.split():
+                job, done = item.split(":")
+                if done == Done.RESTORED.value:
+                    restored[job] = restored.get(job, 0) + 1
+    assert all(count == 1 for count in restored.values()), restored
+    # Settle what is left, then the ledger and Slurm agree for every job.
+    with Tracker(path, scontrol="/usr/bin/scontrol") as tracker:
+        assert sweep(tracker, SqueueLookup()).settled
+    with Ledger.open(path) as ledger:
+        for job in jobs:
+            obj = ledger.get(job)
+            assert obj is not None and obj.bit is RequeueBit.CLEAR, (job, obj)
+            assert lab.job_state(job).requeue == 0  # type: ignore[union-attr]
+            restores = [h for h in ledger.history(job) if h.op is Op.RESTORE]
+            assert len(restores) <= 1 + sum(1 for h in ledger.history(job) if h.op is Op.REQUEUE)
+
+
+def test_a_sweep_with_slurmctld_down_changes_nothing(tmp_path: Path) -> None:
+    path = str(tmp_path / "ledger.sqlite3")
+    job = lab.make_job("running_rq0")
+    lab.check(["scontrol", "update", f"JobId={job}", "Requeue=1"])
+    mark_unknown(path, job)
+    lab.stop_slurmctld()
+    try:
+        with Tracker(path, scontrol="/usr/bin/scontrol") as tracker:
+            report = sweep(tracker, SqueueLookup(timeout=20))
+        assert report.lookup_error is not None and "unreachable" in report.lookup_error
+        assert [s.done for s in report.swept] == [Done.LOOKUP_FAILED]
+        with Ledger.open(path) as ledger:
+            obj = ledger.get(job)
+            assert obj is not None and obj.bit is RequeueBit.MAY_BE_SET and obj.lookup_failures == 1
+            assert [h.op for h in ledger.history(job)] == [Op.REQUEUE], "no restore was attempted"
+    finally:
+        lab.start_slurmctld()
+    assert lab.job_state(job).requeue == 1  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(("name", "real_flag", "done"), [("x Requeue=1 Restarts=9", 0, Done.CLEARED),
+                                                         ("x Requeue=0 Restarts=0", 1, Done.RESTORED)])
+def test_a_forged_job_name_does_not_fool_the_sweep(tmp_path: Path, name: str, real_flag: int, done: Done) -> None:
+    path = str(tmp_path / "ledger.sqlite3")
+    job = lab.submit("-J", name, "--hold", *lab.SLEEP_JOB)
+    lab.wait_for(job, lab.Expect("PENDING"))
+    lab.check(["scontrol", "update", f"JobId={job}", f"Requeue={real_flag}"])
+    shown = lab.run_cmd(["scontrol", "show", "job", "-o", job]).stdout
+    assert f"JobName={name}" in shown and shown.count(" Requeue=") == 2, "the name really forges a second flag"
+    mark_unknown(path, job)
+    with Tracker(path, scontrol="/usr/bin/scontrol") as tracker:
+        report = sweep(tracker, SqueueLookup())
+    assert [(s.job_id, s.done) for s in report.swept] == [(job, done)]
+    assert lab.job_state(job).requeue == 0  # type: ignore[union-attr]
+
+
+def test_cli_sweep_runs_one_at_a_time(tmp_path: Path) -> None:
+    path = str(tmp_path / "ledger.sqlite3")
+    from slurm_dsl.sweeper import SweepLock
+
+    with SweepLock(path):
+        done = subprocess.run([sys.executable, "-m", "slurm_dsl", "sweep", "--ledger", path], capture_output=True,
+                              text=True)
+    assert done.returncode == 3 and "another sweep is running" in done.stderr
+    done = subprocess.run([sys.executable, "-m", "slurm_dsl", "sweep", "--ledger", path, "--json"],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
