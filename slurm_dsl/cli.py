@@ -16,7 +16,7 @@ import signal
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import IO, Dict, List, Optional, Sequence
+from typing import IO, Dict, Iterable, Optional, Sequence
 
 from . import __version__
 from .errors import DSLError, describe
@@ -212,18 +212,16 @@ def format_outcome(outcome: Outcome) -> str:
     return row.rstrip()
 
 
-def _emit(outcomes: Sequence[Outcome], as_json: bool, out: IO[str]) -> int:
+def _emit(outcomes: Iterable[Outcome], as_json: bool, out: IO[str]) -> int:
+    code = EXIT_OK
     for outcome in outcomes:
         if as_json:
             out.write(json.dumps(outcome.to_json(), sort_keys=True) + "\n")
         else:
             out.write(format_outcome(outcome) + "\n")
         out.flush()
-    return worst(outcomes)
-
-
-def worst(outcomes: Sequence[Outcome]) -> int:
-    return max((EXIT_CODES[o.result] for o in outcomes), default=EXIT_OK)
+        code = max(code, EXIT_CODES[outcome.result])
+    return code
 
 
 def _cmd_op(args: argparse.Namespace, out: IO[str]) -> int:
@@ -232,20 +230,16 @@ def _cmd_op(args: argparse.Namespace, out: IO[str]) -> int:
     tracker = Tracker(args.ledger, scontrol=find_scontrol(args.scontrol))
 
     def one(job_id: str) -> Outcome:
-        try:
-            outcome = tracker.run(args.op, job_id, resolve_deadline(args.timeout, None))
-        finally:
-            tracker.close()  # this thread's connection
+        outcome = tracker.run(args.op, job_id, resolve_deadline(args.timeout, None))
         # Logged for the journal; the result itself goes to stdout.  Only the outcomes
         # an admin must act on are warnings.
         level = logging.WARNING if outcome.result in (Result.UNKNOWN, Result.BIT_SET) else logging.INFO
         log.log(level, "%s", describe(outcome))
         return outcome
 
-    with ThreadPoolExecutor(max_workers=args.parallel) as pool:
-        outcomes: List[Outcome] = list(pool.map(one, args.job_ids))
-    tracker.close()
-    return _emit(outcomes, args.json, out)
+    # Results print as they come, in the order given, so a long run shows its progress.
+    with tracker, ThreadPoolExecutor(max_workers=args.parallel) as pool:
+        return _emit(pool.map(one, args.job_ids), args.json, out)
 
 
 def _cmd_sweep(args: argparse.Namespace, out: IO[str]) -> int:

@@ -24,7 +24,8 @@ Contract:
   monotonic one, to bound the retries of ``open``).  Enums are stored by their ``.value``.
   Every sqlite3 or OS error leaves as ``LedgerError`` with the path.
 
-A ``Ledger`` is one connection: use it from one thread, and open a new one after a fork.
+A ``Ledger`` is one connection: use it from one thread at a time (another thread may close it),
+and open a new one after a fork.
 """
 
 from __future__ import annotations
@@ -221,7 +222,9 @@ class Ledger:
             raise LedgerError(f"cannot create ledger {path}: {exc}", path=path) from exc
         try:
             # isolation_level=None: no implicit transactions; _atomic says BEGIN IMMEDIATE itself.
-            conn = sqlite3.connect(path, timeout=busy_timeout, isolation_level=None)
+            # check_same_thread=False only so that the owner of several per-thread ledgers can
+            # close them all from one thread; each is still used by one thread at a time.
+            conn = sqlite3.connect(path, timeout=busy_timeout, isolation_level=None, check_same_thread=False)
         except sqlite3.Error as exc:
             raise LedgerError(f"cannot open ledger {path}: {exc}", path=path) from exc
         ledger = cls(conn, path, backoff_base, backoff_cap)

@@ -18,7 +18,7 @@ import os
 import socket
 import threading
 import time
-from typing import Callable, Optional, Union
+from typing import Callable, List, Optional, Union
 
 from .jobid import validate_job_id
 from .ledger import DEFAULT_PATH, Ledger
@@ -57,20 +57,27 @@ class Tracker:
         self.clock = clock
         self.lease_slack = lease_slack
         self._local = threading.local()
+        self._lock = threading.Lock()
+        self._opened: List[Ledger] = []
         self.ledger()  # open (and create, migrate) now: a bad ledger fails before anything runs
 
     def ledger(self) -> Ledger:
+        """This thread's connection to the ledger (opened on first use)."""
         ledger: Optional[Ledger] = getattr(self._local, "ledger", None)
         if ledger is None:
             ledger = Ledger.open(self.path)
             self._local.ledger = ledger
+            with self._lock:
+                self._opened.append(ledger)
         return ledger
 
     def close(self) -> None:
-        ledger: Optional[Ledger] = getattr(self._local, "ledger", None)
-        if ledger is not None:
+        """Close every thread's connection."""
+        with self._lock:
+            opened, self._opened = self._opened, []
+        for ledger in opened:
             ledger.close()
-            self._local.ledger = None
+        self._local = threading.local()
 
     def __enter__(self) -> Tracker:
         return self
