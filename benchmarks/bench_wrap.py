@@ -13,14 +13,17 @@ the extra time goes.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from typing import Callable, Dict, List
 
 from slurm_dsl import Op, Result, execute
 from slurm_dsl.runner import fixed_env, run_argv, run_script
+from slurm_dsl.tracked import Tracker
 from tests import lab
 
 SCONTROL = "/usr/bin/scontrol"
@@ -51,7 +54,15 @@ def main() -> int:
         out = execute(Op.HOLD, job, time.time() + 10, scontrol=SCONTROL)
         assert out.result is Result.OK, out
 
+    tmp = tempfile.mkdtemp()
+    tracker = Tracker(os.path.join(tmp, "ledger.sqlite3"), scontrol=SCONTROL)
+
+    def tracked() -> None:
+        out = tracker.run(Op.HOLD, job, time.time() + 10)
+        assert out.result is Result.OK, out
+
     parts: Dict[str, Callable[[], object]] = {
+        "tracked (wrapped + ledger: lease, intent, result)": tracked,
         "runner: /bin/sh -s with 'exit 0'": lambda: run_script("exit 0\n", timeout=5),
         "runner: argv scontrol hold (no shell)": lambda: run_argv([SCONTROL, "hold", job], timeout=5),
         "sh + date +%s%3N": lambda: run_script("date +%s%3N >/dev/null\n", timeout=5),
@@ -67,11 +78,12 @@ def main() -> int:
         for name, fn in parts.items():
             samples[name].append(timed(fn))
     lab.cancel_submitted()
+    tracker.close()
 
     med = {k: statistics.median(v) * 1000 for k, v in samples.items()}
     print(f"{args.runs} interleaved runs each, medians (ms):")
     for name, value in med.items():
-        print(f"  {name:<42} {value:7.2f}")
+        print(f"  {name:<52} {value:7.2f}")
     print(f"ratio wrapped / bare scontrol hold: {med['wrapped'] / med['bare']:.2f}x")
     return 0
 
