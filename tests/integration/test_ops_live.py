@@ -65,8 +65,8 @@ def test_operation_on_state(op: Op, kind: str) -> None:
     out = execute(op, job_id, time.time() + TIMEOUT, scontrol="/usr/bin/scontrol")
     result, bit, message = EXPECTED[(op, kind)]
     assert (out.result, out.requeue_bit.value if out.requeue_bit else None) == (result, bit), out
-    assert [c.message for c in out.calls if c.message] == ([message] * len([c for c in out.calls if c.message])
-                                                           if message else [])
+    messages = {c.message for c in out.calls if c.message}
+    assert messages == ({message} if message else set()), out
     if before is None:
         assert lab.job_state(job_id) is None
         return
