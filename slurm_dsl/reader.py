@@ -26,7 +26,6 @@ from .statuses import FIXED_OUTCOME, StatusClass, classify, parse_status
 RS = 0x1E
 _RS = b"\x1e"
 _CALL_NUMBER = re.compile(rb"[1-9][0-9]*\Z")
-_NONCE = re.compile(r"[0-9a-fA-F]+\Z", re.ASCII)
 
 JobId = Union[str, int]
 
@@ -49,9 +48,10 @@ def read_outcome(
         if status is None:
             return unknown(op, job, Reason.UNREADABLE_EXIT_STATUS, detail=f"exit status {exit_status!r}")
         return combine.single(op, job, classify_call(op, job, 1, status, str(status), data), status)
-    if not isinstance(nonce, str) or not _NONCE.match(nonce):
-        return unknown(op, job, Reason.NONCE_INVALID, detail="the nonce is missing or not hex")
-    calls, reason, detail = _frame(op, job, data, nonce.encode("ascii"))
+    wanted = _nonce_bytes(nonce)
+    if wanted is None:
+        return unknown(op, job, Reason.NONCE_INVALID, detail="the nonce is missing, empty or not a string")
+    calls, reason, detail = _frame(op, job, data, wanted)
     if reason is None:
         reason, detail = _check(op, calls, exit_status, status)
     if reason is not None:
@@ -89,6 +89,21 @@ def classify_call(op: Op, job_id: str, number: int, status: int, status_text: st
         return Call(number, status, status_text, stderr, outcome, message, reason)
     outcome, reason = FIXED_OUTCOME[cls]
     return Call(number, status, status_text, stderr, outcome, None, reason)
+
+
+def _nonce_bytes(nonce: object) -> Optional[bytes]:
+    """The nonce to compare byte for byte, or None if there is none to compare with.
+
+    Any non-empty string is compared as given (the renderer only ever uses 128-bit
+    lowercase hex; a reader re-reading a log takes the nonce the log was written with).
+    An empty one is refused: its line would need two spaces in a row.
+    """
+    if not isinstance(nonce, str) or not nonce:
+        return None
+    try:
+        return nonce.encode("utf-8")
+    except UnicodeEncodeError:
+        return None
 
 
 def _op(op: object) -> Op:

@@ -403,3 +403,18 @@ def test_op_enum_is_accepted() -> None:
 def test_the_rs_byte_may_follow_stderr_without_a_newline() -> None:
     stderr = suspend(ALREADY_FINISHED, J)[:-1] + frame(NONCE, [(b"", 1, 1)])
     assert read_outcome("hold", J, stderr, 1, NONCE).result is Result.REJECTED
+
+
+@pytest.mark.parametrize("nonce", ["abc", "DEADBEEF", "not-hex-but-exact", "ünïcode"])
+def test_any_nonempty_string_nonce_is_compared_as_given(nonce: str) -> None:
+    assert read_outcome("hold", J, frame(nonce, [(b"", 1, 0)]), 0, nonce).result is Result.OK
+    assert read_outcome("hold", J, frame(nonce + "0", [(b"", 1, 0)]), 0, nonce).reason is Reason.FOREIGN_NONCE
+
+
+def test_a_nonce_with_a_space_can_never_frame() -> None:
+    out = read_outcome("requeue", J, frame("a b", [(b"", 1, 75)]), 75, "a b")
+    assert (out.result, out.requeue_bit) == (Result.UNKNOWN, RequeueBit.MAY_BE_SET)
+
+
+def test_an_unencodable_nonce_is_unknown() -> None:
+    assert read_outcome("hold", J, GOOD, 0, "\udcff").reason is Reason.NONCE_INVALID
