@@ -19,6 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import IO, Dict, Iterable, Optional, Sequence
 
 from . import __version__
+from .doctor import FAIL, run_checks
 from .errors import DSLError, describe
 from .jobid import validate_job_id
 from .lookup import SqueueLookup, default_lookup
@@ -27,7 +28,7 @@ from .ops import find_scontrol, new_nonce, resolve_deadline
 from .reader import read_outcome
 from .script import render
 from .sweeper import Done, SweepBusy, SweepLock, metrics_text, sweep
-from .tracked import Tracker
+from .tracked import Tracker, ledger_path
 
 PROG = "slurm-dsl"
 
@@ -175,6 +176,17 @@ def build_parser() -> argparse.ArgumentParser:
     _common_options(p)
     p.set_defaults(handler=_cmd_sweep)
     p = sub.add_parser(
+        "doctor",
+        help="check that this machine is ready for slurm-dsl",
+        description="Check the scontrol to run, the deadline wrapper's tools, slurmctld, the Slurm version and"
+        " lookup, JobRequeue and the job_submit companion, the ledger, and who is asking. Exit 0 unless a"
+        " check fails (warnings do not).",
+    )
+    p.add_argument("--json", action="store_true", help="one JSON object per check")
+    p.add_argument("--squeue", metavar="PATH", default="/usr/bin/squeue", help="squeue to run (default %(default)s)")
+    _common_options(p)
+    p.set_defaults(handler=_cmd_doctor)
+    p = sub.add_parser(
         "script", help="print the script an operation would run, and run nothing",
         description="Print the deadline-wrapped sh script for OP on JOBID (with a fresh nonce). Nothing runs.",
     )
@@ -289,6 +301,16 @@ def _cmd_sweep(args: argparse.Namespace, out: IO[str]) -> int:
     if args.metrics_file:
         _write_atomically(args.metrics_file, metrics_text(report, not_clear))
     return EXIT_OK if report.settled else EXIT_CODES[Result.UNKNOWN]
+
+
+def _cmd_doctor(args: argparse.Namespace, out: IO[str]) -> int:
+    checks = run_checks(args.scontrol, args.squeue, ledger_path(args.ledger))
+    for check in checks:
+        if args.json:
+            out.write(json.dumps(check.to_json(), sort_keys=True) + "\n")
+        else:
+            out.write(f"{check.status:<5} {check.name:<11} {check.detail}\n")
+    return EXIT_ERROR if any(c.status == FAIL for c in checks) else EXIT_OK
 
 
 def _write_atomically(path: str, text: str) -> None:

@@ -1,0 +1,116 @@
+"""``slurm-dsl doctor``: is this controller ready for slurm-dsl?
+
+Each check is one line an admin can act on: ``ok``, ``warn`` (works, but not as a
+site running slurm-dsl should) or ``fail`` (operations or sweeps cannot work).
+Checks: the scontrol to run; the wrapper's tools (``date +%s%3N`` and GNU
+``timeout --foreground`` under /bin/sh); slurmctld answering ``scontrol ping``;
+the Slurm version and which lookup the sweeper will use; ``JobRequeue=0`` and
+the job_submit companion (``scontrol show config``); the ledger; who is asking.
+``parse_config`` is pure; the rest runs through ``runner`` and ``ledger``.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from dataclasses import dataclass
+from typing import Dict, List, Optional
+
+from . import runner
+from .ledger import Ledger, LedgerError
+from .lookup import LookupFailed, SqueueLookup, default_lookup, slurm_version
+from .ops import find_scontrol
+
+OK, WARN, FAIL = "ok", "warn", "fail"
+TIMEOUT = 20.0
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    status: str
+    detail: str
+
+    def to_json(self) -> Dict[str, str]:
+        return {"check": self.name, "status": self.status, "detail": self.detail}
+
+
+def parse_config(text: str) -> Dict[str, str]:
+    """``scontrol show config`` lines ``Key = value`` as a dict."""
+    config: Dict[str, str] = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        if sep and key.strip() and " " not in key.strip():
+            config[key.strip()] = value.strip()
+    return config
+
+
+def run_checks(scontrol: Optional[str], squeue: str, ledger_path: str) -> List[Check]:
+    checks: List[Check] = []
+    path = find_scontrol(scontrol)
+    if os.access(path, os.X_OK):
+        checks.append(Check("scontrol", OK, path))
+    else:
+        checks.append(Check("scontrol", FAIL, f"{path} is missing or not executable (--scontrol PATH)"))
+    probe = runner.run_script('date +%s%3N && timeout --foreground -k 1 5 true && echo wrapped\n', timeout=TIMEOUT)
+    lines = probe.stdout.decode("ascii", "replace").split()
+    if probe.returncode == 0 and len(lines) == 2 and lines[0].isdigit() and lines[1] == "wrapped":
+        checks.append(Check("wrapper", OK, "/bin/sh with date +%s%3N and GNU timeout --foreground"))
+    else:
+        err = probe.stderr.decode("utf-8", "replace").strip().splitlines()
+        checks.append(Check("wrapper", FAIL, f"the deadline wrapper does not work: {err[-1] if err else probe}"))
+    ping = runner.run_argv((path, "ping"), timeout=TIMEOUT)
+    up = ping.returncode == 0 and b" is UP" in ping.stdout
+    text = (ping.stdout or ping.stderr).decode("utf-8", "replace").strip().splitlines()
+    said = text[0] if text else f"scontrol ping exited {ping.returncode}"
+    checks.append(Check("slurmctld", OK if up else FAIL, said))
+    try:
+        version = slurm_version(squeue)
+        lookup = default_lookup(squeue)
+        how = "squeue -O (no pyslurm that matches)" if isinstance(lookup, SqueueLookup) else type(lookup).__name__
+        checks.append(Check("slurm", OK, f"Slurm {version[0]}.{version[1]:02d}; sweeps look jobs up with {how}"))
+    except LookupFailed as exc:
+        checks.append(Check("slurm", FAIL, f"cannot tell the Slurm version: {exc.reason}"))
+    checks += _config_checks(path) if up else []
+    checks.append(_ledger_check(ledger_path))
+    if os.geteuid() == 0:
+        checks.append(Check("caller", OK, "root"))
+    else:
+        checks.append(Check("caller", WARN, f"uid {os.geteuid()}: lookups may not see every job, and restores of other"
+                            " users' jobs are refused; run as root or the SlurmUser"))
+    return checks
+
+
+def _config_checks(scontrol: str) -> List[Check]:
+    done = runner.run_argv((scontrol, "show", "config"), timeout=TIMEOUT)
+    if done.returncode != 0:
+        return [Check("config", WARN, "scontrol show config failed")]
+    config = parse_config(done.stdout.decode("utf-8", "replace"))
+    checks = []
+    if config.get("JobRequeue") == "0":
+        checks.append(Check("JobRequeue", OK, "0: jobs default to Requeue=0"))
+    else:
+        value = config.get("JobRequeue", "?")
+        checks.append(Check("JobRequeue", WARN, f"{value}: jobs default to Requeue=1, so a job at Requeue=1 is not"
+                            " necessarily one a requeue left set (sweep --orphans is not meaningful)"))
+    plugins = config.get("JobSubmitPlugins", "")
+    if "lua" in plugins.split(","):
+        checks.append(Check("job_submit", OK, "lua (is it contrib/slurm/job_submit.lua? see contrib/README.md)"))
+    else:
+        checks.append(Check("job_submit", WARN, f"JobSubmitPlugins={plugins or '(null)'}: users can set Requeue=1;"
+                            " install contrib/slurm/job_submit.lua"))
+    return checks
+
+
+def _ledger_check(path: str) -> Check:
+    try:
+        with Ledger.open(path) as ledger:
+            version = ledger.schema_version()
+            not_clear = ledger.count_not_clear()
+    except LedgerError as exc:
+        return Check("ledger", FAIL, str(exc))
+    mode = stat.S_IMODE(os.stat(path).st_mode)
+    detail = f"{path} (schema {version}, {not_clear} object(s) not clear)"
+    if mode & 0o077:
+        return Check("ledger", WARN, f"{detail}: mode {mode:04o}, should be 0600")
+    return Check("ledger", OK if not not_clear else WARN, detail + ("" if not not_clear else ": run slurm-dsl sweep"))
