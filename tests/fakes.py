@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import stat
 from pathlib import Path
-from typing import Dict, Optional
+from typing import Dict, List, Optional
 
 # Which call an argv is: the key the fake's plan uses.
 KEYS = {
@@ -93,3 +93,20 @@ def write_fake_squeue(directory: Path, records: str, *, exit_code: int = 0, stde
     )
     path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
     return path
+
+
+def descendants(pid: int) -> List[int]:
+    children: Dict[int, List[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                ppid = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found

@@ -15,7 +15,7 @@ import slurm_dsl
 from slurm_dsl import Op, RequeueBit, Result
 from slurm_dsl.ledger import Ledger
 from slurm_dsl.tracked import Tracker
-from tests.fakes import calls_made, refuse, write_fake
+from tests.fakes import calls_made, descendants, refuse, write_fake
 from tests.ground import ALREADY_FINISHED, UNEXPECTED
 
 
@@ -109,7 +109,12 @@ def test_a_crash_during_a_requeue_leaves_may_be_set(tmp_path: Path, ledger_path:
     while calls_made(fake) == []:
         assert time.monotonic() < deadline and child.poll() is None
         time.sleep(0.02)
-    os.killpg(child.pid, signal.SIGKILL)
+    # A crash of the whole host side: the child and the script it started, at once.
+    for pid in [child.pid, *descendants(child.pid)]:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
     child.wait()
     assert bit(ledger_path, "17") is RequeueBit.MAY_BE_SET
     with Ledger.open(ledger_path) as ledger:

@@ -8,7 +8,8 @@ that is *not* exempt gets its requeues rejected with the bit clear, never half d
 
 Exact outputs are the ones seen on Debian 12's Slurm 22.05.8. There, a message that the
 script sends from slurm_job_modify is discarded by slurmctld (fixed in 23.02), so the user's
-``scontrol update ... Requeue=1`` exits 0 with no output.
+``scontrol update ... Requeue=1`` exits 0 with no output. On 24.11.5 (Debian 13) it exits 0 and
+prints ``scontrol: error: <message>``.
 
 The last test runs the companion's logic, outside Slurm, under each Debian Lua (5.1 is the
 one Debian builds the plugin against; the others are checked where installed).
@@ -158,7 +159,8 @@ def test_user_update_requeue_1_leaves_0() -> None:
     if slurm_major() < 23:
         assert proc.stderr == ""  # 22.05 discards log_user() from slurm_job_modify
     else:
-        assert proc.stderr in ("", f"{MODIFY_MESSAGE.format(job_id)}\n")  # not seen on this lab yet
+        # 24.11.5 (Debian 13): the message comes back and scontrol prints it with error(), exit 0
+        assert proc.stderr == f"scontrol: error: {MODIFY_MESSAGE.format(job_id)}\n"
     js = lab.job_state(job_id)
     assert js is not None and (js.state, js.requeue) == ("RUNNING", 0), js
 

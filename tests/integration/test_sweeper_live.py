@@ -10,7 +10,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict
 
 import pytest
 
@@ -21,6 +21,7 @@ from slurm_dsl.model import Outcome
 from slurm_dsl.sweeper import Done, sweep
 from slurm_dsl.tracked import Tracker
 from tests import lab
+from tests.fakes import descendants
 
 pytestmark = pytest.mark.integration
 
@@ -32,23 +33,6 @@ with Tracker(sys.argv[1], scontrol="/usr/bin/scontrol", lease_slack=0.5) as t:
     print("go", flush=True)
     t.run("requeue", sys.argv[2], time.time() + 2)
 """
-
-
-def descendants(pid: int) -> List[int]:
-    children: Dict[int, List[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                ppid = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(entry))
-    found, todo = [], [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
-    return found
 
 
 def crash(proc: subprocess.Popen[bytes]) -> None:
