@@ -14,17 +14,21 @@ per thread (``--parallel`` runs jobs on several).
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import threading
 import time
 from typing import Callable, List, Optional, Union
 
+from .errors import describe
 from .jobid import validate_job_id
-from .ledger import DEFAULT_PATH, Ledger
+from .ledger import DEFAULT_PATH, Ledger, LedgerError
 from .model import Op, Outcome, RequeueBit, Result
 from .ops import GUARD_MARGIN, execute, new_nonce
 from .script import KILL_GRACE
+
+log = logging.getLogger("slurm_dsl")
 
 LEASE_SLACK = 30.0  # seconds a lease outlasts the script's outer guard: the ledger writes around it
 LEASE_POLL = 0.05
@@ -104,7 +108,13 @@ class Tracker:
             nonce = new_nonce()
             op_id = ledger.begin_operation(job, op, nonce, self.clock())
             outcome = execute(op, job, deadline, scontrol=self.scontrol, nonce=nonce, clock=self.clock)
-            ledger.finish_operation(op_id, outcome, b"".join(c.stderr for c in outcome.calls), self.clock())
+            try:
+                ledger.finish_operation(op_id, outcome, b"".join(c.stderr for c in outcome.calls), self.clock())
+            except LedgerError:
+                # The object keeps its intent (may_be_set for a requeue): nothing is lost for the
+                # sweeper.  The outcome itself would be, so it goes to the log before the error.
+                log.error("could not record %s (nonce %s) in %s", describe(outcome), nonce, self.path)
+                raise
             return outcome
         finally:
             ledger.release_lease(job, owner)

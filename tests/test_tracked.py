@@ -122,3 +122,23 @@ def test_a_crash_during_a_requeue_leaves_may_be_set(tmp_path: Path, ledger_path:
         assert entry.finished_at is None
         assert ledger.pending(time.time()) == [], "the crashed process's lease has not lapsed yet"
         assert [o.job_id for o in ledger.pending(time.time() + 3600)] == ["17"]
+
+
+def test_an_outcome_that_cannot_be_recorded_is_logged_and_the_intent_kept(
+    tmp_path: Path, ledger_path: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from slurm_dsl.ledger import LedgerError
+
+    def full_disk(*args: object, **kwargs: object) -> RequeueBit:
+        raise LedgerError("database or disk is full", path=ledger_path)
+
+    fake = write_fake(tmp_path / "bin", {})
+    monkeypatch.setattr(Ledger, "finish_operation", full_disk)
+    with Tracker(ledger_path, scontrol=str(fake)) as t:
+        with pytest.raises(LedgerError):
+            t.run(Op.REQUEUE, "18", time.time() + 5)
+    assert "could not record requeue 18: ok" in caplog.text
+    monkeypatch.undo()
+    assert bit(ledger_path, "18") is RequeueBit.MAY_BE_SET
+    with Ledger.open(ledger_path) as ledger:
+        assert ledger.pending(time.time()) != [], "the lease was given back"
