@@ -70,6 +70,22 @@ exit status:
 """
 EXIT_SWEEP_BUSY = 3
 
+_REQUEUE_NOTE = (
+    " The result's requeue bit says whether the job's Requeue flag may have been left at 1:"
+    " clear, may_be_set or set. Whenever it is not clear the ledger records it, and"
+    " 'slurm-dsl sweep' puts it right."
+)
+
+
+def _op_examples(op: Op) -> str:
+    return (
+        "examples:\n"
+        f"  slurm-dsl {op.value} 1234 --timeout 10\n"
+        f"  slurm-dsl {op.value} 1234 1235 1236 --timeout 10 --json\n"
+        f"  squeue -h -p maint -o %A | xargs slurm-dsl {op.value} --timeout 10 --parallel 8\n\n"
+    )
+
+
 log = logging.getLogger("slurm_dsl")
 
 
@@ -137,8 +153,9 @@ def build_parser() -> argparse.ArgumentParser:
         p = sub.add_parser(
             op.value,
             help=_OP_HELP[op],
-            description=_OP_HELP[op] + ". Each job gets its own script, deadline and result.",
-            epilog=_EPILOG,
+            description=_OP_HELP[op] + ". Each job gets its own script, deadline and result."
+            + (_REQUEUE_NOTE if op is Op.REQUEUE else ""),
+            epilog=_op_examples(op) + _EPILOG,
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
         p.add_argument("job_ids", nargs="+", type=_job_id, metavar="JOBID", help="plain decimal job id(s)")
