@@ -80,12 +80,16 @@ def load_pyslurm_lookup(slurm_version: Tuple[int, int], *, many: int = MANY) -> 
     return None
 
 
-class ModernPyslurmLookup:
-    """``pyslurm.Job.load`` / ``pyslurm.Jobs.load`` (pyslurm 22.5.2+)."""
+class _PyslurmLookup:
+    """The imported pyslurm module, and above how many ids one call loads all jobs."""
 
     def __init__(self, mod: ModuleType, *, many: int = MANY) -> None:
         self.mod = mod
         self.many = many
+
+
+class ModernPyslurmLookup(_PyslurmLookup):
+    """``pyslurm.Job.load`` / ``pyslurm.Jobs.load`` (pyslurm 22.5.2+)."""
 
     def jobs(self, job_ids: Sequence[str]) -> Dict[str, Optional[JobInfo]]:
         ids = canonical_ids(job_ids)
@@ -107,12 +111,8 @@ class ModernPyslurmLookup:
         return None
 
 
-class OldPyslurmLookup:
+class OldPyslurmLookup(_PyslurmLookup):
     """``pyslurm.job().find_id`` / ``pyslurm.job().get()`` (pyslurm before 22.5.2)."""
-
-    def __init__(self, mod: ModuleType, *, many: int = MANY) -> None:
-        self.mod = mod
-        self.many = many
 
     def jobs(self, job_ids: Sequence[str]) -> Dict[str, Optional[JobInfo]]:
         ids = canonical_ids(job_ids)

@@ -23,7 +23,6 @@ from .model import Call, CallOutcome, Op, Outcome, Reason, RequeueBit, Result
 from .refusals import INVALID_JOB_ID, refusal_message
 from .statuses import FIXED_OUTCOME, StatusClass, classify, parse_status
 
-RS = 0x1E
 _RS = b"\x1e"
 _CALL_NUMBER = re.compile(rb"[1-9][0-9]*\Z")
 

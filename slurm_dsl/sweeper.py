@@ -24,15 +24,15 @@ import fcntl
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from .ledger import Ledger
 from .lookup import JobInfo, Lookup, LookupFailed, SqueueLookup
 from .model import Op, Outcome, RequeueBit, Result
+from .ops import Clock
 from .tracked import Tracker, lease_owner
 
 RESTORE_TIMEOUT = 15.0
-Clock = Callable[[], float]
 
 
 class Action(str, enum.Enum):

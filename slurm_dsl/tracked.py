@@ -19,20 +19,19 @@ import os
 import socket
 import threading
 import time
-from typing import Callable, List, Optional, Union
+from typing import List, Optional, Union
 
 from .errors import describe
 from .jobid import validate_job_id
 from .ledger import DEFAULT_PATH, Ledger, LedgerError
 from .model import Op, Outcome, RequeueBit, Result
-from .ops import GUARD_MARGIN, execute, new_nonce
+from .ops import GUARD_MARGIN, Clock, execute, new_nonce
 from .script import KILL_GRACE
 
 log = logging.getLogger("slurm_dsl")
 
 LEASE_SLACK = 30.0  # seconds a lease outlasts the script's outer guard: the ledger writes around it
 LEASE_POLL = 0.05
-Clock = Callable[[], float]
 
 
 def ledger_path(explicit: Optional[str] = None) -> str:
