@@ -5,7 +5,10 @@ through the ledger (``tracked.Tracker``: lease, intent first, record), returns
 the ok ``Outcome`` and raises the SPEC §8 exception for anything else.  The
 ledger is ``ledger`` (a path or an open ``Tracker``), else ``$SLURM_DSL_LEDGER``,
 else ``/var/lib/slurm-dsl/ledger.sqlite3``; a ledger that cannot be opened
-raises ``LedgerError`` before anything runs.  ``restore`` is RestoreRequeueBit:
+raises ``LedgerError`` before anything runs; one that fails once the script
+started raises ``tracked.NotRecorded`` (a ``LedgerError``) carrying the outcome.
+A timeout over ``ops.MAX_TIMEOUT`` (one day), or a deadline further away, is a
+``ValueError`` before anything is recorded.  ``restore`` is RestoreRequeueBit:
 on ok it clears the job's object, otherwise it leaves it and records why.
 """
 

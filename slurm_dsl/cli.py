@@ -9,26 +9,30 @@ ran), 1 any other error.  Library errors become CLI errors in ``main`` only.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
 import signal
 import sys
+import tempfile
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import IO, Dict, Iterable, Optional, Sequence
+from typing import IO, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from . import __version__
 from .doctor import FAIL, run_checks
 from .errors import DSLError, describe
 from .jobid import validate_job_id
-from .lookup import SqueueLookup, default_lookup
+from .ledger import LedgerError
+from .lookup import LOOKUP_KINDS, LookupFailed, SqueueLookup, make_lookup
 from .model import Op, Outcome, Result
-from .ops import find_scontrol, new_nonce, resolve_deadline
+from .ops import MAX_TIMEOUT, find_scontrol, find_squeue, new_nonce, resolve_deadline
 from .reader import read_outcome
 from .script import render
 from .sweeper import Done, SweepBusy, SweepLock, metrics_text, sweep
-from .tracked import Tracker, ledger_path
+from .tracked import NotRecorded, Tracker, WholeArray, ledger_path
 
 PROG = "slurm-dsl"
 
@@ -53,6 +57,12 @@ exit status:
   With several jobs, the worst result decides (15 is worst, 0 best).
 """
 
+_LEDGER_FAILED = """\
+  If the ledger fails part-way, every job whose script started is still printed, no further
+  job starts, the jobs not started are listed on stderr, and the exit status is the worst
+  printed result, and at least 1.
+"""
+
 _OP_HELP = {
     Op.HOLD: "hold jobs (scontrol hold): pending jobs stay pending, running jobs keep running at priority 0",
     Op.RELEASE: "release held jobs (scontrol release), wrapped and deadline-guarded",
@@ -70,6 +80,11 @@ exit status:
 """
 EXIT_SWEEP_BUSY = 3
 
+_ARRAY_NOTE = (
+    " The ids are looked up first (one squeue): an array's own JobId whose array has other tasks is"
+    " refused with exit 2 before anything runs, since scontrol would act on every task; address a task"
+    " by its own JobId (squeue -r -O JobID,ArrayJobID,ArrayTaskID)."
+)
 _REQUEUE_NOTE = (
     " The result's requeue bit says whether the job's Requeue flag may have been left at 1:"
     " clear, may_be_set or set. Whenever it is not clear the ledger records it, and"
@@ -103,8 +118,11 @@ def _positive_seconds(text: str) -> float:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
-    if not (value > 0 and value < float("inf")):
-        raise argparse.ArgumentTypeError(f"must be a positive number of seconds: {text!r}")
+    # ops.MAX_TIMEOUT: the runner's poll() could not wait much longer (NaN fails both tests).
+    if not (value > 0 and value <= MAX_TIMEOUT):
+        raise argparse.ArgumentTypeError(
+            f"must be a positive number of seconds, at most {MAX_TIMEOUT:g} (one day): {text!r}"
+        )
     return value
 
 
@@ -137,6 +155,21 @@ def _common_options(parser: argparse.ArgumentParser, top: bool = False) -> None:
     )
 
 
+_SQUEUE_HELP = (
+    "squeue to run (default: $SLURM_DSL_SQUEUE, else the squeue beside the scontrol in use,"
+    " else the first on PATH, else /usr/bin/squeue)"
+)
+
+
+def _lookup_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--squeue", metavar="PATH", help=_SQUEUE_HELP)
+    parser.add_argument(
+        "--lookup", choices=LOOKUP_KINDS, default=os.environ.get("SLURM_DSL_LOOKUP", "auto"),
+        help="how sweeps look jobs up: squeue, pyslurm (an error if no pyslurm matching the running Slurm"
+        " imports), or auto: pyslurm when usable, else squeue (default: $SLURM_DSL_LOOKUP, else auto)",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog=PROG,
@@ -154,8 +187,9 @@ def build_parser() -> argparse.ArgumentParser:
             op.value,
             help=_OP_HELP[op],
             description=_OP_HELP[op] + ". Each job gets its own script, deadline and result."
+            + ("" if op is Op.RESTORE else _ARRAY_NOTE)
             + (_REQUEUE_NOTE if op is Op.REQUEUE else ""),
-            epilog=_op_examples(op) + _EPILOG,
+            epilog=_op_examples(op) + _EPILOG + _LEDGER_FAILED,
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
         p.add_argument("job_ids", nargs="+", type=_job_id, metavar="JOBID", help="plain decimal job id(s)")
@@ -164,6 +198,7 @@ def build_parser() -> argparse.ArgumentParser:
             help="each job's deadline, counted from when its script starts",
         )
         p.add_argument("--json", action="store_true", help="one JSON object per job on stdout")
+        p.add_argument("--squeue", metavar="PATH", help=_SQUEUE_HELP + "; it checks the ids for whole arrays first")
         p.add_argument(
             "--parallel", type=int, default=1, metavar="N",
             help="run up to N jobs at once (default 1); results are printed in the order given",
@@ -189,7 +224,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--fix", action="store_true", help="with --orphans: run RestoreRequeueBit on them too")
     p.add_argument("--restore-timeout", type=_positive_seconds, default=15.0, metavar="SECONDS",
                    help="deadline of each RestoreRequeueBit (default 15)")
-    p.add_argument("--squeue", metavar="PATH", default="/usr/bin/squeue", help="squeue to run (default %(default)s)")
+    _lookup_options(p)
     _common_options(p)
     p.set_defaults(handler=_cmd_sweep)
     p = sub.add_parser(
@@ -200,7 +235,7 @@ def build_parser() -> argparse.ArgumentParser:
         " check fails (warnings do not).",
     )
     p.add_argument("--json", action="store_true", help="one JSON object per check")
-    p.add_argument("--squeue", metavar="PATH", default="/usr/bin/squeue", help="squeue to run (default %(default)s)")
+    _lookup_options(p)
     _common_options(p)
     p.set_defaults(handler=_cmd_doctor)
     p = sub.add_parser(
@@ -256,19 +291,60 @@ def _emit(outcomes: Iterable[Outcome], as_json: bool, out: IO[str]) -> int:
 def _cmd_op(args: argparse.Namespace, out: IO[str]) -> int:
     if args.parallel < 1:
         raise UsageError("--parallel must be at least 1")
-    tracker = Tracker(args.ledger, scontrol=find_scontrol(args.scontrol))
+    tracker = Tracker(args.ledger, scontrol=find_scontrol(args.scontrol), squeue=args.squeue)
+    try:
+        # One lookup for every id before anything runs (SPEC §9): an array's own JobId
+        # would make scontrol act on every task of the array.
+        tracker.refuse_whole_arrays(args.op, args.job_ids, resolve_deadline(args.timeout, None))
+    except WholeArray as exc:
+        tracker.close()
+        raise UsageError(str(exc)) from None
+    except LookupFailed as exc:
+        tracker.close()
+        raise DSLError(f"could not look the jobs up before acting ({exc.reason}); nothing ran") from None
+    # Set at the first ledger error (or if printing fails): from then on no new script starts.
+    # The ones running finish, and every outcome whose script started is printed, recorded or
+    # not: automation reading the output must never take a job that ran for one that did not.
+    stop = threading.Event()
 
-    def one(job_id: str) -> Outcome:
-        outcome = tracker.run(args.op, job_id, resolve_deadline(args.timeout, None))
+    def one(job_id: str) -> Tuple[Optional[Outcome], Optional[LedgerError]]:
+        if stop.is_set():
+            return None, None
+        try:
+            outcome = tracker.run(args.op, job_id, resolve_deadline(args.timeout, None), checked=True)
+        except NotRecorded as exc:  # it ran (the tracker logged it): print it all the same
+            stop.set()
+            return exc.outcome, exc
+        except LedgerError as exc:  # before its script started: nothing ran
+            stop.set()
+            return None, exc
         # Logged for the journal; the result itself goes to stdout.  Only the outcomes
         # an admin must act on are warnings.
         level = logging.WARNING if outcome.result in (Result.UNKNOWN, Result.BIT_SET) else logging.INFO
         log.log(level, "%s", describe(outcome))
-        return outcome
+        return outcome, None
 
+    code = EXIT_OK
+    errors: List[LedgerError] = []
+    not_started: List[str] = []
     # Results print as they come, in the order given, so a long run shows its progress.
     with tracker, ThreadPoolExecutor(max_workers=args.parallel) as pool:
-        return _emit(pool.map(one, args.job_ids), args.json, out)
+        try:
+            for job_id, (outcome, error) in zip(args.job_ids, pool.map(one, args.job_ids)):
+                if outcome is None:
+                    not_started.append(job_id)
+                else:
+                    code = max(code, _emit([outcome], args.json, out))
+                if error is not None:
+                    errors.append(error)
+        except BaseException:
+            stop.set()  # EPIPE, Ctrl-C: the pool waits for the running jobs, starts no others
+            raise
+    if errors:
+        skipped = f"; not started: {' '.join(not_started)}" if not_started else ""
+        sys.stderr.write(f"{PROG}: ledger error: {errors[0]}{skipped}\n")
+        code = max(code, EXIT_ERROR)
+    return code
 
 
 def _cmd_sweep(args: argparse.Namespace, out: IO[str]) -> int:
@@ -276,18 +352,21 @@ def _cmd_sweep(args: argparse.Namespace, out: IO[str]) -> int:
         raise UsageError("--limit must be at least 1")
     if args.fix and not args.orphans:
         raise UsageError("--fix only goes with --orphans")
-    with Tracker(args.ledger, scontrol=find_scontrol(args.scontrol)) as tracker:
+    scontrol = find_scontrol(args.scontrol)
+    squeue = find_squeue(args.squeue, scontrol)
+    with Tracker(args.ledger, scontrol=scontrol, squeue=squeue) as tracker:
         try:
             with SweepLock(tracker.path):
+                lookup = make_lookup(args.lookup, squeue)
                 report = sweep(
                     tracker,
-                    default_lookup(args.squeue),
+                    lookup,
                     limit=args.limit,
                     dry_run=args.dry_run,
                     restore_timeout=args.restore_timeout,
                     orphans=args.orphans,
                     fix=args.fix,
-                    orphan_lookup=SqueueLookup(args.squeue),
+                    orphan_lookup=SqueueLookup(squeue),
                 )
         except SweepBusy as exc:
             sys.stderr.write(f"{PROG}: {exc}; nothing done\n")
@@ -305,14 +384,16 @@ def _cmd_sweep(args: argparse.Namespace, out: IO[str]) -> int:
             out.write(json.dumps({"job_id": info.job_id, "orphan": True, "state": info.state}) + "\n")
         else:
             out.write(f"{info.job_id:>10}  orphan         shows Requeue=1 ({info.state}), not tracked by the ledger\n")
-    summary = {"summary": report.counts(), "lookup_error": report.lookup_error, "orphans": len(report.orphans),
+    summary = {"summary": report.counts(), "lookup": lookup.name, "lookup_error": report.lookup_error,
+               "orphans": len(report.orphans),
                "fixed_orphans": [o.result.value for o in report.fixed_orphans], "not_clear": not_clear,
                "dry_run": report.dry_run, "seconds": round(report.finished - report.started, 3)}
     if args.json:
         out.write(json.dumps(summary, sort_keys=True) + "\n")
     else:
         done = ", ".join(f"{v} {k}" for k, v in report.counts().items() if v) or "nothing to do"
-        out.write(f"sweep{' (dry run)' if report.dry_run else ''}: {done}; {not_clear} object(s) not clear\n")
+        out.write(f"sweep{' (dry run)' if report.dry_run else ''}: {done}; {not_clear} object(s) not clear"
+                  f" (lookup: {lookup.name})\n")
     if report.lookup_error:
         log.warning("sweep: could not look jobs up: %s; nothing was cleared", report.lookup_error)
     if args.metrics_file:
@@ -321,7 +402,7 @@ def _cmd_sweep(args: argparse.Namespace, out: IO[str]) -> int:
 
 
 def _cmd_doctor(args: argparse.Namespace, out: IO[str]) -> int:
-    checks = run_checks(args.scontrol, args.squeue, ledger_path(args.ledger))
+    checks = run_checks(args.scontrol, args.squeue, ledger_path(args.ledger), args.lookup)
     for check in checks:
         if args.json:
             out.write(json.dumps(check.to_json(), sort_keys=True) + "\n")
@@ -331,14 +412,31 @@ def _cmd_doctor(args: argparse.Namespace, out: IO[str]) -> int:
 
 
 def _write_atomically(path: str, text: str) -> None:
-    tmp = f"{path}.tmp.{os.getpid()}"
+    """Replace ``path`` with ``text``, mode 0644 (node_exporter reads it as another user).
+
+    Root runs the sweep and the directory may be another account's, so no name there is trusted:
+    the temp file is a new one (``mkstemp``: random name, O_EXCL, never through a symlink) in the
+    target's directory, named so that a textfile collector (``*.prom``) skips it, chmod-ed through
+    its fd; ``os.replace`` then swaps the name itself, so a symlink at ``path`` is replaced, never
+    written through.  The temp file is removed on any failure.
+    """
+    directory, name = os.path.split(path)
+    tmp: Optional[str] = None
     try:
-        with open(tmp, "w") as f:
+        fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=directory or ".")
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            os.fchmod(f.fileno(), 0o644)
             f.write(text)
-        os.chmod(tmp, 0o644)
+            f.flush()
+            os.fsync(f.fileno())
         os.replace(tmp, path)
+        tmp = None
     except OSError as exc:
-        raise DSLError(f"cannot write metrics file {path}: {exc.strerror}") from None
+        raise DSLError(f"cannot write metrics file {path}: {exc.strerror or exc}") from None
+    finally:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
 
 
 def _cmd_script(args: argparse.Namespace, out: IO[str]) -> int:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Optional, Tuple
 
 from .model import Call, CallOutcome, Op, Outcome, Reason, RequeueBit, Result
-from .refusals import GONE_MESSAGES
+from .refusals import ALREADY_FINISHED
 
 _RESULT_OF_CALL = {
     CallOutcome.SUCCESS: Result.OK,
@@ -27,12 +27,22 @@ _NOT_STARTED = (75, 126, 127)
 
 
 def found_gone(call: Call) -> bool:
-    """A refusal saying the job is finished or unknown: the bit no longer matters."""
-    return call.outcome in (CallOutcome.REJECTED, CallOutcome.NOT_FOUND) and call.message in GONE_MESSAGES
+    """A refusal saying slurmctld does not know the job: its flag is gone with it."""
+    return call.outcome is CallOutcome.NOT_FOUND
+
+
+def found_finished(call: Call) -> bool:
+    """A Requeue=0 call refused because the job has finished.
+
+    slurmctld will not change a finished job's flag, and a finished job at
+    Requeue=1 can still be requeued by root or its owner until it is purged
+    (ground truth §2): the flag is not known to be clear.
+    """
+    return call.outcome is CallOutcome.REJECTED and call.message == ALREADY_FINISHED
 
 
 def cleared(call: Call) -> bool:
-    """Whether a Requeue=0 call (requeue 3, restore) leaves the bit clear."""
+    """Whether a Requeue=0 call (requeue 3, restore) leaves the bit clear: it succeeded or the job is gone."""
     return call.outcome is CallOutcome.SUCCESS or found_gone(call)
 
 
@@ -78,9 +88,13 @@ def requeue(job_id: str, calls: Tuple[Call, ...], exit_status: Optional[int]) ->
 
     assert s2 is not None and s3 is not None  # the {1,2,3} shape was checked by the reader
     s2_result = _RESULT_OF_CALL[s2.outcome]
+    s2_reason = s2.reason if s2_result is Result.UNKNOWN else None
     if s3_cleared:
         # Bullet 2: s3 cleared the bit (or found the job gone): s2's own result.
-        return out(s2_result, RequeueBit.CLEAR, s2.reason if s2_result is Result.UNKNOWN else None)
+        return out(s2_result, RequeueBit.CLEAR, s2_reason)
+    if found_finished(s3):
+        # Bullet 2 too: s2's own result, but a finished job may still show Requeue=1.
+        return out(s2_result, RequeueBit.MAY_BE_SET, s2_reason or Reason.JOB_FINISHED)
     # Bullet 3: the bit was set by s1 and s3 did not clear it.
     if s3_ran:
         return out(Result.UNKNOWN, RequeueBit.MAY_BE_SET, Reason.CLEAR_FAILED)

@@ -17,9 +17,10 @@ from dataclasses import dataclass
 from typing import Dict, List, Optional
 
 from . import runner
+from .errors import ConfigError
 from .ledger import Ledger, LedgerError
-from .lookup import LookupFailed, SqueueLookup, default_lookup, slurm_version
-from .ops import find_scontrol
+from .lookup import LookupFailed, SqueueLookup, make_lookup, slurm_version
+from .ops import find_scontrol, find_squeue
 
 OK, WARN, FAIL = "ok", "warn", "fail"
 TIMEOUT = 20.0
@@ -45,32 +46,42 @@ def parse_config(text: str) -> Dict[str, str]:
     return config
 
 
-def run_checks(scontrol: Optional[str], squeue: str, ledger_path: str) -> List[Check]:
+def run_checks(
+    scontrol: Optional[str], squeue: Optional[str], ledger_path: str, lookup_kind: str = "auto"
+) -> List[Check]:
     checks: List[Check] = []
     path = find_scontrol(scontrol)
+    squeue = find_squeue(squeue, path)
     if os.access(path, os.X_OK):
         checks.append(Check("scontrol", OK, path))
     else:
         checks.append(Check("scontrol", FAIL, f"{path} is missing or not executable (--scontrol PATH)"))
     probe = runner.run_script('date +%s%3N && timeout --foreground -k 1 5 true && echo wrapped\n', timeout=TIMEOUT)
     lines = probe.stdout.decode("ascii", "replace").split()
-    if probe.returncode == 0 and len(lines) == 2 and lines[0].isdigit() and lines[1] == "wrapped":
+    wrapped = len(lines) == 2 and lines[0].isdigit() and lines[1] == "wrapped"
+    if probe.returncode == 0 and not probe.pipes_held and wrapped:
         checks.append(Check("wrapper", OK, "/bin/sh with date +%s%3N and GNU timeout --foreground"))
     else:
         err = probe.stderr.decode("utf-8", "replace").strip().splitlines()
         checks.append(Check("wrapper", FAIL, f"the deadline wrapper does not work: {err[-1] if err else probe}"))
     ping = runner.run_argv((path, "ping"), timeout=TIMEOUT)
-    up = ping.returncode == 0 and b" is UP" in ping.stdout
+    up = ping.returncode == 0 and b" is UP" in ping.stdout and not ping.pipes_held
     text = (ping.stdout or ping.stderr).decode("utf-8", "replace").strip().splitlines()
     said = text[0] if text else f"scontrol ping exited {ping.returncode}"
+    if ping.pipes_held:
+        said = f"scontrol ping's output was still held open after it exited (a process that left its session?): {said}"
     checks.append(Check("slurmctld", OK if up else FAIL, said))
     try:
         version = slurm_version(squeue)
-        lookup = default_lookup(squeue)
-        how = "squeue -O (no pyslurm that matches)" if isinstance(lookup, SqueueLookup) else type(lookup).__name__
-        checks.append(Check("slurm", OK, f"Slurm {version[0]}.{version[1]:02d}; sweeps look jobs up with {how}"))
+        checks.append(Check("slurm", OK, f"Slurm {version[0]}.{version[1]:02d} ({squeue} --version)"))
     except LookupFailed as exc:
         checks.append(Check("slurm", FAIL, f"cannot tell the Slurm version: {exc.reason}"))
+    try:
+        lookup = make_lookup(lookup_kind, squeue)
+        how = f"{squeue} -r -O" if isinstance(lookup, SqueueLookup) else f"{type(lookup).__name__}"
+        checks.append(Check("lookup", OK, f"--lookup {lookup_kind}: sweeps look jobs up with {lookup.name} ({how})"))
+    except ConfigError as exc:
+        checks.append(Check("lookup", FAIL, str(exc)))
     checks += _config_checks(path) if up else []
     checks.append(_ledger_check(ledger_path))
     if os.geteuid() == 0:
@@ -83,7 +94,7 @@ def run_checks(scontrol: Optional[str], squeue: str, ledger_path: str) -> List[C
 
 def _config_checks(scontrol: str) -> List[Check]:
     done = runner.run_argv((scontrol, "show", "config"), timeout=TIMEOUT)
-    if done.returncode != 0:
+    if done.returncode != 0 or done.pipes_held:
         return [Check("config", WARN, "scontrol show config failed")]
     config = parse_config(done.stdout.decode("utf-8", "replace"))
     checks = []
@@ -108,9 +119,12 @@ def _ledger_check(path: str) -> Check:
             version = ledger.schema_version()
             not_clear = ledger.count_not_clear()
     except LedgerError as exc:
+        # Ledger.open refuses a ledger or directory another account could write or own (a
+        # symlink, a foreign owner, group/world-writable), and its message says the fix.
         return Check("ledger", FAIL, str(exc))
-    mode = stat.S_IMODE(os.stat(path).st_mode)
+    # What it lets through: a file others may read (the history shows every job's operations).
+    mode = stat.S_IMODE(os.lstat(path).st_mode)
     detail = f"{path} (schema {version}, {not_clear} object(s) not clear)"
     if mode & 0o077:
-        return Check("ledger", WARN, f"{detail}: mode {mode:04o}, should be 0600")
+        return Check("ledger", WARN, f"{detail}: mode {mode:04o}, should be 0600 (chmod 600 {path})")
     return Check("ledger", OK if not not_clear else WARN, detail + ("" if not not_clear else ": run slurm-dsl sweep"))

@@ -4,6 +4,7 @@ Rule: a job id is a plain decimal ``[1-9][0-9]*`` of ASCII digits, at most
 4294967294 (Slurm's NO_VAL, 0xfffffffe, and above are not job ids).  Anything
 else (array expressions ``123_4``, lists, names, signs, spaces, leading zeros,
 non-ASCII digits) is refused with ``ValueError`` before it can go near a shell.
+What comes out is an exact ``str`` of the value checked, whatever subclass came in.
 """
 
 from __future__ import annotations
@@ -16,14 +17,21 @@ _JOB_ID = re.compile(r"[1-9][0-9]*\Z", re.ASCII)
 
 
 def validate_job_id(job_id: Union[str, int]) -> str:
-    """Return ``job_id`` as the canonical string, or raise ``ValueError``.
+    """Return ``job_id`` as the canonical string, an exact ``str``, or raise ``ValueError``.
 
-    An ``int`` is read as ``str(n)``; a ``bool`` is refused (it is an int to Python,
+    An ``int`` is read as its decimal value; a ``bool`` is refused (it is an int to Python,
     never a job id to an admin).
     """
-    if isinstance(job_id, bool) or not isinstance(job_id, (str, int)):
+    if (
+        isinstance(job_id, bool)
+        or not isinstance(job_id, (str, int))
+        or not issubclass(type(job_id), (str, int))
+    ):
         raise ValueError(f"job id must be a decimal string or int, not {type(job_id).__name__}")
-    text = str(job_id) if isinstance(job_id, int) else job_id
+    # Through the base types' own methods, never the object's: a subclass keeps its value but
+    # may override __str__/__format__/__add__, and what goes into a script must be what was
+    # checked here (str.__str__ of a subclass is a plain copy; see ``plain``).
+    text = int.__repr__(job_id) if isinstance(job_id, int) else str.__str__(job_id)
     if not _JOB_ID.match(text):
         raise ValueError(
             f"invalid job id {text!r}: expected a plain decimal job id like 1234 (no arrays, lists, signs or spaces)"

@@ -23,6 +23,9 @@ Contract:
 - Every time comes in as ``now`` (epoch seconds) from the caller: no wall clock here (only a
   monotonic one, to bound the retries of ``open``).  Enums are stored by their ``.value``.
   Every sqlite3 or OS error leaves as ``LedgerError`` with the path.
+- Root opens it, so nobody else may be able to choose what its names point at: the file and its
+  directory must be real (no symlink is followed), this process's own and not group/world-
+  writable, checked before SQLite opens anything (``_create_file``, ``open_private_file``).
 
 A ``Ledger`` is one connection: use it from one thread at a time (another thread may close it),
 and open a new one after a fork.
@@ -31,10 +34,13 @@ and open a new one after a fork.
 from __future__ import annotations
 
 import enum
+import errno
 import json
 import math
 import os
+import shlex
 import sqlite3
+import stat
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -175,13 +181,97 @@ class HistoryEntry:
 
 
 def _create_file(path: str) -> None:
-    """Create the parent directory (0700) and the file (0600) unless they exist."""
+    """Create the parent directory (0700) and the file (0600) unless they exist; check both.
+
+    Root runs the sweeper, so whoever else can write the directory could plant the ledger, its
+    -wal/-shm files or the sweep lock as symlinks (or hard links) to root's files, and SQLite or
+    the lock would write through them.  So the directory must be a real one, this process's own
+    and not group/world-writable, and the file too (``open_private_file``), before SQLite opens
+    it.  Then only this account can change what the names point at.
+    """
     parent = os.path.dirname(path)
     if parent:
-        os.makedirs(parent, mode=0o700, exist_ok=True)
-    # os.open with a mode, so the file never exists with the umask's wider permissions.
+        try:
+            os.makedirs(parent, mode=0o700, exist_ok=True)
+        except OSError as exc:
+            raise LedgerError(f"cannot create ledger {path}: {exc}", path=path) from None
+    _check_private_directory(parent or ".", path)
     # SQLite gives the -wal and -shm files the database file's permissions.
-    os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
+    os.close(open_private_file(path, "ledger", ledger=path))
+
+
+def _check_private_directory(directory: str, ledger: str) -> None:
+    """LedgerError unless ``directory`` (lstat: not a symlink) is ours and not group/world-writable."""
+    shown = directory if directory != "." else os.path.abspath(directory)
+    try:
+        st = os.lstat(directory)
+    except OSError as exc:
+        raise LedgerError(f"cannot use ledger directory {shown}: {exc.strerror}", path=ledger) from None
+    if stat.S_ISLNK(st.st_mode):
+        problem = "is a symbolic link: point the ledger path at the real directory"
+    elif not stat.S_ISDIR(st.st_mode):
+        problem = "is not a directory"
+    else:
+        problem = _not_private(st, shown, "go-w")
+    if problem:
+        raise LedgerError(f"ledger directory {shown} {problem}", path=ledger)
+
+
+def _not_private(st: os.stat_result, path: str, chmod: str) -> str:
+    """Why a file or directory another account could change is refused, and the fix ('' if fine)."""
+    euid = os.geteuid()
+    if st.st_uid != euid:
+        return (
+            f"is owned by uid {st.st_uid}, not by uid {euid} that runs slurm-dsl, so that account could"
+            f" swap the ledger's files: chown {euid} {shlex.quote(path)}, or use another ledger path"
+        )
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return (
+            f"is group- or world-writable (mode {stat.S_IMODE(st.st_mode):04o}), so another account could"
+            f" swap the ledger's files: chmod {chmod} {shlex.quote(path)}"
+        )
+    return ""
+
+
+def _kind(mode: int) -> str:
+    kinds = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
+             (stat.S_ISCHR, "a device"), (stat.S_ISBLK, "a device"))
+    return next((name for test, name in kinds if test(mode)), "not a regular file")
+
+
+def open_private_file(path: str, what: str, *, ledger: str) -> int:
+    """Open ``path`` read-write, creating it 0600, never through a symlink; return the fd.
+
+    LedgerError (naming ``what``, e.g. "ledger" or "sweep lock"; its ``path`` is ``ledger``)
+    unless the file opened is a regular file with one link, owned by this process's euid and not
+    group/world-writable.  Nothing is written before these checks.  O_NONBLOCK and O_NOCTTY so
+    that a FIFO or a device planted there is refused rather than waited on or made a terminal.
+    """
+    flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+    try:
+        fd = os.open(path, flags, 0o600)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise LedgerError(
+                f"{what} {path} is a symbolic link: refusing to follow it; remove it"
+                f" (rm {shlex.quote(path)}) and check who can write its directory",
+                path=ledger,
+            ) from None
+        raise LedgerError(f"cannot open {what} {path}: {exc.strerror}", path=ledger) from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            problem = f"is {_kind(st.st_mode)}, not a regular file: remove it"
+        elif st.st_nlink != 1:
+            problem = f"has {st.st_nlink} hard links, so it may be another file's: remove it"
+        else:
+            problem = _not_private(st, path, "600")
+        if problem:
+            raise LedgerError(f"{what} {path} {problem}", path=ledger)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 def _finite(name: str, value: float) -> float:
@@ -216,10 +306,7 @@ class Ledger:
         """Open (creating if need be) and migrate the ledger at ``path``."""
         path = os.fspath(path)
         backoff_base, backoff_cap = _finite("backoff_base", backoff_base), _finite("backoff_cap", backoff_cap)
-        try:
-            _create_file(path)
-        except OSError as exc:
-            raise LedgerError(f"cannot create ledger {path}: {exc}", path=path) from exc
+        _create_file(path)
         try:
             # isolation_level=None: no implicit transactions; _atomic says BEGIN IMMEDIATE itself.
             # check_same_thread=False only so that the owner of several per-thread ledgers can
@@ -479,7 +566,8 @@ class Ledger:
         return self._object(rows[0]) if rows else None
 
     def pending(self, now: float, limit: Optional[int] = None) -> List[JobObject]:
-        """Objects whose bit is not clear, oldest first, that the sweeper may look at now.
+        """Objects whose bit is not clear that the sweeper may look at now, longest waiting first
+        (by when they became due, then by when their bit last changed).
 
         Skips jobs with an unexpired lease (an operation or another sweeper is on them) and jobs
         whose back-off after a failed lookup has not elapsed.
@@ -490,7 +578,7 @@ class Ledger:
             "SELECT job_id, bit, why, updated_at, lookup_failures, next_lookup_at, lookup_error"
             " FROM objects o WHERE bit != 'clear' AND next_lookup_at <= ?"
             " AND NOT EXISTS (SELECT 1 FROM leases l WHERE l.job_id = o.job_id AND l.expires_at > ?)"
-            " ORDER BY updated_at, job_id LIMIT ?",
+            " ORDER BY next_lookup_at, updated_at, job_id LIMIT ?",
             (now, now, -1 if limit is None else limit),
         )
         return [self._object(row) for row in rows]
@@ -530,6 +618,29 @@ class Ledger:
                     (job_id,),
                 )
                 written.append(job_id)
+        return written
+
+    def watch(self, job_ids: Sequence[str], now: float, *, owner: str) -> List[str]:
+        """Keep the objects as they are, to be looked at again by the next sweep without back-off.
+
+        For a finished job still showing Requeue=1 (SPEC §9).  The failure count is reset and the
+        object goes behind the ones that have waited longer (``pending`` serves the longest
+        waiting first), so watched objects cannot starve a ``--limit``.  Only while ``owner``
+        holds the job's unexpired lease; returns the ids written.
+        """
+        ids = [validate_job_id(j) for j in job_ids]
+        now = _finite("now", now)
+        written: List[str] = []
+        with self._atomic("watch") as conn:
+            for job_id in ids:
+                cursor = conn.execute(
+                    "UPDATE objects SET lookup_failures = 0, next_lookup_at = ?, lookup_error = ''"
+                    " WHERE job_id = ? AND EXISTS (SELECT 1 FROM leases l"
+                    "  WHERE l.job_id = objects.job_id AND l.owner = ? AND l.expires_at > ?)",
+                    (now, job_id, owner, now),
+                )
+                if cursor.rowcount:
+                    written.append(job_id)
         return written
 
     def lookup_failed(self, job_id: str, why: str, now: float) -> float:

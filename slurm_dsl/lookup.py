@@ -13,15 +13,25 @@ Contract (SPEC §9):
   ``scontrol show job -o``: ``JobName=`` is printed raw before ``Requeue=``, so a
   job named ``x Requeue=1`` shows a spoofed flag (ground truth §9, 24.11/26.05 §5).
 - ``SqueueLookup`` runs exactly one ``squeue`` per ``jobs()`` call (none for an
-  empty list) with an explicit ``-O`` field list, one record per line::
+  empty list) with ``-r`` and an explicit ``-O`` field list, one line per task::
 
-      <JobID>|<State>|<Requeue>|<RestartCnt>|<PriorityLong>|<Reason>|<nonce>
+      <JobID>|<ArrayJobID>|<ArrayTaskID>|<State>|<Requeue>|<RestartCnt>|<PriorityLong>|<Reason>|<nonce>
 
   ``JobID`` is the raw numeric id (``_print_job_job_id2``: ``%u`` of
   ``job_id``), so an array task reads as its own JobId, never ``A_T``.  Reason
   (``state_desc`` if set, which admins and plugins write) is the only free text:
   it comes last, and each record must end with a fresh per-call nonce, so no
   text inside a field can end a record early or add one.
+- Arrays (SPEC §9).  Without ``-r``, squeue folds a pending task that was split
+  off into its own record (``hold A_2``) into the array's remainder line, so the
+  task's own JobId is missing and would read as gone.  With ``-r`` every task
+  gets a line and a split task shows its own JobId; the remainder record (one
+  JobId holding several pending tasks) then repeats its JobId once per task.
+  Those lines must agree on every field but ``ArrayTaskID``, which must differ:
+  they are folded back into one record that knows how many tasks it holds.
+  ``squeue -j A`` lists every record of array ``A`` (checked on 22.05.8), so the
+  answer for an array's own JobId says how many tasks a call on it reaches
+  (``JobInfo.array_tasks``).
 - ``parse_squeue`` is pure and strict: any line that is not exactly a record
   raises ``LookupFailed``; nothing is ever skipped.
 - "Gone" is what slurmctld shows the caller: with ``PrivateData=jobs`` a plain
@@ -43,11 +53,11 @@ from __future__ import annotations
 import logging
 import re
 import secrets
-from dataclasses import dataclass
-from typing import Callable, Dict, List, Optional, Protocol, Sequence, Tuple
+from dataclasses import dataclass, replace
+from typing import Callable, Dict, List, Optional, Protocol, Sequence, Set, Tuple
 
 from . import runner
-from .errors import DSLError
+from .errors import ConfigError, DSLError
 from .jobid import validate_job_id
 
 logger = logging.getLogger("slurm_dsl")
@@ -78,12 +88,28 @@ UNREACHABLE = b"Unable to contact slurm controller"
 
 @dataclass(frozen=True)
 class JobInfo:
+    """One job record as slurmctld shows it.
+
+    ``array_job_id`` is the array the record belongs to (None for a plain job).
+    ``array_tasks`` is how many tasks an scontrol call on this JobId acts on: 1 for
+    a plain job or an array task addressed by its own JobId; for an array's own
+    JobId (``array_job_id == job_id``), every task of the array slurmctld still
+    holds, finished ones included (ground truth §1.4).
+    """
+
     job_id: str
     state: str
     requeue: bool
     restarts: int
     priority: int  # 0 = held (ground truth §4)
     reason: str
+    array_job_id: Optional[str] = None
+    array_tasks: int = 1
+
+    @property
+    def whole_array(self) -> bool:
+        """Whether scontrol, given this JobId, would act on other tasks too."""
+        return self.array_tasks > 1
 
     @property
     def finished(self) -> bool:
@@ -100,6 +126,8 @@ class LookupFailed(DSLError):
 
 
 class Lookup(Protocol):
+    name: str  # what doctor and ``sweep --json`` report: "squeue" or "pyslurm"
+
     def jobs(self, job_ids: Sequence[str]) -> Dict[str, Optional[JobInfo]]:
         """Each asked id's JobInfo, or None if slurmctld does not know it.
 
@@ -120,7 +148,8 @@ def canonical_ids(job_ids: Sequence[str]) -> List[str]:
 
 # --- squeue -----------------------------------------------------------------
 
-_FIELDS = ("JobID", "State", "Requeue", "RestartCnt", "PriorityLong", "Reason")
+_FIELDS = ("JobID", "ArrayJobID", "ArrayTaskID", "State", "Requeue", "RestartCnt", "PriorityLong", "Reason")
+_NOT_AN_ARRAY = b"N/A"  # ArrayTaskID of a plain job
 _NONCE = re.compile(r"[0-9a-f]{32,}\Z")
 _STATE = re.compile(rb"[A-Z][A-Z_]*\Z")
 _UINT = re.compile(rb"(?:0|[1-9][0-9]*)\Z")
@@ -144,26 +173,45 @@ def parse_squeue(stdout: bytes, nonce: str) -> Dict[str, JobInfo]:
         raise LookupFailed("squeue output does not end with a newline")
     end = b"|" + nonce.encode("ascii")
     found: Dict[str, JobInfo] = {}
+    tasks: Dict[str, Set[bytes]] = {}
     for number, line in enumerate(data[:-1].split(b"\n"), 1):
-        info = _parse_record(line, end, number)
-        if info.job_id in found:
-            raise LookupFailed(f"squeue line {number}: job {info.job_id} listed twice")
+        info, task = _parse_record(line, end, number)
+        seen = found.get(info.job_id)
+        if seen is not None:
+            # -r: a remainder record repeats its JobId once per pending task, all else equal.
+            if seen != info or task == _NOT_AN_ARRAY or task in tasks[info.job_id]:
+                raise LookupFailed(f"squeue line {number}: job {info.job_id} listed twice")
+            tasks[info.job_id].add(task)
+            continue
         found[info.job_id] = info
-    return found
+        tasks[info.job_id] = {task}
+    reach: Dict[str, int] = {}
+    for info in found.values():
+        if info.array_job_id is not None:
+            reach[info.array_job_id] = reach.get(info.array_job_id, 0) + len(tasks[info.job_id])
+    return {
+        job_id: replace(info, array_tasks=reach[job_id]) if info.array_job_id == job_id else info
+        for job_id, info in found.items()
+    }
 
 
-def _parse_record(line: bytes, end: bytes, number: int) -> JobInfo:
+def _parse_record(line: bytes, end: bytes, number: int) -> Tuple[JobInfo, bytes]:
     where = f"squeue line {number}"
     if not line.endswith(end):
         raise LookupFailed(f"{where}: record does not end with this call's nonce")
-    fields = line[: -len(end)].split(b"|", 5)
-    if len(fields) != 6:
-        raise LookupFailed(f"{where}: {len(fields)} fields, expected 6")
-    raw_id, state, requeue, restarts, priority, reason = fields
+    fields = line[: -len(end)].split(b"|", len(_FIELDS) - 1)
+    if len(fields) != len(_FIELDS):
+        raise LookupFailed(f"{where}: {len(fields)} fields, expected {len(_FIELDS)}")
+    raw_id, raw_array, task, state, requeue, restarts, priority, reason = fields
     try:
         job_id = validate_job_id(raw_id.decode("ascii"))
+        array_id = validate_job_id(raw_array.decode("ascii"))
     except (UnicodeDecodeError, ValueError):
-        raise LookupFailed(f"{where}: bad JobID {raw_id[:40]!r}") from None
+        raise LookupFailed(f"{where}: bad JobID {raw_id[:40]!r} or ArrayJobID {raw_array[:40]!r}") from None
+    if task != _NOT_AN_ARRAY and (not _UINT.match(task) or len(task) > 10):
+        raise LookupFailed(f"{where}: bad ArrayTaskID {task[:40]!r}")
+    if task == _NOT_AN_ARRAY and array_id != job_id:
+        raise LookupFailed(f"{where}: job {job_id} is in array {array_id} without a task id")
     if not _STATE.match(state):
         raise LookupFailed(f"{where}: bad State {state[:40]!r}")
     if requeue not in (b"0", b"1"):
@@ -171,7 +219,7 @@ def _parse_record(line: bytes, end: bytes, number: int) -> JobInfo:
     for name, value, limit in (("RestartCnt", restarts, 0xFFFF), ("PriorityLong", priority, 0xFFFFFFFF)):
         if not _UINT.match(value) or len(value) > 10 or int(value) > limit:
             raise LookupFailed(f"{where}: bad {name} {value[:40]!r}")
-    return JobInfo(
+    info = JobInfo(
         job_id=job_id,
         state=state.decode("ascii"),
         requeue=requeue == b"1",
@@ -179,11 +227,15 @@ def _parse_record(line: bytes, end: bytes, number: int) -> JobInfo:
         priority=int(priority),
         # Informational only; odd bytes in an admin's text must not stop a sweep.
         reason=reason.decode("utf-8", "backslashreplace"),
+        array_job_id=None if task == _NOT_AN_ARRAY else array_id,
     )
+    return info, task
 
 
 class SqueueLookup:
-    """Lookups through ``squeue -h -a -t all -O <fields>``: one process per ``jobs()`` call."""
+    """Lookups through ``squeue -h -a -t all -r -O <fields>``: one process per ``jobs()`` call."""
+
+    name = "squeue"
 
     def __init__(
         self,
@@ -201,8 +253,9 @@ class SqueueLookup:
         self.cap = cap
 
     def argv(self, ids: Sequence[str], nonce: str) -> Tuple[str, ...]:
-        """``-a``: hidden partitions too; ``-t all``: finished jobs too (for MinJobAge)."""
-        head = (self.squeue_path, "-h", "-a", "-t", "all")
+        """``-a``: hidden partitions too; ``-t all``: finished jobs too (for MinJobAge);
+        ``-r``: one line per array task, so no task is folded into another's line."""
+        head = (self.squeue_path, "-h", "-a", "-t", "all", "-r")
         select = ("-j", ",".join(ids)) if 0 < len(ids) <= self.many else ()
         return head + select + ("-O", squeue_format(nonce))
 
@@ -224,10 +277,17 @@ class SqueueLookup:
             raise LookupFailed(f"squeue did not answer within {self.timeout:g} s")
         if done.truncated:
             raise LookupFailed(f"squeue printed more than {self.cap} bytes")
+        if done.pipes_held:
+            raise LookupFailed(_describe_failure(done))
         if done.returncode == 0:
             # rc 0 means squeue got its answer and printed all of it; stderr then
             # holds at most warnings, and the records' framing is checked line by line.
-            return parse_squeue(done.stdout, nonce)
+            found = parse_squeue(done.stdout, nonce)
+            if len(ids) == 1 and self.many > 0 and ids[0] not in found:
+                # `-j <one id>` that slurmctld does not know exits 1 (below); an rc 0
+                # answer without the id is not an answer squeue gives: could not ask.
+                raise LookupFailed(f"squeue -j {ids[0]} exited 0 without the job's record")
+            return found
         if len(ids) == 1 and done.returncode == 1 and done.stdout == b"" and done.stderr == GONE_STDERR:
             # `-j <one id>` asks slurmctld for that job alone (slurm_load_job) and
             # fails on an unknown id, where a list loads all jobs and omits it (§9).
@@ -237,6 +297,9 @@ class SqueueLookup:
 
 def _describe_failure(done: runner.Completed) -> str:
     first = done.stderr.strip().split(b"\n")[0][:200].decode("utf-8", "backslashreplace")
+    if done.pipes_held:
+        # Whatever was read may be all of it or not: never an answer (runner.DRAIN).
+        return "squeue's output was still held open after it exited (a process that left its session?)"
     if UNREACHABLE in done.stderr:
         return f"slurmctld unreachable ({first})"
     if done.returncode in (126, 127):
@@ -263,19 +326,43 @@ def slurm_version(
 ) -> Tuple[int, int]:
     """The running Slurm's ``(major, minor)``, e.g. ``(22, 5)``; ``LookupFailed`` if it cannot tell."""
     done = run((squeue_path, "--version"), timeout=timeout)
-    if done.timed_out or done.truncated or done.returncode != 0:
+    if done.timed_out or done.truncated or done.pipes_held or done.returncode != 0:
         raise LookupFailed(f"`{squeue_path} --version`: {_describe_failure(done)}")
     return parse_slurm_version(done.stdout)
 
 
-def default_lookup(squeue_path: str = SQUEUE, timeout: float = TIMEOUT) -> Lookup:
-    """pyslurm where it imports and matches the running Slurm, else ``SqueueLookup``."""
-    from .pyslurm_lookup import load_pyslurm_lookup
+LOOKUP_KINDS = ("auto", "squeue", "pyslurm")
 
+
+def make_lookup(kind: str = "auto", squeue_path: str = SQUEUE, timeout: float = TIMEOUT) -> Lookup:
+    """The lookup an admin chose: ``squeue``, ``pyslurm``, or ``auto``.
+
+    ``auto`` is pyslurm where it imports and matches the running Slurm, else squeue.
+    ``pyslurm`` raises ``ConfigError`` when no usable pyslurm is there, rather than
+    quietly using something else.  ``squeue`` never imports pyslurm.
+    """
+    from .pyslurm_lookup import find_pyslurm_lookup
+
+    if kind not in LOOKUP_KINDS:
+        raise ConfigError(f"unknown lookup {kind!r}: choose one of {', '.join(LOOKUP_KINDS)}")
+    if kind == "squeue":
+        return SqueueLookup(squeue_path, timeout)
     try:
         version = slurm_version(squeue_path)
     except LookupFailed as exc:
+        if kind == "pyslurm":
+            raise ConfigError(f"--lookup pyslurm: cannot tell the Slurm version: {exc.reason}") from None
         logger.warning("not using pyslurm, cannot tell the Slurm version: %s", exc.reason)
         return SqueueLookup(squeue_path, timeout)
-    found = load_pyslurm_lookup(version)
-    return found if found is not None else SqueueLookup(squeue_path, timeout)
+    found, level, why = find_pyslurm_lookup(version)
+    if found is not None:
+        return found
+    if kind == "pyslurm":
+        raise ConfigError(f"--lookup pyslurm: {why}")
+    logger.log(level, "%s; using squeue", why)
+    return SqueueLookup(squeue_path, timeout)
+
+
+def default_lookup(squeue_path: str = SQUEUE, timeout: float = TIMEOUT) -> Lookup:
+    """``make_lookup("auto")``: pyslurm where it imports and matches the running Slurm, else squeue."""
+    return make_lookup("auto", squeue_path, timeout)

@@ -89,6 +89,9 @@ class Reason(str, enum.Enum):
     EXIT_STATUS_MISMATCH = "exit_status_mismatch"
     WRONG_CALLS = "wrong_calls"
     OUTPUT_TOO_LARGE = "output_too_large"
+    # A process that escaped the call's session still held stdout/stderr when the
+    # runner stopped reading: what it wrote after that was never read.
+    OUTPUT_NOT_CLOSED = "output_not_closed"
     # SPEC §4/§5: one call's outcome is unknown.
     TIMED_OUT = "timed_out"
     WRAPPER_FAILED = "wrapper_failed"
@@ -97,6 +100,8 @@ class Reason(str, enum.Enum):
     # SPEC §7: a requeue's third call did not clear the bit.
     CLEAR_FAILED = "clear_failed"
     CLEAR_NOT_RUN = "clear_not_run"
+    # SPEC §7: the third call found the job finished, which may still show Requeue=1.
+    JOB_FINISHED = "job_finished"
 
     def __str__(self) -> str:
         return self.value

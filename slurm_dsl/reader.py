@@ -97,10 +97,13 @@ def _nonce_bytes(nonce: object) -> Optional[bytes]:
     lowercase hex; a reader re-reading a log takes the nonce the log was written with).
     An empty one is refused: its line would need two spaces in a row.
     """
-    if not isinstance(nonce, str) or not nonce:
+    if not isinstance(nonce, str) or not issubclass(type(nonce), str):
+        return None
+    text = str.__str__(nonce)  # a plain copy: a str subclass's own encode() or __len__ never runs
+    if not text:
         return None
     try:
-        return nonce.encode("utf-8")
+        return text.encode("utf-8")
     except UnicodeEncodeError:
         return None
 

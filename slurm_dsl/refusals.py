@@ -31,9 +31,6 @@ RATE_LIMITED = "Rate limit exceeded, please retry later"
 # 22.05-24.05, update-type RPCs only: refused before the update is applied.
 DB_INDEX = "Job update not available right now, the DB index is being set, try again in a bit"
 
-# A Requeue=0 call refused with one of these found the job gone: the bit no longer matters.
-GONE_MESSAGES: FrozenSet[str] = frozenset({ALREADY_FINISHED, INVALID_JOB_ID})
-
 # A call is named by (op, call number); open's direct call is call 1 of "open".
 CallKey = Tuple[Op, int]
 

@@ -7,7 +7,8 @@ not passed (else status 75), and runs under GNU ``timeout --foreground`` with
 the time that is left, so a call still running at the deadline gets TERM, then
 KILL after ``KILL_GRACE`` seconds (status 124, or 137 after KILL).  After each
 call it prints ``<RS>DSL <nonce> call <i> <status>`` on stderr.  Every value
-from outside is validated and single-quoted; the job id also passes §1.
+from outside is copied to a plain built-in (``plain``: a subclass's own methods
+never run), validated and single-quoted; the job id also passes §1.
 
 ``--foreground`` keeps timeout (and scontrol) in the script's process group,
 so the runner's outer guard can stop the whole group.  scontrol's stdin is
@@ -22,6 +23,7 @@ from typing import List, Tuple
 
 from .jobid import validate_job_id
 from .model import Op
+from .plain import plain_float, plain_str
 
 KILL_GRACE = 1  # seconds between TERM and KILL at the deadline
 _NONCE = re.compile(r"[0-9a-f]{32,}\Z", re.ASCII)
@@ -69,15 +71,17 @@ _BODY = {
 
 def quote(value: str) -> str:
     """Single-quote ``value`` for POSIX sh (the ``shlex.quote`` rule, always quoting)."""
-    return "'" + value.replace("'", "'\"'\"'") + "'"
+    return "'" + plain_str(value, "script value").replace("'", "'\"'\"'") + "'"
 
 
 def call_argv(op: Op, job_id: str) -> Tuple[Tuple[int, Tuple[str, ...]], ...]:
     """Each call's number and scontrol arguments for a wrapped op."""
+    job_id = validate_job_id(job_id)
     return tuple((number, tuple(a.format(j=job_id) for a in args)) for number, args in CALLS[op])
 
 
 def check_scontrol_path(path: str) -> str:
+    path = plain_str(path, "scontrol path")
     if not path.startswith("/") or any(ch in path for ch in "\0\n"):
         raise ValueError(f"scontrol path must be absolute, got {path!r}")
     return path
@@ -86,11 +90,12 @@ def check_scontrol_path(path: str) -> str:
 def check_nonce(nonce: str) -> str:
     if not isinstance(nonce, str) or not _NONCE.match(nonce):
         raise ValueError("nonce must be at least 128 bits of lowercase hex")
-    return nonce
+    return plain_str(nonce, "nonce")
 
 
 def deadline_ms(deadline: float) -> int:
     """The deadline in whole milliseconds since the epoch, rounded down (never later)."""
+    deadline = plain_float(deadline, "deadline")  # a float subclass's own __mul__ or __floor__ never runs
     if not math.isfinite(deadline) or deadline <= 0:
         raise ValueError(f"deadline must be a positive epoch time, got {deadline!r}")
     return math.floor(deadline * 1000)

@@ -6,9 +6,13 @@ Strategy, in as few slurmctld RPCs as possible:
    operation, back-off elapsed), oldest first, up to ``limit``;
 2. take each one's lease, so no operation starts on it while we decide
    (a job an operation holds is left for the next sweep);
-3. look them all up at once (one squeue, or pyslurm): a job gone, finished, or
-   already at Requeue=0 has its object cleared; a job showing Requeue=1 gets
-   RestoreRequeueBit (one RPC each, through the ledger like any operation);
+3. look them all up at once (one squeue, or pyslurm): a job gone or already at
+   Requeue=0 has its object cleared; a job showing Requeue=1 gets
+   RestoreRequeueBit (one RPC each, through the ledger like any operation); a
+   *finished* job showing Requeue=1 is watched: slurmctld refuses to clear its
+   flag, and its owner can still requeue it (it comes back PENDING at Requeue=1)
+   until slurmctld purges it, so its object stays, looked at again on every sweep
+   without a growing back-off, until the job is gone or comes back;
 4. a lookup that could not ask leaves every object as it was and backs off;
    "could not ask" is never read as "gone".
 
@@ -26,7 +30,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
-from .ledger import Ledger
+from .combine import found_finished
+from .ledger import Ledger, open_private_file
 from .lookup import JobInfo, Lookup, LookupFailed, SqueueLookup
 from .model import Op, Outcome, RequeueBit, Result
 from .ops import Clock
@@ -36,8 +41,9 @@ RESTORE_TIMEOUT = 15.0
 
 
 class Action(str, enum.Enum):
-    CLEAR = "clear"  # the bit no longer matters or is already 0: clear the object
+    CLEAR = "clear"  # the job is gone or already at Requeue=0: clear the object
     RESTORE = "restore"  # the job shows Requeue=1: RestoreRequeueBit
+    WATCH = "watch"  # a finished job shows Requeue=1: keep the object, look again next sweep
 
     def __str__(self) -> str:
         return self.value
@@ -51,6 +57,7 @@ class Done(str, enum.Enum):
     RESTORE_FAILED = "restore_failed"
     LOOKUP_FAILED = "lookup_failed"
     BUSY = "busy"  # an operation held the job's lease
+    WATCHING = "watching"  # a finished job at Requeue=1: kept, looked at again next sweep
     WOULD_CLEAR = "would_clear"  # --dry-run
     WOULD_RESTORE = "would_restore"  # --dry-run
 
@@ -58,18 +65,22 @@ class Done(str, enum.Enum):
         return self.value
 
 
-# Outcomes a sweep is content with: a busy job is an operation's for now, and the next sweep's.
-SETTLED = frozenset({Done.CLEARED, Done.RESTORED, Done.WOULD_CLEAR, Done.WOULD_RESTORE, Done.BUSY})
+# Outcomes a sweep is content with: a busy job is an operation's for now, and the next sweep's;
+# a watched one is all that can be done until slurmctld purges the job or it comes back.
+SETTLED = frozenset({Done.CLEARED, Done.RESTORED, Done.WOULD_CLEAR, Done.WOULD_RESTORE, Done.BUSY, Done.WATCHING})
 
 
 def decide(info: Optional[JobInfo]) -> Tuple[Action, str]:
     """What to do with an object whose bit is not clear, given its job's lookup."""
     if info is None:
         return Action.CLEAR, "gone: slurmctld no longer knows the job"
-    if info.finished:
-        return Action.CLEAR, f"finished ({info.state}): the Requeue flag no longer matters"
     if not info.requeue:
         return Action.CLEAR, "the job already shows Requeue=0"
+    if info.finished:
+        return Action.WATCH, (
+            f"finished ({info.state}) at Requeue=1: slurmctld will not clear the flag and the job can"
+            " still be requeued; watched until it is purged or comes back"
+        )
     return Action.RESTORE, f"the job shows Requeue=1 ({info.state})"
 
 
@@ -117,14 +128,20 @@ class SweepBusy(Exception):
 
 
 class SweepLock:
-    """One sweeper at a time: an exclusive, non-blocking flock on ``<ledger>.sweep.lock``."""
+    """One sweeper at a time: an exclusive, non-blocking flock on ``<ledger>.sweep.lock``.
+
+    Root takes it and then truncates it, so it is opened as the ledger is (``open_private_file``):
+    never through a symlink, and only a regular file with one link that is this process's own
+    (else ``LedgerError``, before anything is written or locked).
+    """
 
     def __init__(self, ledger_path: str) -> None:
+        self.ledger_path = ledger_path
         self.path = ledger_path + ".sweep.lock"
         self._fd: Optional[int] = None
 
     def __enter__(self) -> SweepLock:
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        fd = open_private_file(self.path, "sweep lock", ledger=self.ledger_path)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:
@@ -204,23 +221,26 @@ def _settle(
         return
     decided = [(job, *decide(infos.get(job))) for job in leased]
     if dry_run:
-        report.swept += [
-            Swept(job, Done.WOULD_CLEAR if action is Action.CLEAR else Done.WOULD_RESTORE, why)
-            for job, action, why in decided
-        ]
+        would = {Action.CLEAR: Done.WOULD_CLEAR, Action.RESTORE: Done.WOULD_RESTORE, Action.WATCH: Done.WATCHING}
+        report.swept += [Swept(job, would[action], why) for job, action, why in decided]
         return
     clears = [(job, RequeueBit.CLEAR, f"sweep: {why}") for job, action, why in decided if action is Action.CLEAR]
     written = set(ledger.set_bits(clears, clock(), owner=owner))
+    watched = set(ledger.watch([job for job, action, _ in decided if action is Action.WATCH], clock(), owner=owner))
     for job, action, why in decided:
-        if action is Action.CLEAR:
-            if job in written:
-                report.swept.append(Swept(job, Done.CLEARED, why))
+        if action is not Action.RESTORE:
+            if job in (written if action is Action.CLEAR else watched):
+                report.swept.append(Swept(job, Done.CLEARED if action is Action.CLEAR else Done.WATCHING, why))
             else:
                 report.swept.append(Swept(job, Done.BUSY, "the sweep's lease lapsed; left for the next sweep"))
             continue
         outcome = tracker.run(Op.RESTORE, job, clock() + restore_timeout, owner=owner)
         if outcome.result is Result.OK:
             report.swept.append(Swept(job, Done.RESTORED, why, outcome))
+        elif outcome.calls and found_finished(outcome.calls[-1]):
+            # It finished between the lookup and the restore: watched, like any finished job at Requeue=1.
+            ledger.watch([job], clock(), owner=owner)
+            report.swept.append(Swept(job, Done.WATCHING, "restore: the job has finished meanwhile", outcome))
         else:
             ledger.lookup_failed(job, f"restore: {outcome.result.value}", clock())
             report.swept.append(Swept(job, Done.RESTORE_FAILED, f"restore: {outcome.result.value}", outcome))
@@ -235,20 +255,31 @@ def _orphans(
     restore_timeout: float,
     clock: Clock,
 ) -> None:
-    """Jobs showing Requeue=1 that the ledger does not track as possibly set."""
+    """Jobs showing Requeue=1 that the ledger does not track as possibly set.
+
+    Every task record counts on its own (the listing is per task, SPEC §9).  With ``fix``
+    a live one gets RestoreRequeueBit; a finished one cannot be restored, so it gets an
+    object (may_be_set) and is watched like any other until it is purged or comes back.
+    """
     try:
         everything = lookup.all_jobs()
     except LookupFailed as exc:
         report.lookup_error = report.lookup_error or exc.reason
         return
     for job_id, info in sorted(everything.items(), key=lambda kv: int(kv[0])):
-        if not info.requeue or info.finished:
+        if not info.requeue:
             continue
         obj = ledger.get(job_id)
         if obj is not None and obj.bit is not RequeueBit.CLEAR:
             continue
         report.orphans.append(info)
-        if fix:
+        if fix and info.finished:
+            owner = lease_owner("sweep")
+            if ledger.acquire_leases([job_id], owner, clock(), 60.0):
+                why = f"sweep --orphans: finished ({info.state}) at Requeue=1, not tracked; watched"
+                ledger.set_bits([(job_id, RequeueBit.MAY_BE_SET, why)], clock(), owner=owner)
+                ledger.release_leases([job_id], owner)
+        elif fix:
             report.fixed_orphans.append(tracker.run(Op.RESTORE, job_id, clock() + restore_timeout))
 
 

@@ -6,7 +6,16 @@ operation's start (for a requeue: the object becomes ``may_be_set``) *before*
 the script starts, runs it with ``ops.execute``, and records the outcome, which
 sets the object's bit to what SPEC §7 says (``combine.next_bit``).  A crash
 anywhere in between leaves ``may_be_set`` and a lease that lapses, so the
-sweeper finds the job.  The lease outlasts the script's outer guard.
+sweeper finds the job.  The lease outlasts the script's outer guard.  Once the
+script started, its outcome is never lost: if the ledger then fails, ``run``
+raises ``NotRecorded`` carrying it; a lease that cannot be given back lapses.
+
+Arrays (SPEC §9): given an array's own JobId, scontrol acts on every task of the
+array, so one object could not cover what a requeue may leave set.  Before an
+operation (restore aside: it only clears flags) ``refuse_whole_arrays`` looks the
+ids up in one squeue call, bounded by the deadline, and raises ``WholeArray``
+for any id that reaches other tasks: nothing runs.  A task addressed by its own
+JobId, and an array's own JobId that holds its one last task, are single jobs.
 
 A ``Ledger`` is one SQLite connection for one thread, so a ``Tracker`` opens one
 per thread (``--parallel`` runs jobs on several).
@@ -19,13 +28,16 @@ import os
 import socket
 import threading
 import time
-from typing import List, Optional, Union
+from typing import List, Optional, Sequence, Union
 
-from .errors import describe
+from . import ledger as ledger_module
+from .errors import DSLError, describe
 from .jobid import validate_job_id
 from .ledger import DEFAULT_PATH, Ledger, LedgerError
+from .lookup import TIMEOUT as LOOKUP_TIMEOUT
+from .lookup import JobInfo, SqueueLookup
 from .model import Op, Outcome, RequeueBit, Result
-from .ops import GUARD_MARGIN, Clock, execute, new_nonce
+from .ops import GUARD_MARGIN, Clock, check_deadline, execute, find_squeue, new_nonce
 from .script import KILL_GRACE
 
 log = logging.getLogger("slurm_dsl")
@@ -44,19 +56,58 @@ def lease_owner(tag: str = "op") -> str:
     return f"{tag}:{socket.gethostname()}:{os.getpid()}:{threading.get_ident()}:{new_nonce()[:8]}"
 
 
+class WholeArray(DSLError):
+    """Job ids that are an array's own JobId reaching other tasks: refused before anything ran."""
+
+    def __init__(self, arrays: Sequence[JobInfo]) -> None:
+        self.job_ids = [info.job_id for info in arrays]
+        each = "; ".join(
+            f"job {info.job_id} is the own JobId of array {info.job_id}, whose {info.array_tasks} tasks"
+            " scontrol would all act on"
+            for info in arrays
+        )
+        super().__init__(
+            f"{each}. Nothing ran. Act on a task by its own JobId"
+            f" (squeue -r -j {','.join(self.job_ids)} -O JobID,ArrayTaskID,State lists them; pending tasks"
+            " never split off still share the array's JobId), or on the whole array with scontrol itself"
+        )
+
+
+class NotRecorded(LedgerError):
+    """The operation ran, but the ledger could not record its outcome: ``outcome`` is what it
+    came to, and the caller must still report it.  (The object keeps the intent written before
+    the script started, so for a requeue the sweeper still finds a bit that may be set.)"""
+
+    outcome: Outcome
+
+    def __init__(self, outcome: Outcome, cause: LedgerError) -> None:
+        super().__init__(f"{describe(outcome)}, but it could not be recorded: {cause}", path=cause.path)
+        self.outcome = outcome
+        self.job_id = outcome.job_id
+        self.op = outcome.op.value
+
+
 class Tracker:
-    """Runs operations against one ledger file, one SQLite connection per thread."""
+    """Runs operations against one ledger file, one SQLite connection per thread.
+
+    ``busy_timeout`` is how long a ledger write waits for another writer before it fails
+    (default: ``ledger.BUSY_TIMEOUT``, read when each connection opens).
+    """
 
     def __init__(
         self,
         path: Optional[str] = None,
         *,
         scontrol: Optional[str] = None,
+        squeue: Optional[str] = None,
         clock: Clock = time.time,
         lease_slack: float = LEASE_SLACK,
+        busy_timeout: Optional[float] = None,
     ) -> None:
         self.path = ledger_path(path)
+        self.busy_timeout = busy_timeout
         self.scontrol = scontrol
+        self.squeue = squeue
         self.clock = clock
         self.lease_slack = lease_slack
         self._local = threading.local()
@@ -68,7 +119,8 @@ class Tracker:
         """This thread's connection to the ledger (opened on first use)."""
         ledger: Optional[Ledger] = getattr(self._local, "ledger", None)
         if ledger is None:
-            ledger = Ledger.open(self.path)
+            busy = ledger_module.BUSY_TIMEOUT if self.busy_timeout is None else self.busy_timeout
+            ledger = Ledger.open(self.path, busy_timeout=busy)
             self._local.ledger = ledger
             with self._lock:
                 self._opened.append(ledger)
@@ -88,12 +140,46 @@ class Tracker:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def refuse_whole_arrays(self, op: Union[Op, str], job_ids: Sequence[Union[str, int]], deadline: float) -> None:
+        """Raise ``WholeArray`` if any id is an array's own JobId that reaches other tasks.
+
+        One squeue call for all ids, bounded by the deadline; ``LookupFailed`` if it
+        could not ask.  Nothing to check for a restore, or once the deadline has passed
+        (the operation then expires without running).
+        """
+        ids = list(dict.fromkeys(validate_job_id(j) for j in job_ids))
+        left = deadline - self.clock()
+        if Op(op) is Op.RESTORE or not ids or left <= 0:
+            return
+        squeue = find_squeue(self.squeue, self.scontrol)
+        infos = SqueueLookup(squeue, timeout=min(LOOKUP_TIMEOUT, left)).jobs(ids)
+        whole = [info for info in infos.values() if info is not None and info.whole_array]
+        if whole:
+            raise WholeArray(whole)
+
     def run(
-        self, op: Union[Op, str], job_id: Union[str, int], deadline: float, *, owner: Optional[str] = None
+        self,
+        op: Union[Op, str],
+        job_id: Union[str, int],
+        deadline: float,
+        *,
+        owner: Optional[str] = None,
+        checked: bool = False,
     ) -> Outcome:
-        """One op on one job, recorded; the lease is ``owner``'s if given (a sweeper's)."""
+        """One op on one job, recorded; the lease is ``owner``'s if given (a sweeper's).
+
+        Unless ``checked`` (the caller ran ``refuse_whole_arrays`` for it), the id is
+        checked first: ``WholeArray`` or ``LookupFailed`` mean nothing ran.  A deadline more
+        than ``ops.MAX_TIMEOUT`` away is a ``ValueError``, before anything is recorded.
+
+        A ``LedgerError`` before the script started means nothing ran; once it started, a
+        ledger failure is ``NotRecorded``, which carries the outcome.
+        """
         op = Op(op)
         job = validate_job_id(job_id)
+        deadline = check_deadline(deadline, self.clock)
+        if not checked:
+            self.refuse_whole_arrays(op, [job], deadline)
         ledger = self.ledger()
         owner = owner or lease_owner()
         ttl = max(deadline - self.clock(), 0.0) + KILL_GRACE + GUARD_MARGIN + self.lease_slack
@@ -109,11 +195,16 @@ class Tracker:
             outcome = execute(op, job, deadline, scontrol=self.scontrol, nonce=nonce, clock=self.clock)
             try:
                 ledger.finish_operation(op_id, outcome, b"".join(c.stderr for c in outcome.calls), self.clock())
-            except LedgerError:
+            except LedgerError as exc:
                 # The object keeps its intent (may_be_set for a requeue): nothing is lost for the
-                # sweeper.  The outcome itself would be, so it goes to the log before the error.
+                # sweeper.  The outcome goes to the log, and with the error to the caller.
                 log.error("could not record %s (nonce %s) in %s", describe(outcome), nonce, self.path)
-                raise
+                raise NotRecorded(outcome, exc) from exc
             return outcome
         finally:
-            ledger.release_lease(job, owner)
+            try:
+                ledger.release_lease(job, owner)
+            except LedgerError as exc:
+                # Never in place of the outcome or of the error already on its way: the lease
+                # lapses by itself (until then the job's next operation waits, or expires).
+                log.warning("could not give back the lease on job %s (it lapses by itself): %s", job, exc)

@@ -76,12 +76,23 @@ def alive_in_group(marker: str) -> Optional[int]:
     return None
 
 
+def squeue_record(line: str) -> str:
+    """A plain job's ``id|STATE|requeue|restarts|priority|reason`` as the full ``-r -O`` record
+    (``JobID|ArrayJobID|ArrayTaskID|...``); a line that already has the array fields is kept."""
+    fields = line.split("|")
+    if len(fields) == 6:
+        fields[1:1] = [fields[0], "N/A"]
+    return "|".join(fields)
+
+
 def write_fake_squeue(directory: Path, records: str, *, exit_code: int = 0, stderr: str = "") -> Path:
     """A fake ``squeue`` that answers ``--version`` like 22.05 and prints ``records``
-    (lines of ``id|STATE|requeue|restarts|priority|reason``) each ending with the
-    caller's nonce, taken from the ``-O`` format as the real squeue would print it."""
+    (lines of ``id|STATE|requeue|restarts|priority|reason``, or with the array fields after
+    the id) each ending with the caller's nonce, taken from the ``-O`` format as the real
+    squeue would print it."""
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / "squeue"
+    records = "".join(squeue_record(line) + "\n" for line in records.splitlines())
     path.write_text(
         "#!/bin/sh\n"
         'case $1 in --version) echo "slurm 22.05.8"; exit 0 ;; esac\n'
@@ -90,6 +101,24 @@ def write_fake_squeue(directory: Path, records: str, *, exit_code: int = 0, stde
         f"[ -z {_q(stderr)} ] || printf '%s\\n' {_q(stderr)} >&2\n"
         f"printf '%s' {_q(records)} | while IFS= read -r line; do printf '%s|%s\\n' \"$line\" \"$nonce\"; done\n"
         f"exit {exit_code}\n"
+    )
+    path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    return path
+
+
+def write_empty_squeue(directory: Path) -> Path:
+    """A fake ``squeue`` for a cluster with no jobs, answering as 22.05 does (ground truth §9):
+    ``-j <one id>`` exits 1 with ``Invalid job id specified``; a list or a listing prints nothing."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "squeue"
+    path.write_text(
+        "#!/bin/sh\n"
+        'case $1 in --version) echo "slurm 22.05.8"; exit 0 ;; esac\n'
+        "ids=\n"
+        'while [ $# -gt 0 ]; do case $1 in -j) ids=$2; shift ;; esac; shift; done\n'
+        'case $ids in ""|*,*) exit 0 ;; esac\n'
+        "echo 'slurm_load_jobs error: Invalid job id specified' >&2\n"
+        "exit 1\n"
     )
     path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
     return path

@@ -66,7 +66,11 @@ REQUEUE_CLEAR_FAILED = requeue(
     Result.UNKNOWN, MAY, call(1, 0, S), call(2, 0, S), call(3, 1, U), reason=Reason.CLEAR_FAILED
 )
 RESTORE_OK = single(Op.RESTORE, Result.OK, call(1, 0, S))
-RESTORE_GONE = single(Op.RESTORE, Result.OK, call(1, 1, R, ALREADY_FINISHED))
+RESTORE_GONE = single(Op.RESTORE, Result.OK, call(1, 1, N, INVALID_JOB_ID))
+RESTORE_FINISHED = single(Op.RESTORE, Result.REJECTED, call(1, 1, R, ALREADY_FINISHED))
+REQUEUE_FINISHED_AFTER = requeue(
+    Result.OK, MAY, call(1, 0, S), call(2, 0, S), call(3, 1, R, ALREADY_FINISHED), reason=Reason.JOB_FINISHED
+)
 RESTORE_UNKNOWN = single(Op.RESTORE, Result.UNKNOWN, call(1, 124, U))
 HOLD_OK = single(Op.HOLD, Result.OK, call(1, 0, S))
 RELEASE_UNKNOWN = single(Op.RELEASE, Result.UNKNOWN, call(1, 1, U))
@@ -226,6 +230,8 @@ CASES: List[Tuple[str, RequeueBit, Outcome, RequeueBit]] = [
     ("requeue clear failed -> may_be_set", CLEAR, REQUEUE_CLEAR_FAILED, MAY),
     ("restore ok clears", SET, RESTORE_OK, CLEAR),
     ("restore finding the job gone clears", MAY, RESTORE_GONE, CLEAR),
+    ("restore finding the job finished leaves may_be_set", MAY, RESTORE_FINISHED, MAY),
+    ("requeue whose call 3 found the job finished -> may_be_set", CLEAR, REQUEUE_FINISHED_AFTER, MAY),
     ("restore unknown leaves the bit", MAY, RESTORE_UNKNOWN, MAY),
     ("hold leaves may_be_set", MAY, HOLD_OK, MAY),
     ("hold leaves clear", CLEAR, HOLD_OK, CLEAR),
@@ -399,7 +405,24 @@ def test_pending_oldest_first_skipping_clear_leased_and_backed_off(tmp_path: Pat
         assert ledger.lookup_failed("6", "controller down", 10.0) == 20.0
         assert [o.job_id for o in ledger.pending(10.0)] == ["1", "4", "5"]
         assert [o.job_id for o in ledger.pending(15.0)] == ["1", "3", "4", "5"]  # lease lapsed
-        assert [o.job_id for o in ledger.pending(20.0)] == ["1", "3", "6", "4", "5"]  # back-off over
+        # Back-off over: 6 became due last, so it waits behind the others.
+        assert [o.job_id for o in ledger.pending(20.0)] == ["1", "3", "4", "5", "6"]
+
+
+def test_a_watched_object_keeps_its_bit_gets_no_back_off_and_waits_behind_the_others(tmp_path: Path) -> None:
+    with open_ledger(tmp_path, backoff_base=10.0, backoff_cap=100.0) as ledger:
+        for job_id, started in (("1", 1.0), ("2", 2.0), ("3", 3.0)):
+            ledger.begin_operation(job_id, Op.REQUEUE, NONCE, started)
+        ledger.lookup_failed("1", "down", 5.0)  # due at 15
+        assert ledger.acquire_leases(["1", "2"], "sweep", 20.0, 10.0) == ["1", "2"]
+        assert ledger.watch(["1", "2", "3"], 20.0, owner="sweep") == ["1", "2"]  # 3: no lease, untouched
+        for job_id in ("1", "2"):
+            obj = ledger.get(job_id)
+            assert obj is not None and obj.bit is MAY and (obj.lookup_failures, obj.next_lookup_at) == (0, 20.0)
+            assert obj.why == f"requeue {NONCE} started" and obj.updated_at == float(job_id)
+        ledger.release_leases(["1", "2"], "sweep")
+        assert [o.job_id for o in ledger.pending(20.0)] == ["3", "1", "2"]
+        assert [o.job_id for o in ledger.pending(20.0, limit=1)] == ["3"]
 
 
 def test_lookup_back_off_doubles_up_to_the_cap_and_set_bit_resets_it(tmp_path: Path) -> None:

@@ -36,8 +36,12 @@ DOWN = b"slurm_load_jobs error: Unable to contact slurm controller (connect fail
 BAD_FORMAT = b"squeue: error: Invalid job format specification: Reason\n"
 
 
-def line(*fields: str, nonce: str = NONCE) -> bytes:
-    return ("|".join(fields) + "|" + nonce + "\n").encode()
+def line(*fields: str, nonce: str = NONCE, array: Tuple[str, str] = ("", "N/A")) -> bytes:
+    """A record ``JobID|ArrayJobID|ArrayTaskID|State|...`` from ``JobID, State, ...``: a plain
+    job (its ArrayJobID is its own JobID, ArrayTaskID N/A) unless ``array`` gives the two."""
+    array_id, task = array
+    job = fields[0] if fields else ""
+    return ("|".join((job, array_id or job, task, *fields[1:])) + "|" + nonce + "\n").encode()
 
 
 # What squeue 22.05.8 printed on the lab for an array (tasks 12, 13 and 9), a job
@@ -99,7 +103,9 @@ def test_lookup_failed_carries_its_reason_under_the_error_root() -> None:
 
 
 def test_format_names_each_field_and_ends_records_with_the_nonce() -> None:
-    assert squeue_format(NONCE) == ("JobID:|,State:|,Requeue:|,RestartCnt:|,PriorityLong:|,Reason:|" + NONCE)
+    assert squeue_format(NONCE) == (
+        "JobID:|,ArrayJobID:|,ArrayTaskID:|,State:|,Requeue:|,RestartCnt:|,PriorityLong:|,Reason:|" + NONCE
+    )
 
 
 @pytest.mark.parametrize("nonce", ["", "abc", NONCE.upper(), NONCE[:-1] + "g", NONCE + ",x", NONCE + "\n"])
@@ -126,7 +132,7 @@ def test_reason_is_the_only_free_text_and_may_hold_the_delimiter() -> None:
 
 
 def test_odd_bytes_in_a_reason_do_not_stop_a_sweep() -> None:
-    out = b"7|PENDING|0|0|0|bad \xff byte|" + NONCE.encode() + b"\n"
+    out = b"7|7|N/A|PENDING|0|0|0|bad \xff byte|" + NONCE.encode() + b"\n"
     assert parse_squeue(out, NONCE)["7"].reason == "bad \\xff byte"
 
 
@@ -171,7 +177,20 @@ def test_a_reason_cannot_forge_a_record() -> None:
         (line("7", "RUNNING", "0", "0", "5.0", "None"), "PriorityLong"),
         (line("7", "RUNNING", "0", "0", "99999999999", "None"), "PriorityLong"),
         (line("7", "RUNNING", "0", "0", "5", "None") * 2, "twice"),
-        (b"7|RUNNING|0|0|5|None|" + NONCE.encode() + b"\r\n", "nonce"),
+        (b"7|7|N/A|RUNNING|0|0|5|None|" + NONCE.encode() + b"\r\n", "nonce"),
+        # The array fields (-r): a task id is N/A or decimal; a plain job is its own array.
+        (line("7", "RUNNING", "0", "0", "5", "None", array=("7", "1-3")), "ArrayTaskID"),
+        (line("7", "RUNNING", "0", "0", "5", "None", array=("7", "")), "ArrayTaskID"),
+        (line("7", "RUNNING", "0", "0", "5", "None", array=("7", "n/a")), "ArrayTaskID"),
+        (line("7", "RUNNING", "0", "0", "5", "None", array=("6", "N/A")), "without a task id"),
+        (line("7", "RUNNING", "0", "0", "5", "None", array=("x", "1")), "ArrayJobID"),
+        # A remainder repeats its JobID once per task, all else equal, each task once.
+        (line("7", "PENDING", "0", "0", "0", "None", array=("7", "1"))
+         + line("7", "PENDING", "0", "0", "0", "None", array=("7", "1")), "twice"),
+        (line("7", "PENDING", "0", "0", "0", "None", array=("7", "1"))
+         + line("7", "PENDING", "1", "0", "0", "None", array=("7", "2")), "twice"),
+        (line("7", "PENDING", "0", "0", "0", "None", array=("7", "1"))
+         + line("7", "PENDING", "0", "0", "0", "None"), "twice"),
     ],
 )
 def test_any_malformed_line_fails_the_whole_answer(stdout: bytes, why: str) -> None:
@@ -286,8 +305,8 @@ def test_a_handful_of_ids_is_one_squeue_with_a_job_list() -> None:
     }
     assert len(fake.calls) == 1
     argv, kwargs = fake.calls[0]
-    assert argv[:7] == ("/usr/bin/squeue", "-h", "-a", "-t", "all", "-j", "11,999999,10")
-    assert argv[7] == "-O" and argv[8].startswith("JobID:|,State:|,Requeue:|")
+    assert argv[:8] == ("/usr/bin/squeue", "-h", "-a", "-t", "all", "-r", "-j", "11,999999,10")
+    assert argv[8] == "-O" and argv[9].startswith("JobID:|,ArrayJobID:|,ArrayTaskID:|,State:|,Requeue:|")
     assert kwargs["timeout"] == 7.5
 
 
@@ -297,7 +316,7 @@ def test_many_ids_are_one_squeue_listing_all_jobs() -> None:
     answer = SqueueLookup(run=fake).jobs(ids)
     assert len(fake.calls) == 1
     argv = fake.calls[0][0]
-    assert argv[:5] == ("/usr/bin/squeue", "-h", "-a", "-t", "all") and "-j" not in argv
+    assert argv[:6] == ("/usr/bin/squeue", "-h", "-a", "-t", "all", "-r") and "-j" not in argv
     assert list(answer) == ids
     assert answer["8"] is not None and answer["8"].finished
     assert answer["9"] is None and answer["50"] is None
@@ -355,11 +374,53 @@ def test_a_missing_id_in_a_list_is_gone() -> None:
 
 
 def test_a_known_array_task_is_found_by_its_own_id() -> None:
-    """`-j 9` (an array master) lists every task by its raw JobID (lab, 22.05.8)."""
-    tasks = line("9", "RUNNING", "0", "0", "4", "None") + line("13", "RUNNING", "0", "0", "4", "None")
+    """`-j 9` (an array's own id) lists every task by its raw JobID (lab, 22.05.8)."""
+    tasks = line("9", "RUNNING", "0", "0", "4", "None", array=("9", "2")) + line(
+        "13", "RUNNING", "0", "0", "4", "None", array=("9", "1")
+    )
     fake = FakeSqueue(lambda argv, nonce: done(argv, stdout=tasks.replace(NONCE.encode(), nonce.encode())))
-    answer = SqueueLookup(run=fake).jobs(["9"])
-    assert answer == {"9": JobInfo("9", "RUNNING", False, 0, 4, "None")}
+    answer = SqueueLookup(run=fake).jobs(["9", "13"])
+    assert answer == {
+        "9": JobInfo("9", "RUNNING", False, 0, 4, "None", array_job_id="9", array_tasks=2),
+        "13": JobInfo("13", "RUNNING", False, 0, 4, "None", array_job_id="9"),
+    }
+    assert answer["9"] is not None and answer["9"].whole_array
+    assert answer["13"] is not None and not answer["13"].whole_array
+
+
+# What squeue -r printed on the lab (22.05.8) for array 165 (--array=1-3 --hold) after
+# `scontrol hold 165_2` split task 2 off into JobId 166, beside a plain job 167.
+SPLIT_ARRAY = (
+    line("166", "PENDING", "0", "0", "0", "JobHeldAdmin", array=("165", "2"))
+    + line("165", "PENDING", "0", "0", "0", "JobHeldUser", array=("165", "1"))
+    + line("165", "PENDING", "0", "0", "0", "JobHeldUser", array=("165", "3"))
+    + line("167", "PENDING", "0", "0", "4294901679", "None")
+)
+
+
+def test_a_remainder_record_is_one_job_and_a_split_task_its_own() -> None:
+    found = parse_squeue(SPLIT_ARRAY, NONCE)
+    assert list(found) == ["166", "165", "167"]
+    assert found["165"] == JobInfo("165", "PENDING", False, 0, 0, "JobHeldUser", array_job_id="165", array_tasks=3)
+    assert found["166"] == JobInfo("166", "PENDING", False, 0, 0, "JobHeldAdmin", array_job_id="165")
+    assert found["167"].array_job_id is None and not found["167"].whole_array
+
+
+@pytest.mark.parametrize("many", [50, 0], ids=["job list", "listing"])
+def test_a_split_task_never_reads_as_gone_beside_its_array(many: int) -> None:
+    fake = FakeSqueue(lambda argv, nonce: done(argv, stdout=SPLIT_ARRAY.replace(NONCE.encode(), nonce.encode())))
+    answer = SqueueLookup(run=fake, many=many).jobs(["165", "166"])
+    assert answer["166"] is not None and answer["166"].reason == "JobHeldAdmin"
+    assert "-r" in fake.calls[0][0]
+
+
+def test_one_id_answered_with_nothing_is_not_gone() -> None:
+    """squeue -j <one unknown id> exits 1 with `Invalid job id specified`: rc 0 and no record is not that."""
+    fake = FakeSqueue(answer_with(returncode=0, stdout=b""))
+    with pytest.raises(LookupFailed, match="without the job's record"):
+        SqueueLookup(run=fake).jobs(["11"])
+    fake = FakeSqueue(answer_with(returncode=0, stdout=b""))
+    assert SqueueLookup(run=fake, many=0).jobs(["11"]) == {"11": None}  # a listing of every job
 
 
 def answer_with(**kwargs: Any) -> Answer:

@@ -389,7 +389,7 @@ def test_old_an_array_master_id_reads_its_own_record(fake: Loader) -> None:
     mod.add_job(185, array_job_id=185, array_task_id=3, state="PENDING")
     mod.add_job(186, array_job_id=185, array_task_id=1, requeue=True)
     answer = usable((21, 8)).jobs(["185", "186"])
-    assert answer["185"] == JobInfo("185", "PENDING", False, 0, 4294901657, "None")
+    assert answer["185"] == JobInfo("185", "PENDING", False, 0, 4294901657, "None", array_job_id="185", array_tasks=2)
     assert answer["186"] is not None and answer["186"].requeue
 
 
@@ -473,3 +473,98 @@ def test_both_adapters_are_lookups(fake: Loader) -> None:
     mod = fake()
     lookups: List[Optional[Lookup]] = [ModernPyslurmLookup(mod), OldPyslurmLookup(mod)]
     assert all(x is not None for x in lookups)
+
+
+# --- what a real pyslurm 22.5.3 showed, and the adapter's answer to it ----------------------
+
+
+def test_fake_matches_the_real_builds_quirks(fake: Loader) -> None:
+    mod = fake()
+    mod.add_job(1)
+    mod.add_job(5, name=b"caf\xe9")  # a job name that is not UTF-8
+    jobs = mod.Jobs.load()
+    assert 5 in jobs and "5" not in jobs  # int keys
+    assert mod.Job.load(5.0).id == 5 and mod.Job.load(True).id == 1
+    for bad in (-1, 2**32):
+        with pytest.raises(OverflowError):
+            mod.Job.load(bad)
+    assert mod.RPCError().args == (0, "Success") and mod.RPCError().errno == 0
+    with pytest.raises(UnicodeDecodeError):
+        mod.Job.load(5).name  # noqa: B018
+    with pytest.raises(UnicodeDecodeError):
+        mod.Job.load(5).to_dict()
+    mod.CONTROLLER_SILENT = True
+    with pytest.raises(mod.RPCError) as silent:
+        mod.Job.load(5)
+    assert silent.value.errno == 5004
+
+
+@pytest.mark.parametrize("count", [1, 4, 5, 60])
+def test_a_controller_that_never_answers_is_lookup_failed_never_gone(fake: Loader, count: int) -> None:
+    mod = fake()
+    lab_jobs(mod)
+    mod.CONTROLLER_SILENT = True
+    with pytest.raises(LookupFailed, match="errno 5004"):
+        usable().jobs([str(n) for n in range(1, count + 1)])
+
+
+def test_an_error_without_an_errno_is_lookup_failed(fake: Loader, monkeypatch: pytest.MonkeyPatch) -> None:
+    mod = fake()
+
+    def fails(job_id: int) -> Any:
+        raise mod.RPCError()  # (0, 'Success'): pyslurm's own default
+
+    monkeypatch.setattr(mod.Job, "load", staticmethod(fails))
+    with pytest.raises(LookupFailed, match="errno 0"):
+        usable().jobs(["11"])
+
+
+def test_a_job_name_that_is_not_utf8_does_not_stop_a_lookup(fake: Loader) -> None:
+    mod = fake()
+    mod.add_job(12, name=b"\xff\xfe", requeue=True)
+    for ids in (["12"], [str(n) for n in range(1, 20)]):
+        answer = usable().jobs(ids)
+        assert answer["12"] is not None and answer["12"].requeue
+
+
+def test_a_handful_of_ids_load_each_more_load_all_once(fake: Loader) -> None:
+    mod = fake()
+    lab_jobs(mod)
+    usable().jobs(["11", "10", "8", "999999"])
+    assert mod.RPCS == ["load_job"] * 4
+    mod.RPCS.clear()
+    answer = usable().jobs(["11", "10", "8", "999999", "7"])
+    assert mod.RPCS == ["load_jobs"] and answer["7"] is None and answer["11"] is not None
+
+
+def test_modern_an_arrays_own_id_says_how_many_tasks_it_reaches(fake: Loader) -> None:
+    mod = fake()
+    mod.add_job(165, array_job_id=165, array_task_id=None, state="PENDING")  # the remainder: tasks 1, 3
+    mod.add_job(166, array_job_id=165, array_task_id=2, state="PENDING")  # split off
+    mod.add_job(170, array_job_id=170, array_task_id=4)  # an array's last task, alone
+    mod.add_job(171, array_job_id=None)
+    answer = usable().jobs(["165", "166", "170", "171"])
+    assert mod.RPCS == ["load_job"] * 4 + ["load_jobs"]  # the count needs every record
+    assert answer["165"] == JobInfo("165", "PENDING", False, 0, 4294901657, "None", array_job_id="165", array_tasks=3)
+    assert answer["166"] is not None and (answer["166"].array_job_id, answer["166"].whole_array) == ("165", False)
+    assert answer["170"] is not None and not answer["170"].whole_array
+    assert answer["171"] is not None and answer["171"].array_job_id is None
+
+
+def test_make_lookup_is_the_admins_choice(fake: Loader, monkeypatch: pytest.MonkeyPatch) -> None:
+    from slurm_dsl.errors import ConfigError
+
+    fake()
+    monkeypatch.setattr(lookup, "slurm_version", lambda *a, **k: SLURM_22_05)
+    assert isinstance(lookup.make_lookup("squeue"), lookup.SqueueLookup)  # even with a usable pyslurm
+    assert isinstance(lookup.make_lookup("pyslurm"), ModernPyslurmLookup)
+    assert isinstance(lookup.make_lookup("auto"), ModernPyslurmLookup)
+    fake(version="24.11.1")
+    with pytest.raises(ConfigError, match=r"built for Slurm 24\.11, but Slurm 22\.05 is running"):
+        lookup.make_lookup("pyslurm")
+    assert isinstance(lookup.make_lookup("auto"), lookup.SqueueLookup)
+    monkeypatch.setitem(sys.modules, "pyslurm", None)
+    with pytest.raises(ConfigError, match="not installed"):
+        lookup.make_lookup("pyslurm")
+    with pytest.raises(ConfigError, match="unknown lookup"):
+        lookup.make_lookup("scontrol")

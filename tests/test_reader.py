@@ -56,14 +56,16 @@ def requeue(s1: Step, s2: Optional[Step], s3: Optional[Step]) -> Outcome:
 
 # SPEC §7, requeue: (s1, s2, s3) -> (result, requeue_bit).  s2/s3 None = no line.
 REQUEUE_TABLE: List[Tuple[str, Step, Optional[Step], Optional[Step], Result, RequeueBit]] = [
-    # s3 succeeded or found the job gone: s2's own result, bit clear.
+    # s3 succeeded or found the job gone: s2's own result, bit clear; found it finished: may be set.
     ("all ok", OK, OK, OK, Result.OK, RequeueBit.CLEAR),
     ("s2 disabled", OK, DISABLED_RQ, OK, Result.REJECTED, RequeueBit.CLEAR),
     ("s2 pending", OK, PENDING_RQ, OK, Result.REJECTED, RequeueBit.CLEAR),
     ("s2 denied", OK, DENIED_RQ, OK, Result.REJECTED, RequeueBit.CLEAR),
     ("s2 rate limited", OK, RATE, OK, Result.REJECTED, RequeueBit.CLEAR),
     ("s2 not found, s3 gone", OK, NOJOB, NOJOB, Result.NOT_FOUND, RequeueBit.CLEAR),
-    ("s2 ok, s3 finished", OK, OK, FINISHED, Result.OK, RequeueBit.CLEAR),
+    ("s2 ok, s3 finished", OK, OK, FINISHED, Result.OK, RequeueBit.MAY_BE_SET),
+    ("s2 disabled, s3 finished", OK, DISABLED_RQ, FINISHED, Result.REJECTED, RequeueBit.MAY_BE_SET),
+    ("s2 timed out, s3 finished", OK, TMO, FINISHED, Result.UNKNOWN, RequeueBit.MAY_BE_SET),
     ("s2 expired", OK, EXP, OK, Result.EXPIRED, RequeueBit.CLEAR),
     ("s2 not run", OK, MISSING, OK, Result.NOT_RUN, RequeueBit.CLEAR),
     ("s2 timed out", OK, TMO, OK, Result.UNKNOWN, RequeueBit.CLEAR),
@@ -89,7 +91,7 @@ REQUEUE_TABLE: List[Tuple[str, Step, Optional[Step], Optional[Step], Result, Req
     # s1 did not succeed: s1's result; s2 did not run.
     ("s1 expired", EXP, None, None, Result.EXPIRED, RequeueBit.CLEAR),
     ("s1 finished", FINISHED, None, OK, Result.REJECTED, RequeueBit.CLEAR),
-    ("s1 finished, s3 finished", FINISHED, None, FINISHED, Result.REJECTED, RequeueBit.CLEAR),
+    ("s1 finished, s3 finished", FINISHED, None, FINISHED, Result.REJECTED, RequeueBit.MAY_BE_SET),
     ("s1 not found", NOJOB, None, NOJOB, Result.NOT_FOUND, RequeueBit.CLEAR),
     ("s1 finished, s3 expired", FINISHED, None, EXP, Result.REJECTED, RequeueBit.CLEAR),
     ("s1 missing", MISSING, None, MISSING, Result.NOT_RUN, RequeueBit.CLEAR),
@@ -171,7 +173,7 @@ def _kind(step: Step) -> str:
 def _oracle(s1: Step, s2: Optional[Step], s3: Optional[Step]) -> Tuple[str, str]:
     k1 = _kind(s1)
     s3_ran = s3 is not None and s3[1] not in (75, 126, 127)
-    s3_cleared = s3 is not None and (s3[1] == 0 or s3 in (FINISHED, NOJOB))
+    s3_cleared = s3 is not None and (s3[1] == 0 or s3 == NOJOB)
     if k1 != "ok":
         if k1 == "unknown":
             bit = "may_be_set"
@@ -184,6 +186,8 @@ def _oracle(s1: Step, s2: Optional[Step], s3: Optional[Step]) -> Tuple[str, str]
     k2 = _kind(s2)
     if s3_cleared:
         return k2, "clear"
+    if s3 == FINISHED:
+        return k2, "may_be_set"
     if s3_ran:
         return "unknown", "may_be_set"
     return ("unknown" if k2 == "unknown" else "bit_set"), "set"
@@ -234,7 +238,7 @@ SINGLE_TABLE: List[Tuple[str, str, Step, Result]] = [
     ("release finished", "release", (suspend(ALREADY_FINISHED, J), 1), Result.REJECTED),
     ("release not found", "release", (suspend(INVALID_JOB_ID, J), 1), Result.NOT_FOUND),
     ("restore ok", "restore", OK, Result.OK),
-    ("restore finished is ok", "restore", FINISHED, Result.OK),
+    ("restore finished is rejected", "restore", FINISHED, Result.REJECTED),
     ("restore not found is ok", "restore", NOJOB, Result.OK),
     ("restore non-owner", "restore", DENIED_UPD, Result.REJECTED),
     ("restore rate limited", "restore", RATE, Result.REJECTED),

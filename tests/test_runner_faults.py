@@ -5,28 +5,27 @@ each test asserts the outcome and that no process was left behind."""
 from __future__ import annotations
 
 import os
+import signal
 import stat
+import sys
 import time
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator, List, Tuple, TypeVar
 
 import pytest
 
 from slurm_dsl import Op, Reason, RequeueBit, Result, execute
+from slurm_dsl.doctor import run_checks
+from slurm_dsl.ledger import Ledger
+from slurm_dsl.lookup import LookupFailed, SqueueLookup, slurm_version
+from slurm_dsl.model import Outcome
 from slurm_dsl.runner import run_argv
-from tests.fakes import alive_in_group, calls_made, refuse, write_fake
+from slurm_dsl.sweeper import Done, sweep
+from slurm_dsl.tracked import Tracker
+from tests.fakes import calls_made, refuse, write_fake, write_fake_squeue
 from tests.ground import ALREADY_FINISHED, OTHER_NONCE
 
-
-@pytest.fixture
-def bin_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """A directory put first on PATH, for the fake scontrol; checked empty of processes after."""
-    d = tmp_path / "bin"
-    d.mkdir()
-    monkeypatch.setenv("PATH", f"{d}:{os.environ['PATH']}")
-    monkeypatch.delenv("SLURM_DSL_SCONTROL", raising=False)
-    yield d
-    assert alive_in_group(str(d)) is None, "a process outlived its call"
+T = TypeVar("T")
 
 
 def soon(seconds: float = 1.0) -> float:
@@ -156,3 +155,192 @@ def test_hostile_job_ids_start_no_process(bin_dir: Path) -> None:
 
 def test_run_argv_reports_a_missing_binary_as_127() -> None:
     assert run_argv(["/nonexistent/squeue"], timeout=1).returncode == 127
+
+
+# --- a child that escapes: a daemon in a session of its own holding the pipes ---
+#
+# The fakes below start a sleeper that calls setsid (so no kill of the call's process
+# group reaches it) and inherits stdout and stderr, then exit or hang.  The runner must
+# stop reading at its own bound, not when the sleeper lets go (60 s), and say the output
+# may be incomplete.  BOUND is a correctness bound, far below the sleeper's lifetime,
+# not a speed claim.  Each sleeper's pid is written to a file and killed at teardown.
+
+ESCAPED_LIFETIME = 60
+BOUND = 15.0
+
+
+class Escapes:
+    """sh code that leaves a sleeper holding the caller's stdout and stderr, and its pids."""
+
+    def __init__(self, directory: Path) -> None:
+        directory.mkdir()
+        self.directory = directory
+
+    def code(self, *, new_session: bool = True) -> str:
+        """Start the sleeper and wait until it has written its pid (so it holds the pipes).
+
+        ``new_session``: setsid (beyond our reach); else only a process group of its own
+        in the call's session (setpgid), which the runner can still find and kill."""
+        d = _sh_quote(str(self.directory))
+        if new_session:
+            start = "setsid sh -c 'echo $$ > \"$1\"; exec sleep {t}' sh \"$f\" &"
+        else:
+            start = (f"{_sh_quote(sys.executable)} -c 'import os, sys, time; os.setpgid(0, 0);"
+                     " open(sys.argv[1], \"w\").write(str(os.getpid())); time.sleep({t})' \"$f\" &")
+        return (f"f=$(mktemp {d}/pid.XXXXXX); " + start.format(t=ESCAPED_LIFETIME)
+                + ' while [ ! -s "$f" ]; do sleep 0.01; done;')
+
+    def pids(self) -> List[int]:
+        return [int(p.read_text()) for p in sorted(self.directory.glob("pid.*")) if p.read_text().strip()]
+
+    def alive(self) -> List[int]:
+        return [pid for pid in self.pids() if _sleeping(pid)]
+
+
+def _sh_quote(value: str) -> str:
+    return "'" + value.replace("'", "'\"'\"'") + "'"
+
+
+def _sleeping(pid: int) -> bool:
+    """Whether ``pid`` is still one of our live sleepers (not a zombie, not a reused pid)."""
+    try:
+        cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
+        state = Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != b"Z" and str(ESCAPED_LIFETIME).encode() in cmd and (b"sleep" in cmd)
+
+
+@pytest.fixture
+def escapes(bin_dir: Path, tmp_path: Path) -> Iterator[Escapes]:
+    """Torn down before ``bin_dir`` checks for leftovers: kills every sleeper the fakes left."""
+    e = Escapes(tmp_path / "escaped")
+    yield e
+    for pid in e.alive():
+        os.kill(pid, signal.SIGKILL)
+    give_up = time.monotonic() + 5
+    while e.alive() and time.monotonic() < give_up:
+        time.sleep(0.01)
+    assert e.alive() == [], "an escaped sleeper survived the test"
+
+
+def timed(call: Callable[[], T]) -> Tuple[T, float]:
+    start = time.monotonic()
+    value = call()
+    return value, time.monotonic() - start
+
+
+@pytest.mark.parametrize("then", ["exit 0", "sleep 30"], ids=["exits", "hangs"])
+@pytest.mark.parametrize("op", [Op.HOLD, Op.REQUEUE])
+def test_an_escaped_daemon_does_not_keep_a_wrapped_op(escapes: Escapes, bin_dir: Path, op: Op, then: str) -> None:
+    # "exits": the script prints every status line and exits 0, so the framing would read
+    # ok; the daemon could still have written after we stopped reading: unknown all the same.
+    write_fake(bin_dir, {}, default=f"{escapes.code()} {then}")
+    out, took = timed(lambda: execute(op, "5", soon()))
+    assert took < BOUND
+    assert (out.result, out.reason) == (Result.UNKNOWN, Reason.OUTPUT_NOT_CLOSED)
+    assert out.requeue_bit is (RequeueBit.MAY_BE_SET if op is Op.REQUEUE else None)
+    assert len(escapes.alive()) == (3 if op is Op.REQUEUE and then == "exit 0" else 1)
+
+
+@pytest.mark.parametrize(
+    ("then", "reason"),
+    [("exit 0", Reason.OUTPUT_NOT_CLOSED), ("sleep 30", Reason.TIMED_OUT)],
+    ids=["exits", "hangs"],
+)
+def test_an_escaped_daemon_does_not_keep_open(escapes: Escapes, bin_dir: Path, then: str, reason: Reason) -> None:
+    write_fake(bin_dir, {}, default=f"{escapes.code()} {then}")
+    out, took = timed(lambda: execute(Op.OPEN, "5", soon()))
+    assert took < BOUND
+    assert (out.result, out.reason) == (Result.UNKNOWN, reason)
+    assert len(escapes.alive()) == 1
+
+
+def test_run_argv_stops_reading_when_the_child_has_exited(escapes: Escapes, bin_dir: Path) -> None:
+    # What the child printed just before it exited is still read; the result says a pipe
+    # was still held, so a caller cannot take the output for complete.
+    fake = write_fake(bin_dir, {}, default=f"{escapes.code()} echo last words; echo on stderr >&2; exit 3")
+    done, took = timed(lambda: run_argv([str(fake), "ping"], timeout=30))
+    assert took < BOUND
+    assert (done.returncode, done.stdout, done.stderr) == (3, b"last words\n", b"on stderr\n")
+    assert (done.pipes_held, done.timed_out) == (True, False)
+    assert len(escapes.alive()) == 1
+
+
+def test_run_argv_stops_reading_at_the_guard(escapes: Escapes, bin_dir: Path) -> None:
+    fake = write_fake(bin_dir, {}, default=f"{escapes.code()} echo started; sleep 30")
+    done, took = timed(lambda: run_argv([str(fake), "ping"], timeout=1))
+    assert took < BOUND
+    assert (done.returncode, done.stdout) == (143, b"started\n")
+    assert (done.pipes_held, done.timed_out) == (True, True)
+    assert len(escapes.alive()) == 1
+
+
+def test_a_holder_left_in_the_calls_session_is_killed(escapes: Escapes, bin_dir: Path) -> None:
+    # A process group of its own (setpgid) misses the group kill but not the session:
+    # it is killed, the pipes close, and the output is whole.
+    write_fake(bin_dir, {}, default=f"{escapes.code(new_session=False)} exit 0")
+    out, took = timed(lambda: execute(Op.HOLD, "5", soon(5)))
+    assert took < BOUND
+    assert out.result is Result.OK
+    assert len(escapes.pids()) == 1 and escapes.alive() == []
+
+
+def write_escaping_squeue(directory: Path, escapes: Escapes) -> Path:
+    """A squeue that leaves a daemon, then answers as ``write_fake_squeue`` does (22.05;
+    job 5 RUNNING at Requeue=1): an answer a sweep would act on, were it taken as whole."""
+    answer = write_fake_squeue(directory / "answer", "5|RUNNING|1|0|1|None\n")
+    path = directory / "squeue"
+    path.write_text(f"#!/bin/sh\n{escapes.code()}\nexec {_sh_quote(str(answer))} \"$@\"\n")
+    path.chmod(0o755)
+    return path
+
+
+def test_a_squeue_lookup_with_an_escaped_daemon_fails(escapes: Escapes, bin_dir: Path) -> None:
+    lookup = SqueueLookup(squeue_path=str(write_escaping_squeue(bin_dir, escapes)))
+    start = time.monotonic()
+    with pytest.raises(LookupFailed, match="held open"):
+        lookup.jobs(["5"])
+    assert time.monotonic() - start < BOUND
+    assert len(escapes.alive()) == 1
+
+
+def test_slurm_version_with_an_escaped_daemon_fails(escapes: Escapes, bin_dir: Path) -> None:
+    squeue = str(write_escaping_squeue(bin_dir, escapes))
+    start = time.monotonic()
+    with pytest.raises(LookupFailed, match="held open"):
+        slurm_version(squeue)
+    assert time.monotonic() - start < BOUND
+    assert len(escapes.alive()) == 1
+
+
+def test_doctor_with_an_escaped_daemon_fails_its_checks(escapes: Escapes, bin_dir: Path, tmp_path: Path) -> None:
+    fake = write_fake(bin_dir, {}, default=f"{escapes.code()} echo 'Slurmctld(primary) at vm is UP'")
+    squeue = write_escaping_squeue(tmp_path / "sq", escapes)
+    checks, took = timed(lambda: run_checks(str(fake), str(squeue), str(tmp_path / "ledger.sqlite3")))
+    assert took < BOUND
+    status = {c.name: c.status for c in checks}
+    assert (status["slurmctld"], status["slurm"]) == ("fail", "fail")
+    assert "held open" in next(c.detail for c in checks if c.name == "slurmctld")
+    assert escapes.alive()
+
+
+def test_a_sweep_whose_squeue_escapes_changes_nothing(escapes: Escapes, bin_dir: Path, tmp_path: Path) -> None:
+    # The answer squeue printed says job 5 shows Requeue=1: a sweep taking it would
+    # restore; the output may be incomplete, so the lookup failed and nothing ran.
+    fake = write_fake(bin_dir, {})
+    path = str(tmp_path / "ledger.sqlite3")
+    with Ledger.open(path) as ledger:
+        op_id = ledger.begin_operation("5", Op.REQUEUE, "0" * 32, time.time())
+        ledger.finish_operation(op_id, Outcome(Op.REQUEUE, "5", Result.UNKNOWN, RequeueBit.MAY_BE_SET), b"",
+                                time.time())
+    lookup = SqueueLookup(squeue_path=str(write_escaping_squeue(tmp_path / "sq", escapes)))
+    with Tracker(path, scontrol=str(fake)) as tracker:
+        report, took = timed(lambda: sweep(tracker, lookup))
+    assert took < BOUND
+    assert report.lookup_error is not None and "held open" in report.lookup_error
+    assert [s.done for s in report.swept] == [Done.LOOKUP_FAILED]
+    assert calls_made(fake) == []
+    with Ledger.open(path) as ledger:
+        assert ledger.get("5").bit is RequeueBit.MAY_BE_SET  # type: ignore[union-attr]
+    assert len(escapes.alive()) == 1

@@ -16,7 +16,7 @@ from slurm_dsl.model import Outcome, Result
 from slurm_dsl.sweeper import Action, Done, SweepBusy, SweepLock, decide, metrics_text, sweep
 from slurm_dsl.tracked import Tracker
 from tests.fakes import calls_made, refuse, write_fake
-from tests.ground import INVALID_USER_ID
+from tests.ground import ALREADY_FINISHED, INVALID_USER_ID
 
 
 def info(job: str, state: str = "RUNNING", requeue: bool = True) -> JobInfo:
@@ -24,6 +24,8 @@ def info(job: str, state: str = "RUNNING", requeue: bool = True) -> JobInfo:
 
 
 class MemoryLookup:
+    name = "memory"
+
     def __init__(self, jobs: Dict[str, JobInfo], fail: Optional[str] = None) -> None:
         self.known = jobs
         self.fail = fail
@@ -40,8 +42,12 @@ class MemoryLookup:
     ("found", "action"),
     [
         (None, Action.CLEAR),
-        (info("1", "COMPLETED", True), Action.CLEAR),
-        (info("1", "CANCELLED", True), Action.CLEAR),
+        # A finished job at Requeue=1 can still be requeued by its owner: watched, never cleared.
+        (info("1", "COMPLETED", True), Action.WATCH),
+        (info("1", "CANCELLED", True), Action.WATCH),
+        (info("1", "FAILED", True), Action.WATCH),
+        (info("1", "COMPLETED", False), Action.CLEAR),
+        (info("1", "CANCELLED", False), Action.CLEAR),
         (info("1", "RUNNING", False), Action.CLEAR),
         (info("1", "PENDING", False), Action.CLEAR),
         (info("1", "RUNNING", True), Action.RESTORE),
@@ -84,14 +90,44 @@ def test_one_lookup_settles_everything(setup: tuple) -> None:  # type: ignore[ty
         report = sweep(t, lookup)
     assert len(lookup.asked) == 1 and sorted(lookup.asked[0]) == ["1", "2", "3", "4", "90"]
     done = {s.job_id: s.done for s in report.swept}
-    assert done == {"1": Done.CLEARED, "2": Done.CLEARED, "3": Done.CLEARED, "4": Done.RESTORED,
+    assert done == {"1": Done.CLEARED, "2": Done.WATCHING, "3": Done.CLEARED, "4": Done.RESTORED,
                     "90": Done.RESTORE_FAILED}
     assert calls_made(fake) == ["update JobId=4 Requeue=0", "update JobId=90 Requeue=0"]
-    assert bits(path) == {"1": "clear", "2": "clear", "3": "clear", "4": "clear", "90": "may_be_set"}
+    assert bits(path) == {"1": "clear", "2": "may_be_set", "3": "clear", "4": "clear", "90": "may_be_set"}
     assert not report.settled
     with Ledger.open(path) as ledger:
-        assert ledger.pending(time.time()) == [], "a failed restore backs off"
+        # The failed restore backs off; the watched finished job is due again at once.
+        assert [o.job_id for o in ledger.pending(time.time())] == ["2"]
         assert [h.op.value for h in ledger.history("4")] == ["requeue", "restore"]
+        assert [h.op.value for h in ledger.history("2")] == ["requeue"], "no restore of a finished job"
+
+
+def test_a_watched_job_is_restored_once_it_comes_back(setup: tuple) -> None:  # type: ignore[type-arg]
+    path, fake = setup
+    mark(path, ["5"])
+    with Tracker(path, scontrol=str(fake)) as t:
+        for _ in range(3):
+            report = sweep(t, MemoryLookup({"5": info("5", "CANCELLED")}))
+            assert [s.done for s in report.swept] == [Done.WATCHING] and report.settled
+        assert calls_made(fake) == []
+        report = sweep(t, MemoryLookup({"5": info("5", "PENDING")}))  # its owner requeued it
+    assert [s.done for s in report.swept] == [Done.RESTORED]
+    assert calls_made(fake) == ["update JobId=5 Requeue=0"]
+    assert bits(path) == {"5": "clear"}
+
+
+def test_a_job_that_finishes_before_its_restore_is_watched(tmp_path: Path) -> None:
+    path = str(tmp_path / "ledger.sqlite3")
+    fake = write_fake(tmp_path / "bin", {"clear": refuse(ALREADY_FINISHED)})
+    mark(path, ["6"])
+    with Tracker(path, scontrol=str(fake)) as t:
+        report = sweep(t, MemoryLookup({"6": info("6", "RUNNING")}))
+    assert [s.done for s in report.swept] == [Done.WATCHING] and report.settled
+    assert bits(path) == {}  # bits() lists 1-5 and 90 only
+    with Ledger.open(path) as ledger:
+        obj = ledger.get("6")
+        assert obj is not None and obj.bit is RequeueBit.MAY_BE_SET and obj.lookup_failures == 0
+        assert [o.job_id for o in ledger.pending(time.time())] == ["6"]
 
 
 def test_a_failed_lookup_changes_nothing_and_backs_off(setup: tuple) -> None:  # type: ignore[type-arg]
@@ -192,12 +228,13 @@ def test_cli_sweep_settles_and_writes_metrics(setup: tuple, tmp_path: Path) -> N
     squeue = write_fake_squeue(tmp_path / "sq", "2|COMPLETED|1|0|1|None\n4|RUNNING|1|0|1|None\n")
     metrics = tmp_path / "sweep.prom"
     code, out = cli(["sweep", "--ledger", path, "--scontrol", str(fake), "--squeue", str(squeue), "--json",
-                     "--metrics-file", str(metrics)])
+                     "--metrics-file", str(metrics), "--lookup", "squeue"])
     assert code == 0
     rows = [json.loads(line) for line in out.splitlines()]
-    assert {r["job_id"]: r["done"] for r in rows[:-1]} == {"1": "cleared", "2": "cleared", "4": "restored"}
-    assert rows[-1]["not_clear"] == 0 and rows[-1]["summary"]["restored"] == 1
-    assert "slurm_dsl_objects_not_clear 0" in metrics.read_text()
+    assert {r["job_id"]: r["done"] for r in rows[:-1]} == {"1": "cleared", "2": "watching", "4": "restored"}
+    assert rows[-1]["not_clear"] == 1 and rows[-1]["summary"]["restored"] == 1
+    assert rows[-1]["lookup"] == "squeue"
+    assert "slurm_dsl_objects_not_clear 1" in metrics.read_text()
     assert len((tmp_path / "sq" / "squeue.log").read_text().splitlines()) == 1, "one lookup RPC"
 
 
@@ -208,7 +245,7 @@ def test_cli_sweep_with_slurmctld_unreachable_changes_nothing(setup: tuple, tmp_
     mark(path, ["1", "2"])
     squeue = write_fake_squeue(tmp_path / "sq", "", exit_code=1,
                                stderr="slurm_load_jobs error: Unable to contact slurm controller (connect failure)")
-    code, out = cli(["sweep", "--ledger", path, "--scontrol", str(fake), "--squeue", str(squeue)])
+    code, out = cli(["sweep", "--ledger", path, "--scontrol", str(fake), "--squeue", str(squeue), "--lookup", "squeue"])
     assert code == 15
     assert "2 lookup_failed" in out
     assert bits(path) == {"1": "may_be_set", "2": "may_be_set"}
@@ -227,8 +264,12 @@ def test_cli_orphans_are_listed_and_fixed_only_with_fix(setup: tuple, tmp_path: 
     path, fake = setup
     squeue = write_fake_squeue(tmp_path / "sq", "7|RUNNING|1|0|1|None\n8|RUNNING|0|0|1|None\n9|COMPLETED|1|0|1|None\n")
     code, out = cli(["sweep", "--ledger", path, "--scontrol", str(fake), "--squeue", str(squeue), "--orphans"])
-    assert code == 0 and "7  orphan" in out and "8  orphan" not in out and "9  orphan" not in out
+    # A finished job at Requeue=1 is an orphan too: its owner can still requeue it.
+    assert code == 0 and "7  orphan" in out and "8  orphan" not in out and "9  orphan" in out
     assert calls_made(fake) == []
     code, out = cli(["sweep", "--ledger", path, "--scontrol", str(fake), "--squeue", str(squeue), "--orphans", "--fix"])
     assert code == 0
-    assert calls_made(fake) == ["update JobId=7 Requeue=0"]
+    assert calls_made(fake) == ["update JobId=7 Requeue=0"], "a finished job cannot be restored"
+    with Ledger.open(path) as ledger:
+        adopted = ledger.get("9")
+        assert adopted is not None and adopted.bit is RequeueBit.MAY_BE_SET, "it is watched from now on"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import signal
 import subprocess
@@ -13,10 +15,11 @@ import pytest
 
 import slurm_dsl
 from slurm_dsl import Op, RequeueBit, Result
+from slurm_dsl.cli import main
 from slurm_dsl.ledger import Ledger
-from slurm_dsl.tracked import Tracker
-from tests.fakes import calls_made, descendants, refuse, write_fake
-from tests.ground import ALREADY_FINISHED, UNEXPECTED
+from slurm_dsl.tracked import Tracker, WholeArray
+from tests.fakes import calls_made, descendants, refuse, write_fake, write_fake_squeue
+from tests.ground import ALREADY_FINISHED, INVALID_JOB_ID, UNEXPECTED
 
 
 @pytest.fixture
@@ -58,7 +61,11 @@ def test_controller_down_marks_may_be_set_then_restore_clears(tmp_path: Path, le
     with Tracker(ledger_path, scontrol=str(down)) as t:
         assert t.run(Op.RESTORE, "13", time.time() + 5).result is Result.UNKNOWN
     assert bit(ledger_path, "13") is RequeueBit.MAY_BE_SET, "a failed restore leaves the bit"
-    gone = write_fake(tmp_path / "gone", {"clear": refuse(ALREADY_FINISHED)})
+    finished = write_fake(tmp_path / "finished", {"clear": refuse(ALREADY_FINISHED)})
+    with Tracker(ledger_path, scontrol=str(finished)) as t:
+        assert t.run(Op.RESTORE, "13", time.time() + 5).result is Result.REJECTED
+    assert bit(ledger_path, "13") is RequeueBit.MAY_BE_SET, "a finished job may still show Requeue=1"
+    gone = write_fake(tmp_path / "gone", {"clear": refuse(INVALID_JOB_ID)})
     with Tracker(ledger_path, scontrol=str(gone)) as t:
         assert t.run(Op.RESTORE, "13", time.time() + 5).result is Result.OK
     assert bit(ledger_path, "13") is RequeueBit.CLEAR
@@ -142,3 +149,65 @@ def test_an_outcome_that_cannot_be_recorded_is_logged_and_the_intent_kept(
     assert bit(ledger_path, "18") is RequeueBit.MAY_BE_SET
     with Ledger.open(ledger_path) as ledger:
         assert ledger.pending(time.time()) != [], "the lease was given back"
+
+
+# squeue -r as the lab printed it for array 165 (tasks 1 and 3 pending in the remainder,
+# task 2 split off as 166), and a plain job 167 (tests/test_lookup.py SPLIT_ARRAY).
+SPLIT_ARRAY = (
+    "166|165|2|PENDING|0|0|0|JobHeldAdmin\n165|165|1|PENDING|0|0|0|JobHeldUser\n"
+    "165|165|3|PENDING|0|0|0|JobHeldUser\n167|PENDING|0|0|4294901679|None\n"
+)
+
+
+@pytest.mark.parametrize("op", [Op.HOLD, Op.RELEASE, Op.REQUEUE, Op.OPEN])
+def test_an_arrays_own_id_is_refused_before_anything_runs(
+    tmp_path: Path, ledger_path: str, op: Op, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("SLURM_DSL_SQUEUE")
+    fake = write_fake(tmp_path / "bin", {})
+    write_fake_squeue(tmp_path / "bin", SPLIT_ARRAY)  # beside scontrol: the squeue it uses
+    with Tracker(ledger_path, scontrol=str(fake)) as t:
+        with pytest.raises(WholeArray, match="job 165 is the own JobId of array 165, whose 3 tasks") as info:
+            t.run(op, "165", time.time() + 5)
+        assert info.value.job_ids == ["165"]
+        assert t.run(op, "166", time.time() + 5).result is Result.OK  # a split task: a single job
+        assert t.run(Op.RESTORE, "165", time.time() + 5).result is Result.OK  # only ever clears flags
+    assert calls_made(fake) == [*CALLS_ON_166[op], "update JobId=165 Requeue=0"]
+    with Ledger.open(ledger_path) as ledger:
+        assert [h.op for h in ledger.history("165")] == [Op.RESTORE]
+
+
+CALLS_ON_166 = {
+    Op.HOLD: ["hold 166"],
+    Op.RELEASE: ["release 166"],
+    Op.OPEN: ["release 166"],
+    Op.REQUEUE: ["update JobId=166 Requeue=1", "requeue 166", "update JobId=166 Requeue=0"],
+}
+
+
+def test_cli_refuses_a_list_with_an_arrays_own_id_and_runs_none_of_it(
+    tmp_path: Path, ledger_path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("SLURM_DSL_SQUEUE")
+    fake = write_fake(tmp_path / "bin", {})
+    write_fake_squeue(tmp_path / "bin", SPLIT_ARRAY)
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        code = main(["hold", "167", "165", "--timeout", "5", "--scontrol", str(fake), "--ledger", ledger_path])
+    assert code == 2 and "whose 3 tasks" in err.getvalue() and "Nothing ran" in err.getvalue()
+    assert calls_made(fake) == []
+    assert len((tmp_path / "bin" / "squeue.log").read_text().splitlines()) == 1, "one lookup for all ids"
+
+
+def test_cli_could_not_look_up_is_exit_1_and_nothing_ran(
+    tmp_path: Path, ledger_path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("SLURM_DSL_SQUEUE")
+    fake = write_fake(tmp_path / "bin", {})
+    write_fake_squeue(tmp_path / "bin", "", exit_code=1,
+                      stderr="slurm_load_jobs error: Unable to contact slurm controller (connect failure)")
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        code = main(["requeue", "167", "--timeout", "5", "--scontrol", str(fake), "--ledger", ledger_path])
+    assert code == 1 and "nothing ran" in err.getvalue() and "unreachable" in err.getvalue()
+    assert calls_made(fake) == []

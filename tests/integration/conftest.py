@@ -25,6 +25,14 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 @pytest.fixture(autouse=True)
+def _real_squeue(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The real squeue for the operations' array check, and the default lookup
+    (tests/conftest.py sets a fake and squeue for the unit tests)."""
+    monkeypatch.delenv("SLURM_DSL_SQUEUE", raising=False)
+    monkeypatch.delenv("SLURM_DSL_LOOKUP", raising=False)
+
+
+@pytest.fixture(autouse=True)
 def _slurm_lab() -> Iterator[None]:
     """Skip (or, under CI=true, fail) without a usable lab; afterwards cancel
     the jobs the test submitted through lab.submit, so that leftover sleep jobs

@@ -41,9 +41,11 @@ for k in RUNNING:
 for k in FINISHED:
     for op in (Op.HOLD, Op.RELEASE, Op.OPEN):
         EXPECTED[(op, k)] = (Result.REJECTED, None, "Job has already finished")
-    # update Requeue=1 on a finished job is refused (§2): the requeue never starts.
-    EXPECTED[(Op.REQUEUE, k)] = (Result.REJECTED, "clear", "Job has already finished")
-    EXPECTED[(Op.RESTORE, k)] = (Result.OK, None, "Job has already finished")  # gone: the bit no longer matters
+    # update Requeue=1 on a finished job is refused (§2): the requeue never starts.  Its call 3
+    # is refused the same way, so the flag was never seen cleared: may_be_set (SPEC §7).
+    EXPECTED[(Op.REQUEUE, k)] = (Result.REJECTED, "may_be_set", "Job has already finished")
+    # slurmctld will not change a finished job's flag, which its owner can still requeue.
+    EXPECTED[(Op.RESTORE, k)] = (Result.REJECTED, None, "Job has already finished")
 for op in (Op.HOLD, Op.RELEASE, Op.OPEN):
     EXPECTED[(op, "missing")] = (Result.NOT_FOUND, None, "Invalid job id specified")
 EXPECTED[(Op.REQUEUE, "missing")] = (Result.NOT_FOUND, "clear", "Invalid job id specified")

@@ -12,8 +12,14 @@ environment:
 - ``FAKE_PYSLURM_IMPORT``: ``ImportError`` or ``RuntimeError`` makes the import
   itself raise that, as a build linked against a missing libslurm would.
 
-Tests then fill ``JOBS`` (``add_job``), flip ``CONTROLLER_UP``, and read ``RPCS``
-(one entry per slurmctld RPC).  Errors are the documented ones: modern
+Tests then fill ``JOBS`` (``add_job``), flip ``CONTROLLER_UP`` (False: errno 1800)
+or ``CONTROLLER_SILENT`` (a port that accepts but never answers: errno 5004), and
+read ``RPCS`` (one entry per slurmctld RPC).  What a real pyslurm 22.5.3 built for
+the lab's Slurm showed, and the fake does too: ``Jobs`` is a mapping with int keys;
+``Job.load`` takes a float, reads ``True`` as 1, raises ``OverflowError`` for -1
+and 2**32 and ``TypeError`` for a str; ``RPCError()`` is errno 0, ``'Success'``;
+``.name`` and ``to_dict()`` raise ``UnicodeDecodeError`` for a job name that is not
+UTF-8.  Errors are the documented ones: modern
 ``RPCError`` with ``.errno`` and ``str(e)`` the plain strerror text; old builtin
 ``ValueError(text, errno)``.  2017 unknown id, 2037 requeue of a Requeue=0 job,
 2084 hold of a finished job, 1800 with slurmctld down.  Anything pyslurm-api.md
@@ -41,6 +47,7 @@ INVALID_JOB_ID = (2017, "Invalid job id specified")
 DISABLED = (2037, "Requested operation is presently disabled")
 ALREADY_DONE = (2084, "Job has already finished")
 NO_CONTROLLER = (1800, "Unable to contact slurm controller (connect failure)")
+NO_ANSWER = (5004, "Socket timed out on send/recv operation")
 FINISHED = ("COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL", "DEADLINE")
 
 
@@ -57,6 +64,7 @@ class Record:
     array_job_id: Optional[int] = None
     array_task_id: Optional[int] = None
     array_task_str: Optional[str] = None
+    name: bytes = b"wrap"  # as slurmctld holds it: bytes, decoded by pyslurm
     user_name: str = "root"
     user_id: int = 0
     partition: str = "debug"
@@ -65,6 +73,7 @@ class Record:
 
 JOBS: Dict[int, Record] = {}
 CONTROLLER_UP = True
+CONTROLLER_SILENT = False
 RPCS: List[str] = []
 
 
@@ -75,10 +84,11 @@ def add_job(job_id: int, **fields: Any) -> Record:
 
 
 def reset() -> None:
-    global CONTROLLER_UP
+    global CONTROLLER_UP, CONTROLLER_SILENT
     JOBS.clear()
     RPCS.clear()
     CONTROLLER_UP = True
+    CONTROLLER_SILENT = False
 
 
 def version() -> str:
@@ -100,6 +110,8 @@ def _rpc(name: str, error: Any) -> None:
     RPCS.append(name)
     if not CONTROLLER_UP:
         raise error(*NO_CONTROLLER)
+    if CONTROLLER_SILENT:
+        raise error(*NO_ANSWER)
 
 
 def _record(job_id: int, error: Any) -> Record:
@@ -117,8 +129,9 @@ class PyslurmError(Exception):
 
 
 class RPCError(PyslurmError):
-    def __init__(self, errno: int = -1, msg: Optional[str] = None) -> None:
-        super().__init__(msg)
+    def __init__(self, errno: int = 0, msg: Optional[str] = None) -> None:
+        msg = "Success" if msg is None and errno == 0 else msg
+        super().__init__(errno, msg)
         self.errno = errno
         self.msg = msg
 
@@ -144,9 +157,13 @@ class Job:
         self._snapshot: Optional[Record] = None
 
     @staticmethod
-    def load(job_id: int) -> Job:
-        if not isinstance(job_id, int) or isinstance(job_id, bool):
+    def load(job_id: Any) -> Job:
+        if not isinstance(job_id, (int, float)):
             raise TypeError("an integer is required")
+        job_id = int(job_id)  # Cython's uint32_t conversion: a float is truncated, True is 1
+        if not 0 <= job_id < 2**32:
+            raise OverflowError("value too large to convert to uint32_t" if job_id > 0 else
+                                "can't convert negative value to uint32_t")
         _rpc("load_job", _rpc_error)
         job = Job(job_id)
         job._snapshot = replace(_record(job_id, _rpc_error))
@@ -190,6 +207,10 @@ class Job:
         return self._loaded().array_task_id
 
     @property
+    def name(self) -> str:
+        return self._loaded().name.decode("utf-8")  # UnicodeDecodeError for a non-UTF-8 name
+
+    @property
     def user_name(self) -> str:
         return self._loaded().user_name
 
@@ -202,7 +223,9 @@ class Job:
         return self._loaded().batch
 
     def to_dict(self) -> Dict[str, Any]:
-        return asdict(self._loaded())
+        record = asdict(self._loaded())
+        record["name"] = self.name
+        return record
 
     def as_dict(self) -> Dict[str, Any]:
         return self.to_dict()

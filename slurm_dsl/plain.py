@@ -1,0 +1,40 @@
+"""Plain built-in values from whatever a Python caller passed (SPEC §1, §2).
+
+Rule: a subclass of ``str``, ``int`` or ``float`` keeps its value but can override every
+method the code would call on it (``__format__``, ``__str__``, ``replace``, ``__add__``,
+``encode``, ``__mul__``, ``__float__``...), so a value that passed validation could still
+render as something else in a script.  Every string or number that goes into a script, an
+argv or a deadline is therefore first copied to the exact built-in type through the base
+type's own method (``str.__str__``, ``float.__float__``, ``int.__int__``), never the
+object's, and validated as that copy.  (CPython's ``str.__str__`` returns a plain copy of a
+subclass instance, ``float.__float__`` and ``int.__int__`` likewise.)
+"""
+
+from __future__ import annotations
+
+
+def plain_str(value: object, what: str) -> str:
+    """``value`` as an exact ``str``; ``ValueError`` if it is not a string at all."""
+    # type(), not only isinstance(): an object can claim to be a str through __class__.
+    if not isinstance(value, str) or not issubclass(type(value), str):
+        raise ValueError(f"{what} must be a string, not {type(value).__name__}")
+    return str.__str__(value)
+
+
+def plain_float(value: object, what: str) -> float:
+    """``value`` (an int or a float, never a bool) as an exact ``float``; ``ValueError`` otherwise.
+
+    Not checked for being finite: the caller says what range it needs.
+    """
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not issubclass(type(value), (int, float))
+    ):
+        raise ValueError(f"{what} must be a number, not {type(value).__name__}")
+    if isinstance(value, float):
+        return float.__float__(value)
+    try:
+        return float(int.__int__(value))
+    except OverflowError:
+        raise ValueError(f"{what} is too large") from None
