@@ -22,9 +22,10 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
 from slurm_dsl import Op
-from slurm_dsl.ledger import Ledger
-from slurm_dsl.lookup import JobInfo, SqueueLookup
+from slurm_dsl.ledger import open_ledger
+from slurm_dsl.lookup import JobInfo
 from slurm_dsl.runner import Completed, run_argv
+from slurm_dsl.squeue_lookup import SqueueLookup
 from slurm_dsl.sweeper import sweep
 from slurm_dsl.tracked import Tracker
 from tests import lab
@@ -59,7 +60,7 @@ class PerJob:
 
 def build(path: str, ids: List[str]) -> None:
     """Objects as unknown requeues leave them, written in one transaction for speed."""
-    Ledger.open(path).close()  # create and migrate
+    open_ledger(path).close()  # create and migrate
     conn = sqlite3.connect(path)
     with conn:
         conn.executemany(
@@ -107,7 +108,7 @@ def main() -> int:
                 squeue = SqueueLookup(run=counter)
                 print(f"  {name}: {args.objects} objects ({len(live)} live jobs)")
                 results[name] = run(path, squeue if name == "batch" else PerJob(squeue), counter)
-            with Ledger.open(str(Path(tmp) / "batch.sqlite3")) as ledger:
+            with open_ledger(str(Path(tmp) / "batch.sqlite3")) as ledger:
                 restores = sum(1 for j in live for h in ledger.history(j) if h.op is Op.RESTORE)
             print(f"  restores (one update RPC each): {restores}")
             print(f"ratio per-job / batch: {results['per-job'] / results['batch']:.1f}x")

@@ -2,7 +2,7 @@
 
 Every hold, release, requeue and restore runs as a short deadline-wrapped sh
 script whose output is read strictly into one ``Outcome``: ok, rejected,
-not_found, expired, not_run, unknown or bit_set (SPEC §7).  A result is ok or
+not_found, expired, not_run, unknown or bit_set (docs/contract.md §7).  A result is ok or
 rejected only when it certainly is; anything else is unknown.
 """
 
@@ -11,11 +11,18 @@ from .errors import (
     ConfigError,
     DSLError,
     Expired,
+    InvalidInput,
+    LedgerError,
+    LookupFailed,
     NotFound,
+    NotRecorded,
     NotRun,
     OutcomeUnknown,
     Rejected,
     RequeueBitSet,
+    SweepBusy,
+    UsageError,
+    WholeArray,
 )
 from .jobid import validate_job_id
 from .model import Call, CallOutcome, Op, Outcome, Reason, RequeueBit, Result
@@ -31,7 +38,11 @@ __all__ = [
     "ConfigError",
     "DSLError",
     "Expired",
+    "InvalidInput",
+    "LedgerError",
+    "LookupFailed",
     "NotFound",
+    "NotRecorded",
     "NotRun",
     "Op",
     "Outcome",
@@ -41,6 +52,9 @@ __all__ = [
     "RequeueBit",
     "RequeueBitSet",
     "Result",
+    "SweepBusy",
+    "UsageError",
+    "WholeArray",
     "execute",
     "hold",
     "open_job",

@@ -1,24 +1,29 @@
-"""The public operations: hold, release, requeue, restore and open_job (SPEC §8).
+"""The public operations: hold, release, requeue, restore and open_job (docs/contract.md §8).
 
 Each takes a job id and a deadline (epoch seconds) or a timeout (seconds), runs
 through the ledger (``tracked.Tracker``: lease, intent first, record), returns
-the ok ``Outcome`` and raises the SPEC §8 exception for anything else.  The
+the ok ``Outcome`` and raises the exception of docs/contract.md §8 for anything else.  The
 ledger is ``ledger`` (a path or an open ``Tracker``), else ``$SLURM_DSL_LEDGER``,
 else ``/var/lib/slurm-dsl/ledger.sqlite3``; a ledger that cannot be opened
 raises ``LedgerError`` before anything runs; one that fails once the script
-started raises ``tracked.NotRecorded`` (a ``LedgerError``) carrying the outcome.
-A timeout over ``ops.MAX_TIMEOUT`` (one day), or a deadline further away, is a
-``ValueError`` before anything is recorded.  ``restore`` is RestoreRequeueBit:
-on ok it clears the job's object, otherwise it leaves it and records why.
+started raises ``NotRecorded`` (a ``LedgerError``) carrying the outcome.
+A bad job id, a timeout over ``deadlines.MAX_TIMEOUT`` (one day), a deadline further
+away, or not exactly one of them, is ``InvalidInput`` (a ``ValueError``) before anything
+is recorded.  Except for ``restore``, the id is looked up first (one squeue): an array's
+own JobId reaching other tasks is ``WholeArray``, a lookup that fails ``LookupFailed``;
+either way nothing ran.  Every exception is a ``DSLError`` (see ``errors``).
+
+The five are written out, not generated, so that type checkers and ``help()`` see their
+real signatures: a misspelt keyword is a type error, not a runtime surprise.
 """
 
 from __future__ import annotations
 
-from typing import Callable, Optional, Union
+from typing import Optional, Union
 
+from .deadlines import resolve_deadline
 from .jobid import validate_job_id
 from .model import Op, Outcome
-from .ops import resolve_deadline
 from .tracked import Tracker
 
 JobId = Union[str, int]
@@ -42,30 +47,92 @@ def run_op(
         return tracker.run(op, job, when)
 
 
-def _operation(op: Op) -> Callable[..., Outcome]:
-    def run(
-        job_id: JobId,
-        *,
-        timeout: Optional[float] = None,
-        deadline: Optional[float] = None,
-        scontrol: Optional[str] = None,
-        ledger: Union[str, Tracker, None] = None,
-    ) -> Outcome:
-        outcome = run_op(op, job_id, timeout=timeout, deadline=deadline, scontrol=scontrol, ledger=ledger)
-        outcome.raise_for_result()
-        return outcome
+def hold(
+    job_id: JobId,
+    *,
+    timeout: Optional[float] = None,
+    deadline: Optional[float] = None,
+    scontrol: Optional[str] = None,
+    ledger: Union[str, Tracker, None] = None,
+) -> Outcome:
+    """Hold one job (``scontrol hold``) before ``deadline`` (or within ``timeout``), recorded in the ledger.
 
-    run.__name__ = run.__qualname__ = "open_job" if op is Op.OPEN else op.value
-    run.__doc__ = (
-        f"{op.value} one job before ``deadline`` (or within ``timeout``), recorded in the ledger."
-        " Return the ok Outcome; else raise Rejected, NotFound, Expired, OutcomeUnknown, RequeueBitSet"
-        " or NotRun (SPEC §8)."
-    )
-    return run
+    A pending job stays pending; a running one keeps running, at priority 0.
+    Return the ok Outcome; else raise Rejected, NotFound, Expired, OutcomeUnknown or NotRun (docs/contract.md §8).
+    """
+    outcome = run_op(Op.HOLD, job_id, timeout=timeout, deadline=deadline, scontrol=scontrol, ledger=ledger)
+    outcome.raise_for_result()
+    return outcome
 
 
-hold = _operation(Op.HOLD)
-release = _operation(Op.RELEASE)
-requeue = _operation(Op.REQUEUE)
-restore = _operation(Op.RESTORE)
-open_job = _operation(Op.OPEN)
+def release(
+    job_id: JobId,
+    *,
+    timeout: Optional[float] = None,
+    deadline: Optional[float] = None,
+    scontrol: Optional[str] = None,
+    ledger: Union[str, Tracker, None] = None,
+) -> Outcome:
+    """Release one held job (``scontrol release``) before ``deadline`` (or within ``timeout``), recorded.
+
+    Return the ok Outcome; else raise Rejected, NotFound, Expired, OutcomeUnknown or NotRun (docs/contract.md §8).
+    """
+    outcome = run_op(Op.RELEASE, job_id, timeout=timeout, deadline=deadline, scontrol=scontrol, ledger=ledger)
+    outcome.raise_for_result()
+    return outcome
+
+
+def requeue(
+    job_id: JobId,
+    *,
+    timeout: Optional[float] = None,
+    deadline: Optional[float] = None,
+    scontrol: Optional[str] = None,
+    ledger: Union[str, Tracker, None] = None,
+) -> Outcome:
+    """Requeue one job before ``deadline`` (or within ``timeout``): set Requeue=1, ``scontrol requeue``,
+    then clear Requeue=0 again, recorded in the ledger (a flag that may be left set is the sweeper's).
+
+    Return the ok Outcome; else raise Rejected, NotFound, Expired, OutcomeUnknown, RequeueBitSet or
+    NotRun (docs/contract.md §8); ``requeue_bit_may_be_set`` says whether the job's Requeue flag may be left at 1.
+    """
+    outcome = run_op(Op.REQUEUE, job_id, timeout=timeout, deadline=deadline, scontrol=scontrol, ledger=ledger)
+    outcome.raise_for_result()
+    return outcome
+
+
+def restore(
+    job_id: JobId,
+    *,
+    timeout: Optional[float] = None,
+    deadline: Optional[float] = None,
+    scontrol: Optional[str] = None,
+    ledger: Union[str, Tracker, None] = None,
+) -> Outcome:
+    """RestoreRequeueBit: clear one job's Requeue flag (``scontrol update Requeue=0``) before
+    ``deadline`` (or within ``timeout``).  On ok the job's ledger object is cleared; otherwise it
+    stays, with why.  No array lookup first: it only clears flags.
+
+    Return the ok Outcome; else raise Rejected, NotFound, Expired, OutcomeUnknown or NotRun (docs/contract.md §8).
+    """
+    outcome = run_op(Op.RESTORE, job_id, timeout=timeout, deadline=deadline, scontrol=scontrol, ledger=ledger)
+    outcome.raise_for_result()
+    return outcome
+
+
+def open_job(
+    job_id: JobId,
+    *,
+    timeout: Optional[float] = None,
+    deadline: Optional[float] = None,
+    scontrol: Optional[str] = None,
+    ledger: Union[str, Tracker, None] = None,
+) -> Outcome:
+    """Release one job with a direct, unwrapped ``scontrol release`` under the same deadline guard
+    (op ``open``), recorded in the ledger.
+
+    Return the ok Outcome; else raise Rejected, NotFound, Expired, OutcomeUnknown or NotRun (docs/contract.md §8).
+    """
+    outcome = run_op(Op.OPEN, job_id, timeout=timeout, deadline=deadline, scontrol=scontrol, ledger=ledger)
+    outcome.raise_for_result()
+    return outcome

@@ -1,9 +1,11 @@
-"""The ``slurm-dsl`` command line (SPEC §10): the only module that prints.
+"""The ``slurm-dsl`` command line (docs/contract.md §10): the only module that prints.
 
 Results go to stdout (a table, or one JSON object per job with ``--json``);
 diagnostics go to stderr as ``slurm-dsl: <message>``.  The exit status of an
 operation is its worst result (``EXIT_CODES``); 2 is a usage error (nothing
-ran), 1 any other error.  Library errors become CLI errors in ``main`` only.
+ran), 3 a sweep already running, 1 any other error.  Library errors become CLI
+errors in ``main`` only, by type (``EXIT_OF_ERROR``); handlers just raise them,
+and anything that is not a ``DSLError`` is a bug, left to crash with its traceback.
 """
 
 from __future__ import annotations
@@ -19,27 +21,31 @@ import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import IO, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import IO, Dict, Iterable, List, NoReturn, Optional, Sequence, Tuple, Type
 
-from . import __version__
+from . import __version__, admin_view
+from .binaries import find_scontrol, find_squeue
+from .deadlines import MAX_TIMEOUT, resolve_deadline
 from .doctor import FAIL, run_checks
-from .errors import DSLError, describe
+from .errors import DSLError, InvalidInput, LedgerError, NotRecorded, SweepBusy, UsageError, describe
 from .jobid import validate_job_id
-from .ledger import LedgerError
-from .lookup import LOOKUP_KINDS, LookupFailed, SqueueLookup, make_lookup
+from .ledger import LedgerStore, open_ledger
+from .ledger_rules import prune_before
+from .lookup_choice import LOOKUP_KINDS, make_lookup
 from .model import Op, Outcome, Result
-from .ops import MAX_TIMEOUT, find_scontrol, find_squeue, new_nonce, resolve_deadline
+from .ops import new_nonce
 from .reader import read_outcome
 from .script import render
-from .sweeper import Done, SweepBusy, SweepLock, metrics_text, sweep
-from .tracked import NotRecorded, Tracker, WholeArray, ledger_path
+from .squeue_lookup import SqueueLookup
+from .sweeper import Done, SweepLock, metrics_text, sweep
+from .tracked import Tracker, ledger_path
 
 PROG = "slurm-dsl"
 
 EXIT_OK = 0
 EXIT_ERROR = 1
 EXIT_USAGE = 2
-# SPEC §10, worst first: the exit status of one job, or the worst of several.
+# docs/contract.md §10, worst first: the exit status of one job, or the worst of several.
 EXIT_CODES: Dict[Result, int] = {
     Result.UNKNOWN: 15,
     Result.BIT_SET: 14,
@@ -80,6 +86,14 @@ exit status:
 """
 EXIT_SWEEP_BUSY = 3
 
+# The exit status of a library error, decided here only (in ``main``): the first class that
+# matches wins, so the more specific come first.  Not an error at all: EXIT_CODES (docs/contract.md §10).
+EXIT_OF_ERROR: Tuple[Tuple[Type[DSLError], int], ...] = (
+    (UsageError, EXIT_USAGE),  # a bad flag or value, an array's own JobId: nothing ran
+    (SweepBusy, EXIT_SWEEP_BUSY),  # another sweep is running: nothing done
+    (DSLError, EXIT_ERROR),  # configuration, ledger, lookup, files...
+)
+
 _ARRAY_NOTE = (
     " The ids are looked up first (one squeue): an array's own JobId whose array has other tasks is"
     " refused with exit 2 before anything runs, since scontrol would act on every task; address a task"
@@ -104,12 +118,8 @@ def _op_examples(op: Op) -> str:
 log = logging.getLogger("slurm_dsl")
 
 
-class UsageError(Exception):
-    pass
-
-
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:  # type: ignore[name-defined]  # noqa: F821
+    def error(self, message: str) -> NoReturn:
         raise UsageError(message)
 
 
@@ -118,7 +128,7 @@ def _positive_seconds(text: str) -> float:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
-    # ops.MAX_TIMEOUT: the runner's poll() could not wait much longer (NaN fails both tests).
+    # deadlines.MAX_TIMEOUT: the runner's poll() could not wait much longer (NaN fails both tests).
     if not (value > 0 and value <= MAX_TIMEOUT):
         raise argparse.ArgumentTypeError(
             f"must be a positive number of seconds, at most {MAX_TIMEOUT:g} (one day): {text!r}"
@@ -129,7 +139,7 @@ def _positive_seconds(text: str) -> float:
 def _job_id(text: str) -> str:
     try:
         return validate_job_id(text)
-    except ValueError as exc:
+    except InvalidInput as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
@@ -217,7 +227,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--dry-run", action="store_true", help="look up and report, change nothing")
     p.add_argument("--limit", type=int, metavar="N", help="settle at most N objects (oldest first)")
-    p.add_argument("--json", action="store_true", help="one JSON object per job, then a summary object")
+    p.add_argument("--json", action="store_true",
+                   help="one JSON object per line, each with a kind: job (one per object looked at),"
+                   " orphan (with --orphans), then summary")
     p.add_argument("--metrics-file", metavar="PATH", help="write a Prometheus textfile (atomically)")
     p.add_argument("--orphans", action="store_true",
                    help="also list jobs showing Requeue=1 that the ledger does not track")
@@ -263,7 +275,85 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print a JSON object")
     _common_options(p)
     p.set_defaults(handler=_cmd_read)
+    _admin_parsers(sub)
     return parser
+
+
+_HISTORY_EPILOG = """\
+exit status:
+  0 at least one of the jobs has a record   11 none of them has (the ledger never saw them)
+  2 usage error (a bad job id)   1 any other error (no ledger at that path, ledger unreadable)
+"""
+_STATUS_EPILOG = """\
+exit status:
+  0 the status was printed, whatever it says (the sweep's own exit status, 15, is the alarm)
+  2 usage error   1 any other error (no ledger at that path, ledger unreadable)
+"""
+_PRUNE_EPILOG = """\
+Only objects whose bit is clear and that no operation or sweep holds lose history; each keeps
+its newest row, and a row that never finished (a crash's trace) is never removed. Removed in
+small transactions, so operations running meanwhile only wait milliseconds; then the WAL is
+checkpointed (TRUNCATE).
+
+exit status:
+  0 pruned (or counted, with --dry-run)
+  2 usage error (DAYS below 1)   1 any other error (no ledger at that path, ledger unavailable)
+"""
+
+
+def _days(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number of days: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1 day: {text!r}")
+    return value
+
+
+def _admin_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """``history`` and ``ledger status|prune``: the admin's view of the ledger."""
+    p = sub.add_parser(
+        "history", help="what every recorded operation did to jobs, and who ran it",
+        description="Print each job's object (its requeue bit, since when and why) and every operation the"
+        " ledger recorded on it, oldest first: when, op, result, requeue bit, the bit before and after, each"
+        " call's status and message, and who ran it. Reads the ledger; runs nothing.",
+        epilog=_HISTORY_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("job_ids", nargs="+", type=_job_id, metavar="JOBID", help="plain decimal job id(s)")
+    p.add_argument("--json", action="store_true",
+                   help="one JSON object per line: the job's object (kind object), then each operation"
+                   " (kind operation); kind no_record for a job never seen")
+    _common_options(p)
+    p.set_defaults(handler=_cmd_history)
+    ledger = sub.add_parser(
+        "ledger", help="the ledger itself: status, prune",
+        description="Look after the ledger: 'status' summarises it, 'prune' removes old history of settled jobs.",
+    )
+    _common_options(ledger)
+    below = ledger.add_subparsers(dest="ledger_command", metavar="SUBCOMMAND", parser_class=_Parser)
+    below.required = True
+    p = below.add_parser(
+        "status", help="objects not clear, by age; the oldest; lookup back-off; the last sweep",
+        description="Count the objects by requeue bit, the ones not clear by how long ago their bit changed"
+        " (<1h, <1d, <1w, older), name the oldest, count those backing off after failed lookups, and show the"
+        " last sweep (not a dry run): when, and what it did.",
+        epilog=_STATUS_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--json", action="store_true", help="one JSON object")
+    _common_options(p)
+    p.set_defaults(handler=_cmd_ledger_status)
+    p = below.add_parser(
+        "prune", help="remove history older than DAYS of settled jobs, then checkpoint",
+        description="Remove history rows that finished more than DAYS days ago, of objects whose bit is clear.",
+        epilog=_PRUNE_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--older-than", required=True, type=_days, metavar="DAYS",
+                   help="remove rows that finished more than DAYS days ago (a whole number, at least 1)")
+    p.add_argument("--dry-run", action="store_true", help="count what would be removed, remove nothing")
+    p.add_argument("--json", action="store_true", help="one JSON object")
+    _common_options(p)
+    p.set_defaults(handler=_cmd_ledger_prune)
 
 
 def format_outcome(outcome: Outcome) -> str:
@@ -293,15 +383,12 @@ def _cmd_op(args: argparse.Namespace, out: IO[str]) -> int:
         raise UsageError("--parallel must be at least 1")
     tracker = Tracker(args.ledger, scontrol=find_scontrol(args.scontrol), squeue=args.squeue)
     try:
-        # One lookup for every id before anything runs (SPEC §9): an array's own JobId
+        # One lookup for every id before anything runs (docs/contract.md §9.4): an array's own JobId
         # would make scontrol act on every task of the array.
         tracker.refuse_whole_arrays(args.op, args.job_ids, resolve_deadline(args.timeout, None))
-    except WholeArray as exc:
+    except BaseException:  # WholeArray (a UsageError), LookupFailed: nothing ran; main reports it
         tracker.close()
-        raise UsageError(str(exc)) from None
-    except LookupFailed as exc:
-        tracker.close()
-        raise DSLError(f"could not look the jobs up before acting ({exc.reason}); nothing ran") from None
+        raise
     # Set at the first ledger error (or if printing fails): from then on no new script starts.
     # The ones running finish, and every outcome whose script started is printed, recorded or
     # not: automation reading the output must never take a job that ran for one that did not.
@@ -355,22 +442,18 @@ def _cmd_sweep(args: argparse.Namespace, out: IO[str]) -> int:
     scontrol = find_scontrol(args.scontrol)
     squeue = find_squeue(args.squeue, scontrol)
     with Tracker(args.ledger, scontrol=scontrol, squeue=squeue) as tracker:
-        try:
-            with SweepLock(tracker.path):
-                lookup = make_lookup(args.lookup, squeue)
-                report = sweep(
-                    tracker,
-                    lookup,
-                    limit=args.limit,
-                    dry_run=args.dry_run,
-                    restore_timeout=args.restore_timeout,
-                    orphans=args.orphans,
-                    fix=args.fix,
-                    orphan_lookup=SqueueLookup(squeue),
-                )
-        except SweepBusy as exc:
-            sys.stderr.write(f"{PROG}: {exc}; nothing done\n")
-            return EXIT_SWEEP_BUSY
+        with SweepLock(tracker.path):  # SweepBusy if another sweep holds it: main exits 3
+            lookup = make_lookup(args.lookup, squeue)
+            report = sweep(
+                tracker,
+                lookup,
+                limit=args.limit,
+                dry_run=args.dry_run,
+                restore_timeout=args.restore_timeout,
+                orphans=args.orphans,
+                fix=args.fix,
+                orphan_lookup=SqueueLookup(squeue),
+            )
         not_clear = tracker.ledger().count_not_clear()
     for s in report.swept:
         if s.done in (Done.RESTORE_FAILED, Done.LOOKUP_FAILED):
@@ -381,11 +464,12 @@ def _cmd_sweep(args: argparse.Namespace, out: IO[str]) -> int:
             out.write(f"{s.job_id:>10}  {s.done.value:<14} {s.why}\n")
     for info in report.orphans:
         if args.json:
-            out.write(json.dumps({"job_id": info.job_id, "orphan": True, "state": info.state}) + "\n")
+            orphan = {"kind": "orphan", "job_id": info.job_id, "orphan": True, "state": info.state}
+            out.write(json.dumps(orphan, sort_keys=True) + "\n")
         else:
             out.write(f"{info.job_id:>10}  orphan         shows Requeue=1 ({info.state}), not tracked by the ledger\n")
-    summary = {"summary": report.counts(), "lookup": lookup.name, "lookup_error": report.lookup_error,
-               "orphans": len(report.orphans),
+    summary = {"kind": "summary", "summary": report.counts(), "lookup": lookup.name,
+               "lookup_error": report.lookup_error, "orphans": len(report.orphans),
                "fixed_orphans": [o.result.value for o in report.fixed_orphans], "not_clear": not_clear,
                "dry_run": report.dry_run, "seconds": round(report.finished - report.started, 3)}
     if args.json:
@@ -409,6 +493,60 @@ def _cmd_doctor(args: argparse.Namespace, out: IO[str]) -> int:
         else:
             out.write(f"{check.status:<5} {check.name:<11} {check.detail}\n")
     return EXIT_ERROR if any(c.status == FAIL for c in checks) else EXIT_OK
+
+
+# ``history`` when none of the jobs has a record: the ledger does not know them, as not_found
+# says slurmctld does not.  (1 stays "the ledger could not be read".)
+EXIT_NO_RECORD = EXIT_CODES[Result.NOT_FOUND]
+
+
+def _existing_ledger(explicit: Optional[str]) -> LedgerStore:
+    """Open the ledger for an admin command, which never creates one: a mistyped ``--ledger``
+    must not leave a fresh, empty ledger (and its directory) behind, nor report that as clean."""
+    path = ledger_path(explicit)
+    if not os.path.lexists(path):
+        raise LedgerError(
+            f"no ledger at {path}: nothing has been recorded there (--ledger PATH or $SLURM_DSL_LEDGER"
+            " names another)",
+            path=path,
+        )
+    return open_ledger(path)
+
+
+def _cmd_history(args: argparse.Namespace, out: IO[str]) -> int:
+    found = False
+    with _existing_ledger(args.ledger) as ledger:
+        for job_id in dict.fromkeys(args.job_ids):
+            records = admin_view.history_json(job_id, ledger.get(job_id), ledger.history(job_id))
+            found = found or records[0]["kind"] != "no_record"
+            if args.json:
+                out.writelines(json.dumps(r, sort_keys=True) + "\n" for r in records)
+            else:
+                out.writelines(line + "\n" for line in admin_view.history_lines(records))
+            out.flush()
+    return EXIT_OK if found else EXIT_NO_RECORD
+
+
+def _cmd_ledger_status(args: argparse.Namespace, out: IO[str]) -> int:
+    with _existing_ledger(args.ledger) as ledger:
+        status = admin_view.status_json(ledger, time.time())
+    if args.json:
+        out.write(json.dumps(status, sort_keys=True) + "\n")
+    else:
+        out.writelines(line + "\n" for line in admin_view.status_lines(status))
+    return EXIT_OK
+
+
+def _cmd_ledger_prune(args: argparse.Namespace, out: IO[str]) -> int:
+    now = time.time()
+    before = prune_before(now, args.older_than)
+    with _existing_ledger(args.ledger) as ledger:
+        result = ledger.prune(before, now, dry_run=args.dry_run)
+    report = admin_view.prune_json(result, args.older_than, before, args.dry_run)
+    if result.checkpointed is False:
+        log.warning("prune: the WAL checkpoint could not finish (the ledger was busy)")
+    out.write(json.dumps(report, sort_keys=True) + "\n" if args.json else admin_view.prune_line(report) + "\n")
+    return EXIT_OK
 
 
 def _write_atomically(path: str, text: str) -> None:
@@ -483,29 +621,41 @@ def _setup_logging(verbose: int) -> None:
     root.setLevel(logging.WARNING if verbose == 0 else logging.INFO if verbose == 1 else logging.DEBUG)
 
 
+def _parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
+    """The command line as a Namespace with a ``handler``; ``UsageError`` if it is not one."""
+    args, extra = build_parser().parse_known_args(argv)
+    # argparse binds positionals before the options that follow them, so the FILE
+    # of "read OP JOBID --nonce N --exit-status S FILE" arrives here.
+    if extra and getattr(args, "handler", None) is _cmd_read and args.file is None and len(extra) == 1:
+        args.file = extra.pop()
+    if extra:
+        raise UsageError(f"unrecognized arguments: {' '.join(extra)}")
+    return args
+
+
+def exit_status_of(error: DSLError) -> int:
+    """The exit status for a library error: the first row of ``EXIT_OF_ERROR`` it is an instance of."""
+    return next(code for cls, code in EXIT_OF_ERROR if isinstance(error, cls))
+
+
 def main(argv: Optional[Sequence[str]] = None, out: Optional[IO[str]] = None) -> int:
+    """Run the command line; return its exit status.
+
+    The one place where errors become exit statuses: a ``DSLError`` is ``slurm-dsl: <message>``
+    on stderr and ``EXIT_OF_ERROR``'s status; anything else is a bug and propagates (a
+    traceback), except EPIPE (quiet, 1) and Ctrl-C (130).
+    """
     out = out or sys.stdout
-    parser = build_parser()
+    args: Optional[argparse.Namespace] = None
     try:
-        args, extra = parser.parse_known_args(argv)
-        # argparse binds positionals before the options that follow them, so the FILE
-        # of "read OP JOBID --nonce N --exit-status S FILE" arrives here.
-        if extra and getattr(args, "handler", None) is _cmd_read and args.file is None and len(extra) == 1:
-            args.file = extra.pop()
-        if extra:
-            raise UsageError(f"unrecognized arguments: {' '.join(extra)}")
-    except UsageError as exc:
-        sys.stderr.write(f"{PROG}: {exc}\nTry '{PROG} --help' for more information.\n")
-        return EXIT_USAGE
-    _setup_logging(args.verbose)
-    try:
+        args = _parse_args(argv)
+        _setup_logging(args.verbose)
         return int(args.handler(args, out))
-    except UsageError as exc:
+    except DSLError as exc:
         sys.stderr.write(f"{PROG}: {exc}\n")
-        return EXIT_USAGE
-    except (DSLError, ValueError) as exc:
-        sys.stderr.write(f"{PROG}: {exc}\n")
-        return EXIT_ERROR
+        if args is None:  # the command line itself was wrong
+            sys.stderr.write(f"Try '{PROG} --help' for more information.\n")
+        return exit_status_of(exc)
     except BrokenPipeError:
         # Quiet on EPIPE (``slurm-dsl ... | head``), as the shell tools are.
         sys.stderr.close()

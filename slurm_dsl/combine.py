@@ -1,4 +1,4 @@
-"""Combining call outcomes into a result (SPEC §7), and what a result does to the bit.
+"""Combining call outcomes into a result (docs/contract.md §7), and what a result does to the bit.
 
 Strategy: the calls have already been read and classified one by one (``reader``);
 this module only decides.  ``single`` covers hold, release, restore and open;
@@ -22,7 +22,7 @@ _RESULT_OF_CALL = {
     CallOutcome.UNKNOWN: Result.UNKNOWN,
 }
 
-# SPEC §7: "s3 ran" is any status other than 75, 126 and 127.
+# docs/contract.md §7: "s3 ran" is any status other than 75, 126 and 127.
 _NOT_STARTED = (75, 126, 127)
 
 
@@ -36,7 +36,7 @@ def found_finished(call: Call) -> bool:
 
     slurmctld will not change a finished job's flag, and a finished job at
     Requeue=1 can still be requeued by root or its owner until it is purged
-    (ground truth §2): the flag is not known to be clear.
+    (docs/slurm-behaviour.md §2): the flag is not known to be clear.
     """
     return call.outcome is CallOutcome.REJECTED and call.message == ALREADY_FINISHED
 
@@ -64,7 +64,7 @@ def single(op: Op, job_id: str, call: Call, exit_status: Optional[int]) -> Outco
 
 
 def requeue(job_id: str, calls: Tuple[Call, ...], exit_status: Optional[int]) -> Outcome:
-    """The result of a requeue whose calls fit the op (SPEC §6: {1}, {1,3} or {1,2,3})."""
+    """The result of a requeue whose calls fit the op (docs/contract.md §6: {1}, {1,3} or {1,2,3})."""
     by_number = {c.number: c for c in calls}
     s1 = by_number[1]
     s2 = by_number.get(2)
@@ -106,7 +106,7 @@ def requeue(job_id: str, calls: Tuple[Call, ...], exit_status: Optional[int]) ->
 def next_bit(prior: RequeueBit, outcome: Outcome) -> RequeueBit:
     """The job's RequeueBit in the ledger after ``outcome``, given ``prior``.
 
-    A requeue whose bit is not clear sets it to what §7 says.  A requeue that is
+    A requeue whose bit is not clear sets it to what docs/contract.md §7 says.  A requeue that is
     clear by §7 clears a prior bit only if its third call really cleared it: a
     requeue that expired before its first call proves nothing about a bit an
     earlier requeue may have left.  A restore clears on ok.  Other ops leave it.

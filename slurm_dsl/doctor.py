@@ -17,13 +17,15 @@ from dataclasses import dataclass
 from typing import Dict, List, Optional
 
 from . import runner
+from .binaries import find_scontrol, find_squeue
 from .errors import ConfigError
-from .ledger import Ledger, LedgerError
-from .lookup import LookupFailed, SqueueLookup, make_lookup, slurm_version
-from .ops import find_scontrol, find_squeue
+from .ledger import LedgerError, open_ledger
+from .lookup import LookupFailed
+from .lookup_choice import make_lookup
+from .squeue_lookup import SqueueLookup, slurm_version
 
 OK, WARN, FAIL = "ok", "warn", "fail"
-TIMEOUT = 20.0
+CHECK_TIMEOUT = 20.0  # seconds each check may take
 
 
 @dataclass(frozen=True)
@@ -56,7 +58,9 @@ def run_checks(
         checks.append(Check("scontrol", OK, path))
     else:
         checks.append(Check("scontrol", FAIL, f"{path} is missing or not executable (--scontrol PATH)"))
-    probe = runner.run_script('date +%s%3N && timeout --foreground -k 1 5 true && echo wrapped\n', timeout=TIMEOUT)
+    probe = runner.run_script(
+        "date +%s%3N && timeout --foreground -k 1 5 true && echo wrapped\n", timeout=CHECK_TIMEOUT
+    )
     lines = probe.stdout.decode("ascii", "replace").split()
     wrapped = len(lines) == 2 and lines[0].isdigit() and lines[1] == "wrapped"
     if probe.returncode == 0 and not probe.pipes_held and wrapped:
@@ -64,7 +68,7 @@ def run_checks(
     else:
         err = probe.stderr.decode("utf-8", "replace").strip().splitlines()
         checks.append(Check("wrapper", FAIL, f"the deadline wrapper does not work: {err[-1] if err else probe}"))
-    ping = runner.run_argv((path, "ping"), timeout=TIMEOUT)
+    ping = runner.run_argv((path, "ping"), timeout=CHECK_TIMEOUT)
     up = ping.returncode == 0 and b" is UP" in ping.stdout and not ping.pipes_held
     text = (ping.stdout or ping.stderr).decode("utf-8", "replace").strip().splitlines()
     said = text[0] if text else f"scontrol ping exited {ping.returncode}"
@@ -93,7 +97,7 @@ def run_checks(
 
 
 def _config_checks(scontrol: str) -> List[Check]:
-    done = runner.run_argv((scontrol, "show", "config"), timeout=TIMEOUT)
+    done = runner.run_argv((scontrol, "show", "config"), timeout=CHECK_TIMEOUT)
     if done.returncode != 0 or done.pipes_held:
         return [Check("config", WARN, "scontrol show config failed")]
     config = parse_config(done.stdout.decode("utf-8", "replace"))
@@ -115,7 +119,7 @@ def _config_checks(scontrol: str) -> List[Check]:
 
 def _ledger_check(path: str) -> Check:
     try:
-        with Ledger.open(path) as ledger:
+        with open_ledger(path) as ledger:
             version = ledger.schema_version()
             not_clear = ledger.count_not_clear()
     except LedgerError as exc:

@@ -1,4 +1,4 @@
-"""Job id validation (SPEC §1).
+"""Job id validation (docs/contract.md §1).
 
 Rule: a job id is a plain decimal ``[1-9][0-9]*`` of ASCII digits, at most
 4294967294 (Slurm's NO_VAL, 0xfffffffe, and above are not job ids).  Anything
@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import re
 from typing import Union
+
+from .errors import InvalidInput
 
 MAX_JOB_ID = 4294967294
 _JOB_ID = re.compile(r"[1-9][0-9]*\Z", re.ASCII)
@@ -27,15 +29,15 @@ def validate_job_id(job_id: Union[str, int]) -> str:
         or not isinstance(job_id, (str, int))
         or not issubclass(type(job_id), (str, int))
     ):
-        raise ValueError(f"job id must be a decimal string or int, not {type(job_id).__name__}")
+        raise InvalidInput(f"job id must be a decimal string or int, not {type(job_id).__name__}")
     # Through the base types' own methods, never the object's: a subclass keeps its value but
     # may override __str__/__format__/__add__, and what goes into a script must be what was
     # checked here (str.__str__ of a subclass is a plain copy; see ``plain``).
     text = int.__repr__(job_id) if isinstance(job_id, int) else str.__str__(job_id)
     if not _JOB_ID.match(text):
-        raise ValueError(
+        raise InvalidInput(
             f"invalid job id {text!r}: expected a plain decimal job id like 1234 (no arrays, lists, signs or spaces)"
         )
     if len(text) > len(str(MAX_JOB_ID)) or int(text) > MAX_JOB_ID:
-        raise ValueError(f"invalid job id {text!r}: larger than {MAX_JOB_ID}")
+        raise InvalidInput(f"invalid job id {text!r}: larger than {MAX_JOB_ID}")
     return text

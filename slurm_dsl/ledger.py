@@ -1,54 +1,29 @@
-"""The object ledger (SPEC §9): one SQLite file, the only module that imports sqlite3.
+"""The ledger (docs/contract.md §9): what slurm-dsl may have left in each job's Requeue flag, and why.
 
-Contract:
+This module is the interface: the values a ledger holds (``JobObject``, ``HistoryEntry``),
+what every storage backend provides (``LedgerStore``), and ``open_ledger``, which opens the
+one at a path.  ``ledger_rules`` decides what operations do to objects; ``sqlite_ledger``
+stores them in one SQLite file.  A second backend implements ``LedgerStore`` and the same
+behaviour tests run against it.
 
-- One *object* per job id with its ``RequeueBit`` and why; an append-only *history* of every
-  operation; a *lease* per job that an operation or a sweeper holds while it acts on the job.
-- Intent first.  ``begin_operation`` of a requeue marks the object ``may_be_set`` and commits
-  before the caller may start the script; ``finish_operation`` then stores ``next_bit(prior,
-  outcome)`` (``combine``).  A crash anywhere in between leaves ``may_be_set`` and an unfinished
-  history row: nothing is ever lost, the sweeper finds it.  ``synchronous=FULL`` so that a
-  committed intent also survives a power cut.
-- WAL, so that readers (``get``, ``pending``, ``history``) never block a writer and a writer never
-  blocks readers; and a busy timeout, so that concurrent writers wait instead of failing.
-- Every read-modify-write is one ``BEGIN IMMEDIATE`` transaction (``_atomic``): it takes the write
-  lock up front.  A deferred transaction that reads and then writes can fail with "database is
-  locked" at once, whatever the busy timeout, when another process committed in between; taking
-  the lock first makes two processes queue instead, and no update is lost.
-- The schema is versioned by ``PRAGMA user_version``; each migration runs in the same transaction
-  as its version bump, and a file newer than this code is refused.
-- The sweeper never touches a leased job: ``pending`` skips jobs with an unexpired lease, and
-  ``set_bit`` only writes while its caller holds the job's lease.  A lease expires, so a crashed
-  holder's lease lapses; its ttl must outlast the operation's deadline.
-- Every time comes in as ``now`` (epoch seconds) from the caller: no wall clock here (only a
-  monotonic one, to bound the retries of ``open``).  Enums are stored by their ``.value``.
-  Every sqlite3 or OS error leaves as ``LedgerError`` with the path.
-- Root opens it, so nobody else may be able to choose what its names point at: the file and its
-  directory must be real (no symlink is followed), this process's own and not group/world-
-  writable, checked before SQLite opens anything (``_create_file``, ``open_private_file``).
-
-A ``Ledger`` is one connection: use it from one thread at a time (another thread may close it),
-and open a new one after a fork.
+Contract of every ``LedgerStore``: intent first (``begin_operation`` of a requeue commits
+``may_be_set`` before it returns); ``finish_operation`` stores ``ledger_rules.after``; the
+history is append-only; a lease per job keeps operations and sweepers apart and lapses at its
+expiry; the sweeper only writes while it holds the job's lease; every time comes in as ``now``
+from the caller; every storage failure is ``LedgerError``.  The one exception to append-only is
+``prune``: it removes old history rows of settled objects only (``ledger_rules.may_prune``: never
+an object whose bit is not clear or that is leased, never an unfinished row, never an object's
+newest row).
 """
 
 from __future__ import annotations
 
-import enum
-import errno
-import json
-import math
 import os
-import shlex
-import sqlite3
-import stat
-import time
-from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Iterator, List, Optional, Sequence, Tuple, Type, TypeVar, Union, final
+from datetime import datetime, timezone
+from typing import Any, Dict, List, Mapping, Optional, Protocol, Sequence, Tuple, Union
 
-from .combine import next_bit
-from .errors import DSLError
-from .jobid import validate_job_id
+from .errors import LedgerError as LedgerError  # re-exported: where it has always been imported from
 from .model import Op, Outcome, Reason, RequeueBit, Result
 
 DEFAULT_PATH = "/var/lib/slurm-dsl/ledger.sqlite3"
@@ -57,68 +32,6 @@ STDERR_CAP = 64 * 1024  # bytes of a script's stderr kept in the history (the he
 BACKOFF_BASE = 60.0  # seconds before the sweeper looks a job up again after one failed lookup
 BACKOFF_CAP = 3600.0  # the back-off doubles per failed lookup up to this
 
-_E = TypeVar("_E", bound=enum.Enum)
-
-_BITS = "'clear', 'may_be_set', 'set'"
-_OPS = "'hold', 'release', 'requeue', 'restore', 'open'"
-
-# MIGRATIONS[i] takes a file from version i to i + 1.  Statements one by one (executescript
-# would commit first): each list runs inside the transaction that bumps user_version.
-MIGRATIONS: Tuple[Tuple[str, ...], ...] = (
-    (
-        f"""CREATE TABLE objects (
-            job_id TEXT PRIMARY KEY,
-            bit TEXT NOT NULL CHECK (bit IN ({_BITS})),
-            why TEXT NOT NULL,
-            updated_at REAL NOT NULL,
-            lookup_failures INTEGER NOT NULL DEFAULT 0,
-            next_lookup_at REAL NOT NULL DEFAULT 0,
-            lookup_error TEXT NOT NULL DEFAULT ''
-        )""",
-        "CREATE INDEX objects_pending ON objects (updated_at, job_id) WHERE bit != 'clear'",
-        f"""CREATE TABLE history (
-            id INTEGER PRIMARY KEY AUTOINCREMENT,
-            job_id TEXT NOT NULL,
-            op TEXT NOT NULL CHECK (op IN ({_OPS})),
-            nonce TEXT NOT NULL,
-            started_at REAL NOT NULL,
-            prior_bit TEXT NOT NULL CHECK (prior_bit IN ({_BITS})),
-            finished_at REAL,
-            result TEXT,
-            requeue_bit TEXT,
-            bit_after TEXT CHECK (bit_after IN ({_BITS})),
-            reason TEXT,
-            detail TEXT,
-            exit_status INTEGER,
-            calls TEXT,
-            stderr BLOB,
-            stderr_len INTEGER
-        )""",
-        "CREATE INDEX history_job ON history (job_id, id)",
-        # Append-only, enforced by the file itself: no delete, a row is finished once, and the
-        # columns written at its start never change.
-        """CREATE TRIGGER history_no_delete BEFORE DELETE ON history
-            BEGIN SELECT RAISE(ABORT, 'history is append-only'); END""",
-        """CREATE TRIGGER history_finish_once BEFORE UPDATE ON history
-            WHEN OLD.finished_at IS NOT NULL OR NEW.id IS NOT OLD.id OR NEW.job_id IS NOT OLD.job_id
-              OR NEW.op IS NOT OLD.op OR NEW.nonce IS NOT OLD.nonce
-              OR NEW.started_at IS NOT OLD.started_at OR NEW.prior_bit IS NOT OLD.prior_bit
-            BEGIN SELECT RAISE(ABORT, 'history is append-only'); END""",
-        """CREATE TABLE leases (
-            job_id TEXT PRIMARY KEY,
-            owner TEXT NOT NULL,
-            expires_at REAL NOT NULL
-        )""",
-    ),
-)
-
-
-class LedgerError(DSLError):
-    """The ledger cannot be opened, read or written (CLI exit status 1); ``path`` says which."""
-
-    def __init__(self, message: str, *, path: str) -> None:
-        super().__init__(message)
-        self.path = path
 
 
 @dataclass(frozen=True)
@@ -149,6 +62,16 @@ class CallRecord:
     message: Optional[str]
     reason: Optional[str]
 
+    def to_json(self) -> Dict[str, Any]:
+        """As ``Call.to_json`` (a status that is no number, such as "-", as its text), and why unknown."""
+        return {
+            "number": self.number,
+            "status": self.status if self.status is not None else self.status_text,
+            "outcome": self.outcome,
+            "message": self.message,
+            "reason": self.reason,
+        }
+
 
 @dataclass(frozen=True)
 class HistoryEntry:
@@ -174,529 +97,138 @@ class HistoryEntry:
     calls: Tuple[CallRecord, ...]
     stderr: bytes
     stderr_len: int
+    # Who ran it ("uid 0 (root) on ctl1, pid 4711"); None for a row written before schema 2.
+    actor: Optional[str] = None
 
     @property
     def finished(self) -> bool:
         return self.finished_at is not None
 
+    def to_json(self) -> Dict[str, Any]:
+        """The ``history --json`` object of one operation (``kind`` ``operation``); times both as
+        ISO-8601 UTC and as epoch seconds, None until it finished."""
+        return {
+            "kind": "operation",
+            "job_id": self.job_id,
+            "id": self.id,
+            "op": self.op.value,
+            "nonce": self.nonce,
+            "started_at": iso_utc(self.started_at),
+            "started_at_epoch": self.started_at,
+            "finished_at": None if self.finished_at is None else iso_utc(self.finished_at),
+            "finished_at_epoch": self.finished_at,
+            "result": None if self.result is None else self.result.value,
+            "requeue_bit": None if self.requeue_bit is None else self.requeue_bit.value,
+            "bit_before": self.prior_bit.value,
+            "bit_after": None if self.bit_after is None else self.bit_after.value,
+            "reason": None if self.reason is None else self.reason.value,
+            "detail": self.detail or None,
+            "exit_status": self.exit_status,
+            "calls": [c.to_json() for c in self.calls],
+            "stderr": self.stderr.decode("utf-8", "backslashreplace"),
+            "stderr_len": self.stderr_len,
+            "actor": self.actor,
+        }
 
-def _create_file(path: str) -> None:
-    """Create the parent directory (0700) and the file (0600) unless they exist; check both.
 
-    Root runs the sweeper, so whoever else can write the directory could plant the ledger, its
-    -wal/-shm files or the sweep lock as symlinks (or hard links) to root's files, and SQLite or
-    the lock would write through them.  So the directory must be a real one, this process's own
-    and not group/world-writable, and the file too (``open_private_file``), before SQLite opens
-    it.  Then only this account can change what the names point at.
+@dataclass(frozen=True)
+class SweepRecord:
+    """When the last sweep (not a dry run) started and finished, and its summary (JSON values)."""
+
+    started_at: float
+    finished_at: float
+    summary: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class PruneResult:
+    """What ``prune`` removed (or would, in a dry run): history rows, of how many jobs, and whether
+    the WAL checkpoint that follows a real prune completed (None: not attempted)."""
+
+    removed: int
+    jobs: int
+    checkpointed: Optional[bool]
+
+
+def iso_utc(epoch: float) -> str:
+    """``2024-05-01T12:00:03Z``: an epoch time as ISO-8601 UTC, to the second."""
+    return datetime.fromtimestamp(epoch, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class LedgerStore(Protocol):
+    """What the tracker and the sweeper need of a ledger (one connection, one thread at a time)."""
+
+    path: str
+
+    def close(self) -> None: ...
+
+    def __enter__(self) -> LedgerStore: ...
+
+    def __exit__(self, *exc_info: object) -> None: ...
+
+    def schema_version(self) -> int: ...
+
+    def begin_operation(self, job_id: str, op: Op, nonce: str, now: float, *, actor: str = "") -> int: ...
+
+    def finish_operation(self, op_id: int, outcome: Outcome, stderr: bytes, now: float) -> RequeueBit: ...
+
+    def acquire_lease(self, job_id: str, owner: str, now: float, ttl: float) -> bool: ...
+
+    def acquire_leases(self, job_ids: Sequence[str], owner: str, now: float, ttl: float) -> List[str]: ...
+
+    def release_lease(self, job_id: str, owner: str) -> bool: ...
+
+    def release_leases(self, job_ids: Sequence[str], owner: str) -> int: ...
+
+    def get(self, job_id: str) -> Optional[JobObject]: ...
+
+    def pending(self, now: float, limit: Optional[int] = None) -> List[JobObject]: ...
+
+    def count_not_clear(self) -> int: ...
+
+    def set_bit(self, job_id: str, bit: RequeueBit, why: str, now: float, *, owner: str) -> bool: ...
+
+    def set_bits(self, changes: Sequence[Tuple[str, RequeueBit, str]], now: float, *, owner: str) -> List[str]: ...
+
+    def watch(self, job_ids: Sequence[str], now: float, *, owner: str) -> List[str]: ...
+
+    def lookup_failed(self, job_id: str, why: str, now: float) -> float: ...
+
+    def lookups_failed(self, job_ids: Sequence[str], why: str, now: float) -> List[float]: ...
+
+    def history(self, job_id: str) -> List[HistoryEntry]: ...
+
+    # -- the admin's view (``slurm-dsl history``, ``ledger status``, ``ledger prune``) --------------
+
+    def count_by_bit(self) -> Dict[RequeueBit, int]: ...
+
+    def objects_not_clear(self) -> List[JobObject]: ...
+
+    def count_history(self) -> int: ...
+
+    def record_sweep(self, started: float, finished: float, summary: Mapping[str, Any]) -> None: ...
+
+    def last_sweep(self) -> Optional[SweepRecord]: ...
+
+    def prune(self, before: float, now: float, *, dry_run: bool = False) -> PruneResult: ...
+
+
+def open_ledger(
+    path: Union[str, os.PathLike[str]] = DEFAULT_PATH,
+    *,
+    busy_timeout: Optional[float] = None,
+    backoff_base: float = BACKOFF_BASE,
+    backoff_cap: float = BACKOFF_CAP,
+) -> LedgerStore:
+    """Open (creating and migrating if need be) the ledger at ``path``: an SQLite file.
+
+    ``busy_timeout`` defaults to ``BUSY_TIMEOUT`` as it is when the ledger is opened.
     """
-    parent = os.path.dirname(path)
-    if parent:
-        try:
-            os.makedirs(parent, mode=0o700, exist_ok=True)
-        except OSError as exc:
-            raise LedgerError(f"cannot create ledger {path}: {exc}", path=path) from None
-    _check_private_directory(parent or ".", path)
-    # SQLite gives the -wal and -shm files the database file's permissions.
-    os.close(open_private_file(path, "ledger", ledger=path))
+    from .sqlite_ledger import SqliteLedger
 
-
-def _check_private_directory(directory: str, ledger: str) -> None:
-    """LedgerError unless ``directory`` (lstat: not a symlink) is ours and not group/world-writable."""
-    shown = directory if directory != "." else os.path.abspath(directory)
-    try:
-        st = os.lstat(directory)
-    except OSError as exc:
-        raise LedgerError(f"cannot use ledger directory {shown}: {exc.strerror}", path=ledger) from None
-    if stat.S_ISLNK(st.st_mode):
-        problem = "is a symbolic link: point the ledger path at the real directory"
-    elif not stat.S_ISDIR(st.st_mode):
-        problem = "is not a directory"
-    else:
-        problem = _not_private(st, shown, "go-w")
-    if problem:
-        raise LedgerError(f"ledger directory {shown} {problem}", path=ledger)
-
-
-def _not_private(st: os.stat_result, path: str, chmod: str) -> str:
-    """Why a file or directory another account could change is refused, and the fix ('' if fine)."""
-    euid = os.geteuid()
-    if st.st_uid != euid:
-        return (
-            f"is owned by uid {st.st_uid}, not by uid {euid} that runs slurm-dsl, so that account could"
-            f" swap the ledger's files: chown {euid} {shlex.quote(path)}, or use another ledger path"
-        )
-    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        return (
-            f"is group- or world-writable (mode {stat.S_IMODE(st.st_mode):04o}), so another account could"
-            f" swap the ledger's files: chmod {chmod} {shlex.quote(path)}"
-        )
-    return ""
-
-
-def _kind(mode: int) -> str:
-    kinds = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
-             (stat.S_ISCHR, "a device"), (stat.S_ISBLK, "a device"))
-    return next((name for test, name in kinds if test(mode)), "not a regular file")
-
-
-def open_private_file(path: str, what: str, *, ledger: str) -> int:
-    """Open ``path`` read-write, creating it 0600, never through a symlink; return the fd.
-
-    LedgerError (naming ``what``, e.g. "ledger" or "sweep lock"; its ``path`` is ``ledger``)
-    unless the file opened is a regular file with one link, owned by this process's euid and not
-    group/world-writable.  Nothing is written before these checks.  O_NONBLOCK and O_NOCTTY so
-    that a FIFO or a device planted there is refused rather than waited on or made a terminal.
-    """
-    flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
-    try:
-        fd = os.open(path, flags, 0o600)
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise LedgerError(
-                f"{what} {path} is a symbolic link: refusing to follow it; remove it"
-                f" (rm {shlex.quote(path)}) and check who can write its directory",
-                path=ledger,
-            ) from None
-        raise LedgerError(f"cannot open {what} {path}: {exc.strerror}", path=ledger) from None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            problem = f"is {_kind(st.st_mode)}, not a regular file: remove it"
-        elif st.st_nlink != 1:
-            problem = f"has {st.st_nlink} hard links, so it may be another file's: remove it"
-        else:
-            problem = _not_private(st, path, "600")
-        if problem:
-            raise LedgerError(f"{what} {path} {problem}", path=ledger)
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
-
-
-def _finite(name: str, value: float) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ValueError(f"{name} must be a finite number, not {value!r}")
-    return float(value)
-
-
-def _enum_or_none(cls: Type[_E], value: Optional[str]) -> Optional[_E]:
-    return None if value is None else cls(value)
-
-
-@final
-class Ledger:
-    """The ledger file.  Open with ``Ledger.open(path)``; use as a context manager to close it."""
-
-    def __init__(self, conn: sqlite3.Connection, path: str, backoff_base: float, backoff_cap: float) -> None:
-        self._conn = conn
-        self.path = path
-        self.backoff_base = backoff_base
-        self.backoff_cap = backoff_cap
-
-    @classmethod
-    def open(
-        cls,
-        path: Union[str, os.PathLike[str]] = DEFAULT_PATH,
-        *,
-        busy_timeout: float = BUSY_TIMEOUT,
-        backoff_base: float = BACKOFF_BASE,
-        backoff_cap: float = BACKOFF_CAP,
-    ) -> Ledger:
-        """Open (creating if need be) and migrate the ledger at ``path``."""
-        path = os.fspath(path)
-        backoff_base, backoff_cap = _finite("backoff_base", backoff_base), _finite("backoff_cap", backoff_cap)
-        _create_file(path)
-        try:
-            # isolation_level=None: no implicit transactions; _atomic says BEGIN IMMEDIATE itself.
-            # check_same_thread=False only so that the owner of several per-thread ledgers can
-            # close them all from one thread; each is still used by one thread at a time.
-            conn = sqlite3.connect(path, timeout=busy_timeout, isolation_level=None, check_same_thread=False)
-        except sqlite3.Error as exc:
-            raise LedgerError(f"cannot open ledger {path}: {exc}", path=path) from exc
-        ledger = cls(conn, path, backoff_base, backoff_cap)
-        try:
-            ledger._setup(busy_timeout)
-        except BaseException:
-            conn.close()
-            raise
-        return ledger
-
-    def _setup(self, busy_timeout: float) -> None:
-        with self._errors("open"):
-            self._conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
-            mode = self._switch_to_wal(time.monotonic() + busy_timeout)
-            if mode.lower() != "wal":
-                raise LedgerError(
-                    f"ledger {self.path}: cannot use WAL (journal mode stays {mode})", path=self.path
-                )
-            self._conn.execute("PRAGMA synchronous = FULL")
-        if self._version() < len(MIGRATIONS):
-            with self._atomic("migrate") as conn:
-                # Read the version again under the write lock: two processes opening a new file
-                # migrate it once.  (An up-to-date file is opened without taking the write lock.)
-                for number in range(self._version(), len(MIGRATIONS)):
-                    for statement in MIGRATIONS[number]:
-                        conn.execute(statement)
-                    conn.execute(f"PRAGMA user_version = {number + 1}")
-
-    def _switch_to_wal(self, deadline: float) -> str:
-        """Set WAL (it persists in the file); return the journal mode the file ends up in.
-
-        Switching a new file needs an exclusive lock, and SQLite returns "database is locked"
-        there without calling the busy handler when another process opens the file at the same
-        moment: retry until the busy timeout instead.  A file already in WAL needs no lock.
-        """
-        delay = 0.001
-        while True:
-            try:
-                return str(self._conn.execute("PRAGMA journal_mode = WAL").fetchone()[0])
-            except sqlite3.OperationalError as exc:
-                if "locked" not in str(exc) or time.monotonic() >= deadline:
-                    raise
-            time.sleep(delay)
-            delay = min(delay * 2, 0.05)
-
-    def _version(self) -> int:
-        """The file's schema version; LedgerError if it is newer than this code."""
-        version = self.schema_version()
-        if version > len(MIGRATIONS):
-            raise LedgerError(
-                f"ledger {self.path} has schema version {version}, newer than this slurm-dsl "
-                f"knows ({len(MIGRATIONS)}); upgrade slurm-dsl or use another ledger file",
-                path=self.path,
-            )
-        return version
-
-    def close(self) -> None:
-        self._conn.close()
-
-    def __enter__(self) -> Ledger:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
-    @contextmanager
-    def _errors(self, doing: str) -> Iterator[None]:
-        """Turn sqlite3 errors into LedgerError, in this one place."""
-        try:
-            yield
-        except sqlite3.Error as exc:
-            raise LedgerError(f"ledger {self.path}: {doing}: {exc}", path=self.path) from exc
-
-    @contextmanager
-    def _atomic(self, doing: str) -> Iterator[sqlite3.Connection]:
-        """One BEGIN IMMEDIATE transaction: committed if the block returns, else rolled back."""
-        with self._errors(doing):
-            self._conn.execute("BEGIN IMMEDIATE")
-            try:
-                yield self._conn
-                self._conn.execute("COMMIT")
-            except BaseException:
-                if self._conn.in_transaction:
-                    self._conn.execute("ROLLBACK")
-                raise
-
-    def _read(self, doing: str, sql: str, args: Sequence[Any] = ()) -> List[Tuple[Any, ...]]:
-        with self._errors(doing):
-            return list(self._conn.execute(sql, args).fetchall())
-
-    def schema_version(self) -> int:
-        return int(self._read("schema version", "PRAGMA user_version")[0][0])
-
-    # -- operations ------------------------------------------------------------------------------
-
-    def begin_operation(self, job_id: str, op: Op, nonce: str, now: float) -> int:
-        """Record that ``op`` starts on ``job_id``; return the history row's id.
-
-        One committed transaction: the history row (with the object's bit before it), the object
-        if it is new (bit clear), and for a requeue the intent: the object becomes may_be_set.
-        Call it while holding the job's lease, and start the script only after it returned.
-        """
-        job_id = validate_job_id(job_id)
-        op = Op(op)
-        now = _finite("now", now)
-        with self._atomic("begin operation") as conn:
-            row = conn.execute("SELECT bit FROM objects WHERE job_id = ?", (job_id,)).fetchone()
-            prior = RequeueBit(row[0]) if row else RequeueBit.CLEAR
-            if row is None:
-                conn.execute(
-                    "INSERT INTO objects (job_id, bit, why, updated_at) VALUES (?, ?, ?, ?)",
-                    (job_id, RequeueBit.CLEAR.value, f"first seen by {op.value} {nonce}", now),
-                )
-            if op is Op.REQUEUE:
-                self._write_bit(conn, job_id, RequeueBit.MAY_BE_SET, f"requeue {nonce} started", now)
-                # A new intent is news for the sweeper: an old back-off must not delay it.
-                conn.execute(
-                    "UPDATE objects SET lookup_failures = 0, next_lookup_at = 0 WHERE job_id = ?", (job_id,)
-                )
-            cursor = conn.execute(
-                "INSERT INTO history (job_id, op, nonce, started_at, prior_bit) VALUES (?, ?, ?, ?, ?)",
-                (job_id, op.value, nonce, now, prior.value),
-            )
-            op_id = cursor.lastrowid
-        assert op_id is not None
-        return op_id
-
-    def finish_operation(self, op_id: int, outcome: Outcome, stderr: bytes, now: float) -> RequeueBit:
-        """Fill in operation ``op_id`` with its outcome; return the object's new bit.
-
-        One transaction.  The bit becomes ``next_bit(prior, outcome)``: for a requeue, ``prior``
-        is the bit recorded at begin (its intent overwrote the object's); other ops never wrote
-        it, so it is the object's current bit.  A requeue or restore records why; hold, release
-        and open leave the object as it is.
-        """
-        now = _finite("now", now)
-        stderr = bytes(stderr)
-        with self._atomic("finish operation") as conn:
-            row = conn.execute(
-                "SELECT h.job_id, h.op, h.nonce, h.prior_bit, h.finished_at, o.bit"
-                " FROM history h JOIN objects o ON o.job_id = h.job_id WHERE h.id = ?",
-                (op_id,),
-            ).fetchone()
-            if row is None:
-                raise LedgerError(f"ledger {self.path}: no operation {op_id}", path=self.path)
-            job_id, op_text, nonce, prior_text, finished_at, current_text = row
-            op = Op(op_text)
-            if finished_at is not None:
-                raise LedgerError(f"ledger {self.path}: operation {op_id} already finished", path=self.path)
-            if outcome.op is not op or outcome.job_id != job_id:
-                raise ValueError(
-                    f"operation {op_id} is {op.value} {job_id}, not {outcome.op.value} {outcome.job_id}"
-                )
-            prior = RequeueBit(prior_text if op is Op.REQUEUE else current_text)
-            bit = next_bit(prior, outcome)
-            if op in (Op.REQUEUE, Op.RESTORE):
-                why = f"{op.value} {nonce}: {outcome.result.value}"
-                if outcome.reason is not None:
-                    why += f" ({outcome.reason.value})"
-                self._write_bit(conn, job_id, bit, why, now)
-            calls = [
-                {
-                    "number": c.number,
-                    "status": c.status,
-                    "status_text": c.status_text,
-                    "outcome": c.outcome.value,
-                    "message": c.message,
-                    "reason": c.reason.value if c.reason else None,
-                }
-                for c in outcome.calls
-            ]
-            conn.execute(
-                "UPDATE history SET finished_at = ?, result = ?, requeue_bit = ?, bit_after = ?,"
-                " reason = ?, detail = ?, exit_status = ?, calls = ?, stderr = ?, stderr_len = ?"
-                " WHERE id = ?",
-                (
-                    now,
-                    outcome.result.value,
-                    outcome.requeue_bit.value if outcome.requeue_bit else None,
-                    bit.value,
-                    outcome.reason.value if outcome.reason else None,
-                    outcome.detail,
-                    outcome.exit_status,
-                    json.dumps(calls),
-                    stderr[:STDERR_CAP],
-                    len(stderr),
-                    op_id,
-                ),
-            )
-        return bit
-
-    @staticmethod
-    def _write_bit(conn: sqlite3.Connection, job_id: str, bit: RequeueBit, why: str, now: float) -> None:
-        conn.execute(
-            "INSERT INTO objects (job_id, bit, why, updated_at) VALUES (?, ?, ?, ?)"
-            " ON CONFLICT (job_id) DO UPDATE SET bit = excluded.bit, why = excluded.why,"
-            " updated_at = excluded.updated_at",
-            (job_id, bit.value, why, now),
-        )
-
-    # -- leases ----------------------------------------------------------------------------------
-
-    def acquire_lease(self, job_id: str, owner: str, now: float, ttl: float) -> bool:
-        """Take (or renew) the job's lease until ``now + ttl``; False if another owner holds it."""
-        return bool(self.acquire_leases([job_id], owner, now, ttl))
-
-    def acquire_leases(self, job_ids: Sequence[str], owner: str, now: float, ttl: float) -> List[str]:
-        """``acquire_lease`` for many jobs in one transaction; returns the ids now held by ``owner``."""
-        ids = [validate_job_id(j) for j in job_ids]
-        now, ttl = _finite("now", now), _finite("ttl", ttl)
-        if ttl <= 0:
-            raise ValueError(f"ttl must be positive, not {ttl!r}")
-        held: List[str] = []
-        with self._atomic("acquire lease") as conn:
-            for job_id in ids:
-                row = conn.execute("SELECT owner, expires_at FROM leases WHERE job_id = ?", (job_id,)).fetchone()
-                if row is not None and row[0] != owner and row[1] > now:
-                    continue
-                conn.execute(
-                    "INSERT OR REPLACE INTO leases (job_id, owner, expires_at) VALUES (?, ?, ?)",
-                    (job_id, owner, now + ttl),
-                )
-                held.append(job_id)
-        return held
-
-    def release_lease(self, job_id: str, owner: str) -> bool:
-        """Give the lease back; False if ``owner`` did not hold it (it lapsed and was taken)."""
-        return self.release_leases([job_id], owner) > 0
-
-    def release_leases(self, job_ids: Sequence[str], owner: str) -> int:
-        """``release_lease`` for many jobs in one transaction; returns how many were held."""
-        released = 0
-        with self._atomic("release lease") as conn:
-            for job_id in job_ids:
-                cursor = conn.execute("DELETE FROM leases WHERE job_id = ? AND owner = ?", (job_id, owner))
-                released += cursor.rowcount
-        return released
-
-    # -- objects and the sweeper -----------------------------------------------------------------
-
-    @staticmethod
-    def _object(row: Tuple[Any, ...]) -> JobObject:
-        return JobObject(row[0], RequeueBit(row[1]), row[2], row[3], row[4], row[5], row[6])
-
-    def get(self, job_id: str) -> Optional[JobObject]:
-        rows = self._read(
-            "get object",
-            "SELECT job_id, bit, why, updated_at, lookup_failures, next_lookup_at, lookup_error"
-            " FROM objects WHERE job_id = ?",
-            (job_id,),
-        )
-        return self._object(rows[0]) if rows else None
-
-    def pending(self, now: float, limit: Optional[int] = None) -> List[JobObject]:
-        """Objects whose bit is not clear that the sweeper may look at now, longest waiting first
-        (by when they became due, then by when their bit last changed).
-
-        Skips jobs with an unexpired lease (an operation or another sweeper is on them) and jobs
-        whose back-off after a failed lookup has not elapsed.
-        """
-        now = _finite("now", now)
-        rows = self._read(
-            "list pending objects",
-            "SELECT job_id, bit, why, updated_at, lookup_failures, next_lookup_at, lookup_error"
-            " FROM objects o WHERE bit != 'clear' AND next_lookup_at <= ?"
-            " AND NOT EXISTS (SELECT 1 FROM leases l WHERE l.job_id = o.job_id AND l.expires_at > ?)"
-            " ORDER BY next_lookup_at, updated_at, job_id LIMIT ?",
-            (now, now, -1 if limit is None else limit),
-        )
-        return [self._object(row) for row in rows]
-
-    def count_not_clear(self) -> int:
-        """How many objects have a bit that is not clear (leased and backed-off ones included)."""
-        return int(self._read("count objects", "SELECT count(*) FROM objects WHERE bit != 'clear'")[0][0])
-
-    def set_bit(self, job_id: str, bit: RequeueBit, why: str, now: float, *, owner: str) -> bool:
-        """Set the job's bit (e.g. the sweeper clearing it) and reset its lookup back-off.
-
-        Only while ``owner`` holds the job's unexpired lease: a sweeper whose lease lapsed during
-        a slow lookup must not overwrite the intent of an operation that took the job since.
-        Returns False (and writes nothing) when it does not hold it.
-        """
-        return bool(self.set_bits([(job_id, bit, why)], now, owner=owner))
-
-    def set_bits(
-        self, changes: Sequence[Tuple[str, RequeueBit, str]], now: float, *, owner: str
-    ) -> List[str]:
-        """``set_bit`` for many ``(job_id, bit, why)`` in one transaction; returns the ids written."""
-        checked = [(validate_job_id(j), RequeueBit(b), why) for j, b, why in changes]
-        now = _finite("now", now)
-        written: List[str] = []
-        with self._atomic("set bit") as conn:
-            for job_id, bit, why in checked:
-                held = conn.execute(
-                    "SELECT 1 FROM leases WHERE job_id = ? AND owner = ? AND expires_at > ?",
-                    (job_id, owner, now),
-                ).fetchone()
-                if held is None:
-                    continue
-                self._write_bit(conn, job_id, bit, why, now)
-                conn.execute(
-                    "UPDATE objects SET lookup_failures = 0, next_lookup_at = 0, lookup_error = ''"
-                    " WHERE job_id = ?",
-                    (job_id,),
-                )
-                written.append(job_id)
-        return written
-
-    def watch(self, job_ids: Sequence[str], now: float, *, owner: str) -> List[str]:
-        """Keep the objects as they are, to be looked at again by the next sweep without back-off.
-
-        For a finished job still showing Requeue=1 (SPEC §9).  The failure count is reset and the
-        object goes behind the ones that have waited longer (``pending`` serves the longest
-        waiting first), so watched objects cannot starve a ``--limit``.  Only while ``owner``
-        holds the job's unexpired lease; returns the ids written.
-        """
-        ids = [validate_job_id(j) for j in job_ids]
-        now = _finite("now", now)
-        written: List[str] = []
-        with self._atomic("watch") as conn:
-            for job_id in ids:
-                cursor = conn.execute(
-                    "UPDATE objects SET lookup_failures = 0, next_lookup_at = ?, lookup_error = ''"
-                    " WHERE job_id = ? AND EXISTS (SELECT 1 FROM leases l"
-                    "  WHERE l.job_id = objects.job_id AND l.owner = ? AND l.expires_at > ?)",
-                    (now, job_id, owner, now),
-                )
-                if cursor.rowcount:
-                    written.append(job_id)
-        return written
-
-    def lookup_failed(self, job_id: str, why: str, now: float) -> float:
-        """Record that the job could not be looked up; return when the sweeper may try again.
-
-        The wait doubles with each consecutive failure: ``min(cap, base * 2**(failures - 1))``.
-        """
-        return self.lookups_failed([job_id], why, now)[0]
-
-    def lookups_failed(self, job_ids: Sequence[str], why: str, now: float) -> List[float]:
-        """``lookup_failed`` for many jobs in one transaction; returns each one's next lookup time."""
-        now = _finite("now", now)
-        times: List[float] = []
-        with self._atomic("record failed lookup") as conn:
-            for job_id in job_ids:
-                row = conn.execute("SELECT lookup_failures FROM objects WHERE job_id = ?", (job_id,)).fetchone()
-                if row is None:
-                    raise LedgerError(f"ledger {self.path}: no object for job {job_id}", path=self.path)
-                failures = int(row[0]) + 1
-                # Cap the exponent too: 2.0 ** 1100 overflows a float.
-                wait = min(self.backoff_cap, self.backoff_base * 2.0 ** min(failures - 1, 64))
-                conn.execute(
-                    "UPDATE objects SET lookup_failures = ?, next_lookup_at = ?, lookup_error = ?"
-                    " WHERE job_id = ?",
-                    (failures, now + wait, why, job_id),
-                )
-                times.append(now + wait)
-        return times
-
-    def history(self, job_id: str) -> List[HistoryEntry]:
-        """Every operation on the job, oldest first."""
-        rows = self._read(
-            "read history",
-            "SELECT id, job_id, op, nonce, started_at, prior_bit, finished_at, result, requeue_bit,"
-            " bit_after, reason, detail, exit_status, calls, stderr, stderr_len"
-            " FROM history WHERE job_id = ? ORDER BY id",
-            (job_id,),
-        )
-        return [
-            HistoryEntry(
-                id=r[0],
-                job_id=r[1],
-                op=Op(r[2]),
-                nonce=r[3],
-                started_at=r[4],
-                prior_bit=RequeueBit(r[5]),
-                finished_at=r[6],
-                result=_enum_or_none(Result, r[7]),
-                requeue_bit=_enum_or_none(RequeueBit, r[8]),
-                bit_after=_enum_or_none(RequeueBit, r[9]),
-                reason=_enum_or_none(Reason, r[10]),
-                detail=r[11] or "",
-                exit_status=r[12],
-                calls=tuple(CallRecord(**c) for c in json.loads(r[13] or "[]")),
-                stderr=bytes(r[14] or b""),
-                stderr_len=r[15] or 0,
-            )
-            for r in rows
-        ]
+    return SqliteLedger.open(
+        path,
+        busy_timeout=BUSY_TIMEOUT if busy_timeout is None else busy_timeout,
+        backoff_base=backoff_base,
+        backoff_cap=backoff_cap,
+    )

@@ -2,7 +2,7 @@
 
 Contract: everything here is a plain immutable value (str-valued enums and frozen
 dataclasses), so it goes straight into SQLite and JSON.  Nothing here does I/O.
-SPEC §7 defines the results and the requeue bit, SPEC §8 the ``Outcome`` surface.
+docs/contract.md §7 defines the results and the requeue bit, §8 the ``Outcome`` surface.
 """
 
 from __future__ import annotations
@@ -11,9 +11,11 @@ import enum
 from dataclasses import dataclass
 from typing import Any, Dict, Optional, Tuple
 
+from .errors import InvalidInput
+
 
 class Op(str, enum.Enum):
-    """The operations of SPEC §1."""
+    """The operations of docs/contract.md §1."""
 
     HOLD = "hold"
     RELEASE = "release"
@@ -26,12 +28,18 @@ class Op(str, enum.Enum):
         """Whether the op runs as a deadline-wrapped script (all but ``open``)."""
         return self is not Op.OPEN
 
+    @classmethod
+    def _missing_(cls, value: object) -> Op:
+        # ``Op(x)`` is how every public function reads an op: an unknown one is InvalidInput
+        # (a ValueError, as the enum's own would be), so the package raises nothing outside DSLError.
+        raise InvalidInput(f"unknown op {value!r}: expected one of {', '.join(o.value for o in cls)}")
+
     def __str__(self) -> str:
         return self.value
 
 
 class Result(str, enum.Enum):
-    """The results of SPEC §7."""
+    """The results of docs/contract.md §7."""
 
     OK = "ok"
     REJECTED = "rejected"
@@ -46,7 +54,7 @@ class Result(str, enum.Enum):
 
 
 class RequeueBit(str, enum.Enum):
-    """What a requeue may have left behind in the job's Requeue flag (SPEC §7, §9)."""
+    """What a requeue may have left behind in the job's Requeue flag (docs/contract.md §7, §9)."""
 
     CLEAR = "clear"
     MAY_BE_SET = "may_be_set"
@@ -57,7 +65,7 @@ class RequeueBit(str, enum.Enum):
 
 
 class CallOutcome(str, enum.Enum):
-    """The outcome of one scontrol call (SPEC §4, §5)."""
+    """The outcome of one scontrol call (docs/contract.md §4, §5)."""
 
     SUCCESS = "success"
     REJECTED = "rejected"
@@ -76,7 +84,7 @@ class Reason(str, enum.Enum):
     The values are stable: they appear in ``--json`` output and in the ledger.
     """
 
-    # SPEC §6: the output as a whole cannot be read.
+    # docs/contract.md §6: the output as a whole cannot be read.
     STDERR_NOT_BYTES = "stderr_not_bytes"
     NONCE_INVALID = "nonce_invalid"
     NO_STATUS_LINE = "no_status_line"
@@ -92,15 +100,15 @@ class Reason(str, enum.Enum):
     # A process that escaped the call's session still held stdout/stderr when the
     # runner stopped reading: what it wrote after that was never read.
     OUTPUT_NOT_CLOSED = "output_not_closed"
-    # SPEC §4/§5: one call's outcome is unknown.
+    # docs/contract.md §4, §5: one call's outcome is unknown.
     TIMED_OUT = "timed_out"
     WRAPPER_FAILED = "wrapper_failed"
     KILLED_BY_SIGNAL = "killed_by_signal"
     UNRECOGNISED_STDERR = "unrecognised_stderr"
-    # SPEC §7: a requeue's third call did not clear the bit.
+    # docs/contract.md §7: a requeue's third call did not clear the bit.
     CLEAR_FAILED = "clear_failed"
     CLEAR_NOT_RUN = "clear_not_run"
-    # SPEC §7: the third call found the job finished, which may still show Requeue=1.
+    # docs/contract.md §7: the third call found the job finished, which may still show Requeue=1.
     JOB_FINISHED = "job_finished"
 
     def __str__(self) -> str:
@@ -111,10 +119,10 @@ class Reason(str, enum.Enum):
 class Call:
     """One scontrol call as read from a script's output.
 
-    ``status`` is the status as an int when it is readable (SPEC §4), else None;
+    ``status`` is the status as an int when it is readable (docs/contract.md §4), else None;
     ``status_text`` is what the status line said, verbatim.  ``stderr`` is the
     call's own stderr (the bytes before its status line).  ``message`` is the
-    refusal text when the call was refused (SPEC §5), else None.
+    refusal text when the call was refused (docs/contract.md §5), else None.
     """
 
     number: int
@@ -137,7 +145,7 @@ class Call:
 
 @dataclass(frozen=True)
 class Outcome:
-    """What one operation on one job came to (SPEC §8).
+    """What one operation on one job came to (docs/contract.md §8).
 
     ``reason`` names the rule that made the result unknown (or, for a requeue,
     why the bit is not clear); it is None for a plain ok/refusal/expiry.
@@ -162,7 +170,7 @@ class Outcome:
         return self.requeue_bit in (RequeueBit.MAY_BE_SET, RequeueBit.SET)
 
     def raise_for_result(self) -> None:
-        """Return None when the result is ok, else raise the SPEC §8 exception."""
+        """Return None when the result is ok, else raise its exception (docs/contract.md §8)."""
         if self.result is Result.OK:
             return None
         from .errors import error_for
@@ -170,7 +178,7 @@ class Outcome:
         raise error_for(self)
 
     def to_json(self) -> Dict[str, Any]:
-        """The ``--json`` object of SPEC §10."""
+        """The ``--json`` object of docs/contract.md §10."""
         return {
             "job_id": self.job_id,
             "op": self.op.value,

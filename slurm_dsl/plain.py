@@ -1,4 +1,4 @@
-"""Plain built-in values from whatever a Python caller passed (SPEC §1, §2).
+"""Plain built-in values from whatever a Python caller passed (docs/contract.md §1, §2).
 
 Rule: a subclass of ``str``, ``int`` or ``float`` keeps its value but can override every
 method the code would call on it (``__format__``, ``__str__``, ``replace``, ``__add__``,
@@ -12,12 +12,14 @@ subclass instance, ``float.__float__`` and ``int.__int__`` likewise.)
 
 from __future__ import annotations
 
+from .errors import InvalidInput
+
 
 def plain_str(value: object, what: str) -> str:
     """``value`` as an exact ``str``; ``ValueError`` if it is not a string at all."""
     # type(), not only isinstance(): an object can claim to be a str through __class__.
     if not isinstance(value, str) or not issubclass(type(value), str):
-        raise ValueError(f"{what} must be a string, not {type(value).__name__}")
+        raise InvalidInput(f"{what} must be a string, not {type(value).__name__}")
     return str.__str__(value)
 
 
@@ -31,10 +33,10 @@ def plain_float(value: object, what: str) -> float:
         or not isinstance(value, (int, float))
         or not issubclass(type(value), (int, float))
     ):
-        raise ValueError(f"{what} must be a number, not {type(value).__name__}")
+        raise InvalidInput(f"{what} must be a number, not {type(value).__name__}")
     if isinstance(value, float):
         return float.__float__(value)
     try:
         return float(int.__int__(value))
     except OverflowError:
-        raise ValueError(f"{what} is too large") from None
+        raise InvalidInput(f"{what} is too large") from None

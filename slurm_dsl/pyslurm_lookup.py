@@ -3,17 +3,17 @@
 Contract: ``load_pyslurm_lookup(slurm_version)`` returns a ``Lookup`` (see
 ``lookup``) only when pyslurm imports and its ``version()`` X.Y is the running
 Slurm's release (pyslurm 22.5.x <-> Slurm 22.05, 24.11.x <-> 24.11): a pyslurm
-built for another Slurm must not talk to this one (pyslurm-api.md).  Otherwise
+built for another Slurm must not talk to this one (docs/pyslurm.md §1).  Otherwise
 it returns None and logs exactly one line on the "slurm_dsl" logger (INFO when
 pyslurm is simply not installed, WARNING when it is there but unusable), and the
 caller falls back to squeue.
 
-The adapter maps exactly the surface in pyslurm-api.md:
+The adapter maps exactly the surface in docs/pyslurm.md (§2, §3):
 
 - modern API (``pyslurm.Job``/``Jobs``/``RPCError``, 22.5.2+): ``Job.load(int)``
   per id for a handful of ids (``FEW``), else ``Jobs.load()`` once: each
   ``Job.load`` also loads the job's steps (10 ids took 37 ms on the lab, where
-  ``Jobs.load()`` of ~440 jobs took 5-9 ms; docs/measured facts); attributes
+  ``Jobs.load()`` of ~440 jobs took 5-9 ms; docs/pyslurm.md §4); attributes
   ``state``, ``state_reason``, ``is_requeueable`` (bool), ``requeue_count``,
   ``priority``, ``array_id``, ``array_task_id``.  ``Jobs`` is a mapping with int
   keys.
@@ -249,7 +249,7 @@ def _old(job_id: str, record: Any) -> JobInfo:
 
 
 def _info(job_id: str, source: str, values: Tuple[Any, ...]) -> JobInfo:
-    """Check the types pyslurm-api.md promises; anything else is an answer we cannot read."""
+    """Check the types docs/pyslurm.md promises; anything else is an answer we cannot read."""
     own_id, state, requeue, restarts, priority, reason, array_id, task_id = values
     bad: List[str] = []
     if not _is_int(own_id) or own_id != int(job_id):

@@ -1,4 +1,4 @@
-"""Reading a script's output into an ``Outcome`` (SPEC §6, with §4, §5, §7).
+"""Reading a script's output into an ``Outcome`` (docs/contract.md §6, with §4, §5, §7).
 
 Strategy: bytes in, one ``Outcome`` out, no I/O.  ``read_outcome`` never raises
 for any stderr or exit status; only a bad op or job id raises ``ValueError``.
@@ -18,6 +18,7 @@ import re
 from typing import List, Optional, Tuple, Union
 
 from . import combine
+from .errors import InvalidInput
 from .jobid import validate_job_id
 from .model import Call, CallOutcome, Op, Outcome, Reason, RequeueBit, Result
 from .refusals import INVALID_JOB_ID, refusal_message
@@ -75,7 +76,7 @@ def unknown(
 
 
 def classify_call(op: Op, job_id: str, number: int, status: int, status_text: str, stderr: bytes) -> Call:
-    """One call's outcome from its readable status and its own stderr (SPEC §4, §5)."""
+    """One call's outcome from its readable status and its own stderr (docs/contract.md §4, §5)."""
     cls = classify(status)
     if cls is StatusClass.FAILED:
         message = refusal_message(op, number, job_id, stderr)
@@ -116,7 +117,7 @@ def _op(op: object) -> Op:
             return Op(op)
         except ValueError:
             pass
-    raise ValueError(f"unknown op {op!r}: expected one of {', '.join(o.value for o in Op)}")
+    raise InvalidInput(f"unknown op {op!r}: expected one of {', '.join(o.value for o in Op)}")
 
 
 def _frame(op: Op, job_id: str, data: bytes, nonce: bytes) -> Tuple[Tuple[Call, ...], Optional[Reason], str]:
@@ -173,7 +174,7 @@ def _check(
 
 
 def expected_calls(op: Op, first_status: Optional[int]) -> List[int]:
-    """The call numbers a script of ``op`` prints, given call 1's status (SPEC §6)."""
+    """The call numbers a script of ``op`` prints, given call 1's status (docs/contract.md §6)."""
     if op is not Op.REQUEUE:
         return [1]
     if first_status == 75:

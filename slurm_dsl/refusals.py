@@ -1,4 +1,4 @@
-"""When a failed scontrol call counts as a refusal (SPEC §5).
+"""When a failed scontrol call counts as a refusal (docs/contract.md §5).
 
 Rule 1: a failed call is a refusal only if every non-blank line of its stderr is
 ``<message> for job <id>`` (the job's own id, exactly as passed) or, for hold,
@@ -9,8 +9,8 @@ Rule 2: the message must be on the call's allow-list below.  Anything else
 not answer; ``scontrol: error: ...``; array-format lines; two messages; another
 job's id; an empty stderr) is not a refusal, and the call's outcome is unknown.
 
-Texts checked against Slurm 22.05.8, 24.11.5 and 26.05.5 (ground truth §1-3, §6;
-24.11/26.05 file §0 D1 for the missing space after ``slurm_suspend error:``).
+Texts checked against Slurm 22.05.8, 24.11.5 and 26.05.5 (docs/slurm-behaviour.md §1-§3, §6;
+docs/slurm-24.11-26.05.md §0, D1, for the missing space after ``slurm_suspend error:``).
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ _SUSPEND_PREFIX = b"slurm_suspend error:"
 
 
 def refusal_message(op: Op, number: int, job_id: str, stderr: bytes) -> Optional[str]:
-    """The refusal message if ``stderr`` of a failed call qualifies (SPEC §5), else None."""
+    """The refusal message if ``stderr`` of a failed call qualifies (docs/contract.md §5), else None."""
     allowed = ALLOWED.get((op, number))
     if allowed is None:
         return None

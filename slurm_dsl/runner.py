@@ -21,7 +21,7 @@ ends of the pipes and leave it: its next write gets SIGPIPE or EPIPE.
 as a complete answer.
 
 Statuses are shell-style: 0-255, 128+N for death by signal N, 127 when the
-program is missing and 126 when it cannot be executed (SPEC §4).
+program is missing and 126 when it cannot be executed (docs/contract.md §4).
 """
 
 from __future__ import annotations
@@ -35,8 +35,9 @@ import time
 from dataclasses import dataclass
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
+from .script import KILL_GRACE  # the guard waits as long between TERM and KILL as the script does
+
 CAP = 1 << 20  # bytes kept of each of stdout and stderr
-KILL_GRACE = 1.0  # seconds between the guard's TERM and its KILL
 # Seconds reading goes on after the child has exited, for its pipes to close.  The
 # child's own output needs no time: a write to a pipe returns only once its bytes are
 # in the pipe (a writer facing a full pipe blocks, so it has not exited), and the final

@@ -1,10 +1,10 @@
-"""The status table (SPEC §4): what a call's exit status says about the call.
+"""The status table (docs/contract.md §4): what a call's exit status says about the call.
 
 Strategy: a status is *readable* only as a plain decimal (``0`` or
 ``[1-9][0-9]*``, ASCII, no sign, no spaces) from 0 to 255; anything else is
 unreadable and makes an outcome unknown.  A readable status maps to the call's
 outcome class; 1-74 and 76-123 ("scontrol failed by itself") need the refusal
-rules (SPEC §5) to become a refusal, and are unknown otherwise.
+rules (docs/contract.md §5) to become a refusal, and are unknown otherwise.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from .model import CallOutcome, Reason
 EXPIRED = 75  # the deadline had passed: the call was not started
 TIMED_OUT = 124  # stopped at the deadline (GNU timeout)
 WRAPPER_FAILED = 125
-NOT_EXECUTABLE = 126
-NOT_FOUND = 127
+COMMAND_NOT_EXECUTABLE = 126  # the shell's status: scontrol found but not executable
+COMMAND_NOT_FOUND = 127  # the shell's status: no scontrol (not Result.NOT_FOUND: no job)
 
 _PLAIN_DECIMAL = re.compile(r"(?:0|[1-9][0-9]*)\Z", re.ASCII)
 
@@ -35,7 +35,7 @@ class StatusClass(str, enum.Enum):
 
 
 def parse_status(raw: object) -> Optional[int]:
-    """The status as an int if it is readable (SPEC §4), else None.
+    """The status as an int if it is readable (docs/contract.md §4), else None.
 
     Accepts an ``int`` (not a ``bool``) in 0..255, or a ``str`` in plain decimal
     form whose value is at most 255.  Anything else (bytes, None, floats) is not.
@@ -60,7 +60,7 @@ def classify(status: int) -> StatusClass:
         return StatusClass.TIMED_OUT
     if status == WRAPPER_FAILED:
         return StatusClass.WRAPPER_FAILED
-    if status in (NOT_EXECUTABLE, NOT_FOUND):
+    if status in (COMMAND_NOT_EXECUTABLE, COMMAND_NOT_FOUND):
         return StatusClass.NOT_RUN
     if status >= 128:
         return StatusClass.SIGNALLED

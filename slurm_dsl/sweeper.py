@@ -1,4 +1,4 @@
-"""The restore sweeper (SPEC §9): settle every object whose bit is not clear.
+"""The restore sweeper (docs/contract.md §9.5): settle every object whose bit is not clear.
 
 Strategy, in as few slurmctld RPCs as possible:
 
@@ -14,7 +14,9 @@ Strategy, in as few slurmctld RPCs as possible:
    until slurmctld purges it, so its object stays, looked at again on every sweep
    without a growing back-off, until the job is gone or comes back;
 4. a lookup that could not ask leaves every object as it was and backs off;
-   "could not ask" is never read as "gone".
+   "could not ask" is never read as "gone";
+5. a sweep that was not a dry run is kept in the ledger as the last one (``record_sweep``:
+   when, and its summary), which ``slurm-dsl ledger status`` shows.
 
 ``decide`` is the pure rule; ``sweep`` is the edge around it.  One sweeper at
 a time: ``SweepLock`` is an flock beside the ledger file.
@@ -25,17 +27,23 @@ from __future__ import annotations
 import enum
 import errno
 import fcntl
+import logging
 import os
 import time
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
 from .combine import found_finished
-from .ledger import Ledger, open_private_file
-from .lookup import JobInfo, Lookup, LookupFailed, SqueueLookup
+from .deadlines import Clock
+from .errors import SweepBusy as SweepBusy  # re-exported: where it has always been imported from
+from .ledger import LedgerError, LedgerStore
+from .lookup import JobInfo, Lookup, LookupFailed
 from .model import Op, Outcome, RequeueBit, Result
-from .ops import Clock
+from .sqlite_ledger import open_private_file
+from .squeue_lookup import SqueueLookup
 from .tracked import Tracker, lease_owner
+
+log = logging.getLogger("slurm_dsl")
 
 RESTORE_TIMEOUT = 15.0
 
@@ -93,6 +101,7 @@ class Swept:
 
     def to_json(self) -> Dict[str, object]:
         return {
+            "kind": "job",
             "job_id": self.job_id,
             "done": self.done.value,
             "why": self.why,
@@ -116,15 +125,21 @@ class SweepReport:
             counts[s.done.value] += 1
         return counts
 
+    def summary(self) -> Dict[str, object]:
+        """What the ledger keeps of this sweep (``record_sweep``; ``ledger status`` shows it)."""
+        return {
+            "counts": {k: v for k, v in self.counts().items() if v},
+            "settled": self.settled,
+            "lookup_error": self.lookup_error,
+            "orphans": len(self.orphans),
+            "fixed_orphans": [o.result.value for o in self.fixed_orphans],
+        }
+
     @property
     def settled(self) -> bool:
         """Every object looked at was settled (and every orphan fixed, if asked)."""
         fixed = all(o.result is Result.OK for o in self.fixed_orphans)
         return self.lookup_error is None and fixed and all(s.done in SETTLED for s in self.swept)
-
-
-class SweepBusy(Exception):
-    """Another sweeper holds the lock."""
 
 
 class SweepLock:
@@ -147,7 +162,7 @@ class SweepLock:
         except OSError as exc:
             os.close(fd)
             if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
-                raise SweepBusy(f"another sweep is running (lock {self.path} is held)") from None
+                raise SweepBusy(self.path) from None
             raise
         os.ftruncate(fd, 0)
         os.write(fd, f"{os.getpid()}\n".encode())
@@ -195,12 +210,19 @@ def sweep(
     if orphans:
         _orphans(tracker, ledger, orphan_lookup or SqueueLookup(), report, fix and not dry_run, restore_timeout, clock)
     report.finished = clock()
+    if not dry_run:
+        try:
+            ledger.record_sweep(report.started, report.finished, report.summary())
+        except LedgerError as exc:
+            # The restores ran and are in the report: it must still reach the caller.  A missing
+            # "last sweep" in ``ledger status`` and this line in the journal say the rest.
+            log.warning("could not record the sweep in %s: %s", ledger.path, exc)
     return report
 
 
 def _settle(
     tracker: Tracker,
-    ledger: Ledger,
+    ledger: LedgerStore,
     lookup: Lookup,
     leased: List[str],
     owner: str,
@@ -234,7 +256,7 @@ def _settle(
             else:
                 report.swept.append(Swept(job, Done.BUSY, "the sweep's lease lapsed; left for the next sweep"))
             continue
-        outcome = tracker.run(Op.RESTORE, job, clock() + restore_timeout, owner=owner)
+        outcome = tracker.run(Op.RESTORE, job, clock() + restore_timeout, owner=owner, actor=f"{tracker.actor}, sweep")
         if outcome.result is Result.OK:
             report.swept.append(Swept(job, Done.RESTORED, why, outcome))
         elif outcome.calls and found_finished(outcome.calls[-1]):
@@ -248,7 +270,7 @@ def _settle(
 
 def _orphans(
     tracker: Tracker,
-    ledger: Ledger,
+    ledger: LedgerStore,
     lookup: SqueueLookup,
     report: SweepReport,
     fix: bool,
@@ -257,7 +279,7 @@ def _orphans(
 ) -> None:
     """Jobs showing Requeue=1 that the ledger does not track as possibly set.
 
-    Every task record counts on its own (the listing is per task, SPEC §9).  With ``fix``
+    Every task record counts on its own (the listing is per task, docs/contract.md §9.4).  With ``fix``
     a live one gets RestoreRequeueBit; a finished one cannot be restored, so it gets an
     object (may_be_set) and is watched like any other until it is purged or comes back.
     """
@@ -280,7 +302,8 @@ def _orphans(
                 ledger.set_bits([(job_id, RequeueBit.MAY_BE_SET, why)], clock(), owner=owner)
                 ledger.release_leases([job_id], owner)
         elif fix:
-            report.fixed_orphans.append(tracker.run(Op.RESTORE, job_id, clock() + restore_timeout))
+            actor = f"{tracker.actor}, sweep --orphans --fix"
+            report.fixed_orphans.append(tracker.run(Op.RESTORE, job_id, clock() + restore_timeout, actor=actor))
 
 
 def metrics_text(report: SweepReport, not_clear: int) -> str:

@@ -1,16 +1,16 @@
-"""Operations recorded in the ledger: lease, intent first, run, record (SPEC §9).
+"""Operations recorded in the ledger: lease, intent first, run, record (docs/contract.md §9.2).
 
 Contract: ``Tracker.run`` takes the job's lease (waiting for it until the
 deadline; a job still leased then is ``expired``: nothing ran), commits the
 operation's start (for a requeue: the object becomes ``may_be_set``) *before*
 the script starts, runs it with ``ops.execute``, and records the outcome, which
-sets the object's bit to what SPEC §7 says (``combine.next_bit``).  A crash
+sets the object's bit to what docs/contract.md §7 says (``combine.next_bit``).  A crash
 anywhere in between leaves ``may_be_set`` and a lease that lapses, so the
 sweeper finds the job.  The lease outlasts the script's outer guard.  Once the
 script started, its outcome is never lost: if the ledger then fails, ``run``
 raises ``NotRecorded`` carrying it; a lease that cannot be given back lapses.
 
-Arrays (SPEC §9): given an array's own JobId, scontrol acts on every task of the
+Arrays (docs/contract.md §9.4): given an array's own JobId, scontrol acts on every task of the
 array, so one object could not cover what a requeue may leave set.  Before an
 operation (restore aside: it only clears flags) ``refuse_whole_arrays`` looks the
 ids up in one squeue call, bounded by the deadline, and raises ``WholeArray``
@@ -25,20 +25,26 @@ from __future__ import annotations
 
 import logging
 import os
+import pwd
+import re
 import socket
 import threading
 import time
 from typing import List, Optional, Sequence, Union
 
 from . import ledger as ledger_module
-from .errors import DSLError, describe
+from .binaries import find_squeue
+from .deadlines import Clock, check_deadline
+from .errors import LookupFailed, describe
+from .errors import NotRecorded as NotRecorded  # re-exported: where it has always been imported from
+from .errors import WholeArray as WholeArray  # re-exported
 from .jobid import validate_job_id
-from .ledger import DEFAULT_PATH, Ledger, LedgerError
-from .lookup import TIMEOUT as LOOKUP_TIMEOUT
-from .lookup import JobInfo, SqueueLookup
+from .ledger import DEFAULT_PATH, LedgerError, LedgerStore, open_ledger
 from .model import Op, Outcome, RequeueBit, Result
-from .ops import GUARD_MARGIN, Clock, check_deadline, execute, find_squeue, new_nonce
+from .ops import GUARD_MARGIN, execute, new_nonce
 from .script import KILL_GRACE
+from .squeue_lookup import SQUEUE_TIMEOUT as LOOKUP_TIMEOUT
+from .squeue_lookup import SqueueLookup
 
 log = logging.getLogger("slurm_dsl")
 
@@ -51,40 +57,27 @@ def ledger_path(explicit: Optional[str] = None) -> str:
     return explicit or os.environ.get("SLURM_DSL_LEDGER") or DEFAULT_PATH
 
 
+def current_actor() -> str:
+    """Who runs this process, as the history records it: ``uid 0 (root) on ctl1, pid 4711``.
+
+    Under sudo, ``, sudo from alice`` follows: sudo's ``SUDO_USER``, taken only when it looks like
+    an account name (whoever can set it runs as the uid recorded before it anyway).
+    """
+    uid = os.getuid()
+    try:
+        name = pwd.getpwuid(uid).pw_name
+    except KeyError:  # a uid with no passwd entry (a container, a removed account)
+        name = "?"
+    actor = f"uid {uid} ({name}) on {socket.gethostname()}, pid {os.getpid()}"
+    sudo = os.environ.get("SUDO_USER", "")
+    if re.fullmatch(r"[A-Za-z0-9_.][A-Za-z0-9_.-]{0,63}", sudo):
+        actor += f", sudo from {sudo}"
+    return actor
+
+
 def lease_owner(tag: str = "op") -> str:
     """A lease owner unique to this thread of this process on this host."""
     return f"{tag}:{socket.gethostname()}:{os.getpid()}:{threading.get_ident()}:{new_nonce()[:8]}"
-
-
-class WholeArray(DSLError):
-    """Job ids that are an array's own JobId reaching other tasks: refused before anything ran."""
-
-    def __init__(self, arrays: Sequence[JobInfo]) -> None:
-        self.job_ids = [info.job_id for info in arrays]
-        each = "; ".join(
-            f"job {info.job_id} is the own JobId of array {info.job_id}, whose {info.array_tasks} tasks"
-            " scontrol would all act on"
-            for info in arrays
-        )
-        super().__init__(
-            f"{each}. Nothing ran. Act on a task by its own JobId"
-            f" (squeue -r -j {','.join(self.job_ids)} -O JobID,ArrayTaskID,State lists them; pending tasks"
-            " never split off still share the array's JobId), or on the whole array with scontrol itself"
-        )
-
-
-class NotRecorded(LedgerError):
-    """The operation ran, but the ledger could not record its outcome: ``outcome`` is what it
-    came to, and the caller must still report it.  (The object keeps the intent written before
-    the script started, so for a requeue the sweeper still finds a bit that may be set.)"""
-
-    outcome: Outcome
-
-    def __init__(self, outcome: Outcome, cause: LedgerError) -> None:
-        super().__init__(f"{describe(outcome)}, but it could not be recorded: {cause}", path=cause.path)
-        self.outcome = outcome
-        self.job_id = outcome.job_id
-        self.op = outcome.op.value
 
 
 class Tracker:
@@ -110,17 +103,18 @@ class Tracker:
         self.squeue = squeue
         self.clock = clock
         self.lease_slack = lease_slack
+        self.actor = current_actor()  # recorded with every operation this tracker runs
         self._local = threading.local()
         self._lock = threading.Lock()
-        self._opened: List[Ledger] = []
+        self._opened: List[LedgerStore] = []
         self.ledger()  # open (and create, migrate) now: a bad ledger fails before anything runs
 
-    def ledger(self) -> Ledger:
+    def ledger(self) -> LedgerStore:
         """This thread's connection to the ledger (opened on first use)."""
-        ledger: Optional[Ledger] = getattr(self._local, "ledger", None)
+        ledger: Optional[LedgerStore] = getattr(self._local, "ledger", None)
         if ledger is None:
             busy = ledger_module.BUSY_TIMEOUT if self.busy_timeout is None else self.busy_timeout
-            ledger = Ledger.open(self.path, busy_timeout=busy)
+            ledger = open_ledger(self.path, busy_timeout=busy)
             self._local.ledger = ledger
             with self._lock:
                 self._opened.append(ledger)
@@ -152,7 +146,10 @@ class Tracker:
         if Op(op) is Op.RESTORE or not ids or left <= 0:
             return
         squeue = find_squeue(self.squeue, self.scontrol)
-        infos = SqueueLookup(squeue, timeout=min(LOOKUP_TIMEOUT, left)).jobs(ids)
+        try:
+            infos = SqueueLookup(squeue, timeout=min(LOOKUP_TIMEOUT, left)).jobs(ids)
+        except LookupFailed as exc:  # same type, saying what it means here
+            raise LookupFailed(f"{exc.reason}; could not check the ids for whole arrays, so nothing ran") from exc
         whole = [info for info in infos.values() if info is not None and info.whole_array]
         if whole:
             raise WholeArray(whole)
@@ -165,12 +162,14 @@ class Tracker:
         *,
         owner: Optional[str] = None,
         checked: bool = False,
+        actor: Optional[str] = None,
     ) -> Outcome:
-        """One op on one job, recorded; the lease is ``owner``'s if given (a sweeper's).
+        """One op on one job, recorded; the lease is ``owner``'s if given (a sweeper's), and the
+        history says ``actor`` ran it (default: ``self.actor``, this process).
 
         Unless ``checked`` (the caller ran ``refuse_whole_arrays`` for it), the id is
         checked first: ``WholeArray`` or ``LookupFailed`` mean nothing ran.  A deadline more
-        than ``ops.MAX_TIMEOUT`` away is a ``ValueError``, before anything is recorded.
+        than ``deadlines.MAX_TIMEOUT`` away is a ``ValueError``, before anything is recorded.
 
         A ``LedgerError`` before the script started means nothing ran; once it started, a
         ledger failure is ``NotRecorded``, which carries the outcome.
@@ -191,7 +190,7 @@ class Tracker:
             time.sleep(LEASE_POLL)
         try:
             nonce = new_nonce()
-            op_id = ledger.begin_operation(job, op, nonce, self.clock())
+            op_id = ledger.begin_operation(job, op, nonce, self.clock(), actor=actor or self.actor)
             outcome = execute(op, job, deadline, scontrol=self.scontrol, nonce=nonce, clock=self.clock)
             try:
                 ledger.finish_operation(op_id, outcome, b"".join(c.stderr for c in outcome.calls), self.clock())

@@ -107,7 +107,7 @@ def write_fake_squeue(directory: Path, records: str, *, exit_code: int = 0, stde
 
 
 def write_empty_squeue(directory: Path) -> Path:
-    """A fake ``squeue`` for a cluster with no jobs, answering as 22.05 does (ground truth §9):
+    """A fake ``squeue`` for a cluster with no jobs, answering as 22.05 does (docs/slurm-behaviour.md §9):
     ``-j <one id>`` exits 1 with ``Invalid job id specified``; a list or a listing prints nothing."""
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / "squeue"

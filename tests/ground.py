@@ -1,4 +1,5 @@
-"""What real scontrol prints, byte for byte (ground truth 22.05 §1-3, §6; 24.11/26.05 §0-4).
+"""What real scontrol prints, byte for byte (docs/slurm-behaviour.md §1-§3, §6;
+docs/slurm-24.11-26.05.md §0-§4).
 
 Tests build stderr from these, never from invented text.
 """
@@ -16,17 +17,17 @@ PENDING_EXECUTION = "Job is pending execution"
 ONLY_BATCH = "Only batch jobs are accepted or processed"
 RATE_LIMITED = "Rate limit exceeded, please retry later"
 DB_INDEX = "Job update not available right now, the DB index is being set, try again in a bit"
-UNEXPECTED = "Unexpected message received"  # slurmctld down, control RPCs (§6)
+UNEXPECTED = "Unexpected message received"  # slurmctld down, control RPCs (docs/slurm-behaviour.md §6)
 
 
 def plain(message: str, job_id: str) -> bytes:
-    """update / requeue refusal: one line (§1 rule 2)."""
+    """update / requeue refusal: one line (docs/slurm-behaviour.md §1.2)."""
     return f"{message} for job {job_id}\n".encode()
 
 
 def suspend(message: str, job_id: str, space: bool = True) -> bytes:
-    """hold / release refusal: the same text again after 'slurm_suspend error:' (§1 rule 3;
-    26.05 drops the space, 24.11/26.05 D1)."""
+    """hold / release refusal: the same text again after 'slurm_suspend error:' (docs/slurm-behaviour.md §1.3;
+    26.05 drops the space: docs/slurm-24.11-26.05.md §0, D1)."""
     sep = " " if space else ""
     return f"{message} for job {job_id}\nslurm_suspend error:{sep}{message}\n".encode()
 

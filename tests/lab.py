@@ -9,7 +9,7 @@ apart from "slurmctld could not be asked".
 
 Jobs read via ``squeue -O`` with an explicit field list: unlike
 ``scontrol show job -o`` it prints no user-controlled text (JobName), so it
-cannot be spoofed (slurm-ground-truth.md §9). Checked on Slurm 22.05.8:
+cannot be spoofed (docs/slurm-behaviour.md §9). Checked on Slurm 22.05.8:
 ``JobID`` is the raw id (an array task that has started has its own one; an
 array that is still pending as a whole shows only its master id), ``State``
 is the long form (``PENDING``), ``Requeue`` is ``0``/``1``, ``RestartCnt`` an
@@ -41,7 +41,7 @@ SLURM_CONF = Path(os.environ.get("SLURM_CONF", "/etc/slurm/slurm.conf"))
 POLL_INTERVAL = 0.05
 COMMAND_TIMEOUT = 30.0
 # With slurmctld down, squeue/sinfo give up after 2 x (MessageTimeout - 1) s,
-# 4 s with the lab's MessageTimeout=3 (ground truth 24.11 §4, D4).
+# 4 s with the lab's MessageTimeout=3 (docs/slurm-24.11-26.05.md §4, D4).
 # "completing" is transient (a job's epilog is running) but the node is up and
 # registered; a trailing "*" (not responding), "~" (powered off) etc. is not.
 USABLE_NODE_STATES = frozenset({"idle", "mixed", "allocated", "completing"})
@@ -156,7 +156,7 @@ def job_state(job_id: str) -> Optional[JobState]:
     argv = ["squeue", "-h", "-a", "-t", "all", "-j", job_id, "-O", SQUEUE_FIELDS]
     proc = run_cmd(argv)
     if proc.returncode != 0:
-        # A single unknown id: rc 1 and this text (ground truth §9).
+        # A single unknown id: rc 1 and this text (docs/slurm-behaviour.md §9).
         if "Invalid job id specified" in proc.stderr:
             return None
         raise _failed(argv, proc)
@@ -303,7 +303,7 @@ def stop_slurmctld(timeout: float = 30.0) -> None:
     """SIGTERM slurmctld and wait until its pid is gone.
 
     slurmctld saves its state for 1-3 s before exiting; RPCs sent in that
-    window behave like the fully-down case only later (slurm-lab.md pitfall 6),
+    window behave like the fully-down case only later (docs/lab.md §5.6),
     so callers get control back only once the process has exited.
     """
     pid = slurmctld_pid()

@@ -21,7 +21,7 @@ import sys
 import time
 from typing import List, Optional, Tuple
 
-from slurm_dsl.ledger import Ledger
+from slurm_dsl.ledger import open_ledger
 from slurm_dsl.model import Call, CallOutcome, Op, Outcome, Reason, RequeueBit, Result
 
 
@@ -47,7 +47,7 @@ def _outcome(op: Op, job_id: str, i: int) -> Outcome:
 
 def crash(path: str, first_job: int) -> int:
     print("opening", flush=True)
-    with Ledger.open(path) as ledger:
+    with open_ledger(path) as ledger:
         i = 0
         while True:
             job_id = str(first_job + i)
@@ -60,7 +60,7 @@ def crash(path: str, first_job: int) -> int:
 
 
 def worker(path: str, name: str, count: int) -> int:
-    with Ledger.open(path) as ledger:
+    with open_ledger(path) as ledger:
         print("ready", flush=True)
         sys.stdin.readline()
         for i in range(count):
@@ -87,7 +87,7 @@ def worker(path: str, name: str, count: int) -> int:
 def open_at_once(path: str) -> int:
     print("waiting", flush=True)
     sys.stdin.readline()
-    with Ledger.open(path) as ledger:
+    with open_ledger(path) as ledger:
         print(ledger.schema_version(), flush=True)
     return 0
 

@@ -1,4 +1,4 @@
-"""The command line: exit codes, --json, help, usage errors (SPEC §10)."""
+"""The command line: exit codes, --json, help, usage errors (docs/contract.md §10)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Hostile values from Python callers (SPEC §1, §2): subclasses of str, int and float that
+"""Hostile values from Python callers (docs/contract.md §1, §2): subclasses of str, int and float that
 pass validation and then render as something else, and deadlines too far away for poll().
 
 The subclasses' values are valid; only their own methods lie.  What reaches a script must
@@ -17,8 +17,8 @@ import pytest
 import slurm_dsl
 from slurm_dsl import Op, Reason, Result, execute, read_outcome, render, run_op, validate_job_id
 from slurm_dsl.cli import main
-from slurm_dsl.ledger import Ledger
-from slurm_dsl.ops import MAX_TIMEOUT, resolve_deadline
+from slurm_dsl.deadlines import MAX_TIMEOUT, resolve_deadline
+from slurm_dsl.ledger import open_ledger
 from slurm_dsl.tracked import Tracker
 from tests.fakes import calls_made, write_fake
 from tests.ground import NONCE, OTHER_NONCE, frame
@@ -199,7 +199,7 @@ def test_resolve_deadline_takes_one_day_and_no_more() -> None:
 
 
 def history(job: str) -> List[Any]:
-    with Ledger.open(os.environ["SLURM_DSL_LEDGER"]) as ledger:
+    with open_ledger(os.environ["SLURM_DSL_LEDGER"]) as ledger:
         return ledger.history(job)
 
 

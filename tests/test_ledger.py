@@ -1,4 +1,5 @@
-"""The ledger (SPEC §9) against real SQLite files, and real processes for concurrency and crashes."""
+"""The ledger (docs/contract.md §9.1, §9.2) against real SQLite files, and real processes for concurrency
+and crashes."""
 
 from __future__ import annotations
 
@@ -19,8 +20,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import slurm_dsl.ledger as ledger_module
+import slurm_dsl.sqlite_ledger as sqlite_module
 from slurm_dsl.combine import next_bit
-from slurm_dsl.ledger import STDERR_CAP, HistoryEntry, Ledger, LedgerError
+from slurm_dsl.ledger import STDERR_CAP, HistoryEntry, LedgerError, LedgerStore, open_ledger
 from slurm_dsl.model import Call, CallOutcome, Op, Outcome, Reason, RequeueBit, Result
 from slurm_dsl.refusals import ALREADY_FINISHED, INVALID_JOB_ID
 
@@ -52,7 +54,7 @@ def single(op: Op, result: Result, c: Call) -> Outcome:
     return Outcome(op, JOB, result, None, c.reason if result is Result.UNKNOWN else None, (c,), c.status)
 
 
-# Outcomes as combine would build them (SPEC §7), made by hand with the model's constructors.
+# Outcomes as combine would build them (docs/contract.md §7), made by hand with the model's constructors.
 REQUEUE_OK = requeue(Result.OK, CLEAR, call(1, 0, S), call(2, 0, S), call(3, 0, S))
 REQUEUE_S1_UNKNOWN = requeue(Result.UNKNOWN, MAY, call(1, 124, U), call(3, 0, S), reason=Reason.TIMED_OUT)
 REQUEUE_EXPIRED = requeue(Result.EXPIRED, CLEAR, call(1, 75, X))
@@ -85,11 +87,11 @@ def hold_ok_for(job_id: str) -> Outcome:
     return Outcome(Op.HOLD, job_id, Result.OK, None, None, HOLD_OK.calls, 0)
 
 
-def open_ledger(tmp_path: Path, **kwargs: float) -> Ledger:
-    return Ledger.open(tmp_path / "ledger.sqlite3", **kwargs)
+def fresh_ledger(tmp_path: Path, **kwargs: float) -> LedgerStore:
+    return open_ledger(tmp_path / "ledger.sqlite3", **kwargs)
 
 
-def force_bit(ledger: Ledger, job_id: str, bit: RequeueBit, now: float = 1.0) -> None:
+def force_bit(ledger: LedgerStore, job_id: str, bit: RequeueBit, now: float = 1.0) -> None:
     """Give a job a prior bit the way the sweeper would: under its lease."""
     assert ledger.acquire_lease(job_id, "setup", now, 10.0)
     assert ledger.set_bit(job_id, bit, f"setup {bit.value}", now, owner="setup")
@@ -107,7 +109,7 @@ def test_open_creates_parent_0700_and_file_0600_and_wal_files_0600(tmp_path: Pat
     path = tmp_path / "var" / "lib" / "slurm-dsl" / "ledger.sqlite3"
     old_umask = os.umask(0o022)
     try:
-        with Ledger.open(path) as ledger:
+        with open_ledger(path) as ledger:
             ledger.begin_operation(JOB, Op.HOLD, NONCE, 1.0)
             assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
             assert stat.S_IMODE(os.stat(path.parent).st_mode) == 0o700
@@ -122,7 +124,7 @@ def test_default_path_is_under_var_lib() -> None:
 
 
 def test_wal_and_full_sync(tmp_path: Path) -> None:
-    with open_ledger(tmp_path):
+    with fresh_ledger(tmp_path):
         pass
     conn = raw(tmp_path / "ledger.sqlite3")
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
@@ -130,12 +132,12 @@ def test_wal_and_full_sync(tmp_path: Path) -> None:
 
 
 def test_a_writer_waits_busy_timeout_then_ledger_error(tmp_path: Path) -> None:
-    with open_ledger(tmp_path):
+    with fresh_ledger(tmp_path):
         pass
     blocker = raw(tmp_path / "ledger.sqlite3")
     blocker.execute("BEGIN IMMEDIATE")
     try:
-        with open_ledger(tmp_path, busy_timeout=0.3) as ledger:
+        with fresh_ledger(tmp_path, busy_timeout=0.3) as ledger:
             # Reads are not blocked by a writer (WAL).
             assert ledger.get(JOB) is None
             start = time.monotonic()
@@ -149,11 +151,11 @@ def test_a_writer_waits_busy_timeout_then_ledger_error(tmp_path: Path) -> None:
 
 
 def test_schema_version_and_reopen_keeps_data(tmp_path: Path) -> None:
-    with open_ledger(tmp_path) as ledger:
-        assert ledger.schema_version() == len(ledger_module.MIGRATIONS) == 1
+    with fresh_ledger(tmp_path) as ledger:
+        assert ledger.schema_version() == len(sqlite_module.MIGRATIONS) == 2
         ledger.begin_operation(JOB, Op.REQUEUE, NONCE, 1.0)
-    with open_ledger(tmp_path) as ledger:
-        assert ledger.schema_version() == 1
+    with fresh_ledger(tmp_path) as ledger:
+        assert ledger.schema_version() == 2
         obj = ledger.get(JOB)
         assert obj is not None and obj.bit is MAY
     conn = raw(tmp_path / "ledger.sqlite3")
@@ -165,58 +167,58 @@ def test_schema_version_and_reopen_keeps_data(tmp_path: Path) -> None:
 def test_a_migration_and_its_version_bump_commit_together(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    with open_ledger(tmp_path):
+    with fresh_ledger(tmp_path):
         pass
-    base = ledger_module.MIGRATIONS
+    base = sqlite_module.MIGRATIONS
     # The second statement fails: the first must not stay behind, nor the version move.
     monkeypatch.setattr(
-        ledger_module, "MIGRATIONS", (*base, ("CREATE TABLE extra (x)", "CREATE TABLE objects (y)"))
+        sqlite_module, "MIGRATIONS", (*base, ("CREATE TABLE extra (x)", "CREATE TABLE objects (y)"))
     )
     with pytest.raises(LedgerError, match="already exists"):
-        open_ledger(tmp_path)
+        fresh_ledger(tmp_path)
     conn = raw(tmp_path / "ledger.sqlite3")
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == 1
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == len(base)
     assert conn.execute("SELECT count(*) FROM sqlite_master WHERE name = 'extra'").fetchone()[0] == 0
     conn.close()
 
-    monkeypatch.setattr(ledger_module, "MIGRATIONS", (*base, ("CREATE TABLE extra (x)",)))
-    with open_ledger(tmp_path) as ledger:
-        assert ledger.schema_version() == 2
+    monkeypatch.setattr(sqlite_module, "MIGRATIONS", (*base, ("CREATE TABLE extra (x)",)))
+    with fresh_ledger(tmp_path) as ledger:
+        assert ledger.schema_version() == len(base) + 1
     conn = raw(tmp_path / "ledger.sqlite3")
     assert conn.execute("SELECT count(*) FROM sqlite_master WHERE name = 'extra'").fetchone()[0] == 1
     conn.close()
 
 
 def test_a_newer_schema_is_refused(tmp_path: Path) -> None:
-    with open_ledger(tmp_path):
+    with fresh_ledger(tmp_path):
         pass
     conn = raw(tmp_path / "ledger.sqlite3")
     conn.execute("PRAGMA user_version = 99")
     conn.close()
-    with pytest.raises(LedgerError, match=r"schema version 99, newer than this slurm-dsl knows \(1\)"):
-        open_ledger(tmp_path)
+    with pytest.raises(LedgerError, match=r"schema version 99, newer than this slurm-dsl knows \(2\)"):
+        fresh_ledger(tmp_path)
 
 
 def test_a_path_that_cannot_be_created_says_which_and_why(tmp_path: Path) -> None:
     (tmp_path / "file").write_text("")
     bad = tmp_path / "file" / "slurm-dsl" / "ledger.sqlite3"
     with pytest.raises(LedgerError, match="Not a directory") as info:
-        Ledger.open(bad)
+        open_ledger(bad)
     assert str(bad) in str(info.value) and info.value.path == str(bad)
     with pytest.raises(LedgerError, match="Is a directory"):
-        Ledger.open(tmp_path)
+        open_ledger(tmp_path)
 
 
 def test_a_file_that_is_not_a_database_is_a_ledger_error(tmp_path: Path) -> None:
     path = tmp_path / "ledger.sqlite3"
     path.write_bytes(b"this is not sqlite" * 100)
     with pytest.raises(LedgerError, match="not a database"):
-        Ledger.open(path)
+        open_ledger(path)
 
 
 # -- operations -----------------------------------------------------------------------------------
 
-# (prior bit, outcome, the object's bit after).  next_bit decides; these pin what §7/§9 require.
+# (prior bit, outcome, the object's bit after).  next_bit decides; these pin what docs/contract.md §7, §9.2 require.
 CASES: List[Tuple[str, RequeueBit, Outcome, RequeueBit]] = [
     ("requeue unknown -> may_be_set", CLEAR, REQUEUE_S1_UNKNOWN, MAY),
     ("requeue ok -> clear", CLEAR, REQUEUE_OK, CLEAR),
@@ -244,7 +246,7 @@ CASES: List[Tuple[str, RequeueBit, Outcome, RequeueBit]] = [
 def test_begin_and_finish(
     tmp_path: Path, name: str, prior: RequeueBit, outcome: Outcome, after: RequeueBit
 ) -> None:
-    with open_ledger(tmp_path) as ledger:
+    with fresh_ledger(tmp_path) as ledger:
         if prior is not CLEAR:
             force_bit(ledger, JOB, prior)
         op_id = ledger.begin_operation(JOB, outcome.op, NONCE, 10.0)
@@ -267,7 +269,7 @@ def test_begin_and_finish(
 
 
 def test_a_job_with_only_holds_has_a_clear_object(tmp_path: Path) -> None:
-    with open_ledger(tmp_path) as ledger:
+    with fresh_ledger(tmp_path) as ledger:
         assert ledger.get(JOB) is None
         ledger.finish_operation(ledger.begin_operation(JOB, Op.HOLD, NONCE, 5.0), HOLD_OK, b"", 6.0)
         obj = ledger.get(JOB)
@@ -277,7 +279,7 @@ def test_a_job_with_only_holds_has_a_clear_object(tmp_path: Path) -> None:
 
 def test_intent_is_committed_before_begin_returns_and_survives_a_crash(tmp_path: Path) -> None:
     path = tmp_path / "ledger.sqlite3"
-    ledger = Ledger.open(path)
+    ledger = open_ledger(path)
     ledger.begin_operation(JOB, Op.REQUEUE, NONCE, 7.0)
     # Another connection sees it at once: the transaction is committed, not pending.
     conn = raw(path)
@@ -287,7 +289,7 @@ def test_intent_is_committed_before_begin_returns_and_survives_a_crash(tmp_path:
     )
     conn.close()
     ledger.close()  # the process "dies" before finish_operation
-    with Ledger.open(path) as ledger:
+    with open_ledger(path) as ledger:
         obj = ledger.get(JOB)
         assert obj is not None and obj.bit is MAY
         (entry,) = ledger.history(JOB)
@@ -296,7 +298,7 @@ def test_intent_is_committed_before_begin_returns_and_survives_a_crash(tmp_path:
 
 
 def test_finish_refuses_a_second_finish_an_unknown_id_and_a_foreign_outcome(tmp_path: Path) -> None:
-    with open_ledger(tmp_path) as ledger:
+    with fresh_ledger(tmp_path) as ledger:
         op_id = ledger.begin_operation(JOB, Op.REQUEUE, NONCE, 1.0)
         with pytest.raises(ValueError, match="is requeue 4242, not hold 4242"):
             ledger.finish_operation(op_id, HOLD_OK, b"", 2.0)
@@ -310,7 +312,7 @@ def test_finish_refuses_a_second_finish_an_unknown_id_and_a_foreign_outcome(tmp_
 
 
 def test_bad_arguments_are_value_errors(tmp_path: Path) -> None:
-    with open_ledger(tmp_path) as ledger:
+    with fresh_ledger(tmp_path) as ledger:
         with pytest.raises(ValueError, match="invalid job id"):
             ledger.begin_operation("123_4", Op.HOLD, NONCE, 1.0)
         with pytest.raises(ValueError, match="finite"):
@@ -323,7 +325,7 @@ def test_bad_arguments_are_value_errors(tmp_path: Path) -> None:
 def test_history_is_complete_and_append_only(tmp_path: Path) -> None:
     path = tmp_path / "ledger.sqlite3"
     big = b"x" * (STDERR_CAP + 1000)
-    with Ledger.open(path) as ledger:
+    with open_ledger(path) as ledger:
         first = ledger.begin_operation(JOB, Op.REQUEUE, "aa" * 16, 1.0)
         ledger.finish_operation(first, REQUEUE_CLEAR_FAILED, big, 2.0)
         second = ledger.begin_operation(JOB, Op.RESTORE, "bb" * 16, 3.0)
@@ -363,7 +365,7 @@ def test_history_is_complete_and_append_only(tmp_path: Path) -> None:
 
 
 def test_a_lease_is_exclusive_until_it_expires(tmp_path: Path) -> None:
-    with open_ledger(tmp_path) as ledger:
+    with fresh_ledger(tmp_path) as ledger:
         assert ledger.acquire_lease(JOB, "a", 100.0, 30.0)
         assert not ledger.acquire_lease(JOB, "b", 129.9, 30.0)
         assert ledger.acquire_lease(JOB, "a", 120.0, 30.0)  # renewal, now until 150
@@ -377,7 +379,7 @@ def test_a_lease_is_exclusive_until_it_expires(tmp_path: Path) -> None:
 
 
 def test_set_bit_needs_the_lease(tmp_path: Path) -> None:
-    with open_ledger(tmp_path) as ledger:
+    with fresh_ledger(tmp_path) as ledger:
         ledger.begin_operation(JOB, Op.REQUEUE, NONCE, 1.0)
         assert not ledger.set_bit(JOB, CLEAR, "gone", 2.0, owner="sweeper")  # no lease at all
         assert ledger.acquire_lease(JOB, "sweeper", 2.0, 10.0)
@@ -392,7 +394,7 @@ def test_set_bit_needs_the_lease(tmp_path: Path) -> None:
 
 
 def test_pending_oldest_first_skipping_clear_leased_and_backed_off(tmp_path: Path) -> None:
-    with open_ledger(tmp_path, backoff_base=10.0, backoff_cap=100.0) as ledger:
+    with fresh_ledger(tmp_path, backoff_base=10.0, backoff_cap=100.0) as ledger:
         for job_id, started in (("5", 5.0), ("3", 3.0), ("4", 4.0), ("6", 3.0), ("1", 1.0)):
             ledger.begin_operation(job_id, Op.REQUEUE, NONCE, started)
         ledger.finish_operation(
@@ -410,7 +412,7 @@ def test_pending_oldest_first_skipping_clear_leased_and_backed_off(tmp_path: Pat
 
 
 def test_a_watched_object_keeps_its_bit_gets_no_back_off_and_waits_behind_the_others(tmp_path: Path) -> None:
-    with open_ledger(tmp_path, backoff_base=10.0, backoff_cap=100.0) as ledger:
+    with fresh_ledger(tmp_path, backoff_base=10.0, backoff_cap=100.0) as ledger:
         for job_id, started in (("1", 1.0), ("2", 2.0), ("3", 3.0)):
             ledger.begin_operation(job_id, Op.REQUEUE, NONCE, started)
         ledger.lookup_failed("1", "down", 5.0)  # due at 15
@@ -426,7 +428,7 @@ def test_a_watched_object_keeps_its_bit_gets_no_back_off_and_waits_behind_the_ot
 
 
 def test_lookup_back_off_doubles_up_to_the_cap_and_set_bit_resets_it(tmp_path: Path) -> None:
-    with open_ledger(tmp_path, backoff_base=10.0, backoff_cap=100.0) as ledger:
+    with fresh_ledger(tmp_path, backoff_base=10.0, backoff_cap=100.0) as ledger:
         ledger.begin_operation(JOB, Op.REQUEUE, NONCE, 0.0)
         waits = [ledger.lookup_failed(JOB, f"timeout {n}", 1000.0) - 1000.0 for n in range(1, 8)]
         assert waits == [10.0, 20.0, 40.0, 80.0, 100.0, 100.0, 100.0]
@@ -455,7 +457,7 @@ ANY_OUTCOME = [c[2] for c in CASES]
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.sampled_from(ANY_OUTCOME), max_size=12), st.booleans())
 def test_the_object_follows_next_bit_over_any_sequence(outcomes: List[Outcome], crash_last: bool) -> None:
-    with tempfile.TemporaryDirectory() as tmp, Ledger.open(Path(tmp) / "l.sqlite3") as ledger:
+    with tempfile.TemporaryDirectory() as tmp, open_ledger(Path(tmp) / "l.sqlite3") as ledger:
         expected = CLEAR
         for i, outcome in enumerate(outcomes):
             op_id = ledger.begin_operation(JOB, outcome.op, f"{i:032x}", float(i))
@@ -511,7 +513,7 @@ def test_two_processes_lose_no_update_and_never_see_database_locked(tmp_path: Pa
                 proc.wait()
     assert [proc.returncode for proc in workers] == [0, 0], outputs
     assert all(out == "done\n" for out in outputs), outputs
-    with Ledger.open(path) as ledger:
+    with open_ledger(path) as ledger:
         entries = ledger.history("7")
         assert len(entries) == 2 * count and all(e.finished for e in entries)
         assert {e.nonce for e in entries} == {f"{n}-{i}" for n in ("alpha", "beta") for i in range(count)}
@@ -541,7 +543,7 @@ def test_processes_opening_a_new_file_at_once_all_succeed(tmp_path: Path) -> Non
                 if proc.poll() is None:
                     proc.kill()
                     proc.wait()
-        assert outputs == ["1\n"] * len(procs)
+        assert outputs == [f"{len(sqlite_module.MIGRATIONS)}\n"] * len(procs)
         assert [proc.returncode for proc in procs] == [0] * len(procs)
 
 
@@ -578,8 +580,8 @@ def test_sigkill_while_creating_and_migrating_the_file(tmp_path: Path) -> None:
         finished: Dict[int, str] = {}
         record_reports(out.splitlines(keepends=True), begun, finished)
         check_crash_invariants(path, begun, finished)
-        with Ledger.open(path) as ledger:  # whatever the kill left, the next process carries on
-            assert ledger.schema_version() == 1
+        with open_ledger(path) as ledger:  # whatever the kill left, the next process carries on
+            assert ledger.schema_version() == len(sqlite_module.MIGRATIONS)
             assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
 
 
@@ -605,8 +607,8 @@ def check_crash_invariants(path: Path, begun: Dict[int, str], finished: Dict[int
     jobs = [r[0] for r in conn.execute("SELECT DISTINCT job_id FROM history")]
     conn.close()
     entries: Dict[int, HistoryEntry] = {}
-    with Ledger.open(path) as ledger:
-        assert ledger.schema_version() == 1
+    with open_ledger(path) as ledger:
+        assert ledger.schema_version() == len(sqlite_module.MIGRATIONS)
         for job_id in jobs:
             (entry,) = ledger.history(job_id)  # the child uses a fresh job per operation
             obj = ledger.get(job_id)

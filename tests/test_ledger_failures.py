@@ -1,4 +1,4 @@
-"""Every operation that ran is reported, whatever the ledger does afterwards (SPEC §9, §10).
+"""Every operation that ran is reported, whatever the ledger does afterwards (docs/contract.md §9.2, §10).
 
 The ledger is locked for real: another connection takes its write lock (as a stuck
 process or an admin's sqlite3 shell would) while a fake scontrol's call is running, and
@@ -20,8 +20,9 @@ import pytest
 
 from slurm_dsl import ledger as ledger_module
 from slurm_dsl.cli import main
-from slurm_dsl.ledger import Ledger, LedgerError
+from slurm_dsl.ledger import LedgerError, open_ledger
 from slurm_dsl.model import Op, Result
+from slurm_dsl.sqlite_ledger import SqliteLedger
 from slurm_dsl.tracked import NotRecorded, Tracker
 from tests.fakes import calls_made, refuse, write_fake
 from tests.ground import ALREADY_FINISHED
@@ -116,7 +117,7 @@ def test_hold_a_b_c_locked_during_b_prints_b_and_never_starts_c(
     assert not_started(err) == ["7"]
     assert all(line.startswith("slurm-dsl: ") for line in err.splitlines())
     assert "could not record hold 6: rejected" in err
-    with Ledger.open(ledger_path) as ledger:
+    with open_ledger(ledger_path) as ledger:
         assert [h.result for h in ledger.history("5")] == [Result.OK]
         (unfinished,) = ledger.history("6")
         assert not unfinished.finished, "the intent is kept for the sweeper"
@@ -180,13 +181,13 @@ def test_a_lease_that_cannot_be_given_back_does_not_lose_the_outcome(
         raise LedgerError("database is locked", path=str(ledger_path))
 
     fake = write_fake(tmp_path / "bin", {})
-    monkeypatch.setattr(Ledger, "release_lease", locked)
+    monkeypatch.setattr(SqliteLedger, "release_lease", locked)
     with Tracker(str(ledger_path), scontrol=str(fake)) as t:
         out = t.run(Op.HOLD, "5", time.time() + 10)
     assert out.result is Result.OK
     assert "lease" in caplog.text
     monkeypatch.undo()
-    with Ledger.open(ledger_path) as ledger:
+    with open_ledger(ledger_path) as ledger:
         assert [h.result for h in ledger.history("5")] == [Result.OK]
 
 
@@ -195,9 +196,9 @@ def test_a_ledger_failing_before_the_script_raises_its_own_error_and_runs_nothin
 ) -> None:
     fake = write_fake(tmp_path / "bin", {})
     lock = Locker(ledger_path, tmp_path)
-    acquire = Ledger.acquire_lease
+    acquire = SqliteLedger.acquire_lease
 
-    def acquire_then_lock(self: Ledger, *args: Any, **kwargs: Any) -> bool:
+    def acquire_then_lock(self: SqliteLedger, *args: Any, **kwargs: Any) -> bool:
         # The lock is taken between the lease and the intent: the intent fails, and so does
         # giving the lease back, which must not take the intent's error's place.
         held = acquire(self, *args, **kwargs)
@@ -206,7 +207,7 @@ def test_a_ledger_failing_before_the_script_raises_its_own_error_and_runs_nothin
             time.sleep(0.005)
         return held
 
-    monkeypatch.setattr(Ledger, "acquire_lease", acquire_then_lock)
+    monkeypatch.setattr(SqliteLedger, "acquire_lease", acquire_then_lock)
     with Tracker(str(ledger_path), scontrol=str(fake)) as t, lock:
         with pytest.raises(LedgerError, match="begin operation") as info:
             t.run(Op.HOLD, "5", time.time() + 10)

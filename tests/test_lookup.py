@@ -1,8 +1,8 @@
-"""lookup.py: the strict squeue parser, SqueueLookup's calls and error paths, the version probe.
+"""squeue_lookup.py: the strict squeue parser, SqueueLookup's calls and error paths, the version probe.
 
 squeue's happy paths and the forged-name job run against the real lab in
 tests/integration/test_lookup_live.py; here squeue is a canned ``Completed`` so
-that every failure real Slurm shows (ground truth §4, §6, §9) and those it
+that every failure real Slurm shows (docs/slurm-behaviour.md §4, §6, §9) and those it
 cannot be made to show (timeouts, truncation, garbage) are covered.
 """
 
@@ -16,21 +16,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from slurm_dsl import lookup
-from slurm_dsl.lookup import (
-    JobInfo,
-    LookupFailed,
-    SqueueLookup,
-    parse_slurm_version,
-    parse_squeue,
-    slurm_version,
-    squeue_format,
-)
+from slurm_dsl import lookup_choice
+from slurm_dsl.lookup import JobInfo, LookupFailed
 from slurm_dsl.runner import Completed
+from slurm_dsl.squeue_lookup import SqueueLookup, parse_slurm_version, parse_squeue, slurm_version, squeue_format
 
 NONCE = "0123456789abcdef0123456789abcdef"
 OTHER_NONCE = "fedcba9876543210fedcba9876543210"
-# Ground truth §4/§9, byte for byte.
+# docs/slurm-behaviour.md §4, §9, byte for byte.
 GONE = b"slurm_load_jobs error: Invalid job id specified\n"
 DOWN = b"slurm_load_jobs error: Unable to contact slurm controller (connect failure)\n"
 BAD_FORMAT = b"squeue: error: Invalid job format specification: Reason\n"
@@ -71,9 +64,9 @@ LAB_OUTPUT = (
         ("BOOT_FAIL", True),
         ("DEADLINE", True),
         ("OUT_OF_MEMORY", True),
-        # A requeue passes through COMPLETING (ground truth §5): not over.
+        # A requeue passes through COMPLETING (docs/slurm-behaviour.md §5): not over.
         ("COMPLETING", False),
-        # requeuehold State=SpecialExit: a held job that may run again (§5).
+        # requeuehold State=SpecialExit: a held job that may run again (docs/slurm-behaviour.md §5).
         ("SPECIAL_EXIT", False),
         ("PENDING", False),
         ("RUNNING", False),
@@ -362,13 +355,13 @@ def test_int_ids_are_read_as_their_decimal_string() -> None:
 
 
 def test_a_single_missing_id_is_gone() -> None:
-    """`squeue -j <one unknown id>`: rc 1 and this exact stderr (ground truth §4, §9)."""
+    """`squeue -j <one unknown id>`: rc 1 and this exact stderr (docs/slurm-behaviour.md §4, §9)."""
     fake = FakeSqueue(lambda argv, nonce: done(argv, 1, b"", GONE))
     assert SqueueLookup(run=fake).jobs(["999999"]) == {"999999": None}
 
 
 def test_a_missing_id_in_a_list_is_gone() -> None:
-    """A list loads all jobs: rc 0, unknown ids simply absent (§9)."""
+    """A list loads all jobs: rc 0, unknown ids simply absent (docs/slurm-behaviour.md §9)."""
     fake = FakeSqueue(listing(KNOWN))
     assert SqueueLookup(run=fake).jobs(["999999", "999998"]) == {"999999": None, "999998": None}
 
@@ -430,7 +423,7 @@ def answer_with(**kwargs: Any) -> Answer:
 @pytest.mark.parametrize(
     ("ids", "answer", "why"),
     [
-        # slurmctld down (ground truth §6, 24.11 §4): rc 1 after 2*(MessageTimeout-1) s.
+        # slurmctld down (docs/slurm-behaviour.md §6, docs/slurm-24.11-26.05.md §4): rc 1 after 2*(MessageTimeout-1) s.
         (["11"], answer_with(returncode=1, stderr=DOWN), "unreachable"),
         (["11", "10"], answer_with(returncode=1, stderr=DOWN), "unreachable"),
         ([str(n) for n in range(1, 60)], answer_with(returncode=1, stderr=DOWN), "unreachable"),
@@ -533,9 +526,9 @@ def test_default_lookup_is_squeue_when_the_version_is_unknown(
     def no_version(*args: Any, **kwargs: Any) -> Tuple[int, int]:
         raise LookupFailed("squeue could not be run")
 
-    monkeypatch.setattr(lookup, "slurm_version", no_version)
+    monkeypatch.setattr(lookup_choice, "slurm_version", no_version)
     with caplog.at_level(logging.INFO, logger="slurm_dsl"):
-        found = lookup.default_lookup("/x/squeue", 4.0)
+        found = lookup_choice.default_lookup("/x/squeue", 4.0)
     assert isinstance(found, SqueueLookup)
     assert (found.squeue_path, found.timeout) == ("/x/squeue", 4.0)
     assert len(caplog.records) == 1 and "Slurm version" in caplog.records[0].getMessage()
@@ -547,8 +540,8 @@ def test_default_lookup_is_squeue_without_pyslurm(
     import sys
 
     monkeypatch.setitem(sys.modules, "pyslurm", None)  # import pyslurm -> ModuleNotFoundError
-    monkeypatch.setattr(lookup, "slurm_version", lambda *a, **k: (22, 5))
+    monkeypatch.setattr(lookup_choice, "slurm_version", lambda *a, **k: (22, 5))
     with caplog.at_level(logging.INFO, logger="slurm_dsl"):
-        found: Optional[object] = lookup.default_lookup()
+        found: Optional[object] = lookup_choice.default_lookup()
     assert isinstance(found, SqueueLookup)
     assert len(caplog.records) == 1 and "not installed" in caplog.records[0].getMessage()

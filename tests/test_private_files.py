@@ -16,7 +16,7 @@ from typing import Callable, Dict, Iterator, List, Tuple
 import pytest
 
 from slurm_dsl.cli import main
-from slurm_dsl.ledger import Ledger, LedgerError
+from slurm_dsl.ledger import LedgerError, open_ledger
 from slurm_dsl.sweeper import SweepLock
 from tests.fakes import write_fake
 
@@ -129,13 +129,13 @@ def test_a_planted_ledger_symlink_is_refused_and_nothing_is_created_where_it_poi
     target = tmp_path / "elsewhere.sqlite3"
     ledger.symlink_to(target)
     with pytest.raises(LedgerError, match="is a symbolic link: refusing to follow it") as info:
-        Ledger.open(ledger)
+        open_ledger(ledger)
     assert str(ledger) in str(info.value) and info.value.path == str(ledger)
     assert not target.exists() and not Path(f"{target}-wal").exists()
     ledger.unlink()
     ledger.symlink_to(precious(target))
     with pytest.raises(LedgerError, match="symbolic link"):
-        Ledger.open(ledger)
+        open_ledger(ledger)
     assert untouched(target)
 
 
@@ -145,7 +145,7 @@ def test_a_hard_linked_ledger_is_refused(tmp_path: Path) -> None:
     victim.chmod(0o600)
     os.link(victim, tmp_path / "ledger.sqlite3")
     with pytest.raises(LedgerError, match="has 2 hard links"):
-        Ledger.open(tmp_path / "ledger.sqlite3")
+        open_ledger(tmp_path / "ledger.sqlite3")
     assert victim.read_bytes() == b"", "SQLite never wrote a header into it"
 
 
@@ -155,7 +155,7 @@ def test_a_ledger_directory_others_can_write_is_refused(tmp_path: Path, mode: in
     shared.mkdir()
     shared.chmod(mode)
     with pytest.raises(LedgerError, match=r"group- or world-writable .*chmod go-w") as info:
-        Ledger.open(shared / "ledger.sqlite3")
+        open_ledger(shared / "ledger.sqlite3")
     assert f"ledger directory {shared} is" in str(info.value) and f"mode {mode:04o}" in str(info.value)
     assert os.listdir(shared) == [], "refused before anything was created"
 
@@ -165,7 +165,7 @@ def test_a_ledger_directory_of_another_account_is_refused(tmp_path: Path) -> Non
     theirs.mkdir(mode=0o755)
     os.chown(theirs, NOBODY, NOBODY)
     with pytest.raises(LedgerError, match=rf"ledger directory {theirs} is owned by uid {NOBODY}.*chown 0 "):
-        Ledger.open(theirs / "ledger.sqlite3")
+        open_ledger(theirs / "ledger.sqlite3")
     assert os.listdir(theirs) == []
 
 
@@ -174,7 +174,7 @@ def test_a_ledger_directory_that_is_a_symlink_is_refused(tmp_path: Path) -> None
     real.mkdir(mode=0o700)
     (tmp_path / "link").symlink_to(real)
     with pytest.raises(LedgerError, match=r"ledger directory .*link is a symbolic link"):
-        Ledger.open(tmp_path / "link" / "ledger.sqlite3")
+        open_ledger(tmp_path / "link" / "ledger.sqlite3")
     assert os.listdir(real) == []
 
 
@@ -183,14 +183,14 @@ def test_a_ledger_file_of_another_account_or_others_can_write_is_refused(tmp_pat
     ledger.write_bytes(b"")
     os.chown(ledger, NOBODY, NOBODY)
     with pytest.raises(LedgerError, match=rf"ledger {ledger} is owned by uid {NOBODY}"):
-        Ledger.open(ledger)
+        open_ledger(ledger)
     assert ledger.read_bytes() == b"", "not made into a database"
     os.chown(ledger, 0, 0)
     ledger.chmod(0o620)
     with pytest.raises(LedgerError, match=rf"group- or world-writable \(mode 0620\).*chmod 600 {ledger}"):
-        Ledger.open(ledger)
+        open_ledger(ledger)
     ledger.chmod(0o600)
-    Ledger.open(ledger).close()
+    open_ledger(ledger).close()
 
 
 def test_a_relative_ledger_path_checks_the_current_directory(
@@ -201,9 +201,9 @@ def test_a_relative_ledger_path_checks_the_current_directory(
     shared.chmod(0o1777)
     monkeypatch.chdir(shared)
     with pytest.raises(LedgerError, match=rf"ledger directory {shared} is group- or world-writable"):
-        Ledger.open("ledger.sqlite3")
+        open_ledger("ledger.sqlite3")
     shared.chmod(0o700)
-    with Ledger.open("ledger.sqlite3") as ledger:
+    with open_ledger("ledger.sqlite3") as ledger:
         assert ledger.schema_version() >= 1
 
 

@@ -46,7 +46,7 @@ STDERR = st.one_of(st.binary(max_size=300), NEARLY_FRAMED)
 
 
 def _exact(op: str, data: bytes, exit_status: object) -> bool:
-    """An independent check of SPEC §6's framing, for an output read as ok."""
+    """An independent check of the framing of docs/contract.md §6, for an output read as ok."""
     line = re.compile(rb"\x1eDSL " + NONCE.encode() + rb" call ([1-9][0-9]*) (0|[1-9][0-9]*)\n")
     pos = 0
     calls = []

@@ -1,4 +1,4 @@
-"""pyslurm_lookup.py against tests/fake_pyslurm, a fake of exactly pyslurm-api.md's surface.
+"""pyslurm_lookup.py against tests/fake_pyslurm, a fake of exactly the surface in docs/pyslurm.md.
 
 No pyslurm on PyPI builds against Debian's Slurm, so the fake stands in: both API
 generations, the documented errno values (2017 gone; 1800 controller down) and
@@ -17,9 +17,10 @@ from typing import Any, Callable, Iterator, List, Optional
 
 import pytest
 
-from slurm_dsl import lookup
+from slurm_dsl import lookup_choice
 from slurm_dsl.lookup import JobInfo, Lookup, LookupFailed
 from slurm_dsl.pyslurm_lookup import ModernPyslurmLookup, OldPyslurmLookup, load_pyslurm_lookup
+from slurm_dsl.squeue_lookup import SqueueLookup
 
 FAKE_DIR = Path(__file__).resolve().parent / "fake_pyslurm"
 SLURM_22_05 = (22, 5)
@@ -217,14 +218,14 @@ def test_a_pyslurm_without_either_api_is_one_warning_and_none(
 
 def test_default_lookup_prefers_a_usable_pyslurm(fake: Loader, monkeypatch: pytest.MonkeyPatch) -> None:
     fake()
-    monkeypatch.setattr(lookup, "slurm_version", lambda *a, **k: SLURM_22_05)
-    assert isinstance(lookup.default_lookup(), ModernPyslurmLookup)
+    monkeypatch.setattr(lookup_choice, "slurm_version", lambda *a, **k: SLURM_22_05)
+    assert isinstance(lookup_choice.default_lookup(), ModernPyslurmLookup)
 
 
 def test_default_lookup_falls_back_on_a_mismatch(fake: Loader, monkeypatch: pytest.MonkeyPatch) -> None:
     fake(version="25.11.2")
-    monkeypatch.setattr(lookup, "slurm_version", lambda *a, **k: SLURM_22_05)
-    assert isinstance(lookup.default_lookup(), lookup.SqueueLookup)
+    monkeypatch.setattr(lookup_choice, "slurm_version", lambda *a, **k: SLURM_22_05)
+    assert isinstance(lookup_choice.default_lookup(), SqueueLookup)
 
 
 # --- modern API --------------------------------------------------------------------
@@ -555,16 +556,16 @@ def test_make_lookup_is_the_admins_choice(fake: Loader, monkeypatch: pytest.Monk
     from slurm_dsl.errors import ConfigError
 
     fake()
-    monkeypatch.setattr(lookup, "slurm_version", lambda *a, **k: SLURM_22_05)
-    assert isinstance(lookup.make_lookup("squeue"), lookup.SqueueLookup)  # even with a usable pyslurm
-    assert isinstance(lookup.make_lookup("pyslurm"), ModernPyslurmLookup)
-    assert isinstance(lookup.make_lookup("auto"), ModernPyslurmLookup)
+    monkeypatch.setattr(lookup_choice, "slurm_version", lambda *a, **k: SLURM_22_05)
+    assert isinstance(lookup_choice.make_lookup("squeue"), SqueueLookup)  # even with a usable pyslurm
+    assert isinstance(lookup_choice.make_lookup("pyslurm"), ModernPyslurmLookup)
+    assert isinstance(lookup_choice.make_lookup("auto"), ModernPyslurmLookup)
     fake(version="24.11.1")
     with pytest.raises(ConfigError, match=r"built for Slurm 24\.11, but Slurm 22\.05 is running"):
-        lookup.make_lookup("pyslurm")
-    assert isinstance(lookup.make_lookup("auto"), lookup.SqueueLookup)
+        lookup_choice.make_lookup("pyslurm")
+    assert isinstance(lookup_choice.make_lookup("auto"), SqueueLookup)
     monkeypatch.setitem(sys.modules, "pyslurm", None)
     with pytest.raises(ConfigError, match="not installed"):
-        lookup.make_lookup("pyslurm")
+        lookup_choice.make_lookup("pyslurm")
     with pytest.raises(ConfigError, match="unknown lookup"):
-        lookup.make_lookup("scontrol")
+        lookup_choice.make_lookup("scontrol")

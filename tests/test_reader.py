@@ -1,4 +1,4 @@
-"""SPEC §6 (framing) and §7 (results), table-driven, with the real texts."""
+"""docs/contract.md §6 (framing) and §7 (results), table-driven, with the real texts."""
 
 from __future__ import annotations
 
@@ -54,7 +54,7 @@ def requeue(s1: Step, s2: Optional[Step], s3: Optional[Step]) -> Outcome:
     return read_outcome("requeue", J, frame(NONCE, calls), calls[-1][2], NONCE)
 
 
-# SPEC §7, requeue: (s1, s2, s3) -> (result, requeue_bit).  s2/s3 None = no line.
+# docs/contract.md §7, requeue: (s1, s2, s3) -> (result, requeue_bit).  s2/s3 None = no line.
 REQUEUE_TABLE: List[Tuple[str, Step, Optional[Step], Optional[Step], Result, RequeueBit]] = [
     # s3 succeeded or found the job gone: s2's own result, bit clear; found it finished: may be set.
     ("all ok", OK, OK, OK, Result.OK, RequeueBit.CLEAR),
@@ -134,7 +134,7 @@ def test_requeue_bit_set_is_never_a_refusal() -> None:
             assert requeue(OK, s2, s3).result in (Result.BIT_SET, Result.UNKNOWN)
 
 
-# A second, deliberately naive reading of SPEC §7 to compare with over every combination.
+# A second, deliberately naive reading of docs/contract.md §7 to compare with over every combination.
 S1_STEPS = [OK, EXP, TMO, WRAP, NOEXEC, MISSING, KILLED, DOWN, FINISHED, NOJOB, DENIED_UPD, RATE, GARBAGE]
 S2_STEPS = [
     OK,
@@ -215,7 +215,7 @@ def test_requeue_matches_a_naive_reading_of_section_7_everywhere() -> None:
     assert len(seen) >= 10  # the table really spans the results and bits
 
 
-# SPEC §7, single-call ops: (op, step) -> result.
+# docs/contract.md §7, single-call ops: (op, step) -> result.
 SINGLE_TABLE: List[Tuple[str, str, Step, Result]] = [
     ("hold ok", "hold", OK, Result.OK),
     ("hold finished", "hold", (suspend(ALREADY_FINISHED, J), 1), Result.REJECTED),

@@ -1,4 +1,5 @@
-"""Every row of SPEC §5, with the real texts (ground truth 22.05 §1-3, §6; 24.11/26.05 §1-4)."""
+"""Every row of docs/contract.md §5, with the real texts (docs/slurm-behaviour.md §1-§3, §6;
+docs/slurm-24.11-26.05.md §1-§4)."""
 
 from __future__ import annotations
 

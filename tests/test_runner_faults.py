@@ -16,10 +16,11 @@ import pytest
 
 from slurm_dsl import Op, Reason, RequeueBit, Result, execute
 from slurm_dsl.doctor import run_checks
-from slurm_dsl.ledger import Ledger
-from slurm_dsl.lookup import LookupFailed, SqueueLookup, slurm_version
+from slurm_dsl.ledger import open_ledger
+from slurm_dsl.lookup import LookupFailed
 from slurm_dsl.model import Outcome
 from slurm_dsl.runner import run_argv
+from slurm_dsl.squeue_lookup import SqueueLookup, slurm_version
 from slurm_dsl.sweeper import Done, sweep
 from slurm_dsl.tracked import Tracker
 from tests.fakes import calls_made, refuse, write_fake, write_fake_squeue
@@ -330,7 +331,7 @@ def test_a_sweep_whose_squeue_escapes_changes_nothing(escapes: Escapes, bin_dir:
     # restore; the output may be incomplete, so the lookup failed and nothing ran.
     fake = write_fake(bin_dir, {})
     path = str(tmp_path / "ledger.sqlite3")
-    with Ledger.open(path) as ledger:
+    with open_ledger(path) as ledger:
         op_id = ledger.begin_operation("5", Op.REQUEUE, "0" * 32, time.time())
         ledger.finish_operation(op_id, Outcome(Op.REQUEUE, "5", Result.UNKNOWN, RequeueBit.MAY_BE_SET), b"",
                                 time.time())
@@ -341,6 +342,6 @@ def test_a_sweep_whose_squeue_escapes_changes_nothing(escapes: Escapes, bin_dir:
     assert report.lookup_error is not None and "held open" in report.lookup_error
     assert [s.done for s in report.swept] == [Done.LOOKUP_FAILED]
     assert calls_made(fake) == []
-    with Ledger.open(path) as ledger:
+    with open_ledger(path) as ledger:
         assert ledger.get("5").bit is RequeueBit.MAY_BE_SET  # type: ignore[union-attr]
     assert len(escapes.alive()) == 1

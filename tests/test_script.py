@@ -62,8 +62,9 @@ def test_scripts_parse(op: Op, shell: str) -> None:
 )
 def test_hostile_scontrol_paths_stay_quoted(path: str) -> None:
     script = render(Op.HOLD, "1", 2e9, NONCE, path)
-    assert "c='" in script
-    done = subprocess.run(["dash", "-c", script.split("\n", 3)[2] + '\nprintf %s "$c"'], capture_output=True)
+    (assignment,) = [line for line in script.split("\n") if line.startswith("nonce=")]
+    assert " scontrol='" in assignment
+    done = subprocess.run(["dash", "-c", assignment + '\nprintf %s "$scontrol"'], capture_output=True)
     assert done.stdout.decode() == path
 
 

@@ -1,4 +1,4 @@
-"""Every row of SPEC §4."""
+"""Every row of docs/contract.md §4."""
 
 from __future__ import annotations
 

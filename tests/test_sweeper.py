@@ -10,7 +10,7 @@ from typing import Dict, List, Optional, Sequence
 import pytest
 
 from slurm_dsl import Op, RequeueBit
-from slurm_dsl.ledger import Ledger
+from slurm_dsl.ledger import open_ledger
 from slurm_dsl.lookup import JobInfo, LookupFailed
 from slurm_dsl.model import Outcome, Result
 from slurm_dsl.sweeper import Action, Done, SweepBusy, SweepLock, decide, metrics_text, sweep
@@ -61,7 +61,7 @@ def test_decide(found: Optional[JobInfo], action: Action) -> None:
 
 def mark(path: str, jobs: Sequence[str], bit: RequeueBit = RequeueBit.MAY_BE_SET) -> None:
     """Objects as an unknown requeue leaves them: through the real begin/finish."""
-    with Ledger.open(path) as ledger:
+    with open_ledger(path) as ledger:
         for job in jobs:
             op_id = ledger.begin_operation(job, Op.REQUEUE, "0" * 32, time.time())
             out = Outcome(Op.REQUEUE, job, Result.UNKNOWN, bit)
@@ -76,7 +76,7 @@ def setup(tmp_path: Path) -> tuple:  # type: ignore[type-arg]
 
 
 def bits(path: str) -> Dict[str, str]:
-    with Ledger.open(path) as ledger:
+    with open_ledger(path) as ledger:
         return {j: ledger.get(j).bit.value for j in ("1", "2", "3", "4", "5", "90")  # type: ignore[union-attr]
                 if ledger.get(j) is not None}
 
@@ -95,7 +95,7 @@ def test_one_lookup_settles_everything(setup: tuple) -> None:  # type: ignore[ty
     assert calls_made(fake) == ["update JobId=4 Requeue=0", "update JobId=90 Requeue=0"]
     assert bits(path) == {"1": "clear", "2": "may_be_set", "3": "clear", "4": "clear", "90": "may_be_set"}
     assert not report.settled
-    with Ledger.open(path) as ledger:
+    with open_ledger(path) as ledger:
         # The failed restore backs off; the watched finished job is due again at once.
         assert [o.job_id for o in ledger.pending(time.time())] == ["2"]
         assert [h.op.value for h in ledger.history("4")] == ["requeue", "restore"]
@@ -124,7 +124,7 @@ def test_a_job_that_finishes_before_its_restore_is_watched(tmp_path: Path) -> No
         report = sweep(t, MemoryLookup({"6": info("6", "RUNNING")}))
     assert [s.done for s in report.swept] == [Done.WATCHING] and report.settled
     assert bits(path) == {}  # bits() lists 1-5 and 90 only
-    with Ledger.open(path) as ledger:
+    with open_ledger(path) as ledger:
         obj = ledger.get("6")
         assert obj is not None and obj.bit is RequeueBit.MAY_BE_SET and obj.lookup_failures == 0
         assert [o.job_id for o in ledger.pending(time.time())] == ["6"]
@@ -139,7 +139,7 @@ def test_a_failed_lookup_changes_nothing_and_backs_off(setup: tuple) -> None:  #
     assert {s.done for s in report.swept} == {Done.LOOKUP_FAILED}
     assert bits(path) == {"1": "may_be_set", "2": "may_be_set"}
     assert calls_made(fake) == []
-    with Ledger.open(path) as ledger:
+    with open_ledger(path) as ledger:
         assert ledger.pending(time.time()) == []
         assert len(ledger.pending(time.time() + 3600)) == 2
 
@@ -157,7 +157,7 @@ def test_dry_run_changes_nothing(setup: tuple) -> None:  # type: ignore[type-arg
 def test_a_leased_job_is_left_alone(setup: tuple) -> None:  # type: ignore[type-arg]
     path, fake = setup
     mark(path, ["1", "2"])
-    with Ledger.open(path) as ledger:
+    with open_ledger(path) as ledger:
         assert ledger.acquire_lease("1", "an operation", time.time(), 60)
     lookup = MemoryLookup({})
     with Tracker(path, scontrol=str(fake)) as t:
@@ -270,6 +270,6 @@ def test_cli_orphans_are_listed_and_fixed_only_with_fix(setup: tuple, tmp_path: 
     code, out = cli(["sweep", "--ledger", path, "--scontrol", str(fake), "--squeue", str(squeue), "--orphans", "--fix"])
     assert code == 0
     assert calls_made(fake) == ["update JobId=7 Requeue=0"], "a finished job cannot be restored"
-    with Ledger.open(path) as ledger:
+    with open_ledger(path) as ledger:
         adopted = ledger.get("9")
         assert adopted is not None and adopted.bit is RequeueBit.MAY_BE_SET, "it is watched from now on"

@@ -1,4 +1,4 @@
-"""Operations through the ledger: lease, intent first, the bit after (SPEC §9)."""
+"""Operations through the ledger: lease, intent first, the bit after (docs/contract.md §9.2)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,8 @@ import pytest
 import slurm_dsl
 from slurm_dsl import Op, RequeueBit, Result
 from slurm_dsl.cli import main
-from slurm_dsl.ledger import Ledger
+from slurm_dsl.ledger import open_ledger
+from slurm_dsl.sqlite_ledger import SqliteLedger
 from slurm_dsl.tracked import Tracker, WholeArray
 from tests.fakes import calls_made, descendants, refuse, write_fake, write_fake_squeue
 from tests.ground import ALREADY_FINISHED, INVALID_JOB_ID, UNEXPECTED
@@ -28,7 +29,7 @@ def ledger_path(tmp_path: Path) -> str:
 
 
 def bit(path: str, job: str) -> RequeueBit:
-    with Ledger.open(path) as ledger:
+    with open_ledger(path) as ledger:
         obj = ledger.get(job)
     assert obj is not None
     return obj.bit
@@ -40,7 +41,7 @@ def test_an_ok_requeue_leaves_the_object_clear(tmp_path: Path, ledger_path: str)
         out = t.run(Op.REQUEUE, "11", time.time() + 5)
     assert out.result is Result.OK
     assert bit(ledger_path, "11") is RequeueBit.CLEAR
-    with Ledger.open(ledger_path) as ledger:
+    with open_ledger(ledger_path) as ledger:
         (entry,) = ledger.history("11")
     assert entry.result == "ok" and len(entry.calls) == 3
 
@@ -73,7 +74,7 @@ def test_controller_down_marks_may_be_set_then_restore_clears(tmp_path: Path, le
 
 def test_a_leased_job_is_not_touched_and_the_op_expires(tmp_path: Path, ledger_path: str) -> None:
     fake = write_fake(tmp_path / "bin", {})
-    with Ledger.open(ledger_path) as ledger:
+    with open_ledger(ledger_path) as ledger:
         assert ledger.acquire_lease("14", "someone else", time.time(), 60)
     with Tracker(ledger_path, scontrol=str(fake)) as t:
         out = t.run(Op.REQUEUE, "14", time.time() + 0.3)
@@ -87,7 +88,7 @@ def test_the_public_operations_record_and_raise(tmp_path: Path, ledger_path: str
         slurm_dsl.hold("15", timeout=5, scontrol=str(fake), ledger=ledger_path)
     assert info.value.job_id == "15"
     assert slurm_dsl.requeue(15, timeout=5, scontrol=str(fake), ledger=ledger_path).result is Result.OK
-    with Ledger.open(ledger_path) as ledger:
+    with open_ledger(ledger_path) as ledger:
         assert [h.op.value for h in ledger.history("15")] == ["hold", "requeue"]
 
 
@@ -124,7 +125,7 @@ def test_a_crash_during_a_requeue_leaves_may_be_set(tmp_path: Path, ledger_path:
             pass
     child.wait()
     assert bit(ledger_path, "17") is RequeueBit.MAY_BE_SET
-    with Ledger.open(ledger_path) as ledger:
+    with open_ledger(ledger_path) as ledger:
         (entry,) = ledger.history("17")
         assert entry.finished_at is None
         assert ledger.pending(time.time()) == [], "the crashed process's lease has not lapsed yet"
@@ -140,14 +141,14 @@ def test_an_outcome_that_cannot_be_recorded_is_logged_and_the_intent_kept(
         raise LedgerError("database or disk is full", path=ledger_path)
 
     fake = write_fake(tmp_path / "bin", {})
-    monkeypatch.setattr(Ledger, "finish_operation", full_disk)
+    monkeypatch.setattr(SqliteLedger, "finish_operation", full_disk)
     with Tracker(ledger_path, scontrol=str(fake)) as t:
         with pytest.raises(LedgerError):
             t.run(Op.REQUEUE, "18", time.time() + 5)
     assert "could not record requeue 18: ok" in caplog.text
     monkeypatch.undo()
     assert bit(ledger_path, "18") is RequeueBit.MAY_BE_SET
-    with Ledger.open(ledger_path) as ledger:
+    with open_ledger(ledger_path) as ledger:
         assert ledger.pending(time.time()) != [], "the lease was given back"
 
 
@@ -173,7 +174,7 @@ def test_an_arrays_own_id_is_refused_before_anything_runs(
         assert t.run(op, "166", time.time() + 5).result is Result.OK  # a split task: a single job
         assert t.run(Op.RESTORE, "165", time.time() + 5).result is Result.OK  # only ever clears flags
     assert calls_made(fake) == [*CALLS_ON_166[op], "update JobId=165 Requeue=0"]
-    with Ledger.open(ledger_path) as ledger:
+    with open_ledger(ledger_path) as ledger:
         assert [h.op for h in ledger.history("165")] == [Op.RESTORE]
 
 

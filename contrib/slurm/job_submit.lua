@@ -5,7 +5,7 @@
 --
 -- Contract. Sites running slurm-dsl keep every job at Requeue=0, so that a job showing
 -- Requeue=1 is one a slurm-dsl requeue may have left set, which the restore sweeper then
--- clears (SPEC §1, §9). A user who could set Requeue=1 would defeat that. So, for any caller
+-- clears (docs/contract.md §1, §9). A user who could set Requeue=1 would defeat that. So, for any caller
 -- that is not exempt:
 --   * submit (sbatch/salloc/srun, `#SBATCH --requeue`, SBATCH_REQUEUE): Requeue=1 becomes
 --     Requeue=0 and the user is told in one line; a request that names no Requeue is also

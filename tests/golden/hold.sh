@@ -1,23 +1,32 @@
 # slurm-dsl hold 4242: rendered by slurm_dsl.script; runs under dash and bash
 PATH=/usr/sbin:/usr/bin:/sbin:/bin; export PATH
-n='9f3c2a7b1e4d5f60718293a4b5c6d7e8' c='/usr/bin/scontrol' d=1767225600500 g=1 s=0
-r() {
-  i=$1; shift
-  t=$(date +%s%3N) || t=
-  case $t in
-    ''|*[!0-9]*) s=125 ;;
+# This script's nonce, the scontrol it runs, the deadline (ms since the epoch), the
+# seconds from TERM to KILL at the deadline, and the status of the last call.
+nonce='9f3c2a7b1e4d5f60718293a4b5c6d7e8' scontrol='/usr/bin/scontrol'
+deadline_ms=1767225600500 grace=1 status=0
+# call NUMBER ARGS...: run scontrol ARGS unless the deadline has passed, then print its status line.
+call() {
+  number=$1; shift
+  # The wall clock in milliseconds; a clock that cannot be read is the wrapper failing (125).
+  now_ms=$(date +%s%3N) || now_ms=
+  case $now_ms in
+    ''|*[!0-9]*) status=125 ;;
     *)
-      t=$((d - t))
-      if [ "$t" -gt 0 ]; then
-        f=$((t % 1000 + 1000))
-        timeout --foreground -k "$g" "$((t / 1000)).${f#1}" "$c" "$@" </dev/null
-        s=$?
+      left_ms=$((deadline_ms - now_ms))
+      if [ "$left_ms" -gt 0 ]; then
+        # Run it for the time left: TERM at the deadline (124), KILL $grace s later (137).
+        frac=$((left_ms % 1000 + 1000))
+        timeout --foreground -k "$grace" "$((left_ms / 1000)).${frac#1}" "$scontrol" "$@" </dev/null
+        status=$?
       else
-        s=75
+        # The deadline has passed: the call is not started.
+        status=75
       fi ;;
   esac
-  printf '\036DSL %s call %s %s\n' "$n" "$i" "$s" >&2
+  # The status line on stderr: RS, "DSL", the nonce, the call number, its status.
+  printf '\036DSL %s call %s %s\n' "$nonce" "$number" "$status" >&2
 }
-r 1 'hold' '4242'
-s1=$s
-exit "$s"
+# hold the job
+call 1 'hold' '4242'
+# The script's exit status is the last call's.
+exit "$status"

@@ -1,4 +1,4 @@
-"""The promises at the edges, against the real lab (SPEC §7, §9): a finished job that
+"""The promises at the edges, against the real lab (docs/contract.md §7, §9): a finished job that
 still shows Requeue=1 stays watched until it is purged or comes back, array tasks
 never read as gone whatever squeue groups, and an op on an array's own JobId that
 would reach other tasks is refused before anything runs."""
@@ -15,8 +15,8 @@ from typing import List, Tuple
 import pytest
 
 from slurm_dsl import Op, RequeueBit, Result
-from slurm_dsl.ledger import Ledger
-from slurm_dsl.lookup import SqueueLookup
+from slurm_dsl.ledger import open_ledger
+from slurm_dsl.squeue_lookup import SqueueLookup
 from slurm_dsl.sweeper import Done, sweep
 from slurm_dsl.tracked import Tracker, WholeArray
 from tests import lab
@@ -28,7 +28,7 @@ ARRAY = ("--array=1-3", "--hold", *lab.SLEEP_JOB)
 
 
 def bit(path: str, job: str) -> RequeueBit:
-    with Ledger.open(path) as ledger:
+    with open_ledger(path) as ledger:
         obj = ledger.get(job)
     assert obj is not None
     return obj.bit
@@ -83,7 +83,7 @@ def test_a_cancelled_job_at_requeue_1_stays_watched_until_its_owner_requeues_it(
             report = sweep(tracker, SqueueLookup())
             assert [(s.job_id, s.done) for s in report.swept] == [(job, Done.WATCHING)]
             assert report.settled
-        with Ledger.open(path) as ledger:
+        with open_ledger(path) as ledger:
             obj = ledger.get(job)
             assert obj is not None and obj.bit is RequeueBit.MAY_BE_SET and obj.lookup_failures == 0
             assert [h.op for h in ledger.history(job)] == [Op.REQUEUE, Op.RESTORE]
@@ -151,7 +151,7 @@ def test_an_op_on_a_pending_arrays_own_id_is_refused_before_anything_runs(tmp_pa
     assert done.returncode == 2 and done.stdout == ""
     assert f"job {array} is the own JobId of array {array}, whose 3 tasks" in done.stderr
     assert "Nothing ran" in done.stderr
-    with Ledger.open(path) as ledger:
+    with open_ledger(path) as ledger:
         assert ledger.history(plain) == [] and ledger.history(array) == []
     assert lab.job_state(plain).reason == "JobHeldUser"  # type: ignore[union-attr]
     states = lab.run_cmd(["squeue", "-h", "-r", "-j", array, "-O", "JobID:|,Reason:|,Requeue:|"]).stdout.split()

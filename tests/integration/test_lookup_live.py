@@ -1,7 +1,7 @@
 """SqueueLookup against the real Slurm lab: flags, gone ids, a forged job name, slurmctld down.
 
-The squeue quirks these rely on are ground truth §4, §6 and §9 (22.05) and
-24.11/26.05 §4-§5; each test checks the lookup against what the lab itself
+The squeue quirks these rely on are docs/slurm-behaviour.md §4, §6 and §9 (22.05) and
+docs/slurm-24.11-26.05.md §4-§5; each test checks the lookup against what the lab itself
 reports through tests/lab.py.
 """
 
@@ -13,14 +13,9 @@ from typing import List
 
 import pytest
 
-from slurm_dsl.lookup import (
-    JobInfo,
-    LookupFailed,
-    SqueueLookup,
-    default_lookup,
-    parse_slurm_version,
-    slurm_version,
-)
+from slurm_dsl.lookup import JobInfo, LookupFailed
+from slurm_dsl.lookup_choice import default_lookup
+from slurm_dsl.squeue_lookup import SqueueLookup, parse_slurm_version, slurm_version
 from tests import lab
 
 pytestmark = pytest.mark.integration
@@ -58,14 +53,14 @@ def test_a_requeued_job_shows_its_restart_and_keeps_the_flag() -> None:
     lab.wait_for(job_id, lab.Expect("PENDING"))
     info = SqueueLookup().jobs([job_id])[job_id]
     assert info is not None
-    # Ground truth §5: Requeue stays 1, Restarts counts the requeue.
+    # docs/slurm-behaviour.md §5: Requeue stays 1, Restarts counts the requeue.
     assert (info.state, info.requeue, info.restarts, info.finished) == ("PENDING", True, 1, False)
 
 
 def test_a_job_name_cannot_forge_the_requeue_flag() -> None:
     job_id = lab.submit("-J", FORGED_NAME, "--hold", *lab.SLEEP_JOB)
     lab.wait_for(job_id, lab.Expect("PENDING", "JobHeldUser"))
-    # The hazard is real here: `show job -o` prints the forged Requeue=1 first (§9).
+    # The hazard is real here: `show job -o` prints the forged Requeue=1 first (docs/slurm-behaviour.md §9).
     shown = subprocess.run(
         ["scontrol", "show", "job", "-o", job_id], capture_output=True, text=True, check=True, timeout=30
     ).stdout
@@ -120,7 +115,7 @@ def test_the_default_lookup_answers() -> None:
 @pytest.mark.slow
 def test_slurmctld_down_is_lookup_failed_never_gone() -> None:
     """Stopped slurmctld: squeue exits 1 `Unable to contact slurm controller` after
-    2*(MessageTimeout-1) s, 4 s in the lab (24.11 §4, D4); every path fails, none says gone."""
+    2*(MessageTimeout-1) s, 4 s in the lab (docs/slurm-24.11-26.05.md §4, D4); every path fails, none says gone."""
     known = lab.make_job("held_user")
     lab.stop_slurmctld()
     try:

@@ -1,4 +1,4 @@
-"""Every operation against every job state of ground truth §2, on the real lab.
+"""Every operation against every job state of docs/slurm-behaviour.md §2, on the real lab.
 
 Each test takes a fresh job, runs one operation through the package (the real
 runner, the real scontrol, the real slurmctld), and asserts both the outcome
@@ -21,13 +21,13 @@ from tests import lab
 pytestmark = pytest.mark.integration
 
 TIMEOUT = 15.0  # well past the lab's MessageTimeout=3
-MISSING = "999999"  # as in the ground truth; the lab never gets that far
+MISSING = "999999"  # as in docs/slurm-behaviour.md; the lab never gets that far
 FINISHED = ("completed", "failed", "cancelled")
 PENDING = ("held_user", "held_admin", "pending")
 RUNNING = ("running_rq0", "running_rq1")
 KINDS = PENDING + RUNNING + FINISHED + ("missing",)
 
-# (op, kind) -> (result, requeue_bit, refusal message); ground truth §2 and §8.
+# (op, kind) -> (result, requeue_bit, refusal message); docs/slurm-behaviour.md §2 and §8.
 EXPECTED: Dict[Tuple[Op, str], Tuple[Result, Optional[str], Optional[str]]] = {}
 for k in PENDING + RUNNING:
     EXPECTED[(Op.HOLD, k)] = (Result.OK, None, None)
@@ -41,8 +41,8 @@ for k in RUNNING:
 for k in FINISHED:
     for op in (Op.HOLD, Op.RELEASE, Op.OPEN):
         EXPECTED[(op, k)] = (Result.REJECTED, None, "Job has already finished")
-    # update Requeue=1 on a finished job is refused (§2): the requeue never starts.  Its call 3
-    # is refused the same way, so the flag was never seen cleared: may_be_set (SPEC §7).
+    # update Requeue=1 on a finished job is refused (docs/slurm-behaviour.md §2): the requeue never starts.  Its call 3
+    # is refused the same way, so the flag was never seen cleared: may_be_set (docs/contract.md §7).
     EXPECTED[(Op.REQUEUE, k)] = (Result.REJECTED, "may_be_set", "Job has already finished")
     # slurmctld will not change a finished job's flag, which its owner can still requeue.
     EXPECTED[(Op.RESTORE, k)] = (Result.REJECTED, None, "Job has already finished")
@@ -128,7 +128,7 @@ def test_a_non_owner_is_rejected(as_test_user: str, op: Op, bit: Optional[str]) 
     job_id = lab.make_job("running_rq0")
     before = lab.job_state(job_id)
     out = execute(op, job_id, time.time() + TIMEOUT, scontrol=as_test_user)
-    # requeue: call 1 and call 3 were both refused; call 3 ran and did not clear (SPEC §7).
+    # requeue: call 1 and call 3 were both refused; call 3 ran and did not clear (docs/contract.md §7).
     assert (out.result, out.requeue_bit.value if out.requeue_bit else None) == (Result.REJECTED, bit)
     assert {c.message for c in out.calls} == {"Invalid user id"}
     assert lab.job_state(job_id) == before

@@ -1,4 +1,4 @@
-"""The ledger and the sweeper against the real lab (SPEC §9): crashes at random
+"""The ledger and the sweeper against the real lab (docs/contract.md §9): crashes at random
 moments, concurrent sweepers and operations, a down controller, a forged name."""
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from typing import Dict
 import pytest
 
 from slurm_dsl import Op, RequeueBit, Result
-from slurm_dsl.ledger import Ledger
-from slurm_dsl.lookup import SqueueLookup
+from slurm_dsl.ledger import open_ledger
 from slurm_dsl.model import Outcome
+from slurm_dsl.squeue_lookup import SqueueLookup
 from slurm_dsl.sweeper import Done, sweep
 from slurm_dsl.tracked import Tracker
 from tests import lab
@@ -49,7 +49,7 @@ def crash(proc: subprocess.Popen[bytes]) -> None:
 def wait_until_pending(path: str, count: int, timeout: float = 30.0) -> None:
     """Poll until ``count`` objects are visible to a sweep (the crashed holders' leases lapsed)."""
     deadline = time.monotonic() + timeout
-    with Ledger.open(path) as ledger:
+    with open_ledger(path) as ledger:
         while len(ledger.pending(time.time())) < count:
             assert time.monotonic() < deadline, f"only {len(ledger.pending(time.time()))} of {count} objects pending"
             time.sleep(0.1)
@@ -57,7 +57,7 @@ def wait_until_pending(path: str, count: int, timeout: float = 30.0) -> None:
 
 def test_requeues_killed_at_random_moments_are_all_put_right(tmp_path: Path) -> None:
     path = str(tmp_path / "ledger.sqlite3")
-    Ledger.open(path).close()
+    open_ledger(path).close()
     rng = random.Random(int(os.environ.get("SLURM_DSL_CRASH_SEED", "1234")))
     jobs = [lab.submit("--hold", *lab.SLEEP_JOB) for _ in range(CRASHES)]
     for job in jobs:
@@ -72,7 +72,7 @@ def test_requeues_killed_at_random_moments_are_all_put_right(tmp_path: Path) -> 
         time.sleep(rng.uniform(0.0, 0.045))
         crash(child)
     flagged = [j for j in jobs if lab.job_state(j).requeue == 1]  # type: ignore[union-attr]
-    with Ledger.open(path) as ledger:
+    with open_ledger(path) as ledger:
         marked = [j for j in jobs if (o := ledger.get(j)) is not None and o.bit is not RequeueBit.CLEAR]
         unfinished = sum(1 for j in jobs for h in ledger.history(j) if h.finished_at is None)
     assert set(flagged) <= set(marked), "every job left at Requeue=1 is tracked"
@@ -84,13 +84,13 @@ def test_requeues_killed_at_random_moments_are_all_put_right(tmp_path: Path) -> 
     with Tracker(path, scontrol="/usr/bin/scontrol") as tracker:
         report = sweep(tracker, SqueueLookup())
     assert report.settled, report
-    with Ledger.open(path) as ledger:
+    with open_ledger(path) as ledger:
         assert all(ledger.get(j) is None or ledger.get(j).bit is RequeueBit.CLEAR for j in jobs)  # type: ignore[union-attr]
     assert [j for j in jobs if lab.job_state(j).requeue == 1] == []  # type: ignore[union-attr]
 
 
 def mark_unknown(path: str, job: str) -> None:
-    with Ledger.open(path) as ledger:
+    with open_ledger(path) as ledger:
         op_id = ledger.begin_operation(job, Op.REQUEUE, "0" * 32, time.time())
         out = Outcome(Op.REQUEUE, job, Result.UNKNOWN, RequeueBit.MAY_BE_SET)
         ledger.finish_operation(op_id, out, b"", time.time())
@@ -98,7 +98,7 @@ def mark_unknown(path: str, job: str) -> None:
 
 SWEEP_CHILD = """
 import sys
-from slurm_dsl.lookup import SqueueLookup
+from slurm_dsl.squeue_lookup import SqueueLookup
 from slurm_dsl.sweeper import sweep
 from slurm_dsl.tracked import Tracker
 with Tracker(sys.argv[1], scontrol="/usr/bin/scontrol") as t:
@@ -140,7 +140,7 @@ def test_two_sweepers_and_operations_at_once(tmp_path: Path) -> None:
     # Settle what is left, then the ledger and Slurm agree for every job.
     with Tracker(path, scontrol="/usr/bin/scontrol") as tracker:
         assert sweep(tracker, SqueueLookup()).settled
-    with Ledger.open(path) as ledger:
+    with open_ledger(path) as ledger:
         for job in jobs:
             obj = ledger.get(job)
             assert obj is not None and obj.bit is RequeueBit.CLEAR, (job, obj)
@@ -160,7 +160,7 @@ def test_a_sweep_with_slurmctld_down_changes_nothing(tmp_path: Path) -> None:
             report = sweep(tracker, SqueueLookup(timeout=20))
         assert report.lookup_error is not None and "unreachable" in report.lookup_error
         assert [s.done for s in report.swept] == [Done.LOOKUP_FAILED]
-        with Ledger.open(path) as ledger:
+        with open_ledger(path) as ledger:
             obj = ledger.get(job)
             assert obj is not None and obj.bit is RequeueBit.MAY_BE_SET and obj.lookup_failures == 1
             assert [h.op for h in ledger.history(job)] == [Op.REQUEUE], "no restore was attempted"

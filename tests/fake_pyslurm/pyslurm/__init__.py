@@ -1,4 +1,4 @@
-"""A fake ``pyslurm``: exactly the surface in shared/pyslurm-api.md, over an in-memory job table.
+"""A fake ``pyslurm``: exactly the surface in docs/pyslurm.md, over an in-memory job table.
 
 No pyslurm on PyPI builds against Debian's Slurm (22.05, 24.11), so tests of
 slurm_dsl.pyslurm_lookup import this instead (put ``tests/fake_pyslurm`` first
@@ -22,7 +22,7 @@ and 2**32 and ``TypeError`` for a str; ``RPCError()`` is errno 0, ``'Success'``;
 UTF-8.  Errors are the documented ones: modern
 ``RPCError`` with ``.errno`` and ``str(e)`` the plain strerror text; old builtin
 ``ValueError(text, errno)``.  2017 unknown id, 2037 requeue of a Requeue=0 job,
-2084 hold of a finished job, 1800 with slurmctld down.  Anything pyslurm-api.md
+2084 hold of a finished job, 1800 with slurmctld down.  Anything docs/pyslurm.md
 does not describe raises ``NotImplementedError`` rather than guess.
 """
 
@@ -53,7 +53,7 @@ FINISHED = ("COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "NODE_FAIL", "PREEMPT
 
 @dataclass
 class Record:
-    """One job record as slurmctld holds it (the fields pyslurm-api.md maps)."""
+    """One job record as slurmctld holds it (the fields docs/pyslurm.md maps)."""
 
     job_id: int
     state: str = "RUNNING"
@@ -102,7 +102,7 @@ def slurm_api_version() -> Tuple[int, int, int]:
 
 def slurm_ping(controller: int = 0) -> int:
     if not CONTROLLER_UP:
-        raise NotImplementedError("pyslurm-api.md does not say what slurm_ping returns with slurmctld down")
+        raise NotImplementedError("docs/pyslurm.md does not say what slurm_ping returns with slurmctld down")
     return 0
 
 
@@ -147,7 +147,7 @@ class JobSubmitDescription:
     def __init__(self, **kwargs: Any) -> None:
         for key in kwargs:
             if key not in ("is_requeueable", "priority"):
-                raise NotImplementedError(f"JobSubmitDescription({key}=...) is not in pyslurm-api.md")
+                raise NotImplementedError(f"JobSubmitDescription({key}=...) is not in docs/pyslurm.md")
         self.changes = kwargs
 
 
@@ -171,7 +171,7 @@ class Job:
 
     def _loaded(self) -> Record:
         if self._snapshot is None:
-            raise NotImplementedError("attributes of a Job that was not loaded are not in pyslurm-api.md")
+            raise NotImplementedError("attributes of a Job that was not loaded are not in docs/pyslurm.md")
         return self._snapshot
 
     @property
@@ -233,7 +233,7 @@ class Job:
     def __repr__(self) -> str:
         return f"pyslurm.Job({self._id})"
 
-    # Actions: pyslurm-api.md's table of errors.
+    # Actions: the table of errors in docs/pyslurm.md §2.
 
     def hold(self, mode: Optional[str] = None) -> None:
         _rpc("update_job", _rpc_error)
@@ -257,7 +257,7 @@ class Job:
         if not record.requeue:
             raise _rpc_error(*DISABLED)
         if record.state == "PENDING":
-            raise NotImplementedError("pyslurm-api.md gives no errno for 'Job is pending execution'")
+            raise NotImplementedError("docs/pyslurm.md gives no errno for 'Job is pending execution'")
         record.state = "PENDING"
         record.restarts += 1
         record.reason = "job_requeued_in_held_state" if hold else "BeginTime"
@@ -281,7 +281,7 @@ class Job:
             record.state = "CANCELLED"
 
     def suspend(self) -> None:
-        raise NotImplementedError("pyslurm-api.md names suspend() but not its errors")
+        raise NotImplementedError("docs/pyslurm.md names suspend() but not its errors")
 
 
 class Jobs(Dict[int, Job]):
@@ -350,7 +350,7 @@ def slurm_requeue(job_id: int, state: int = 0) -> int:
     record = _record(job_id, _value_error)
     if not record.requeue:
         raise _value_error(*DISABLED)
-    raise NotImplementedError("pyslurm-api.md only describes slurm_requeue's refusal")
+    raise NotImplementedError("docs/pyslurm.md only describes slurm_requeue's refusal")
 
 
 if _API == "old":

@@ -1,0 +1,172 @@
+"""The admin's view of the ledger: what ``history``, ``ledger status`` and ``ledger prune`` show.
+
+Strategy: each command's answer is built once, as JSON values (``--json`` prints them as they
+are, one object per line, each with a ``kind``), and the human text is rendered from those same
+values, so the two can never disagree.  Nothing here prints, opens a file or reads a clock: the
+store and ``now`` come from ``cli``.  Times are ISO-8601 UTC (``2024-05-01T12:00:03Z``) for
+people, with the epoch seconds beside them for scripts.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional, Sequence
+
+from . import ledger_rules as rules
+from .ledger import HistoryEntry, JobObject, LedgerStore, PruneResult, iso_utc
+from .model import RequeueBit
+
+UNKNOWN_ACTOR = "unknown"  # rows written before schema 2 did not record who ran them
+
+
+def object_json(obj: JobObject) -> Dict[str, Any]:
+    """A job's object as ``history --json`` shows it before its operations (``kind`` ``object``)."""
+    return {
+        "kind": "object",
+        "job_id": obj.job_id,
+        "bit": obj.bit.value,
+        "why": obj.why,
+        "since": iso_utc(obj.updated_at),
+        "since_epoch": obj.updated_at,
+        "lookup_failures": obj.lookup_failures,
+        "lookup_error": obj.lookup_error or None,
+    }
+
+
+def history_json(job_id: str, obj: Optional[JobObject], entries: Sequence[HistoryEntry]) -> List[Dict[str, Any]]:
+    """One job's ``history --json`` lines: its object, then each operation oldest first; or one
+    ``no_record`` line for a job the ledger has never seen."""
+    if obj is None and not entries:
+        return [{"kind": "no_record", "job_id": job_id}]
+    head = [object_json(obj)] if obj is not None else []
+    return head + [e.to_json() for e in entries]
+
+
+def history_lines(records: Sequence[Dict[str, Any]]) -> List[str]:
+    """The human table of one job, from its ``history_json`` records."""
+    first = records[0]
+    if first["kind"] == "no_record":
+        return [f"no record of job {first['job_id']}"]
+    lines: List[str] = []
+    if first["kind"] == "object":
+        lines.append(f"job {first['job_id']}: bit {first['bit']} since {first['since']} ({first['why']})")
+        if first["lookup_failures"]:
+            lines.append(f"  lookup failed {first['lookup_failures']} time(s) in a row: {first['lookup_error']}")
+    ops = [r for r in records if r["kind"] == "operation"]
+    if not ops:
+        lines.append("  no operation recorded (an object made by sweep --orphans --fix, or pruned)")
+        return lines
+    lines.append(f"  {'ID':>6}  {'STARTED (UTC)':<20}  {'SECS':>6}  {'OP':<8} {'RESULT':<10} {'REQUEUE-BIT':<11}"
+                 f"  {'BIT BEFORE -> AFTER':<24}  BY")
+    for r in ops:
+        secs = "-" if r["finished_at_epoch"] is None else f"{r['finished_at_epoch'] - r['started_at_epoch']:.1f}"
+        bits = f"{r['bit_before']} -> {r['bit_after'] or '?'}"
+        lines.append(
+            f"  {r['id']:>6}  {r['started_at']:<20}  {secs:>6}  {r['op']:<8} {r['result'] or 'unfinished':<10}"
+            f" {r['requeue_bit'] or '-':<11}  {bits:<24}  {r['actor'] or UNKNOWN_ACTOR}"
+        )
+        pad = " " * 10
+        if r["finished_at"] is None:
+            lines.append(f"{pad}not finished: still running, or its process died (a requeue's object then stays"
+                         " may_be_set for the sweep)")
+        for c in r["calls"]:
+            said = f": {c['message']}" if c["message"] else ""
+            why = f" [{c['reason']}]" if c["reason"] else ""
+            lines.append(f"{pad}call {c['number']}: {c['status']} {c['outcome']}{said}{why}")
+        if r["reason"] or r["detail"]:
+            lines.append(f"{pad}why: {': '.join(str(x) for x in (r['reason'], r['detail']) if x)}")
+    return lines
+
+
+def ago(seconds: float) -> str:
+    """A duration as people read it: ``42 s``, ``17 min``, ``3.2 h``, ``12.5 d``."""
+    if seconds < 120:
+        return f"{max(seconds, 0):.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 2 * rules.DAY:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / rules.DAY:.1f} d"
+
+
+def status_json(ledger: LedgerStore, now: float) -> Dict[str, Any]:
+    """``ledger status --json``: objects by bit, the not-clear ones by the age of their bit, the
+    oldest of them, how many are backing off after failed lookups, and the last sweep."""
+    by_bit = ledger.count_by_bit()
+    not_clear = ledger.objects_not_clear()  # oldest change first
+    last = ledger.last_sweep()
+    oldest: Optional[Dict[str, Any]] = None
+    if not_clear:
+        o = not_clear[0]
+        oldest = {"job_id": o.job_id, "bit": o.bit.value, "why": o.why, "since": iso_utc(o.updated_at),
+                  "since_epoch": o.updated_at, "age_seconds": round(now - o.updated_at, 3)}
+    sweep: Optional[Dict[str, Any]] = None
+    if last is not None:
+        sweep = {"started_at": iso_utc(last.started_at), "started_at_epoch": last.started_at,
+                 "finished_at": iso_utc(last.finished_at), "finished_at_epoch": last.finished_at,
+                 "age_seconds": round(now - last.finished_at, 3), "summary": dict(last.summary)}
+    return {
+        "kind": "status",
+        "ledger": ledger.path,
+        "schema": ledger.schema_version(),
+        "history_rows": ledger.count_history(),
+        "objects": {bit.value: by_bit[bit] for bit in RequeueBit},
+        "not_clear": len(not_clear),
+        "not_clear_by_age": rules.ages((o.updated_at for o in not_clear), now),
+        "oldest_not_clear": oldest,
+        "backing_off": sum(1 for o in not_clear if o.lookup_failures > 0),
+        "last_sweep": sweep,
+    }
+
+
+def status_lines(status: Dict[str, Any]) -> List[str]:
+    """The human ``ledger status``, from ``status_json``."""
+    objects = ", ".join(f"{n} {bit}" for bit, n in status["objects"].items())
+    ages = ", ".join(f"{name} {n}" for name, n in status["not_clear_by_age"].items())
+    lines = [
+        f"ledger {status['ledger']} (schema {status['schema']}): {status['history_rows']} history row(s)",
+        f"objects: {objects}",
+        f"not clear, by when their bit last changed: {ages}",
+    ]
+    o = status["oldest_not_clear"]
+    if o is None:
+        lines.append("oldest not clear: none, every object is clear")
+    else:
+        lines.append(f"oldest not clear: job {o['job_id']} {o['bit']} since {o['since']}"
+                     f" ({ago(o['age_seconds'])} ago): {o['why']}")
+    lines.append(f"lookup back-off: {status['backing_off']} object(s) whose last lookup failed")
+    s = status["last_sweep"]
+    if s is None:
+        lines.append("last sweep: none recorded (run slurm-dsl sweep; contrib/systemd has a timer for it)")
+    else:
+        summary = s["summary"]
+        done = ", ".join(f"{n} {what}" for what, n in summary.get("counts", {}).items()) or "nothing to do"
+        settled = "settled" if summary.get("settled") else "NOT settled"
+        error = f"; lookup failed: {summary['lookup_error']}" if summary.get("lookup_error") else ""
+        lines.append(f"last sweep: {s['finished_at']} ({ago(s['age_seconds'])} ago, took"
+                     f" {s['finished_at_epoch'] - s['started_at_epoch']:.1f} s): {done}; {settled}{error}")
+    return lines
+
+
+def prune_json(result: PruneResult, days: int, before: float, dry_run: bool) -> Dict[str, Any]:
+    """``ledger prune --json``: what was removed (or would be), and the cutoff."""
+    return {
+        "kind": "prune",
+        "dry_run": dry_run,
+        "removed": result.removed,
+        "jobs": result.jobs,
+        "older_than_days": days,
+        "before": iso_utc(before),
+        "before_epoch": before,
+        "checkpointed": result.checkpointed,
+    }
+
+
+def prune_line(p: Dict[str, Any]) -> str:
+    """The human ``ledger prune``, from ``prune_json``."""
+    verb = "would remove" if p["dry_run"] else "removed"
+    line = (f"prune{' (dry run)' if p['dry_run'] else ''}: {verb} {p['removed']} history row(s) of {p['jobs']}"
+            f" settled job(s), finished before {p['before']} (older than {p['older_than_days']} day(s));"
+            " every object keeps its newest row, unsettled and leased objects and unfinished rows are kept")
+    if p["checkpointed"] is False:
+        line += "; the WAL checkpoint could not finish (the ledger was busy): SQLite completes it later"
+    return line

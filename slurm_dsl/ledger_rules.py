@@ -1,0 +1,125 @@
+"""What an operation does to a job's object in the ledger (docs/contract.md §9.2): the rules, no storage.
+
+Strategy: a ledger backend stores; these pure functions decide.  Rule 1, intent first: before
+a requeue's script starts, its object becomes ``may_be_set`` (``intent``), committed.  Rule 2,
+the bit after: ``after`` gives what the object holds once the outcome is known
+(``combine.next_bit`` of the bit before the operation), and why.  Rule 3: a job whose lookup
+failed is looked at again after a back-off that doubles per failure up to a cap (``backoff``).
+Only requeue and restore write the object; hold, release and open leave it as it is.  Rule 4,
+the one exception to an append-only history: ``prune`` removes only old, finished rows of clear,
+unleased objects, never an object's newest (``may_prune``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Dict, Iterable, Optional, Tuple
+
+from .combine import next_bit
+from .errors import InvalidInput
+from .model import Op, Outcome, RequeueBit
+
+
+@dataclass(frozen=True)
+class BitChange:
+    """The object's bit after a step, and the why to store with it (None: leave the object)."""
+
+    bit: RequeueBit
+    why: Optional[str]
+
+
+def first_seen_why(op: Op, nonce: str) -> str:
+    """The why of a new object (bit clear), created by the first operation on its job."""
+    return f"first seen by {Op(op).value} {nonce}"
+
+
+@dataclass(frozen=True)
+class Intent:
+    """The bit a starting operation commits before its script may start, and why."""
+
+    bit: RequeueBit
+    why: str
+
+
+def intent(op: Op, nonce: str) -> Optional[Intent]:
+    """What a starting operation commits before its script may start: may_be_set for a requeue."""
+    if Op(op) is Op.REQUEUE:
+        return Intent(RequeueBit.MAY_BE_SET, f"requeue {nonce} started")
+    return None
+
+
+def after(op: Op, nonce: str, prior_at_begin: RequeueBit, current: RequeueBit, outcome: Outcome) -> BitChange:
+    """The object's bit once ``outcome`` is known, and why (None when the op leaves it alone).
+
+    For a requeue the bit before is the one recorded when it began (its intent overwrote the
+    object's); other ops never wrote it, so it is the object's current bit.
+    """
+    op = Op(op)
+    bit = next_bit(prior_at_begin if op is Op.REQUEUE else current, outcome)
+    if op not in (Op.REQUEUE, Op.RESTORE):
+        return BitChange(bit, None)
+    why = f"{op.value} {nonce}: {outcome.result.value}"
+    if outcome.reason is not None:
+        why += f" ({outcome.reason.value})"
+    return BitChange(bit, why)
+
+
+def backoff(failures: int, base: float, cap: float) -> float:
+    """Seconds to wait after the ``failures``-th failed lookup in a row: ``min(cap, base * 2**(failures-1))``."""
+    # Cap the exponent too: 2.0 ** 1100 overflows a float.
+    return min(cap, base * 2.0 ** min(max(failures, 1) - 1, 64))
+
+
+# -- prune and status: the admin's view --------------------------------------------------------
+
+DAY = 86400.0
+
+
+def prune_before(now: float, days: int) -> float:
+    """The cutoff of ``prune --older-than DAYS``: rows finished before it may go.  At least one
+    day (``InvalidInput`` below): a prune must never race the operations of the moment."""
+    if isinstance(days, bool) or not isinstance(days, int) or days < 1:
+        raise InvalidInput(f"--older-than must be a whole number of days, at least 1, not {days!r}")
+    return now - days * DAY
+
+
+@dataclass(frozen=True)
+class PruneRow:
+    """One history row as prune sees it, with what it must know of the row's object."""
+
+    finished_at: Optional[float]  # None: unfinished (running, or the trace of a crash)
+    newest: bool  # the object's newest history row
+    bit: RequeueBit  # the object's bit now
+    leased: bool  # an operation or a sweeper holds an unexpired lease on the job
+
+
+def may_prune(row: PruneRow, before: float) -> bool:
+    """Rule 4: prune removes a history row only if it finished before ``before``, is not its
+    object's newest, and its object is clear and not leased.  So an object whose bit may be set
+    keeps all its history, an unfinished row (a crash's only trace) is never removed, and every
+    object keeps at least its last operation."""
+    return (
+        row.finished_at is not None
+        and row.finished_at < before
+        and not row.newest
+        and RequeueBit(row.bit) is RequeueBit.CLEAR
+        and not row.leased
+    )
+
+
+# ``ledger status``: objects not clear by how long ago their bit last changed.
+AGE_BUCKETS: Tuple[Tuple[str, float], ...] = (("<1h", 3600.0), ("<1d", DAY), ("<1w", 7 * DAY), ("older", math.inf))
+
+
+def age_bucket(age: float) -> str:
+    """The ``AGE_BUCKETS`` name for an age in seconds (a negative age, a clock gone back, is ``<1h``)."""
+    return next(name for name, limit in AGE_BUCKETS if age < limit)
+
+
+def ages(since: Iterable[float], now: float) -> Dict[str, int]:
+    """How many of the times ``since`` fall in each ``AGE_BUCKETS`` bucket before ``now`` (every bucket named)."""
+    counts = {name: 0 for name, _ in AGE_BUCKETS}
+    for t in since:
+        counts[age_bucket(now - t)] += 1
+    return counts
