@@ -6,7 +6,7 @@ not_found, expired, not_run, unknown or bit_set (docs/contract.md §7).  A resul
 rejected only when it certainly is; anything else is unknown.
 """
 
-from .api import hold, open_job, release, requeue, restore, run_op
+from .api import hold, open_job, release, requeue, restore, run_op, run_ops
 from .errors import (
     ConfigError,
     DSLError,
@@ -64,5 +64,6 @@ __all__ = [
     "requeue",
     "restore",
     "run_op",
+    "run_ops",
     "validate_job_id",
 ]

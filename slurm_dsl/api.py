@@ -19,7 +19,7 @@ real signatures: a misspelt keyword is a type error, not a runtime surprise.
 
 from __future__ import annotations
 
-from typing import Optional, Union
+from typing import List, Optional, Sequence, Union
 
 from .deadlines import resolve_deadline
 from .jobid import validate_job_id
@@ -45,6 +45,29 @@ def run_op(
         return ledger.run(op, job, when)
     with Tracker(ledger, scontrol=scontrol) as tracker:
         return tracker.run(op, job, when)
+
+
+def run_ops(
+    op: Union[Op, str],
+    job_ids: Sequence[JobId],
+    *,
+    timeout: float,
+    scontrol: Optional[str] = None,
+    ledger: Union[str, Tracker, None] = None,
+) -> List[Outcome]:
+    """Run ``op`` on many jobs through the bulk path (docs/contract.md §11) and the ledger.
+
+    One Outcome per distinct id, in the order given, whatever each is (never raises for an
+    outcome); ``timeout`` is each chunk's deadline, counted from when the chunk starts.  Raises
+    before anything ran as ``run_op`` does; a ledger failure once a chunk ran is ``NotRecorded``
+    with that chunk's outcomes in ``outcomes`` (earlier chunks are recorded).
+    """
+    from .bulk import run_many
+
+    if isinstance(ledger, Tracker):
+        return list(run_many(ledger, op, job_ids, timeout))
+    with Tracker(ledger, scontrol=scontrol) as tracker:
+        return list(run_many(tracker, op, job_ids, timeout))
 
 
 def hold(

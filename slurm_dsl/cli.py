@@ -136,6 +136,10 @@ def _positive_seconds(text: str) -> float:
     return value
 
 
+def _job_id_or_stdin(text: str) -> str:
+    return text if text == "-" else _job_id(text)
+
+
 def _job_id(text: str) -> str:
     try:
         return validate_job_id(text)
@@ -202,7 +206,14 @@ def build_parser() -> argparse.ArgumentParser:
             epilog=_op_examples(op) + _EPILOG + _LEDGER_FAILED,
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
-        p.add_argument("job_ids", nargs="+", type=_job_id, metavar="JOBID", help="plain decimal job id(s)")
+        p.add_argument(
+            "job_ids", nargs="+", type=_job_id_or_stdin, metavar="JOBID",
+            help="plain decimal job id(s), or - to read whitespace-separated ids from stdin",
+        )
+        p.add_argument(
+            "--one-by-one", action="store_true",
+            help="one script per job (default with several ids: the bulk path, one scontrol per chunk and call)",
+        )
         p.add_argument(
             "--timeout", required=True, type=_positive_seconds, metavar="SECONDS",
             help="each job's deadline, counted from when its script starts",
@@ -381,14 +392,96 @@ def _emit(outcomes: Iterable[Outcome], as_json: bool, out: IO[str]) -> int:
 def _cmd_op(args: argparse.Namespace, out: IO[str]) -> int:
     if args.parallel < 1:
         raise UsageError("--parallel must be at least 1")
+    ids = _job_ids(args.job_ids)
     tracker = Tracker(args.ledger, scontrol=find_scontrol(args.scontrol), squeue=args.squeue)
+    with tracker:
+        if args.one_by_one or len(ids) == 1:
+            return _one_by_one(tracker, args, ids, out)
+        return _bulk(tracker, args, ids, out)
+
+
+def _job_ids(given: Sequence[str]) -> List[str]:
+    """The ids in the order given, ``-`` replaced by the whitespace-separated ids on stdin, each
+    validated (a bad one is a usage error: nothing ran) and given once."""
+    if given.count("-") > 1:
+        raise UsageError("'-' (job ids from stdin) may be given once")
+    ids: List[str] = []
+    for item in given:
+        if item != "-":
+            ids.append(item)
+            continue
+        for number, word in enumerate(sys.stdin.read().split(), 1):
+            try:
+                ids.append(validate_job_id(word))
+            except InvalidInput as exc:
+                raise UsageError(f"stdin, id {number}: {exc}") from None
+    if not ids:
+        raise UsageError("no job ids (stdin was empty)")
+    return list(dict.fromkeys(ids))
+
+
+def _log_outcome(outcome: Outcome) -> None:
+    # Logged for the journal; the result itself goes to stdout.  Only the outcomes an admin
+    # must act on are warnings.
+    level = logging.WARNING if outcome.result in (Result.UNKNOWN, Result.BIT_SET) else logging.INFO
+    log.log(level, "%s", describe(outcome))
+
+
+def _ledger_failed(error: LedgerError, not_started: Sequence[str]) -> int:
+    skipped = f"; not started: {' '.join(not_started)}" if not_started else ""
+    sys.stderr.write(f"{PROG}: ledger error: {error}{skipped}\n")
+    return EXIT_ERROR
+
+
+class _Progress:
+    """``slurm-dsl: N/M jobs`` on a terminal's stderr, once the work has taken more than a second."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self.stream = stream
+        self.start = time.monotonic()
+        self.shown = False
+
+    def __call__(self, done: int, total: int) -> None:
+        if time.monotonic() - self.start > 1.0:
+            self.stream.write(f"\r{PROG}: {done}/{total} jobs")
+            self.stream.flush()
+            self.shown = True
+
+    def close(self) -> None:
+        if self.shown:
+            self.stream.write("\n")
+
+
+def _bulk(tracker: Tracker, args: argparse.Namespace, ids: List[str], out: IO[str]) -> int:
+    """Many ids through the bulk path (docs/contract.md §11), printed a chunk at a time in input order."""
+    from .bulk import run_many
+
+    code = EXIT_OK
+    printed: List[str] = []
+    progress = _Progress(sys.stderr) if sys.stderr.isatty() else None
     try:
-        # One lookup for every id before anything runs (docs/contract.md §9.4): an array's own JobId
-        # would make scontrol act on every task of the array.
-        tracker.refuse_whole_arrays(args.op, args.job_ids, resolve_deadline(args.timeout, None))
-    except BaseException:  # WholeArray (a UsageError), LookupFailed: nothing ran; main reports it
-        tracker.close()
-        raise
+        for outcome in run_many(tracker, args.op, ids, args.timeout, progress=progress):
+            _log_outcome(outcome)
+            code = max(code, _emit([outcome], args.json, out))
+            printed.append(outcome.job_id)
+    except NotRecorded as exc:  # they ran: print them all the same, then stop
+        for outcome in exc.outcomes:
+            code = max(code, _emit([outcome], args.json, out))
+            printed.append(outcome.job_id)
+        code = max(code, _ledger_failed(exc, [j for j in ids if j not in set(printed)]))
+    except LedgerError as exc:  # before a chunk's scripts started: that chunk and the rest never ran
+        code = max(code, _ledger_failed(exc, [j for j in ids if j not in set(printed)]))
+    finally:
+        if progress is not None:
+            progress.close()
+    return code
+
+
+def _one_by_one(tracker: Tracker, args: argparse.Namespace, ids: List[str], out: IO[str]) -> int:
+    """One script per job (up to --parallel at once), printed in input order."""
+    # One lookup for every id before anything runs (docs/contract.md §9.4): an array's own JobId
+    # would make scontrol act on every task of the array.  WholeArray, LookupFailed: nothing ran.
+    tracker.refuse_whole_arrays(args.op, ids, resolve_deadline(args.timeout, None))
     # Set at the first ledger error (or if printing fails): from then on no new script starts.
     # The ones running finish, and every outcome whose script started is printed, recorded or
     # not: automation reading the output must never take a job that ran for one that did not.
@@ -405,19 +498,16 @@ def _cmd_op(args: argparse.Namespace, out: IO[str]) -> int:
         except LedgerError as exc:  # before its script started: nothing ran
             stop.set()
             return None, exc
-        # Logged for the journal; the result itself goes to stdout.  Only the outcomes
-        # an admin must act on are warnings.
-        level = logging.WARNING if outcome.result in (Result.UNKNOWN, Result.BIT_SET) else logging.INFO
-        log.log(level, "%s", describe(outcome))
+        _log_outcome(outcome)
         return outcome, None
 
     code = EXIT_OK
     errors: List[LedgerError] = []
     not_started: List[str] = []
     # Results print as they come, in the order given, so a long run shows its progress.
-    with tracker, ThreadPoolExecutor(max_workers=args.parallel) as pool:
+    with ThreadPoolExecutor(max_workers=args.parallel) as pool:
         try:
-            for job_id, (outcome, error) in zip(args.job_ids, pool.map(one, args.job_ids)):
+            for job_id, (outcome, error) in zip(ids, pool.map(one, ids)):
                 if outcome is None:
                     not_started.append(job_id)
                 else:
@@ -428,9 +518,7 @@ def _cmd_op(args: argparse.Namespace, out: IO[str]) -> int:
             stop.set()  # EPIPE, Ctrl-C: the pool waits for the running jobs, starts no others
             raise
     if errors:
-        skipped = f"; not started: {' '.join(not_started)}" if not_started else ""
-        sys.stderr.write(f"{PROG}: ledger error: {errors[0]}{skipped}\n")
-        code = max(code, EXIT_ERROR)
+        code = max(code, _ledger_failed(errors[0], not_started))
     return code
 
 

@@ -2,8 +2,9 @@
 
 Each check is one line an admin can act on: ``ok``, ``warn`` (works, but not as a
 site running slurm-dsl should) or ``fail`` (operations or sweeps cannot work).
-Checks: the scontrol to run; the wrapper's tools (``date +%s%3N`` and GNU
-``timeout --foreground`` under /bin/sh); slurmctld answering ``scontrol ping``;
+Checks: the scontrol to run; the wrapper (/bin/sh running the script's own
+``call`` on a probe: trap TERM, a call in the background and wait, the
+runner's TERM at a deadline); slurmctld answering ``scontrol ping``;
 the Slurm version and which lookup the sweeper will use; ``JobRequeue=0`` and
 the job_submit companion (``scontrol show config``); the ledger; who is asking.
 ``parse_config`` is pure; the rest runs through ``runner`` and ``ledger``.
@@ -22,10 +23,12 @@ from .errors import ConfigError
 from .ledger import LedgerError, open_ledger
 from .lookup import LookupFailed
 from .lookup_choice import make_lookup
+from .script import PROBE_STATUS, PROBE_STDERR, render_probe
 from .squeue_lookup import SqueueLookup, slurm_version
 
 OK, WARN, FAIL = "ok", "warn", "fail"
 CHECK_TIMEOUT = 20.0  # seconds each check may take
+PROBE_DEADLINE = 0.5  # seconds: the wrapper probe's call 1 is long done by then, its call 2 still asleep
 
 
 @dataclass(frozen=True)
@@ -58,16 +61,7 @@ def run_checks(
         checks.append(Check("scontrol", OK, path))
     else:
         checks.append(Check("scontrol", FAIL, f"{path} is missing or not executable (--scontrol PATH)"))
-    probe = runner.run_script(
-        "date +%s%3N && timeout --foreground -k 1 5 true && echo wrapped\n", timeout=CHECK_TIMEOUT
-    )
-    lines = probe.stdout.decode("ascii", "replace").split()
-    wrapped = len(lines) == 2 and lines[0].isdigit() and lines[1] == "wrapped"
-    if probe.returncode == 0 and not probe.pipes_held and wrapped:
-        checks.append(Check("wrapper", OK, "/bin/sh with date +%s%3N and GNU timeout --foreground"))
-    else:
-        err = probe.stderr.decode("utf-8", "replace").strip().splitlines()
-        checks.append(Check("wrapper", FAIL, f"the deadline wrapper does not work: {err[-1] if err else probe}"))
+    checks.append(_wrapper_check())
     ping = runner.run_argv((path, "ping"), timeout=CHECK_TIMEOUT)
     up = ping.returncode == 0 and b" is UP" in ping.stdout and not ping.pipes_held
     text = (ping.stdout or ping.stderr).decode("utf-8", "replace").strip().splitlines()
@@ -94,6 +88,17 @@ def run_checks(
         checks.append(Check("caller", WARN, f"uid {os.geteuid()}: lookups may not see every job, and restores of other"
                             " users' jobs are refused; run as root or the SlurmUser"))
     return checks
+
+
+def _wrapper_check() -> Check:
+    """Run the wrapper's own ``call`` on a probe (``script.render_probe``) to a short deadline:
+    a call's own status, 124 for the one the runner's TERM cuts short, 75 for the next."""
+    probe = runner.run_script(render_probe(), timeout=PROBE_DEADLINE)
+    if (probe.stderr, probe.returncode, probe.timed_out, probe.pipes_held) == (PROBE_STDERR, PROBE_STATUS, True, False):
+        return Check("wrapper", OK, "/bin/sh traps the deadline's TERM: calls 1 3, 2 124 (stopped), 3 75 (not started)")
+    got = probe.stderr.replace(b"\x1e", b"<RS>").decode("utf-8", "replace").strip().replace("\n", " | ")
+    return Check("wrapper", FAIL, f"the deadline wrapper does not work under /bin/sh: exit {probe.returncode},"
+                 f" stderr {got[:300]!r}; want calls 1 3, 2 124, 3 75")
 
 
 def _config_checks(scontrol: str) -> List[Check]:

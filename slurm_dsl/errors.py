@@ -38,7 +38,7 @@ The command line decides its exit status from the type, in one table
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Dict, Optional, Sequence, Type
+from typing import TYPE_CHECKING, Dict, Optional, Sequence, Tuple, Type
 
 if TYPE_CHECKING:
     from .lookup import JobInfo
@@ -113,10 +113,14 @@ class NotRecorded(LedgerError):
     the script started, so for a requeue the sweeper still finds a bit that may be set.)"""
 
     outcome: Outcome
+    outcomes: Tuple[Outcome, ...]
 
-    def __init__(self, outcome: Outcome, cause: LedgerError) -> None:
-        super().__init__(f"{describe(outcome)}, but it could not be recorded: {cause}", path=cause.path)
+    def __init__(self, outcome: Outcome, cause: LedgerError, *, more: Sequence[Outcome] = ()) -> None:
+        """``more``: the other outcomes of a bulk chunk whose results could not be recorded together."""
+        what = describe(outcome) + (f" and {len(more)} more job(s)" if more else "")
+        super().__init__(f"{what}, but it could not be recorded: {cause}", path=cause.path)
         self.outcome = outcome
+        self.outcomes = (outcome, *more)
         self.job_id = outcome.job_id
         self.op = outcome.op.value
 

@@ -110,6 +110,8 @@ class Reason(str, enum.Enum):
     CLEAR_NOT_RUN = "clear_not_run"
     # docs/contract.md §7: the third call found the job finished, which may still show Requeue=1.
     JOB_FINISHED = "job_finished"
+    # docs/contract.md §11: nothing ran, because `scontrol ping` said slurmctld was down.
+    CONTROLLER_DOWN = "controller_down"
 
     def __str__(self) -> str:
         return self.value

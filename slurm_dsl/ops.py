@@ -1,31 +1,39 @@
 """Running one operation on one job, untracked (docs/contract.md §1, §2, §6).
 
 Contract: ``execute`` validates the job id before any process starts, renders
-the op's script with a fresh nonce, runs it through ``runner`` with an outer
-guard a little past the deadline, and reads the output with ``read_outcome``;
-it returns the ``Outcome`` and never raises for what scontrol did.  It records
-nothing: the public operations (``api``) run it through the ledger.  ``open``
-runs ``scontrol release`` directly, unwrapped, under the runner's guard at the
-deadline itself.
+the op's script with a fresh nonce, runs it through ``runner`` with the time
+left to the deadline (the runner is the deadline's clock: TERM to the script's
+group then, KILL ``KILL_GRACE`` later), and reads the output with
+``read_outcome``; it returns the ``Outcome`` and never raises for what scontrol
+did.  A deadline already past renders the script ``expired``: every call reports
+75 and scontrol is never started.  It records nothing: the public operations
+(``api``) run it through the ledger.  ``open`` runs ``scontrol release``
+directly, unwrapped, under the runner's guard at the deadline itself.
 """
 
 from __future__ import annotations
 
 import secrets
+import signal
 import time
-from typing import Optional, Union
+from typing import Callable, Dict, Optional, Sequence, Union
 
 from . import runner
 from .binaries import find_scontrol
+from .bulk_reader import read_list_output, unknown_list_call
 from .deadlines import Clock, check_deadline
 from .jobid import validate_job_id
-from .model import Op, Outcome, Reason
+from .model import Call, Op, Outcome, Reason
 from .reader import read_outcome, unknown
-from .script import KILL_GRACE, render
+from .script import KILL_GRACE, render, render_list
 
-# How long past the script's deadline the runner's guard waits: the script's own
-# TERM/KILL grace, plus time for the last status line to be printed.
+# How long a run may still take after the deadline plus KILL_GRACE (the runner's KILL): its
+# drain windows and the reaping.  Not a wait of execute's (the runner keeps the deadline
+# itself); leases that must outlast a run add it.
 GUARD_MARGIN = 1.5
+# The guard of a script rendered expired: it starts nothing, so this only bounds a broken shell.
+# Never 0: a TERM before the script's trap is set would kill it before it could say 75.
+EXPIRED_GUARD = float(KILL_GRACE)
 JobId = Union[str, int]
 
 
@@ -59,13 +67,70 @@ def execute(
             return _not_closed(op, job, done)
         return read_outcome(op, job, done.stderr, done.returncode)
     nonce = nonce or new_nonce()
-    script = render(op, job, deadline, nonce, path)
-    done = runner.run_script(script, timeout=max(left, 0.0) + KILL_GRACE + GUARD_MARGIN)
+    done = run_wrapped(lambda expired: render(op, job, deadline, nonce, path, expired=expired), left)
     if done.truncated:
         return unknown(op, job, Reason.OUTPUT_TOO_LARGE, exit_status=done.returncode, detail="output over the cap")
     if done.pipes_held:
         return _not_closed(op, job, done)
+    if done.timed_out and done.killed_by == signal.SIGKILL:
+        # A call outlived the deadline's TERM by the grace: the runner's KILL cut the script
+        # short, so its last status lines are missing (the reader would say so too).
+        return unknown(op, job, Reason.TIMED_OUT, exit_status=done.returncode,
+                       detail=f"a call outlived the deadline's TERM: the script was killed {KILL_GRACE} s later")
     return read_outcome(op, job, done.stderr, done.returncode, nonce)
+
+
+def run_list_call(
+    op: Union[Op, str],
+    number: int,
+    job_ids: Sequence[str],
+    deadline: float,
+    scontrol: str,
+    *,
+    nonce: Optional[str] = None,
+    clock: Clock = time.time,
+) -> Dict[str, Call]:
+    """Call ``number`` of ``op`` on every id of ``job_ids`` in one scontrol process, deadline-kept
+    and framed as a single op's script is, read into one ``Call`` per id (docs/contract.md §11).
+
+    Never raises for what scontrol did; what the runner or the framing makes unknown makes every
+    id unknown (``bulk_reader.unknown_list_call``).
+    """
+    op = Op(op)
+    ids = list(job_ids)
+    path = find_scontrol(scontrol)
+    nonce = nonce or new_nonce()
+    done = run_wrapped(lambda expired: render_list(op, number, ids, deadline, nonce, path, expired=expired),
+                       deadline - clock())
+    if done.truncated:
+        return unknown_list_call(number, ids, Reason.OUTPUT_TOO_LARGE)
+    if done.pipes_held:
+        return unknown_list_call(number, ids, Reason.TIMED_OUT if done.timed_out else Reason.OUTPUT_NOT_CLOSED,
+                                 stderr=done.stderr)
+    if done.timed_out and done.killed_by == signal.SIGKILL:
+        return unknown_list_call(number, ids, Reason.TIMED_OUT, stderr=done.stderr)
+    return read_list_output(op, number, ids, done.stderr, done.returncode, nonce)
+
+
+def run_wrapped(render_script: Callable[[bool], str], left: float) -> runner.Completed:
+    """Run a wrapped script ``left`` seconds before its deadline; ``render_script(expired)``
+    renders it (``script.render`` or ``script.render_list``).
+
+    The runner is the deadline's clock: TERM to the script's group at ``left``, KILL
+    ``KILL_GRACE`` seconds later.  A deadline already past (``left <= 0``) renders the script
+    expired: every call 75, nothing started.
+    """
+    done = _run_rendered(render_script(left <= 0), left)
+    if done.killed_by == signal.SIGTERM and not done.stderr:
+        # The shell died of a TERM (the deadline's) with nothing said: its first line traps
+        # TERM, so it came before the trap was set, and no call had started.  The expired
+        # script says so: 75 for every call, nothing started.
+        done = _run_rendered(render_script(True), 0.0)
+    return done
+
+
+def _run_rendered(script: str, left: float) -> runner.Completed:
+    return runner.run_script(script, timeout=left if left > 0 else EXPIRED_GUARD, kill_grace=KILL_GRACE)
 
 
 def _not_closed(op: Op, job: str, done: runner.Completed) -> Outcome:
@@ -73,6 +138,6 @@ def _not_closed(op: Op, job: str, done: runner.Completed) -> Outcome:
     may not be all of it, however well it frames (the runner stopped reading, ``DRAIN``)."""
     if done.timed_out:
         return unknown(op, job, Reason.TIMED_OUT, exit_status=done.returncode,
-                       detail="stopped by the outer guard, its output still held open by an escaped process")
+                       detail="stopped at the deadline, its output still held open by an escaped process")
     return unknown(op, job, Reason.OUTPUT_NOT_CLOSED, exit_status=done.returncode,
                    detail="output still held open after the call exited (a process that left its session?)")

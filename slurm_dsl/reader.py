@@ -48,7 +48,7 @@ def read_outcome(
         if status is None:
             return unknown(op, job, Reason.UNREADABLE_EXIT_STATUS, detail=f"exit status {exit_status!r}")
         return combine.single(op, job, classify_call(op, job, 1, status, str(status), data), status)
-    wanted = _nonce_bytes(nonce)
+    wanted = nonce_bytes(nonce)
     if wanted is None:
         return unknown(op, job, Reason.NONCE_INVALID, detail="the nonce is missing, empty or not a string")
     calls, reason, detail = _frame(op, job, data, wanted)
@@ -91,7 +91,7 @@ def classify_call(op: Op, job_id: str, number: int, status: int, status_text: st
     return Call(number, status, status_text, stderr, outcome, None, reason)
 
 
-def _nonce_bytes(nonce: object) -> Optional[bytes]:
+def nonce_bytes(nonce: object) -> Optional[bytes]:
     """The nonce to compare byte for byte, or None if there is none to compare with.
 
     Any non-empty string is compared as given (the renderer only ever uses 128-bit
@@ -120,9 +120,11 @@ def _op(op: object) -> Op:
     raise InvalidInput(f"unknown op {op!r}: expected one of {', '.join(o.value for o in Op)}")
 
 
-def _frame(op: Op, job_id: str, data: bytes, nonce: bytes) -> Tuple[Tuple[Call, ...], Optional[Reason], str]:
-    """Split ``data`` into calls at its status lines; stop at the first framing fault."""
-    calls: List[Call] = []
+def split_status_lines(data: bytes, nonce: bytes) -> Tuple[List[Tuple[int, bytes, bytes]], Optional[Reason], str]:
+    """Split ``data`` at its status lines (docs/contract.md §3, §6), stopping at the first framing
+    fault: each line's ``(call number, status field, the call's own stderr before it)``, and the
+    fault's reason and detail (None, "" when the framing is exact).  Shared with ``bulk_reader``."""
+    lines: List[Tuple[int, bytes, bytes]] = []
     pos = 0
     while True:
         rs = data.find(_RS, pos)
@@ -130,30 +132,38 @@ def _frame(op: Op, job_id: str, data: bytes, nonce: bytes) -> Tuple[Tuple[Call, 
             break
         end = data.find(b"\n", rs)
         if end < 0:
-            return tuple(calls), Reason.MALFORMED_STATUS_LINE, "a status line without its newline"
+            return lines, Reason.MALFORMED_STATUS_LINE, "a status line without its newline"
         fields = data[rs + 1 : end].split(b" ")
         if len(fields) != 5 or fields[0] != b"DSL" or fields[2] != b"call" or _RS in data[rs + 1 : end]:
-            return tuple(calls), Reason.MALFORMED_STATUS_LINE, f"an RS byte at offset {rs} starts no status line"
+            return lines, Reason.MALFORMED_STATUS_LINE, f"an RS byte at offset {rs} starts no status line"
         if fields[1] != nonce:
-            return tuple(calls), Reason.FOREIGN_NONCE, "a status line with another nonce"
+            return lines, Reason.FOREIGN_NONCE, "a status line with another nonce"
         if not _CALL_NUMBER.match(fields[3]):
-            return tuple(calls), Reason.MALFORMED_STATUS_LINE, "a status line with a bad call number"
+            return lines, Reason.MALFORMED_STATUS_LINE, "a status line with a bad call number"
         number = int(fields[3])
-        if calls and number <= calls[-1].number:
-            return tuple(calls), Reason.CALL_ORDER, f"call {number} after call {calls[-1].number}"
-        status_text = fields[4].decode("ascii", "backslashreplace")
-        status = parse_status(fields[4].decode("latin-1"))
-        own = data[pos:rs]
+        if lines and number <= lines[-1][0]:
+            return lines, Reason.CALL_ORDER, f"call {number} after call {lines[-1][0]}"
+        lines.append((number, fields[4], data[pos:rs]))
+        pos = end + 1
+    if not lines:
+        return lines, Reason.NO_STATUS_LINE, "no status line"
+    if pos != len(data):
+        return lines, Reason.TEXT_AFTER_LAST_LINE, f"{len(data) - pos} bytes after the last status line"
+    return lines, None, ""
+
+
+def _frame(op: Op, job_id: str, data: bytes, nonce: bytes) -> Tuple[Tuple[Call, ...], Optional[Reason], str]:
+    """Split ``data`` into calls at its status lines; stop at the first framing fault."""
+    lines, reason, detail = split_status_lines(data, nonce)
+    calls: List[Call] = []
+    for number, field, own in lines:
+        status_text = field.decode("ascii", "backslashreplace")
+        status = parse_status(field.decode("latin-1"))
         if status is None:
             calls.append(Call(number, None, status_text, own, CallOutcome.UNKNOWN, None, Reason.UNREADABLE_STATUS))
         else:
             calls.append(classify_call(op, job_id, number, status, status_text, own))
-        pos = end + 1
-    if not calls:
-        return (), Reason.NO_STATUS_LINE, "no status line"
-    if pos != len(data):
-        return tuple(calls), Reason.TEXT_AFTER_LAST_LINE, f"{len(data) - pos} bytes after the last status line"
-    return tuple(calls), None, ""
+    return tuple(calls), reason, detail
 
 
 def _check(

@@ -3,11 +3,15 @@
 Contract: ``run_script`` feeds a rendered script to ``/bin/sh`` on stdin and
 ``run_argv`` runs an argv directly; neither builds a shell string.  Each child
 gets a new session (so a process group of its own), a fixed environment, and
-an outer guard: at ``timeout`` seconds the whole group gets TERM, then KILL
-after ``kill_grace``; the child is always reaped, and anything left in its
-group when it exits is killed too, so nothing outlives a call.  stdout and
-stderr are each kept up to ``cap`` bytes; the rest is read and dropped (so the
-child never blocks on a full pipe) and ``truncated`` says so.
+a guard that is also the deadline's clock: at ``timeout`` seconds (monotonic,
+counted from just before the spawn) the whole group gets TERM, then KILL after
+``kill_grace``; the child is always reaped, and anything left in its group
+when it exits is killed too, so nothing outlives a call.  A rendered script
+traps that TERM (docs/contract.md §2): no call starts after it, a call it cuts
+short reports 124, and the script exits by itself; ``timed_out`` says the TERM
+was sent.  stdout and stderr are each kept up to ``cap`` bytes; the rest is
+read and dropped (so the child never blocks on a full pipe) and ``truncated``
+says so.
 
 Reading stops at EOF on both pipes, or ``DRAIN`` seconds after the child has
 exited (it exits at the latest when the guard's KILL lands), whichever comes
@@ -18,10 +22,11 @@ group (``setpgid``) is killed too, and its pipes get one more ``DRAIN``.  An
 escaped process is out of reach (no kill can name it safely); we close our
 ends of the pipes and leave it: its next write gets SIGPIPE or EPIPE.
 ``pipes_held`` then says output may be missing, so callers must not read it
-as a complete answer.
+as complete.
 
 Statuses are shell-style: 0-255, 128+N for death by signal N, 127 when the
-program is missing and 126 when it cannot be executed (docs/contract.md §4).
+program is missing and 126 when it cannot be executed (docs/contract.md §4);
+``killed_by`` tells death by signal N (N) from an exit with 128+N (None).
 """
 
 from __future__ import annotations
@@ -35,7 +40,7 @@ import time
 from dataclasses import dataclass
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
-from .script import KILL_GRACE  # the guard waits as long between TERM and KILL as the script does
+from .script import KILL_GRACE  # seconds from the TERM at the deadline to the KILL, as each script says
 
 CAP = 1 << 20  # bytes kept of each of stdout and stderr
 # Seconds reading goes on after the child has exited, for its pipes to close.  The
@@ -70,6 +75,8 @@ class Completed:
     # stdout or stderr was still open (held by a process that escaped the call) when
     # reading stopped: output may be missing, so it must not be read as complete.
     pipes_held: bool = False
+    # The signal that ended the child (``returncode`` is then 128 + it), or None if it exited.
+    killed_by: Optional[int] = None
 
 
 def fixed_env(environ: Optional[Mapping[str, str]] = None) -> Dict[str, str]:
@@ -81,7 +88,8 @@ def fixed_env(environ: Optional[Mapping[str, str]] = None) -> Dict[str, str]:
 
 
 def run_script(script: str, *, timeout: float, cap: int = CAP, kill_grace: float = KILL_GRACE) -> Completed:
-    """Run ``script`` with ``/bin/sh``, the script on stdin."""
+    """Run ``script`` with ``/bin/sh``, the script on stdin; ``timeout`` is its deadline, in
+    seconds from now: TERM to its process group then, KILL ``kill_grace`` seconds later."""
     return _run((SH, "-s"), script.encode("utf-8"), timeout, cap, kill_grace)
 
 
@@ -191,11 +199,12 @@ def _supervise(
                 _kill_group(proc.pid, signal.SIGKILL)
                 kill_at = float("inf")
             wake = min(guard_at if not timed_out else float("inf"), kill_at or float("inf"), stop_at or float("inf"))
-            wait = max(wake - now, 0.0)
+            # Nothing due (the KILL is sent, its exit not seen yet): sleep until the pidfd wakes us.
+            wait: Optional[float] = None if wake == float("inf") else max(wake - now, 0.0)
             if pidfd is None or exited:
-                wait = min(wait, 0.01)  # no pidfd: poll for the exit
+                wait = 0.01 if wait is None else min(wait, 0.01)  # no pidfd: poll for the exit
             if not sel.get_map():
-                time.sleep(wait)
+                time.sleep(0.01 if wait is None else wait)
                 continue
             for key, _ in sel.select(timeout=wait):
                 fd = key.fd
@@ -220,7 +229,7 @@ def _supervise(
     code = proc.wait()
     returncode = 128 - code if code < 0 else code
     out, err = (b"".join(kept[s.fileno()]) for s in (proc.stdout, proc.stderr))
-    return Completed(argv, returncode, out, err, timed_out, truncated, held)
+    return Completed(argv, returncode, out, err, timed_out, truncated, held, -code if code < 0 else None)
 
 
 def _feed(

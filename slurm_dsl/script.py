@@ -1,36 +1,80 @@
 """Rendering the deadline-wrapped POSIX sh script of an operation (docs/contract.md §2, §3).
 
 Contract: ``render`` is a pure function of (op, job id, deadline, nonce,
-scontrol path).  The script runs under dash and bash.  For each call it reads
-the wall clock (``date +%s%3N``); a call starts only while the deadline has
-not passed (else status 75), and runs under GNU ``timeout --foreground`` with
-the time that is left, so a call still running at the deadline gets TERM, then
-KILL after ``KILL_GRACE`` seconds (status 124, or 137 after KILL).  After each
-call it prints ``<RS>DSL <nonce> call <i> <status>`` on stderr.  Every value
-from outside is copied to a plain built-in (``plain``: a subclass's own methods
-never run), validated and single-quoted; the job id also passes §1.
+scontrol path, expired); ``render_list`` the same for ONE call of an op on a
+list of job ids (the bulk path, docs/contract.md §11).  The scripts run under
+dash and bash.  A script keeps no clock: the runner is the deadline's clock
+(``ops.run_wrapped``: ``runner.run_script`` with the time left), and at the
+deadline sends TERM to the script's process group, then KILL ``KILL_GRACE``
+seconds later.  The deadline is in the script as a comment only.
 
-``--foreground`` keeps timeout (and scontrol) in the script's process group,
-so the runner's outer guard can stop the whole group.  scontrol's stdin is
-/dev/null: the script itself arrives on the shell's stdin.
+- The first command traps TERM into a flag (``stopped``).  A call starts only
+  while the flag is clear; otherwise it gets status 75 and does not run.
+  ``expired=True`` renders the flag already set: every call gets 75, nothing
+  starts (for a deadline that passed before the script was started).
+- A call runs in the background (``"$scontrol" "$@" </dev/null &``) and the
+  script waits for it, so the TERM ends the wait at once.  A call still running
+  when the flag is set is sent TERM (it had the runner's too: same process
+  group), reaped, and reported as 124: stopped at the deadline, it may have
+  reached slurmctld.  A call that ignores TERM keeps the script waiting until
+  the runner's KILL.  A call that ended before the flag was set reports its own
+  status, even if the TERM comes before its status line is printed.
+- After each call it prints ``<RS>DSL <nonce> call <i> <status>`` on stderr; the
+  script exits with the last call's status.  After the runner's KILL nothing
+  more is printed: the status lines of the call it cut short and of any later
+  call are missing, and the output reads unknown (``ops.execute`` says
+  ``timed_out``; the reader alone says no status line, wrong calls, or an exit
+  status that does not match).
+
+The races, and what each gives:
+
+- TERM before the trap is set (the shell's first milliseconds): the shell dies
+  of it and prints nothing; no call had started.  ``ops.run_wrapped`` sees the
+  shell killed by TERM with nothing said and runs the script again rendered
+  ``expired``: 75s, not a bare unknown.
+- TERM between the flag check and the call's start: the flag is already set
+  once the call is started, and the call never got the TERM (it started after
+  it).  A TERM sent now would land before its exec, in the shell's own handler
+  it still runs, and be lost; so the script sends KILL, reaps it and reports
+  124: it may have started.
+- TERM during the wait: the wait returns 143 with the flag set: 124.  (Should
+  the runner's TERM land in the call's own fork-to-exec window, the call loses
+  it, and very likely the script's TERM as well: it then runs on to its end,
+  still 124, or until the runner's KILL.)
+- TERM after the wait returned the call's status but before its status line:
+  the flag is set, the status stays the call's own (a call that itself died of
+  TERM, 143, then reads 124: unknown either way).  Later calls get 75.
+- The flag is only ever set, never cleared; a trap action keeps ``$?``.
+
+Text on stderr before a status line is the call's own: the shell's own line
+about a call killed by a signal (dash ``Terminated``, bash ``line N: PID
+Segmentation fault ...``), printed by the waits, goes to /dev/null.  Only bash,
+when the call dies of a signal before the wait has begun (microseconds after
+its start), prints it on stderr, as call text; a call killed by a signal reads
+unknown whatever its text (docs/contract.md §4).
+
+Every value from outside is copied to a plain built-in (``plain``: a subclass's
+own methods never run), validated and single-quoted; the job ids also pass §1.
+scontrol's stdin is /dev/null: the script itself arrives on the shell's stdin.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from typing import List, Tuple
+from typing import List, Optional, Sequence, Set, Tuple, Union
 
 from .errors import InvalidInput
 from .jobid import validate_job_id
 from .model import Op
 from .plain import plain_float, plain_str
 
-KILL_GRACE = 1  # seconds between TERM and KILL at the deadline (the script's and the runner's guard)
+KILL_GRACE = 1  # seconds between the runner's TERM at the deadline and its KILL
+MAX_ARG_BYTES = 131071  # the longest single argument execve takes (MAX_ARG_STRLEN less its NUL)
 _NONCE = re.compile(r"[0-9a-f]{32,}\Z", re.ASCII)
 
 # The argv (after the scontrol path) of each call of each wrapped op, by call number.
-# ``{j}`` is the job id; docs/contract.md §1.
+# ``{j}`` is the job id (or, for ``render_list``, the ids joined with ","); docs/contract.md §1.
 CALLS = {
     Op.HOLD: ((1, ("hold", "{j}")),),
     Op.RELEASE: ((1, ("release", "{j}")),),
@@ -45,22 +89,27 @@ CALLS = {
 _PRELUDE = r"""# call NUMBER ARGS...: run scontrol ARGS unless the deadline has passed, then print its status line.
 call() {
   number=$1; shift
-  # The wall clock in milliseconds; a clock that cannot be read is the wrapper failing (125).
-  now_ms=$(date +%s%3N) || now_ms=
-  case $now_ms in
-    ''|*[!0-9]*) status=125 ;;
-    *)
-      left_ms=$((deadline_ms - now_ms))
-      if [ "$left_ms" -gt 0 ]; then
-        # Run it for the time left: TERM at the deadline (124), KILL $grace s later (137).
-        frac=$((left_ms % 1000 + 1000))
-        timeout --foreground -k "$grace" "$((left_ms / 1000)).${frac#1}" "$scontrol" "$@" </dev/null
-        status=$?
-      else
-        # The deadline has passed: the call is not started.
-        status=75
-      fi ;;
-  esac
+  if [ "$stopped" -eq 1 ]; then
+    # The deadline has passed: the call is not started.
+    status=75
+  else
+    # Start it in the background, so that the runner's TERM at the deadline ends the wait at once.
+    "$scontrol" "$@" </dev/null &
+    pid=$!
+    if [ "$stopped" -eq 1 ]; then
+      # The TERM came as it was started, so it never got one, and a TERM before its exec is lost: KILL.
+      kill -KILL "$pid" 2>/dev/null; status=143
+    else
+      # Wait for it; a wait the TERM cuts short returns 143.  (The waits' stderr is the shell's own.)
+      wait "$pid" 2>/dev/null; status=$?
+    fi
+    # Still running when the TERM came: TERM it (its group got one too), reap it, and report 124.
+    if [ "$stopped" -eq 1 ] && [ "$status" -eq 143 ]; then
+      kill -TERM "$pid" 2>/dev/null
+      wait "$pid" 2>/dev/null
+      status=124
+    fi
+  fi
   # The status line on stderr: RS, "DSL", the nonce, the call number, its status.
   printf '\036DSL %s call %s %s\n' "$nonce" "$number" "$status" >&2
 }
@@ -81,6 +130,15 @@ _STEP = {
     (Op.REQUEUE, 2): "2: requeue the job, only if call 1 succeeded",
     (Op.REQUEUE, 3): "3: clear the Requeue flag again, unless call 1 never started",
 }
+# The one call of a list script; which ids it gets is the bulk path's (docs/contract.md §11).
+_LIST_STEP = {
+    (Op.HOLD, 1): "hold the jobs",
+    (Op.RELEASE, 1): "release the jobs",
+    (Op.RESTORE, 1): "clear the jobs' Requeue flags",
+    (Op.REQUEUE, 1): "requeue's call 1: set the jobs' Requeue flags",
+    (Op.REQUEUE, 2): "requeue's call 2: requeue the jobs",
+    (Op.REQUEUE, 3): "requeue's call 3: clear the jobs' Requeue flags again",
+}
 
 
 def quote(value: str) -> str:
@@ -92,6 +150,43 @@ def call_argv(op: Op, job_id: str) -> Tuple[Tuple[int, Tuple[str, ...]], ...]:
     """Each call's number and scontrol arguments for a wrapped op."""
     job_id = validate_job_id(job_id)
     return tuple((number, tuple(a.format(j=job_id) for a in args)) for number, args in CALLS[op])
+
+
+def list_argv(op: Op, number: int, job_ids: Sequence[Union[str, int]]) -> Tuple[str, ...]:
+    """The scontrol arguments of call ``number`` of ``op`` on ``job_ids``, joined with "," in
+    one argument (``hold 1,2,3``; ``update JobId=1,2,3 Requeue=1``, one ``JobId=``).  Raises
+    ``InvalidInput`` for a bad op, call number or id, a duplicate id, no ids, or an argument
+    over ``MAX_ARG_BYTES`` (docs/slurm-bulk.md §1)."""
+    return _list_call(_wrapped(op), number, job_ids)[1]
+
+
+def _list_call(op: Op, number: int, job_ids: Sequence[Union[str, int]]) -> Tuple[int, Tuple[str, ...], int]:
+    """(call number, scontrol arguments, how many ids) of one list call; see ``list_argv``."""
+    if isinstance(number, bool) or not isinstance(number, int) or not issubclass(type(number), int):
+        raise InvalidInput(f"call number must be an int, not {type(number).__name__}")
+    number = int.__int__(number)
+    templates = dict(CALLS[op])
+    if number not in templates:
+        raise InvalidInput(f"{op.value} has no call {number}: its calls are {', '.join(map(str, templates))}")
+    if isinstance(job_ids, (str, bytes, bytearray, memoryview)):
+        raise InvalidInput("job ids must be a sequence of job ids, not one string")
+    ids = [validate_job_id(j) for j in job_ids]
+    if not ids:
+        raise InvalidInput("no job ids: a list call needs at least one")
+    seen: Set[str] = set()
+    twice: List[str] = []
+    for job_id in ids:
+        if job_id in seen:
+            twice.append(job_id)
+        seen.add(job_id)
+    if twice:
+        raise InvalidInput(f"job id(s) given twice: {' '.join(twice[:10])}; a list call sends each id once")
+    joined = ",".join(ids)  # ASCII digits and commas: its length is its size in bytes
+    args = tuple(a.format(j=joined) for a in templates[number])
+    longest = max(len(a) for a in args)
+    if longest > MAX_ARG_BYTES:
+        raise InvalidInput(f"{len(ids)} job ids make a {longest}-byte argument; at most {MAX_ARG_BYTES} bytes fit one")
+    return number, args, len(ids)
 
 
 def check_scontrol_path(path: str) -> str:
@@ -115,21 +210,14 @@ def deadline_ms(deadline: float) -> int:
     return math.floor(deadline * 1000)
 
 
-def render(op: Op, job_id: str, deadline: float, nonce: str, scontrol: str) -> str:
-    """The script for a wrapped op.  Raises ``ValueError`` on any bad input."""
-    op = Op(op)
-    if not op.wrapped:
-        raise InvalidInput("open is not wrapped: it runs scontrol release directly")
+def render(op: Op, job_id: str, deadline: float, nonce: str, scontrol: str, *, expired: bool = False) -> str:
+    """The script for a wrapped op.  Raises ``ValueError`` on any bad input.
+
+    ``deadline`` (epoch seconds) is shown in the script; the runner keeps it.  ``expired``:
+    the deadline had passed before the script was started, so no call starts (75)."""
+    op = _wrapped(op)
     job_id = validate_job_id(job_id)
-    lines: List[str] = [
-        f"# slurm-dsl {op.value} {job_id}: rendered by slurm_dsl.script; runs under dash and bash\n",
-        "PATH=/usr/sbin:/usr/bin:/sbin:/bin; export PATH\n",
-        "# This script's nonce, the scontrol it runs, the deadline (ms since the epoch), the\n"
-        "# seconds from TERM to KILL at the deadline, and the status of the last call.\n",
-        f"nonce={quote(check_nonce(nonce))} scontrol={quote(check_scontrol_path(scontrol))}\n",
-        f"deadline_ms={deadline_ms(deadline)} grace={KILL_GRACE} status=0\n",
-        _PRELUDE,
-    ]
+    lines = _head(f"{op.value} {job_id}", deadline, nonce, scontrol, expired)
     for number, args in call_argv(op, job_id):
         lines.append(f"# {_STEP[(op, number)]}\n")
         lines.append(_BODY[number].format(args=" ".join(quote(a) for a in args)))
@@ -138,3 +226,75 @@ def render(op: Op, job_id: str, deadline: float, nonce: str, scontrol: str) -> s
     lines.append("# The script's exit status is the last call's.\n")
     lines.append('exit "$status"\n')
     return "".join(lines)
+
+
+def render_list(
+    op: Op,
+    number: int,
+    job_ids: Sequence[Union[str, int]],
+    deadline: float,
+    nonce: str,
+    scontrol: str,
+    *,
+    expired: bool = False,
+) -> str:
+    """The script of call ``number`` of ``op`` on every id of ``job_ids`` at once: one scontrol
+    process, the ids joined with "," in one argument (``list_argv``), one status line
+    ``call <number> <status>``; framed, deadline-kept and raising as ``render``."""
+    op = _wrapped(op)
+    number, args, count = _list_call(op, number, job_ids)
+    lines = _head(f"{op.value} call {number} on {count} jobs", deadline, nonce, scontrol, expired)
+    lines.append(f"# {_LIST_STEP[(op, number)]}\n")
+    lines.append(f"call {number} {' '.join(quote(a) for a in args)}\n")
+    lines.append("# The script's exit status is the call's.\n")
+    lines.append('exit "$status"\n')
+    return "".join(lines)
+
+
+# ``doctor``'s probe of the wrapper: the same ``call``, on ``/bin/sh -c`` in place of scontrol.
+# Run with a deadline well after call 1 and well before call 2 could end, it must print exactly
+# ``PROBE_STDERR`` and exit ``PROBE_STATUS``: a call's own status, 124 for the call the deadline's
+# TERM cuts short, 75 for the call after it, not started.
+PROBE_NONCE = "0" * 32
+PROBE_CALLS = ((1, ("-c", "exit 3")), (2, ("-c", "exec sleep 30")), (3, ("-c", "exit 0")))
+PROBE_STDERR = "".join(f"\x1eDSL {PROBE_NONCE} call {n} {s}\n" for n, s in ((1, 3), (2, 124), (3, 75))).encode()
+PROBE_STATUS = 75
+
+
+def render_probe(shell: str = "/bin/sh") -> str:
+    """The script of ``doctor``'s wrapper check (``PROBE_CALLS`` on ``shell``)."""
+    lines = _head("doctor's probe of the wrapper", None, PROBE_NONCE, shell, False)
+    for number, args in PROBE_CALLS:
+        lines.append(f"call {number} {' '.join(quote(a) for a in args)}\n")
+    lines.append('exit "$status"\n')
+    return "".join(lines)
+
+
+def _wrapped(op: Op) -> Op:
+    op = Op(op)
+    if not op.wrapped:
+        raise InvalidInput("open is not wrapped: it runs scontrol release directly")
+    return op
+
+
+def _head(title: str, deadline: Optional[float], nonce: str, scontrol: str, expired: bool) -> List[str]:
+    """The lines every script starts with: the trap first, then the values, then ``call``."""
+    if not isinstance(expired, bool):
+        raise InvalidInput(f"expired must be a bool, not {type(expired).__name__}")
+    when = "" if deadline is None else f", {deadline_ms(deadline)} ms since the epoch"
+    nonce = check_nonce(nonce)
+    scontrol = check_scontrol_path(scontrol)
+    if expired:
+        flag = "# The deadline had passed before this script started: no call starts (75).\nstopped=1"
+    else:
+        flag = "# Set by the runner's TERM at the deadline: from then on no call starts (75).\nstopped=0"
+    return [
+        f"# slurm-dsl {title}: rendered by slurm_dsl.script; runs under dash and bash\n",
+        f"{flag}; trap 'stopped=1' TERM\n",
+        f"# The runner keeps the deadline{when}: TERM to this script's\n",
+        f"# process group then, KILL {KILL_GRACE} s later.  No clock is read here.\n",
+        "PATH=/usr/sbin:/usr/bin:/sbin:/bin; export PATH\n",
+        "# This script's nonce, the scontrol it runs, and the status of the last call.\n",
+        f"nonce={quote(nonce)} scontrol={quote(scontrol)} status=0\n",
+        _PRELUDE,
+    ]

@@ -402,92 +402,107 @@ class SqliteLedger:
         requeue the intent: the object becomes may_be_set.  Call it while holding the job's
         lease, and start the script only after it returned.
         """
-        job_id = validate_job_id(job_id)
-        op = Op(op)
+        return self.begin_operations([(job_id, op, nonce)], now, actor=actor)[0]
+
+    def begin_operations(
+        self, starts: Sequence[Tuple[str, Op, str]], now: float, *, actor: str = ""
+    ) -> List[int]:
+        """``begin_operation`` for many ``(job_id, op, nonce)`` in ONE committed transaction (a bulk
+        chunk's intents): every intent is committed before any of their scripts may start."""
+        checked = [(validate_job_id(j), Op(op), str(nonce)) for j, op, nonce in starts]
         now = _finite("now", now)
+        op_ids: List[int] = []
         with self._atomic("begin operation") as conn:
-            row = conn.execute("SELECT bit FROM objects WHERE job_id = ?", (job_id,)).fetchone()
-            prior = RequeueBit(row[0]) if row else RequeueBit.CLEAR
-            if row is None:
-                conn.execute(
-                    "INSERT INTO objects (job_id, bit, why, updated_at) VALUES (?, ?, ?, ?)",
-                    (job_id, RequeueBit.CLEAR.value, rules.first_seen_why(op, nonce), now),
+            for job_id, op, nonce in checked:
+                row = conn.execute("SELECT bit FROM objects WHERE job_id = ?", (job_id,)).fetchone()
+                prior = RequeueBit(row[0]) if row else RequeueBit.CLEAR
+                if row is None:
+                    conn.execute(
+                        "INSERT INTO objects (job_id, bit, why, updated_at) VALUES (?, ?, ?, ?)",
+                        (job_id, RequeueBit.CLEAR.value, rules.first_seen_why(op, nonce), now),
+                    )
+                intent = rules.intent(op, nonce)
+                if intent is not None:
+                    self._write_bit(conn, job_id, intent.bit, intent.why, now)
+                    # A new intent is news for the sweeper: an old back-off must not delay it.
+                    conn.execute(
+                        "UPDATE objects SET lookup_failures = 0, next_lookup_at = 0 WHERE job_id = ?", (job_id,)
+                    )
+                cursor = conn.execute(
+                    "INSERT INTO history (job_id, op, nonce, started_at, prior_bit, actor) VALUES (?, ?, ?, ?, ?, ?)",
+                    (job_id, op.value, nonce, now, prior.value, str(actor) or None),
                 )
-            intent = rules.intent(op, nonce)
-            if intent is not None:
-                self._write_bit(conn, job_id, intent.bit, intent.why, now)
-                # A new intent is news for the sweeper: an old back-off must not delay it.
-                conn.execute(
-                    "UPDATE objects SET lookup_failures = 0, next_lookup_at = 0 WHERE job_id = ?", (job_id,)
-                )
-            cursor = conn.execute(
-                "INSERT INTO history (job_id, op, nonce, started_at, prior_bit, actor) VALUES (?, ?, ?, ?, ?, ?)",
-                (job_id, op.value, nonce, now, prior.value, str(actor) or None),
-            )
-            op_id = cursor.lastrowid
-        assert op_id is not None
-        return op_id
+                assert cursor.lastrowid is not None
+                op_ids.append(cursor.lastrowid)
+        return op_ids
 
     def finish_operation(self, op_id: int, outcome: Outcome, stderr: bytes, now: float) -> RequeueBit:
         """Fill in operation ``op_id`` with its outcome; return the object's new bit.
 
-        One transaction.  The bit becomes ``next_bit(prior, outcome)``: for a requeue, ``prior``
-        is the bit recorded at begin (its intent overwrote the object's); other ops never wrote
-        it, so it is the object's current bit.  A requeue or restore records why; hold, release
-        and open leave the object as it is.
+        One transaction.  The bit becomes ``ledger_rules.after``: ``next_bit(prior, outcome)``, where
+        for a requeue ``prior`` is the bit recorded at begin (its intent overwrote the object's);
+        other ops never wrote it, so it is the object's current bit.  A requeue or restore records
+        why; hold, release and open leave the object as it is.
         """
+        return self.finish_operations([(op_id, outcome, stderr)], now)[0]
+
+    def finish_operations(self, finishes: Sequence[Tuple[int, Outcome, bytes]], now: float) -> List[RequeueBit]:
+        """``finish_operation`` for many ``(op_id, outcome, stderr)`` in ONE transaction (a bulk
+        chunk's results); if any is refused, none is written."""
         now = _finite("now", now)
-        stderr = bytes(stderr)
+        bits: List[RequeueBit] = []
         with self._atomic("finish operation") as conn:
-            row = conn.execute(
-                "SELECT h.job_id, h.op, h.nonce, h.prior_bit, h.finished_at, o.bit"
-                " FROM history h JOIN objects o ON o.job_id = h.job_id WHERE h.id = ?",
-                (op_id,),
-            ).fetchone()
-            if row is None:
-                raise LedgerError(f"ledger {self.path}: no operation {op_id}", path=self.path)
-            job_id, op_text, nonce, prior_text, finished_at, current_text = row
-            op = Op(op_text)
-            if finished_at is not None:
-                raise LedgerError(f"ledger {self.path}: operation {op_id} already finished", path=self.path)
-            if outcome.op is not op or outcome.job_id != job_id:
-                raise InvalidInput(
-                    f"operation {op_id} is {op.value} {job_id}, not {outcome.op.value} {outcome.job_id}"
-                )
-            after = rules.after(op, nonce, RequeueBit(prior_text), RequeueBit(current_text), outcome)
-            bit = after.bit
-            if after.why is not None:
-                self._write_bit(conn, job_id, bit, after.why, now)
-            calls = [
-                {
-                    "number": c.number,
-                    "status": c.status,
-                    "status_text": c.status_text,
-                    "outcome": c.outcome.value,
-                    "message": c.message,
-                    "reason": c.reason.value if c.reason else None,
-                }
-                for c in outcome.calls
-            ]
-            conn.execute(
-                "UPDATE history SET finished_at = ?, result = ?, requeue_bit = ?, bit_after = ?,"
-                " reason = ?, detail = ?, exit_status = ?, calls = ?, stderr = ?, stderr_len = ?"
-                " WHERE id = ?",
-                (
-                    now,
-                    outcome.result.value,
-                    outcome.requeue_bit.value if outcome.requeue_bit else None,
-                    bit.value,
-                    outcome.reason.value if outcome.reason else None,
-                    outcome.detail,
-                    outcome.exit_status,
-                    json.dumps(calls),
-                    stderr[:STDERR_CAP],
-                    len(stderr),
-                    op_id,
-                ),
-            )
-        return bit
+            for op_id, outcome, stderr in finishes:
+                bits.append(self._finish(conn, op_id, outcome, bytes(stderr), now))
+        return bits
+
+    def _finish(self, conn: sqlite3.Connection, op_id: int, outcome: Outcome, stderr: bytes, now: float) -> RequeueBit:
+        row = conn.execute(
+            "SELECT h.job_id, h.op, h.nonce, h.prior_bit, h.finished_at, o.bit"
+            " FROM history h JOIN objects o ON o.job_id = h.job_id WHERE h.id = ?",
+            (op_id,),
+        ).fetchone()
+        if row is None:
+            raise LedgerError(f"ledger {self.path}: no operation {op_id}", path=self.path)
+        job_id, op_text, nonce, prior_text, finished_at, current_text = row
+        op = Op(op_text)
+        if finished_at is not None:
+            raise LedgerError(f"ledger {self.path}: operation {op_id} already finished", path=self.path)
+        if outcome.op is not op or outcome.job_id != job_id:
+            raise InvalidInput(f"operation {op_id} is {op.value} {job_id}, not {outcome.op.value} {outcome.job_id}")
+        after = rules.after(op, nonce, RequeueBit(prior_text), RequeueBit(current_text), outcome)
+        if after.why is not None:
+            self._write_bit(conn, job_id, after.bit, after.why, now)
+        calls = [
+            {
+                "number": c.number,
+                "status": c.status,
+                "status_text": c.status_text,
+                "outcome": c.outcome.value,
+                "message": c.message,
+                "reason": c.reason.value if c.reason else None,
+            }
+            for c in outcome.calls
+        ]
+        conn.execute(
+            "UPDATE history SET finished_at = ?, result = ?, requeue_bit = ?, bit_after = ?,"
+            " reason = ?, detail = ?, exit_status = ?, calls = ?, stderr = ?, stderr_len = ?"
+            " WHERE id = ?",
+            (
+                now,
+                outcome.result.value,
+                outcome.requeue_bit.value if outcome.requeue_bit else None,
+                after.bit.value,
+                outcome.reason.value if outcome.reason else None,
+                outcome.detail,
+                outcome.exit_status,
+                json.dumps(calls),
+                stderr[:STDERR_CAP],
+                len(stderr),
+                op_id,
+            ),
+        )
+        return after.bit
 
     @staticmethod
     def _write_bit(conn: sqlite3.Connection, job_id: str, bit: RequeueBit, why: str, now: float) -> None:

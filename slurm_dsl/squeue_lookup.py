@@ -42,6 +42,10 @@ SQUEUE = "/usr/bin/squeue"
 # squeue gives up after 2*(MessageTimeout-1) s when slurmctld is down (docs/slurm-behaviour.md §6).
 SQUEUE_TIMEOUT = 30.0  # seconds
 MANY = 50  # more ids than this: one listing of all jobs instead of -j id,id,...
+# The most ids one ``-j`` argument takes (at most 11 bytes each, within 131,071 bytes): what an
+# operation's own lookups use, so that a few thousand ids among many more jobs are not a
+# listing of every job to read (squeue filters them in C).
+MAX_LISTED = 10000
 SQUEUE_CAP = 64 << 20  # bytes of squeue output kept; a longer answer is refused, never used in part
 
 # squeue's answer for `-j <one id>` that slurmctld does not know (docs/slurm-behaviour.md §4, §9).

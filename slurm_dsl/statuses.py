@@ -16,7 +16,7 @@ from typing import Optional
 from .model import CallOutcome, Reason
 
 EXPIRED = 75  # the deadline had passed: the call was not started
-TIMED_OUT = 124  # stopped at the deadline (GNU timeout)
+TIMED_OUT = 124  # stopped at the deadline (the runner's TERM cut the call short): it may have run
 WRAPPER_FAILED = 125
 COMMAND_NOT_EXECUTABLE = 126  # the shell's status: scontrol found but not executable
 COMMAND_NOT_FOUND = 127  # the shell's status: no scontrol (not Result.NOT_FOUND: no job)

@@ -6,7 +6,7 @@ operation's start (for a requeue: the object becomes ``may_be_set``) *before*
 the script starts, runs it with ``ops.execute``, and records the outcome, which
 sets the object's bit to what docs/contract.md §7 says (``combine.next_bit``).  A crash
 anywhere in between leaves ``may_be_set`` and a lease that lapses, so the
-sweeper finds the job.  The lease outlasts the script's outer guard.  Once the
+sweeper finds the job.  The lease outlasts the script's deadline and the runner's KILL after it.  Once the
 script started, its outcome is never lost: if the ledger then fails, ``run``
 raises ``NotRecorded`` carrying it; a lease that cannot be given back lapses.
 
@@ -30,7 +30,7 @@ import re
 import socket
 import threading
 import time
-from typing import List, Optional, Sequence, Union
+from typing import Dict, List, Optional, Sequence, Union
 
 from . import ledger as ledger_module
 from .binaries import find_squeue
@@ -40,15 +40,16 @@ from .errors import NotRecorded as NotRecorded  # re-exported: where it has alwa
 from .errors import WholeArray as WholeArray  # re-exported
 from .jobid import validate_job_id
 from .ledger import DEFAULT_PATH, LedgerError, LedgerStore, open_ledger
+from .lookup import JobInfo
 from .model import Op, Outcome, RequeueBit, Result
 from .ops import GUARD_MARGIN, execute, new_nonce
 from .script import KILL_GRACE
+from .squeue_lookup import MAX_LISTED, SqueueLookup
 from .squeue_lookup import SQUEUE_TIMEOUT as LOOKUP_TIMEOUT
-from .squeue_lookup import SqueueLookup
 
 log = logging.getLogger("slurm_dsl")
 
-LEASE_SLACK = 30.0  # seconds a lease outlasts the script's outer guard: the ledger writes around it
+LEASE_SLACK = 30.0  # seconds a lease outlasts the runner's KILL after the deadline: the ledger writes around it
 LEASE_POLL = 0.05
 
 
@@ -134,25 +135,29 @@ class Tracker:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def refuse_whole_arrays(self, op: Union[Op, str], job_ids: Sequence[Union[str, int]], deadline: float) -> None:
+    def refuse_whole_arrays(
+        self, op: Union[Op, str], job_ids: Sequence[Union[str, int]], deadline: float
+    ) -> Dict[str, Optional[JobInfo]]:
         """Raise ``WholeArray`` if any id is an array's own JobId that reaches other tasks.
 
         One squeue call for all ids, bounded by the deadline; ``LookupFailed`` if it
         could not ask.  Nothing to check for a restore, or once the deadline has passed
-        (the operation then expires without running).
+        (the operation then expires without running): then the answer is empty.  Else it
+        is what the lookup said of each id (the bulk path keeps arrays out of its lists).
         """
         ids = list(dict.fromkeys(validate_job_id(j) for j in job_ids))
         left = deadline - self.clock()
         if Op(op) is Op.RESTORE or not ids or left <= 0:
-            return
+            return {}
         squeue = find_squeue(self.squeue, self.scontrol)
         try:
-            infos = SqueueLookup(squeue, timeout=min(LOOKUP_TIMEOUT, left)).jobs(ids)
+            infos = SqueueLookup(squeue, timeout=min(LOOKUP_TIMEOUT, left), many=MAX_LISTED).jobs(ids)
         except LookupFailed as exc:  # same type, saying what it means here
             raise LookupFailed(f"{exc.reason}; could not check the ids for whole arrays, so nothing ran") from exc
         whole = [info for info in infos.values() if info is not None and info.whole_array]
         if whole:
             raise WholeArray(whole)
+        return infos
 
     def run(
         self,

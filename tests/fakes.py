@@ -80,7 +80,7 @@ def squeue_record(line: str) -> str:
     """A plain job's ``id|STATE|requeue|restarts|priority|reason`` as the full ``-r -O`` record
     (``JobID|ArrayJobID|ArrayTaskID|...``); a line that already has the array fields is kept."""
     fields = line.split("|")
-    if len(fields) == 6:
+    if not fields[1].isdigit():  # a State, not an ArrayJobID: a plain job's short form
         fields[1:1] = [fields[0], "N/A"]
     return "|".join(fields)
 
@@ -89,7 +89,9 @@ def write_fake_squeue(directory: Path, records: str, *, exit_code: int = 0, stde
     """A fake ``squeue`` that answers ``--version`` like 22.05 and prints ``records``
     (lines of ``id|STATE|requeue|restarts|priority|reason``, or with the array fields after
     the id) each ending with the caller's nonce, taken from the ``-O`` format as the real
-    squeue would print it."""
+    squeue would print it.  With ``-j LIST`` only the records whose JobID or ArrayJobID is
+    in the list; ``-j <one id>`` it does not know exits 1 with ``Invalid job id specified``,
+    as real squeue does (docs/slurm-behaviour.md §9)."""
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / "squeue"
     records = "".join(squeue_record(line) + "\n" for line in records.splitlines())
@@ -97,9 +99,17 @@ def write_fake_squeue(directory: Path, records: str, *, exit_code: int = 0, stde
         "#!/bin/sh\n"
         'case $1 in --version) echo "slurm 22.05.8"; exit 0 ;; esac\n'
         f"printf '%s\\n' \"$*\" >> {_q(str(directory / 'squeue.log'))}\n"
-        'for a; do fmt=$a; done; nonce=${fmt##*|}\n'
+        'ids=; for a; do fmt=$a; done; nonce=${fmt##*|}\n'
+        'while [ $# -gt 0 ]; do case $1 in -j) ids=,$2, ;; esac; shift; done\n'
         f"[ -z {_q(stderr)} ] || printf '%s\\n' {_q(stderr)} >&2\n"
-        f"printf '%s' {_q(records)} | while IFS= read -r line; do printf '%s|%s\\n' \"$line\" \"$nonce\"; done\n"
+        "found=$(printf '%s' " + _q(records) + " | while IFS='|' read -r job array rest; do\n"
+        '  case $ids in \'\'|*,"$job",*|*,"$array",*)\n'
+        '    printf \'%s|%s|%s|%s\\n\' "$job" "$array" "$rest" "$nonce" ;;\n'
+        '  esac\n'
+        "done)\n"
+        'case $ids in ,*,*,) ;; ,*,) if [ -z "$found" ] && [ ' + str(exit_code) + ' = 0 ]; then\n'
+        "  echo 'slurm_load_jobs error: Invalid job id specified' >&2; exit 1; fi ;; esac\n"
+        '[ -z "$found" ] || printf \'%s\\n\' "$found"\n'
         f"exit {exit_code}\n"
     )
     path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
@@ -139,3 +149,51 @@ def descendants(pid: int) -> List[int]:
             found.append(child)
             todo.append(child)
     return found
+
+
+# The texts a list call prints per failing id (docs/slurm-bulk.md §2): ``<message> for job <id>``.
+LIST_MESSAGES = {
+    "finished": "Job has already finished",
+    "missing": "Invalid job id specified",
+    "denied": "Invalid user id",
+    "access": "Access/permission denied",
+    "pending": "Job is pending execution",
+    "disabled": "Requested operation is presently disabled",
+    "down": "Unexpected message received",
+}
+
+
+def write_list_fake(directory: Path, plan: Dict[str, Dict[str, str]], *, up: bool = True) -> Path:
+    """A fake ``scontrol`` that takes id lists as real scontrol does (``hold 1,2,3``,
+    ``update JobId=1,2 Requeue=1``): for each id in order, ``plan[id][call]`` (call: a KEYS
+    key) is ``ok`` (silent) or a LIST_MESSAGES key (one line for that id); hold and release
+    end with one ``slurm_suspend error: <last message>`` line, as in the comma form.  It exits
+    1 if any id failed.  ``ping`` answers UP (or DOWN).  Every call is logged in calls.log."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "scontrol"
+    arms = "".join(
+        f"    '{job}:{call}') msg={_q(LIST_MESSAGES[b]) if b != 'ok' else ''} ;;\n"
+        for job, calls in plan.items()
+        for call, b in calls.items()
+    )
+    ping = "echo 'Slurmctld(primary) at vm is UP'; exit 0" if up else "echo 'Slurmctld(primary) at vm is DOWN'; exit 1"
+    path.write_text(
+        "#!/bin/sh\n"
+        f"printf '%s\\n' \"$*\" >> {_q(str(directory / 'calls.log'))}\n"
+        f"case $1 in ping) {ping} ;; esac\n"
+        'case $1 in update) list=${2#JobId=}; key="set"; [ "$3" = Requeue=0 ] && key=clear ;;'
+        ' *) list=$2; key=$1 ;; esac\n'
+        "rc=0; last=\n"
+        "IFS=,\n"
+        "for id in $list; do\n"
+        "  msg=\n"
+        '  case "$id:$key" in\n'
+        f"{arms}"
+        "  esac\n"
+        '  if [ -n "$msg" ]; then printf \'%s for job %s\\n\' "$msg" "$id" >&2; rc=1; last=$msg; fi\n'
+        "done\n"
+        'case $1 in hold|release) [ -z "$last" ] || printf \'slurm_suspend error: %s\\n\' "$last" >&2 ;; esac\n'
+        "exit $rc\n"
+    )
+    path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    return path

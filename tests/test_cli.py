@@ -51,14 +51,16 @@ def test_one_job(fake: Path, capsys: pytest.CaptureFixture[str], job: str, code:
 
 
 def test_worst_of_several_decides(fake: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    got, out, _ = run(["--scontrol", str(fake), "hold", "1", "2", "3", "--timeout", "5", "--json"], capsys)
+    argv = ["--scontrol", str(fake), "hold", "1", "2", "3", "--one-by-one", "--timeout", "5", "--json"]
+    got, out, _ = run(argv, capsys)
     assert got == 11
     assert [json.loads(line)["job_id"] for line in out.splitlines()] == ["1", "2", "3"]
     assert calls_made(fake) == ["hold 1", "hold 2", "hold 3"]
 
 
 def test_parallel_keeps_the_order(fake: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    got, out, _ = run(["hold", "4", "1", "2", "--timeout", "5", "--scontrol", str(fake), "--parallel", "3"], capsys)
+    argv = ["hold", "4", "1", "2", "--one-by-one", "--timeout", "5", "--scontrol", str(fake), "--parallel", "3"]
+    got, out, _ = run(argv, capsys)
     assert got == 15
     assert [line.split()[0] for line in out.splitlines()] == ["4", "1", "2"]
 

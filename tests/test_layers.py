@@ -18,7 +18,10 @@ from typing import Dict, Set
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "slurm_dsl"
-PURE = {"jobid", "plain", "statuses", "script", "refusals", "reader", "combine", "model", "errors", "ledger_rules"}
+PURE = {
+    "jobid", "plain", "statuses", "script", "refusals", "reader", "combine", "model", "errors", "ledger_rules",
+    "bulk_reader",
+}
 SIDE_EFFECT_FREE_STDLIB = {
     "__future__", "re", "enum", "dataclasses", "typing", "math", "json", "itertools", "functools"
 }

@@ -624,3 +624,38 @@ def check_crash_invariants(path: Path, begun: Dict[int, str], finished: Dict[int
         assert entries[op_id].job_id == job_id
     for op_id, bit in finished.items():
         assert entries[op_id].bit_after is RequeueBit(bit)
+
+
+# -- a bulk chunk: its intents in one transaction, its results in one -----------------------------
+
+
+def test_a_chunks_intents_are_one_transaction_committed_before_any_script(tmp_path: Path) -> None:
+    jobs = [str(n) for n in range(100, 160)]
+    with fresh_ledger(tmp_path) as ledger:
+        op_ids = ledger.begin_operations([(j, Op.REQUEUE, NONCE) for j in jobs], 5.0, actor="uid 0 (root)")
+        assert len(op_ids) == len(set(op_ids)) == len(jobs)
+    with fresh_ledger(tmp_path) as other:  # another connection sees every intent at once
+        assert all(other.get(j).bit is MAY for j in jobs)  # type: ignore[union-attr]
+        assert [h.op for j in jobs for h in other.history(j)] == [Op.REQUEUE] * len(jobs)
+
+
+def test_a_bad_id_in_a_chunk_writes_no_intent_at_all(tmp_path: Path) -> None:
+    with fresh_ledger(tmp_path) as ledger:
+        with pytest.raises(ValueError):
+            ledger.begin_operations([("101", Op.REQUEUE, NONCE), ("1_2", Op.REQUEUE, NONCE)], 5.0)
+        assert ledger.get("101") is None
+
+
+def test_a_chunks_results_are_one_transaction_all_or_none(tmp_path: Path) -> None:
+    jobs = ["201", "202", "203"]
+    with fresh_ledger(tmp_path) as ledger:
+        op_ids = ledger.begin_operations([(j, Op.REQUEUE, NONCE) for j in jobs], 5.0)
+        bits = ledger.finish_operations([(i, requeue_ok_for(j), b"") for i, j in zip(op_ids, jobs)], 6.0)
+        assert bits == [CLEAR] * 3 and all(ledger.get(j).bit is CLEAR for j in jobs)  # type: ignore[union-attr]
+        again = ledger.begin_operations([(j, Op.REQUEUE, NONCE) for j in jobs], 7.0)
+        finished_twice = [(again[0], requeue_ok_for("201"), b""), (op_ids[1], requeue_ok_for("202"), b"")]
+        with pytest.raises(LedgerError, match="already finished"):
+            ledger.finish_operations(finished_twice, 8.0)
+        # The refused batch wrote nothing: 201's second requeue is still only begun (may_be_set).
+        assert ledger.get("201").bit is MAY  # type: ignore[union-attr]
+        assert [h.finished for h in ledger.history("201")] == [True, False]

@@ -109,7 +109,7 @@ def test_hold_a_b_c_locked_during_b_prints_b_and_never_starts_c(
     then = "case $JOB in 6) " + refuse(ALREADY_FINISHED, suspend_line=True) + " ;; *) exit 0 ;; esac"
     fake = write_fake(tmp_path / "bin", {"hold": lock_during("6", tmp_path, then)})
     with Locker(ledger_path, tmp_path):
-        code, out, err = run(["--ledger", str(ledger_path), "hold", "5", "6", "7", "--timeout", "10",
+        code, out, err = run(["--ledger", str(ledger_path), "hold", "5", "6", "7", "--one-by-one", "--timeout", "10",
                               "--scontrol", str(fake)], capsys)
     assert calls_made(fake) == ["hold 5", "hold 6"], "no script starts after the ledger failed"
     assert [line.split()[:3] for line in out.splitlines()] == [["5", "hold", "ok"], ["6", "hold", "rejected"]]
@@ -129,7 +129,8 @@ def test_json_rows_of_what_ran_and_exit_1_when_all_of_it_was_ok(
 ) -> None:
     fake = write_fake(tmp_path / "bin", {"hold": lock_during("6", tmp_path)})
     with Locker(ledger_path, tmp_path):
-        code, out, err = run(["hold", "5", "6", "7", "8", "--timeout", "10", "--json", "--scontrol", str(fake),
+        code, out, err = run(["hold", "5", "6", "7", "8", "--one-by-one", "--timeout", "10", "--json",
+                              "--scontrol", str(fake),
                               "--ledger", str(ledger_path)], capsys)
     assert calls_made(fake) == ["hold 5", "hold 6"]
     rows = [json.loads(line) for line in out.splitlines()]
@@ -144,7 +145,8 @@ def test_parallel_every_job_whose_script_started_is_printed_once(
     jobs = [str(n) for n in range(101, 131)]
     fake = write_fake(tmp_path / "bin", {"hold": lock_during("110", tmp_path, "sleep 0.05; exit 0")})
     with Locker(ledger_path, tmp_path):
-        code, out, err = run(["hold", *jobs, "--timeout", "10", "--parallel", "4", "--scontrol", str(fake),
+        code, out, err = run(["hold", *jobs, "--one-by-one", "--timeout", "10", "--parallel", "4",
+                              "--scontrol", str(fake),
                               "--ledger", str(ledger_path)], capsys)
     started = [line.split()[1] for line in calls_made(fake)]
     printed = [line.split()[0] for line in out.splitlines()]

@@ -5,21 +5,23 @@ each test asserts the outcome and that no process was left behind."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import stat
 import sys
 import time
 from pathlib import Path
-from typing import Callable, Iterator, List, Tuple, TypeVar
+from typing import Callable, Dict, Iterator, List, Tuple, TypeVar
 
 import pytest
 
-from slurm_dsl import Op, Reason, RequeueBit, Result, execute
+from slurm_dsl import Op, Reason, RequeueBit, Result, execute, read_outcome, render, runner
 from slurm_dsl.doctor import run_checks
 from slurm_dsl.ledger import open_ledger
 from slurm_dsl.lookup import LookupFailed
 from slurm_dsl.model import Outcome
-from slurm_dsl.runner import run_argv
+from slurm_dsl.runner import run_argv, run_script
+from slurm_dsl.script import KILL_GRACE
 from slurm_dsl.squeue_lookup import SqueueLookup, slurm_version
 from slurm_dsl.sweeper import Done, sweep
 from slurm_dsl.tracked import Tracker
@@ -48,18 +50,80 @@ def test_a_call_hanging_past_the_deadline_is_unknown(bin_dir: Path, op: Op) -> N
     assert out.calls[0].status == 124
 
 
-def test_a_call_ignoring_term_is_killed_and_unknown(bin_dir: Path) -> None:
-    write_fake(bin_dir, {}, default="trap '' TERM; sleep 30")
-    out = execute(Op.HOLD, "5", soon())
-    assert out.result is Result.UNKNOWN
-    assert out.calls[0].status == 137
+@pytest.fixture(params=["dash", "bash"])
+def shell(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Run wrapped scripts under this shell in place of /bin/sh."""
+    path = shutil.which(request.param)
+    assert path is not None, f"{request.param} is needed"
+    monkeypatch.setattr(runner, "SH", path)
+    return str(request.param)
 
 
-def test_requeue_hanging_in_call_2_leaves_the_bit_set(bin_dir: Path) -> None:
-    write_fake(bin_dir, {"requeue": "exec sleep 30"})
-    out = execute(Op.REQUEUE, "5", soon())
+@pytest.mark.parametrize(("op", "plan", "printed"), [
+    (Op.HOLD, {"hold": "trap '' TERM; sleep 30"}, ()),
+    (Op.REQUEUE, {"requeue": "trap '' TERM; sleep 30"}, (0,)),
+], ids=["hold", "requeue call 2"])
+def test_a_call_ignoring_term_is_killed_after_the_grace_and_unknown(
+    bin_dir: Path, shell: str, op: Op, plan: Dict[str, str], printed: Tuple[int, ...]
+) -> None:
+    # The script waits for the call; the runner KILLs the whole group KILL_GRACE after the
+    # deadline, so the call's status line never comes: unknown, and a requeue's bit may be set.
+    fake = write_fake(bin_dir, plan)
+    out, took = timed(lambda: execute(op, "5", soon()))
+    assert took < BOUND
+    assert (out.result, out.reason, out.exit_status) == (Result.UNKNOWN, Reason.TIMED_OUT, 137)
+    assert out.requeue_bit is (RequeueBit.MAY_BE_SET if op is Op.REQUEUE else None)
+    assert len(calls_made(fake)) == len(printed) + 1
+
+
+def test_a_requeue_killed_mid_call_reads_unknown_from_its_output_alone(bin_dir: Path) -> None:
+    # What the reader makes of a script the runner KILLed in call 2: call 1's line, exit 137.
+    nonce = "ab" * 16
+    fake = write_fake(bin_dir, {"requeue": "trap '' TERM; sleep 30"})
+    done = run_script(render(Op.REQUEUE, "5", soon(), nonce, str(fake)), timeout=0.5)
+    assert (done.timed_out, done.killed_by, done.returncode) == (True, signal.SIGKILL, 137)
+    out = read_outcome(Op.REQUEUE, "5", done.stderr, done.returncode, nonce)
+    assert out.reason in (Reason.WRONG_CALLS, Reason.EXIT_STATUS_MISMATCH)
+    assert (out.result, out.requeue_bit) == (Result.UNKNOWN, RequeueBit.MAY_BE_SET)
+
+
+def test_requeue_hanging_in_call_2_leaves_the_bit_set(bin_dir: Path, shell: str) -> None:
+    # The runner's TERM at the deadline cuts call 2 short (124); call 3 is not started (75).
+    # The script then exits by itself: back well before the KILL would be due.
+    fake = write_fake(bin_dir, {"requeue": "exec sleep 30"})
+    out, took = timed(lambda: execute(Op.REQUEUE, "5", soon()))
+    assert took < 1.0 + KILL_GRACE
     assert [c.status for c in out.calls] == [0, 124, 75]
     assert (out.result, out.requeue_bit) == (Result.UNKNOWN, RequeueBit.SET)
+    assert calls_made(fake) == ["update JobId=5 Requeue=1", "requeue 5"]
+
+
+def test_a_passed_deadline_starts_nothing(bin_dir: Path, shell: str) -> None:
+    fake = write_fake(bin_dir, {})
+    for op in (Op.HOLD, Op.REQUEUE):
+        out = execute(op, "5", time.time() - 1)
+        assert [c.status for c in out.calls] == [75]
+        assert out.result is Result.EXPIRED
+        assert out.requeue_bit is (RequeueBit.CLEAR if op is Op.REQUEUE else None)
+    assert calls_made(fake) == []
+    assert not (bin_dir / "calls.log").exists()
+
+
+def test_a_deadline_in_the_shells_first_moments_is_never_a_bare_unknown(bin_dir: Path, shell: str) -> None:
+    # The runner's TERM may land before the script's trap is set: the shell dies of it having
+    # started nothing, and execute runs the expired script instead (75).  Or the trap is set and
+    # the call is cut short (124).  Never an output with no status line.  (The fake ends by
+    # itself well within the grace: a TERM that lands in its fork-to-exec window is lost, and
+    # the call then runs on to its end, still 124; a hung one would wait for the KILL.)
+    write_fake(bin_dir, {}, default="sleep 0.2")
+    seen = set()
+    for left in (0.0002, 0.0005, 0.001, 0.002, 0.004) * 4:
+        out = execute(Op.REQUEUE, "5", time.time() + left)
+        statuses = tuple(c.status for c in out.calls)
+        assert (out.result, statuses) in ((Result.EXPIRED, (75,)), (Result.UNKNOWN, (124, 75))), out
+        assert out.requeue_bit is (RequeueBit.CLEAR if out.result is Result.EXPIRED else RequeueBit.MAY_BE_SET)
+        seen.add(out.result)
+    assert Result.EXPIRED in seen  # the first case at least, at 0.2 ms
 
 
 @pytest.mark.parametrize(("signal_name", "status"), [("KILL", 137), ("SEGV", 139), ("TERM", 143)])
@@ -236,10 +300,12 @@ def timed(call: Callable[[], T]) -> Tuple[T, float]:
 def test_an_escaped_daemon_does_not_keep_a_wrapped_op(escapes: Escapes, bin_dir: Path, op: Op, then: str) -> None:
     # "exits": the script prints every status line and exits 0, so the framing would read
     # ok; the daemon could still have written after we stopped reading: unknown all the same.
+    # "hangs": the runner's TERM at the deadline stops it, so timed_out.
     write_fake(bin_dir, {}, default=f"{escapes.code()} {then}")
     out, took = timed(lambda: execute(op, "5", soon()))
     assert took < BOUND
-    assert (out.result, out.reason) == (Result.UNKNOWN, Reason.OUTPUT_NOT_CLOSED)
+    reason = Reason.OUTPUT_NOT_CLOSED if then == "exit 0" else Reason.TIMED_OUT
+    assert (out.result, out.reason) == (Result.UNKNOWN, reason)
     assert out.requeue_bit is (RequeueBit.MAY_BE_SET if op is Op.REQUEUE else None)
     assert len(escapes.alive()) == (3 if op is Op.REQUEUE and then == "exit 0" else 1)
 

@@ -1,11 +1,13 @@
 """The rendered scripts: golden files, syntax under dash and bash, and real runs of
-render -> sh -> fake scontrol -> read under both shells."""
+render -> sh -> fake scontrol -> read under both shells, with the runner as the
+deadline's clock (its TERM at the deadline, its KILL after the grace)."""
 
 from __future__ import annotations
 
 import difflib
 import os
 import shutil
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -15,9 +17,19 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from slurm_dsl import Op, Result, read_outcome, render
-from slurm_dsl.runner import fixed_env
-from tests.fakes import refuse, write_fake
+from slurm_dsl import InvalidInput, Op, Result, read_outcome, render, runner
+from slurm_dsl.runner import Completed, fixed_env
+from slurm_dsl.script import (
+    CALLS,
+    KILL_GRACE,
+    MAX_ARG_BYTES,
+    PROBE_STATUS,
+    PROBE_STDERR,
+    list_argv,
+    render_list,
+    render_probe,
+)
+from tests.fakes import calls_made, refuse, write_fake
 from tests.ground import (
     ALREADY_FINISHED,
     DISABLED,
@@ -32,6 +44,18 @@ GOLDEN = Path(__file__).parent / "golden"
 WRAPPED = [o for o in Op if o.wrapped]
 SHELLS = [s for s in ("dash", "bash") if shutil.which(s)]
 GOLDEN_ARGS: Dict[str, Any] = dict(job_id="4242", deadline=1767225600.5, nonce=NONCE, scontrol="/usr/bin/scontrol")
+# One golden per op and call of a list script, on three ids (docs/contract.md §11).
+GOLDEN_LIST_IDS = ("4242", "4243", "4244")
+GOLDEN_LIST_ARGS: Dict[str, Any] = dict(deadline=1767225600.5, nonce=NONCE, scontrol="/usr/bin/scontrol")
+LIST_CALLS = [(op, number) for op in WRAPPED for number, _ in CALLS[op]]
+
+
+def list_golden(op: Op, number: int) -> Path:
+    return GOLDEN / f"list-{op.value}-{number}.sh"
+
+
+def render_golden_list(op: Op, number: int) -> str:
+    return render_list(op, number, GOLDEN_LIST_IDS, **GOLDEN_LIST_ARGS)
 
 
 def test_both_shells_are_present() -> None:
@@ -49,12 +73,46 @@ def test_golden_scripts(op: Op) -> None:
                     f"(python -m tests.update_golden):\n{diff}")
 
 
-@pytest.mark.parametrize("op", WRAPPED, ids=str)
+@pytest.mark.parametrize(("op", "number"), LIST_CALLS, ids=lambda v: str(v))
+def test_golden_list_scripts(op: Op, number: int) -> None:
+    got = render_golden_list(op, number)
+    path = list_golden(op, number)
+    want = path.read_text()
+    if got != want:
+        diff = "".join(difflib.unified_diff(want.splitlines(True), got.splitlines(True), str(path), "rendered"))
+        pytest.fail(f"{path} differs from the rendered script; review, then update it by hand "
+                    f"(python -m tests.update_golden):\n{diff}")
+
+
+def test_every_golden_file_is_rendered() -> None:
+    # A golden file left behind by a renamed op or call would keep passing shellcheck unseen.
+    want = {f"{op.value}.sh" for op in WRAPPED} | {list_golden(op, n).name for op, n in LIST_CALLS}
+    assert {p.name for p in GOLDEN.glob("*.sh")} == want
+
+
+def every_script() -> List[str]:
+    return ([render(op, **GOLDEN_ARGS) for op in WRAPPED] + [render(op, **GOLDEN_ARGS, expired=True) for op in WRAPPED]
+            + [render_golden_list(op, n) for op, n in LIST_CALLS] + [render_probe()])
+
+
 @pytest.mark.parametrize("shell", SHELLS)
-def test_scripts_parse(op: Op, shell: str) -> None:
-    result = subprocess.run([shell, "-n"], input=render(op, **GOLDEN_ARGS).encode(),
-                            capture_output=True)
-    assert result.returncode == 0, result.stderr
+def test_scripts_parse(shell: str) -> None:
+    for script in every_script():
+        result = subprocess.run([shell, "-n"], input=script.encode(), capture_output=True)
+        assert result.returncode == 0, result.stderr
+
+
+def test_the_trap_is_the_first_command_and_expired_only_sets_the_flag() -> None:
+    # Nothing runs before the trap; an expired script differs only in the flag's start value.
+    for op in WRAPPED:
+        script = render(op, **GOLDEN_ARGS)
+        commands = [line for line in script.splitlines() if line and not line.startswith("#")]
+        assert commands[0] == "stopped=0; trap 'stopped=1' TERM"
+        expired = render(op, **GOLDEN_ARGS, expired=True)
+        changed = [(a, b) for a, b in zip(script.splitlines(), expired.splitlines()) if a != b]
+        assert [b for _, b in changed if not b.startswith("#")] == ["stopped=1; trap 'stopped=1' TERM"]
+    with pytest.raises(InvalidInput):
+        render(Op.HOLD, **GOLDEN_ARGS, expired=1)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(
@@ -89,8 +147,22 @@ def test_render_refuses_open() -> None:
 
 
 def run_under(shell: str, script: str, timeout: float = 10) -> Tuple[bytes, int]:
+    """The script on ``shell`` with no deadline at all (no TERM ever comes)."""
     done = subprocess.run([shell, "-s"], input=script.encode(), capture_output=True, env=fixed_env(), timeout=timeout)
     return done.stderr, done.returncode
+
+
+def run_to_deadline(
+    shell: str, script: str, left: float, monkeypatch: pytest.MonkeyPatch
+) -> Tuple[Completed, float]:
+    """The script through the runner on ``shell`` (in place of /bin/sh): TERM at ``left``
+    seconds, KILL ``KILL_GRACE`` later.  Also how long it took."""
+    path = shutil.which(shell)
+    assert path is not None
+    monkeypatch.setattr(runner, "SH", path)
+    start = time.monotonic()
+    done = runner.run_script(script, timeout=left)
+    return done, time.monotonic() - start
 
 
 # The behaviours a scripted fake can give one call, with the call outcome the fake intends.
@@ -176,27 +248,209 @@ def test_requeue_skips_call_2_after_a_failed_set(shell: str, tmp_path: Path) -> 
 
 
 @pytest.mark.parametrize("shell", SHELLS)
-def test_a_passed_deadline_starts_nothing(shell: str, tmp_path: Path) -> None:
+def test_an_expired_script_starts_nothing(shell: str, tmp_path: Path) -> None:
     fake = write_fake(tmp_path, {})
-    stderr, status = run_under(shell, render(Op.REQUEUE, "9", time.time() - 1, NONCE, str(fake)))
-    assert not (tmp_path / "calls.log").exists()
+    stderr, status = run_under(shell, render(Op.REQUEUE, "9", time.time() - 1, NONCE, str(fake), expired=True))
+    assert calls_made(fake) == []
     assert (stderr, status) == (f"\x1eDSL {NONCE} call 1 75\n".encode(), 75)
     out = read_outcome("requeue", "9", stderr, status, NONCE)
     assert (out.result, out.requeue_bit.value if out.requeue_bit else None) == (Result.EXPIRED, "clear")
 
 
 @pytest.mark.parametrize("shell", SHELLS)
-def test_a_hung_call_is_stopped_at_the_deadline(shell: str, tmp_path: Path) -> None:
+def test_a_script_keeps_no_clock_of_its_own(shell: str, tmp_path: Path) -> None:
+    # The deadline in the script is a comment: with no runner to send TERM, a call starts
+    # and ends on its own however long past the rendered deadline.
+    fake = write_fake(tmp_path, {})
+    stderr, status = run_under(shell, render(Op.HOLD, "9", time.time() - 1, NONCE, str(fake)))
+    assert (stderr, status) == (f"\x1eDSL {NONCE} call 1 0\n".encode(), 0)
+    assert calls_made(fake) == ["hold 9"]
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_a_hung_call_is_stopped_at_the_deadline(shell: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The runner's TERM cuts call 2's wait short: 124, and call 3 is not started (75).  The
+    # script then exits by itself, long before the KILL would be due.
     fake = write_fake(tmp_path, {"requeue": "exec sleep 30"})
-    stderr, status = run_under(shell, render(Op.REQUEUE, "9", time.time() + 1, NONCE, str(fake)))
-    out = read_outcome("requeue", "9", stderr, status, NONCE)
+    done, took = run_to_deadline(shell, render(Op.REQUEUE, "9", time.time() + 1, NONCE, str(fake)), 1.0, monkeypatch)
+    assert (done.timed_out, done.killed_by, done.returncode) == (True, None, 75)
+    assert took < 1.0 + KILL_GRACE
+    out = read_outcome("requeue", "9", done.stderr, done.returncode, NONCE)
     assert [c.status for c in out.calls] == [0, 124, 75]
     assert (out.result, out.requeue_bit.value if out.requeue_bit else None) == (Result.UNKNOWN, "set")
+    assert calls_made(fake) == ["update JobId=9 Requeue=1", "requeue 9"]  # call 3 never started
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_a_call_ignoring_term_is_killed_after_the_grace(
+    shell: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Call 2 ignores TERM: the script waits for it, the runner KILLs the whole group after the
+    # grace, and nothing more is printed: call 2's line is missing, so the output reads unknown.
+    fake = write_fake(tmp_path, {"requeue": "trap '' TERM; sleep 30"})
+    done, _ = run_to_deadline(shell, render(Op.REQUEUE, "9", time.time() + 0.5, NONCE, str(fake)), 0.5, monkeypatch)
+    assert (done.timed_out, done.killed_by, done.returncode) == (True, signal.SIGKILL, 137)
+    assert done.stderr == f"\x1eDSL {NONCE} call 1 0\n".encode()
+    out = read_outcome("requeue", "9", done.stderr, done.returncode, NONCE)
+    assert (out.result, out.requeue_bit.value if out.requeue_bit else None) == (Result.UNKNOWN, "may_be_set")
+
+
+def inject(script: str, anchor: str, code: str) -> str:
+    """``code`` put before ``anchor`` (a line of ``call``), which must occur exactly once."""
+    assert script.count(anchor) == 1, anchor
+    return script.replace(anchor, code + anchor)
+
+
+START = '    "$scontrol" "$@" </dev/null &\n'
+AFTER_WAIT = '    # Still running when the TERM came'
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_term_between_the_flag_check_and_the_start_is_124(
+    shell: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The TERM lands after the flag was checked and before the call starts (here the shell
+    # sends it to itself, so the call never got one): the call is started, stopped at once and
+    # reported 124, since it may have reached slurmctld; the script does not wait 30 s for it.
+    # (The runner's deadline is far off: it sends nothing, and kills the fake's sleep after.)
+    fake = write_fake(tmp_path, {}, default="sleep 30")
+    script = inject(render(Op.REQUEUE, "9", 2e9, NONCE, str(fake)), START, "    kill -TERM $$\n")
+    done, took = run_to_deadline(shell, script, 60.0, monkeypatch)
+    assert (done.timed_out, done.killed_by) == (False, None)
+    assert took < 10
+    out = read_outcome("requeue", "9", done.stderr, done.returncode, NONCE)
+    assert [c.status for c in out.calls] == [124, 75]
+    assert (out.result, out.requeue_bit.value if out.requeue_bit else None) == (Result.UNKNOWN, "may_be_set")
+
+
+@pytest.mark.parametrize("behaviour", ["exit 0", refuse(ALREADY_FINISHED, suspend_line=True), "kill -SEGV $$"])
+@pytest.mark.parametrize("shell", SHELLS)
+def test_term_after_the_call_ended_keeps_its_own_status(shell: str, behaviour: str, tmp_path: Path) -> None:
+    # The call has ended and been waited for; the TERM lands before its status line: the
+    # status is the call's own, and the calls after it are not started.
+    fake = write_fake(tmp_path, {"hold": behaviour})
+    script = inject(render(Op.HOLD, "9", 2e9, NONCE, str(fake)), AFTER_WAIT, "    kill -TERM $$\n")
+    stderr, status = run_under(shell, script)
+    alone, alone_status = run_under(shell, render(Op.HOLD, "9", 2e9, NONCE, str(fake)))
+    assert (stderr, status) == (alone, alone_status)
+    assert status in (0, 1, 139)
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_calls_after_the_term_are_not_started(shell: str, tmp_path: Path) -> None:
+    fake = write_fake(tmp_path, {})
+    script = inject(render(Op.REQUEUE, "9", 2e9, NONCE, str(fake)), AFTER_WAIT, "    kill -TERM $$\n")
+    stderr, status = run_under(shell, script)
+    out = read_outcome("requeue", "9", stderr, status, NONCE)
+    assert [c.status for c in out.calls] == [0, 75, 75]
+    assert (out.result, out.requeue_bit.value if out.requeue_bit else None) == (Result.BIT_SET, "set")
+    assert calls_made(fake) == ["update JobId=9 Requeue=1"]
 
 
 def test_scripts_use_only_builtins_and_fixed_tools() -> None:
+    # No clock and no helper process: the only program a script starts is scontrol.
+    for script in every_script():
+        assert "$(" not in script and "`" not in script and "timeout" not in script and "date +" not in script
+        assert "eval" not in script and "$JOB" not in script
     script = render(Op.REQUEUE, **GOLDEN_ARGS)
-    words: List[str] = [w for w in ("date", "timeout", "printf") if w in script]
-    assert words == ["date", "timeout", "printf"]
-    assert "eval" not in script and "$JOB" not in script
     assert os.path.basename(GOLDEN_ARGS["scontrol"]) in script
+    for word in ("trap", "wait", "kill", "printf"):
+        assert f"{word} " in script
+
+
+# --- one call on a list of ids (the bulk path, docs/contract.md §11) ---
+
+
+def ids_joined_to(length: int) -> List[str]:
+    """Distinct job ids whose ","-joined text is exactly ``length`` bytes."""
+    first = (length - 1) % 11 + 1  # bytes before the ten-digit ids, 11 bytes each with their comma
+    ids = ["40000", "40001"] if first == 11 else [str(4 * 10 ** (first - 1) if first > 1 else 7)]
+    ids += [str(1000000000 + i) for i in range((length - first) // 11)]
+    assert len(",".join(ids)) == length and len(set(ids)) == len(ids)
+    return ids
+
+
+@pytest.mark.parametrize(("op", "number", "want"), [
+    (Op.HOLD, 1, ("hold", "1,22,333")),
+    (Op.RELEASE, 1, ("release", "1,22,333")),
+    (Op.RESTORE, 1, ("update", "JobId=1,22,333", "Requeue=0")),
+    (Op.REQUEUE, 1, ("update", "JobId=1,22,333", "Requeue=1")),
+    (Op.REQUEUE, 2, ("requeue", "1,22,333")),
+    (Op.REQUEUE, 3, ("update", "JobId=1,22,333", "Requeue=0")),
+])
+def test_a_list_call_joins_its_ids_in_one_argument(op: Op, number: int, want: Tuple[str, ...]) -> None:
+    assert list_argv(op, number, ["1", 22, "333"]) == want
+
+
+@pytest.mark.parametrize(("number", "job_ids"), [
+    (1, []),
+    (1, ()),
+    (1, ["5", "6", "5"]),
+    (1, ["5", 5]),
+    (1, "123"),
+    (1, b"123"),
+    (1, ["1", "12_3"]),
+    (1, ["1", "1,2"]),
+    (1, ["1", True]),
+    (2, ["1"]),
+    (0, ["1"]),
+    (True, ["1"]),
+    ("1", ["1"]),
+])
+def test_render_list_refuses(number: Any, job_ids: Any) -> None:
+    with pytest.raises(InvalidInput):
+        render_list(Op.HOLD, number, job_ids, **GOLDEN_LIST_ARGS)
+
+
+def test_render_list_refuses_open_and_bad_calls() -> None:
+    for op, number in ((Op.OPEN, 1), (Op.REQUEUE, 4), (Op.RESTORE, 2)):
+        with pytest.raises(InvalidInput):
+            render_list(op, number, ["1"], **GOLDEN_LIST_ARGS)
+    with pytest.raises(InvalidInput):
+        render_list(Op.HOLD, 1, ["1"], 2e9, NONCE, "relative/scontrol")
+    with pytest.raises(InvalidInput):
+        render_list(Op.HOLD, 1, ["1"], 2e9, "abc", "/usr/bin/scontrol")
+
+
+@pytest.mark.parametrize(("op", "number", "prefix"), [(Op.HOLD, 1, 0), (Op.REQUEUE, 2, 0), (Op.RESTORE, 1, 6),
+                                                      (Op.REQUEUE, 3, 6)])
+def test_a_list_argument_is_at_most_131071_bytes(op: Op, number: int, prefix: int) -> None:
+    # MAX_ARG_STRLEN (docs/slurm-bulk.md §1): "JobId=" counts, the argument is one execve string.
+    fits = ids_joined_to(MAX_ARG_BYTES - prefix)
+    assert max(len(a) for a in list_argv(op, number, fits)) == MAX_ARG_BYTES
+    render_list(op, number, fits, **GOLDEN_LIST_ARGS)
+    with pytest.raises(InvalidInput, match="131071"):
+        render_list(op, number, ids_joined_to(MAX_ARG_BYTES - prefix + 1), **GOLDEN_LIST_ARGS)
+
+
+def list_stderr(number: int, status: int) -> bytes:
+    return f"\x1eDSL {NONCE} call {number} {status}\n".encode()
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+@pytest.mark.parametrize(("op", "number"), LIST_CALLS, ids=lambda v: str(v))
+def test_a_list_script_runs_one_call_with_one_status_line(shell: str, op: Op, number: int, tmp_path: Path) -> None:
+    fake = write_fake(tmp_path, {}, default="printf 'Invalid job id specified for job 4243\\n' >&2; exit 1")
+    stderr, status = run_under(shell, render_list(op, number, ["4242", 4243, "4244"], 2e9, NONCE, str(fake)))
+    assert (stderr, status) == (b"Invalid job id specified for job 4243\n" + list_stderr(number, 1), 1)
+    assert calls_made(fake) == [" ".join(list_argv(op, number, ["4242", "4243", "4244"]))]
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_a_list_call_at_the_deadline(shell: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = write_fake(tmp_path, {}, default="sleep 30")
+    script = render_list(Op.HOLD, 1, ["1", "2", "3"], time.time() + 0.5, NONCE, str(fake))
+    done, took = run_to_deadline(shell, script, 0.5, monkeypatch)
+    assert (done.stderr, done.returncode, done.killed_by) == (list_stderr(1, 124), 124, None)
+    assert took < 0.5 + KILL_GRACE
+    stderr, status = run_under(shell, render_list(Op.REQUEUE, 3, ["1", "2"], 2e9, NONCE, str(fake), expired=True))
+    assert (stderr, status) == (list_stderr(3, 75), 75)
+    assert calls_made(fake) == ["hold 1,2,3"]
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_the_probe_prints_what_doctor_expects(shell: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    done, _ = run_to_deadline(shell, render_probe(), 0.5, monkeypatch)
+    assert (done.stderr, done.returncode) == (PROBE_STDERR, PROBE_STATUS)
+    assert (done.timed_out, done.killed_by) == (True, None)
+

@@ -1,28 +1,35 @@
 # slurm-dsl requeue 4242: rendered by slurm_dsl.script; runs under dash and bash
+# Set by the runner's TERM at the deadline: from then on no call starts (75).
+stopped=0; trap 'stopped=1' TERM
+# The runner keeps the deadline, 1767225600500 ms since the epoch: TERM to this script's
+# process group then, KILL 1 s later.  No clock is read here.
 PATH=/usr/sbin:/usr/bin:/sbin:/bin; export PATH
-# This script's nonce, the scontrol it runs, the deadline (ms since the epoch), the
-# seconds from TERM to KILL at the deadline, and the status of the last call.
-nonce='9f3c2a7b1e4d5f60718293a4b5c6d7e8' scontrol='/usr/bin/scontrol'
-deadline_ms=1767225600500 grace=1 status=0
+# This script's nonce, the scontrol it runs, and the status of the last call.
+nonce='9f3c2a7b1e4d5f60718293a4b5c6d7e8' scontrol='/usr/bin/scontrol' status=0
 # call NUMBER ARGS...: run scontrol ARGS unless the deadline has passed, then print its status line.
 call() {
   number=$1; shift
-  # The wall clock in milliseconds; a clock that cannot be read is the wrapper failing (125).
-  now_ms=$(date +%s%3N) || now_ms=
-  case $now_ms in
-    ''|*[!0-9]*) status=125 ;;
-    *)
-      left_ms=$((deadline_ms - now_ms))
-      if [ "$left_ms" -gt 0 ]; then
-        # Run it for the time left: TERM at the deadline (124), KILL $grace s later (137).
-        frac=$((left_ms % 1000 + 1000))
-        timeout --foreground -k "$grace" "$((left_ms / 1000)).${frac#1}" "$scontrol" "$@" </dev/null
-        status=$?
-      else
-        # The deadline has passed: the call is not started.
-        status=75
-      fi ;;
-  esac
+  if [ "$stopped" -eq 1 ]; then
+    # The deadline has passed: the call is not started.
+    status=75
+  else
+    # Start it in the background, so that the runner's TERM at the deadline ends the wait at once.
+    "$scontrol" "$@" </dev/null &
+    pid=$!
+    if [ "$stopped" -eq 1 ]; then
+      # The TERM came as it was started, so it never got one, and a TERM before its exec is lost: KILL.
+      kill -KILL "$pid" 2>/dev/null; status=143
+    else
+      # Wait for it; a wait the TERM cuts short returns 143.  (The waits' stderr is the shell's own.)
+      wait "$pid" 2>/dev/null; status=$?
+    fi
+    # Still running when the TERM came: TERM it (its group got one too), reap it, and report 124.
+    if [ "$stopped" -eq 1 ] && [ "$status" -eq 143 ]; then
+      kill -TERM "$pid" 2>/dev/null
+      wait "$pid" 2>/dev/null
+      status=124
+    fi
+  fi
   # The status line on stderr: RS, "DSL", the nonce, the call number, its status.
   printf '\036DSL %s call %s %s\n' "$nonce" "$number" "$status" >&2
 }

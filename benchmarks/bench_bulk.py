@@ -1,0 +1,142 @@
+"""Bulk operations against the lab, side by side in one run (docs/contract.md §11).
+
+Not a test: it prints figures.  N held pending jobs are held and released (and M requeued)
+again and again, each round by three methods, interleaved so that slurmctld's state and the
+machine's load are the same for all three:
+
+- ``slurm-dsl``: the CLI on the whole list (bulk path, ledger, one lookup for the array
+  check and one for corroboration, one ping per chunk), as an admin runs it;
+- (a) a loop of bare per-id ``scontrol hold <id>`` processes, what a shell loop does;
+- (b) one bare ``scontrol hold <id,id,...>``, the floor: no deadline, no reading, no ledger.
+
+The requeue round uses held jobs: call 2 is refused per id (``Job is pending execution``),
+so every method pays for all three calls on every id.  It also reports the peak Python
+memory (tracemalloc) of reading 1,000 and 10,000 ids through ``run_many`` against a fake
+scontrol, to show it stays flat per chunk.
+
+    python -m benchmarks.bench_bulk [--jobs 1000] [--requeue 200] [--rounds 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import tracemalloc
+from pathlib import Path
+from typing import Callable, Dict, List
+
+from slurm_dsl import Op
+from slurm_dsl.bulk import run_many
+from slurm_dsl.tracked import Tracker
+from tests import lab
+from tests.fakes import write_fake_squeue, write_list_fake
+
+SCONTROL = "/usr/bin/scontrol"
+
+
+def timed(run: Callable[[], object]) -> float:
+    start = time.perf_counter()
+    run()
+    return time.perf_counter() - start
+
+
+def cli(op: str, ids: List[str], ledger: str) -> None:
+    done = subprocess.run([sys.executable, "-m", "slurm_dsl", op, *ids, "--timeout", "60", "--ledger", ledger],
+                          capture_output=True, text=True, check=False)
+    if done.returncode not in (0, 10):
+        raise SystemExit(f"slurm-dsl {op} exited {done.returncode}: {done.stderr[-500:]}")
+
+
+def loop(argvs: List[List[str]]) -> None:
+    for argv in argvs:
+        subprocess.run(argv, capture_output=True, check=False)
+
+
+def one(argv: List[str]) -> None:
+    subprocess.run(argv, capture_output=True, check=False)
+
+
+def bench_op(name: str, ids: List[str], ledger: str, rounds: int) -> Dict[str, float]:
+    """Median seconds of each method for ``name`` (hold and release alternate to keep the jobs cycling)."""
+    joined = ",".join(ids)
+    if name == "requeue":
+        per_id = [
+            [SCONTROL, *a]
+            for i in ids
+            for a in (["update", f"JobId={i}", "Requeue=1"], ["requeue", i], ["update", f"JobId={i}", "Requeue=0"])
+        ]
+        lists = [[SCONTROL, "update", f"JobId={joined}", "Requeue=1"], [SCONTROL, "requeue", joined],
+                 [SCONTROL, "update", f"JobId={joined}", "Requeue=0"]]
+        methods: Dict[str, Callable[[], object]] = {
+            "slurm-dsl": lambda: cli("requeue", ids, ledger),
+            "(a) per-id loop": lambda: loop(per_id),
+            "(b) one list call": lambda: loop(lists),
+        }
+        undo: Callable[[], object] = lambda: None  # noqa: E731
+    else:
+        other = "release" if name == "hold" else "hold"
+        methods = {
+            "slurm-dsl": lambda: cli(name, ids, ledger),
+            "(a) per-id loop": lambda: loop([[SCONTROL, name, i] for i in ids]),
+            "(b) one list call": lambda: one([SCONTROL, name, joined]),
+        }
+        undo = lambda: one([SCONTROL, other, joined])  # noqa: E731
+    times: Dict[str, List[float]] = {m: [] for m in methods}
+    for _ in range(rounds):
+        for method, run in methods.items():
+            undo()
+            times[method].append(timed(run))
+    return {m: statistics.median(t) for m, t in times.items()}
+
+
+def memory(count: int) -> float:
+    """Peak MiB of Python allocations while ``run_many`` reads ``count`` ids (a fake scontrol)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        fake = write_list_fake(Path(tmp) / "bin", {})
+        write_fake_squeue(Path(tmp) / "bin", "")
+        ids = [str(n) for n in range(5_000_000, 5_000_000 + count)]
+        with Tracker(str(Path(tmp) / "ledger.sqlite3"), scontrol=str(fake), squeue="/bin/true") as tracker:
+            tracemalloc.start()
+            for _ in run_many(tracker, Op.RESTORE, ids, 60.0):
+                pass
+            peak = tracemalloc.get_traced_memory()[1]
+            tracemalloc.stop()
+    return peak / (1 << 20)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--jobs", type=int, default=1000)
+    parser.add_argument("--requeue", type=int, default=200)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    reason = lab.lab_available()
+    if reason is not None:
+        raise SystemExit(f"the lab is not usable: {reason}")
+    print(f"submitting {args.jobs} held jobs ...", flush=True)
+    ids = [lab.submit("--hold", *lab.SLEEP_JOB) for _ in range(args.jobs)]
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            ledger = str(Path(tmp) / "ledger.sqlite3")
+            results = {
+                f"hold {len(ids)}": bench_op("hold", ids, ledger, args.rounds),
+                f"release {len(ids)}": bench_op("release", ids, ledger, args.rounds),
+                f"requeue {args.requeue}": bench_op("requeue", ids[: args.requeue], ledger, args.rounds),
+            }
+    finally:
+        lab.cancel(*ids)
+    print(f"\nmedians of {args.rounds} interleaved rounds (seconds), and slurm-dsl's ratios:")
+    for what, medians in results.items():
+        ours, per_id, floor = medians["slurm-dsl"], medians["(a) per-id loop"], medians["(b) one list call"]
+        print(f"  {what:<13} slurm-dsl {ours:7.3f}   (a) {per_id:7.3f}   (b) {floor:7.3f}"
+              f"   (a)/slurm-dsl {per_id / ours:5.2f}x   slurm-dsl/(b) {ours / floor:5.2f}x")
+    for count in (1000, 10000):
+        print(f"  peak Python memory of run_many over {count} ids: {memory(count):.1f} MiB")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,224 @@
+"""Bulk operations (docs/contract.md §11): many jobs, one scontrol process per chunk and call,
+each job still with its own strict result, recorded in the ledger.
+
+Strategy, for one operation on many ids:
+
+1. The ids are validated, deduplicated (first occurrence kept) and looked up once
+   (``Tracker.refuse_whole_arrays``): an array's own JobId that reaches other tasks is
+   refused before anything runs; one that holds its array's only task still answers in
+   the array form (``A_T: ...``, docs/slurm-behaviour.md §1.4), so it runs on its own,
+   never in a list (docs/slurm-bulk.md §2.1).
+2. The rest is cut into chunks (``bulk_reader.plan_chunks``): at most as many ids as fit
+   the deadline at a generous per-id cost, and the 131,071-byte argument limit.
+3. Per chunk: the leases (one transaction; a job someone else holds runs on its own
+   afterwards, waiting for its lease as a single operation does); ``scontrol ping``
+   (a chunk is not started against a controller that is down: its ids are ``not_run``,
+   reason ``controller_down``, instead of ~(MessageTimeout-1) s each); the intents of
+   every id (one committed transaction); the list calls, each a framed script of its
+   own (``ops.run_list_call``), read per id (``bulk_reader.read_list_call``); per id the
+   same combination as a single operation (``combine``); one lookup of the ids read as
+   ok (``corroborate``: a never-existed id can get SUCCESS, docs/slurm-bulk.md §3.4);
+   the results (one transaction); the leases back.
+4. Requeue runs the flow of docs/contract.md §2 per id: call 1 on every id, call 2 on the
+   ids whose call 1 succeeded, call 3 on every id whose call 1 was not certainly unstarted.
+
+A crash anywhere leaves every intent of the chunk committed: the sweeper finds them.
+Outcomes come back in input order, a chunk at a time (``run_many`` is a generator).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+from typing import Callable, Dict, Iterator, List, Optional, Sequence, Union
+
+from . import runner
+from .binaries import find_scontrol, find_squeue
+from .bulk_reader import combine_bulk, plan_chunks, requeue_next_calls
+from .deadlines import check_deadline
+from .errors import LedgerError, LookupFailed, NotRecorded, describe
+from .jobid import validate_job_id
+from .lookup import JobInfo
+from .model import Call, Op, Outcome, Reason, RequeueBit, Result
+from .ops import GUARD_MARGIN, new_nonce, run_list_call
+from .script import KILL_GRACE
+from .squeue_lookup import MAX_LISTED, SQUEUE_TIMEOUT, SqueueLookup
+from .tracked import Tracker, lease_owner
+
+log = logging.getLogger("slurm_dsl")
+
+# Seconds one id may cost in one list call: slurmctld answers ~1 ms per id on the lab
+# (200 ids in 209 ms, docs/slurm-bulk.md §6); 10 ms leaves room for a busy controller.
+PER_ID_SECONDS = 0.01
+MAX_CHUNK = 1000  # ids per chunk at most, whatever the deadline
+PING_TIMEOUT = 5.0  # seconds `scontrol ping` may take before the chunk counts the controller as down
+
+Progress = Callable[[int, int], None]  # (ids done, ids in all)
+
+
+def chunk_limit(op: Op, timeout: float) -> int:
+    """How many ids one chunk may hold so that all of its calls fit ``timeout``."""
+    calls = 3 if Op(op) is Op.REQUEUE else 1
+    return max(1, min(MAX_CHUNK, int(timeout / (PER_ID_SECONDS * calls))))
+
+
+def run_many(
+    tracker: Tracker,
+    op: Union[Op, str],
+    job_ids: Sequence[Union[str, int]],
+    timeout: float,
+    *,
+    progress: Optional[Progress] = None,
+) -> Iterator[Outcome]:
+    """One outcome per distinct id, in input order, as chunks finish; never raises for an outcome.
+
+    Raises before anything ran: ``InvalidInput`` (a bad id or timeout), ``WholeArray``,
+    ``LookupFailed`` (the ids could not be looked up), ``LedgerError``.  A ledger failure
+    once a chunk's scripts ran is ``NotRecorded`` carrying that chunk's outcomes; the
+    outcomes of earlier chunks have been yielded already.
+    """
+    op = Op(op)
+    ids = list(dict.fromkeys(validate_job_id(j) for j in job_ids))
+    check_deadline(tracker.clock() + timeout, tracker.clock)
+    infos = tracker.refuse_whole_arrays(op, ids, tracker.clock() + timeout)
+    done = 0
+    for unit in _units(ids, infos, chunk_limit(op, timeout)):
+        if len(unit) == 1 and _alone(unit[0], infos):
+            outcomes = [tracker.run(op, unit[0], tracker.clock() + timeout, checked=True)]
+        else:
+            outcomes = _run_chunk(tracker, op, unit, timeout)
+        yield from outcomes
+        done += len(unit)
+        if progress is not None:
+            progress(done, len(ids))
+
+
+def _alone(job_id: str, infos: Dict[str, Optional[JobInfo]]) -> bool:
+    info = infos.get(job_id)
+    return info is not None and info.array_job_id == job_id
+
+
+def _units(ids: List[str], infos: Dict[str, Optional[JobInfo]], limit: int) -> Iterator[List[str]]:
+    """Chunks of list-safe ids and single array ids, in input order."""
+    run: List[str] = []
+    for job_id in ids:
+        if _alone(job_id, infos):
+            if run:
+                yield from plan_chunks(run, max_ids=limit)
+                run = []
+            yield [job_id]
+        else:
+            run.append(job_id)
+    if run:
+        yield from plan_chunks(run, max_ids=limit)
+
+
+def _run_chunk(tracker: Tracker, op: Op, chunk: List[str], timeout: float) -> List[Outcome]:
+    ledger = tracker.ledger()
+    owner = lease_owner("bulk")
+    deadline = tracker.clock() + timeout
+    ttl = timeout + KILL_GRACE + GUARD_MARGIN + tracker.lease_slack
+    held = set(ledger.acquire_leases(chunk, owner, tracker.clock(), ttl))
+    listed = [j for j in chunk if j in held]
+    try:
+        results = _run_listed(tracker, op, listed, deadline)
+    finally:
+        try:
+            ledger.release_leases(listed, owner)
+        except LedgerError as exc:
+            log.warning("could not give back %d lease(s) (they lapse by themselves): %s", len(listed), exc)
+    # Jobs another operation or sweep held: each on its own, waiting for its lease.  Should the
+    # ledger fail there, the outcomes already in hand travel with the error, never lost.
+    for job_id in chunk:
+        if job_id in held:
+            continue
+        try:
+            results[job_id] = tracker.run(op, job_id, deadline, checked=True)
+        except LedgerError as exc:
+            ran = [results[j] for j in chunk if j in results]
+            if isinstance(exc, NotRecorded):
+                ran.append(exc.outcome)
+            if not ran:
+                raise
+            raise NotRecorded(ran[0], exc, more=ran[1:]) from exc
+    return [results[j] for j in chunk]
+
+
+def _run_listed(tracker: Tracker, op: Op, ids: List[str], deadline: float) -> Dict[str, Outcome]:
+    if not ids:
+        return {}
+    ledger = tracker.ledger()
+    scontrol = find_scontrol(tracker.scontrol)
+    nonce = new_nonce()
+    op_ids = ledger.begin_operations([(j, op, nonce) for j in ids], tracker.clock(), actor=tracker.actor)
+    if not controller_up(scontrol, min(PING_TIMEOUT, max(deadline - tracker.clock(), 0.0))):
+        outcomes = {j: _not_run(op, j) for j in ids}
+    else:
+        outcomes = _calls(op, ids, deadline, scontrol, nonce, tracker)
+        if op is not Op.RESTORE:
+            outcomes = corroborate(outcomes, find_squeue(tracker.squeue, tracker.scontrol), deadline, tracker)
+    finishes = [(op_id, outcomes[j], b"".join(c.stderr for c in outcomes[j].calls)) for op_id, j in zip(op_ids, ids)]
+    try:
+        ledger.finish_operations(finishes, tracker.clock())
+    except LedgerError as exc:
+        for outcome in outcomes.values():
+            log.error("could not record %s (nonce %s) in %s", describe(outcome), nonce, tracker.path)
+        first, *more = (outcomes[j] for j in ids)
+        raise NotRecorded(first, exc, more=more) from exc
+    return outcomes
+
+
+def _calls(op: Op, ids: List[str], deadline: float, scontrol: str, nonce: str, tracker: Tracker) -> Dict[str, Outcome]:
+    """Run the op's list calls on ``ids`` and combine each id's calls as a single op would."""
+    first = run_list_call(op, 1, ids, deadline, scontrol, nonce=nonce, clock=tracker.clock)
+    later: Dict[int, Dict[str, Call]] = {}
+    if op is Op.REQUEUE:
+        second_ids, third_ids = requeue_next_calls(ids, first)
+        for number, numbered in ((2, second_ids), (3, third_ids)):
+            if numbered:
+                later[number] = run_list_call(op, number, numbered, deadline, scontrol, clock=tracker.clock)
+    return {
+        j: combine_bulk(op, j, [first[j], *(later[n][j] for n in sorted(later) if j in later[n])])
+        for j in ids
+    }
+
+
+def corroborate(
+    outcomes: Dict[str, Outcome], squeue: str, deadline: float, tracker: Tracker
+) -> Dict[str, Outcome]:
+    """One lookup of the ids read as ok: one slurmctld does not know is ``not_found`` (a list
+    call can answer SUCCESS for a never-existed id, docs/slurm-bulk.md §3.4); if the lookup
+    could not ask, they stay ok, marked unverified."""
+    ok = [j for j, o in outcomes.items() if o.result is Result.OK]
+    if not ok:
+        return outcomes
+    left = max(deadline - tracker.clock(), 1.0)
+    try:
+        found = SqueueLookup(squeue, timeout=min(SQUEUE_TIMEOUT, left), many=MAX_LISTED).jobs(ok)
+    except LookupFailed as exc:
+        return {**outcomes, **{j: replace(outcomes[j], detail=f"unverified: {exc.reason}") for j in ok}}
+    gone = {
+        j: replace(
+            outcomes[j],
+            result=Result.NOT_FOUND,
+            requeue_bit=RequeueBit.CLEAR if outcomes[j].op is Op.REQUEUE else None,
+            detail="slurmctld does not know the job, although its list call answered SUCCESS",
+        )
+        for j in ok
+        if found.get(j) is None
+    }
+    return {**outcomes, **gone}
+
+
+def controller_up(scontrol: str, timeout: float) -> bool:
+    """Whether `scontrol ping` says slurmctld is UP (a probe that cannot tell counts as down)."""
+    if timeout <= 0:
+        return True  # past the deadline: the calls will expire unstarted anyway
+    done = runner.run_argv((scontrol, "ping"), timeout=timeout)
+    return done.returncode == 0 and not done.pipes_held and b" is UP" in done.stdout
+
+
+def _not_run(op: Op, job_id: str) -> Outcome:
+    bit = RequeueBit.CLEAR if op is Op.REQUEUE else None
+    return Outcome(op, job_id, Result.NOT_RUN, bit, Reason.CONTROLLER_DOWN, (), None,
+                   "scontrol ping: slurmctld is not UP; the chunk was not started")

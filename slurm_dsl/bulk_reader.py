@@ -1,0 +1,413 @@
+"""Reading one scontrol call on many job ids into one strict ``Call`` per id (docs/contract.md §11).
+
+Strategy: bytes in, one ``Call`` per id out, no I/O; the same strictness as ``reader`` for one id.
+A list call runs as a one-call script: its stderr is framed exactly as §3 and §6 say
+(``frame_list_output``), then read line by line (``read_list_call``).  Each id's ``Call`` is the
+one the single reader would build for that id's own evidence, so ``combine.single`` and
+``combine.requeue`` decide per id (``combine_bulk``); where the evidence is thinner than a single
+call's (a killed call's silent ids, a line nobody owns), the id is unknown, never surer.
+
+Rule 1 (the lines; docs/slurm-bulk.md §2.1, §8): a non-blank stderr line, ended by its newline, is
+  - ``<message> for job <id>`` with an id of the call: that id's own line.  One allowed for the
+    call (``refusals.ALLOWED``) is its refusal; ``Unexpected message received`` makes it unknown
+    (not delivered); any other message makes it unknown and is an unaccounted line (below);
+  - for hold, release and open, a ``slurm_suspend error`` line in any form (``: X``, ``:X``, bare):
+    ignored, its text is the errno of the argument's last RPC and belongs to no id;
+  - anything else (array-form ``A_T: ...``, a parse error, an id not in the call, a torn last
+    line without its newline, ``\\r\\n`` ends): an unaccounted line.
+  An id with two lines or more is unknown, and its lines are unaccounted too.
+Rule 2 (the status, docs/contract.md §4): 75, 125, 126 and 127 mean scontrol never ran (or the
+  wrapper failed): every id gets the status's fixed outcome, whatever stderr says, as for one id.
+  0 and 1-74/76-123 mean the call completed: 0 with any non-blank line at all, or a failure without
+  one valid id line (a refusal or ``Unexpected``), makes every id unknown; otherwise an id with a
+  line is what its line says, and a silent id got SUCCESS, unless an unaccounted line was seen:
+  then it is unknown.  124, 128-255 and an unreadable status mean the call was stopped part-way
+  (docs/slurm-bulk.md §5): an id with a line is what its line says (lines are never torn), a silent
+  id is unknown.
+Rule 3 (each ``Call``): ``status`` is what a call on that id alone would have exited with: 0 for
+  SUCCESS; for an id with a line, the call's own status when it completed, else 1 (scontrol's only
+  failure status, docs/slurm-behaviour.md §1.1); the call's status (or None) otherwise.  ``stderr``
+  is the id's own line(s); a silent id that is unknown gets the unaccounted lines, and the
+  statuses of rule 2's first case the whole stderr, as the single reader keeps it.
+
+Never an exception for any stderr or status; a bad op, call number or id list is ``InvalidInput``.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Dict, FrozenSet, List, Mapping, Optional, Sequence, Set, Tuple, Union
+
+from . import combine
+from .errors import InvalidInput
+from .jobid import validate_job_id
+from .model import Call, CallOutcome, Op, Outcome, Reason
+from .reader import nonce_bytes, split_status_lines, unknown
+from .refusals import ALLOWED, INVALID_JOB_ID
+from .statuses import FIXED_OUTCOME, StatusClass, classify, parse_status
+
+JobId = Union[str, int]
+
+# One argument may be at most 131,071 bytes (MAX_ARG_STRLEN less its NUL: docs/slurm-bulk.md §1).
+MAX_ARG_BYTES = 131071
+# The longest argument form: update gets exactly one ``JobId=<list>`` (docs/contract.md §11).
+ARG_PREFIX = "JobId="
+UNEXPECTED = "Unexpected message received"  # slurmctld not reached for that id (docs/slurm-bulk.md §4)
+
+_BLANK = b" \t\n\r\x0b\x0c"
+_JOB_TOKEN = re.compile(rb"[1-9][0-9]*\Z")
+_FOR_JOB = b" for job "
+_SUSPEND = b"slurm_suspend error"
+_SUSPEND_OPS = frozenset({Op.HOLD, Op.RELEASE, Op.OPEN})
+# Statuses at which scontrol never ran or the wrapper failed: the single reader ignores stderr.
+_FIXED = frozenset({StatusClass.EXPIRED, StatusClass.WRAPPER_FAILED, StatusClass.NOT_RUN})
+_COMPLETED = frozenset({StatusClass.SUCCESS, StatusClass.FAILED})
+_FAILED_ALONE = 1  # what scontrol exits with when its one RPC was refused
+
+
+def plan_chunks(
+    job_ids: Sequence[JobId], *, max_ids: int, max_arg_bytes: int = MAX_ARG_BYTES
+) -> List[List[str]]:
+    """The ids, validated (docs/contract.md §1), deduplicated (first copy kept, order kept), in chunks.
+
+    Each chunk has at most ``max_ids`` ids, and ``JobId=`` + its ids joined by ``,`` is at most
+    ``max_arg_bytes`` bytes (at least 16, so any id fits; at most 131,071).  Never an empty chunk;
+    no ids give no chunks.  Which ids may share a list (arrays never do) is decided elsewhere.
+    """
+    ids = _distinct_ids(job_ids)
+    limit = _whole(max_ids, "max_ids", 1, None)
+    room = _whole(max_arg_bytes, "max_arg_bytes", len(ARG_PREFIX) + len("4294967294"), MAX_ARG_BYTES)
+    chunks: List[List[str]] = []
+    chunk: List[str] = []
+    size = len(ARG_PREFIX)
+    for job in ids:
+        extra = len(job) + (1 if chunk else 0)
+        if chunk and (len(chunk) >= limit or size + extra > room):
+            chunks.append(chunk)
+            chunk, size, extra = [], len(ARG_PREFIX), len(job)
+        chunk.append(job)
+        size += extra
+    if chunk:
+        chunks.append(chunk)
+    return chunks
+
+
+def frame_list_output(
+    stderr: object, exit_status: object, nonce: object, number: int
+) -> Tuple[bytes, Optional[int], Optional[Reason]]:
+    """Split a one-call script's stderr at its one status line (docs/contract.md §3, §6).
+
+    Returns ``(own stderr, status, None)`` when the framing is exact: the stderr is bytes-like, the
+    nonce a non-empty string, every RS byte starts a status line ``\\x1eDSL <nonce> call <i>
+    <status>\\n`` with that nonce byte for byte, there is exactly one, it is ``call <number>`` with
+    a readable status, nothing follows it, and the exit status is readable and equal to it.
+    Otherwise ``(the whole stderr, or b"", None, reason)`` with the reason the single reader gives
+    for the same fault, checked in the same order; every id of the call is then unknown
+    (``unknown_list_call``).  Never raises for any stderr, exit status or nonce.
+    """
+    number = _call_number(number)
+    if not isinstance(stderr, (bytes, bytearray, memoryview)):
+        return b"", None, Reason.STDERR_NOT_BYTES
+    data = bytes(stderr)
+    wanted = nonce_bytes(nonce)
+    if wanted is None:
+        return data, None, Reason.NONCE_INVALID
+    lines, reason, _ = split_status_lines(data, wanted)  # (call number, status field, own stderr)
+    if reason is not None:
+        return data, None, reason
+    statuses = [parse_status(field.decode("latin-1")) for _, field, _ in lines]
+    if any(s is None for s in statuses):
+        return data, None, Reason.UNREADABLE_STATUS
+    exit_code = parse_status(exit_status)
+    if exit_code is None:
+        return data, None, Reason.UNREADABLE_EXIT_STATUS
+    last = statuses[-1]
+    if last is None or int(exit_code) != last:
+        return data, None, Reason.EXIT_STATUS_MISMATCH
+    if [seen for seen, _, _ in lines] != [number]:
+        return data, None, Reason.WRONG_CALLS
+    return lines[0][2], int(last), None
+
+
+def read_list_call(
+    op: Union[Op, str], number: int, job_ids: Sequence[JobId], stderr: object, status: object
+) -> Dict[str, Call]:
+    """Each id's ``Call`` from one list call's own stderr and status (the module's rules 1-3).
+
+    ``op`` and ``number`` name the call (``refusals.ALLOWED``); ``job_ids`` are the call's ids,
+    distinct and valid (else ``InvalidInput``), in any order; ``status`` is the call's status as
+    ``frame_list_output`` returns it (None: unreadable).  The dict has one entry per id, keyed by
+    its canonical string, in the order given.  Never raises for any stderr or status.
+    """
+    op, number, allowed = _call_key(op, number)
+    ids = _call_ids(job_ids)
+    if not isinstance(stderr, (bytes, bytearray, memoryview)):
+        return _every(ids, number, None, "", b"", CallOutcome.UNKNOWN, Reason.STDERR_NOT_BYTES)
+    data = bytes(stderr)
+    code, text = _status(status)
+    cls = classify(code) if code is not None else None
+    if cls is not None and cls in _FIXED:
+        outcome, reason = FIXED_OUTCOME[cls]
+        return _every(ids, number, code, text, data, outcome, reason)
+
+    lines = _Lines(op, allowed, ids, data)
+    loose = b"".join(lines.unaccounted)
+    completed = cls is not None and cls in _COMPLETED
+    if completed and (lines.any_line if cls is StatusClass.SUCCESS else not lines.valid_id_line):
+        # 0 with a line (scontrol never prints one then), or a failure no id line explains.
+        return {
+            job: Call(number, code, text, b"".join(lines.own.get(job, ())) or loose,
+                      CallOutcome.UNKNOWN, None, Reason.UNRECOGNISED_STDERR)
+            for job in ids
+        }
+    if completed:
+        line_status, line_text = code, text
+        silent_reason: Optional[Reason] = Reason.UNRECOGNISED_STDERR  # if an unaccounted line was seen
+    else:
+        # Stopped part-way (124, a signal) or unreadable: a silent id may or may not have been reached.
+        line_status, line_text = _FAILED_ALONE, str(_FAILED_ALONE)
+        silent_reason = Reason.UNREADABLE_STATUS if cls is None else FIXED_OUTCOME[cls][1]
+    out: Dict[str, Call] = {}
+    for job in ids:
+        own = lines.own.get(job)
+        if own:
+            out[job] = _line_call(number, line_status, line_text, own, lines.message.get(job), allowed)
+        elif completed and not lines.unaccounted:
+            out[job] = Call(number, 0, "0", b"", CallOutcome.SUCCESS)
+        else:
+            out[job] = Call(number, code, text, loose, CallOutcome.UNKNOWN, None, silent_reason)
+    return out
+
+
+def read_list_output(
+    op: Union[Op, str],
+    number: int,
+    job_ids: Sequence[JobId],
+    stderr: object,
+    exit_status: object,
+    nonce: object,
+) -> Dict[str, Call]:
+    """``frame_list_output`` then ``read_list_call``: a framing fault makes every id unknown."""
+    _call_key(op, number)  # a bad op, call number or id list is InvalidInput whatever the output
+    _call_ids(job_ids)
+    own, status, reason = frame_list_output(stderr, exit_status, nonce, number)
+    if reason is not None:
+        return unknown_list_call(number, job_ids, reason, stderr=own)
+    return read_list_call(op, number, job_ids, own, status)
+
+
+def unknown_list_call(
+    number: int, job_ids: Sequence[JobId], reason: Reason, *, stderr: bytes = b""
+) -> Dict[str, Call]:
+    """Every id of a list call unknown for ``reason``, status unreadable (None, ``status_text`` "").
+
+    For what the runner or the framing makes unknown as a whole: ``output_too_large``,
+    ``output_not_closed``, ``timed_out`` by the runner's KILL after the deadline, any §6 framing fault.
+    """
+    number = _call_number(number)
+    if not isinstance(reason, Reason):
+        raise InvalidInput(f"reason must be a Reason, not {type(reason).__name__}")
+    ids = _call_ids(job_ids)
+    data = bytes(stderr) if isinstance(stderr, (bytes, bytearray, memoryview)) else b""
+    return _every(ids, number, None, "", data, CallOutcome.UNKNOWN, reason)
+
+
+def requeue_next_calls(job_ids: Sequence[JobId], first: Mapping[str, Call]) -> Tuple[List[str], List[str]]:
+    """Which ids a bulk requeue sends to call 2 and to call 3, in the order given (docs/contract.md §11).
+
+    Call 2: the ids whose call 1 succeeded.  Call 3: every id whose call 1 was not certainly
+    unstarted (75, ``expired``), as the script does for one id (docs/contract.md §2).
+    """
+    second: List[str] = []
+    third: List[str] = []
+    for job in _distinct_ids(job_ids):
+        call = first.get(job)
+        if not isinstance(call, Call) or call.number != 1:
+            raise InvalidInput(f"no call 1 for job {job}")
+        if call.outcome is CallOutcome.SUCCESS:
+            second.append(job)
+        if call.outcome is not CallOutcome.EXPIRED:
+            third.append(job)
+    return second, third
+
+
+def bulk_calls(op: Op, first: Call) -> List[int]:
+    """The call numbers one id of a bulk ``op`` must have, given its call 1 (``requeue_next_calls``).
+
+    The single reader's shape (docs/contract.md §6), read from call 1's outcome rather than its
+    status: in a list, an id whose call 1 is unknown may carry status 0 (rule 2).
+    """
+    if op is not Op.REQUEUE or first.outcome is CallOutcome.EXPIRED:
+        return [1]
+    if first.outcome is CallOutcome.SUCCESS:
+        return [1, 2, 3]
+    return [1, 3]
+
+
+def combine_bulk(op: Union[Op, str], job_id: JobId, calls: Sequence[Call]) -> Outcome:
+    """One id's ``Outcome`` from its own calls of a bulk op, in call order (docs/contract.md §7).
+
+    The calls must fit ``bulk_calls`` (else unknown, ``call_order`` or ``wrong_calls``, and a
+    requeue's bit ``may_be_set``, as the single reader says of a script whose calls do not fit);
+    then ``combine.single`` or ``combine.requeue`` decide, with the last call's status as the exit
+    status.  Never raises for what the calls say; a bad op, job id or non-``Call`` is InvalidInput.
+    """
+    op = Op(op)
+    job = validate_job_id(job_id)
+    got = tuple(calls)
+    if not all(isinstance(call, Call) for call in got):
+        raise InvalidInput("calls must be Call values")
+    if not got:
+        return unknown(op, job, Reason.WRONG_CALLS, detail="no call")
+    numbers = [call.number for call in got]
+    exit_status = got[-1].status
+    if any(later <= earlier for earlier, later in zip(numbers, numbers[1:])):
+        return unknown(op, job, Reason.CALL_ORDER, calls=got, exit_status=exit_status,
+                       detail=f"calls {numbers} out of order")
+    if got[0].number != 1 or numbers != bulk_calls(op, got[0]):
+        return unknown(op, job, Reason.WRONG_CALLS, calls=got, exit_status=exit_status,
+                       detail=f"calls {numbers} do not fit a bulk {op.value}")
+    if op is Op.REQUEUE:
+        return combine.requeue(job, got, exit_status)
+    return combine.single(op, job, got[0], exit_status)
+
+
+class _Lines:
+    """The non-blank lines of one list call's stderr, sorted by rule 1."""
+
+    def __init__(self, op: Op, allowed: FrozenSet[str], ids: Sequence[str], data: bytes) -> None:
+        self.own: Dict[str, List[bytes]] = {}  # each id's own lines, with their newlines
+        self.message: Dict[str, Optional[str]] = {}  # an id's one line's message (None: not ASCII)
+        self.unaccounted: List[bytes] = []  # lines no rule explains: silent ids are then unknown
+        self.any_line = False
+        self.valid_id_line = False
+        known = set(ids)
+        pieces = data.split(b"\n")
+        tail = pieces.pop()
+        for piece in pieces:
+            if piece.strip(_BLANK):
+                self._sort(op, allowed, known, piece)
+        if tail.strip(_BLANK):  # a last line without its newline: torn, its id may be cut short
+            self.any_line = True
+            self.unaccounted.append(tail)
+        for job, own in self.own.items():
+            if len(own) > 1:  # never for distinct ids (docs/slurm-bulk.md §3.2): nothing is sure
+                self.unaccounted.extend(own)
+            elif self.message[job] == UNEXPECTED or self.message[job] in allowed:
+                self.valid_id_line = True
+
+    def _sort(self, op: Op, allowed: FrozenSet[str], known: Set[str], piece: bytes) -> None:
+        self.any_line = True
+        line = piece + b"\n"
+        if op in _SUSPEND_OPS and (piece == _SUSPEND or piece.startswith(_SUSPEND + b":")):
+            return  # its text is the last RPC's errno, not any id's (docs/slurm-bulk.md §2.1)
+        head, sep, token = piece.rpartition(_FOR_JOB)
+        if sep and _JOB_TOKEN.match(token):
+            job = token.decode("ascii")
+            if job in known:
+                self.own.setdefault(job, []).append(line)
+                message = _ascii(head)
+                self.message[job] = message
+                if message != UNEXPECTED and message not in allowed:
+                    self.unaccounted.append(line)
+                return
+        self.unaccounted.append(line)
+
+
+def _line_call(
+    number: int, status: Optional[int], text: str, own: List[bytes], message: Optional[str], allowed: FrozenSet[str]
+) -> Call:
+    """The call of an id with its own line(s): what the line says, if it is one allowed refusal."""
+    stderr = b"".join(own)
+    if len(own) == 1 and message is not None and message in allowed:
+        outcome = CallOutcome.NOT_FOUND if message == INVALID_JOB_ID else CallOutcome.REJECTED
+        return Call(number, status, text, stderr, outcome, message, None)
+    return Call(number, status, text, stderr, CallOutcome.UNKNOWN, None, Reason.UNRECOGNISED_STDERR)
+
+
+def _every(
+    ids: Sequence[str],
+    number: int,
+    status: Optional[int],
+    text: str,
+    stderr: bytes,
+    outcome: CallOutcome,
+    reason: Optional[Reason],
+) -> Dict[str, Call]:
+    call = Call(number, status, text, stderr, outcome, None, reason)
+    return {job: call for job in ids}
+
+
+def _call_key(op: Union[Op, str], number: object) -> Tuple[Op, int, FrozenSet[str]]:
+    """The op, the call number and the messages allowed for that call (docs/contract.md §5)."""
+    op = Op(op)
+    plain = _call_number(number)
+    allowed = ALLOWED.get((op, plain))
+    if allowed is None:
+        raise InvalidInput(f"{op.value} has no call {plain}")
+    return op, plain, allowed
+
+
+def _call_ids(job_ids: Sequence[JobId]) -> List[str]:
+    """A list call's ids: at least one, each valid, no id twice (docs/contract.md §11)."""
+    ids, given = _ids(job_ids)
+    if not ids:
+        raise InvalidInput("a list call has at least one job id")
+    if len(ids) != given:
+        raise InvalidInput("a list call never has the same job id twice (docs/slurm-bulk.md §3.2)")
+    return ids
+
+
+def _distinct_ids(job_ids: Sequence[JobId]) -> List[str]:
+    """The ids, each validated, first copies only, order kept; a str or bytes is not a list of ids."""
+    return _ids(job_ids)[0]
+
+
+def _ids(job_ids: Sequence[JobId]) -> Tuple[List[str], int]:
+    """The distinct valid ids in order, and how many were given."""
+    if isinstance(job_ids, (str, bytes, bytearray, memoryview)):
+        raise InvalidInput("job ids must be a sequence of ids, not one string")
+    try:
+        given = list(job_ids)
+    except TypeError:
+        raise InvalidInput(f"job ids must be a sequence, not {type(job_ids).__name__}") from None
+    seen: Dict[str, None] = {}
+    for raw in given:
+        seen.setdefault(validate_job_id(raw), None)
+    return list(seen), len(given)
+
+
+def _call_number(number: object) -> int:
+    return _whole(number, "call number", 1, None)
+
+
+def _whole(value: object, what: str, low: int, high: Optional[int]) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not issubclass(type(value), int):
+        raise InvalidInput(f"{what} must be an int, not {type(value).__name__}")
+    plain = int.__int__(value)
+    if plain < low or (high is not None and plain > high):
+        bound = f"from {low} to {high}" if high is not None else f"at least {low}"
+        raise InvalidInput(f"{what} must be {bound}, got {plain}")
+    return plain
+
+
+def _status(status: object) -> Tuple[Optional[int], str]:
+    """The status as a plain int if readable (docs/contract.md §4), and its text."""
+    code = parse_status(status)
+    if code is not None:
+        plain = int.__int__(code)
+        return plain, int.__repr__(plain)
+    if status is None:
+        return None, ""
+    if isinstance(status, str) and issubclass(type(status), str):
+        return None, str.__str__(status)
+    if isinstance(status, int) and not isinstance(status, bool) and issubclass(type(status), int):
+        return None, int.__repr__(int.__int__(status))
+    return None, f"<{type(status).__name__}>"
+
+
+def _ascii(raw: bytes) -> Optional[str]:
+    try:
+        return raw.decode("ascii")
+    except UnicodeDecodeError:
+        return None

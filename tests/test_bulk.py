@@ -1,0 +1,186 @@
+"""The bulk path (docs/contract.md §11) against a fake scontrol that takes id lists the way
+real scontrol does (tests/fakes.py write_list_fake): one process per call for a whole
+chunk, each id its own result, the same as a single operation would give it, recorded."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import time
+from pathlib import Path
+from typing import Dict, List
+
+import pytest
+
+from slurm_dsl import Op, RequeueBit, Result
+from slurm_dsl.bulk import chunk_limit, run_many
+from slurm_dsl.cli import main
+from slurm_dsl.ledger import open_ledger
+from slurm_dsl.tracked import Tracker
+from tests.fakes import calls_made, write_fake_squeue, write_list_fake
+
+Plan = Dict[str, Dict[str, str]]
+
+# Per id, what each call says: hold, release, set (update Requeue=1), requeue, clear (Requeue=0).
+PLAN: Plan = {
+    "11": {"hold": "ok", "release": "ok", "set": "ok", "requeue": "ok", "clear": "ok"},
+    "12": {"hold": "finished", "release": "finished", "set": "finished", "clear": "finished"},
+    "13": {"hold": "missing", "release": "missing", "set": "missing", "clear": "missing"},
+    "14": {"hold": "denied", "release": "access", "set": "denied", "clear": "denied"},
+    "15": {"hold": "ok", "release": "ok", "set": "ok", "requeue": "pending", "clear": "ok"},
+    "16": {"hold": "ok", "release": "ok", "set": "ok", "requeue": "ok", "clear": "down"},
+}
+KNOWN = "".join(f"{j}|RUNNING|0|0|1|None\n" for j in ("11", "12", "14", "15", "16"))  # 13 never existed
+
+
+@pytest.fixture
+def fakes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The list-taking scontrol and a squeue beside it that knows every job but 13."""
+    monkeypatch.delenv("SLURM_DSL_SQUEUE")
+    fake = write_list_fake(tmp_path / "bin", PLAN)
+    write_fake_squeue(tmp_path / "bin", KNOWN)
+    return fake
+
+
+def single_results(tmp_path: Path, op: Op, ids: List[str]) -> Dict[str, tuple]:  # type: ignore[type-arg]
+    """The same ops one by one (the list fake takes a list of one as real scontrol does)."""
+    with Tracker(str(tmp_path / "single.sqlite3"), scontrol=str(tmp_path / "bin" / "scontrol")) as t:
+        outs = [t.run(op, j, time.time() + 10) for j in ids]
+    return {o.job_id: (o.result, o.requeue_bit, [c.message for c in o.calls]) for o in outs}
+
+
+@pytest.mark.parametrize("op", [Op.HOLD, Op.RELEASE, Op.REQUEUE, Op.RESTORE], ids=str)
+def test_each_id_gets_what_a_single_op_gives_it(tmp_path: Path, fakes: Path, op: Op) -> None:
+    ids = list(PLAN)
+    with Tracker(str(tmp_path / "ledger.sqlite3"), scontrol=str(fakes)) as t:
+        bulk = list(run_many(t, op, ids, 10.0))
+    list_calls = [c for c in calls_made(fakes) if c != "ping"]
+    assert len(list_calls) == (3 if op is Op.REQUEUE else 1)
+    got = {o.job_id: (o.result, o.requeue_bit, [c.message for c in o.calls]) for o in bulk}
+    want = single_results(tmp_path, op, ids)
+    if op is not Op.RESTORE:  # corroboration: a list call's SUCCESS for a never-existed id is not trusted
+        assert got.pop("13")[0] is Result.NOT_FOUND
+        want.pop("13")
+    assert got == want
+    with open_ledger(tmp_path / "ledger.sqlite3") as ledger:
+        assert all(ledger.history(j)[-1].result is got_o.result for j, got_o in zip(ids, bulk))
+
+
+def test_requeue_runs_call_2_only_where_call_1_succeeded(tmp_path: Path, fakes: Path) -> None:
+    with Tracker(str(tmp_path / "ledger.sqlite3"), scontrol=str(fakes)) as t:
+        out = {o.job_id: o for o in run_many(t, Op.REQUEUE, list(PLAN), 10.0)}
+    set_call, requeue_call, clear_call = [c for c in calls_made(fakes) if c != "ping"]
+    assert set_call == "update JobId=11,12,13,14,15,16 Requeue=1"
+    assert requeue_call == "requeue 11,15,16"
+    assert clear_call == "update JobId=11,12,13,14,15,16 Requeue=0"
+    assert (out["11"].result, out["11"].requeue_bit) == (Result.OK, RequeueBit.CLEAR)
+    assert (out["15"].result, out["15"].requeue_bit) == (Result.REJECTED, RequeueBit.CLEAR)
+    assert (out["16"].result, out["16"].requeue_bit) == (Result.UNKNOWN, RequeueBit.MAY_BE_SET)
+    with open_ledger(tmp_path / "ledger.sqlite3") as ledger:
+        assert ledger.get("16").bit is RequeueBit.MAY_BE_SET  # type: ignore[union-attr]
+
+
+def test_a_controller_that_is_not_up_runs_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("SLURM_DSL_SQUEUE")
+    fake = write_list_fake(tmp_path / "bin", PLAN, up=False)
+    write_fake_squeue(tmp_path / "bin", KNOWN)
+    with Tracker(str(tmp_path / "ledger.sqlite3"), scontrol=str(fake)) as t:
+        out = list(run_many(t, Op.REQUEUE, list(PLAN), 10.0))
+    assert {(o.result, o.reason.value if o.reason else None) for o in out} == {(Result.NOT_RUN, "controller_down")}
+    assert calls_made(fake) == ["ping"]
+    with open_ledger(tmp_path / "ledger.sqlite3") as ledger:
+        assert all(ledger.get(j).bit is RequeueBit.CLEAR for j in PLAN)  # type: ignore[union-attr]
+
+
+def test_duplicates_get_one_result_in_input_order(tmp_path: Path, fakes: Path) -> None:
+    with Tracker(str(tmp_path / "ledger.sqlite3"), scontrol=str(fakes)) as t:
+        out = list(run_many(t, Op.HOLD, ["15", "11", "15", "12", "11"], 10.0))
+    assert [o.job_id for o in out] == ["15", "11", "12"]
+    assert [c for c in calls_made(fakes) if c != "ping"] == ["hold 15,11,12"]
+
+
+def test_a_job_someone_else_holds_runs_on_its_own_after_its_lease(tmp_path: Path, fakes: Path) -> None:
+    path = str(tmp_path / "ledger.sqlite3")
+    with open_ledger(path) as ledger:
+        assert ledger.acquire_lease("12", "someone else", time.time(), 0.5)
+    with Tracker(path, scontrol=str(fakes)) as t:
+        out = {o.job_id: o for o in run_many(t, Op.HOLD, ["11", "12", "15"], 5.0)}
+    assert [c for c in calls_made(fakes) if c != "ping"] == ["hold 11,15", "hold 12"]
+    assert out["12"].result is Result.REJECTED
+
+
+def test_chunks_fit_the_deadline() -> None:
+    assert chunk_limit(Op.HOLD, 10.0) == 1000
+    assert chunk_limit(Op.HOLD, 1.0) == 100
+    assert chunk_limit(Op.REQUEUE, 3.0) == 100
+    assert chunk_limit(Op.HOLD, 0.001) == 1
+
+
+def cli(argv: List[str], stdin: str = "") -> tuple:  # type: ignore[type-arg]
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stderr(err), pytest.MonkeyPatch.context() as mp:
+        mp.setattr("sys.stdin", io.StringIO(stdin))
+        code = main(argv, out=out)
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_cli_reads_ids_from_stdin_and_prints_one_row_per_distinct_id(tmp_path: Path, fakes: Path) -> None:
+    code, out, _ = cli(["hold", "-", "--timeout", "10", "--json", "--scontrol", str(fakes),
+                        "--ledger", str(tmp_path / "l.sqlite3")], stdin="11 12\n\n15\t11\n")
+    rows = [json.loads(line) for line in out.splitlines()]
+    assert [r["job_id"] for r in rows] == ["11", "12", "15"]
+    assert [r["result"] for r in rows] == ["ok", "rejected", "ok"] and code == 10
+    assert [c for c in calls_made(fakes) if c != "ping"] == ["hold 11,12,15"]
+
+
+def test_cli_one_by_one_keeps_one_script_per_job(tmp_path: Path, fakes: Path) -> None:
+    code, out, _ = cli(["hold", "11", "15", "--one-by-one", "--timeout", "10", "--scontrol", str(fakes),
+                        "--ledger", str(tmp_path / "l.sqlite3")])
+    assert code == 0 and len(out.splitlines()) == 2
+    assert calls_made(fakes) == ["hold 11", "hold 15"]
+
+
+@pytest.mark.parametrize(("stdin", "why"), [("11 x12\n", "stdin, id 2"), ("", "no job ids"), ("1_2", "stdin, id 1")])
+def test_cli_refuses_bad_stdin_before_anything_runs(tmp_path: Path, fakes: Path, stdin: str, why: str) -> None:
+    code, out, err = cli(["hold", "-", "--timeout", "10", "--scontrol", str(fakes),
+                          "--ledger", str(tmp_path / "l.sqlite3")], stdin=stdin)
+    assert (code, out) == (2, "") and why in err
+    assert calls_made(fakes) == []
+
+
+def test_a_ledger_failure_after_a_chunk_ran_prints_it_and_starts_no_other(
+    tmp_path: Path, fakes: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from slurm_dsl.errors import LedgerError
+    from slurm_dsl.sqlite_ledger import SqliteLedger
+
+    def full_disk(self: SqliteLedger, *args: object, **kwargs: object) -> List[RequeueBit]:
+        raise LedgerError("database or disk is full", path=self.path)
+
+    monkeypatch.setattr(SqliteLedger, "finish_operations", full_disk)
+    monkeypatch.setattr("slurm_dsl.bulk.MAX_CHUNK", 3)
+    code, out, err = cli(["hold", "11", "12", "15", "16", "14", "--timeout", "10", "--json", "--scontrol",
+                          str(fakes), "--ledger", str(tmp_path / "l.sqlite3")])
+    rows = [json.loads(line) for line in out.splitlines()]
+    assert [(r["job_id"], r["result"]) for r in rows] == [("11", "ok"), ("12", "rejected"), ("15", "ok")]
+    assert "ledger error" in err and "not started: 16 14" in err
+    assert code == 10, "the worst printed result, and at least 1"
+    assert [c for c in calls_made(fakes) if c != "ping"] == ["hold 11,12,15"]
+    with open_ledger(tmp_path / "l.sqlite3") as ledger:
+        assert [h.finished for h in ledger.history("11")] == [False], "the intent stays, a crash trace"
+
+
+def test_the_progress_line_shows_once_the_work_takes_more_than_a_second(monkeypatch: pytest.MonkeyPatch) -> None:
+    from slurm_dsl import cli as cli_module
+
+    now = [100.0]
+    monkeypatch.setattr("slurm_dsl.cli.time.monotonic", lambda: now[0])
+    stream = io.StringIO()
+    progress = cli_module._Progress(stream)
+    progress(500, 2000)
+    assert stream.getvalue() == "", "quiet for the first second"
+    now[0] += 1.5
+    progress(1000, 2000)
+    progress.close()
+    assert stream.getvalue() == "\rslurm-dsl: 1000/2000 jobs\n"
