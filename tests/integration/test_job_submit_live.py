@@ -131,12 +131,19 @@ def test_user_sbatch_requeue_comes_out_at_0(jobs: List[str], request_: Tuple[str
         assert lab.wait_for(job_id, lab.Expect("RUNNING")).requeue == 0
 
 
-def test_user_sbatch_requeue_from_the_environment_comes_out_at_0(jobs: List[str]) -> None:
+@pytest.mark.parametrize("value", ["1", ""], ids=["1", "empty"])
+def test_user_sbatch_requeue_from_the_environment_comes_out_at_0(jobs: List[str], value: str) -> None:
     proc = lab.run_cmd(
-        ["runuser", "-u", lab.TEST_USER, "--", "env", "SBATCH_REQUEUE=1",
+        ["runuser", "-u", lab.TEST_USER, "--", "env", f"SBATCH_REQUEUE={value}",
          "sbatch", "--parsable", "-o", "/dev/null", *lab.SLEEP_JOB],
         cwd=tempfile.gettempdir(),
     )
+    if value and slurm_major() >= 26:
+        # 26.05 reads SBATCH_REQUEUE's value and refuses "1" itself: nothing is submitted
+        # (docs/slurm-24.11-26.05.md §10). Any value did on 22.05 and 24.11; an empty one still does.
+        refused = (255, "", "sbatch: error: Invalid --requeue specification\n")
+        assert (proc.returncode, proc.stdout, proc.stderr) == refused
+        return
     assert proc.returncode == 0, proc.stderr
     job_id = proc.stdout.strip()
     jobs.append(job_id)
