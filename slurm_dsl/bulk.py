@@ -118,7 +118,7 @@ def _run_chunk(tracker: Tracker, op: Op, chunk: List[str], timeout: float) -> Li
     owner = lease_owner("bulk")
     deadline = tracker.clock() + timeout
     ttl = timeout + KILL_GRACE + GUARD_MARGIN + tracker.lease_slack
-    held = set(ledger.acquire_leases(chunk, owner, tracker.clock(), ttl))
+    held = set(ledger.acquire_leases(chunk, owner, ledger.now(), ttl))
     listed = [j for j in chunk if j in held]
     try:
         results = _run_listed(tracker, op, listed, deadline)
@@ -150,7 +150,7 @@ def _run_listed(tracker: Tracker, op: Op, ids: List[str], deadline: float) -> Di
     ledger = tracker.ledger()
     scontrol = find_scontrol(tracker.scontrol)
     nonce = new_nonce()
-    op_ids = ledger.begin_operations([(j, op, nonce) for j in ids], tracker.clock(), actor=tracker.actor)
+    op_ids = ledger.begin_operations([(j, op, nonce) for j in ids], ledger.now(), actor=tracker.actor)
     if not controller_up(scontrol, min(PING_TIMEOUT, max(deadline - tracker.clock(), 0.0))):
         outcomes = {j: _not_run(op, j) for j in ids}
     else:
@@ -159,7 +159,7 @@ def _run_listed(tracker: Tracker, op: Op, ids: List[str], deadline: float) -> Di
             outcomes = corroborate(outcomes, find_squeue(tracker.squeue, tracker.scontrol), deadline, tracker)
     finishes = [(op_id, outcomes[j], b"".join(c.stderr for c in outcomes[j].calls)) for op_id, j in zip(op_ids, ids)]
     try:
-        ledger.finish_operations(finishes, tracker.clock())
+        ledger.finish_operations(finishes, ledger.now())
     except LedgerError as exc:
         for outcome in outcomes.values():
             log.error("could not record %s (nonce %s) in %s", describe(outcome), nonce, tracker.path)

@@ -29,7 +29,7 @@ from .deadlines import MAX_TIMEOUT, resolve_deadline
 from .doctor import FAIL, run_checks
 from .errors import DSLError, InvalidInput, LedgerError, NotRecorded, SweepBusy, UsageError, describe
 from .jobid import validate_job_id
-from .ledger import LedgerStore, open_ledger
+from .ledger import LedgerStore, is_url, open_ledger, sqlite_path
 from .ledger_rules import prune_before
 from .lookup_choice import LOOKUP_KINDS, make_lookup
 from .model import Op, Outcome, Result
@@ -37,7 +37,7 @@ from .ops import new_nonce
 from .reader import read_outcome
 from .script import render
 from .squeue_lookup import SqueueLookup
-from .sweeper import Done, SweepLock, metrics_text, sweep
+from .sweeper import Done, metrics_text, sweep
 from .tracked import Tracker, ledger_path
 
 PROG = "slurm-dsl"
@@ -159,8 +159,10 @@ def _common_options(parser: argparse.ArgumentParser, top: bool = False) -> None:
     )
     parser.add_argument(
         "--ledger",
-        metavar="PATH",
-        help="the object ledger (default: $SLURM_DSL_LEDGER, else /var/lib/slurm-dsl/ledger.sqlite3)",
+        metavar="PATH|URL",
+        help="the object ledger: an SQLite file, or mariadb://HOST[:PORT]/DATABASE (credentials from"
+        " /etc/slurm-dsl/ledger.cnf; see contrib/README.md) (default: $SLURM_DSL_LEDGER, else"
+        " /var/lib/slurm-dsl/ledger.sqlite3)",
         **default,  # type: ignore[arg-type]
     )
     parser.add_argument(
@@ -530,7 +532,7 @@ def _cmd_sweep(args: argparse.Namespace, out: IO[str]) -> int:
     scontrol = find_scontrol(args.scontrol)
     squeue = find_squeue(args.squeue, scontrol)
     with Tracker(args.ledger, scontrol=scontrol, squeue=squeue) as tracker:
-        with SweepLock(tracker.path):  # SweepBusy if another sweep holds it: main exits 3
+        with tracker.ledger().sweep_lock():  # SweepBusy if another sweep holds it: main exits 3
             lookup = make_lookup(args.lookup, squeue)
             report = sweep(
                 tracker,
@@ -592,7 +594,7 @@ def _existing_ledger(explicit: Optional[str]) -> LedgerStore:
     """Open the ledger for an admin command, which never creates one: a mistyped ``--ledger``
     must not leave a fresh, empty ledger (and its directory) behind, nor report that as clean."""
     path = ledger_path(explicit)
-    if not os.path.lexists(path):
+    if not is_url(path) and not os.path.lexists(sqlite_path(path)):
         raise LedgerError(
             f"no ledger at {path}: nothing has been recorded there (--ledger PATH or $SLURM_DSL_LEDGER"
             " names another)",
@@ -617,7 +619,7 @@ def _cmd_history(args: argparse.Namespace, out: IO[str]) -> int:
 
 def _cmd_ledger_status(args: argparse.Namespace, out: IO[str]) -> int:
     with _existing_ledger(args.ledger) as ledger:
-        status = admin_view.status_json(ledger, time.time())
+        status = admin_view.status_json(ledger, ledger.now())
     if args.json:
         out.write(json.dumps(status, sort_keys=True) + "\n")
     else:
@@ -626,9 +628,9 @@ def _cmd_ledger_status(args: argparse.Namespace, out: IO[str]) -> int:
 
 
 def _cmd_ledger_prune(args: argparse.Namespace, out: IO[str]) -> int:
-    now = time.time()
-    before = prune_before(now, args.older_than)
     with _existing_ledger(args.ledger) as ledger:
+        now = ledger.now()
+        before = prune_before(now, args.older_than)
         result = ledger.prune(before, now, dry_run=args.dry_run)
     report = admin_view.prune_json(result, args.older_than, before, args.dry_run)
     if result.checkpointed is False:

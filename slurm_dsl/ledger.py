@@ -2,15 +2,19 @@
 
 This module is the interface: the values a ledger holds (``JobObject``, ``HistoryEntry``),
 what every storage backend provides (``LedgerStore``), and ``open_ledger``, which opens the
-one at a path.  ``ledger_rules`` decides what operations do to objects; ``sqlite_ledger``
-stores them in one SQLite file.  A second backend implements ``LedgerStore`` and the same
-behaviour tests run against it.
+one a location names: a path (or ``sqlite:PATH``) is an SQLite file (``sqlite_ledger``), a
+``mariadb://`` (or ``mysql://``) URL a database on a MariaDB/MySQL server (``mariadb_ledger``,
+the ``slurm-dsl[mariadb]`` extra).  ``ledger_rules`` decides what operations do to objects; the
+backends only store them, and the same behaviour tests run against both.
 
 Contract of every ``LedgerStore``: intent first (``begin_operation`` of a requeue commits
 ``may_be_set`` before it returns); ``finish_operation`` stores ``ledger_rules.after``; the
 history is append-only; a lease per job keeps operations and sweepers apart and lapses at its
 expiry; the sweeper only writes while it holds the job's lease; every time comes in as ``now``
-from the caller; every storage failure is ``LedgerError``.  The one exception to append-only is
+from the caller, who reads it from the ledger's own clock (``now``: the host's for SQLite, the
+database server's for MariaDB, so that hosts sharing a ledger agree on every lease and back-off
+whatever their clocks say); one sweep at a time per ledger (``sweep_lock``, ``SweepBusy``
+otherwise); every storage failure is ``LedgerError``.  The one exception to append-only is
 ``prune``: it removes old history rows of settled objects only (``ledger_rules.may_prune``: never
 an object whose bit is not clear or that is leased, never an unfinished row, never an object's
 newest row).
@@ -21,7 +25,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Dict, List, Mapping, Optional, Protocol, Sequence, Tuple, Union
+from typing import Any, Callable, ContextManager, Dict, List, Mapping, Optional, Protocol, Sequence, Tuple, Union
 
 from .errors import LedgerError as LedgerError  # re-exported: where it has always been imported from
 from .model import Op, Outcome, Reason, RequeueBit, Result
@@ -168,6 +172,16 @@ class LedgerStore(Protocol):
 
     def schema_version(self) -> int: ...
 
+    def now(self) -> float:
+        """The ledger's clock (epoch seconds), which every ``now`` given to it comes from."""
+        ...
+
+    def sweep_lock(self) -> ContextManager[object]:
+        """Held for a whole sweep: one sweep at a time per ledger, across hosts if the ledger is
+        shared.  Entering raises ``SweepBusy`` at once if another sweep holds it; a holder that
+        dies releases it."""
+        ...
+
     def begin_operation(self, job_id: str, op: Op, nonce: str, now: float, *, actor: str = "") -> int: ...
 
     def finish_operation(self, op_id: int, outcome: Outcome, stderr: bytes, now: float) -> RequeueBit: ...
@@ -217,22 +231,44 @@ class LedgerStore(Protocol):
     def prune(self, before: float, now: float, *, dry_run: bool = False) -> PruneResult: ...
 
 
+MARIADB_SCHEMES = ("mariadb://", "mysql://")
+
+
+def is_url(location: str) -> bool:
+    """Whether ``location`` names a database server rather than a file."""
+    return location.startswith(MARIADB_SCHEMES)
+
+
+def sqlite_path(location: str) -> str:
+    """The file an SQLite location names (``sqlite:PATH`` or a bare path)."""
+    return location[len("sqlite:"):] if location.startswith("sqlite:") else location
+
+
 def open_ledger(
-    path: Union[str, os.PathLike[str]] = DEFAULT_PATH,
+    location: Union[str, os.PathLike[str]] = DEFAULT_PATH,
     *,
     busy_timeout: Optional[float] = None,
     backoff_base: float = BACKOFF_BASE,
     backoff_cap: float = BACKOFF_CAP,
+    clock: Optional[Callable[[], float]] = None,
 ) -> LedgerStore:
-    """Open (creating and migrating if need be) the ledger at ``path``: an SQLite file.
+    """Open (creating and migrating if need be) the ledger at ``location``: an SQLite file (a
+    path or ``sqlite:PATH``) or a ``mariadb://HOST[:PORT]/DATABASE`` URL.
 
-    ``busy_timeout`` defaults to ``BUSY_TIMEOUT`` as it is when the ledger is opened.
+    ``busy_timeout`` defaults to ``BUSY_TIMEOUT`` as it is when the ledger is opened.  ``clock``
+    replaces the ledger's own (tests only): by default the host's for SQLite, the server's for
+    MariaDB.
     """
+    location = os.fspath(location)
+    busy = BUSY_TIMEOUT if busy_timeout is None else busy_timeout
+    if is_url(location):
+        from .mariadb_ledger import MariaDbLedger
+
+        return MariaDbLedger.open(
+            location, busy_timeout=busy, backoff_base=backoff_base, backoff_cap=backoff_cap, clock=clock
+        )
     from .sqlite_ledger import SqliteLedger
 
     return SqliteLedger.open(
-        path,
-        busy_timeout=BUSY_TIMEOUT if busy_timeout is None else busy_timeout,
-        backoff_base=backoff_base,
-        backoff_cap=backoff_cap,
+        sqlite_path(location), busy_timeout=busy, backoff_base=backoff_base, backoff_cap=backoff_cap, clock=clock
     )

@@ -24,8 +24,10 @@ stored here.  Contract:
 - The sweeper never touches a leased job: ``pending`` skips jobs with an unexpired lease, and
   ``set_bit`` only writes while its caller holds the job's lease.  A lease expires, so a crashed
   holder's lease lapses; its ttl must outlast the operation's deadline.
-- Every time comes in as ``now`` (epoch seconds) from the caller: no wall clock here (only a
-  monotonic one, to bound the retries of ``open`` and to pace ``prune``'s batches).  Enums are
+- Every time comes in as ``now`` (epoch seconds) from the caller, who reads it from ``now()``
+  (the host's clock): no other wall clock here (only a monotonic one, to bound the retries of
+  ``open`` and to pace ``prune``'s batches).
+- One sweep at a time: ``SweepLock`` is an flock on ``<ledger>.sweep.lock`` beside the file.  Enums are
   stored by their ``.value``.
   Every sqlite3 or OS error leaves as ``LedgerError`` with the path.
 - Root opens it, so nobody else may be able to choose what its names point at: the file and its
@@ -40,6 +42,7 @@ from __future__ import annotations
 
 import enum
 import errno
+import fcntl
 import json
 import math
 import os
@@ -48,10 +51,25 @@ import sqlite3
 import stat
 import time
 from contextlib import contextmanager
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Set, Tuple, Type, TypeVar, Union, final
+from typing import (
+    Any,
+    Callable,
+    Dict,
+    Iterator,
+    List,
+    Mapping,
+    Optional,
+    Sequence,
+    Set,
+    Tuple,
+    Type,
+    TypeVar,
+    Union,
+    final,
+)
 
 from . import ledger_rules as rules
-from .errors import InvalidInput
+from .errors import InvalidInput, SweepBusy
 from .jobid import validate_job_id
 from .ledger import (
     BACKOFF_BASE,
@@ -275,11 +293,19 @@ class SqliteLedger:
     """The ledger file.  Open with ``SqliteLedger.open(path)`` (or ``ledger.open_ledger``); use as a
     context manager to close it."""
 
-    def __init__(self, conn: sqlite3.Connection, path: str, backoff_base: float, backoff_cap: float) -> None:
+    def __init__(
+        self,
+        conn: sqlite3.Connection,
+        path: str,
+        backoff_base: float,
+        backoff_cap: float,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self._conn = conn
         self.path = path
         self.backoff_base = backoff_base
         self.backoff_cap = backoff_cap
+        self._clock = clock
 
     @classmethod
     def open(
@@ -289,8 +315,10 @@ class SqliteLedger:
         busy_timeout: float = BUSY_TIMEOUT,
         backoff_base: float = BACKOFF_BASE,
         backoff_cap: float = BACKOFF_CAP,
+        clock: Optional[Callable[[], float]] = None,
     ) -> SqliteLedger:
-        """Open (creating if need be) and migrate the ledger at ``path``."""
+        """Open (creating if need be) and migrate the ledger at ``path``; ``now`` reads ``clock``
+        (default: the host's)."""
         path = os.fspath(path)
         backoff_base, backoff_cap = _finite("backoff_base", backoff_base), _finite("backoff_cap", backoff_cap)
         _create_file(path)
@@ -301,7 +329,7 @@ class SqliteLedger:
             conn = sqlite3.connect(path, timeout=busy_timeout, isolation_level=None, check_same_thread=False)
         except sqlite3.Error as exc:
             raise LedgerError(f"cannot open ledger {path}: {exc}", path=path) from exc
-        ledger = cls(conn, path, backoff_base, backoff_cap)
+        ledger = cls(conn, path, backoff_base, backoff_cap, clock or time.time)
         try:
             ledger._setup(busy_timeout)
         except BaseException:
@@ -391,6 +419,13 @@ class SqliteLedger:
 
     def schema_version(self) -> int:
         return int(self._read("schema version", "PRAGMA user_version")[0][0])
+
+    def now(self) -> float:
+        """This host's clock: a file has only one host's operations to order."""
+        return self._clock()
+
+    def sweep_lock(self) -> SweepLock:
+        return SweepLock(self.path)
 
     # -- operations ------------------------------------------------------------------------------
 
@@ -799,3 +834,36 @@ class SqliteLedger:
                 busy = self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
             checkpointed = busy == 0
         return PruneResult(removed, len(jobs), checkpointed)
+
+
+class SweepLock:
+    """One sweeper at a time: an exclusive, non-blocking flock on ``<ledger>.sweep.lock``.
+
+    Root takes it and then truncates it, so it is opened as the ledger is (``open_private_file``):
+    never through a symlink, and only a regular file with one link that is this process's own
+    (else ``LedgerError``, before anything is written or locked).
+    """
+
+    def __init__(self, ledger_path: str) -> None:
+        self.ledger_path = ledger_path
+        self.path = ledger_path + ".sweep.lock"
+        self._fd: Optional[int] = None
+
+    def __enter__(self) -> SweepLock:
+        fd = open_private_file(self.path, "sweep lock", ledger=self.ledger_path)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            os.close(fd)
+            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
+                raise SweepBusy(self.path) from None
+            raise LedgerError(f"sweep lock {self.path}: {exc.strerror or exc}", path=self.ledger_path) from exc
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        self._fd = fd
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._fd is not None:
+            os.close(self._fd)  # closing drops the flock
+            self._fd = None

@@ -19,27 +19,24 @@ Strategy, in as few slurmctld RPCs as possible:
    when, and its summary), which ``slurm-dsl ledger status`` shows.
 
 ``decide`` is the pure rule; ``sweep`` is the edge around it.  One sweeper at
-a time: ``SweepLock`` is an flock beside the ledger file.
+a time per ledger: the caller holds the ledger's ``sweep_lock`` (an flock beside an
+SQLite file, a lock held on the database server for MariaDB).  Every time written to
+the ledger is read from the ledger's clock (``LedgerStore.now``).
 """
 
 from __future__ import annotations
 
 import enum
-import errno
-import fcntl
 import logging
-import os
-import time
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
 from .combine import found_finished
-from .deadlines import Clock
 from .errors import SweepBusy as SweepBusy  # re-exported: where it has always been imported from
 from .ledger import LedgerError, LedgerStore
 from .lookup import JobInfo, Lookup, LookupFailed
 from .model import Op, Outcome, RequeueBit, Result
-from .sqlite_ledger import open_private_file
+from .sqlite_ledger import SweepLock as SweepLock  # re-exported: the SQLite ledger's lock
 from .squeue_lookup import SqueueLookup
 from .tracked import Tracker, lease_owner
 
@@ -142,39 +139,6 @@ class SweepReport:
         return self.lookup_error is None and fixed and all(s.done in SETTLED for s in self.swept)
 
 
-class SweepLock:
-    """One sweeper at a time: an exclusive, non-blocking flock on ``<ledger>.sweep.lock``.
-
-    Root takes it and then truncates it, so it is opened as the ledger is (``open_private_file``):
-    never through a symlink, and only a regular file with one link that is this process's own
-    (else ``LedgerError``, before anything is written or locked).
-    """
-
-    def __init__(self, ledger_path: str) -> None:
-        self.ledger_path = ledger_path
-        self.path = ledger_path + ".sweep.lock"
-        self._fd: Optional[int] = None
-
-    def __enter__(self) -> SweepLock:
-        fd = open_private_file(self.path, "sweep lock", ledger=self.ledger_path)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
-            os.close(fd)
-            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
-                raise SweepBusy(self.path) from None
-            raise
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
-        self._fd = fd
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._fd is not None:
-            os.close(self._fd)  # closing drops the flock
-            self._fd = None
-
-
 def sweep(
     tracker: Tracker,
     lookup: Lookup,
@@ -185,13 +149,12 @@ def sweep(
     orphans: bool = False,
     fix: bool = False,
     orphan_lookup: Optional[SqueueLookup] = None,
-    clock: Clock = time.time,
 ) -> SweepReport:
     """One pass over the objects whose bit is not clear.  The caller holds the ``SweepLock``."""
     ledger = tracker.ledger()
-    report = SweepReport(started=clock(), dry_run=dry_run)
+    report = SweepReport(started=ledger.now(), dry_run=dry_run)
     owner = lease_owner("sweep")
-    objects = ledger.pending(clock(), limit)
+    objects = ledger.pending(ledger.now(), limit)
     ids = [o.job_id for o in objects]
     if dry_run:
         leased = ids
@@ -199,17 +162,17 @@ def sweep(
         # Leases first, lookup after: no operation can start on a leased job, so what
         # the lookup says stays true until the job is settled or its lease released.
         ttl = getattr(lookup, "timeout", 60.0) + restore_timeout * 2 + 60.0
-        leased = ledger.acquire_leases(ids, owner, clock(), ttl)
+        leased = ledger.acquire_leases(ids, owner, ledger.now(), ttl)
         held = set(leased)
         report.swept += [Swept(j, Done.BUSY, "an operation holds the job") for j in ids if j not in held]
     try:
-        _settle(tracker, ledger, lookup, leased, owner, report, dry_run, restore_timeout, clock)
+        _settle(tracker, ledger, lookup, leased, owner, report, dry_run, restore_timeout)
     finally:
         if not dry_run:
             ledger.release_leases(leased, owner)
     if orphans:
-        _orphans(tracker, ledger, orphan_lookup or SqueueLookup(), report, fix and not dry_run, restore_timeout, clock)
-    report.finished = clock()
+        _orphans(tracker, ledger, orphan_lookup or SqueueLookup(), report, fix and not dry_run, restore_timeout)
+    report.finished = ledger.now()
     if not dry_run:
         try:
             ledger.record_sweep(report.started, report.finished, report.summary())
@@ -229,7 +192,6 @@ def _settle(
     report: SweepReport,
     dry_run: bool,
     restore_timeout: float,
-    clock: Clock,
 ) -> None:
     if not leased:
         return
@@ -238,7 +200,7 @@ def _settle(
     except LookupFailed as exc:
         report.lookup_error = exc.reason
         if not dry_run:
-            ledger.lookups_failed(leased, exc.reason, clock())
+            ledger.lookups_failed(leased, exc.reason, ledger.now())
         report.swept += [Swept(job, Done.LOOKUP_FAILED, exc.reason) for job in leased]
         return
     decided = [(job, *decide(infos.get(job))) for job in leased]
@@ -247,8 +209,9 @@ def _settle(
         report.swept += [Swept(job, would[action], why) for job, action, why in decided]
         return
     clears = [(job, RequeueBit.CLEAR, f"sweep: {why}") for job, action, why in decided if action is Action.CLEAR]
-    written = set(ledger.set_bits(clears, clock(), owner=owner))
-    watched = set(ledger.watch([job for job, action, _ in decided if action is Action.WATCH], clock(), owner=owner))
+    written = set(ledger.set_bits(clears, ledger.now(), owner=owner))
+    watches = [job for job, action, _ in decided if action is Action.WATCH]
+    watched = set(ledger.watch(watches, ledger.now(), owner=owner))
     for job, action, why in decided:
         if action is not Action.RESTORE:
             if job in (written if action is Action.CLEAR else watched):
@@ -256,15 +219,16 @@ def _settle(
             else:
                 report.swept.append(Swept(job, Done.BUSY, "the sweep's lease lapsed; left for the next sweep"))
             continue
-        outcome = tracker.run(Op.RESTORE, job, clock() + restore_timeout, owner=owner, actor=f"{tracker.actor}, sweep")
+        deadline = tracker.clock() + restore_timeout
+        outcome = tracker.run(Op.RESTORE, job, deadline, owner=owner, actor=f"{tracker.actor}, sweep")
         if outcome.result is Result.OK:
             report.swept.append(Swept(job, Done.RESTORED, why, outcome))
         elif outcome.calls and found_finished(outcome.calls[-1]):
             # It finished between the lookup and the restore: watched, like any finished job at Requeue=1.
-            ledger.watch([job], clock(), owner=owner)
+            ledger.watch([job], ledger.now(), owner=owner)
             report.swept.append(Swept(job, Done.WATCHING, "restore: the job has finished meanwhile", outcome))
         else:
-            ledger.lookup_failed(job, f"restore: {outcome.result.value}", clock())
+            ledger.lookup_failed(job, f"restore: {outcome.result.value}", ledger.now())
             report.swept.append(Swept(job, Done.RESTORE_FAILED, f"restore: {outcome.result.value}", outcome))
 
 
@@ -275,7 +239,6 @@ def _orphans(
     report: SweepReport,
     fix: bool,
     restore_timeout: float,
-    clock: Clock,
 ) -> None:
     """Jobs showing Requeue=1 that the ledger does not track as possibly set.
 
@@ -297,13 +260,13 @@ def _orphans(
         report.orphans.append(info)
         if fix and info.finished:
             owner = lease_owner("sweep")
-            if ledger.acquire_leases([job_id], owner, clock(), 60.0):
+            if ledger.acquire_leases([job_id], owner, ledger.now(), 60.0):
                 why = f"sweep --orphans: finished ({info.state}) at Requeue=1, not tracked; watched"
-                ledger.set_bits([(job_id, RequeueBit.MAY_BE_SET, why)], clock(), owner=owner)
+                ledger.set_bits([(job_id, RequeueBit.MAY_BE_SET, why)], ledger.now(), owner=owner)
                 ledger.release_leases([job_id], owner)
         elif fix:
             actor = f"{tracker.actor}, sweep --orphans --fix"
-            report.fixed_orphans.append(tracker.run(Op.RESTORE, job_id, clock() + restore_timeout, actor=actor))
+            report.fixed_orphans.append(tracker.run(Op.RESTORE, job_id, tracker.clock() + restore_timeout, actor=actor))
 
 
 def metrics_text(report: SweepReport, not_clear: int) -> str:

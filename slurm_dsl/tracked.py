@@ -17,8 +17,9 @@ ids up in one squeue call, bounded by the deadline, and raises ``WholeArray``
 for any id that reaches other tasks: nothing runs.  A task addressed by its own
 JobId, and an array's own JobId that holds its one last task, are single jobs.
 
-A ``Ledger`` is one SQLite connection for one thread, so a ``Tracker`` opens one
-per thread (``--parallel`` runs jobs on several).
+A ledger connection is for one thread, so a ``Tracker`` opens one per thread
+(``--parallel`` runs jobs on several).  ``clock`` is the deadlines' (this host's);
+every time written to the ledger is the ledger's own (``LedgerStore.now``).
 """
 
 from __future__ import annotations
@@ -82,7 +83,7 @@ def lease_owner(tag: str = "op") -> str:
 
 
 class Tracker:
-    """Runs operations against one ledger file, one SQLite connection per thread.
+    """Runs operations against one ledger, one connection per thread.
 
     ``busy_timeout`` is how long a ledger write waits for another writer before it fails
     (default: ``ledger.BUSY_TIMEOUT``, read when each connection opens).
@@ -187,7 +188,7 @@ class Tracker:
         ledger = self.ledger()
         owner = owner or lease_owner()
         ttl = max(deadline - self.clock(), 0.0) + KILL_GRACE + GUARD_MARGIN + self.lease_slack
-        while not ledger.acquire_lease(job, owner, self.clock(), ttl):
+        while not ledger.acquire_lease(job, owner, ledger.now(), ttl):
             if self.clock() >= deadline:
                 bit = RequeueBit.CLEAR if op is Op.REQUEUE else None
                 return Outcome(op, job, Result.EXPIRED, bit, None, (), None,
@@ -195,10 +196,10 @@ class Tracker:
             time.sleep(LEASE_POLL)
         try:
             nonce = new_nonce()
-            op_id = ledger.begin_operation(job, op, nonce, self.clock(), actor=actor or self.actor)
+            op_id = ledger.begin_operation(job, op, nonce, ledger.now(), actor=actor or self.actor)
             outcome = execute(op, job, deadline, scontrol=self.scontrol, nonce=nonce, clock=self.clock)
             try:
-                ledger.finish_operation(op_id, outcome, b"".join(c.stderr for c in outcome.calls), self.clock())
+                ledger.finish_operation(op_id, outcome, b"".join(c.stderr for c in outcome.calls), ledger.now())
             except LedgerError as exc:
                 # The object keeps its intent (may_be_set for a requeue): nothing is lost for the
                 # sweeper.  The outcome goes to the log, and with the error to the caller.

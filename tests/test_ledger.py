@@ -13,7 +13,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import IO, Dict, List, Optional, Tuple
+from typing import IO, Any, Dict, List, Optional, Tuple
 
 import pytest
 from hypothesis import given, settings
@@ -87,7 +87,7 @@ def hold_ok_for(job_id: str) -> Outcome:
     return Outcome(Op.HOLD, job_id, Result.OK, None, None, HOLD_OK.calls, 0)
 
 
-def fresh_ledger(tmp_path: Path, **kwargs: float) -> LedgerStore:
+def fresh_ledger(tmp_path: Path, **kwargs: Any) -> LedgerStore:
     return open_ledger(tmp_path / "ledger.sqlite3", **kwargs)
 
 
