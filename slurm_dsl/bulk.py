@@ -10,15 +10,16 @@ Strategy, for one operation on many ids:
    never in a list (docs/slurm-bulk.md §2.1).
 2. The rest is cut into chunks (``bulk_reader.plan_chunks``): at most as many ids as fit
    the deadline at a generous per-id cost, and the 131,071-byte argument limit.
-3. Per chunk: the leases (one transaction; a job someone else holds runs on its own
-   afterwards, waiting for its lease as a single operation does); ``scontrol ping``
-   (a chunk is not started against a controller that is down: its ids are ``not_run``,
-   reason ``controller_down``, instead of ~(MessageTimeout-1) s each); the intents of
-   every id (one committed transaction); the list calls, each a framed script of its
+3. Per chunk: the leases and the intents of every id it leased (one committed
+   transaction; a job someone else holds runs on its own afterwards, waiting for its
+   lease as a single operation does); ``scontrol ping``, unless slurmctld answered the
+   lookup of step 1 less than ``ANSWER_FRESH`` ago (a chunk is not started against a
+   controller that is down: its ids are ``not_run``, reason ``controller_down``,
+   instead of ~(MessageTimeout-1) s each); the list calls, each a framed script of its
    own (``ops.run_list_call``), read per id (``bulk_reader.read_list_call``); per id the
    same combination as a single operation (``combine``); one lookup of the ids read as
    ok (``corroborate``: a never-existed id can get SUCCESS, docs/slurm-bulk.md §3.4);
-   the results (one transaction); the leases back.
+   the results and the leases back (one transaction).
 4. Requeue runs the flow of docs/contract.md §2 per id: call 1 on every id, call 2 on the
    ids whose call 1 succeeded, call 3 on every id whose call 1 was not certainly unstarted.
 
@@ -38,6 +39,7 @@ from .bulk_reader import combine_bulk, plan_chunks, requeue_next_calls
 from .deadlines import check_deadline
 from .errors import LedgerError, LookupFailed, NotRecorded, describe
 from .jobid import validate_job_id
+from .ledger import LedgerStore
 from .lookup import JobInfo
 from .model import Call, Op, Outcome, Reason, RequeueBit, Result
 from .ops import GUARD_MARGIN, new_nonce, run_list_call
@@ -52,6 +54,8 @@ log = logging.getLogger("slurm_dsl")
 PER_ID_SECONDS = 0.01
 MAX_CHUNK = 1000  # ids per chunk at most, whatever the deadline
 PING_TIMEOUT = 5.0  # seconds `scontrol ping` may take before the chunk counts the controller as down
+# Seconds for which slurmctld answering the ids' lookup stands in for a chunk's ping.
+ANSWER_FRESH = 1.0
 
 Progress = Callable[[int, int], None]  # (ids done, ids in all)
 
@@ -81,12 +85,13 @@ def run_many(
     ids = list(dict.fromkeys(validate_job_id(j) for j in job_ids))
     check_deadline(tracker.clock() + timeout, tracker.clock)
     infos = tracker.refuse_whole_arrays(op, ids, tracker.clock() + timeout)
+    answered_at = tracker.clock() if infos else None  # slurmctld answered the lookup just now
     done = 0
     for unit in _units(ids, infos, chunk_limit(op, timeout)):
         if len(unit) == 1 and _alone(unit[0], infos):
             outcomes = [tracker.run(op, unit[0], tracker.clock() + timeout, checked=True)]
         else:
-            outcomes = _run_chunk(tracker, op, unit, timeout)
+            outcomes = _run_chunk(tracker, op, unit, timeout, answered_at)
         yield from outcomes
         done += len(unit)
         if progress is not None:
@@ -113,20 +118,20 @@ def _units(ids: List[str], infos: Dict[str, Optional[JobInfo]], limit: int) -> I
         yield from plan_chunks(run, max_ids=limit)
 
 
-def _run_chunk(tracker: Tracker, op: Op, chunk: List[str], timeout: float) -> List[Outcome]:
+def _run_chunk(
+    tracker: Tracker, op: Op, chunk: List[str], timeout: float, answered_at: Optional[float]
+) -> List[Outcome]:
     ledger = tracker.ledger()
     owner = lease_owner("bulk")
     deadline = tracker.clock() + timeout
     ttl = timeout + KILL_GRACE + GUARD_MARGIN + tracker.lease_slack
-    held = set(ledger.acquire_leases(chunk, owner, ledger.now(), ttl))
-    listed = [j for j in chunk if j in held]
-    try:
-        results = _run_listed(tracker, op, listed, deadline)
-    finally:
-        try:
-            ledger.release_leases(listed, owner)
-        except LedgerError as exc:
-            log.warning("could not give back %d lease(s) (they lapse by themselves): %s", len(listed), exc)
+    nonce = new_nonce()
+    # The leases and the intents: one transaction, committed before any script starts.
+    with ledger.batch():
+        held = set(ledger.acquire_leases(chunk, owner, ledger.now(), ttl))
+        listed = [j for j in chunk if j in held]
+        op_ids = ledger.begin_operations([(j, op, nonce) for j in listed], ledger.now(), actor=tracker.actor)
+    results = _run_listed(tracker, op, listed, op_ids, nonce, owner, deadline, answered_at)
     # Jobs another operation or sweep held: each on its own, waiting for its lease.  Should the
     # ledger fail there, the outcomes already in hand travel with the error, never lost.
     for job_id in chunk:
@@ -144,28 +149,54 @@ def _run_chunk(tracker: Tracker, op: Op, chunk: List[str], timeout: float) -> Li
     return [results[j] for j in chunk]
 
 
-def _run_listed(tracker: Tracker, op: Op, ids: List[str], deadline: float) -> Dict[str, Outcome]:
+def _run_listed(
+    tracker: Tracker,
+    op: Op,
+    ids: List[str],
+    op_ids: List[int],
+    nonce: str,
+    owner: str,
+    deadline: float,
+    answered_at: Optional[float],
+) -> Dict[str, Outcome]:
+    """Run the chunk's list calls on the ids whose intents are committed, then record the
+    results and give the leases back (one transaction)."""
     if not ids:
         return {}
     ledger = tracker.ledger()
-    scontrol = find_scontrol(tracker.scontrol)
-    nonce = new_nonce()
-    op_ids = ledger.begin_operations([(j, op, nonce) for j in ids], ledger.now(), actor=tracker.actor)
-    if not controller_up(scontrol, min(PING_TIMEOUT, max(deadline - tracker.clock(), 0.0))):
-        outcomes = {j: _not_run(op, j) for j in ids}
-    else:
-        outcomes = _calls(op, ids, deadline, scontrol, nonce, tracker)
-        if op is not Op.RESTORE:
-            outcomes = corroborate(outcomes, find_squeue(tracker.squeue, tracker.scontrol), deadline, tracker)
+    try:
+        scontrol = find_scontrol(tracker.scontrol)
+        # slurmctld answering the ids' lookup a moment ago says as much as a ping would.
+        fresh = answered_at is not None and tracker.clock() - answered_at <= ANSWER_FRESH
+        if not fresh and not controller_up(scontrol, min(PING_TIMEOUT, max(deadline - tracker.clock(), 0.0))):
+            outcomes = {j: _not_run(op, j) for j in ids}
+        else:
+            outcomes = _calls(op, ids, deadline, scontrol, nonce, tracker)
+            if op is not Op.RESTORE:
+                outcomes = corroborate(outcomes, find_squeue(tracker.squeue, tracker.scontrol), deadline, tracker)
+    except BaseException:
+        _give_back(ledger, ids, owner)
+        raise
     finishes = [(op_id, outcomes[j], b"".join(c.stderr for c in outcomes[j].calls)) for op_id, j in zip(op_ids, ids)]
     try:
-        ledger.finish_operations(finishes, ledger.now())
+        with ledger.batch():
+            ledger.finish_operations(finishes, ledger.now())
+            ledger.release_leases(ids, owner)
     except LedgerError as exc:
         for outcome in outcomes.values():
             log.error("could not record %s (nonce %s) in %s", describe(outcome), nonce, tracker.path)
+        _give_back(ledger, ids, owner)
         first, *more = (outcomes[j] for j in ids)
         raise NotRecorded(first, exc, more=more) from exc
     return outcomes
+
+
+def _give_back(ledger: LedgerStore, ids: List[str], owner: str) -> None:
+    """Release the leases if the ledger lets us, never in place of what is on its way."""
+    try:
+        ledger.release_leases(ids, owner)
+    except LedgerError as exc:
+        log.warning("could not give back %d lease(s) (they lapse by themselves): %s", len(ids), exc)
 
 
 def _calls(op: Op, ids: List[str], deadline: float, scontrol: str, nonce: str, tracker: Tracker) -> Dict[str, Outcome]:

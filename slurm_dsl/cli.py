@@ -17,28 +17,27 @@ import logging
 import os
 import signal
 import sys
-import tempfile
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from typing import IO, Dict, Iterable, List, NoReturn, Optional, Sequence, Tuple, Type
 
-from . import __version__, admin_view
+from . import __version__
 from .binaries import find_scontrol, find_squeue
 from .deadlines import MAX_TIMEOUT, resolve_deadline
-from .doctor import FAIL, run_checks
 from .errors import DSLError, InvalidInput, LedgerError, NotRecorded, SweepBusy, UsageError, describe
 from .jobid import validate_job_id
 from .ledger import LedgerStore, is_url, open_ledger, sqlite_path
 from .ledger_rules import prune_before
-from .lookup_choice import LOOKUP_KINDS, make_lookup
+from .lookup import LOOKUP_KINDS
 from .model import Op, Outcome, Result
 from .ops import new_nonce
 from .reader import read_outcome
 from .script import render
-from .squeue_lookup import SqueueLookup
-from .sweeper import Done, metrics_text, sweep
 from .tracked import Tracker, ledger_path
+
+# What only the sweep, doctor and the admin's view need (the sweeper, the lookup choice, pyslurm's
+# adapter, a thread pool) is imported by their handlers: an operation, the common case run on
+# every job, does not pay their start-up time.
 
 PROG = "slurm-dsl"
 
@@ -507,6 +506,8 @@ def _one_by_one(tracker: Tracker, args: argparse.Namespace, ids: List[str], out:
     errors: List[LedgerError] = []
     not_started: List[str] = []
     # Results print as they come, in the order given, so a long run shows its progress.
+    from concurrent.futures import ThreadPoolExecutor
+
     with ThreadPoolExecutor(max_workers=args.parallel) as pool:
         try:
             for job_id, (outcome, error) in zip(ids, pool.map(one, ids)):
@@ -525,6 +526,10 @@ def _one_by_one(tracker: Tracker, args: argparse.Namespace, ids: List[str], out:
 
 
 def _cmd_sweep(args: argparse.Namespace, out: IO[str]) -> int:
+    from .lookup_choice import make_lookup
+    from .squeue_lookup import SqueueLookup
+    from .sweeper import Done, metrics_text, sweep
+
     if args.limit is not None and args.limit < 1:
         raise UsageError("--limit must be at least 1")
     if args.fix and not args.orphans:
@@ -576,6 +581,8 @@ def _cmd_sweep(args: argparse.Namespace, out: IO[str]) -> int:
 
 
 def _cmd_doctor(args: argparse.Namespace, out: IO[str]) -> int:
+    from .doctor import FAIL, run_checks
+
     checks = run_checks(args.scontrol, args.squeue, ledger_path(args.ledger), args.lookup)
     for check in checks:
         if args.json:
@@ -604,6 +611,8 @@ def _existing_ledger(explicit: Optional[str]) -> LedgerStore:
 
 
 def _cmd_history(args: argparse.Namespace, out: IO[str]) -> int:
+    from . import admin_view
+
     found = False
     with _existing_ledger(args.ledger) as ledger:
         for job_id in dict.fromkeys(args.job_ids):
@@ -618,6 +627,8 @@ def _cmd_history(args: argparse.Namespace, out: IO[str]) -> int:
 
 
 def _cmd_ledger_status(args: argparse.Namespace, out: IO[str]) -> int:
+    from . import admin_view
+
     with _existing_ledger(args.ledger) as ledger:
         status = admin_view.status_json(ledger, ledger.now())
     if args.json:
@@ -628,6 +639,8 @@ def _cmd_ledger_status(args: argparse.Namespace, out: IO[str]) -> int:
 
 
 def _cmd_ledger_prune(args: argparse.Namespace, out: IO[str]) -> int:
+    from . import admin_view
+
     with _existing_ledger(args.ledger) as ledger:
         now = ledger.now()
         before = prune_before(now, args.older_than)
@@ -640,6 +653,8 @@ def _cmd_ledger_prune(args: argparse.Namespace, out: IO[str]) -> int:
 
 
 def _write_atomically(path: str, text: str) -> None:
+    import tempfile
+
     """Replace ``path`` with ``text``, mode 0644 (node_exporter reads it as another user).
 
     Root runs the sweep and the directory may be another account's, so no name there is trusted:

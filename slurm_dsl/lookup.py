@@ -53,6 +53,9 @@ FINISHED_STATES = frozenset(
     }
 )
 
+# How sweeps may look jobs up (``lookup_choice.make_lookup``, ``--lookup``).
+LOOKUP_KINDS = ("auto", "squeue", "pyslurm")
+
 
 @dataclass(frozen=True)
 class JobInfo:

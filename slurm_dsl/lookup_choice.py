@@ -9,13 +9,12 @@ from __future__ import annotations
 import logging
 
 from .errors import ConfigError
+from .lookup import LOOKUP_KINDS as LOOKUP_KINDS  # re-exported: where it has always been imported from
 from .lookup import Lookup, LookupFailed
 from .pyslurm_lookup import find_pyslurm_lookup
 from .squeue_lookup import SQUEUE, SQUEUE_TIMEOUT, SqueueLookup, slurm_version
 
 logger = logging.getLogger("slurm_dsl")
-
-LOOKUP_KINDS = ("auto", "squeue", "pyslurm")
 
 
 def make_lookup(kind: str = "auto", squeue_path: str = SQUEUE, timeout: float = SQUEUE_TIMEOUT) -> Lookup:

@@ -13,7 +13,7 @@ directly, unwrapped, under the runner's guard at the deadline itself.
 
 from __future__ import annotations
 
-import secrets
+import os
 import signal
 import time
 from typing import Callable, Dict, Optional, Sequence, Union
@@ -39,7 +39,7 @@ JobId = Union[str, int]
 
 def new_nonce() -> str:
     """128 bits from ``secrets``, lowercase hex (docs/contract.md §2)."""
-    return secrets.token_hex(16)
+    return os.urandom(16).hex()
 
 
 def execute(

@@ -306,6 +306,7 @@ class SqliteLedger:
         self.backoff_base = backoff_base
         self.backoff_cap = backoff_cap
         self._clock = clock
+        self._batched = False  # inside ``batch``: every _atomic joins its transaction
 
     @classmethod
     def open(
@@ -402,7 +403,12 @@ class SqliteLedger:
 
     @contextmanager
     def _atomic(self, doing: str) -> Iterator[sqlite3.Connection]:
-        """One BEGIN IMMEDIATE transaction: committed if the block returns, else rolled back."""
+        """One BEGIN IMMEDIATE transaction: committed if the block returns, else rolled back.
+        Inside ``batch`` it is part of the batch's transaction."""
+        if self._batched:
+            with self._errors(doing):
+                yield self._conn
+            return
         with self._errors(doing):
             self._conn.execute("BEGIN IMMEDIATE")
             try:
@@ -412,6 +418,19 @@ class SqliteLedger:
                 if self._conn.in_transaction:
                     self._conn.execute("ROLLBACK")
                 raise
+
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        """Every write inside is one transaction, committed when the block returns (one fsync),
+        rolled back if it raises.  Do not catch a ledger error inside: leave the block."""
+        if self._batched:
+            raise RuntimeError("batches do not nest")
+        with self._atomic("batch"):
+            self._batched = True
+            try:
+                yield
+            finally:
+                self._batched = False
 
     def _read(self, doing: str, sql: str, args: Sequence[Any] = ()) -> List[Tuple[Any, ...]]:
         with self._errors(doing):

@@ -28,8 +28,8 @@ Contract:
 
 from __future__ import annotations
 
+import os
 import re
-import secrets
 from dataclasses import replace
 from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
 
@@ -179,7 +179,7 @@ class SqueueLookup:
         return self._query([])
 
     def _query(self, ids: List[str]) -> Dict[str, JobInfo]:
-        nonce = secrets.token_hex(16)
+        nonce = os.urandom(16).hex()
         done = self.run(self.argv(ids, nonce), timeout=self.timeout, cap=self.cap)
         if done.timed_out:
             raise LookupFailed(f"squeue did not answer within {self.timeout:g} s")

@@ -28,7 +28,6 @@ import logging
 import os
 import pwd
 import re
-import socket
 import threading
 import time
 from typing import Dict, List, Optional, Sequence, Union
@@ -70,7 +69,7 @@ def current_actor() -> str:
         name = pwd.getpwuid(uid).pw_name
     except KeyError:  # a uid with no passwd entry (a container, a removed account)
         name = "?"
-    actor = f"uid {uid} ({name}) on {socket.gethostname()}, pid {os.getpid()}"
+    actor = f"uid {uid} ({name}) on {os.uname().nodename}, pid {os.getpid()}"
     sudo = os.environ.get("SUDO_USER", "")
     if re.fullmatch(r"[A-Za-z0-9_.][A-Za-z0-9_.-]{0,63}", sudo):
         actor += f", sudo from {sudo}"
@@ -79,7 +78,7 @@ def current_actor() -> str:
 
 def lease_owner(tag: str = "op") -> str:
     """A lease owner unique to this thread of this process on this host."""
-    return f"{tag}:{socket.gethostname()}:{os.getpid()}:{threading.get_ident()}:{new_nonce()[:8]}"
+    return f"{tag}:{os.uname().nodename}:{os.getpid()}:{threading.get_ident()}:{new_nonce()[:8]}"
 
 
 class Tracker:
@@ -188,28 +187,44 @@ class Tracker:
         ledger = self.ledger()
         owner = owner or lease_owner()
         ttl = max(deadline - self.clock(), 0.0) + KILL_GRACE + GUARD_MARGIN + self.lease_slack
-        while not ledger.acquire_lease(job, owner, ledger.now(), ttl):
+        nonce = new_nonce()
+        while True:
+            # The lease and the intent in one transaction: committed before the script starts.
+            with ledger.batch():
+                leased = ledger.acquire_lease(job, owner, ledger.now(), ttl)
+                if leased:
+                    op_id = ledger.begin_operation(job, op, nonce, ledger.now(), actor=actor or self.actor)
+            if leased:
+                break
             if self.clock() >= deadline:
                 bit = RequeueBit.CLEAR if op is Op.REQUEUE else None
                 return Outcome(op, job, Result.EXPIRED, bit, None, (), None,
                                "another operation or sweeper held the job until the deadline")
             time.sleep(LEASE_POLL)
         try:
-            nonce = new_nonce()
-            op_id = ledger.begin_operation(job, op, nonce, ledger.now(), actor=actor or self.actor)
             outcome = execute(op, job, deadline, scontrol=self.scontrol, nonce=nonce, clock=self.clock)
-            try:
+        except BaseException:
+            self._give_back(ledger, job, owner)
+            raise
+        try:
+            # The result and the lease given back in one transaction.
+            with ledger.batch():
                 ledger.finish_operation(op_id, outcome, b"".join(c.stderr for c in outcome.calls), ledger.now())
-            except LedgerError as exc:
-                # The object keeps its intent (may_be_set for a requeue): nothing is lost for the
-                # sweeper.  The outcome goes to the log, and with the error to the caller.
-                log.error("could not record %s (nonce %s) in %s", describe(outcome), nonce, self.path)
-                raise NotRecorded(outcome, exc) from exc
-            return outcome
-        finally:
-            try:
                 ledger.release_lease(job, owner)
-            except LedgerError as exc:
-                # Never in place of the outcome or of the error already on its way: the lease
-                # lapses by itself (until then the job's next operation waits, or expires).
-                log.warning("could not give back the lease on job %s (it lapses by itself): %s", job, exc)
+        except LedgerError as exc:
+            # The object keeps its intent (may_be_set for a requeue): nothing is lost for the
+            # sweeper.  The outcome goes to the log, and with the error to the caller.
+            log.error("could not record %s (nonce %s) in %s", describe(outcome), nonce, self.path)
+            self._give_back(ledger, job, owner)
+            raise NotRecorded(outcome, exc) from exc
+        return outcome
+
+    @staticmethod
+    def _give_back(ledger: LedgerStore, job: str, owner: str) -> None:
+        """Release the lease if the ledger lets us; never in place of the outcome or of the error
+        already on its way: the lease lapses by itself (until then the job's next operation waits,
+        or expires)."""
+        try:
+            ledger.release_lease(job, owner)
+        except LedgerError as exc:
+            log.warning("could not give back the lease on job %s (it lapses by itself): %s", job, exc)

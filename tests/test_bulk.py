@@ -13,7 +13,7 @@ from typing import Dict, List
 
 import pytest
 
-from slurm_dsl import Op, RequeueBit, Result
+from slurm_dsl import Op, RequeueBit, Result, bulk
 from slurm_dsl.bulk import chunk_limit, run_many
 from slurm_dsl.cli import main
 from slurm_dsl.ledger import open_ledger
@@ -83,6 +83,7 @@ def test_requeue_runs_call_2_only_where_call_1_succeeded(tmp_path: Path, fakes: 
 
 def test_a_controller_that_is_not_up_runs_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("SLURM_DSL_SQUEUE")
+    monkeypatch.setattr(bulk, "ANSWER_FRESH", -1.0)  # the ids' lookup is too old to stand in for a ping
     fake = write_list_fake(tmp_path / "bin", PLAN, up=False)
     write_fake_squeue(tmp_path / "bin", KNOWN)
     with Tracker(str(tmp_path / "ledger.sqlite3"), scontrol=str(fake)) as t:
@@ -91,6 +92,19 @@ def test_a_controller_that_is_not_up_runs_nothing(tmp_path: Path, monkeypatch: p
     assert calls_made(fake) == ["ping"]
     with open_ledger(tmp_path / "ledger.sqlite3") as ledger:
         assert all(ledger.get(j).bit is RequeueBit.CLEAR for j in PLAN)  # type: ignore[union-attr]
+
+
+def test_a_lookup_that_just_answered_stands_in_for_the_ping(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """slurmctld answered the ids' lookup a moment ago: the first chunk sends no ping; a
+    restore, which looks nothing up first, pings."""
+    monkeypatch.delenv("SLURM_DSL_SQUEUE")
+    fake = write_list_fake(tmp_path / "bin", PLAN)
+    write_fake_squeue(tmp_path / "bin", KNOWN)
+    with Tracker(str(tmp_path / "ledger.sqlite3"), scontrol=str(fake)) as t:
+        list(run_many(t, Op.HOLD, list(PLAN), 10.0))
+        assert calls_made(fake)[0] == "hold 11,12,13,14,15,16"
+        list(run_many(t, Op.RESTORE, list(PLAN), 10.0))
+    assert calls_made(fake)[1:3] == ["ping", "update JobId=11,12,13,14,15,16 Requeue=0"]
 
 
 def test_duplicates_get_one_result_in_input_order(tmp_path: Path, fakes: Path) -> None:
