@@ -1,15 +1,24 @@
 """Shared fixtures: every test gets its own ledger file, never the system's, and (outside
 tests/integration) a squeue that knows no jobs for the operations' array check and
 ``--lookup squeue`` for sweeps, so that unit tests never ask a real slurmctld and pass
-whether or not a real pyslurm is installed."""
+whether or not a real pyslurm is installed.
+
+``ledger_location`` runs a test once per ledger backend: an SQLite file, and a fresh database on
+the lab's MariaDB (tests/ledger_backends.py).  Without a usable MariaDB server its parameter
+skips, except under CI=true, where that is a failure; SLURM_DSL_TEST_MARIADB=off skips it
+knowingly, even under CI.
+"""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 import pytest
+
+if TYPE_CHECKING:
+    from tests.ledger_backends import MariaDbServer
 
 
 @pytest.fixture(autouse=True)
@@ -43,3 +52,41 @@ def bin_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     monkeypatch.delenv("SLURM_DSL_SCONTROL", raising=False)
     yield d
     assert alive_in_group(str(d)) is None, "a process outlived its call"
+
+
+@pytest.fixture(scope="session")
+def mariadb_server() -> Iterator[MariaDbServer]:
+    """The MariaDB server of the ledger's tests, found once per session (skip, or fail under CI)."""
+    from tests.ledger_backends import MariaDbServer
+
+    if os.environ.get("SLURM_DSL_TEST_MARIADB", "").lower() == "off":
+        pytest.skip("SLURM_DSL_TEST_MARIADB=off: the MariaDB ledger is not tested here")
+    server, why = MariaDbServer.find()
+    if server is None:
+        message = (
+            f"no MariaDB for the ledger's tests: {why}. contrib/lab/up starts one;"
+            " SLURM_DSL_TEST_MARIADB=off skips these tests knowingly"
+        )
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{message} (CI=true: they must run)", pytrace=False)
+        pytest.skip(message)
+    yield server
+    for name in sorted(server.created):  # a database some test could not drop
+        server.drop(name)
+
+
+@pytest.fixture
+def mariadb_location(mariadb_server: MariaDbServer) -> Iterator[str]:
+    """The URL of a fresh, empty MariaDB database, dropped afterwards."""
+    with mariadb_server.database() as url:
+        yield url
+
+
+@pytest.fixture(params=["sqlite", "mariadb"])
+def ledger_location(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """Where a test's ledger is, once per backend: an SQLite file that does not exist yet, or
+    the URL of a fresh, empty MariaDB database (``mariadb://localhost/DB?option_file=CNF``)."""
+    if request.param == "sqlite":
+        yield str(tmp_path / "ledger.sqlite3")
+        return
+    yield request.getfixturevalue("mariadb_location")

@@ -1,6 +1,7 @@
 """The admin's view: ``history``, ``ledger status``, ``ledger prune`` and what they rest on (who ran
 each operation, the last sweep, the one way past the append-only triggers), against real SQLite
-files; operations through the real tracker with a fake scontrol where one must run."""
+files and real MariaDB databases (``path`` is either: ``ledger_location``); operations through
+the real tracker with a fake scontrol where one must run."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ from slurm_dsl.model import Call, CallOutcome, Op, Outcome, Reason, RequeueBit, 
 from slurm_dsl.sweeper import sweep
 from slurm_dsl.tracked import Tracker, current_actor
 from tests.fakes import calls_made, write_fake, write_fake_squeue
+from tests.ledger_backends import RAW_ERRORS, Raw, checkpointed, is_mariadb, module, schema, shown, store_class
 
 ROOT = Path(__file__).resolve().parents[1]
 CLEAR, MAY, SET = RequeueBit.CLEAR, RequeueBit.MAY_BE_SET, RequeueBit.SET
@@ -75,8 +77,9 @@ def cli(argv: List[str], capsys: pytest.CaptureFixture[str]) -> Tuple[int, str, 
 
 
 @pytest.fixture
-def path(tmp_path: Path) -> Path:
-    return tmp_path / "ledger.sqlite3"
+def path(ledger_location: str) -> str:
+    """The ledger, once per backend (an SQLite file, a MariaDB database's URL)."""
+    return ledger_location
 
 
 # -- the pure rules -------------------------------------------------------------------------------
@@ -168,21 +171,20 @@ def test_the_actor_names_uid_user_host_and_pid(monkeypatch: pytest.MonkeyPatch) 
         assert "sudo" not in current_actor()
 
 
-def test_begin_records_the_actor_and_keeps_it(path: Path) -> None:
+def test_begin_records_the_actor_and_keeps_it(path: str) -> None:
     with open_ledger(path) as ledger:
         one = record(ledger, "1", Op.HOLD, NOW, actor="uid 0 (root) on ctl1, pid 42")
         two = ledger.begin_operation("1", Op.HOLD, "b" * 32, NOW + 5)  # the old signature: unknown
         entries = ledger.history("1")
     assert [(e.id, e.actor) for e in entries] == [(one, "uid 0 (root) on ctl1, pid 42"), (two, None)]
-    conn = raw(path)
-    for sql in (f"UPDATE history SET actor = 'someone else' WHERE id = {two}",  # not even while unfinished
-                f"UPDATE history SET actor = NULL WHERE id = {one}"):
-        with pytest.raises(sqlite3.DatabaseError, match="append-only"):
-            conn.execute(sql)
-    conn.close()
+    with Raw(path) as conn:
+        for sql in (f"UPDATE history SET actor = 'someone else' WHERE id = {two}",  # not even while unfinished
+                    f"UPDATE history SET actor = NULL WHERE id = {one}"):
+            with pytest.raises(RAW_ERRORS, match="append-only"):
+                conn.execute(sql)
 
 
-def test_the_tracker_and_the_sweeper_record_who_ran_it(tmp_path: Path, path: Path) -> None:
+def test_the_tracker_and_the_sweeper_record_who_ran_it(tmp_path: Path, path: str) -> None:
     fake = write_fake(tmp_path / "bin", {})
     with Tracker(str(path), scontrol=str(fake)) as t:
         t.run(Op.REQUEUE, "5", time.time() + 10)
@@ -207,7 +209,7 @@ class _FoundRunningAtRequeue1:
 # -- the triggers, the migration ------------------------------------------------------------------
 
 
-def three_jobs(path: Path) -> Dict[str, List[int]]:
+def three_jobs(path: str) -> Dict[str, List[int]]:
     """Job 1 clear with three finished operations; job 2 may_be_set after an unknown requeue;
     job 3 clear with one."""
     with open_ledger(path) as ledger:
@@ -217,51 +219,49 @@ def three_jobs(path: Path) -> Dict[str, List[int]]:
     return ids
 
 
-def test_a_plain_delete_and_a_change_to_a_finished_row_are_still_refused(path: Path) -> None:
+def test_a_plain_delete_and_a_change_to_a_finished_row_are_still_refused(path: str) -> None:
     ids = three_jobs(path)
-    conn = raw(path)
-    for sql in ("DELETE FROM history",
-                f"DELETE FROM history WHERE id = {ids['1'][0]}",  # prunable, but not through prune
-                f"UPDATE history SET result = 'rejected' WHERE id = {ids['1'][0]}",
-                f"UPDATE history SET finished_at = 1 WHERE id = {ids['1'][1]}"):
-        with pytest.raises(sqlite3.DatabaseError, match="append-only"):
-            conn.execute(sql)
-    assert conn.execute("SELECT count(*) FROM history").fetchone()[0] == 6
-    conn.close()
+    with Raw(path) as conn:
+        for sql in ("DELETE FROM history",
+                    f"DELETE FROM history WHERE id = {ids['1'][0]}",  # prunable, but not through prune
+                    f"UPDATE history SET result = 'rejected' WHERE id = {ids['1'][0]}",
+                    f"UPDATE history SET finished_at = 1 WHERE id = {ids['1'][1]}"):
+            with pytest.raises(RAW_ERRORS, match="append-only"):
+                conn.execute(sql)
+        assert conn.execute("SELECT count(*) FROM history") == [(6,)]
 
 
-def test_even_inside_prune_the_file_refuses_what_prune_must_never_remove(path: Path) -> None:
+def test_even_inside_prune_the_file_refuses_what_prune_must_never_remove(path: str) -> None:
     ids = three_jobs(path)
     with open_ledger(path) as ledger:
         unfinished = ledger.begin_operation("1", Op.HOLD, "d" * 32, OLD + 10)
-    conn = raw(path)
-    conn.execute("BEGIN IMMEDIATE")
-    conn.execute("INSERT INTO pruning (one) VALUES (1)")
-    # Unfinished (and job 1's newest now); a row of an object that is not clear; job 3's only row.
-    for doomed in (unfinished, ids["2"][0], ids["3"][0]):
-        with pytest.raises(sqlite3.DatabaseError, match="append-only"):
-            conn.execute(f"DELETE FROM history WHERE id = {doomed}")
-    conn.execute(f"DELETE FROM history WHERE id = {ids['1'][0]}")  # an old finished row of a clear job
-    conn.execute("ROLLBACK")
-    conn.close()
+    with Raw(path) as conn:
+        conn.begin()
+        conn.start_pruning()
+        # Unfinished (and job 1's newest now); a row of an object that is not clear; job 3's only row.
+        for doomed in (unfinished, ids["2"][0], ids["3"][0]):
+            with pytest.raises(RAW_ERRORS, match="append-only"):
+                conn.execute(f"DELETE FROM history WHERE id = {doomed}")
+        conn.execute(f"DELETE FROM history WHERE id = {ids['1'][0]}")  # an old finished row of a clear job
+        conn.rollback()
 
 
-def test_a_prune_that_dies_mid_transaction_leaves_the_history_append_only(path: Path) -> None:
+def test_a_prune_that_dies_mid_transaction_leaves_the_history_append_only(path: str) -> None:
     ids = three_jobs(path)
-    conn = raw(path)
-    conn.execute("BEGIN IMMEDIATE")
-    conn.execute("INSERT INTO pruning (one) VALUES (1)")
+    conn = Raw(path)
+    conn.begin()
+    conn.start_pruning()
     conn.execute(f"DELETE FROM history WHERE id = {ids['1'][0]}")
     conn.close()  # never committed: as if the process died here
-    conn = raw(path)
-    assert conn.execute("SELECT count(*) FROM pruning").fetchone()[0] == 0
-    assert conn.execute(f"SELECT count(*) FROM history WHERE id = {ids['1'][0]}").fetchone()[0] == 1
-    with pytest.raises(sqlite3.DatabaseError, match="append-only"):
-        conn.execute(f"DELETE FROM history WHERE id = {ids['1'][0]}")
-    conn.close()
+    with Raw(path) as conn:
+        assert conn.execute("SELECT count(*) FROM pruning") == [(0,)]
+        assert conn.execute(f"SELECT count(*) FROM history WHERE id = {ids['1'][0]}") == [(1,)]
+        with pytest.raises(RAW_ERRORS, match="append-only"):
+            conn.execute(f"DELETE FROM history WHERE id = {ids['1'][0]}")
 
 
-def test_a_version_1_ledger_is_migrated_and_keeps_its_data(path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_version_1_ledger_is_migrated_and_keeps_its_data(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "ledger.sqlite3"  # SQLite's schema 1 (MariaDB's starts where SQLite's 2 is)
     conn = raw(path)
     conn.execute("PRAGMA journal_mode = WAL")
     conn.execute("BEGIN")
@@ -303,7 +303,7 @@ def test_a_version_1_ledger_is_migrated_and_keeps_its_data(path: Path, capsys: p
 # -- history --------------------------------------------------------------------------------------
 
 
-def test_history_human_and_json(path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_history_human_and_json(path: str, capsys: pytest.CaptureFixture[str]) -> None:
     with open_ledger(path) as ledger:
         first = record(ledger, "1", Op.REQUEUE, NOW, UNKNOWN_REQUEUE, actor="uid 0 (root) on ctl1, pid 7")
         second = record(ledger, "1", Op.RESTORE, NOW + 60, ok_outcome(Op.RESTORE, "1"), actor="uid 0 (root) on ctl1,"
@@ -351,7 +351,7 @@ def test_history_human_and_json(path: Path, capsys: pytest.CaptureFixture[str]) 
     assert unfinished["calls"] == [] and unfinished["actor"] == "uid 1000 (alice) on ctl1, pid 9"
 
 
-def test_history_of_several_jobs_and_of_jobs_never_seen(path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_history_of_several_jobs_and_of_jobs_never_seen(path: str, capsys: pytest.CaptureFixture[str]) -> None:
     with open_ledger(path) as ledger:
         record(ledger, "1", Op.HOLD, NOW)
     code, out, _ = cli(["history", "3", "1", "3", "--ledger", str(path)], capsys)
@@ -365,7 +365,8 @@ def test_history_of_several_jobs_and_of_jobs_never_seen(path: Path, capsys: pyte
 
 
 @pytest.mark.parametrize("bad", ["0", "12_3", "1,2", "-5", "abc", "4294967295"])
-def test_history_refuses_a_bad_job_id(path: Path, capsys: pytest.CaptureFixture[str], bad: str) -> None:
+def test_history_refuses_a_bad_job_id(tmp_path: Path, capsys: pytest.CaptureFixture[str], bad: str) -> None:
+    path = tmp_path / "ledger.sqlite3"  # refused before any ledger is read: one backend says it
     with open_ledger(path):
         pass
     code, out, err = cli(["history", "1", bad, "--ledger", str(path)], capsys)
@@ -384,7 +385,7 @@ def test_admin_commands_never_create_a_ledger(tmp_path: Path, capsys: pytest.Cap
 # -- ledger status --------------------------------------------------------------------------------
 
 
-def test_status_human_and_json(path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_status_human_and_json(path: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     now = time.time()
     with open_ledger(path) as ledger:
         record(ledger, "1", Op.HOLD, now - 30 * DAY)  # clear
@@ -395,7 +396,7 @@ def test_status_human_and_json(path: Path, tmp_path: Path, capsys: pytest.Captur
     code, out, err = cli(["ledger", "status", "--json", "--ledger", str(path)], capsys)
     assert (code, err) == (0, ""), "exit 0 whatever it finds: the sweep is the alarm"
     status = json.loads(out)
-    assert status["kind"] == "status" and status["ledger"] == str(path) and status["schema"] == 2
+    assert status["kind"] == "status" and status["ledger"] == shown(path) and status["schema"] == schema(path)
     assert status["history_rows"] == 4 and status["backing_off"] == 1 and status["not_clear"] == 3
     assert status["objects"] == {"clear": 1, "may_be_set": 2, "set": 1}
     assert status["not_clear_by_age"] == {"<1h": 1, "<1d": 0, "<1w": 1, "older": 1}
@@ -409,7 +410,7 @@ def test_status_human_and_json(path: Path, tmp_path: Path, capsys: pytest.Captur
     code, out, _ = cli(["ledger", "status", "--ledger", str(path)], capsys)
     lines = out.splitlines()
     assert code == 0
-    assert lines[0] == f"ledger {path} (schema 2): 4 history row(s)"
+    assert lines[0] == f"ledger {shown(path)} (schema {schema(path)}): 4 history row(s)"
     assert lines[1] == "objects: 1 clear, 2 may_be_set, 1 set"
     assert lines[2] == "not clear, by when their bit last changed: <1h 1, <1d 0, <1w 1, older 1"
     assert lines[3].startswith("oldest not clear: job 2 may_be_set since ") and "10.0 d ago" in lines[3]
@@ -417,7 +418,7 @@ def test_status_human_and_json(path: Path, tmp_path: Path, capsys: pytest.Captur
     assert lines[5].startswith("last sweep: none recorded")
 
 
-def test_a_sweep_is_recorded_for_status_and_a_dry_run_is_not(path: Path, tmp_path: Path,
+def test_a_sweep_is_recorded_for_status_and_a_dry_run_is_not(path: str, tmp_path: Path,
                                                             capsys: pytest.CaptureFixture[str]) -> None:
     fake = write_fake(tmp_path / "bin", {})
     with open_ledger(path) as ledger:
@@ -455,7 +456,7 @@ def test_a_sweep_is_recorded_for_status_and_a_dry_run_is_not(path: Path, tmp_pat
     assert calls_made(fake) == [], "nothing to restore"
 
 
-def test_a_failed_lookup_sweep_is_recorded_as_not_settled(path: Path, tmp_path: Path,
+def test_a_failed_lookup_sweep_is_recorded_as_not_settled(path: str, tmp_path: Path,
                                                           capsys: pytest.CaptureFixture[str]) -> None:
     fake = write_fake(tmp_path / "bin", {})
     with open_ledger(path) as ledger:
@@ -473,7 +474,7 @@ def test_a_failed_lookup_sweep_is_recorded_as_not_settled(path: Path, tmp_path: 
 # -- ledger prune ---------------------------------------------------------------------------------
 
 
-def populate(path: Path) -> Dict[str, List[int]]:
+def populate(path: str) -> Dict[str, List[int]]:
     """History for the prune rules, some of it older than 90 days: per job, its row ids oldest first."""
     now = time.time()
     old = now - 200 * DAY
@@ -495,37 +496,38 @@ def populate(path: Path) -> Dict[str, List[int]]:
     return ids
 
 
-def left(path: Path) -> Dict[str, List[int]]:
+def left(path: str) -> Dict[str, List[int]]:
     with open_ledger(path) as ledger:
         return {job: [e.id for e in ledger.history(job)] for job in "123456"}
 
 
-def test_prune_removes_only_old_finished_rows_of_settled_unleased_objects(path: Path) -> None:
+def test_prune_removes_only_old_finished_rows_of_settled_unleased_objects(path: str) -> None:
     ids = populate(path)
     before = rules.prune_before(time.time(), 90)
     with open_ledger(path) as ledger:
         assert ledger.prune(before, time.time(), dry_run=True) == PruneResult(6, 3, None)
         assert left(path) == ids, "a dry run removes nothing"
-        assert ledger.prune(before, time.time()) == PruneResult(6, 3, True)
-        assert os.path.getsize(str(path) + "-wal") == 0, "checkpointed (TRUNCATE)"
-        assert ledger.prune(before, time.time()) == PruneResult(0, 0, True), "nothing more to do"
+        assert ledger.prune(before, time.time()) == PruneResult(6, 3, checkpointed(path))
+        if not is_mariadb(path):
+            assert os.path.getsize(str(path) + "-wal") == 0, "checkpointed (TRUNCATE)"
+        assert ledger.prune(before, time.time()) == PruneResult(0, 0, checkpointed(path)), "nothing more to do"
     assert left(path) == {"1": ids["1"][3:], "2": ids["2"][2:], "3": ids["3"], "4": ids["4"][1:], "5": ids["5"],
                           "6": ids["6"]}
-    conn = raw(path)
-    assert conn.execute("SELECT count(*) FROM pruning").fetchone()[0] == 0
-    assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
-    conn.close()
+    with Raw(path) as conn:
+        assert conn.execute("SELECT count(*) FROM pruning") == [(0,)]
+        if not is_mariadb(path):
+            assert conn.execute("PRAGMA integrity_check") == [("ok",)]
 
 
-def test_prune_in_many_small_batches_gives_the_same_answer(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_prune_in_many_small_batches_gives_the_same_answer(path: str, monkeypatch: pytest.MonkeyPatch) -> None:
     ids = populate(path)
-    monkeypatch.setattr(sqlite_module, "PRUNE_BATCH", 2)
+    monkeypatch.setattr(module(path), "PRUNE_BATCH", 2)
     with open_ledger(path) as ledger:
-        assert ledger.prune(rules.prune_before(time.time(), 90), time.time()) == PruneResult(6, 3, True)
+        assert ledger.prune(rules.prune_before(time.time(), 90), time.time()) == PruneResult(6, 3, checkpointed(path))
     assert left(path)["1"] == ids["1"][3:] and left(path)["3"] == ids["3"]
 
 
-def test_prune_command_human_json_and_dry_run(path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_prune_command_human_json_and_dry_run(path: str, capsys: pytest.CaptureFixture[str]) -> None:
     ids = populate(path)
     argv = ["ledger", "prune", "--older-than", "90", "--ledger", str(path)]
     code, out, err = cli([*argv, "--dry-run", "--json"], capsys)
@@ -543,19 +545,20 @@ def test_prune_command_human_json_and_dry_run(path: Path, capsys: pytest.Capture
 
 
 @pytest.mark.parametrize("days", ["0", "-3", "1.5", "x", ""])
-def test_prune_refuses_fewer_than_one_day(path: Path, capsys: pytest.CaptureFixture[str], days: str) -> None:
+def test_prune_refuses_fewer_than_one_day(tmp_path: Path, capsys: pytest.CaptureFixture[str], days: str) -> None:
+    path = str(tmp_path / "ledger.sqlite3")  # refused before the ledger is touched: one backend says it
     ids = populate(path)
     code, out, err = cli(["ledger", "prune", "--older-than", days, "--ledger", str(path)], capsys)
     assert (code, out) == (2, "") and "--older-than" in err
     assert left(path) == ids
 
 
-def test_prune_needs_older_than(path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, _, err = cli(["ledger", "prune", "--ledger", str(path)], capsys)
+def test_prune_needs_older_than(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = cli(["ledger", "prune", "--ledger", str(tmp_path / "ledger.sqlite3")], capsys)
     assert code == 2 and "--older-than" in err
 
 
-def test_prune_leaves_alone_a_job_an_operation_is_running_on(path: Path, tmp_path: Path) -> None:
+def test_prune_leaves_alone_a_job_an_operation_is_running_on(path: str, tmp_path: Path) -> None:
     with open_ledger(path) as ledger:
         old = [record(ledger, "7", Op.HOLD, OLD + i) for i in range(3)]
     # The hold's scontrol waits until prune has run: the operation holds the job's lease all along.
@@ -571,7 +574,7 @@ def test_prune_leaves_alone_a_job_an_operation_is_running_on(path: Path, tmp_pat
                 time.sleep(0.01)
             assert calls_made(fake) == ["hold 7"]
             with open_ledger(path) as ledger:
-                assert ledger.prune(rules.prune_before(NOW, 1), time.time()) == PruneResult(0, 0, True)
+                assert ledger.prune(rules.prune_before(NOW, 1), time.time()) == PruneResult(0, 0, checkpointed(path))
         finally:
             gate.touch()
             worker.join(30)
@@ -579,7 +582,7 @@ def test_prune_leaves_alone_a_job_an_operation_is_running_on(path: Path, tmp_pat
     with open_ledger(path) as ledger:
         history = ledger.history("7")
         assert [e.id for e in history[:3]] == old and history[3].finished
-        assert ledger.prune(rules.prune_before(time.time(), 1), time.time()) == PruneResult(3, 1, True)
+        assert ledger.prune(rules.prune_before(time.time(), 1), time.time()) == PruneResult(3, 1, checkpointed(path))
         assert [e.id for e in ledger.history("7")] == [history[3].id]
 
 
@@ -608,22 +611,22 @@ def _worker(path: str, count: int) -> None:
 
 
 def test_prune_under_a_concurrent_process_loses_nothing_and_keeps_every_newest(
-    path: Path, monkeypatch: pytest.MonkeyPatch
+    path: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     per_job = 150
     with open_ledger(path) as ledger:
         pass
-    conn = raw(path)  # old history, written fast (one transaction): the hooks allow appending
-    conn.execute("BEGIN")
-    for j in range(1, JOBS + 1):
-        conn.execute("INSERT INTO objects (job_id, bit, why, updated_at) VALUES (?, 'clear', 'old', ?)", (str(j), OLD))
-        for i in range(per_job):
-            conn.execute("INSERT INTO history (job_id, op, nonce, started_at, prior_bit, finished_at, result,"
-                         " bit_after, calls) VALUES (?, 'hold', 'aa', ?, 'clear', ?, 'ok', 'clear', '[]')",
-                         (str(j), OLD + i, OLD + i + 1))
-    conn.execute("COMMIT")
-    conn.close()
-    monkeypatch.setattr(sqlite_module, "PRUNE_BATCH", 10)  # many short transactions, interleaved with the worker's
+    with Raw(path) as conn:  # old history, written fast (one transaction): the hooks allow appending
+        conn.begin()
+        for j in range(1, JOBS + 1):
+            conn.execute("INSERT INTO objects (job_id, bit, why, updated_at) VALUES (?, 'clear', 'old', ?)",
+                         (str(j), OLD))
+            for i in range(per_job):
+                conn.execute("INSERT INTO history (job_id, op, nonce, started_at, prior_bit, finished_at, result,"
+                             " bit_after, calls) VALUES (?, 'hold', 'aa', ?, 'clear', ?, 'ok', 'clear', '[]')",
+                             (str(j), OLD + i, OLD + i + 1))
+        conn.commit()
+    monkeypatch.setattr(module(path), "PRUNE_BATCH", 10)  # many short transactions, interleaved with the worker's
 
     proc = subprocess.Popen(
         [sys.executable, "-c", "import sys; from tests.test_admin_view import _worker; _worker(sys.argv[1], 400)",
@@ -664,10 +667,10 @@ def test_prune_under_a_concurrent_process_loses_nothing_and_keeps_every_newest(
         assert entries[-1].id == max(i for i, j in begun.items() if j == job)
         assert all(e.started_at > OLD + per_job for e in entries), "every old row went, in the end"
     assert removed == JOBS * per_job
-    conn = raw(path)
-    assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
-    assert conn.execute("SELECT count(*) FROM pruning").fetchone()[0] == 0
-    conn.close()
+    with Raw(path) as conn:
+        if not is_mariadb(path):
+            assert conn.execute("PRAGMA integrity_check") == [("ok",)]
+        assert conn.execute("SELECT count(*) FROM pruning") == [(0,)]
 
 
 def test_the_prune_units_run_weekly_with_the_sweeps_hardening() -> None:
@@ -684,7 +687,7 @@ def test_the_prune_units_run_weekly_with_the_sweeps_hardening() -> None:
 
 
 def test_a_ledger_error_while_recording_a_sweep_does_not_hide_its_report(
-    path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    path: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     fake = write_fake(tmp_path / "bin", {})
     with open_ledger(path) as ledger:
@@ -693,7 +696,7 @@ def test_a_ledger_error_while_recording_a_sweep_does_not_hide_its_report(
     def broken(self: object, *args: object) -> None:
         raise LedgerError("ledger x: record sweep: disk I/O error", path="x")
 
-    monkeypatch.setattr(sqlite_module.SqliteLedger, "record_sweep", broken)
+    monkeypatch.setattr(store_class(path), "record_sweep", broken)
     with Tracker(str(path), scontrol=str(fake)) as t:
         report = sweep(t, _FoundRunningAtRequeue1())
     assert [s.done.value for s in report.swept] == ["restored"]

@@ -4,9 +4,9 @@ Rule 1: the pure modules (job ids, statuses, the script renderer, refusals, the 
 the combination rules, the values, the errors, the ledger's rules) import only a few
 side-effect-free standard modules and each other: no process, file, clock, randomness,
 database or network.  Rule 2: only ``runner`` imports ``subprocess``, only
-``sqlite_ledger`` imports ``sqlite3``, only ``pyslurm_lookup`` imports ``pyslurm``, and
-only ``cli`` prints.  Checked on the source (the AST), so a lazy import inside a function
-counts too.
+``sqlite_ledger`` imports ``sqlite3``, only ``mariadb_ledger`` imports ``pymysql``, only
+``pyslurm_lookup`` imports ``pyslurm``, and only ``cli`` prints.  Checked on the source (the
+AST), so a lazy import inside a function counts too.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ PURE = {
 SIDE_EFFECT_FREE_STDLIB = {
     "__future__", "re", "enum", "dataclasses", "typing", "math", "json", "itertools", "functools"
 }
-ONLY = {"subprocess": "runner", "sqlite3": "sqlite_ledger", "pyslurm": "pyslurm_lookup"}
+ONLY = {"subprocess": "runner", "sqlite3": "sqlite_ledger", "pymysql": "mariadb_ledger", "pyslurm": "pyslurm_lookup"}
 
 
 def imports(module: str) -> Set[str]:

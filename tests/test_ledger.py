@@ -1,8 +1,12 @@
-"""The ledger (docs/contract.md §9.1, §9.2) against real SQLite files, and real processes for concurrency
-and crashes."""
+"""The ledger (docs/contract.md §9.1, §9.2) against real SQLite files and real MariaDB databases (the
+behaviour tests run on both backends, ``ledger_location``), and real processes for concurrency and
+crashes.  What is SQLite's own (the file, WAL, the crash child) runs on SQLite only; MariaDB's own
+is in test_mariadb_ledger.py."""
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
 import os
 import random
 import signal
@@ -10,7 +14,6 @@ import sqlite3
 import stat
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import IO, Any, Dict, List, Optional, Tuple
@@ -25,6 +28,7 @@ from slurm_dsl.combine import next_bit
 from slurm_dsl.ledger import STDERR_CAP, HistoryEntry, LedgerError, LedgerStore, open_ledger
 from slurm_dsl.model import Call, CallOutcome, Op, Outcome, Reason, RequeueBit, Result
 from slurm_dsl.refusals import ALREADY_FINISHED, INVALID_JOB_ID
+from tests.ledger_backends import RAW_ERRORS, Raw, is_mariadb, schema, shown
 
 JOB = "4242"
 NONCE = "0123456789abcdef0123456789abcdef"
@@ -87,7 +91,12 @@ def hold_ok_for(job_id: str) -> Outcome:
     return Outcome(Op.HOLD, job_id, Result.OK, None, None, HOLD_OK.calls, 0)
 
 
-def fresh_ledger(tmp_path: Path, **kwargs: Any) -> LedgerStore:
+def fresh_ledger(location: str, **kwargs: Any) -> LedgerStore:
+    """The ledger at ``ledger_location`` (created on first open): either backend."""
+    return open_ledger(location, **kwargs)
+
+
+def sqlite_ledger(tmp_path: Path, **kwargs: Any) -> LedgerStore:
     return open_ledger(tmp_path / "ledger.sqlite3", **kwargs)
 
 
@@ -124,50 +133,55 @@ def test_default_path_is_under_var_lib() -> None:
 
 
 def test_wal_and_full_sync(tmp_path: Path) -> None:
-    with fresh_ledger(tmp_path):
+    with sqlite_ledger(tmp_path):
         pass
     conn = raw(tmp_path / "ledger.sqlite3")
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     conn.close()
 
 
-def test_a_writer_waits_busy_timeout_then_ledger_error(tmp_path: Path) -> None:
-    with fresh_ledger(tmp_path):
+def test_a_writer_waits_busy_timeout_then_ledger_error(ledger_location: str) -> None:
+    with fresh_ledger(ledger_location):
         pass
-    blocker = raw(tmp_path / "ledger.sqlite3")
-    blocker.execute("BEGIN IMMEDIATE")
+    blocker = Raw(ledger_location)
+    blocker.lock_writers()
     try:
-        with fresh_ledger(tmp_path, busy_timeout=0.3) as ledger:
-            # Reads are not blocked by a writer (WAL).
+        with fresh_ledger(ledger_location, busy_timeout=0.3) as ledger:
+            # Reads are not blocked by a writer (SQLite's WAL, InnoDB's MVCC).
             assert ledger.get(JOB) is None
             start = time.monotonic()
             with pytest.raises(LedgerError, match="locked") as info:
                 ledger.acquire_lease(JOB, "me", 1.0, 10.0)
-            assert time.monotonic() - start >= 0.25
-            assert info.value.path == str(tmp_path / "ledger.sqlite3")
+            waited = time.monotonic() - start
+            # MariaDB's lock wait is whole seconds: 0.3 s becomes 1 s.
+            assert 0.25 <= waited < (3.0 if is_mariadb(ledger_location) else 2.0)
+            assert info.value.path == shown(ledger_location)
     finally:
-        blocker.execute("ROLLBACK")
+        blocker.rollback()
         blocker.close()
 
 
-def test_schema_version_and_reopen_keeps_data(tmp_path: Path) -> None:
-    with fresh_ledger(tmp_path) as ledger:
-        assert ledger.schema_version() == len(sqlite_module.MIGRATIONS) == 2
+def test_schema_version_and_reopen_keeps_data(ledger_location: str) -> None:
+    assert len(sqlite_module.MIGRATIONS) == 2
+    with fresh_ledger(ledger_location) as ledger:
+        assert ledger.schema_version() == schema(ledger_location)
         ledger.begin_operation(JOB, Op.REQUEUE, NONCE, 1.0)
-    with fresh_ledger(tmp_path) as ledger:
-        assert ledger.schema_version() == 2
+    with fresh_ledger(ledger_location) as ledger:
+        assert ledger.schema_version() == schema(ledger_location)
         obj = ledger.get(JOB)
         assert obj is not None and obj.bit is MAY
-    conn = raw(tmp_path / "ledger.sqlite3")
-    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    assert {"objects", "history", "leases"} <= tables
-    conn.close()
+    with Raw(ledger_location) as conn:
+        tables = {r[0] for r in conn.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = DATABASE()"
+            if is_mariadb(ledger_location) else "SELECT name FROM sqlite_master WHERE type = 'table'"
+        )}
+    assert {"objects", "history", "leases", "last_sweep"} <= tables
 
 
 def test_a_migration_and_its_version_bump_commit_together(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    with fresh_ledger(tmp_path):
+    with sqlite_ledger(tmp_path):
         pass
     base = sqlite_module.MIGRATIONS
     # The second statement fails: the first must not stay behind, nor the version move.
@@ -175,28 +189,30 @@ def test_a_migration_and_its_version_bump_commit_together(
         sqlite_module, "MIGRATIONS", (*base, ("CREATE TABLE extra (x)", "CREATE TABLE objects (y)"))
     )
     with pytest.raises(LedgerError, match="already exists"):
-        fresh_ledger(tmp_path)
+        sqlite_ledger(tmp_path)
     conn = raw(tmp_path / "ledger.sqlite3")
     assert conn.execute("PRAGMA user_version").fetchone()[0] == len(base)
     assert conn.execute("SELECT count(*) FROM sqlite_master WHERE name = 'extra'").fetchone()[0] == 0
     conn.close()
 
     monkeypatch.setattr(sqlite_module, "MIGRATIONS", (*base, ("CREATE TABLE extra (x)",)))
-    with fresh_ledger(tmp_path) as ledger:
+    with sqlite_ledger(tmp_path) as ledger:
         assert ledger.schema_version() == len(base) + 1
     conn = raw(tmp_path / "ledger.sqlite3")
     assert conn.execute("SELECT count(*) FROM sqlite_master WHERE name = 'extra'").fetchone()[0] == 1
     conn.close()
 
 
-def test_a_newer_schema_is_refused(tmp_path: Path) -> None:
-    with fresh_ledger(tmp_path):
+def test_a_newer_schema_is_refused(ledger_location: str) -> None:
+    with fresh_ledger(ledger_location):
         pass
-    conn = raw(tmp_path / "ledger.sqlite3")
-    conn.execute("PRAGMA user_version = 99")
-    conn.close()
-    with pytest.raises(LedgerError, match=r"schema version 99, newer than this slurm-dsl knows \(2\)"):
-        fresh_ledger(tmp_path)
+    with Raw(ledger_location) as conn:
+        conn.execute(
+            "UPDATE schema_version SET version = 99" if is_mariadb(ledger_location) else "PRAGMA user_version = 99"
+        )
+    known = schema(ledger_location)
+    with pytest.raises(LedgerError, match=rf"schema version 99, newer than this slurm-dsl knows \({known}\)"):
+        fresh_ledger(ledger_location)
 
 
 def test_a_path_that_cannot_be_created_says_which_and_why(tmp_path: Path) -> None:
@@ -244,9 +260,9 @@ CASES: List[Tuple[str, RequeueBit, Outcome, RequeueBit]] = [
 
 @pytest.mark.parametrize("name, prior, outcome, after", CASES, ids=[c[0] for c in CASES])
 def test_begin_and_finish(
-    tmp_path: Path, name: str, prior: RequeueBit, outcome: Outcome, after: RequeueBit
+    ledger_location: str, name: str, prior: RequeueBit, outcome: Outcome, after: RequeueBit
 ) -> None:
-    with fresh_ledger(tmp_path) as ledger:
+    with fresh_ledger(ledger_location) as ledger:
         if prior is not CLEAR:
             force_bit(ledger, JOB, prior)
         op_id = ledger.begin_operation(JOB, outcome.op, NONCE, 10.0)
@@ -268,8 +284,8 @@ def test_begin_and_finish(
             assert obj.why == during.why and obj.updated_at == during.updated_at
 
 
-def test_a_job_with_only_holds_has_a_clear_object(tmp_path: Path) -> None:
-    with fresh_ledger(tmp_path) as ledger:
+def test_a_job_with_only_holds_has_a_clear_object(ledger_location: str) -> None:
+    with fresh_ledger(ledger_location) as ledger:
         assert ledger.get(JOB) is None
         ledger.finish_operation(ledger.begin_operation(JOB, Op.HOLD, NONCE, 5.0), HOLD_OK, b"", 6.0)
         obj = ledger.get(JOB)
@@ -277,19 +293,16 @@ def test_a_job_with_only_holds_has_a_clear_object(tmp_path: Path) -> None:
         assert ledger.pending(100.0) == []
 
 
-def test_intent_is_committed_before_begin_returns_and_survives_a_crash(tmp_path: Path) -> None:
-    path = tmp_path / "ledger.sqlite3"
-    ledger = open_ledger(path)
+def test_intent_is_committed_before_begin_returns_and_survives_a_crash(ledger_location: str) -> None:
+    ledger = open_ledger(ledger_location)
     ledger.begin_operation(JOB, Op.REQUEUE, NONCE, 7.0)
     # Another connection sees it at once: the transaction is committed, not pending.
-    conn = raw(path)
-    assert conn.execute("SELECT bit, why FROM objects WHERE job_id = ?", (JOB,)).fetchone() == (
-        "may_be_set",
-        f"requeue {NONCE} started",
-    )
-    conn.close()
+    with Raw(ledger_location) as conn:
+        assert conn.execute("SELECT bit, why FROM objects WHERE job_id = ?", (JOB,)) == [
+            ("may_be_set", f"requeue {NONCE} started")
+        ]
     ledger.close()  # the process "dies" before finish_operation
-    with open_ledger(path) as ledger:
+    with open_ledger(ledger_location) as ledger:
         obj = ledger.get(JOB)
         assert obj is not None and obj.bit is MAY
         (entry,) = ledger.history(JOB)
@@ -297,8 +310,8 @@ def test_intent_is_committed_before_begin_returns_and_survives_a_crash(tmp_path:
         assert [o.job_id for o in ledger.pending(8.0)] == [JOB]
 
 
-def test_finish_refuses_a_second_finish_an_unknown_id_and_a_foreign_outcome(tmp_path: Path) -> None:
-    with fresh_ledger(tmp_path) as ledger:
+def test_finish_refuses_a_second_finish_an_unknown_id_and_a_foreign_outcome(ledger_location: str) -> None:
+    with fresh_ledger(ledger_location) as ledger:
         op_id = ledger.begin_operation(JOB, Op.REQUEUE, NONCE, 1.0)
         with pytest.raises(ValueError, match="is requeue 4242, not hold 4242"):
             ledger.finish_operation(op_id, HOLD_OK, b"", 2.0)
@@ -311,8 +324,8 @@ def test_finish_refuses_a_second_finish_an_unknown_id_and_a_foreign_outcome(tmp_
         assert obj is not None and obj.bit is MAY  # the refused finish changed nothing
 
 
-def test_bad_arguments_are_value_errors(tmp_path: Path) -> None:
-    with fresh_ledger(tmp_path) as ledger:
+def test_bad_arguments_are_value_errors(ledger_location: str) -> None:
+    with fresh_ledger(ledger_location) as ledger:
         with pytest.raises(ValueError, match="invalid job id"):
             ledger.begin_operation("123_4", Op.HOLD, NONCE, 1.0)
         with pytest.raises(ValueError, match="finite"):
@@ -322,14 +335,13 @@ def test_bad_arguments_are_value_errors(tmp_path: Path) -> None:
         assert ledger.history(JOB) == []
 
 
-def test_history_is_complete_and_append_only(tmp_path: Path) -> None:
-    path = tmp_path / "ledger.sqlite3"
+def test_history_is_complete_and_append_only(ledger_location: str) -> None:
     big = b"x" * (STDERR_CAP + 1000)
-    with open_ledger(path) as ledger:
+    with open_ledger(ledger_location) as ledger:
         first = ledger.begin_operation(JOB, Op.REQUEUE, "aa" * 16, 1.0)
         ledger.finish_operation(first, REQUEUE_CLEAR_FAILED, big, 2.0)
         second = ledger.begin_operation(JOB, Op.RESTORE, "bb" * 16, 3.0)
-        ledger.finish_operation(second, RESTORE_OK, b"\x1eDSL bb call 1 0\n", 4.0)
+        ledger.finish_operation(second, RESTORE_OK, b"\x1eDSL bb call 1 0\n\xff\x00", 4.0)
         third = ledger.begin_operation(JOB, Op.HOLD, "cc" * 16, 5.0)
         entries = ledger.history(JOB)
     assert [e.id for e in entries] == [first, second, third]
@@ -344,28 +356,27 @@ def test_history_is_complete_and_append_only(tmp_path: Path) -> None:
     ]
     assert one.calls[2].reason == "unrecognised_stderr"
     assert one.stderr == big[:STDERR_CAP] and one.stderr_len == len(big)
-    assert (two.prior_bit, two.bit_after, two.stderr) == (MAY, CLEAR, b"\x1eDSL bb call 1 0\n")
+    assert (two.prior_bit, two.bit_after, two.stderr) == (MAY, CLEAR, b"\x1eDSL bb call 1 0\n\xff\x00")
     assert two.calls[0].status_text == "0" and two.calls[0].message is None
     assert three.op is Op.HOLD and not three.finished and three.calls == ()
 
-    conn = raw(path)
-    for sql in (
-        "DELETE FROM history",
-        f"UPDATE history SET result = 'ok' WHERE id = {first}",
-        f"UPDATE history SET nonce = 'dd' WHERE id = {third}",
-        f"UPDATE history SET prior_bit = 'set' WHERE id = {third}",
-    ):
-        with pytest.raises(sqlite3.DatabaseError, match="append-only"):
-            conn.execute(sql)
-    assert conn.execute("SELECT count(*) FROM history").fetchone()[0] == 3
-    conn.close()
+    with Raw(ledger_location) as conn:
+        for sql in (
+            "DELETE FROM history",
+            f"UPDATE history SET result = 'ok' WHERE id = {first}",
+            f"UPDATE history SET nonce = 'dd' WHERE id = {third}",
+            f"UPDATE history SET prior_bit = 'set' WHERE id = {third}",
+        ):
+            with pytest.raises(RAW_ERRORS, match="append-only"):
+                conn.execute(sql)
+        assert conn.execute("SELECT count(*) FROM history") == [(3,)]
 
 
 # -- leases, pending and back-off -----------------------------------------------------------------
 
 
-def test_a_lease_is_exclusive_until_it_expires(tmp_path: Path) -> None:
-    with fresh_ledger(tmp_path) as ledger:
+def test_a_lease_is_exclusive_until_it_expires(ledger_location: str) -> None:
+    with fresh_ledger(ledger_location) as ledger:
         assert ledger.acquire_lease(JOB, "a", 100.0, 30.0)
         assert not ledger.acquire_lease(JOB, "b", 129.9, 30.0)
         assert ledger.acquire_lease(JOB, "a", 120.0, 30.0)  # renewal, now until 150
@@ -378,8 +389,8 @@ def test_a_lease_is_exclusive_until_it_expires(tmp_path: Path) -> None:
         assert ledger.acquire_lease(JOB, "a", 151.0, 30.0)
 
 
-def test_set_bit_needs_the_lease(tmp_path: Path) -> None:
-    with fresh_ledger(tmp_path) as ledger:
+def test_set_bit_needs_the_lease(ledger_location: str) -> None:
+    with fresh_ledger(ledger_location) as ledger:
         ledger.begin_operation(JOB, Op.REQUEUE, NONCE, 1.0)
         assert not ledger.set_bit(JOB, CLEAR, "gone", 2.0, owner="sweeper")  # no lease at all
         assert ledger.acquire_lease(JOB, "sweeper", 2.0, 10.0)
@@ -393,8 +404,8 @@ def test_set_bit_needs_the_lease(tmp_path: Path) -> None:
         assert obj is not None and (obj.bit, obj.why, obj.updated_at) == (CLEAR, "job gone", 14.0)
 
 
-def test_pending_oldest_first_skipping_clear_leased_and_backed_off(tmp_path: Path) -> None:
-    with fresh_ledger(tmp_path, backoff_base=10.0, backoff_cap=100.0) as ledger:
+def test_pending_oldest_first_skipping_clear_leased_and_backed_off(ledger_location: str) -> None:
+    with fresh_ledger(ledger_location, backoff_base=10.0, backoff_cap=100.0) as ledger:
         for job_id, started in (("5", 5.0), ("3", 3.0), ("4", 4.0), ("6", 3.0), ("1", 1.0)):
             ledger.begin_operation(job_id, Op.REQUEUE, NONCE, started)
         ledger.finish_operation(
@@ -411,8 +422,8 @@ def test_pending_oldest_first_skipping_clear_leased_and_backed_off(tmp_path: Pat
         assert [o.job_id for o in ledger.pending(20.0)] == ["1", "3", "4", "5", "6"]
 
 
-def test_a_watched_object_keeps_its_bit_gets_no_back_off_and_waits_behind_the_others(tmp_path: Path) -> None:
-    with fresh_ledger(tmp_path, backoff_base=10.0, backoff_cap=100.0) as ledger:
+def test_a_watched_object_keeps_its_bit_gets_no_back_off_and_waits_behind_the_others(ledger_location: str) -> None:
+    with fresh_ledger(ledger_location, backoff_base=10.0, backoff_cap=100.0) as ledger:
         for job_id, started in (("1", 1.0), ("2", 2.0), ("3", 3.0)):
             ledger.begin_operation(job_id, Op.REQUEUE, NONCE, started)
         ledger.lookup_failed("1", "down", 5.0)  # due at 15
@@ -427,8 +438,8 @@ def test_a_watched_object_keeps_its_bit_gets_no_back_off_and_waits_behind_the_ot
         assert [o.job_id for o in ledger.pending(20.0, limit=1)] == ["3"]
 
 
-def test_lookup_back_off_doubles_up_to_the_cap_and_set_bit_resets_it(tmp_path: Path) -> None:
-    with fresh_ledger(tmp_path, backoff_base=10.0, backoff_cap=100.0) as ledger:
+def test_lookup_back_off_doubles_up_to_the_cap_and_set_bit_resets_it(ledger_location: str) -> None:
+    with fresh_ledger(ledger_location, backoff_base=10.0, backoff_cap=100.0) as ledger:
         ledger.begin_operation(JOB, Op.REQUEUE, NONCE, 0.0)
         waits = [ledger.lookup_failed(JOB, f"timeout {n}", 1000.0) - 1000.0 for n in range(1, 8)]
         assert waits == [10.0, 20.0, 40.0, 80.0, 100.0, 100.0, 100.0]
@@ -436,9 +447,8 @@ def test_lookup_back_off_doubles_up_to_the_cap_and_set_bit_resets_it(tmp_path: P
         assert obj is not None
         assert (obj.lookup_failures, obj.next_lookup_at, obj.lookup_error) == (7, 1100.0, "timeout 7")
         assert obj.bit is MAY and obj.why == f"requeue {NONCE} started"  # the bit's why is kept
-        conn = raw(tmp_path / "ledger.sqlite3")
-        conn.execute("UPDATE objects SET lookup_failures = 5000")
-        conn.close()
+        with Raw(ledger_location) as conn:
+            conn.execute("UPDATE objects SET lookup_failures = 5000")
         assert ledger.lookup_failed(JOB, "down", 1000.0) == 1100.0  # 2.0 ** 5000 would overflow
         assert ledger.acquire_lease(JOB, "sweeper", 1000.0, 10.0)
         assert ledger.set_bit(JOB, SET, "still Requeue=1, restore failed", 1001.0, owner="sweeper")
@@ -454,24 +464,30 @@ def test_lookup_back_off_doubles_up_to_the_cap_and_set_bit_resets_it(tmp_path: P
 ANY_OUTCOME = [c[2] for c in CASES]
 
 
-@settings(max_examples=60, deadline=None)
-@given(st.lists(st.sampled_from(ANY_OUTCOME), max_size=12), st.booleans())
-def test_the_object_follows_next_bit_over_any_sequence(outcomes: List[Outcome], crash_last: bool) -> None:
-    with tempfile.TemporaryDirectory() as tmp, open_ledger(Path(tmp) / "l.sqlite3") as ledger:
+def test_the_object_follows_next_bit_over_any_sequence(ledger_location: str) -> None:
+    jobs = itertools.count(1)  # each example on a job of its own, all in one ledger
+
+    @settings(max_examples=60, deadline=None)
+    @given(st.lists(st.sampled_from(ANY_OUTCOME), max_size=12), st.booleans())
+    def check(outcomes: List[Outcome], crash_last: bool) -> None:
+        job = str(next(jobs))
         expected = CLEAR
-        for i, outcome in enumerate(outcomes):
-            op_id = ledger.begin_operation(JOB, outcome.op, f"{i:032x}", float(i))
+        for i, outcome in enumerate(dataclasses.replace(o, job_id=job) for o in outcomes):
+            op_id = ledger.begin_operation(job, outcome.op, f"{i:032x}", float(i))
             if crash_last and i == len(outcomes) - 1:
                 if outcome.op is Op.REQUEUE:
                     expected = MAY  # unfinished requeue: intent stays
                 break
             assert ledger.finish_operation(op_id, outcome, b"", i + 0.5) is next_bit(expected, outcome)
             expected = next_bit(expected, outcome)
-        obj = ledger.get(JOB)
+        obj = ledger.get(job)
         assert (obj.bit if obj else CLEAR) is expected
-        entries = ledger.history(JOB)
+        entries = ledger.history(job)
         assert [e.op for e in entries] == [o.op for o in outcomes]
         assert all(a.bit_after == b.prior_bit for a, b in zip(entries, entries[1:]) if a.finished)
+
+    with open_ledger(ledger_location) as ledger:
+        check()
 
 
 # -- real processes -------------------------------------------------------------------------------
@@ -494,10 +510,11 @@ def readline(stream: Optional[IO[str]]) -> str:
     return stream.readline()
 
 
-def test_two_processes_lose_no_update_and_never_see_database_locked(tmp_path: Path) -> None:
-    path = tmp_path / "ledger.sqlite3"
+def test_two_processes_lose_no_update_and_never_see_database_locked(ledger_location: str) -> None:
+    # Two hosts, as far as a MariaDB ledger can tell: two processes, each its own connection.
+    path = ledger_location
     count = 150
-    workers = [child("worker", str(path), name, str(count)) for name in ("alpha", "beta")]
+    workers = [child("worker", path, name, str(count)) for name in ("alpha", "beta")]
     try:
         for proc in workers:
             assert readline(proc.stdout) == "ready\n"
@@ -629,26 +646,26 @@ def check_crash_invariants(path: Path, begun: Dict[int, str], finished: Dict[int
 # -- a bulk chunk: its intents in one transaction, its results in one -----------------------------
 
 
-def test_a_chunks_intents_are_one_transaction_committed_before_any_script(tmp_path: Path) -> None:
+def test_a_chunks_intents_are_one_transaction_committed_before_any_script(ledger_location: str) -> None:
     jobs = [str(n) for n in range(100, 160)]
-    with fresh_ledger(tmp_path) as ledger:
+    with fresh_ledger(ledger_location) as ledger:
         op_ids = ledger.begin_operations([(j, Op.REQUEUE, NONCE) for j in jobs], 5.0, actor="uid 0 (root)")
         assert len(op_ids) == len(set(op_ids)) == len(jobs)
-    with fresh_ledger(tmp_path) as other:  # another connection sees every intent at once
+    with fresh_ledger(ledger_location) as other:  # another connection sees every intent at once
         assert all(other.get(j).bit is MAY for j in jobs)  # type: ignore[union-attr]
         assert [h.op for j in jobs for h in other.history(j)] == [Op.REQUEUE] * len(jobs)
 
 
-def test_a_bad_id_in_a_chunk_writes_no_intent_at_all(tmp_path: Path) -> None:
-    with fresh_ledger(tmp_path) as ledger:
+def test_a_bad_id_in_a_chunk_writes_no_intent_at_all(ledger_location: str) -> None:
+    with fresh_ledger(ledger_location) as ledger:
         with pytest.raises(ValueError):
             ledger.begin_operations([("101", Op.REQUEUE, NONCE), ("1_2", Op.REQUEUE, NONCE)], 5.0)
         assert ledger.get("101") is None
 
 
-def test_a_chunks_results_are_one_transaction_all_or_none(tmp_path: Path) -> None:
+def test_a_chunks_results_are_one_transaction_all_or_none(ledger_location: str) -> None:
     jobs = ["201", "202", "203"]
-    with fresh_ledger(tmp_path) as ledger:
+    with fresh_ledger(ledger_location) as ledger:
         op_ids = ledger.begin_operations([(j, Op.REQUEUE, NONCE) for j in jobs], 5.0)
         bits = ledger.finish_operations([(i, requeue_ok_for(j), b"") for i, j in zip(op_ids, jobs)], 6.0)
         assert bits == [CLEAR] * 3 and all(ledger.get(j).bit is CLEAR for j in jobs)  # type: ignore[union-attr]
@@ -659,3 +676,24 @@ def test_a_chunks_results_are_one_transaction_all_or_none(tmp_path: Path) -> Non
         # The refused batch wrote nothing: 201's second requeue is still only begun (may_be_set).
         assert ledger.get("201").bit is MAY  # type: ignore[union-attr]
         assert [h.finished for h in ledger.history("201")] == [True, False]
+
+
+def test_a_batch_is_one_transaction_seen_by_others_only_once_it_ends(ledger_location: str) -> None:
+    with fresh_ledger(ledger_location) as ledger, fresh_ledger(ledger_location) as other:
+        with ledger.batch():
+            assert ledger.acquire_leases(["301", "302"], "bulk", 5.0, 60.0) == ["301", "302"]
+            op_ids = ledger.begin_operations([("301", Op.REQUEUE, NONCE), ("302", Op.REQUEUE, NONCE)], ledger.now())
+            assert ledger.get("301").bit is MAY  # type: ignore[union-attr]  # its own writes, inside
+            assert other.get("301") is None, "not committed before the block ends"
+            with pytest.raises(RuntimeError, match="do not nest"):
+                with ledger.batch():
+                    pass
+        assert other.get("301").bit is MAY and not other.acquire_lease("302", "sweep", 6.0, 10.0)  # type: ignore[union-attr]
+        with pytest.raises(LedgerError, match="already finished"):
+            with ledger.batch():
+                ledger.finish_operations([(op_ids[0], requeue_ok_for("301"), b"")], 7.0)
+                ledger.release_leases(["301", "302"], "bulk")
+                ledger.finish_operations([(op_ids[0], requeue_ok_for("301"), b"")], 7.0)
+        # All or none: neither the first finish nor the leases given back were kept.
+        assert other.get("301").bit is MAY and [h.finished for h in other.history("301")] == [False]  # type: ignore[union-attr]
+        assert not other.acquire_lease("301", "sweep", 8.0, 10.0)

@@ -1,8 +1,10 @@
 """Every operation that ran is reported, whatever the ledger does afterwards (docs/contract.md §9.2, §10).
 
 The ledger is locked for real: another connection takes its write lock (as a stuck
-process or an admin's sqlite3 shell would) while a fake scontrol's call is running, and
-the ledger's busy timeout is short.  The fake's calls.log says which scripts started.
+process or an admin's sqlite3 or mariadb shell would) while a fake scontrol's call is
+running, and the ledger's busy timeout is short (MariaDB's lock wait is whole seconds: 1).
+Each test runs on both backends (``ledger_location``).  The fake's calls.log says which
+scripts started.
 """
 
 from __future__ import annotations
@@ -10,7 +12,6 @@ from __future__ import annotations
 import io
 import json
 import shlex
-import sqlite3
 import threading
 import time
 from pathlib import Path
@@ -22,10 +23,10 @@ from slurm_dsl import ledger as ledger_module
 from slurm_dsl.cli import main
 from slurm_dsl.ledger import LedgerError, open_ledger
 from slurm_dsl.model import Op, Result
-from slurm_dsl.sqlite_ledger import SqliteLedger
 from slurm_dsl.tracked import NotRecorded, Tracker
 from tests.fakes import calls_made, refuse, write_fake
 from tests.ground import ALREADY_FINISHED
+from tests.ledger_backends import Raw, store_class
 
 BUSY = 0.3  # seconds a ledger write waits for the lock here (the default is 5)
 
@@ -36,15 +37,16 @@ def _short_busy_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture
-def ledger_path(tmp_path: Path) -> Path:
-    return tmp_path / "ledger.sqlite3"
+def ledger_path(ledger_location: str) -> str:
+    """The ledger, once per backend."""
+    return ledger_location
 
 
 class Locker:
     """Holds the ledger's write lock from its own connection, from when ``trigger`` exists
     (or at once) until the block ends; creates ``locked`` once it holds it."""
 
-    def __init__(self, path: Path, flags: Path, *, at_once: bool = False) -> None:
+    def __init__(self, path: str, flags: Path, *, at_once: bool = False) -> None:
         self.path = path
         self.trigger, self.locked = flags / "trigger", flags / "locked"
         if at_once:
@@ -58,12 +60,12 @@ class Locker:
             while not self.trigger.exists():
                 if self._done.wait(0.005):
                     return
-            conn = sqlite3.connect(str(self.path), isolation_level=None)
+            conn = Raw(self.path)
             try:
-                conn.execute("BEGIN EXCLUSIVE")
+                conn.lock_writers()
                 self.locked.touch()
                 self._done.wait(60)
-                conn.execute("ROLLBACK")
+                conn.rollback()
             finally:
                 conn.close()
         except BaseException as exc:
@@ -104,7 +106,7 @@ def not_started(err: str) -> List[str]:
 
 
 def test_hold_a_b_c_locked_during_b_prints_b_and_never_starts_c(
-    tmp_path: Path, ledger_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, ledger_path: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     then = "case $JOB in 6) " + refuse(ALREADY_FINISHED, suspend_line=True) + " ;; *) exit 0 ;; esac"
     fake = write_fake(tmp_path / "bin", {"hold": lock_during("6", tmp_path, then)})
@@ -125,7 +127,7 @@ def test_hold_a_b_c_locked_during_b_prints_b_and_never_starts_c(
 
 
 def test_json_rows_of_what_ran_and_exit_1_when_all_of_it_was_ok(
-    tmp_path: Path, ledger_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, ledger_path: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     fake = write_fake(tmp_path / "bin", {"hold": lock_during("6", tmp_path)})
     with Locker(ledger_path, tmp_path):
@@ -140,7 +142,7 @@ def test_json_rows_of_what_ran_and_exit_1_when_all_of_it_was_ok(
 
 
 def test_parallel_every_job_whose_script_started_is_printed_once(
-    tmp_path: Path, ledger_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, ledger_path: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     jobs = [str(n) for n in range(101, 131)]
     fake = write_fake(tmp_path / "bin", {"hold": lock_during("110", tmp_path, "sleep 0.05; exit 0")})
@@ -162,7 +164,7 @@ def test_parallel_every_job_whose_script_started_is_printed_once(
 
 
 def test_an_outcome_that_cannot_be_recorded_travels_with_the_error(
-    tmp_path: Path, ledger_path: Path, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, ledger_path: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     fake = write_fake(tmp_path / "bin", {"hold": lock_during("5", tmp_path)})
     with Tracker(str(ledger_path), scontrol=str(fake)) as t, Locker(ledger_path, tmp_path):
@@ -177,42 +179,44 @@ def test_an_outcome_that_cannot_be_recorded_travels_with_the_error(
 
 
 def test_a_lease_that_cannot_be_given_back_does_not_lose_the_outcome(
-    tmp_path: Path, ledger_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, ledger_path: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     def locked(*args: object, **kwargs: object) -> bool:
         raise LedgerError("database is locked", path=str(ledger_path))
 
     fake = write_fake(tmp_path / "bin", {})
-    monkeypatch.setattr(SqliteLedger, "release_lease", locked)
+    monkeypatch.setattr(store_class(ledger_path), "release_lease", locked)
     with Tracker(str(ledger_path), scontrol=str(fake)) as t:
-        out = t.run(Op.HOLD, "5", time.time() + 10)
-    assert out.result is Result.OK
-    assert "lease" in caplog.text
+        with pytest.raises(NotRecorded) as raised:
+            t.run(Op.HOLD, "5", time.time() + 10)
+    # The result and the lease go back in one transaction, so neither was written; the
+    # outcome travels with the error and the log says the lease lapses by itself.
+    assert raised.value.outcome.result is Result.OK
+    assert "could not record hold 5: ok" in caplog.text and "lapses by itself" in caplog.text
     monkeypatch.undo()
     with open_ledger(ledger_path) as ledger:
-        assert [h.result for h in ledger.history("5")] == [Result.OK]
+        assert [h.result for h in ledger.history("5")] == [None], "the intent stays, unfinished"
 
 
 def test_a_ledger_failing_before_the_script_raises_its_own_error_and_runs_nothing(
-    tmp_path: Path, ledger_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, ledger_path: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     fake = write_fake(tmp_path / "bin", {})
-    lock = Locker(ledger_path, tmp_path)
-    acquire = SqliteLedger.acquire_lease
+    store = store_class(ledger_path)
+    begin = store.begin_operation
 
-    def acquire_then_lock(self: SqliteLedger, *args: Any, **kwargs: Any) -> bool:
-        # The lock is taken between the lease and the intent: the intent fails, and so does
-        # giving the lease back, which must not take the intent's error's place.
-        held = acquire(self, *args, **kwargs)
-        lock.trigger.touch()
-        while not lock.locked.exists():
-            time.sleep(0.005)
-        return held
+    def failing_begin(self: Any, *args: Any, **kwargs: Any) -> int:
+        raise LedgerError("begin operation: disk I/O error", path=str(ledger_path))
 
-    monkeypatch.setattr(SqliteLedger, "acquire_lease", acquire_then_lock)
-    with Tracker(str(ledger_path), scontrol=str(fake)) as t, lock:
+    monkeypatch.setattr(store, "begin_operation", failing_begin)
+    with Tracker(str(ledger_path), scontrol=str(fake)) as t:
         with pytest.raises(LedgerError, match="begin operation") as info:
             t.run(Op.HOLD, "5", time.time() + 10)
-    assert not isinstance(info.value, NotRecorded), "nothing ran"
-    assert calls_made(fake) == []
-    assert "could not give back the lease on job 5" in caplog.text
+        assert not isinstance(info.value, NotRecorded), "nothing ran"
+        assert calls_made(fake) == []
+        monkeypatch.setattr(store, "begin_operation", begin)
+        # The lease was taken in the intent's transaction, so it went with it: the next
+        # operation on the job gets the job at once.
+        ledger = t.ledger()
+        assert ledger.acquire_lease("5", "next", ledger.now(), 10.0)
+        assert ledger.history("5") == []

@@ -1,5 +1,5 @@
-"""The sweeper's rule and its edge, against a real ledger, a fake scontrol and an
-in-memory lookup (the squeue lookup itself is tested against the live lab)."""
+"""The sweeper's rule and its edge, against a real ledger (each backend: ``ledger_location``), a
+fake scontrol and an in-memory lookup (the squeue lookup itself is tested against the live lab)."""
 
 from __future__ import annotations
 
@@ -13,10 +13,11 @@ from slurm_dsl import Op, RequeueBit
 from slurm_dsl.ledger import open_ledger
 from slurm_dsl.lookup import JobInfo, LookupFailed
 from slurm_dsl.model import Outcome, Result
-from slurm_dsl.sweeper import Action, Done, SweepBusy, SweepLock, decide, metrics_text, sweep
+from slurm_dsl.sweeper import Action, Done, SweepBusy, decide, metrics_text, sweep
 from slurm_dsl.tracked import Tracker
 from tests.fakes import calls_made, refuse, write_fake
 from tests.ground import ALREADY_FINISHED, INVALID_USER_ID
+from tests.ledger_backends import shown
 
 
 def info(job: str, state: str = "RUNNING", requeue: bool = True) -> JobInfo:
@@ -69,8 +70,8 @@ def mark(path: str, jobs: Sequence[str], bit: RequeueBit = RequeueBit.MAY_BE_SET
 
 
 @pytest.fixture
-def setup(tmp_path: Path) -> tuple:  # type: ignore[type-arg]
-    path = str(tmp_path / "ledger.sqlite3")
+def setup(tmp_path: Path, ledger_location: str) -> tuple:  # type: ignore[type-arg]
+    path = ledger_location
     fake = write_fake(tmp_path / "bin", {"clear": 'case $JOB in 9*) ' + refuse(INVALID_USER_ID) + ' ;; esac; exit 0'})
     return path, fake
 
@@ -116,8 +117,8 @@ def test_a_watched_job_is_restored_once_it_comes_back(setup: tuple) -> None:  # 
     assert bits(path) == {"5": "clear"}
 
 
-def test_a_job_that_finishes_before_its_restore_is_watched(tmp_path: Path) -> None:
-    path = str(tmp_path / "ledger.sqlite3")
+def test_a_job_that_finishes_before_its_restore_is_watched(tmp_path: Path, ledger_location: str) -> None:
+    path = ledger_location
     fake = write_fake(tmp_path / "bin", {"clear": refuse(ALREADY_FINISHED)})
     mark(path, ["6"])
     with Tracker(path, scontrol=str(fake)) as t:
@@ -184,14 +185,15 @@ def test_nothing_to_do_asks_nothing(setup: tuple) -> None:  # type: ignore[type-
     assert lookup.asked == [] and report.settled and report.swept == []
 
 
-def test_one_sweeper_at_a_time(tmp_path: Path) -> None:
-    path = str(tmp_path / "ledger.sqlite3")
-    with SweepLock(path):
-        with pytest.raises(SweepBusy, match="another sweep"):
-            with SweepLock(path):
-                pass
-    with SweepLock(path):
-        pass  # released on exit
+def test_one_sweeper_at_a_time(ledger_location: str) -> None:
+    with open_ledger(ledger_location) as one, open_ledger(ledger_location) as other:
+        with one.sweep_lock():
+            with pytest.raises(SweepBusy, match="another sweep") as busy:
+                with other.sweep_lock():
+                    pass
+            assert shown(ledger_location) in busy.value.path  # the message says which ledger
+        with other.sweep_lock():
+            pass  # released on exit
 
 
 def test_metrics_text_is_a_prometheus_textfile(setup: tuple) -> None:  # type: ignore[type-arg]
@@ -253,7 +255,7 @@ def test_cli_sweep_with_slurmctld_unreachable_changes_nothing(setup: tuple, tmp_
 
 def test_cli_second_sweep_exits_at_once(setup: tuple) -> None:  # type: ignore[type-arg]
     path, fake = setup
-    with SweepLock(path):
+    with open_ledger(path) as ledger, ledger.sweep_lock():
         code, out = cli(["sweep", "--ledger", path, "--scontrol", str(fake)])
     assert (code, out) == (3, "")
 
