@@ -16,6 +16,7 @@ from .errors import InvalidInput
 
 MAX_JOB_ID = 4294967294
 _JOB_ID = re.compile(r"[1-9][0-9]*\Z", re.ASCII)
+_MAX_DIGITS = len(str(MAX_JOB_ID))
 
 
 def validate_job_id(job_id: Union[str, int]) -> str:
@@ -24,6 +25,8 @@ def validate_job_id(job_id: Union[str, int]) -> str:
     An ``int`` is read as its decimal value; a ``bool`` is refused (it is an int to Python,
     never a job id to an admin).
     """
+    if type(job_id) is str and _JOB_ID.match(job_id) and (len(job_id) < _MAX_DIGITS or int(job_id) <= MAX_JOB_ID):
+        return job_id  # the common case, an exact str already canonical: checked as below, only faster
     if (
         isinstance(job_id, bool)
         or not isinstance(job_id, (str, int))
@@ -38,6 +41,6 @@ def validate_job_id(job_id: Union[str, int]) -> str:
         raise InvalidInput(
             f"invalid job id {text!r}: expected a plain decimal job id like 1234 (no arrays, lists, signs or spaces)"
         )
-    if len(text) > len(str(MAX_JOB_ID)) or int(text) > MAX_JOB_ID:
+    if len(text) > _MAX_DIGITS or int(text) > MAX_JOB_ID:
         raise InvalidInput(f"invalid job id {text!r}: larger than {MAX_JOB_ID}")
     return text
