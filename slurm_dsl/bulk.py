@@ -184,7 +184,7 @@ def _run_listed(
             ledger.release_leases(ids, owner)
     except LedgerError as exc:
         for outcome in outcomes.values():
-            log.error("could not record %s (nonce %s) in %s", describe(outcome), nonce, tracker.path)
+            log.error("could not record %s (nonce %s) in %s", describe(outcome), nonce, ledger.path)
         _give_back(ledger, ids, owner)
         first, *more = (outcomes[j] for j in ids)
         raise NotRecorded(first, exc, more=more) from exc

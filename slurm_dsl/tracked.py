@@ -214,7 +214,7 @@ class Tracker:
         except LedgerError as exc:
             # The object keeps its intent (may_be_set for a requeue): nothing is lost for the
             # sweeper.  The outcome goes to the log, and with the error to the caller.
-            log.error("could not record %s (nonce %s) in %s", describe(outcome), nonce, self.path)
+            log.error("could not record %s (nonce %s) in %s", describe(outcome), nonce, ledger.path)
             self._give_back(ledger, job, owner)
             raise NotRecorded(outcome, exc) from exc
         return outcome
