@@ -1,4 +1,5 @@
-"""The admin's view of the ledger: what ``history``, ``ledger status`` and ``ledger prune`` show.
+"""The admin's view of the ledger: what ``history``, ``ledger status``, ``ledger prune`` and
+``ledger migrate`` show, and ``migrate`` itself, which copies one store into another.
 
 Strategy: each command's answer is built once, as JSON values (``--json`` prints them as they
 are, one object per line, each with a ``kind``), and the human text is rendered from those same
@@ -9,10 +10,12 @@ people, with the epoch seconds beside them for scripts.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Dict, List, Optional, Sequence
 
 from . import ledger_rules as rules
-from .ledger import HistoryEntry, JobObject, LedgerStore, PruneResult, iso_utc
+from .errors import InvalidInput, UsageError
+from .ledger import HistoryEntry, ImportResult, JobObject, LedgerError, LedgerStore, PruneResult, iso_utc
 from .model import RequeueBit
 
 UNKNOWN_ACTOR = "unknown"  # rows written before schema 2 did not record who ran them
@@ -170,3 +173,105 @@ def prune_line(p: Dict[str, Any]) -> str:
     if p["checkpointed"] is False:
         line += "; the WAL checkpoint could not finish (the ledger was busy): SQLite completes it later"
     return line
+
+
+# -- ledger migrate -------------------------------------------------------------------------------
+
+MIGRATE_BATCH = 500  # objects or history rows per transaction on the target
+
+
+def migrate(
+    source: LedgerStore, target: LedgerStore, *, merge: bool, batch: Optional[int] = None
+) -> Dict[str, Any]:
+    """Copy every object, every history row and the last sweep of ``source`` into ``target``;
+    return ``ledger migrate --json``'s object.  ``source`` is only read.
+
+    Strategy: in batches of ``batch`` records (default ``MIGRATE_BATCH``), each one transaction on the target
+    (``import_records``), so that no ledger needs one giant transaction.  Objects first, the not
+    clear ones first of all, then the history in id order: a migration stopped anywhere leaves no
+    history row (a requeue that started, say) without its object, and every not-clear object of
+    the source is in the target before anything else; ``--merge`` then finishes it, since merging
+    twice is merging once.  Leases are not copied: each operation and sweep takes its own.  The
+    last sweep is the later of the two.
+
+    ``UsageError`` if both name one ledger (``identity``); ``LedgerError`` if the target holds
+    objects or history and ``merge`` is not given.
+    """
+    batch = MIGRATE_BATCH if batch is None else batch
+    if batch < 1:
+        raise InvalidInput(f"batch must be at least 1, not {batch!r}")
+    if source.identity() == target.identity():
+        raise UsageError(f"--from and --to name the same ledger ({source.path}, {target.path}): nothing to do")
+    if not merge:
+        objects, rows = sum(target.count_by_bit().values()), target.count_history()
+        if objects or rows:
+            raise LedgerError(
+                f"ledger {target.path} already holds {objects} object(s) and {rows} history row(s): migrate"
+                " copies into an empty ledger only; --merge merges into it instead (an object in both keeps"
+                " the less clear bit, rows already there are skipped)",
+                path=target.path,
+            )
+    total = ImportResult()
+    try:
+        for not_clear in (True, False):
+            after = ""
+            while True:
+                page = source.export_objects(not_clear=not_clear, after=after, limit=batch)
+                if page:
+                    total = _plus(total, target.import_records(page, [], merge=merge))
+                    after = page[-1].job_id
+                if len(page) < batch:
+                    break
+        after_id = 0
+        while True:
+            entries = source.export_history(after_id, batch)
+            if entries:
+                total = _plus(total, target.import_records([], entries, merge=merge))
+                after_id = entries[-1].id
+            if len(entries) < batch:
+                break
+        last = source.last_sweep()
+        mine = target.last_sweep()
+        if last is None:
+            sweep = "none"
+        elif mine is not None and mine.finished_at >= last.finished_at:
+            sweep = "kept"
+        else:
+            target.record_sweep(last.started_at, last.finished_at, last.summary)
+            sweep = "copied"
+    except LedgerError as exc:
+        if total == ImportResult():
+            raise
+        raise LedgerError(
+            f"{exc}; the migration stopped part-way, the not-clear objects first: run it again with --merge"
+            " to finish it",
+            path=exc.path,
+        ) from exc
+    return {
+        "kind": "migrate",
+        "from": source.path,
+        "to": target.path,
+        "merge": merge,
+        "objects": {"copied": total.objects_copied, "merged": total.objects_merged, "kept": total.objects_kept},
+        "history": {"copied": total.history_copied, "skipped": total.history_skipped},
+        "last_sweep": sweep,
+        "not_clear": target.count_not_clear(),
+        "leases_copied": False,
+    }
+
+
+def _plus(a: ImportResult, b: ImportResult) -> ImportResult:
+    return ImportResult(*(x + y for x, y in zip(dataclasses.astuple(a), dataclasses.astuple(b))))
+
+
+def migrate_lines(m: Dict[str, Any]) -> List[str]:
+    """The human ``ledger migrate``, from ``migrate``'s object."""
+    o, h = m["objects"], m["history"]
+    return [
+        f"migrate{' --merge' if m['merge'] else ''} {m['from']} -> {m['to']}:",
+        f"  objects: {o['copied']} copied, {o['merged']} merged (took the less clear bit), {o['kept']} kept",
+        f"  history rows: {h['copied']} copied, {h['skipped']} skipped (already there)",
+        f"  last sweep: {m['last_sweep']}; leases: not copied (each operation and sweep takes its own)",
+        f"  {m['not_clear']} object(s) not clear in {m['to']} now"
+        + (": sweeps on that ledger settle them" if m["not_clear"] else ""),
+    ]

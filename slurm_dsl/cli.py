@@ -313,6 +313,20 @@ exit status:
 """
 
 
+_MIGRATE_EPILOG = """\
+In batches of 500 records, each one transaction on the target: objects first (the not-clear
+ones first of all), then the history, so a migration stopped anywhere leaves no history row
+without its object; run it again with --merge to finish it. Stop operations and sweeps on the
+source first: it is read as it is, not locked.
+
+exit status:
+  0 copied (or merged)
+  2 usage error (--from and --to name the same ledger)
+  1 any other error (no ledger at --from, a target that holds records without --merge, a ledger
+    unavailable)
+"""
+
+
 def _days(text: str) -> int:
     try:
         value = int(text)
@@ -339,8 +353,9 @@ def _admin_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[typ
     _common_options(p)
     p.set_defaults(handler=_cmd_history)
     ledger = sub.add_parser(
-        "ledger", help="the ledger itself: status, prune",
-        description="Look after the ledger: 'status' summarises it, 'prune' removes old history of settled jobs.",
+        "ledger", help="the ledger itself: status, prune, migrate",
+        description="Look after the ledger: 'status' summarises it, 'prune' removes old history of settled jobs,"
+        " 'migrate' copies it into another (SQLite to MariaDB or back).",
     )
     _common_options(ledger)
     below = ledger.add_subparsers(dest="ledger_command", metavar="SUBCOMMAND", parser_class=_Parser)
@@ -366,6 +381,26 @@ def _admin_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[typ
     p.add_argument("--json", action="store_true", help="one JSON object")
     _common_options(p)
     p.set_defaults(handler=_cmd_ledger_prune)
+    p = below.add_parser(
+        "migrate", help="copy a ledger into another: SQLite to MariaDB, MariaDB to SQLite, or file to file",
+        description="Copy every object (bit, why, since when, lookup back-off), every history row (all"
+        " columns, unfinished rows unfinished, in their order) and the last sweep from one ledger into"
+        " another. The source is only read. Leases are not copied. The target must be empty unless --merge.",
+        epilog=_MIGRATE_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--from", dest="source", required=True, metavar="LOCATION",
+                   help="the ledger to copy: PATH, sqlite:PATH or mariadb://HOST[:PORT]/DATABASE[?option_file=PATH]"
+                   " (it must exist; it is never written)")
+    p.add_argument("--to", dest="target", required=True, metavar="LOCATION",
+                   help="the ledger to copy into, in the same forms (an SQLite file is created if need be; a"
+                   " MariaDB database must exist)")
+    p.add_argument("--merge", action="store_true",
+                   help="copy into a ledger that already holds records: an object in both keeps the less clear"
+                   " bit (set > may_be_set > clear), a history row already there is skipped; running it twice"
+                   " changes nothing the second time")
+    p.add_argument("--json", action="store_true", help="one JSON object")
+    _common_options(p)
+    p.set_defaults(handler=_cmd_ledger_migrate)
 
 
 def format_outcome(outcome: Outcome) -> str:
@@ -649,6 +684,34 @@ def _cmd_ledger_prune(args: argparse.Namespace, out: IO[str]) -> int:
     if result.checkpointed is False:
         log.warning("prune: the WAL checkpoint could not finish (the ledger was busy)")
     out.write(json.dumps(report, sort_keys=True) + "\n" if args.json else admin_view.prune_line(report) + "\n")
+    return EXIT_OK
+
+
+def _same_location(a: str, b: str) -> bool:
+    """Whether two ledger locations are one by their names alone (the stores' ``identity`` then
+    catches two names for one ledger)."""
+    def name(location: str) -> str:  # a URL without its query, or the file's absolute path
+        if is_url(location):
+            return "mariadb://" + location.split("://", 1)[1].split("?", 1)[0]
+        return os.path.abspath(sqlite_path(location))
+
+    return name(a) == name(b)
+
+
+def _cmd_ledger_migrate(args: argparse.Namespace, out: IO[str]) -> int:
+    from . import admin_view
+
+    if _same_location(args.source, args.target):
+        # Not repeated: a URL may hold what must not be shown (opening it refuses that, quietly).
+        raise UsageError("--from and --to name the same ledger: nothing to do")
+    # The source first, never created nor migrated (a mistyped --from leaves nothing behind), and
+    # only then the target, created (an SQLite file) or migrated if need be.
+    with open_ledger(args.source, migrate_schema=False) as source, open_ledger(args.target) as target:
+        report = admin_view.migrate(source, target, merge=args.merge)
+    if args.json:
+        out.write(json.dumps(report, sort_keys=True) + "\n")
+    else:
+        out.writelines(line + "\n" for line in admin_view.migrate_lines(report))
     return EXIT_OK
 
 

@@ -8,19 +8,29 @@ runner's TERM at a deadline); slurmctld answering ``scontrol ping``;
 the Slurm version and which lookup the sweeper will use; ``JobRequeue=0`` and
 the job_submit companion (``scontrol show config``); the ledger; who is asking.
 ``parse_config`` is pure; the rest runs through ``runner`` and ``ledger``.
+
+The ledger's checks depend on its backend.  An SQLite file is opened (created and migrated if
+need be) and its mode looked at.  A MariaDB URL is looked at without writing anything
+(``mariadb_ledger.probe``): the option file (``ledger-cnf``: a regular file of this uid or
+root, readable by nobody else), the server (``ledger-db``: reachable within the connect and
+read timeouts, its version), its clock against this host's (``ledger-time``: leases and
+back-offs use the server's, so an offset is no fault, but an admin wants to see it), and the
+schema (``ledger``): empty or older is a warning (the next slurm-dsl to open it migrates it),
+newer a failure.
 """
 
 from __future__ import annotations
 
 import os
+import shlex
 import stat
 from dataclasses import dataclass
 from typing import Dict, List, Optional
 
 from . import runner
 from .binaries import find_scontrol, find_squeue
-from .errors import ConfigError
-from .ledger import LedgerError, open_ledger
+from .errors import ConfigError, DSLError
+from .ledger import is_url, open_ledger, sqlite_path
 from .lookup import LookupFailed
 from .lookup_choice import make_lookup
 from .script import PROBE_STATUS, PROBE_STDERR, render_probe
@@ -29,6 +39,8 @@ from .squeue_lookup import SqueueLookup, slurm_version
 OK, WARN, FAIL = "ok", "warn", "fail"
 CHECK_TIMEOUT = 20.0  # seconds each check may take
 PROBE_DEADLINE = 0.5  # seconds: the wrapper probe's call 1 is long done by then, its call 2 still asleep
+CLOCK_WARN = 60.0  # seconds between this host's clock and a MariaDB ledger server's worth a warning
+DB_BUSY_TIMEOUT = 1.0  # the probe's lock wait, so its read timeout is this + mariadb_ledger.READ_SLACK
 
 
 @dataclass(frozen=True)
@@ -81,7 +93,7 @@ def run_checks(
     except ConfigError as exc:
         checks.append(Check("lookup", FAIL, str(exc)))
     checks += _config_checks(path) if up else []
-    checks.append(_ledger_check(ledger_path))
+    checks += _ledger_checks(ledger_path)
     if os.geteuid() == 0:
         checks.append(Check("caller", OK, "root"))
     else:
@@ -122,18 +134,78 @@ def _config_checks(scontrol: str) -> List[Check]:
     return checks
 
 
-def _ledger_check(path: str) -> Check:
+def _ledger_checks(location: str) -> List[Check]:
+    return _mariadb_checks(location) if is_url(location) else [_sqlite_check(location)]
+
+
+def _not_clear(detail: str, not_clear: int) -> Check:
+    return Check("ledger", OK if not not_clear else WARN, detail + ("" if not not_clear else ": run slurm-dsl sweep"))
+
+
+def _sqlite_check(location: str) -> Check:
+    path = sqlite_path(location)
     try:
-        with open_ledger(path) as ledger:
+        with open_ledger(location) as ledger:
             version = ledger.schema_version()
             not_clear = ledger.count_not_clear()
-    except LedgerError as exc:
-        # Ledger.open refuses a ledger or directory another account could write or own (a
-        # symlink, a foreign owner, group/world-writable), and its message says the fix.
+        # What open lets through: a file others may read (the history shows every job's operations).
+        mode = stat.S_IMODE(os.lstat(path).st_mode)
+    except DSLError as exc:
+        # open refuses a ledger or directory another account could write or own (a symlink, a
+        # foreign owner, group/world-writable), and its message says the fix.
         return Check("ledger", FAIL, str(exc))
-    # What it lets through: a file others may read (the history shows every job's operations).
-    mode = stat.S_IMODE(os.lstat(path).st_mode)
+    except OSError as exc:  # removed or replaced since: whatever it is now is not checked
+        return Check("ledger", FAIL, f"{path}: {exc.strerror}")
     detail = f"{path} (schema {version}, {not_clear} object(s) not clear)"
     if mode & 0o077:
-        return Check("ledger", WARN, f"{detail}: mode {mode:04o}, should be 0600 (chmod 600 {path})")
-    return Check("ledger", OK if not not_clear else WARN, detail + ("" if not not_clear else ": run slurm-dsl sweep"))
+        return Check("ledger", WARN, f"{detail}: mode {mode:04o}, should be 0600 (chmod 600 {shlex.quote(path)})")
+    return _not_clear(detail, not_clear)
+
+
+def _mariadb_checks(url: str) -> List[Check]:
+    """The option file, the server, its clock and the schema, each a line; the first failure
+    ends them (what follows could not be looked at).  Nothing is written to the database."""
+    from . import mariadb_ledger as mariadb
+
+    try:
+        where = mariadb.parse_url(url)
+    except ConfigError as exc:
+        return [Check("ledger", FAIL, str(exc))]
+    cnf = where.option_file
+    try:
+        mariadb.read_option_file(cnf)  # its checks: a regular file of ours or root's, 0600/0400
+        st = os.stat(cnf)
+    except ConfigError as exc:
+        return [Check("ledger-cnf", FAIL, str(exc))]
+    except OSError as exc:
+        return [Check("ledger-cnf", FAIL, f"option file {cnf}: {exc.strerror}")]
+    checks = [Check("ledger-cnf", OK, f"{cnf}: a regular file of uid {st.st_uid}, mode {stat.S_IMODE(st.st_mode):04o}")]
+    try:
+        found = mariadb.probe(url, busy_timeout=DB_BUSY_TIMEOUT)
+    except DSLError as exc:  # unreachable, refused, no such database; or no PyMySQL
+        return [*checks, Check("ledger-db", FAIL, str(exc))]
+    rtt = (found.after - found.before) * 1000
+    checks.append(Check("ledger-db", OK, f"{where.url}: server {found.version} (answered in {rtt:.1f} ms)"))
+    offset = found.clock_offset
+    how = (f"{abs(offset):.2f} s {'ahead of' if offset >= 0 else 'behind'} this host's"
+           f" (give or take {rtt / 2:.1f} ms)")
+    if abs(offset) > CLOCK_WARN:
+        checks.append(Check("ledger-time", WARN, f"the server's clock is {how}: leases and back-offs use the"
+                            " server's, so they still agree, but times in logs and history will not match"
+                            " this host's; check NTP on both"))
+    else:
+        checks.append(Check("ledger-time", OK, f"the server's clock is {how} (leases and back-offs use the server's)"))
+    current = len(mariadb.MIGRATIONS)
+    detail = f"{where.url} (schema {found.schema}"
+    if found.schema == 0:
+        checks.append(Check("ledger", WARN, f"{detail}): database {where.database} is empty: the first slurm-dsl"
+                            " to open it creates the ledger's tables"))
+    elif found.schema < current:
+        checks.append(Check("ledger", WARN, f"{detail}, older than this slurm-dsl's {current}): the next slurm-dsl"
+                            " to open it migrates it"))
+    elif found.schema > current or found.not_clear is None:
+        checks.append(Check("ledger", FAIL, f"{detail}, newer than this slurm-dsl's {current}): upgrade slurm-dsl"
+                            " on this host"))
+    else:
+        checks.append(_not_clear(f"{detail}, {found.not_clear} object(s) not clear)", found.not_clear))
+    return checks

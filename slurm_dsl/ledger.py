@@ -154,6 +154,19 @@ class PruneResult:
     checkpointed: Optional[bool]
 
 
+@dataclass(frozen=True)
+class ImportResult:
+    """What ``import_records`` did: objects new to the ledger (``copied``), objects it had whose
+    bit the incoming, less clear one replaced (``merged``) or that it kept as they were
+    (``kept``); history rows added (``copied``) or already there (``skipped``)."""
+
+    objects_copied: int = 0
+    objects_merged: int = 0
+    objects_kept: int = 0
+    history_copied: int = 0
+    history_skipped: int = 0
+
+
 def iso_utc(epoch: float) -> str:
     """``2024-05-01T12:00:03Z``: an epoch time as ISO-8601 UTC, to the second."""
     return datetime.fromtimestamp(epoch, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -236,6 +249,34 @@ class LedgerStore(Protocol):
 
     def prune(self, before: float, now: float, *, dry_run: bool = False) -> PruneResult: ...
 
+    # -- ``ledger migrate``: one ledger copied into another (docs/contract.md §9.1.2) ---------------
+
+    def identity(self) -> str:
+        """What storage this is, for telling two locations that name one ledger apart: the file
+        (device and inode), or the server's host name, port and the database."""
+        ...
+
+    def export_objects(self, *, not_clear: bool, after: str = "", limit: int = 500) -> List[JobObject]:
+        """Up to ``limit`` objects whose bit is (``not_clear``) or is not clear, every field as
+        stored, by job id from after ``after``: a page of the whole set.  Reads only."""
+        ...
+
+    def export_history(self, after_id: int, limit: int) -> List[HistoryEntry]:
+        """Up to ``limit`` history rows with ids above ``after_id``, in id order, every column as
+        stored (unfinished rows unfinished).  Reads only."""
+        ...
+
+    def import_records(
+        self, objects: Sequence[JobObject], history: Sequence[HistoryEntry], *, merge: bool
+    ) -> ImportResult:
+        """Store another ledger's objects, then its history rows (new ids, in the order given), in
+        ONE transaction.  Objects keep every field.  Without ``merge`` every object must be new
+        (else ``LedgerError``, nothing written).  With ``merge`` an object the ledger has keeps
+        the less clear bit (``ledger_rules.less_clear``: the incoming one replaces it only if its
+        bit is less clear), and a history row it has (same job, nonce, op and start) is skipped.
+        Leases and the last sweep are not part of it."""
+        ...
+
 
 MARIADB_SCHEMES = ("mariadb://", "mysql://")
 
@@ -257,13 +298,16 @@ def open_ledger(
     backoff_base: float = BACKOFF_BASE,
     backoff_cap: float = BACKOFF_CAP,
     clock: Optional[Callable[[], float]] = None,
+    migrate_schema: bool = True,
 ) -> LedgerStore:
     """Open (creating and migrating if need be) the ledger at ``location``: an SQLite file (a
     path or ``sqlite:PATH``) or a ``mariadb://HOST[:PORT]/DATABASE`` URL.
 
     ``busy_timeout`` defaults to ``BUSY_TIMEOUT`` as it is when the ledger is opened.  ``clock``
     replaces the ledger's own (tests only): by default the host's for SQLite, the server's for
-    MariaDB.
+    MariaDB.  ``migrate_schema=False`` (a ledger that must not be written, such as the source of
+    ``ledger migrate``) refuses a schema older than this code's with ``LedgerError`` instead of
+    migrating it: an empty one too, so nothing is created there.
     """
     location = os.fspath(location)
     busy = BUSY_TIMEOUT if busy_timeout is None else busy_timeout
@@ -271,10 +315,12 @@ def open_ledger(
         from .mariadb_ledger import MariaDbLedger
 
         return MariaDbLedger.open(
-            location, busy_timeout=busy, backoff_base=backoff_base, backoff_cap=backoff_cap, clock=clock
+            location, busy_timeout=busy, backoff_base=backoff_base, backoff_cap=backoff_cap, clock=clock,
+            migrate_schema=migrate_schema,
         )
     from .sqlite_ledger import SqliteLedger
 
     return SqliteLedger.open(
-        sqlite_path(location), busy_timeout=busy, backoff_base=backoff_base, backoff_cap=backoff_cap, clock=clock
+        sqlite_path(location), busy_timeout=busy, backoff_base=backoff_base, backoff_cap=backoff_cap, clock=clock,
+        migrate_schema=migrate_schema,
     )

@@ -7,7 +7,9 @@ the bit after: ``after`` gives what the object holds once the outcome is known
 failed is looked at again after a back-off that doubles per failure up to a cap (``backoff``).
 Only requeue and restore write the object; hold, release and open leave it as it is.  Rule 4,
 the one exception to an append-only history: ``prune`` removes only old, finished rows of clear,
-unleased objects, never an object's newest (``may_prune``).
+unleased objects, never an object's newest (``may_prune``).  Rule 5, merging two ledgers
+(``ledger migrate --merge``): of a job's two objects the less clear bit wins (``less_clear``), so
+a bit that may be set is never lost nor made clearer.
 """
 
 from __future__ import annotations
@@ -123,3 +125,16 @@ def ages(since: Iterable[float], now: float) -> Dict[str, int]:
     for t in since:
         counts[age_bucket(now - t)] += 1
     return counts
+
+
+# -- migrate: merging one ledger into another --------------------------------------------------
+
+# How far a bit is from clear: a merge never lowers it (set > may_be_set > clear).
+UNCLEARNESS: Dict[RequeueBit, int] = {RequeueBit.CLEAR: 0, RequeueBit.MAY_BE_SET: 1, RequeueBit.SET: 2}
+
+
+def less_clear(incoming: RequeueBit, kept: RequeueBit) -> bool:
+    """Rule 5: whether a merge replaces the object it has (bit ``kept``) by the incoming one (bit
+    ``incoming``, with its why): only if the incoming bit is strictly less clear.  A tie keeps
+    what is there, so merging the same ledger twice changes nothing the second time."""
+    return UNCLEARNESS[RequeueBit(incoming)] > UNCLEARNESS[RequeueBit(kept)]

@@ -41,6 +41,7 @@ A ``MariaDbLedger`` is one connection: use it from one thread at a time (another
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import errno
 import json
@@ -80,6 +81,7 @@ from .ledger import (
     STDERR_CAP,
     CallRecord,
     HistoryEntry,
+    ImportResult,
     JobObject,
     PruneResult,
     SweepRecord,
@@ -215,6 +217,10 @@ OWN_TABLES = frozenset(
 )
 
 _OBJECTS = "SELECT job_id, bit, why, updated_at, lookup_failures, next_lookup_at, lookup_error FROM objects"
+_HISTORY = (
+    "SELECT id, job_id, op, nonce, started_at, prior_bit, finished_at, result, requeue_bit,"
+    " bit_after, reason, detail, exit_status, calls, stderr, stderr_len, actor FROM history"
+)
 _PENDING = (
     "SELECT job_id, bit, why, updated_at, lookup_failures, next_lookup_at, lookup_error FROM objects o"
     " WHERE bit <> 'clear' AND next_lookup_at <= %s"
@@ -576,15 +582,21 @@ class MariaDbLedger:
         backoff_base: float = BACKOFF_BASE,
         backoff_cap: float = BACKOFF_CAP,
         clock: Optional[Callable[[], float]] = None,
+        migrate_schema: bool = True,
     ) -> MariaDbLedger:
         """Connect to the database ``url`` names and migrate it; ``now`` reads ``clock`` (default:
-        the server's).  ConfigError for a bad URL or option file, LedgerError for the server."""
+        the server's).  ConfigError for a bad URL or option file, LedgerError for the server.
+        ``migrate_schema=False``: migrate nothing; an older schema (an empty database too) is
+        LedgerError (``ledger.open_ledger``)."""
         backoff_base, backoff_cap = _finite("backoff_base", backoff_base), _finite("backoff_cap", backoff_cap)
         ledger = cls(Server.of(url, busy_timeout), backoff_base, backoff_cap, clock)
         try:
             with ledger._errors("open"):
                 ledger._connection()
-            if ledger._version() < len(MIGRATIONS):
+            version = ledger._version()
+            if version < len(MIGRATIONS) and not migrate_schema:
+                ledger._refuse_older(version)
+            if version < len(MIGRATIONS):
                 ledger._migrate()
         except BaseException:
             ledger.close()
@@ -763,6 +775,21 @@ class MariaDbLedger:
                 except (pymysql.Error, OSError):
                     pass  # a connection that is gone holds no lock
                 cursor.close()
+
+    def _refuse_older(self, version: int) -> None:
+        """LedgerError for a schema older than this code's, in a ledger that must not be written."""
+        if version == 0:
+            raise LedgerError(
+                f"no ledger in {self.path}: database {self.database} holds no slurm-dsl schema (nothing was"
+                " created)",
+                path=self.path,
+            )
+        raise LedgerError(
+            f"ledger {self.path} has schema version {version}, older than this slurm-dsl's ({len(MIGRATIONS)}),"
+            f" and is not migrated here since it must not be written: 'slurm-dsl ledger status --ledger"
+            f" {self.path}' migrates it",
+            path=self.path,
+        )
 
     def _refuse_foreign_tables(self, cursor: Cursor) -> None:
         """A database with tables of its own and no schema version is someone else's: leave it."""
@@ -1047,33 +1074,33 @@ class MariaDbLedger:
         """Every operation on the job, oldest first."""
         rows = self._read(
             "read history",
-            "SELECT id, job_id, op, nonce, started_at, prior_bit, finished_at, result, requeue_bit,"
-            " bit_after, reason, detail, exit_status, calls, stderr, stderr_len, actor"
-            " FROM history WHERE job_id = %s ORDER BY id",
+            _HISTORY + " WHERE job_id = %s ORDER BY id",
             (job_id,),
         )
-        return [
-            HistoryEntry(
-                id=int(r[0]),
-                job_id=r[1],
-                op=Op(r[2]),
-                nonce=r[3],
-                started_at=float(r[4]),
-                prior_bit=RequeueBit(r[5]),
-                finished_at=None if r[6] is None else float(r[6]),
-                result=_enum_or_none(Result, r[7]),
-                requeue_bit=_enum_or_none(RequeueBit, r[8]),
-                bit_after=_enum_or_none(RequeueBit, r[9]),
-                reason=_enum_or_none(Reason, r[10]),
-                detail=r[11] or "",
-                exit_status=r[12],
-                calls=tuple(CallRecord(**c) for c in json.loads(r[13] or "[]")),
-                stderr=bytes(r[14] or b""),
-                stderr_len=int(r[15] or 0),
-                actor=r[16],
-            )
-            for r in rows
-        ]
+        return [self._entry(r) for r in rows]
+
+    @staticmethod
+    def _entry(r: Tuple[Any, ...]) -> HistoryEntry:
+        """A history row (``_HISTORY``'s columns) as a ``HistoryEntry``."""
+        return HistoryEntry(
+            id=int(r[0]),
+            job_id=r[1],
+            op=Op(r[2]),
+            nonce=r[3],
+            started_at=float(r[4]),
+            prior_bit=RequeueBit(r[5]),
+            finished_at=None if r[6] is None else float(r[6]),
+            result=_enum_or_none(Result, r[7]),
+            requeue_bit=_enum_or_none(RequeueBit, r[8]),
+            bit_after=_enum_or_none(RequeueBit, r[9]),
+            reason=_enum_or_none(Reason, r[10]),
+            detail=r[11] or "",
+            exit_status=r[12],
+            calls=tuple(CallRecord(**c) for c in json.loads(r[13] or "[]")),
+            stderr=bytes(r[14] or b""),
+            stderr_len=int(r[15] or 0),
+            actor=r[16],
+        )
 
     # -- the admin's view ------------------------------------------------------------------------
 
@@ -1150,6 +1177,162 @@ class MariaDbLedger:
                 break
             after_id = int(rows[-1][0])
         return PruneResult(removed, len(jobs), None)
+
+    # -- ledger migrate ----------------------------------------------------------------------------
+
+    def identity(self) -> str:
+        """The server (its own host name and port, whatever name reached it) and the database."""
+        host, port, database = self._read("identity", "SELECT @@hostname, @@port, DATABASE()")[0]
+        return f"mariadb {host}:{port}/{database}"
+
+    def export_objects(self, *, not_clear: bool, after: str = "", limit: int = 500) -> List[JobObject]:
+        """A page of the objects whose bit is (or is not) clear, by job id after ``after``."""
+        rows = self._read(
+            "export objects",
+            _OBJECTS + " WHERE (bit <> 'clear') = %s AND job_id > %s ORDER BY job_id LIMIT %s",
+            (int(bool(not_clear)), str(after), int(limit)),
+        )
+        return [self._object(row) for row in rows]
+
+    def export_history(self, after_id: int, limit: int) -> List[HistoryEntry]:
+        """A page of the history, in id order, from after ``after_id``."""
+        rows = self._read(
+            "export history", _HISTORY + " WHERE id > %s ORDER BY id LIMIT %s", (int(after_id), int(limit))
+        )
+        return [self._entry(r) for r in rows]
+
+    def import_records(
+        self, objects: Sequence[JobObject], history: Sequence[HistoryEntry], *, merge: bool
+    ) -> ImportResult:
+        """Another ledger's objects, then its history rows, in one transaction holding the write
+        lock (``ledger.LedgerStore.import_records``).  The triggers let rows be appended finished
+        or not; nothing here updates or deletes one."""
+        checked = [_object_values(o) for o in objects]
+        rows = [_history_values(e) for e in history]
+        copied = merged = kept = added = skipped = 0
+        with self._atomic("import records") as cur:
+            for values in checked:
+                job_id, bit = values[0], RequeueBit(values[1])
+                cur.execute("SELECT bit FROM objects WHERE job_id = %s FOR UPDATE", (job_id,))
+                row = cur.fetchone()
+                if row is not None and not merge:
+                    raise LedgerError(
+                        f"ledger {self.path}: job {job_id} already has an object here (--merge combines them)",
+                        path=self.path,
+                    )
+                if row is None:
+                    cur.execute(
+                        "INSERT INTO objects (job_id, bit, why, updated_at, lookup_failures, next_lookup_at,"
+                        " lookup_error) VALUES (%s, %s, %s, %s, %s, %s, %s)",
+                        values,
+                    )
+                    copied += 1
+                elif rules.less_clear(bit, RequeueBit(row[0])):
+                    cur.execute(
+                        "UPDATE objects SET bit = %s, why = %s, updated_at = %s, lookup_failures = %s,"
+                        " next_lookup_at = %s, lookup_error = %s WHERE job_id = %s",
+                        values[1:] + values[:1],
+                    )
+                    merged += 1
+                else:
+                    kept += 1
+            for values in rows:
+                if merge:
+                    cur.execute(
+                        "SELECT 1 FROM history WHERE job_id = %s AND nonce = %s AND op = %s AND started_at = %s",
+                        values[:4],
+                    )
+                    if cur.fetchone() is not None:
+                        skipped += 1
+                        continue
+                # The stderr as hex, as _finish writes it: bytes never pass as utf8mb4 text.
+                cur.execute(
+                    "INSERT INTO history (job_id, nonce, op, started_at, prior_bit, finished_at, result,"
+                    " requeue_bit, bit_after, reason, detail, exit_status, calls, stderr, stderr_len, actor)"
+                    " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, UNHEX(%s), %s, %s)",
+                    values,
+                )
+                added += 1
+        return ImportResult(copied, merged, kept, added, skipped)
+
+
+def _object_values(obj: JobObject) -> Tuple[Any, ...]:
+    """An object's columns in ``objects``' order, checked."""
+    return (
+        validate_job_id(obj.job_id),
+        RequeueBit(obj.bit).value,
+        str(obj.why),
+        _finite("updated_at", obj.updated_at),
+        int(obj.lookup_failures),
+        _finite("next_lookup_at", obj.next_lookup_at),
+        str(obj.lookup_error),
+    )
+
+
+def _history_values(e: HistoryEntry) -> Tuple[Any, ...]:
+    """A history row's columns for ``import_records`` (job_id, nonce, op, started_at first: what
+    tells a row already there; stderr as hex); an unfinished row keeps NULL in every column
+    written at finish."""
+    done = e.finished_at is not None
+    return (
+        validate_job_id(e.job_id),
+        str(e.nonce),
+        Op(e.op).value,
+        _finite("started_at", e.started_at),
+        RequeueBit(e.prior_bit).value,
+        _finite("finished_at", e.finished_at) if e.finished_at is not None else None,
+        None if e.result is None else Result(e.result).value,
+        None if e.requeue_bit is None else RequeueBit(e.requeue_bit).value,
+        None if e.bit_after is None else RequeueBit(e.bit_after).value,
+        None if e.reason is None else Reason(e.reason).value,
+        e.detail if done else None,
+        e.exit_status,
+        json.dumps([dataclasses.asdict(c) for c in e.calls]) if done else None,
+        bytes(e.stderr).hex() if done else None,
+        int(e.stderr_len) if done else None,
+        e.actor,
+    )
+
+
+# -- doctor: the server, looked at without opening the ledger ----------------------------------
+
+
+@dataclass(frozen=True)
+class Probe:
+    """What ``probe`` found: the server's version, its clock read between two readings of this
+    host's (``before`` <= ``server_time`` <= ``after`` if the clocks agree), the database's schema
+    version (0: empty) and, if it is current, how many objects are not clear."""
+
+    version: str
+    before: float
+    server_time: float
+    after: float
+    schema: int
+    not_clear: Optional[int]
+
+    @property
+    def clock_offset(self) -> float:
+        """How far the server's clock is ahead of this host's (negative: behind), in seconds,
+        give or take half the round trip."""
+        return self.server_time - (self.before + self.after) / 2
+
+
+def probe(url: str, *, busy_timeout: float = 1.0, clock: Callable[[], float] = time.time) -> Probe:
+    """Reach the server and read, never write: nothing is created or migrated, and every call is
+    bounded by the connect and read timeouts (the read one is ``busy_timeout`` + ``READ_SLACK``).
+    ConfigError for the URL, the option file or a missing PyMySQL; LedgerError for the server."""
+    ledger = MariaDbLedger(Server.of(url, busy_timeout), BACKOFF_BASE, BACKOFF_CAP)
+    try:
+        with ledger._errors("connect"):
+            ledger._connection()
+        before = clock()
+        version, server_time = ledger._read("read the server's clock", "SELECT VERSION(), UNIX_TIMESTAMP(NOW(6))")[0]
+        after = clock()
+        schema = ledger.schema_version()
+        not_clear = ledger.count_not_clear() if schema == len(MIGRATIONS) else None
+    finally:
+        ledger.close()
+    return Probe(str(version), before, float(server_time), after, schema, not_clear)
 
 
 class MariaDbSweepLock:

@@ -40,6 +40,7 @@ and open a new one after a fork.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import errno
 import fcntl
@@ -79,6 +80,7 @@ from .ledger import (
     STDERR_CAP,
     CallRecord,
     HistoryEntry,
+    ImportResult,
     JobObject,
     LedgerError,
     PruneResult,
@@ -278,6 +280,19 @@ def open_private_file(path: str, what: str, *, ledger: str) -> int:
     return fd
 
 
+def _refuse_older(path: str, version: int, current: int) -> None:
+    """LedgerError if ``version`` is older than ``current``: for a ledger opened not to be written."""
+    if version == 0:
+        raise LedgerError(f"no ledger in {path}: it holds no slurm-dsl schema (nothing was created)", path=path)
+    if version < current:
+        raise LedgerError(
+            f"ledger {path} has schema version {version}, older than this slurm-dsl's ({current}), and is"
+            f" not migrated here since it must not be written: 'slurm-dsl ledger status --ledger"
+            f" {shlex.quote(path)}' migrates it",
+            path=path,
+        )
+
+
 def _finite(name: str, value: float) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise InvalidInput(f"{name} must be a finite number, not {value!r}")
@@ -317,11 +332,15 @@ class SqliteLedger:
         backoff_base: float = BACKOFF_BASE,
         backoff_cap: float = BACKOFF_CAP,
         clock: Optional[Callable[[], float]] = None,
+        migrate_schema: bool = True,
     ) -> SqliteLedger:
         """Open (creating if need be) and migrate the ledger at ``path``; ``now`` reads ``clock``
-        (default: the host's)."""
+        (default: the host's).  ``migrate_schema=False``: create nothing and migrate nothing; a
+        missing file or an older schema is LedgerError (``ledger.open_ledger``)."""
         path = os.fspath(path)
         backoff_base, backoff_cap = _finite("backoff_base", backoff_base), _finite("backoff_cap", backoff_cap)
+        if not migrate_schema and not os.path.lexists(path):
+            raise LedgerError(f"no ledger at {path}: nothing has been recorded there", path=path)
         _create_file(path)
         try:
             # isolation_level=None: no implicit transactions; _atomic says BEGIN IMMEDIATE itself.
@@ -332,15 +351,19 @@ class SqliteLedger:
             raise LedgerError(f"cannot open ledger {path}: {exc}", path=path) from exc
         ledger = cls(conn, path, backoff_base, backoff_cap, clock or time.time)
         try:
-            ledger._setup(busy_timeout)
+            ledger._setup(busy_timeout, migrate_schema)
         except BaseException:
             conn.close()
             raise
         return ledger
 
-    def _setup(self, busy_timeout: float) -> None:
+    def _setup(self, busy_timeout: float, migrate_schema: bool = True) -> None:
         with self._errors("open"):
             self._conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
+        if not migrate_schema:
+            # Before WAL is switched on: a file that must not be written is refused as it is.
+            _refuse_older(self.path, self._version(), len(MIGRATIONS))
+        with self._errors("open"):
             mode = self._switch_to_wal(time.monotonic() + busy_timeout)
             if mode.lower() != "wal":
                 raise LedgerError(
@@ -733,28 +756,30 @@ class SqliteLedger:
             " FROM history WHERE job_id = ? ORDER BY id",
             (job_id,),
         )
-        return [
-            HistoryEntry(
-                id=r[0],
-                job_id=r[1],
-                op=Op(r[2]),
-                nonce=r[3],
-                started_at=r[4],
-                prior_bit=RequeueBit(r[5]),
-                finished_at=r[6],
-                result=_enum_or_none(Result, r[7]),
-                requeue_bit=_enum_or_none(RequeueBit, r[8]),
-                bit_after=_enum_or_none(RequeueBit, r[9]),
-                reason=_enum_or_none(Reason, r[10]),
-                detail=r[11] or "",
-                exit_status=r[12],
-                calls=tuple(CallRecord(**c) for c in json.loads(r[13] or "[]")),
-                stderr=bytes(r[14] or b""),
-                stderr_len=r[15] or 0,
-                actor=r[16],
-            )
-            for r in rows
-        ]
+        return [self._entry(r) for r in rows]
+
+    @staticmethod
+    def _entry(r: Tuple[Any, ...]) -> HistoryEntry:
+        """A history row (``_HISTORY``'s columns) as a ``HistoryEntry``."""
+        return HistoryEntry(
+            id=r[0],
+            job_id=r[1],
+            op=Op(r[2]),
+            nonce=r[3],
+            started_at=r[4],
+            prior_bit=RequeueBit(r[5]),
+            finished_at=r[6],
+            result=_enum_or_none(Result, r[7]),
+            requeue_bit=_enum_or_none(RequeueBit, r[8]),
+            bit_after=_enum_or_none(RequeueBit, r[9]),
+            reason=_enum_or_none(Reason, r[10]),
+            detail=r[11] or "",
+            exit_status=r[12],
+            calls=tuple(CallRecord(**c) for c in json.loads(r[13] or "[]")),
+            stderr=bytes(r[14] or b""),
+            stderr_len=r[15] or 0,
+            actor=r[16],
+        )
 
     # -- the admin's view ------------------------------------------------------------------------
 
@@ -853,6 +878,124 @@ class SqliteLedger:
                 busy = self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
             checkpointed = busy == 0
         return PruneResult(removed, len(jobs), checkpointed)
+
+    # -- ledger migrate ----------------------------------------------------------------------------
+
+    def identity(self) -> str:
+        """The file itself (device and inode): two names for one file are one ledger."""
+        try:
+            st = os.stat(self.path)
+        except OSError as exc:
+            raise LedgerError(f"ledger {self.path}: {exc.strerror}", path=self.path) from None
+        return f"sqlite file {st.st_dev}:{st.st_ino}"
+
+    def export_objects(self, *, not_clear: bool, after: str = "", limit: int = 500) -> List[JobObject]:
+        """A page of the objects whose bit is (or is not) clear, by job id after ``after``."""
+        rows = self._read(
+            "export objects",
+            "SELECT job_id, bit, why, updated_at, lookup_failures, next_lookup_at, lookup_error"
+            " FROM objects WHERE (bit != 'clear') = ? AND job_id > ? ORDER BY job_id LIMIT ?",
+            (int(bool(not_clear)), str(after), int(limit)),
+        )
+        return [self._object(row) for row in rows]
+
+    def export_history(self, after_id: int, limit: int) -> List[HistoryEntry]:
+        """A page of the history, in id order, from after ``after_id``."""
+        rows = self._read(
+            "export history",
+            "SELECT id, job_id, op, nonce, started_at, prior_bit, finished_at, result, requeue_bit,"
+            " bit_after, reason, detail, exit_status, calls, stderr, stderr_len, actor"
+            " FROM history WHERE id > ? ORDER BY id LIMIT ?",
+            (int(after_id), int(limit)),
+        )
+        return [self._entry(r) for r in rows]
+
+    def import_records(
+        self, objects: Sequence[JobObject], history: Sequence[HistoryEntry], *, merge: bool
+    ) -> ImportResult:
+        """Another ledger's objects, then its history rows, in one BEGIN IMMEDIATE transaction
+        (``ledger.LedgerStore.import_records``).  The history's triggers let rows be appended
+        finished or not; nothing here updates or deletes one."""
+        checked = [_object_values(o) for o in objects]
+        rows = [_history_values(e) for e in history]
+        copied = merged = kept = added = skipped = 0
+        with self._atomic("import records") as conn:
+            for values in checked:
+                job_id, bit = values[0], RequeueBit(values[1])
+                row = conn.execute("SELECT bit FROM objects WHERE job_id = ?", (job_id,)).fetchone()
+                if row is not None and not merge:
+                    raise LedgerError(
+                        f"ledger {self.path}: job {job_id} already has an object here (--merge combines them)",
+                        path=self.path,
+                    )
+                if row is None:
+                    conn.execute(
+                        "INSERT INTO objects (job_id, bit, why, updated_at, lookup_failures, next_lookup_at,"
+                        " lookup_error) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                        values,
+                    )
+                    copied += 1
+                elif rules.less_clear(bit, RequeueBit(row[0])):
+                    conn.execute(
+                        "UPDATE objects SET bit = ?, why = ?, updated_at = ?, lookup_failures = ?,"
+                        " next_lookup_at = ?, lookup_error = ? WHERE job_id = ?",
+                        values[1:] + values[:1],
+                    )
+                    merged += 1
+                else:
+                    kept += 1
+            for values in rows:
+                if merge and conn.execute(
+                    "SELECT 1 FROM history WHERE job_id = ? AND nonce = ? AND op = ? AND started_at = ?",
+                    values[:4],
+                ).fetchone():
+                    skipped += 1
+                    continue
+                conn.execute(
+                    "INSERT INTO history (job_id, nonce, op, started_at, prior_bit, finished_at, result,"
+                    " requeue_bit, bit_after, reason, detail, exit_status, calls, stderr, stderr_len, actor)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    values,
+                )
+                added += 1
+        return ImportResult(copied, merged, kept, added, skipped)
+
+
+def _object_values(obj: JobObject) -> Tuple[Any, ...]:
+    """An object's columns in ``objects``' order, checked."""
+    return (
+        validate_job_id(obj.job_id),
+        RequeueBit(obj.bit).value,
+        str(obj.why),
+        _finite("updated_at", obj.updated_at),
+        int(obj.lookup_failures),
+        _finite("next_lookup_at", obj.next_lookup_at),
+        str(obj.lookup_error),
+    )
+
+
+def _history_values(e: HistoryEntry) -> Tuple[Any, ...]:
+    """A history row's columns for ``import_records`` (job_id, nonce, op, started_at first: what
+    tells a row already there); an unfinished row keeps NULL in every column written at finish."""
+    done = e.finished_at is not None
+    return (
+        validate_job_id(e.job_id),
+        str(e.nonce),
+        Op(e.op).value,
+        _finite("started_at", e.started_at),
+        RequeueBit(e.prior_bit).value,
+        _finite("finished_at", e.finished_at) if e.finished_at is not None else None,
+        None if e.result is None else Result(e.result).value,
+        None if e.requeue_bit is None else RequeueBit(e.requeue_bit).value,
+        None if e.bit_after is None else RequeueBit(e.bit_after).value,
+        None if e.reason is None else Reason(e.reason).value,
+        e.detail if done else None,
+        e.exit_status,
+        json.dumps([dataclasses.asdict(c) for c in e.calls]) if done else None,
+        bytes(e.stderr) if done else None,
+        int(e.stderr_len) if done else None,
+        e.actor,
+    )
 
 
 class SweepLock:
