@@ -1,8 +1,8 @@
 """The ledger on a MariaDB/MySQL server (docs/contract.md §9.1.1): the only module that imports pymysql.
 
 ``MariaDbLedger`` implements ``ledger.LedgerStore`` with the same rules as ``sqlite_ledger``
-(``ledger_rules`` decides, this module stores), so that a primary and a backup slurmctld host
-share one ledger.  Contract:
+(``ledger_rules`` decides, ``ledger_rows`` encodes and checks the rows, this module stores), so
+that a primary and a backup slurmctld host share one ledger.  Contract:
 
 - Location: ``mariadb://[HOST[:PORT]]/DATABASE[?option_file=PATH]`` (or ``mysql://``).  No
   credentials in the URL, argv or the environment: they come from the option file's ``[client]``
@@ -41,10 +41,7 @@ A ``MariaDbLedger`` is one connection: use it from one thread at a time (another
 
 from __future__ import annotations
 
-import dataclasses
-import enum
 import errno
-import json
 import math
 import os
 import re
@@ -65,28 +62,25 @@ from typing import (
     Sequence,
     Set,
     Tuple,
-    Type,
-    TypeVar,
     final,
 )
 from urllib.parse import parse_qsl, urlsplit
 
+from . import ledger_rows
 from . import ledger_rules as rules
-from .errors import ConfigError, InvalidInput, LedgerError, SweepBusy
+from .errors import ConfigError, LedgerError, SweepBusy
 from .jobid import validate_job_id
 from .ledger import (
     BACKOFF_BASE,
     BACKOFF_CAP,
     BUSY_TIMEOUT,
-    STDERR_CAP,
-    CallRecord,
     HistoryEntry,
     ImportResult,
     JobObject,
     PruneResult,
     SweepRecord,
 )
-from .model import Op, Outcome, Reason, RequeueBit, Result
+from .model import Op, Outcome, RequeueBit
 
 try:
     import pymysql
@@ -96,8 +90,6 @@ except ImportError:  # the slurm-dsl[mariadb] extra is not installed: MariaDbLed
 if TYPE_CHECKING:
     from pymysql.connections import Connection
     from pymysql.cursors import Cursor
-
-_E = TypeVar("_E", bound=enum.Enum)
 
 DEFAULT_OPTION_FILE = "/etc/slurm-dsl/ledger.cnf"
 SCHEMES = ("mariadb", "mysql")
@@ -216,11 +208,6 @@ OWN_TABLES = frozenset(
     ["schema_version"] + [m for s in MIGRATIONS for m in re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", "".join(s))]
 )
 
-_OBJECTS = "SELECT job_id, bit, why, updated_at, lookup_failures, next_lookup_at, lookup_error FROM objects"
-_HISTORY = (
-    "SELECT id, job_id, op, nonce, started_at, prior_bit, finished_at, result, requeue_bit,"
-    " bit_after, reason, detail, exit_status, calls, stderr, stderr_len, actor FROM history"
-)
 _PENDING = (
     "SELECT job_id, bit, why, updated_at, lookup_failures, next_lookup_at, lookup_error FROM objects o"
     " WHERE bit <> 'clear' AND next_lookup_at <= %s"
@@ -452,16 +439,6 @@ def _client_group(text: str, path: str) -> ClientOptions:
     )
 
 
-def _finite(name: str, value: float) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise InvalidInput(f"{name} must be a finite number, not {value!r}")
-    return float(value)
-
-
-def _enum_or_none(cls: Type[_E], value: Optional[str]) -> Optional[_E]:
-    return None if value is None else cls(value)
-
-
 # -- the server --------------------------------------------------------------------------------
 
 
@@ -485,7 +462,7 @@ class Server:
             raise ConfigError(
                 f"ledger {location.url}: a MariaDB ledger needs PyMySQL: pip install 'slurm-dsl[mariadb]'"
             )
-        busy = _finite("busy_timeout", busy_timeout)
+        busy = ledger_rows.finite("busy_timeout", busy_timeout)
         return cls(location, read_option_file(location.option_file), max(1, math.ceil(busy)))
 
     def connect(self, database: Optional[str]) -> Connection[Cursor]:
@@ -588,7 +565,8 @@ class MariaDbLedger:
         the server's).  ConfigError for a bad URL or option file, LedgerError for the server.
         ``migrate_schema=False``: migrate nothing; an older schema (an empty database too) is
         LedgerError (``ledger.open_ledger``)."""
-        backoff_base, backoff_cap = _finite("backoff_base", backoff_base), _finite("backoff_cap", backoff_cap)
+        backoff_base = ledger_rows.finite("backoff_base", backoff_base)
+        backoff_cap = ledger_rows.finite("backoff_cap", backoff_cap)
         ledger = cls(Server.of(url, busy_timeout), backoff_base, backoff_cap, clock)
         try:
             with ledger._errors("open"):
@@ -830,14 +808,14 @@ class MariaDbLedger:
     ) -> List[int]:
         """``begin_operation`` for many ``(job_id, op, nonce)`` in ONE committed transaction: every
         intent is committed before this returns, so before any of their scripts may start."""
-        checked = [(validate_job_id(j), Op(op), str(nonce)) for j, op, nonce in starts]
-        now = _finite("now", now)
+        checked = ledger_rows.checked_starts(starts)
+        now = ledger_rows.finite("now", now)
         op_ids: List[int] = []
         with self._atomic("begin operation") as cur:
             for job_id, op, nonce in checked:
                 cur.execute("SELECT bit FROM objects WHERE job_id = %s FOR UPDATE", (job_id,))
                 row = cur.fetchone()
-                prior = RequeueBit(row[0]) if row else RequeueBit.CLEAR
+                prior = ledger_rows.prior_bit(row)
                 if row is None:
                     cur.execute(
                         "INSERT INTO objects (job_id, bit, why, updated_at) VALUES (%s, %s, %s, %s)",
@@ -865,7 +843,7 @@ class MariaDbLedger:
     def finish_operations(self, finishes: Sequence[Tuple[int, Outcome, bytes]], now: float) -> List[RequeueBit]:
         """``finish_operation`` for many ``(op_id, outcome, stderr)`` in ONE transaction; if any is
         refused, none is written."""
-        now = _finite("now", now)
+        now = ledger_rows.finite("now", now)
         bits: List[RequeueBit] = []
         with self._atomic("finish operation") as cur:
             for op_id, outcome, stderr in finishes:
@@ -878,47 +856,15 @@ class MariaDbLedger:
             " FROM history h JOIN objects o ON o.job_id = h.job_id WHERE h.id = %s FOR UPDATE",
             (op_id,),
         )
-        row = cur.fetchone()
-        if row is None:
-            raise LedgerError(f"ledger {self.path}: no operation {op_id}", path=self.path)
-        job_id, op_text, nonce, prior_text, finished_at, current_text = row
-        op = Op(op_text)
-        if finished_at is not None:
-            raise LedgerError(f"ledger {self.path}: operation {op_id} already finished", path=self.path)
-        if outcome.op is not op or outcome.job_id != job_id:
-            raise InvalidInput(f"operation {op_id} is {op.value} {job_id}, not {outcome.op.value} {outcome.job_id}")
-        after = rules.after(op, nonce, RequeueBit(prior_text), RequeueBit(current_text), outcome)
+        job_id, after = ledger_rows.finish(self.path, op_id, cur.fetchone(), outcome)
         if after.why is not None:
             self._write_bit(cur, job_id, after.bit, after.why, now)
-        calls = [
-            {
-                "number": c.number,
-                "status": c.status,
-                "status_text": c.status_text,
-                "outcome": c.outcome.value,
-                "message": c.message,
-                "reason": c.reason.value if c.reason else None,
-            }
-            for c in outcome.calls
-        ]
         # The stderr as hex: whatever the driver version, bytes never pass as utf8mb4 text.
         cur.execute(
             "UPDATE history SET finished_at = %s, result = %s, requeue_bit = %s, bit_after = %s,"
             " reason = %s, detail = %s, exit_status = %s, calls = %s, stderr = UNHEX(%s), stderr_len = %s"
             " WHERE id = %s",
-            (
-                now,
-                outcome.result.value,
-                outcome.requeue_bit.value if outcome.requeue_bit else None,
-                after.bit.value,
-                outcome.reason.value if outcome.reason else None,
-                outcome.detail,
-                outcome.exit_status,
-                json.dumps(calls),
-                stderr[:STDERR_CAP].hex(),
-                len(stderr),
-                op_id,
-            ),
+            ledger_rows.finished_values(now, outcome, after.bit, stderr, op_id, hex_stderr=True),
         )
         return after.bit
 
@@ -939,15 +885,12 @@ class MariaDbLedger:
     def acquire_leases(self, job_ids: Sequence[str], owner: str, now: float, ttl: float) -> List[str]:
         """``acquire_lease`` for many jobs in one transaction; returns the ids now held by ``owner``."""
         ids = [validate_job_id(j) for j in job_ids]
-        now, ttl = _finite("now", now), _finite("ttl", ttl)
-        if ttl <= 0:
-            raise InvalidInput(f"ttl must be positive, not {ttl!r}")
+        now, ttl = ledger_rows.finite("now", now), ledger_rows.positive_ttl(ttl)
         held: List[str] = []
         with self._atomic("acquire lease") as cur:
             for job_id in ids:
                 cur.execute("SELECT owner, expires_at FROM leases WHERE job_id = %s FOR UPDATE", (job_id,))
-                row = cur.fetchone()
-                if row is not None and row[0] != owner and row[1] > now:
+                if ledger_rows.held_by_another(cur.fetchone(), owner, now):
                     continue
                 cur.execute(
                     "INSERT INTO leases (job_id, owner, expires_at) VALUES (%s, %s, %s)"
@@ -979,24 +922,20 @@ class MariaDbLedger:
 
     # -- objects and the sweeper -----------------------------------------------------------------
 
-    @staticmethod
-    def _object(row: Tuple[Any, ...]) -> JobObject:
-        return JobObject(row[0], RequeueBit(row[1]), row[2], float(row[3]), int(row[4]), float(row[5]), row[6])
-
     def get(self, job_id: str) -> Optional[JobObject]:
-        rows = self._read("get object", _OBJECTS + " WHERE job_id = %s", (job_id,))
-        return self._object(rows[0]) if rows else None
+        rows = self._read("get object", ledger_rows.SELECT_OBJECTS + " WHERE job_id = %s", (job_id,))
+        return ledger_rows.job_object(rows[0]) if rows else None
 
     def pending(self, now: float, limit: Optional[int] = None) -> List[JobObject]:
         """Objects whose bit is not clear that the sweeper may look at now, longest waiting first
         (as SQLite's): no unexpired lease, back-off elapsed."""
-        now = _finite("now", now)
+        now = ledger_rows.finite("now", now)
         sql = _PENDING
         args: List[Any] = [now, now]
         if limit is not None and limit >= 0:  # SQLite's LIMIT -1: no limit
             sql += " LIMIT %s"
             args.append(int(limit))
-        return [self._object(row) for row in self._read("list pending objects", sql, args)]
+        return [ledger_rows.job_object(row) for row in self._read("list pending objects", sql, args)]
 
     def count_not_clear(self) -> int:
         """How many objects have a bit that is not clear (leased and backed-off ones included)."""
@@ -1010,8 +949,8 @@ class MariaDbLedger:
         self, changes: Sequence[Tuple[str, RequeueBit, str]], now: float, *, owner: str
     ) -> List[str]:
         """``set_bit`` for many ``(job_id, bit, why)`` in one transaction; returns the ids written."""
-        checked = [(validate_job_id(j), RequeueBit(b), why) for j, b, why in changes]
-        now = _finite("now", now)
+        checked = ledger_rows.checked_changes(changes)
+        now = ledger_rows.finite("now", now)
         written: List[str] = []
         with self._atomic("set bit") as cur:
             for job_id, bit, why in checked:
@@ -1030,7 +969,7 @@ class MariaDbLedger:
         """Keep the objects as they are, due again at ``now`` without back-off (as SQLite's), only
         while ``owner`` holds the job's unexpired lease; returns the ids written."""
         ids = [validate_job_id(j) for j in job_ids]
-        now = _finite("now", now)
+        now = ledger_rows.finite("now", now)
         written: List[str] = []
         with self._atomic("watch") as cur:
             for job_id in ids:
@@ -1052,55 +991,30 @@ class MariaDbLedger:
 
     def lookups_failed(self, job_ids: Sequence[str], why: str, now: float) -> List[float]:
         """``lookup_failed`` for many jobs in one transaction; returns each one's next lookup time."""
-        now = _finite("now", now)
+        now = ledger_rows.finite("now", now)
         times: List[float] = []
         with self._atomic("record failed lookup") as cur:
             for job_id in job_ids:
                 cur.execute("SELECT lookup_failures FROM objects WHERE job_id = %s FOR UPDATE", (job_id,))
-                row = cur.fetchone()
-                if row is None:
-                    raise LedgerError(f"ledger {self.path}: no object for job {job_id}", path=self.path)
-                failures = int(row[0]) + 1
-                wait = rules.backoff(failures, self.backoff_base, self.backoff_cap)
+                failures, next_at = ledger_rows.failed_lookup(
+                    self.path, job_id, cur.fetchone(), now, self.backoff_base, self.backoff_cap
+                )
                 cur.execute(
                     "UPDATE objects SET lookup_failures = %s, next_lookup_at = %s, lookup_error = %s"
                     " WHERE job_id = %s",
-                    (failures, now + wait, why, job_id),
+                    (failures, next_at, why, job_id),
                 )
-                times.append(now + wait)
+                times.append(next_at)
         return times
 
     def history(self, job_id: str) -> List[HistoryEntry]:
         """Every operation on the job, oldest first."""
         rows = self._read(
             "read history",
-            _HISTORY + " WHERE job_id = %s ORDER BY id",
+            ledger_rows.SELECT_HISTORY + " WHERE job_id = %s ORDER BY id",
             (job_id,),
         )
-        return [self._entry(r) for r in rows]
-
-    @staticmethod
-    def _entry(r: Tuple[Any, ...]) -> HistoryEntry:
-        """A history row (``_HISTORY``'s columns) as a ``HistoryEntry``."""
-        return HistoryEntry(
-            id=int(r[0]),
-            job_id=r[1],
-            op=Op(r[2]),
-            nonce=r[3],
-            started_at=float(r[4]),
-            prior_bit=RequeueBit(r[5]),
-            finished_at=None if r[6] is None else float(r[6]),
-            result=_enum_or_none(Result, r[7]),
-            requeue_bit=_enum_or_none(RequeueBit, r[8]),
-            bit_after=_enum_or_none(RequeueBit, r[9]),
-            reason=_enum_or_none(Reason, r[10]),
-            detail=r[11] or "",
-            exit_status=r[12],
-            calls=tuple(CallRecord(**c) for c in json.loads(r[13] or "[]")),
-            stderr=bytes(r[14] or b""),
-            stderr_len=int(r[15] or 0),
-            actor=r[16],
-        )
+        return [ledger_rows.entry(r) for r in rows]
 
     # -- the admin's view ------------------------------------------------------------------------
 
@@ -1115,9 +1029,9 @@ class MariaDbLedger:
         """Every object whose bit is not clear, leased and backed-off ones too, oldest change first."""
         rows = self._read(
             "list objects not clear",
-            _OBJECTS + " WHERE bit <> 'clear' ORDER BY updated_at, job_id",
+            ledger_rows.SELECT_OBJECTS + " WHERE bit <> 'clear' ORDER BY updated_at, job_id",
         )
-        return [self._object(row) for row in rows]
+        return [ledger_rows.job_object(row) for row in rows]
 
     def count_history(self) -> int:
         """How many history rows the ledger holds (what ``prune`` keeps in check)."""
@@ -1125,8 +1039,8 @@ class MariaDbLedger:
 
     def record_sweep(self, started: float, finished: float, summary: Mapping[str, Any]) -> None:
         """Keep this sweep as the last one: its times and ``summary`` (JSON values), replacing the previous."""
-        started, finished = _finite("started", started), _finite("finished", finished)
-        text = json.dumps(dict(summary), sort_keys=True)
+        started, finished = ledger_rows.finite("started", started), ledger_rows.finite("finished", finished)
+        text = ledger_rows.sweep_summary(summary)
         with self._atomic("record sweep") as cur:
             cur.execute(
                 "INSERT INTO last_sweep (one, started_at, finished_at, summary) VALUES (1, %s, %s, %s)"
@@ -1137,24 +1051,15 @@ class MariaDbLedger:
 
     def last_sweep(self) -> Optional[SweepRecord]:
         """The last sweep ``record_sweep`` kept, or None if no sweep has run on this ledger."""
-        rows = self._read("read last sweep", "SELECT started_at, finished_at, summary FROM last_sweep")
-        if not rows:
-            return None
-        started, finished, text = rows[0]
-        try:
-            summary = json.loads(text)
-        except ValueError:
-            summary = None
-        if not isinstance(summary, dict):
-            raise LedgerError(f"ledger {self.path}: the last sweep's summary is not a JSON object", path=self.path)
-        return SweepRecord(float(started), float(finished), summary)
+        found = self._read("read last sweep", "SELECT started_at, finished_at, summary FROM last_sweep")
+        return ledger_rows.sweep_record(self.path, found[0]) if found else None
 
     def prune(self, before: float, now: float, *, dry_run: bool = False) -> PruneResult:
         """Remove the history rows ``rules.may_prune`` allows (as SQLite's: in batches of
         ``PRUNE_BATCH``, each its own transaction that decides afresh under the write lock, so that
         whatever starts between two batches is left alone).  ``checkpointed`` is None: InnoDB has
         no WAL to give back.  ``dry_run`` counts only."""
-        before, now = _finite("before", before), _finite("now", now)
+        before, now = ledger_rows.finite("before", before), ledger_rows.finite("now", now)
         removed = 0
         jobs: Set[str] = set()
         after_id = 0
@@ -1162,11 +1067,7 @@ class MariaDbLedger:
             with self._reading("prune (dry run)") if dry_run else self._atomic("prune") as cur:
                 cur.execute(_PRUNE_ROWS, (now, after_id, before, PRUNE_BATCH))
                 rows = list(cur.fetchall())
-                doomed = [
-                    (int(op_id), str(job_id))
-                    for op_id, job_id, finished_at, bit, newest, leased in rows
-                    if rules.may_prune(rules.PruneRow(finished_at, bool(newest), RequeueBit(bit), bool(leased)), before)
-                ]
+                doomed = ledger_rows.doomed(rows, before)
                 if doomed and not dry_run:
                     cur.execute("INSERT INTO pruning (connection_id) VALUES (CONNECTION_ID())")
                     cur.executemany("DELETE FROM history WHERE id = %s", [(op_id,) for op_id, _ in doomed])
@@ -1189,17 +1090,19 @@ class MariaDbLedger:
         """A page of the objects whose bit is (or is not) clear, by job id after ``after``."""
         rows = self._read(
             "export objects",
-            _OBJECTS + " WHERE (bit <> 'clear') = %s AND job_id > %s ORDER BY job_id LIMIT %s",
+            ledger_rows.SELECT_OBJECTS + " WHERE (bit <> 'clear') = %s AND job_id > %s ORDER BY job_id LIMIT %s",
             (int(bool(not_clear)), str(after), int(limit)),
         )
-        return [self._object(row) for row in rows]
+        return [ledger_rows.job_object(row) for row in rows]
 
     def export_history(self, after_id: int, limit: int) -> List[HistoryEntry]:
         """A page of the history, in id order, from after ``after_id``."""
         rows = self._read(
-            "export history", _HISTORY + " WHERE id > %s ORDER BY id LIMIT %s", (int(after_id), int(limit))
+            "export history",
+            ledger_rows.SELECT_HISTORY + " WHERE id > %s ORDER BY id LIMIT %s",
+            (int(after_id), int(limit)),
         )
-        return [self._entry(r) for r in rows]
+        return [ledger_rows.entry(r) for r in rows]
 
     def import_records(
         self, objects: Sequence[JobObject], history: Sequence[HistoryEntry], *, merge: bool
@@ -1207,27 +1110,22 @@ class MariaDbLedger:
         """Another ledger's objects, then its history rows, in one transaction holding the write
         lock (``ledger.LedgerStore.import_records``).  The triggers let rows be appended finished
         or not; nothing here updates or deletes one."""
-        checked = [_object_values(o) for o in objects]
-        rows = [_history_values(e) for e in history]
+        checked = [ledger_rows.object_values(o) for o in objects]
+        rows = [ledger_rows.history_values(e, hex_stderr=True) for e in history]
         copied = merged = kept = added = skipped = 0
         with self._atomic("import records") as cur:
             for values in checked:
-                job_id, bit = values[0], RequeueBit(values[1])
+                job_id = values[0]
                 cur.execute("SELECT bit FROM objects WHERE job_id = %s FOR UPDATE", (job_id,))
-                row = cur.fetchone()
-                if row is not None and not merge:
-                    raise LedgerError(
-                        f"ledger {self.path}: job {job_id} already has an object here (--merge combines them)",
-                        path=self.path,
-                    )
-                if row is None:
+                action = ledger_rows.import_action(self.path, values, cur.fetchone(), merge)
+                if action == "insert":
                     cur.execute(
                         "INSERT INTO objects (job_id, bit, why, updated_at, lookup_failures, next_lookup_at,"
                         " lookup_error) VALUES (%s, %s, %s, %s, %s, %s, %s)",
                         values,
                     )
                     copied += 1
-                elif rules.less_clear(bit, RequeueBit(row[0])):
+                elif action == "update":
                     cur.execute(
                         "UPDATE objects SET bit = %s, why = %s, updated_at = %s, lookup_failures = %s,"
                         " next_lookup_at = %s, lookup_error = %s WHERE job_id = %s",
@@ -1254,44 +1152,6 @@ class MariaDbLedger:
                 )
                 added += 1
         return ImportResult(copied, merged, kept, added, skipped)
-
-
-def _object_values(obj: JobObject) -> Tuple[Any, ...]:
-    """An object's columns in ``objects``' order, checked."""
-    return (
-        validate_job_id(obj.job_id),
-        RequeueBit(obj.bit).value,
-        str(obj.why),
-        _finite("updated_at", obj.updated_at),
-        int(obj.lookup_failures),
-        _finite("next_lookup_at", obj.next_lookup_at),
-        str(obj.lookup_error),
-    )
-
-
-def _history_values(e: HistoryEntry) -> Tuple[Any, ...]:
-    """A history row's columns for ``import_records`` (job_id, nonce, op, started_at first: what
-    tells a row already there; stderr as hex); an unfinished row keeps NULL in every column
-    written at finish."""
-    done = e.finished_at is not None
-    return (
-        validate_job_id(e.job_id),
-        str(e.nonce),
-        Op(e.op).value,
-        _finite("started_at", e.started_at),
-        RequeueBit(e.prior_bit).value,
-        _finite("finished_at", e.finished_at) if e.finished_at is not None else None,
-        None if e.result is None else Result(e.result).value,
-        None if e.requeue_bit is None else RequeueBit(e.requeue_bit).value,
-        None if e.bit_after is None else RequeueBit(e.bit_after).value,
-        None if e.reason is None else Reason(e.reason).value,
-        e.detail if done else None,
-        e.exit_status,
-        json.dumps([dataclasses.asdict(c) for c in e.calls]) if done else None,
-        bytes(e.stderr).hex() if done else None,
-        int(e.stderr_len) if done else None,
-        e.actor,
-    )
 
 
 # -- doctor: the server, looked at without opening the ledger ----------------------------------

@@ -2,7 +2,7 @@
 
 ``SqliteLedger`` implements ``ledger.LedgerStore``; what an operation does to an object
 (intent first, the bit after, why, the back-off) is decided by ``ledger_rules`` and only
-stored here.  Contract:
+stored here; the rows are encoded, decoded and checked by ``ledger_rows``, as MariaDB's.  Contract:
 
 - One *object* per job id with its ``RequeueBit`` and why; an append-only *history* of every
   operation; a *lease* per job that an operation or a sweeper holds while it acts on the job.
@@ -40,12 +40,8 @@ and open a new one after a fork.
 
 from __future__ import annotations
 
-import dataclasses
-import enum
 import errno
 import fcntl
-import json
-import math
 import os
 import shlex
 import sqlite3
@@ -63,22 +59,19 @@ from typing import (
     Sequence,
     Set,
     Tuple,
-    Type,
-    TypeVar,
     Union,
     final,
 )
 
+from . import ledger_rows
 from . import ledger_rules as rules
-from .errors import InvalidInput, SweepBusy
+from .errors import SweepBusy
 from .jobid import validate_job_id
 from .ledger import (
     BACKOFF_BASE,
     BACKOFF_CAP,
     BUSY_TIMEOUT,
     DEFAULT_PATH,
-    STDERR_CAP,
-    CallRecord,
     HistoryEntry,
     ImportResult,
     JobObject,
@@ -86,9 +79,7 @@ from .ledger import (
     PruneResult,
     SweepRecord,
 )
-from .model import Op, Outcome, Reason, RequeueBit, Result
-
-_E = TypeVar("_E", bound=enum.Enum)
+from .model import Op, Outcome, RequeueBit
 
 _BITS = "'clear', 'may_be_set', 'set'"
 _OPS = "'hold', 'release', 'requeue', 'restore', 'open'"
@@ -293,16 +284,6 @@ def _refuse_older(path: str, version: int, current: int) -> None:
         )
 
 
-def _finite(name: str, value: float) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise InvalidInput(f"{name} must be a finite number, not {value!r}")
-    return float(value)
-
-
-def _enum_or_none(cls: Type[_E], value: Optional[str]) -> Optional[_E]:
-    return None if value is None else cls(value)
-
-
 @final
 class SqliteLedger:
     """The ledger file.  Open with ``SqliteLedger.open(path)`` (or ``ledger.open_ledger``); use as a
@@ -338,7 +319,8 @@ class SqliteLedger:
         (default: the host's).  ``migrate_schema=False``: create nothing and migrate nothing; a
         missing file or an older schema is LedgerError (``ledger.open_ledger``)."""
         path = os.fspath(path)
-        backoff_base, backoff_cap = _finite("backoff_base", backoff_base), _finite("backoff_cap", backoff_cap)
+        backoff_base = ledger_rows.finite("backoff_base", backoff_base)
+        backoff_cap = ledger_rows.finite("backoff_cap", backoff_cap)
         if not migrate_schema and not os.path.lexists(path):
             raise LedgerError(f"no ledger at {path}: nothing has been recorded there", path=path)
         _create_file(path)
@@ -486,13 +468,13 @@ class SqliteLedger:
     ) -> List[int]:
         """``begin_operation`` for many ``(job_id, op, nonce)`` in ONE committed transaction (a bulk
         chunk's intents): every intent is committed before any of their scripts may start."""
-        checked = [(validate_job_id(j), Op(op), str(nonce)) for j, op, nonce in starts]
-        now = _finite("now", now)
+        checked = ledger_rows.checked_starts(starts)
+        now = ledger_rows.finite("now", now)
         op_ids: List[int] = []
         with self._atomic("begin operation") as conn:
             for job_id, op, nonce in checked:
                 row = conn.execute("SELECT bit FROM objects WHERE job_id = ?", (job_id,)).fetchone()
-                prior = RequeueBit(row[0]) if row else RequeueBit.CLEAR
+                prior = ledger_rows.prior_bit(row)
                 if row is None:
                     conn.execute(
                         "INSERT INTO objects (job_id, bit, why, updated_at) VALUES (?, ?, ?, ?)",
@@ -526,7 +508,7 @@ class SqliteLedger:
     def finish_operations(self, finishes: Sequence[Tuple[int, Outcome, bytes]], now: float) -> List[RequeueBit]:
         """``finish_operation`` for many ``(op_id, outcome, stderr)`` in ONE transaction (a bulk
         chunk's results); if any is refused, none is written."""
-        now = _finite("now", now)
+        now = ledger_rows.finite("now", now)
         bits: List[RequeueBit] = []
         with self._atomic("finish operation") as conn:
             for op_id, outcome, stderr in finishes:
@@ -539,45 +521,14 @@ class SqliteLedger:
             " FROM history h JOIN objects o ON o.job_id = h.job_id WHERE h.id = ?",
             (op_id,),
         ).fetchone()
-        if row is None:
-            raise LedgerError(f"ledger {self.path}: no operation {op_id}", path=self.path)
-        job_id, op_text, nonce, prior_text, finished_at, current_text = row
-        op = Op(op_text)
-        if finished_at is not None:
-            raise LedgerError(f"ledger {self.path}: operation {op_id} already finished", path=self.path)
-        if outcome.op is not op or outcome.job_id != job_id:
-            raise InvalidInput(f"operation {op_id} is {op.value} {job_id}, not {outcome.op.value} {outcome.job_id}")
-        after = rules.after(op, nonce, RequeueBit(prior_text), RequeueBit(current_text), outcome)
+        job_id, after = ledger_rows.finish(self.path, op_id, row, outcome)
         if after.why is not None:
             self._write_bit(conn, job_id, after.bit, after.why, now)
-        calls = [
-            {
-                "number": c.number,
-                "status": c.status,
-                "status_text": c.status_text,
-                "outcome": c.outcome.value,
-                "message": c.message,
-                "reason": c.reason.value if c.reason else None,
-            }
-            for c in outcome.calls
-        ]
         conn.execute(
             "UPDATE history SET finished_at = ?, result = ?, requeue_bit = ?, bit_after = ?,"
             " reason = ?, detail = ?, exit_status = ?, calls = ?, stderr = ?, stderr_len = ?"
             " WHERE id = ?",
-            (
-                now,
-                outcome.result.value,
-                outcome.requeue_bit.value if outcome.requeue_bit else None,
-                after.bit.value,
-                outcome.reason.value if outcome.reason else None,
-                outcome.detail,
-                outcome.exit_status,
-                json.dumps(calls),
-                stderr[:STDERR_CAP],
-                len(stderr),
-                op_id,
-            ),
+            ledger_rows.finished_values(now, outcome, after.bit, stderr, op_id),
         )
         return after.bit
 
@@ -599,14 +550,12 @@ class SqliteLedger:
     def acquire_leases(self, job_ids: Sequence[str], owner: str, now: float, ttl: float) -> List[str]:
         """``acquire_lease`` for many jobs in one transaction; returns the ids now held by ``owner``."""
         ids = [validate_job_id(j) for j in job_ids]
-        now, ttl = _finite("now", now), _finite("ttl", ttl)
-        if ttl <= 0:
-            raise InvalidInput(f"ttl must be positive, not {ttl!r}")
+        now, ttl = ledger_rows.finite("now", now), ledger_rows.positive_ttl(ttl)
         held: List[str] = []
         with self._atomic("acquire lease") as conn:
             for job_id in ids:
                 row = conn.execute("SELECT owner, expires_at FROM leases WHERE job_id = ?", (job_id,)).fetchone()
-                if row is not None and row[0] != owner and row[1] > now:
+                if ledger_rows.held_by_another(row, owner, now):
                     continue
                 conn.execute(
                     "INSERT OR REPLACE INTO leases (job_id, owner, expires_at) VALUES (?, ?, ?)",
@@ -630,18 +579,13 @@ class SqliteLedger:
 
     # -- objects and the sweeper -----------------------------------------------------------------
 
-    @staticmethod
-    def _object(row: Tuple[Any, ...]) -> JobObject:
-        return JobObject(row[0], RequeueBit(row[1]), row[2], row[3], row[4], row[5], row[6])
-
     def get(self, job_id: str) -> Optional[JobObject]:
         rows = self._read(
             "get object",
-            "SELECT job_id, bit, why, updated_at, lookup_failures, next_lookup_at, lookup_error"
-            " FROM objects WHERE job_id = ?",
+            ledger_rows.SELECT_OBJECTS + " WHERE job_id = ?",
             (job_id,),
         )
-        return self._object(rows[0]) if rows else None
+        return ledger_rows.job_object(rows[0]) if rows else None
 
     def pending(self, now: float, limit: Optional[int] = None) -> List[JobObject]:
         """Objects whose bit is not clear that the sweeper may look at now, longest waiting first
@@ -650,7 +594,7 @@ class SqliteLedger:
         Skips jobs with an unexpired lease (an operation or another sweeper is on them) and jobs
         whose back-off after a failed lookup has not elapsed.
         """
-        now = _finite("now", now)
+        now = ledger_rows.finite("now", now)
         rows = self._read(
             "list pending objects",
             "SELECT job_id, bit, why, updated_at, lookup_failures, next_lookup_at, lookup_error"
@@ -659,7 +603,7 @@ class SqliteLedger:
             " ORDER BY next_lookup_at, updated_at, job_id LIMIT ?",
             (now, now, -1 if limit is None else limit),
         )
-        return [self._object(row) for row in rows]
+        return [ledger_rows.job_object(row) for row in rows]
 
     def count_not_clear(self) -> int:
         """How many objects have a bit that is not clear (leased and backed-off ones included)."""
@@ -678,8 +622,8 @@ class SqliteLedger:
         self, changes: Sequence[Tuple[str, RequeueBit, str]], now: float, *, owner: str
     ) -> List[str]:
         """``set_bit`` for many ``(job_id, bit, why)`` in one transaction; returns the ids written."""
-        checked = [(validate_job_id(j), RequeueBit(b), why) for j, b, why in changes]
-        now = _finite("now", now)
+        checked = ledger_rows.checked_changes(changes)
+        now = ledger_rows.finite("now", now)
         written: List[str] = []
         with self._atomic("set bit") as conn:
             for job_id, bit, why in checked:
@@ -707,7 +651,7 @@ class SqliteLedger:
         holds the job's unexpired lease; returns the ids written.
         """
         ids = [validate_job_id(j) for j in job_ids]
-        now = _finite("now", now)
+        now = ledger_rows.finite("now", now)
         written: List[str] = []
         with self._atomic("watch") as conn:
             for job_id in ids:
@@ -730,56 +674,30 @@ class SqliteLedger:
 
     def lookups_failed(self, job_ids: Sequence[str], why: str, now: float) -> List[float]:
         """``lookup_failed`` for many jobs in one transaction; returns each one's next lookup time."""
-        now = _finite("now", now)
+        now = ledger_rows.finite("now", now)
         times: List[float] = []
         with self._atomic("record failed lookup") as conn:
             for job_id in job_ids:
                 row = conn.execute("SELECT lookup_failures FROM objects WHERE job_id = ?", (job_id,)).fetchone()
-                if row is None:
-                    raise LedgerError(f"ledger {self.path}: no object for job {job_id}", path=self.path)
-                failures = int(row[0]) + 1
-                wait = rules.backoff(failures, self.backoff_base, self.backoff_cap)
+                failures, next_at = ledger_rows.failed_lookup(
+                    self.path, job_id, row, now, self.backoff_base, self.backoff_cap
+                )
                 conn.execute(
                     "UPDATE objects SET lookup_failures = ?, next_lookup_at = ?, lookup_error = ?"
                     " WHERE job_id = ?",
-                    (failures, now + wait, why, job_id),
+                    (failures, next_at, why, job_id),
                 )
-                times.append(now + wait)
+                times.append(next_at)
         return times
 
     def history(self, job_id: str) -> List[HistoryEntry]:
         """Every operation on the job, oldest first."""
         rows = self._read(
             "read history",
-            "SELECT id, job_id, op, nonce, started_at, prior_bit, finished_at, result, requeue_bit,"
-            " bit_after, reason, detail, exit_status, calls, stderr, stderr_len, actor"
-            " FROM history WHERE job_id = ? ORDER BY id",
+            ledger_rows.SELECT_HISTORY + " WHERE job_id = ? ORDER BY id",
             (job_id,),
         )
-        return [self._entry(r) for r in rows]
-
-    @staticmethod
-    def _entry(r: Tuple[Any, ...]) -> HistoryEntry:
-        """A history row (``_HISTORY``'s columns) as a ``HistoryEntry``."""
-        return HistoryEntry(
-            id=r[0],
-            job_id=r[1],
-            op=Op(r[2]),
-            nonce=r[3],
-            started_at=r[4],
-            prior_bit=RequeueBit(r[5]),
-            finished_at=r[6],
-            result=_enum_or_none(Result, r[7]),
-            requeue_bit=_enum_or_none(RequeueBit, r[8]),
-            bit_after=_enum_or_none(RequeueBit, r[9]),
-            reason=_enum_or_none(Reason, r[10]),
-            detail=r[11] or "",
-            exit_status=r[12],
-            calls=tuple(CallRecord(**c) for c in json.loads(r[13] or "[]")),
-            stderr=bytes(r[14] or b""),
-            stderr_len=r[15] or 0,
-            actor=r[16],
-        )
+        return [ledger_rows.entry(r) for r in rows]
 
     # -- the admin's view ------------------------------------------------------------------------
 
@@ -794,10 +712,9 @@ class SqliteLedger:
         """Every object whose bit is not clear, leased and backed-off ones too, oldest change first."""
         rows = self._read(
             "list objects not clear",
-            "SELECT job_id, bit, why, updated_at, lookup_failures, next_lookup_at, lookup_error"
-            " FROM objects WHERE bit != 'clear' ORDER BY updated_at, job_id",
+            ledger_rows.SELECT_OBJECTS + " WHERE bit != 'clear' ORDER BY updated_at, job_id",
         )
-        return [self._object(row) for row in rows]
+        return [ledger_rows.job_object(row) for row in rows]
 
     def count_history(self) -> int:
         """How many history rows the ledger holds (what ``prune`` keeps in check)."""
@@ -805,8 +722,8 @@ class SqliteLedger:
 
     def record_sweep(self, started: float, finished: float, summary: Mapping[str, Any]) -> None:
         """Keep this sweep as the last one: its times and ``summary`` (JSON values), replacing the previous."""
-        started, finished = _finite("started", started), _finite("finished", finished)
-        text = json.dumps(dict(summary), sort_keys=True)
+        started, finished = ledger_rows.finite("started", started), ledger_rows.finite("finished", finished)
+        text = ledger_rows.sweep_summary(summary)
         with self._atomic("record sweep") as conn:
             conn.execute(
                 "INSERT OR REPLACE INTO last_sweep (one, started_at, finished_at, summary) VALUES (1, ?, ?, ?)",
@@ -815,17 +732,8 @@ class SqliteLedger:
 
     def last_sweep(self) -> Optional[SweepRecord]:
         """The last sweep ``record_sweep`` kept, or None if no sweep has run on this ledger."""
-        rows = self._read("read last sweep", "SELECT started_at, finished_at, summary FROM last_sweep")
-        if not rows:
-            return None
-        started, finished, text = rows[0]
-        try:
-            summary = json.loads(text)
-        except ValueError:
-            summary = None
-        if not isinstance(summary, dict):
-            raise LedgerError(f"ledger {self.path}: the last sweep's summary is not a JSON object", path=self.path)
-        return SweepRecord(started, finished, summary)
+        found = self._read("read last sweep", "SELECT started_at, finished_at, summary FROM last_sweep")
+        return ledger_rows.sweep_record(self.path, found[0]) if found else None
 
     def prune(self, before: float, now: float, *, dry_run: bool = False) -> PruneResult:
         """Remove the history rows ``rules.may_prune`` allows, then checkpoint the WAL (TRUNCATE).
@@ -839,7 +747,7 @@ class SqliteLedger:
         the trigger pass lives only inside each batch's transaction.  Between batches it pauses
         (``PRUNE_PAUSE``) so that waiting writers get in.  ``dry_run`` counts only.
         """
-        before, now = _finite("before", before), _finite("now", now)
+        before, now = ledger_rows.finite("before", before), ledger_rows.finite("now", now)
         removed = 0
         jobs: Set[str] = set()
         after_id = 0
@@ -854,11 +762,7 @@ class SqliteLedger:
                     " WHERE h.id > ? AND h.finished_at < ? ORDER BY h.id LIMIT ?",
                     (now, after_id, before, PRUNE_BATCH),
                 ).fetchall()
-                doomed = [
-                    (op_id, job_id)
-                    for op_id, job_id, finished_at, bit, newest, leased in rows
-                    if rules.may_prune(rules.PruneRow(finished_at, bool(newest), RequeueBit(bit), bool(leased)), before)
-                ]
+                doomed = ledger_rows.doomed(rows, before)
                 if doomed and not dry_run:
                     self._conn.execute("INSERT OR REPLACE INTO pruning (one) VALUES (1)")
                     self._conn.executemany("DELETE FROM history WHERE id = ?", [(op_id,) for op_id, _ in doomed])
@@ -893,22 +797,19 @@ class SqliteLedger:
         """A page of the objects whose bit is (or is not) clear, by job id after ``after``."""
         rows = self._read(
             "export objects",
-            "SELECT job_id, bit, why, updated_at, lookup_failures, next_lookup_at, lookup_error"
-            " FROM objects WHERE (bit != 'clear') = ? AND job_id > ? ORDER BY job_id LIMIT ?",
+            ledger_rows.SELECT_OBJECTS + " WHERE (bit != 'clear') = ? AND job_id > ? ORDER BY job_id LIMIT ?",
             (int(bool(not_clear)), str(after), int(limit)),
         )
-        return [self._object(row) for row in rows]
+        return [ledger_rows.job_object(row) for row in rows]
 
     def export_history(self, after_id: int, limit: int) -> List[HistoryEntry]:
         """A page of the history, in id order, from after ``after_id``."""
         rows = self._read(
             "export history",
-            "SELECT id, job_id, op, nonce, started_at, prior_bit, finished_at, result, requeue_bit,"
-            " bit_after, reason, detail, exit_status, calls, stderr, stderr_len, actor"
-            " FROM history WHERE id > ? ORDER BY id LIMIT ?",
+            ledger_rows.SELECT_HISTORY + " WHERE id > ? ORDER BY id LIMIT ?",
             (int(after_id), int(limit)),
         )
-        return [self._entry(r) for r in rows]
+        return [ledger_rows.entry(r) for r in rows]
 
     def import_records(
         self, objects: Sequence[JobObject], history: Sequence[HistoryEntry], *, merge: bool
@@ -916,26 +817,22 @@ class SqliteLedger:
         """Another ledger's objects, then its history rows, in one BEGIN IMMEDIATE transaction
         (``ledger.LedgerStore.import_records``).  The history's triggers let rows be appended
         finished or not; nothing here updates or deletes one."""
-        checked = [_object_values(o) for o in objects]
-        rows = [_history_values(e) for e in history]
+        checked = [ledger_rows.object_values(o) for o in objects]
+        rows = [ledger_rows.history_values(e) for e in history]
         copied = merged = kept = added = skipped = 0
         with self._atomic("import records") as conn:
             for values in checked:
-                job_id, bit = values[0], RequeueBit(values[1])
+                job_id = values[0]
                 row = conn.execute("SELECT bit FROM objects WHERE job_id = ?", (job_id,)).fetchone()
-                if row is not None and not merge:
-                    raise LedgerError(
-                        f"ledger {self.path}: job {job_id} already has an object here (--merge combines them)",
-                        path=self.path,
-                    )
-                if row is None:
+                action = ledger_rows.import_action(self.path, values, row, merge)
+                if action == "insert":
                     conn.execute(
                         "INSERT INTO objects (job_id, bit, why, updated_at, lookup_failures, next_lookup_at,"
                         " lookup_error) VALUES (?, ?, ?, ?, ?, ?, ?)",
                         values,
                     )
                     copied += 1
-                elif rules.less_clear(bit, RequeueBit(row[0])):
+                elif action == "update":
                     conn.execute(
                         "UPDATE objects SET bit = ?, why = ?, updated_at = ?, lookup_failures = ?,"
                         " next_lookup_at = ?, lookup_error = ? WHERE job_id = ?",
@@ -959,43 +856,6 @@ class SqliteLedger:
                 )
                 added += 1
         return ImportResult(copied, merged, kept, added, skipped)
-
-
-def _object_values(obj: JobObject) -> Tuple[Any, ...]:
-    """An object's columns in ``objects``' order, checked."""
-    return (
-        validate_job_id(obj.job_id),
-        RequeueBit(obj.bit).value,
-        str(obj.why),
-        _finite("updated_at", obj.updated_at),
-        int(obj.lookup_failures),
-        _finite("next_lookup_at", obj.next_lookup_at),
-        str(obj.lookup_error),
-    )
-
-
-def _history_values(e: HistoryEntry) -> Tuple[Any, ...]:
-    """A history row's columns for ``import_records`` (job_id, nonce, op, started_at first: what
-    tells a row already there); an unfinished row keeps NULL in every column written at finish."""
-    done = e.finished_at is not None
-    return (
-        validate_job_id(e.job_id),
-        str(e.nonce),
-        Op(e.op).value,
-        _finite("started_at", e.started_at),
-        RequeueBit(e.prior_bit).value,
-        _finite("finished_at", e.finished_at) if e.finished_at is not None else None,
-        None if e.result is None else Result(e.result).value,
-        None if e.requeue_bit is None else RequeueBit(e.requeue_bit).value,
-        None if e.bit_after is None else RequeueBit(e.bit_after).value,
-        None if e.reason is None else Reason(e.reason).value,
-        e.detail if done else None,
-        e.exit_status,
-        json.dumps([dataclasses.asdict(c) for c in e.calls]) if done else None,
-        bytes(e.stderr) if done else None,
-        int(e.stderr_len) if done else None,
-        e.actor,
-    )
 
 
 class SweepLock:
