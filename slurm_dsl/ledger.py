@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from typing import Any, Callable, ContextManager, Dict, List, Mapping, Optional, Protocol, Sequence, Tuple, Union
 
 from .errors import LedgerError as LedgerError  # re-exported: where it has always been imported from
@@ -169,6 +168,8 @@ class ImportResult:
 
 def iso_utc(epoch: float) -> str:
     """``2024-05-01T12:00:03Z``: an epoch time as ISO-8601 UTC, to the second."""
+    from datetime import datetime, timezone  # only reports need it: not on every command's start
+
     return datetime.fromtimestamp(epoch, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
