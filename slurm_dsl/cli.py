@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import json
 import logging
 import os
@@ -833,4 +834,21 @@ def main(argv: Optional[Sequence[str]] = None, out: Optional[IO[str]] = None) ->
 
 
 def run() -> None:
-    sys.exit(main())
+    """The console script: ``main``, then leave at once.
+
+    By the time ``main`` returns, every outcome is recorded (the ledger committed and closed) and
+    the worker threads are joined; what is left is to flush what was printed.  ``sys.exit`` would
+    then free every object one by one, about 15 ms after a bulk operation, for nothing: the
+    process ends here.  The objects made while importing are frozen first, so that the garbage
+    collector does not walk them again and again during a long run.
+    """
+    gc.freeze()
+    status = main()
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:  # ``slurm-dsl ... | head``: quiet, as in ``main``
+        status = max(status, EXIT_ERROR)
+    with contextlib.suppress(OSError, ValueError):  # ValueError: ``main`` closed stderr on EPIPE
+        sys.stderr.flush()
+    logging.shutdown()
+    os._exit(status)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -130,3 +131,30 @@ def test_results_on_stdout_diagnostics_on_stderr(fake: Path) -> None:
     assert done.returncode == EXIT_CODES[Result.UNKNOWN]
     assert done.stdout.split()[:3] == ["4", "hold", "unknown"]
     assert all(line.startswith("slurm-dsl: ") for line in done.stderr.splitlines())
+
+
+def test_the_console_script_flushes_everything_before_it_leaves() -> None:
+    # run() ends the process with os._exit: what sits in stdout's buffer (a pipe: block
+    # buffered) must be written first, all of it, with main's exit status.
+    argv = ["script", "requeue", "7", "--timeout", "5", "--scontrol", "/usr/bin/scontrol"]
+    buffered = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    done = subprocess.run([sys.executable, "-m", "slurm_dsl", *argv], capture_output=True, env=buffered)
+    buffer = io.StringIO()
+    assert main(argv, out=buffer) == 0
+    assert done.returncode == 0 and done.stderr == b""
+    def timeless(text: str) -> str:  # the deadline's epoch milliseconds and the nonce differ
+        return re.sub(r"[0-9a-f]{32}", "<nonce>", re.sub(r"[0-9]{13}", "<ms>", text))
+
+    assert timeless(done.stdout.decode()) == timeless(buffer.getvalue()) and len(done.stdout) > 1000
+
+
+def test_the_console_script_is_quiet_when_its_reader_went_away() -> None:
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # `slurm-dsl ... | head -0`: every write gets EPIPE
+    try:
+        done = subprocess.run([sys.executable, "-m", "slurm_dsl", "script", "hold", "7", "--timeout", "5",
+                               "--scontrol", "/usr/bin/scontrol"], stdout=write_end, stderr=subprocess.PIPE)
+    finally:
+        os.close(write_end)
+    assert done.returncode == 1
+    assert done.stderr == b""
