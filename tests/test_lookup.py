@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from slurm_dsl import lookup_choice
+from slurm_dsl import lookup_choice, squeue_lookup
 from slurm_dsl.lookup import JobInfo, LookupFailed
 from slurm_dsl.runner import Completed
 from slurm_dsl.squeue_lookup import SqueueLookup, parse_slurm_version, parse_squeue, slurm_version, squeue_format
@@ -235,6 +235,51 @@ def test_records_round_trip(infos: List[JobInfo]) -> None:
         for i in infos
     )
     assert parse_squeue(out, NONCE) == {i.job_id: i for i in infos}
+
+
+# Field values at and around every limit the reader checks, and some that are no number at all.
+_near_limits = st.sampled_from([
+    b"0", b"1", b"01", b"9", b"65535", b"65536", b"4294967294", b"4294967295", b"99999999999", b"N/A",
+    b"-1", b" 1", b"1 ", b"\xd9\xa1", b"", b"PENDING", b"A_B", b"a", b"|", b"1|2",
+])
+
+
+def _answers(line: bytes) -> Tuple[object, object]:
+    """What the one-match reader and the strict one make of ``line``: a record or the error's text."""
+    answers: List[object] = []
+    for read in (squeue_lookup._parse_record, squeue_lookup._parse_record_strictly):
+        try:
+            answers.append(read(line, b"|" + NONCE.encode(), 3))
+        except LookupFailed as exc:
+            answers.append(str(exc))
+    return answers[0], answers[1]
+
+
+@given(
+    st.lists(_near_limits | st.binary(max_size=12), min_size=7, max_size=9),
+    st.text(max_size=12).map(lambda t: t.encode("utf-8", "surrogatepass")) | st.binary(max_size=12),
+    st.sampled_from([NONCE, OTHER_NONCE, ""]),
+)
+def test_the_one_match_reader_answers_as_the_strict_one(fields: List[bytes], reason: bytes, nonce: str) -> None:
+    line_ = b"|".join([*fields, reason]) + (b"|" + nonce.encode() if nonce else b"")
+    fast, strict = _answers(line_)
+    assert fast == strict
+
+
+# JobID|ArrayJobID|ArrayTaskID|State|Requeue|RestartCnt|PriorityLong: good, at and past each limit.
+AT_LIMITS = """
+7|7|N/A|PENDING|0|0|0  4294967294|4294967294|N/A|RUNNING|1|65535|4294967295  8|7|3|PENDING|0|0|0
+7|7|4294967295|PENDING|0|0|0  4294967295|4294967295|N/A|PENDING|0|0|0  7|7|N/A|PENDING|0|65536|0
+7|7|N/A|PENDING|0|0|4294967296  8|7|N/A|PENDING|0|0|0  7|7|N/A|PENDING|2|0|0  7|7|N/A|pending|0|0|0
+7|07|N/A|PENDING|0|0|0  8|7|03|PENDING|0|0|0  8|7|0|PENDING|0|00|0
+""".split()
+
+
+@pytest.mark.parametrize("fields", AT_LIMITS)
+def test_the_one_match_reader_at_each_limit(fields: str) -> None:
+    line_ = f"{fields}|a|b reason|{NONCE}".encode()
+    fast, strict = _answers(line_)
+    assert fast == strict
 
 
 # --- SqueueLookup -------------------------------------------------------------
