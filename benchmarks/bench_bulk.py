@@ -9,12 +9,15 @@ machine's load are the same for all three:
 - (a) a loop of bare per-id ``scontrol hold <id>`` processes, what a shell loop does;
 - (b) one bare ``scontrol hold <id,id,...>``, the floor: no deadline, no reading, no ledger.
 
-The requeue round uses held jobs: call 2 is refused per id (``Job is pending execution``),
+The requeue round uses the pending jobs the release round left: call 2 is refused per id (``Job is pending execution``),
 so every method pays for all three calls on every id.  It also reports the peak Python
 memory (tracemalloc) of reading 1,000 and 10,000 ids through ``run_many`` against a fake
 scontrol, to show it stays flat per chunk.
 
-    python -m benchmarks.bench_bulk [--jobs 1000] [--requeue 200] [--rounds 3]
+    python -m benchmarks.bench_bulk [--jobs 1000] [--requeue 200] [--rounds 3] [--cli PATH | --in-place]
+
+``slurm-dsl`` is measured as admins run it: by default this checkout is installed with pip into
+a throwaway venv (a regular install, bytecode compiled) and that ``slurm-dsl`` is run.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from tests import lab
 from tests.fakes import write_fake_squeue, write_list_fake
 
 SCONTROL = "/usr/bin/scontrol"
+REPO = Path(__file__).resolve().parent.parent
 
 
 def timed(run: Callable[[], object]) -> float:
@@ -44,8 +48,20 @@ def timed(run: Callable[[], object]) -> float:
     return time.perf_counter() - start
 
 
-def cli(op: str, ids: List[str], ledger: str) -> None:
-    done = subprocess.run([sys.executable, "-m", "slurm_dsl", op, *ids, "--timeout", "60", "--ledger", ledger],
+def installed(where: Path) -> List[str]:
+    """The ``slurm-dsl`` command as an admin's ``pip install`` leaves it: a venv of its own with a
+    regular install of this checkout, its bytecode compiled.  Not the development venv: there an
+    editable install's import hook runs at every start of any Python, and with
+    PYTHONDONTWRITEBYTECODE every run compiles the package again (together ~50 ms a run, which
+    no admin's install pays)."""
+    print(f"installing this checkout into {where} ...", flush=True)
+    subprocess.run([sys.executable, "-m", "venv", str(where)], check=True)
+    subprocess.run([str(where / "bin" / "pip"), "install", "--quiet", "--no-deps", str(REPO)], check=True)
+    return [str(where / "bin" / "slurm-dsl")]
+
+
+def cli(command: List[str], op: str, ids: List[str], ledger: str) -> None:
+    done = subprocess.run([*command, op, *ids, "--timeout", "60", "--ledger", ledger],
                           capture_output=True, text=True, check=False)
     if done.returncode not in (0, 10):
         raise SystemExit(f"slurm-dsl {op} exited {done.returncode}: {done.stderr[-500:]}")
@@ -60,7 +76,7 @@ def one(argv: List[str]) -> None:
     subprocess.run(argv, capture_output=True, check=False)
 
 
-def bench_op(name: str, ids: List[str], ledger: str, rounds: int) -> Dict[str, float]:
+def bench_op(command: List[str], name: str, ids: List[str], ledger: str, rounds: int) -> Dict[str, float]:
     """Median seconds of each method for ``name`` (hold and release alternate to keep the jobs cycling)."""
     joined = ",".join(ids)
     if name == "requeue":
@@ -72,7 +88,7 @@ def bench_op(name: str, ids: List[str], ledger: str, rounds: int) -> Dict[str, f
         lists = [[SCONTROL, "update", f"JobId={joined}", "Requeue=1"], [SCONTROL, "requeue", joined],
                  [SCONTROL, "update", f"JobId={joined}", "Requeue=0"]]
         methods: Dict[str, Callable[[], object]] = {
-            "slurm-dsl": lambda: cli("requeue", ids, ledger),
+            "slurm-dsl": lambda: cli(command, "requeue", ids, ledger),
             "(a) per-id loop": lambda: loop(per_id),
             "(b) one list call": lambda: loop(lists),
         }
@@ -80,7 +96,7 @@ def bench_op(name: str, ids: List[str], ledger: str, rounds: int) -> Dict[str, f
     else:
         other = "release" if name == "hold" else "hold"
         methods = {
-            "slurm-dsl": lambda: cli(name, ids, ledger),
+            "slurm-dsl": lambda: cli(command, name, ids, ledger),
             "(a) per-id loop": lambda: loop([[SCONTROL, name, i] for i in ids]),
             "(b) one list call": lambda: one([SCONTROL, name, joined]),
         }
@@ -113,6 +129,10 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=1000)
     parser.add_argument("--requeue", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--cli", metavar="PATH", help="the slurm-dsl command to measure (default: this checkout,"
+                        " installed into a throwaway venv as pip installs it)")
+    parser.add_argument("--in-place", action="store_true",
+                        help="measure `python -m slurm_dsl` of this checkout in the current Python instead")
     args = parser.parse_args()
     reason = lab.lab_available()
     if reason is not None:
@@ -121,11 +141,15 @@ def main() -> None:
     ids = [lab.submit("--hold", *lab.SLEEP_JOB) for _ in range(args.jobs)]
     try:
         with tempfile.TemporaryDirectory() as tmp:
+            command = (
+                [args.cli] if args.cli else [sys.executable, "-m", "slurm_dsl"] if args.in_place
+                else installed(Path(tmp) / "venv")
+            )
             ledger = str(Path(tmp) / "ledger.sqlite3")
             results = {
-                f"hold {len(ids)}": bench_op("hold", ids, ledger, args.rounds),
-                f"release {len(ids)}": bench_op("release", ids, ledger, args.rounds),
-                f"requeue {args.requeue}": bench_op("requeue", ids[: args.requeue], ledger, args.rounds),
+                f"hold {len(ids)}": bench_op(command, "hold", ids, ledger, args.rounds),
+                f"release {len(ids)}": bench_op(command, "release", ids, ledger, args.rounds),
+                f"requeue {args.requeue}": bench_op(command, "requeue", ids[: args.requeue], ledger, args.rounds),
             }
     finally:
         lab.cancel(*ids)
