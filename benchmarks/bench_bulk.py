@@ -1,6 +1,6 @@
 """Bulk operations against the lab, side by side in one run (docs/contract.md §11).
 
-Not a test: it prints figures.  N held pending jobs are held and released (and M requeued)
+Not a test: it prints figures.  N pending jobs are held and released (and M requeued)
 again and again, each round by three methods, interleaved so that slurmctld's state and the
 machine's load are the same for all three:
 
@@ -9,15 +9,17 @@ machine's load are the same for all three:
 - (a) a loop of bare per-id ``scontrol hold <id>`` processes, what a shell loop does;
 - (b) one bare ``scontrol hold <id,id,...>``, the floor: no deadline, no reading, no ledger.
 
-The requeue round uses the pending jobs the release round left: call 2 is refused per id (``Job is pending execution``),
-so every method pays for all three calls on every id.  It also reports the peak Python
-memory (tracemalloc) of reading 1,000 and 10,000 ids through ``run_many`` against a fake
-scontrol, to show it stays flat per chunk.
+The requeue round uses the pending jobs the release round left: call 2 is refused per id
+(``Job is pending execution``), so every method pays for all three calls on every id.  It
+also reports the peak Python memory (tracemalloc) of reading 1,000 and 10,000 ids through
+``run_many`` against a fake scontrol, to show it stays flat per chunk.
 
-    python -m benchmarks.bench_bulk [--jobs 1000] [--requeue 200] [--rounds 3] [--cli PATH | --in-place]
+    python -m benchmarks.bench_bulk [--jobs 1000] [--requeue 200] [--rounds 3]
+                                    [--python PATH | --cli PATH | --in-place]
 
-``slurm-dsl`` is measured as admins run it: by default this checkout is installed with pip into
-a throwaway venv (a regular install, bytecode compiled) and that ``slurm-dsl`` is run.
+``slurm-dsl`` is measured as admins run it: by default this checkout is installed as
+contrib/README.md says (a venv of the system's python3, a regular pip install) in a throwaway
+directory, and that ``slurm-dsl`` is run.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from tests.fakes import write_fake_squeue, write_list_fake
 
 SCONTROL = "/usr/bin/scontrol"
 REPO = Path(__file__).resolve().parent.parent
+SYSTEM_PYTHON = "/usr/bin/python3"  # what contrib/README.md's `python3 -m venv` runs on Debian
 
 
 def timed(run: Callable[[], object]) -> float:
@@ -48,14 +51,14 @@ def timed(run: Callable[[], object]) -> float:
     return time.perf_counter() - start
 
 
-def installed(where: Path) -> List[str]:
-    """The ``slurm-dsl`` command as an admin's ``pip install`` leaves it: a venv of its own with a
-    regular install of this checkout, its bytecode compiled.  Not the development venv: there an
-    editable install's import hook runs at every start of any Python, and with
-    PYTHONDONTWRITEBYTECODE every run compiles the package again (together ~50 ms a run, which
-    no admin's install pays)."""
-    print(f"installing this checkout into {where} ...", flush=True)
-    subprocess.run([sys.executable, "-m", "venv", str(where)], check=True)
+def installed(python: str, where: Path) -> List[str]:
+    """The ``slurm-dsl`` command as contrib/README.md installs it: ``python3 -m venv`` with the
+    system's Python, then a regular ``pip install`` of this checkout (bytecode compiled).  Not
+    the development venv: there an editable install's import hook runs at every start of any
+    Python, and with PYTHONDONTWRITEBYTECODE every run compiles the package again (together
+    ~50 ms a run, which no admin's install pays)."""
+    print(f"installing this checkout into {where} with {python} ...", flush=True)
+    subprocess.run([python, "-m", "venv", str(where)], check=True)
     subprocess.run([str(where / "bin" / "pip"), "install", "--quiet", "--no-deps", str(REPO)], check=True)
     return [str(where / "bin" / "slurm-dsl")]
 
@@ -131,6 +134,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--cli", metavar="PATH", help="the slurm-dsl command to measure (default: this checkout,"
                         " installed into a throwaway venv as pip installs it)")
+    parser.add_argument("--python", default=SYSTEM_PYTHON if Path(SYSTEM_PYTHON).exists() else sys.executable,
+                        help="the Python to install it with (default: %(default)s)")
     parser.add_argument("--in-place", action="store_true",
                         help="measure `python -m slurm_dsl` of this checkout in the current Python instead")
     args = parser.parse_args()
@@ -143,7 +148,7 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             command = (
                 [args.cli] if args.cli else [sys.executable, "-m", "slurm_dsl"] if args.in_place
-                else installed(Path(tmp) / "venv")
+                else installed(args.python, Path(tmp) / "venv")
             )
             ledger = str(Path(tmp) / "ledger.sqlite3")
             results = {
