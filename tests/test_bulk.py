@@ -17,6 +17,7 @@ from slurm_dsl import Op, RequeueBit, Result, bulk
 from slurm_dsl.bulk import chunk_limit, run_many
 from slurm_dsl.cli import main
 from slurm_dsl.ledger import open_ledger
+from slurm_dsl.squeue_lookup import MAX_LISTED
 from slurm_dsl.tracked import Tracker
 from tests.fakes import calls_made, write_fake_squeue, write_list_fake
 
@@ -198,3 +199,19 @@ def test_the_progress_line_shows_once_the_work_takes_more_than_a_second(monkeypa
     progress(1000, 2000)
     progress.close()
     assert stream.getvalue() == "\rslurm-dsl: 1000/2000 jobs\n"
+
+
+@pytest.mark.parametrize("count", [MAX_LISTED, MAX_LISTED + 1])
+def test_more_ids_than_max_listed_are_looked_up_in_one_listing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                               count: int) -> None:
+    # docs/slurm-bulk.md §6.1: from ~500 ids on a listing of every job costs squeue less than -j.
+    monkeypatch.delenv("SLURM_DSL_SQUEUE")
+    ids = [str(n) for n in range(1000, 1000 + count)]
+    fake = write_list_fake(tmp_path / "bin", {})
+    write_fake_squeue(tmp_path / "bin", "".join(f"{j}|PENDING|0|0|1|None\n" for j in ids))
+    with Tracker(str(tmp_path / "ledger.sqlite3"), scontrol=str(fake)) as t:
+        results = {o.result for o in run_many(t, Op.HOLD, ids, 60.0)}
+    assert results == {Result.OK}
+    lookups = (tmp_path / "bin" / "squeue.log").read_text().splitlines()
+    assert len(lookups) == 2  # the array check, and the corroboration of the ids read as ok
+    assert all((" -j " in argv) is (count <= MAX_LISTED) for argv in lookups)
