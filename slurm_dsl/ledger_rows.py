@@ -11,18 +11,38 @@ and the mapping of its errors.
 Rule 1: a row is read by ``SELECT_OBJECTS`` or ``SELECT_HISTORY`` (or, in prune, finish and
 leases, the columns each function names), in that order.  Rule 2: no I/O: a function gets the
 row its backend read and returns what to write, or raises the typed error (``LedgerError`` with
-the ledger's ``path``, ``InvalidInput``).  Rule 3: the backends differ only in how stderr is
-passed: MariaDB's as hex (``hex_stderr``), so that bytes never pass as utf8mb4 text.  Not in the
-pure core (tests/test_layers.py) only because the values it builds live in ``ledger``.
+the ledger's ``path``, ``InvalidInput``).  Rule 2a, batches: a batch's rows are read in a few
+statements (``IN`` lists of at most ``IN_PIECE`` ids, ``pieces``), its decisions taken here as
+if its items came one after the other (``begin_plan``, ``finish_plan``, ``leases_taken``: an id
+twice sees what the first left), and its writes sent in a few statements.  Rule 3: the backends
+differ only in how stderr is passed: MariaDB's as hex (``hex_stderr``), so that bytes never pass
+as utf8mb4 text.  Not in the pure core (tests/test_layers.py) only because the values it builds
+live in ``ledger``.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 import json
 import math
-from typing import Any, List, Literal, Mapping, Optional, Sequence, Tuple, Type, TypeVar
+from typing import (
+    Any,
+    Dict,
+    Iterable,
+    Iterator,
+    List,
+    Literal,
+    Mapping,
+    NamedTuple,
+    Optional,
+    Sequence,
+    Set,
+    Tuple,
+    Type,
+    TypeVar,
+)
 
 from . import ledger_rules as rules
 from .errors import InvalidInput, LedgerError
@@ -31,6 +51,7 @@ from .ledger import STDERR_CAP, CallRecord, HistoryEntry, JobObject, SweepRecord
 from .model import Op, Outcome, Reason, RequeueBit, Result
 
 _E = TypeVar("_E", bound=enum.Enum)
+_T = TypeVar("_T")
 
 # What ``job_object`` and ``entry`` read: their columns in their order (a backend appends its
 # WHERE, ORDER BY and LIMIT).
@@ -127,11 +148,6 @@ def sweep_record(path: str, row: Sequence[Any]) -> SweepRecord:
 # -- decisions on a row read ---------------------------------------------------------------------
 
 
-def prior_bit(row: Optional[Sequence[Any]]) -> RequeueBit:
-    """The bit of the object row (bit) read before an operation; clear if there is none yet."""
-    return RequeueBit(row[0]) if row else RequeueBit.CLEAR
-
-
 def finish(path: str, op_id: int, row: Optional[Sequence[Any]], outcome: Outcome) -> Tuple[str, rules.BitChange]:
     """The job and ``ledger_rules.after`` for finishing operation ``op_id``, from its row (job_id,
     op, nonce, prior_bit, finished_at and the object's bit).  LedgerError if there is no such
@@ -190,6 +206,14 @@ def held_by_another(row: Optional[Sequence[Any]], owner: str, now: float) -> boo
     return row is not None and row[0] != owner and row[1] > now
 
 
+def leases_taken(ids: Sequence[str], rows: Mapping[str, Sequence[Any]], owner: str, now: float) -> List[str]:
+    """``acquire_leases``' answer: of ``ids`` (in their order, a repeat too), those ``owner``
+    holds after taking them one after the other, given the lease rows there (job id -> (owner,
+    expires_at)): every one no other owner's unexpired lease keeps (``held_by_another``).  A job
+    taken is ``owner``'s, so a repeat is taken again; one kept from it stays kept."""
+    return [job_id for job_id in ids if not held_by_another(rows.get(job_id), owner, now)]
+
+
 def failed_lookup(
     path: str, job_id: str, row: Optional[Sequence[Any]], now: float, base: float, cap: float
 ) -> Tuple[int, float]:
@@ -209,6 +233,144 @@ def doomed(rows: Sequence[Sequence[Any]], before: float) -> List[Tuple[int, str]
         for op_id, job_id, finished_at, bit, newest, leased in rows
         if rules.may_prune(rules.PruneRow(finished_at, bool(newest), RequeueBit(bit), bool(leased)), before)
     ]
+
+
+# -- batches: a chunk's items in a few statements ------------------------------------------------
+
+IN_PIECE = 500  # the most ids in one ``IN (...)`` list (and so placeholders in one read)
+
+# What a batch writes into ``objects``: (job_id, bit, why, updated_at), each job once.
+ObjectWrite = Tuple[str, str, str, float]
+
+
+def distinct(values: Iterable[_T]) -> List[_T]:
+    """``values`` each once, in the order first seen."""
+    return list(dict.fromkeys(values))
+
+
+def pieces(values: Sequence[_T], size: int = IN_PIECE) -> List[Sequence[_T]]:
+    """``values`` cut into consecutive pieces of at most ``size``: one ``IN`` list each."""
+    if len(values) <= size:
+        return [values] if values else []
+    return [values[start:start + size] for start in range(0, len(values), size)]
+
+
+@functools.lru_cache(maxsize=256)
+def in_list(sql: str, n: int, mark: str, tail: str = "") -> str:
+    """``sql IN (mark, ..., mark) tail``: ``n`` placeholders ``mark`` (``?`` or ``%s``).  With
+    ``multi_row``, the only SQL text built at run time, and of placeholders only: every value is
+    bound.  Cached: a batch's pieces have few sizes, and one id is the common case."""
+    return sql + " IN (" + ", ".join([mark] * n) + ")" + tail
+
+
+@functools.lru_cache(maxsize=256)
+def _values(sql: str, width: int, n: int, mark: str, tail: str) -> str:
+    one = "(" + ", ".join([mark] * width) + ")"
+    return sql + " VALUES " + ", ".join([one] * n) + tail
+
+
+def multi_row(
+    sql: str, rows: Sequence[Sequence[Any]], mark: str, tail: str = "", size: int = IN_PIECE
+) -> Iterator[Tuple[str, List[Any]]]:
+    """``rows`` (all as wide as the first) as ``sql VALUES (mark, ...), (mark, ...) tail``
+    statements of at most ``size`` placeholders (one row at least) each, with their values, flat."""
+    if not rows:
+        return
+    width = len(rows[0])
+    for piece in pieces(rows, max(1, size // width)):
+        yield _values(sql, width, len(piece), mark, tail), [value for row in piece for value in row]
+
+
+class BeginPlan(NamedTuple):
+    """What ``begin_operations`` writes.  ``objects``: each job's object as the batch leaves it,
+    for the jobs it creates (bit clear, or the intent at once) or gives an intent: upserted, and an
+    object there that is updated also gets its back-off reset (an intent is news for the sweeper);
+    no other object is written.  ``history``: the rows to append, in the order of the starts
+    (job_id, op, nonce, started_at, prior_bit, actor)."""
+
+    objects: List[ObjectWrite]
+    history: List[Tuple[str, str, str, float, str, Optional[str]]]
+
+
+def begin_plan(
+    starts: Sequence[Tuple[str, Op, str]], bits: Mapping[str, str], now: float, actor: str
+) -> BeginPlan:
+    """``BeginPlan`` of the (checked) ``starts`` at ``now``, given the bits of the objects there
+    (job id -> bit; no object for a job absent), as the starts one after the other would write
+    it: the history row of a job's second start has as bit before what its first left."""
+    current: Dict[str, RequeueBit] = {job_id: RequeueBit(bit) for job_id, bit in bits.items()}
+    objects: Dict[str, ObjectWrite] = {}
+    history: List[Tuple[str, str, str, float, str, Optional[str]]] = []
+    who = str(actor) or None
+    for job_id, op, nonce in starts:
+        prior = current.get(job_id)
+        if prior is None:  # a new object, bit clear (an intent below may overwrite it at once)
+            prior = current[job_id] = RequeueBit.CLEAR
+            objects[job_id] = (job_id, prior.value, rules.first_seen_why(op, nonce), now)
+        intent = rules.intent(op, nonce)
+        if intent is not None:
+            current[job_id] = intent.bit
+            objects[job_id] = (job_id, intent.bit.value, intent.why, now)
+        history.append((job_id, op.value, nonce, now, prior.value, who))
+    return BeginPlan(list(objects.values()), history)
+
+
+def inserted_ids(path: str, rows: Sequence[Sequence[Any]], found: Sequence[Sequence[Any]]) -> List[int]:
+    """The ids of the history ``rows`` (``BeginPlan.history``) one transaction appended, from the
+    rows (id, job_id, op, nonce, prior_bit) it read back above the largest id before, in id order.
+    Under the write lock nobody else appends history, so these are exactly its rows in its order;
+    else LedgerError (and the transaction is rolled back)."""
+    if len(found) != len(rows) or any(tuple(f[1:5]) != (r[0], r[1], r[2], r[4]) for f, r in zip(found, rows)):
+        raise LedgerError(
+            f"ledger {path}: the history rows read back are not the {len(rows)} this transaction"
+            " appended (has another writer appended history without the write lock?)",
+            path=path,
+        )
+    return [int(f[0]) for f in found]
+
+
+class FinishPlan(NamedTuple):
+    """What ``finish_operations`` returns and writes: each finish's bit after, in their order;
+    each object a requeue or restore changed, as the batch leaves it (upserted, back-off kept);
+    and ``finished_values`` of each operation, in the order of the finishes."""
+
+    bits: List[RequeueBit]
+    objects: List[ObjectWrite]
+    history: List[Tuple[Any, ...]]
+
+
+def finish_plan(
+    path: str,
+    finishes: Sequence[Tuple[int, Outcome, bytes]],
+    rows: Mapping[int, Sequence[Any]],
+    now: float,
+    *,
+    hex_stderr: bool = False,
+) -> FinishPlan:
+    """``FinishPlan`` of ``finishes`` (op_id, outcome, stderr) at ``now``, given the operations'
+    rows there (op id -> ``finish``'s row; an id absent has none), as the finishes one after the
+    other would: an operation finished earlier in the batch is "already finished", and one on a
+    job whose object an earlier finish changed sees that bit.  The first finish refused raises
+    (``finish``), so nothing of the batch is written."""
+    current: Dict[str, str] = {}  # job id -> the bit the batch left so far
+    done: Set[int] = set()
+    objects: Dict[str, ObjectWrite] = {}
+    bits: List[RequeueBit] = []
+    history: List[Tuple[Any, ...]] = []
+    for op_id, outcome, stderr in finishes:
+        stderr = bytes(stderr)
+        row = rows.get(op_id)
+        if row is not None:
+            job, op_text, nonce, prior_text, finished_at, bit = row
+            row = (job, op_text, nonce, prior_text, now if op_id in done else finished_at, current.get(job, bit))
+        job_id, after = finish(path, op_id, row, outcome)
+        done.add(op_id)
+        if after.why is not None:
+            current[job_id] = after.bit.value
+            objects[job_id] = (job_id, after.bit.value, after.why, now)
+        bits.append(after.bit)
+        history.append(finished_values(now, outcome, after.bit, stderr, op_id, hex_stderr=hex_stderr))
+    return FinishPlan(bits, list(objects.values()), history)
 
 
 # -- import: another ledger's records ------------------------------------------------------------

@@ -64,7 +64,6 @@ from typing import (
 )
 
 from . import ledger_rows
-from . import ledger_rules as rules
 from .errors import SweepBusy
 from .jobid import validate_job_id
 from .ledger import (
@@ -167,6 +166,37 @@ MIGRATIONS: Tuple[Tuple[str, ...], ...] = (
             BEGIN SELECT RAISE(ABORT, 'history is append-only'); END""",
     ),
 )
+
+# The objects' bit and why (``_write_bit``, ``finish_operations``), around their VALUES (job_id,
+# bit, why, updated_at): a job without an object gets one.
+_WRITE_BIT_HEAD = "INSERT INTO objects (job_id, bit, why, updated_at)"
+_WRITE_BIT_TAIL = (
+    " ON CONFLICT (job_id) DO UPDATE SET bit = excluded.bit, why = excluded.why, updated_at = excluded.updated_at"
+)
+
+# The operations ``finish_operations`` reads (``ledger_rows.finish``'s row after the id), by id.
+_FINISHING_ROWS = (
+    "SELECT h.id, h.job_id, h.op, h.nonce, h.prior_bit, h.finished_at, o.bit"
+    " FROM history h JOIN objects o ON o.job_id = h.job_id WHERE h.id"
+)
+
+# Finishing operations: their ``ledger_rows.finished_values`` (the id last) into their rows, one
+# alone, or many around their VALUES.
+_FINISH_ONE = (
+    "UPDATE history SET finished_at = ?, result = ?, requeue_bit = ?, bit_after = ?, reason = ?, detail = ?,"
+    " exit_status = ?, calls = ?, stderr = ?, stderr_len = ? WHERE id = ?"
+)
+_FINISH_MANY_HEAD = (
+    "WITH v (finished_at, result, requeue_bit, bit_after, reason, detail, exit_status, calls, stderr, stderr_len, id)"
+    " AS ("
+)
+_FINISH_MANY_TAIL = (
+    ") UPDATE history SET finished_at = v.finished_at, result = v.result, requeue_bit = v.requeue_bit,"
+    " bit_after = v.bit_after, reason = v.reason, detail = v.detail, exit_status = v.exit_status, calls = v.calls,"
+    " stderr = v.stderr, stderr_len = v.stderr_len FROM v WHERE history.id = v.id"
+)
+
+UPDATE_FROM = (3, 33, 0)  # the first SQLite with UPDATE ... FROM
 
 # History rows ``prune`` deletes per transaction: each holds the write lock only briefly, so that
 # operations starting or finishing meanwhile wait milliseconds, far within the busy timeout.
@@ -467,33 +497,55 @@ class SqliteLedger:
         self, starts: Sequence[Tuple[str, Op, str]], now: float, *, actor: str = ""
     ) -> List[int]:
         """``begin_operation`` for many ``(job_id, op, nonce)`` in ONE committed transaction (a bulk
-        chunk's intents): every intent is committed before any of their scripts may start."""
+        chunk's intents): every intent is committed before any of their scripts may start.
+
+        Set-based: the objects' bits read in ``IN`` lists of ``ledger_rows.IN_PIECE`` ids, then the
+        objects created or given an intent upserted and the history appended, many rows a statement
+        (``ledger_rows.multi_row``: at most ``IN_PIECE`` placeholders each); ``ledger_rows.begin_plan``
+        decides, as the starts one after the other would."""
         checked = ledger_rows.checked_starts(starts)
         now = ledger_rows.finite("now", now)
-        op_ids: List[int] = []
         with self._atomic("begin operation") as conn:
-            for job_id, op, nonce in checked:
-                row = conn.execute("SELECT bit FROM objects WHERE job_id = ?", (job_id,)).fetchone()
-                prior = ledger_rows.prior_bit(row)
-                if row is None:
-                    conn.execute(
-                        "INSERT INTO objects (job_id, bit, why, updated_at) VALUES (?, ?, ?, ?)",
-                        (job_id, RequeueBit.CLEAR.value, rules.first_seen_why(op, nonce), now),
-                    )
-                intent = rules.intent(op, nonce)
-                if intent is not None:
-                    self._write_bit(conn, job_id, intent.bit, intent.why, now)
-                    # A new intent is news for the sweeper: an old back-off must not delay it.
-                    conn.execute(
-                        "UPDATE objects SET lookup_failures = 0, next_lookup_at = 0 WHERE job_id = ?", (job_id,)
-                    )
-                cursor = conn.execute(
-                    "INSERT INTO history (job_id, op, nonce, started_at, prior_bit, actor) VALUES (?, ?, ?, ?, ?, ?)",
-                    (job_id, op.value, nonce, now, prior.value, str(actor) or None),
-                )
-                assert cursor.lastrowid is not None
-                op_ids.append(cursor.lastrowid)
+            bits: Dict[str, str] = {}
+            for piece in ledger_rows.pieces(ledger_rows.distinct(job_id for job_id, _, _ in checked)):
+                sql = ledger_rows.in_list("SELECT job_id, bit FROM objects WHERE job_id", len(piece), "?")
+                bits.update(conn.execute(sql, piece).fetchall())
+            plan = ledger_rows.begin_plan(checked, bits, now, actor)
+            # A new object is inserted (back-off 0 by default); one there only gets an intent, and
+            # a new intent is news for the sweeper: an old back-off must not delay it.
+            for sql, values in ledger_rows.multi_row(
+                "INSERT INTO objects (job_id, bit, why, updated_at)",
+                plan.objects,
+                "?",
+                " ON CONFLICT (job_id) DO UPDATE SET bit = excluded.bit, why = excluded.why,"
+                " updated_at = excluded.updated_at, lookup_failures = 0, next_lookup_at = 0",
+            ):
+                conn.execute(sql, values)
+            op_ids = self._append_history(conn, plan.history)
         return op_ids
+
+    def _append_history(self, conn: sqlite3.Connection, rows: Sequence[Tuple[Any, ...]]) -> List[int]:
+        """Append the history ``rows`` (job_id, op, nonce, started_at, prior_bit, actor); their ids
+        in their order.  Inside the write lock (BEGIN IMMEDIATE) nobody else appends, so the rows
+        above the largest id before are these (``ledger_rows.inserted_ids`` checks it)."""
+        inserts = ledger_rows.multi_row(
+            "INSERT INTO history (job_id, op, nonce, started_at, prior_bit, actor)", rows, "?"
+        )
+        if len(rows) <= 1:  # one operation: its lastrowid, in one statement as always
+            ids: List[int] = []
+            for sql, values in inserts:
+                cursor = conn.execute(sql, values)
+                assert cursor.lastrowid is not None
+                ids.append(cursor.lastrowid)
+            return ids
+        before = conn.execute("SELECT coalesce(max(id), 0) FROM history").fetchone()[0]
+        for sql, values in inserts:
+            conn.execute(sql, values)
+        found = conn.execute(
+            "SELECT id, job_id, op, nonce, prior_bit FROM history WHERE id > ? ORDER BY id LIMIT ?",
+            (before, len(rows) + 1),
+        ).fetchall()
+        return ledger_rows.inserted_ids(self.path, rows, found)
 
     def finish_operation(self, op_id: int, outcome: Outcome, stderr: bytes, now: float) -> RequeueBit:
         """Fill in operation ``op_id`` with its outcome; return the object's new bit.
@@ -507,39 +559,37 @@ class SqliteLedger:
 
     def finish_operations(self, finishes: Sequence[Tuple[int, Outcome, bytes]], now: float) -> List[RequeueBit]:
         """``finish_operation`` for many ``(op_id, outcome, stderr)`` in ONE transaction (a bulk
-        chunk's results); if any is refused, none is written."""
-        now = ledger_rows.finite("now", now)
-        bits: List[RequeueBit] = []
-        with self._atomic("finish operation") as conn:
-            for op_id, outcome, stderr in finishes:
-                bits.append(self._finish(conn, op_id, outcome, bytes(stderr), now))
-        return bits
+        chunk's results); if any is refused, none is written.
 
-    def _finish(self, conn: sqlite3.Connection, op_id: int, outcome: Outcome, stderr: bytes, now: float) -> RequeueBit:
-        row = conn.execute(
-            "SELECT h.job_id, h.op, h.nonce, h.prior_bit, h.finished_at, o.bit"
-            " FROM history h JOIN objects o ON o.job_id = h.job_id WHERE h.id = ?",
-            (op_id,),
-        ).fetchone()
-        job_id, after = ledger_rows.finish(self.path, op_id, row, outcome)
-        if after.why is not None:
-            self._write_bit(conn, job_id, after.bit, after.why, now)
-        conn.execute(
-            "UPDATE history SET finished_at = ?, result = ?, requeue_bit = ?, bit_after = ?,"
-            " reason = ?, detail = ?, exit_status = ?, calls = ?, stderr = ?, stderr_len = ?"
-            " WHERE id = ?",
-            ledger_rows.finished_values(now, outcome, after.bit, stderr, op_id),
-        )
-        return after.bit
+        Set-based: the operations read in ``IN`` lists of ``ledger_rows.IN_PIECE`` ids, decided by
+        ``ledger_rows.finish_plan`` (as the finishes one after the other would: the same operation
+        twice is "already finished"), then the objects and the history written many rows a
+        statement (``ledger_rows.multi_row``)."""
+        now = ledger_rows.finite("now", now)
+        finishes = list(finishes)
+        with self._atomic("finish operation") as conn:
+            rows: Dict[int, Tuple[Any, ...]] = {}
+            for piece in ledger_rows.pieces(ledger_rows.distinct(op_id for op_id, _, _ in finishes)):
+                sql = ledger_rows.in_list(_FINISHING_ROWS, len(piece), "?")
+                for row in conn.execute(sql, piece):
+                    rows[row[0]] = row[1:]
+            plan = ledger_rows.finish_plan(self.path, finishes, rows, now)
+            for sql, values in ledger_rows.multi_row(_WRITE_BIT_HEAD, plan.objects, "?", _WRITE_BIT_TAIL):
+                conn.execute(sql, values)
+            # Each operation's values (``ledger_rows.finished_values``, the id last) into its row;
+            # many rows a statement (one alone is a plain UPDATE, cheaper): the triggers see each
+            # row updated as one UPDATE of it would.  UPDATE ... FROM needs SQLite 3.33 (Debian 12
+            # has 3.40); an older library gets one UPDATE per row.
+            if len(plan.history) == 1 or sqlite3.sqlite_version_info < UPDATE_FROM:
+                conn.executemany(_FINISH_ONE, plan.history)
+            else:
+                for sql, values in ledger_rows.multi_row(_FINISH_MANY_HEAD, plan.history, "?", _FINISH_MANY_TAIL):
+                    conn.execute(sql, values)
+        return plan.bits
 
     @staticmethod
     def _write_bit(conn: sqlite3.Connection, job_id: str, bit: RequeueBit, why: str, now: float) -> None:
-        conn.execute(
-            "INSERT INTO objects (job_id, bit, why, updated_at) VALUES (?, ?, ?, ?)"
-            " ON CONFLICT (job_id) DO UPDATE SET bit = excluded.bit, why = excluded.why,"
-            " updated_at = excluded.updated_at",
-            (job_id, bit.value, why, now),
-        )
+        conn.execute(_WRITE_BIT_HEAD + " VALUES (?, ?, ?, ?)" + _WRITE_BIT_TAIL, (job_id, bit.value, why, now))
 
     # -- leases ----------------------------------------------------------------------------------
 
@@ -548,20 +598,23 @@ class SqliteLedger:
         return bool(self.acquire_leases([job_id], owner, now, ttl))
 
     def acquire_leases(self, job_ids: Sequence[str], owner: str, now: float, ttl: float) -> List[str]:
-        """``acquire_lease`` for many jobs in one transaction; returns the ids now held by ``owner``."""
+        """``acquire_lease`` for many jobs in one transaction; returns the ids now held by ``owner``
+        (in their order).  The leases there read in ``IN`` lists of ``ledger_rows.IN_PIECE`` ids,
+        the ones taken written many rows a statement (``ledger_rows.multi_row``)."""
         ids = [validate_job_id(j) for j in job_ids]
         now, ttl = ledger_rows.finite("now", now), ledger_rows.positive_ttl(ttl)
-        held: List[str] = []
         with self._atomic("acquire lease") as conn:
-            for job_id in ids:
-                row = conn.execute("SELECT owner, expires_at FROM leases WHERE job_id = ?", (job_id,)).fetchone()
-                if ledger_rows.held_by_another(row, owner, now):
-                    continue
-                conn.execute(
-                    "INSERT OR REPLACE INTO leases (job_id, owner, expires_at) VALUES (?, ?, ?)",
-                    (job_id, owner, now + ttl),
-                )
-                held.append(job_id)
+            rows: Dict[str, Tuple[Any, ...]] = {}
+            for piece in ledger_rows.pieces(ledger_rows.distinct(ids)):
+                sql = ledger_rows.in_list("SELECT job_id, owner, expires_at FROM leases WHERE job_id", len(piece), "?")
+                for row in conn.execute(sql, piece):
+                    rows[row[0]] = tuple(row[1:])
+            held = ledger_rows.leases_taken(ids, rows, owner, now)
+            taken = [(job_id, owner, now + ttl) for job_id in ledger_rows.distinct(held)]
+            for sql, values in ledger_rows.multi_row(
+                "INSERT OR REPLACE INTO leases (job_id, owner, expires_at)", taken, "?"
+            ):
+                conn.execute(sql, values)
         return held
 
     def release_lease(self, job_id: str, owner: str) -> bool:
@@ -569,12 +622,14 @@ class SqliteLedger:
         return self.release_leases([job_id], owner) > 0
 
     def release_leases(self, job_ids: Sequence[str], owner: str) -> int:
-        """``release_lease`` for many jobs in one transaction; returns how many were held."""
+        """``release_lease`` for many jobs in one transaction; returns how many were held (a job
+        named twice counts once, as the second release finds it gone).  One DELETE per ``IN``
+        list of ``ledger_rows.IN_PIECE`` ids."""
         released = 0
         with self._atomic("release lease") as conn:
-            for job_id in job_ids:
-                cursor = conn.execute("DELETE FROM leases WHERE job_id = ? AND owner = ?", (job_id, owner))
-                released += cursor.rowcount
+            for piece in ledger_rows.pieces(ledger_rows.distinct(job_ids)):
+                sql = ledger_rows.in_list("DELETE FROM leases WHERE owner = ? AND job_id", len(piece), "?")
+                released += conn.execute(sql, (owner, *piece)).rowcount
         return released
 
     # -- objects and the sweeper -----------------------------------------------------------------

@@ -23,6 +23,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import slurm_dsl.ledger as ledger_module
+import slurm_dsl.ledger_rows as ledger_rows
 import slurm_dsl.sqlite_ledger as sqlite_module
 from slurm_dsl.combine import next_bit
 from slurm_dsl.ledger import STDERR_CAP, HistoryEntry, LedgerError, LedgerStore, open_ledger
@@ -697,3 +698,189 @@ def test_a_batch_is_one_transaction_seen_by_others_only_once_it_ends(ledger_loca
         # All or none: neither the first finish nor the leases given back were kept.
         assert other.get("301").bit is MAY and [h.finished for h in other.history("301")] == [False]  # type: ignore[union-attr]
         assert not other.acquire_lease("301", "sweep", 8.0, 10.0)
+
+
+# -- a bulk chunk, set-based: many ids, repeats, one bad entry, leases of others ------------------
+
+BIG = [str(n) for n in range(50_000, 51_200)]  # 1,200 jobs: three IN lists (ledger_rows.IN_PIECE is 500)
+
+
+def for_job(template: Outcome, job_id: str) -> Outcome:
+    return dataclasses.replace(template, job_id=job_id)
+
+
+def snapshot(location: str) -> Tuple[List[Tuple[Any, ...]], ...]:
+    """Every row of the objects, the history and the leases, past the ledger's code."""
+    with Raw(location) as conn:
+        return tuple(
+            conn.execute(f"SELECT * FROM {table} ORDER BY {key}")
+            for table, key in (("objects", "job_id"), ("history", "id"), ("leases", "job_id"))
+        )
+
+
+def test_a_chunk_of_1200_jobs_gets_every_op_id_bit_and_lease_right(ledger_location: str) -> None:
+    templates = (REQUEUE_OK, REQUEUE_S1_UNKNOWN, REQUEUE_BIT_SET, REQUEUE_CLEAR_FAILED)
+    with fresh_ledger(ledger_location, backoff_base=10.0, backoff_cap=100.0) as ledger:
+        # Every third job has an object already, backed off after a failed lookup: the intent resets it.
+        known = BIG[::3]
+        ledger.finish_operations(
+            [(i, for_job(HOLD_OK, j), b"") for i, j in zip(ledger.begin_operations([(j, Op.HOLD, NONCE) for j in known],
+                                                                                  1.0), known)],
+            1.5,
+        )
+        assert ledger.lookups_failed(known, "controller down", 2.0) == [12.0] * len(known)
+
+        assert ledger.acquire_leases(BIG, "bulk", 5.0, 60.0) == BIG
+        op_ids = ledger.begin_operations([(j, Op.REQUEUE, NONCE) for j in BIG], 5.0, actor="uid 0 (root)")
+        assert len(set(op_ids)) == len(BIG) and op_ids == sorted(op_ids)
+        objects = {o.job_id: o for o in ledger.objects_not_clear()}
+        assert sorted(objects) == BIG
+        assert {(o.bit, o.why, o.updated_at, o.lookup_failures, o.next_lookup_at) for o in objects.values()} == {
+            (MAY, f"requeue {NONCE} started", 5.0, 0, 0.0)
+        }
+        begun = {e.id: e for e in ledger.export_history(0, 10_000)}
+        for op_id, job_id in zip(op_ids, BIG):
+            e = begun[op_id]
+            assert (e.job_id, e.op, e.prior_bit, e.actor, e.finished) == (job_id, Op.REQUEUE, CLEAR, "uid 0 (root)",
+                                                                          False)
+
+        outcomes = [for_job(templates[n % len(templates)], j) for n, j in enumerate(BIG)]
+        stderrs = [f"call {n}\n".encode() if n % 5 else b"" for n in range(len(BIG))]
+        stderrs[600] = b"\xff" * (STDERR_CAP + 10)
+        bits = ledger.finish_operations(list(zip(op_ids, outcomes, stderrs)), 6.0)
+        assert bits == [next_bit(CLEAR, o) for o in outcomes]
+        finished = {e.id: e for e in ledger.export_history(0, 10_000)}
+        for op_id, job_id, outcome, stderr, bit in zip(op_ids, BIG, outcomes, stderrs, bits):
+            e = finished[op_id]
+            assert (e.job_id, e.finished_at, e.result, e.bit_after, e.reason) == (
+                job_id, 6.0, outcome.result, bit, outcome.reason
+            )
+            assert (e.stderr, e.stderr_len, len(e.calls)) == (stderr[:STDERR_CAP], len(stderr), len(outcome.calls))
+            obj = ledger.get(job_id) if job_id in BIG[:5] else None
+            assert obj is None or (obj.bit, obj.updated_at) == (bit, 6.0)
+        assert ledger.count_by_bit() == {bit: bits.count(bit) for bit in RequeueBit}
+
+        assert ledger.acquire_leases(BIG, "sweep", 7.0, 10.0) == []  # all still the chunk's
+        assert ledger.release_leases(BIG, "bulk") == len(BIG)
+        assert ledger.release_leases(BIG, "bulk") == 0
+        assert ledger.acquire_leases(BIG, "sweep", 7.0, 10.0) == BIG
+
+
+@pytest.mark.parametrize("version", [(3, 32, 3), sqlite3.sqlite_version_info])
+def test_finishing_a_chunk_needs_no_update_from_on_an_older_sqlite(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, version: Tuple[int, int, int]
+) -> None:
+    # UPDATE ... FROM is SQLite 3.33's: an older library finishes the rows one UPDATE each.
+    monkeypatch.setattr(sqlite3, "sqlite_version_info", version)
+    with open_ledger(str(tmp_path / "ledger.sqlite3")) as ledger:
+        op_ids = ledger.begin_operations([(j, Op.REQUEUE, NONCE) for j in BIG[:700]], 1.0)
+        outcomes = [for_job(REQUEUE_OK if n % 2 else REQUEUE_BIT_SET, j) for n, j in enumerate(BIG[:700])]
+        bits = ledger.finish_operations([(i, o, b"e") for i, o in zip(op_ids, outcomes)], 2.0)
+        assert bits == [next_bit(CLEAR, o) for o in outcomes]
+        entries = {e.id: e for e in ledger.export_history(0, 10_000)}
+        assert [(entries[i].result, entries[i].bit_after, entries[i].stderr) for i in op_ids] == [
+            (o.result, b, b"e") for o, b in zip(outcomes, bits)
+        ]
+
+
+def test_repeats_in_a_chunk_come_out_as_one_call_after_the_other(ledger_location: str) -> None:
+    """The same chunk through the batch methods (jobs 1xx) and item by item (jobs 2xx) leaves the
+    same objects, history and answers: a job's second start sees what its first left, a job's
+    second finish sees the bit its first wrote."""
+    n1, n2 = "aa" * 16, "bb" * 16
+    starts = [(0, Op.REQUEUE, n1), (0, Op.REQUEUE, n2), (1, Op.HOLD, n1), (1, Op.REQUEUE, n2),
+              (2, Op.REQUEUE, n1), (2, Op.HOLD, n2), (3, Op.HOLD, n1), (3, Op.RESTORE, n2),
+              (4, Op.REQUEUE, n1), (4, Op.REQUEUE, n2), (5, Op.OPEN, n1)]
+    results = [REQUEUE_S1_UNKNOWN, REQUEUE_BIT_SET, HOLD_OK, REQUEUE_OK, REQUEUE_OK, HOLD_OK, HOLD_OK, RESTORE_OK,
+               REQUEUE_CLEAR_FAILED, REQUEUE_EXPIRED, OPEN_OK]
+    order = [1, 0, 2, 3, 4, 5, 7, 6, 8, 9, 10]  # finishes: job 0's second first, job 3's restore before its hold
+
+    def job(series: int, n: int) -> str:
+        return str(series * 100 + n)
+
+    def state(ledger: LedgerStore, series: int) -> List[Tuple[Any, ...]]:
+        seen: List[Tuple[Any, ...]] = []
+        for n in range(6):
+            obj = ledger.get(job(series, n))
+            assert obj is not None
+            seen.append((obj.bit, obj.why, obj.updated_at, obj.lookup_failures, obj.next_lookup_at))
+            seen.extend((e.op, e.nonce, e.started_at, e.prior_bit, e.finished_at, e.result, e.bit_after, e.actor)
+                        for e in ledger.history(job(series, n)))
+        return seen
+
+    with fresh_ledger(ledger_location, backoff_base=10.0, backoff_cap=100.0) as ledger:
+        for series in (1, 2):  # jobs 3 and 4 exist, set, backed off
+            for n in (3, 4):
+                force_bit(ledger, job(series, n), SET)
+            ledger.lookups_failed([job(series, 3), job(series, 4)], "down", 2.0)
+        batch_ids = ledger.begin_operations([(job(1, n), op, nonce) for n, op, nonce in starts], 5.0, actor="me")
+        single_ids = [ledger.begin_operation(job(2, n), op, nonce, 5.0, actor="me") for n, op, nonce in starts]
+        assert [ledger.history(job(1, n))[-2 if i in (0, 2, 4, 6, 8) else -1].id for i, (n, _, _) in
+                enumerate(starts)] == batch_ids  # in the order of the starts
+        assert state(ledger, 1) == state(ledger, 2)
+        batch_bits = ledger.finish_operations(
+            [(batch_ids[i], for_job(results[i], job(1, starts[i][0])), b"") for i in order], 6.0
+        )
+        single_bits = [
+            ledger.finish_operation(single_ids[i], for_job(results[i], job(2, starts[i][0])), b"", 6.0) for i in order
+        ]
+        assert batch_bits == single_bits
+        assert state(ledger, 1) == state(ledger, 2)
+        last = ledger.get(job(1, 0))  # its first requeue, finished last, wrote last
+        assert last is not None and (last.bit, last.why) == (MAY, f"requeue {n1}: unknown (timed_out)")
+
+
+def test_one_bad_entry_among_many_writes_nothing_at_all(ledger_location: str) -> None:
+    with fresh_ledger(ledger_location) as ledger:
+        op_ids = ledger.begin_operations([(j, Op.REQUEUE, NONCE) for j in BIG], 5.0)
+        ledger.finish_operation(op_ids[700], for_job(REQUEUE_OK, BIG[700]), b"", 5.5)
+        ledger.acquire_leases(BIG[:10], "bulk", 5.0, 60.0)
+        before = snapshot(ledger_location)
+        finishes = [(i, for_job(REQUEUE_OK, j), b"") for i, j in zip(op_ids, BIG)]
+        with pytest.raises(LedgerError, match=f"operation {op_ids[700]} already finished"):
+            ledger.finish_operations(finishes, 6.0)  # the already-finished one in the middle
+        unfinished = [f for n, f in enumerate(finishes) if n != 700]
+        with pytest.raises(LedgerError, match=f"operation {op_ids[5]} already finished"):
+            ledger.finish_operations([*unfinished[:600], unfinished[5], *unfinished[600:]], 6.0)  # one twice
+        with pytest.raises(LedgerError, match="no operation 99999999"):
+            ledger.finish_operations([*unfinished[:900], (99_999_999, REQUEUE_OK, b""), *unfinished[900:]], 6.0)
+        foreign = [*unfinished[:1000], (unfinished[1000][0], HOLD_OK, b""), *unfinished[1001:]]
+        with pytest.raises(ValueError, match="is requeue"):
+            ledger.finish_operations(foreign, 6.0)
+        with pytest.raises(ValueError, match="invalid job id"):
+            ledger.begin_operations([(j, Op.REQUEUE, NONCE) for j in [*BIG[:1100], "1_2", *BIG[1100:]]], 6.0)
+        with pytest.raises(LedgerError, match="already finished"):
+            with ledger.batch():  # a chunk's results with its leases given back: none of it either
+                ledger.release_leases(BIG, "bulk")
+                ledger.finish_operations(finishes, 6.0)
+        assert snapshot(ledger_location) == before
+        assert ledger.finish_operations(unfinished, 6.0) == [CLEAR] * len(unfinished)  # and then all of them
+
+
+def test_a_chunks_leases_skip_the_jobs_another_owner_holds(ledger_location: str) -> None:
+    live = [j for n, j in enumerate(BIG) if n % 7 == 0]  # another owner's, unexpired at 5.0
+    lapsed = [j for n, j in enumerate(BIG) if n % 7 and n % 11 == 0]  # another owner's, expired at 5.0
+    own = [j for n, j in enumerate(BIG) if n % 7 and n % 11 and n % 13 == 0]  # the chunk's own: renewed
+    with fresh_ledger(ledger_location) as ledger:
+        assert ledger.acquire_leases(live, "other", 4.0, 60.0) == live
+        assert ledger.acquire_leases(lapsed, "other", 0.0, 5.0) == lapsed
+        assert ledger.acquire_leases(own, "bulk", 4.0, 2.0) == own
+        wanted = [*BIG, BIG[0], BIG[1]]  # a repeat is answered as its first
+        expected = [j for j in wanted if j not in set(live)]
+        assert ledger.acquire_leases(wanted, "bulk", 5.0, 60.0) == expected
+        with Raw(ledger_location) as conn:
+            leases = {j: (o, e) for j, o, e in conn.execute("SELECT job_id, owner, expires_at FROM leases")}
+        assert leases == {j: ("other", 64.0) if j in set(live) else ("bulk", 65.0) for j in BIG}
+        assert ledger.release_leases([*BIG, BIG[1]], "bulk") == len(BIG) - len(live)
+        assert ledger.acquire_leases(BIG, "sweep", 6.0, 10.0) == expected[: len(BIG) - len(live)]
+
+
+def test_history_ids_read_back_must_be_exactly_the_rows_appended() -> None:
+    rows = [("1", "hold", NONCE, 5.0, "clear", None), ("1", "requeue", NONCE, 5.0, "clear", None)]
+    found = [(7, "1", "hold", NONCE, "clear"), (9, "1", "requeue", NONCE, "clear")]
+    assert ledger_rows.inserted_ids("L", rows, found) == [7, 9]  # gaps (auto_increment_increment > 1) do not matter
+    for found in ([(7, "1", "hold", NONCE, "clear")],  # one missing
+                  [(7, "1", "requeue", NONCE, "clear"), (8, "1", "hold", NONCE, "clear")],  # not in their order
+                  [(7, "1", "hold", NONCE, "clear"), (8, "2", "hold", NONCE, "clear")]):  # another writer's
+        with pytest.raises(LedgerError, match="not the 2 this transaction appended"):
+            ledger_rows.inserted_ids("L", rows, found)

@@ -25,7 +25,7 @@ import slurm_dsl.mariadb_ledger as mariadb_module
 from slurm_dsl.errors import ConfigError, LedgerError, SweepBusy
 from slurm_dsl.ledger import open_ledger
 from slurm_dsl.mariadb_ledger import ClientOptions, Location, MariaDbLedger, parse_url, read_option_file
-from slurm_dsl.model import Op, RequeueBit
+from slurm_dsl.model import Op, Outcome, RequeueBit, Result
 from tests.ledger_backends import MariaDbServer, Raw, shown
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -489,6 +489,40 @@ def test_a_transaction_that_loses_its_connection_is_never_retried(mariadb_locati
         assert admin.execute("SELECT COUNT(*) FROM leases") == [(0,)]
         assert ledger.acquire_lease("1", "me", 100.0, 10.0)
 
+
+
+def test_a_big_finish_goes_through_a_temporary_table_no_failure_leaves_rows_in(mariadb_location: str) -> None:
+    """Past a few operations, finish_operations writes the history from this connection's own
+    TEMPORARY table (one UPDATE ... JOIN): a batch refused by the server there writes nothing and
+    leaves the table empty, no other connection sees it, and a new connection makes its own."""
+    jobs = [str(n) for n in range(100, 120)]
+
+    def held(job_id: str, status: int = 0) -> Outcome:
+        return Outcome(Op.HOLD, job_id, Result.OK, None, exit_status=status)
+
+    def finishing_rows(ledger: Any) -> int:
+        return int(mariadb(ledger)._read("count", "SELECT COUNT(*) FROM slurm_dsl_finishing")[0][0])
+
+    with open_ledger(mariadb_location) as ledger, Raw(mariadb_location) as admin:
+        op_ids = ledger.begin_operations([(j, Op.HOLD, "a" * 32) for j in jobs], 1.0)
+        too_big = [(i, held(j, 2**40 if n == 7 else 0), b"x") for n, (i, j) in enumerate(zip(op_ids, jobs))]
+        with pytest.raises(LedgerError, match="exit_status"):  # INT: out of range in the table's insert
+            ledger.finish_operations(too_big, 2.0)
+        assert finishing_rows(ledger) == 0
+        assert admin.execute("SELECT COUNT(*) FROM history WHERE finished_at IS NOT NULL") == [(0,)]
+        assert ("slurm_dsl_finishing",) not in admin.execute("SHOW TABLES")
+        bits = ledger.finish_operations([(i, held(j, n), bytes([n]) * n) for n, (i, j) in enumerate(zip(op_ids, jobs))],
+                                        2.0)
+        assert bits == [RequeueBit.CLEAR] * len(jobs) and finishing_rows(ledger) == 0
+        entries = {e.job_id: e for j in jobs for e in ledger.history(j)}
+        assert [(entries[j].exit_status, entries[j].stderr) for j in jobs] == [(n, bytes([n]) * n) for n in range(20)]
+
+        admin.execute(f"KILL {connection_id(ledger)}")  # the table goes with its connection
+        ledger.get("100")  # reconnected
+        again = ledger.begin_operations([(j, Op.HOLD, "b" * 32) for j in jobs], 3.0)
+        bits = ledger.finish_operations([(i, held(j), b"") for i, j in zip(again, jobs)], 4.0)
+        assert bits == [RequeueBit.CLEAR] * len(jobs) and finishing_rows(ledger) == 0
+        assert all(len([e for e in ledger.history(j) if e.finished]) == 2 for j in jobs)
 
 def _lab_mariadb_usable() -> Optional[str]:
     """Why the lab's server cannot be stopped and started here (None: it can)."""
