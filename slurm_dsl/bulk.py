@@ -18,7 +18,8 @@ Strategy, for one operation on many ids:
    instead of ~(MessageTimeout-1) s each); the list calls, each a framed script of its
    own (``ops.run_list_call``), read per id (``bulk_reader.read_list_call``); per id the
    same combination as a single operation (``combine``); one lookup of the ids read as
-   ok (``corroborate``: a never-existed id can get SUCCESS, docs/slurm-bulk.md §3.4);
+   ok (``corroborate``: a never-existed id can get SUCCESS, docs/slurm-bulk.md §3.4; for a
+   requeue, of the ids whose call 2 succeeded, while call 3 runs);
    the results and the leases back (one transaction).
 4. Requeue runs the flow of docs/contract.md §2 per id: call 1 on every id, call 2 on the
    ids whose call 1 succeeded, call 3 on every id whose call 1 was not certainly unstarted.
@@ -30,6 +31,7 @@ Outcomes come back in input order, a chunk at a time (``run_many`` is a generato
 from __future__ import annotations
 
 import logging
+import threading
 from dataclasses import replace
 from typing import Callable, Dict, Iterator, List, Optional, Sequence, Union
 
@@ -41,7 +43,7 @@ from .errors import LedgerError, LookupFailed, NotRecorded, describe
 from .jobid import validate_job_id
 from .ledger import LedgerStore
 from .lookup import JobInfo
-from .model import Call, Op, Outcome, Reason, RequeueBit, Result
+from .model import Call, CallOutcome, Op, Outcome, Reason, RequeueBit, Result
 from .ops import GUARD_MARGIN, new_nonce, run_list_call
 from .script import KILL_GRACE
 from .squeue_lookup import MAX_LISTED, SQUEUE_TIMEOUT, SqueueLookup
@@ -171,9 +173,9 @@ def _run_listed(
         if not fresh and not controller_up(scontrol, min(PING_TIMEOUT, max(deadline - tracker.clock(), 0.0))):
             outcomes = {j: _not_run(op, j) for j in ids}
         else:
-            outcomes = _calls(op, ids, deadline, scontrol, nonce, tracker)
-            if op is not Op.RESTORE:
-                outcomes = corroborate(outcomes, find_squeue(tracker.squeue, tracker.scontrol), deadline, tracker)
+            # Restore is not corroborated: a gone job's flag is gone.
+            squeue = None if op is Op.RESTORE else find_squeue(tracker.squeue, tracker.scontrol)
+            outcomes = _calls(op, ids, deadline, scontrol, nonce, tracker, squeue)
     except BaseException:
         _give_back(ledger, ids, owner)
         raise
@@ -199,35 +201,85 @@ def _give_back(ledger: LedgerStore, ids: List[str], owner: str) -> None:
         log.warning("could not give back %d lease(s) (they lapse by themselves): %s", len(ids), exc)
 
 
-def _calls(op: Op, ids: List[str], deadline: float, scontrol: str, nonce: str, tracker: Tracker) -> Dict[str, Outcome]:
-    """Run the op's list calls on ``ids`` and combine each id's calls as a single op would."""
+def _calls(
+    op: Op, ids: List[str], deadline: float, scontrol: str, nonce: str, tracker: Tracker, squeue: Optional[str]
+) -> Dict[str, Outcome]:
+    """Run the op's list calls on ``ids``, combine each id's calls as a single op would, and
+    corroborate the ids read as ok with one lookup through ``squeue`` (None: not at all).
+
+    A requeue can end ok only where call 2 succeeded, so those ids are looked up while call 3
+    runs (in a thread: both mostly wait for their process), not after it."""
     first = run_list_call(op, 1, ids, deadline, scontrol, nonce=nonce, clock=tracker.clock)
     later: Dict[int, Dict[str, Call]] = {}
+    early: Optional[_Background] = None
     if op is Op.REQUEUE:
         second_ids, third_ids = requeue_next_calls(ids, first)
-        for number, numbered in ((2, second_ids), (3, third_ids)):
-            if numbered:
-                later[number] = run_list_call(op, number, numbered, deadline, scontrol, clock=tracker.clock)
-    return {
+        if second_ids:
+            later[2] = run_list_call(op, 2, second_ids, deadline, scontrol, clock=tracker.clock)
+            may_end_ok = [j for j in second_ids if later[2][j].outcome is CallOutcome.SUCCESS]
+            if squeue is not None and may_end_ok and third_ids:
+                early = _Background(lambda: _look_up(may_end_ok, squeue, deadline, tracker))
+        if third_ids:
+            later[3] = run_list_call(op, 3, third_ids, deadline, scontrol, clock=tracker.clock)
+    outcomes = {
         j: combine_bulk(op, j, [first[j], *(later[n][j] for n in sorted(later) if j in later[n])])
         for j in ids
     }
+    if squeue is None:
+        return outcomes
+    return corroborate(outcomes, squeue, deadline, tracker, early=early.result() if early is not None else None)
+
+
+class _Background:
+    """``work()`` in a thread of its own; ``result()`` waits for it and gives its answer."""
+
+    def __init__(self, work: Callable[[], Found]) -> None:
+        self._answer: Optional[Found] = None
+        self._error: Optional[BaseException] = None
+        self._thread = threading.Thread(target=self._run, args=(work,), name="slurm-dsl lookup", daemon=True)
+        self._thread.start()
+
+    def _run(self, work: Callable[[], Found]) -> None:
+        try:
+            self._answer = work()
+        except BaseException as exc:  # raised again in the caller's thread, by result()
+            self._error = exc
+
+    def result(self) -> Found:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        assert self._answer is not None
+        return self._answer
+
+
+# A lookup's answer (``SqueueLookup.jobs``), or why it could not ask.
+Found = Union[Dict[str, Optional[JobInfo]], LookupFailed]
+
+
+def _look_up(ids: List[str], squeue: str, deadline: float, tracker: Tracker) -> Found:
+    left = max(deadline - tracker.clock(), 1.0)
+    try:
+        return SqueueLookup(squeue, timeout=min(SQUEUE_TIMEOUT, left), many=MAX_LISTED).jobs(ids)
+    except LookupFailed as exc:
+        return exc
 
 
 def corroborate(
-    outcomes: Dict[str, Outcome], squeue: str, deadline: float, tracker: Tracker
+    outcomes: Dict[str, Outcome], squeue: str, deadline: float, tracker: Tracker, *, early: Optional[Found] = None
 ) -> Dict[str, Outcome]:
     """One lookup of the ids read as ok: one slurmctld does not know is ``not_found`` (a list
     call can answer SUCCESS for a never-existed id, docs/slurm-bulk.md §3.4); if the lookup
-    could not ask, they stay ok, marked unverified."""
+    could not ask, they stay ok, marked unverified.  ``early``: a lookup already made, used if
+    it asked about every id read as ok (else there is one more)."""
     ok = [j for j, o in outcomes.items() if o.result is Result.OK]
     if not ok:
         return outcomes
-    left = max(deadline - tracker.clock(), 1.0)
-    try:
-        found = SqueueLookup(squeue, timeout=min(SQUEUE_TIMEOUT, left), many=MAX_LISTED).jobs(ok)
-    except LookupFailed as exc:
-        return {**outcomes, **{j: replace(outcomes[j], detail=f"unverified: {exc.reason}") for j in ok}}
+    found = early if early is not None and (isinstance(early, LookupFailed) or set(ok) <= early.keys()) else None
+    if found is None:
+        found = _look_up(ok, squeue, deadline, tracker)
+    if isinstance(found, LookupFailed):
+        return {**outcomes, **{j: replace(outcomes[j], detail=f"unverified: {found.reason}") for j in ok}}
     gone = {
         j: replace(
             outcomes[j],

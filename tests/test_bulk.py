@@ -215,3 +215,48 @@ def test_more_ids_than_max_listed_are_looked_up_in_one_listing(tmp_path: Path, m
     lookups = (tmp_path / "bin" / "squeue.log").read_text().splitlines()
     assert len(lookups) == 2  # the array check, and the corroboration of the ids read as ok
     assert all((" -j " in argv) is (count <= MAX_LISTED) for argv in lookups)
+
+
+def test_a_requeue_is_corroborated_while_its_call_3_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only ids whose call 2 succeeded can end ok; they are looked up during call 3 (16's call
+    3 fails, so it is asked about although it ends unknown), and a never-existed id whose
+    calls all answered SUCCESS (17) is not_found."""
+    monkeypatch.delenv("SLURM_DSL_SQUEUE")
+    plan = {**PLAN, "17": {"set": "ok", "requeue": "ok", "clear": "ok"}}
+    fake = write_list_fake(tmp_path / "bin", plan)
+    write_fake_squeue(tmp_path / "bin", KNOWN)  # 17 is not among them
+    with Tracker(str(tmp_path / "ledger.sqlite3"), scontrol=str(fake)) as t:
+        out = {o.job_id: o for o in run_many(t, Op.REQUEUE, ["11", "15", "16", "17"], 10.0)}
+    assert {j: o.result for j, o in out.items()} == {
+        "11": Result.OK, "15": Result.REJECTED, "16": Result.UNKNOWN, "17": Result.NOT_FOUND
+    }
+    assert out["17"].requeue_bit is RequeueBit.CLEAR
+    lookups = (tmp_path / "bin" / "squeue.log").read_text().splitlines()
+    assert len(lookups) == 2 and " -j 11,16,17 " in lookups[1]
+
+
+def test_a_failed_corroboration_leaves_a_requeues_ok_ids_unverified(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("SLURM_DSL_SQUEUE")
+    fake = write_list_fake(tmp_path / "bin", PLAN)
+    answering = write_fake_squeue(tmp_path / "answering", KNOWN)
+    squeue = tmp_path / "bin" / "squeue"  # answers the array check, then slurmctld is gone
+    squeue.write_text(
+        "#!/bin/sh\n"
+        f'if [ -e "{tmp_path}/asked" ]; then echo "squeue: error: Unable to contact slurm controller" >&2; exit 1; fi\n'
+        f': > "{tmp_path}/asked"\nexec {answering} "$@"\n'
+    )
+    squeue.chmod(0o755)
+    with Tracker(str(tmp_path / "ledger.sqlite3"), scontrol=str(fake)) as t:
+        out = {o.job_id: o for o in run_many(t, Op.REQUEUE, ["11", "15"], 10.0)}
+    assert out["11"].result is Result.OK and out["11"].detail.startswith("unverified: slurmctld unreachable")
+    assert out["15"].result is Result.REJECTED
+
+
+def test_an_error_in_the_lookup_thread_is_raised_in_the_caller() -> None:
+    def broken() -> bulk.Found:
+        raise RuntimeError("a bug")
+
+    with pytest.raises(RuntimeError, match="a bug"):
+        bulk._Background(broken).result()
+    assert bulk._Background(lambda: {"7": None}).result() == {"7": None}
