@@ -10,11 +10,14 @@ machine's load are the same for all three:
 - (b) one bare ``scontrol hold <id,id,...>``, the floor: no deadline, no reading, no ledger.
 
 The requeue round uses the pending jobs the release round left: call 2 is refused per id
-(``Job is pending execution``), so every method pays for all three calls on every id.  It
+(``Job is pending execution``), so every method pays for all three calls on every id.  The
+``R`` round requeues RUNNING jobs, as admins do after a node failed: fresh jobs for every
+measurement, in a partition made for the run that oversubscribes the node so that all of
+them run at once (slurmctld kills and requeues each one: its own work dominates).  It
 also reports the peak Python memory (tracemalloc) of reading 1,000 and 10,000 ids through
 ``run_many`` against a fake scontrol, to show it stays flat per chunk.
 
-    python -m benchmarks.bench_bulk [--jobs 1000] [--requeue 200] [--rounds 3]
+    python -m benchmarks.bench_bulk [--jobs 1000] [--requeue 200] [--running 200] [--rounds 3]
                                     [--python PATH | --cli PATH | --in-place]
 
 ``slurm-dsl`` is measured as admins run it: by default this checkout is installed as
@@ -79,22 +82,28 @@ def one(argv: List[str]) -> None:
     subprocess.run(argv, capture_output=True, check=False)
 
 
+def requeue_methods(command: List[str], ids: List[str], ledger: str) -> Dict[str, Callable[[], object]]:
+    """The three ways to requeue ``ids``: the CLI, a per-id loop of the three calls, the three list calls."""
+    joined = ",".join(ids)
+    per_id = [
+        [SCONTROL, *a]
+        for i in ids
+        for a in (["update", f"JobId={i}", "Requeue=1"], ["requeue", i], ["update", f"JobId={i}", "Requeue=0"])
+    ]
+    lists = [[SCONTROL, "update", f"JobId={joined}", "Requeue=1"], [SCONTROL, "requeue", joined],
+             [SCONTROL, "update", f"JobId={joined}", "Requeue=0"]]
+    return {
+        "slurm-dsl": lambda: cli(command, "requeue", ids, ledger),
+        "(a) per-id loop": lambda: loop(per_id),
+        "(b) one list call": lambda: loop(lists),
+    }
+
+
 def bench_op(command: List[str], name: str, ids: List[str], ledger: str, rounds: int) -> Dict[str, float]:
     """Median seconds of each method for ``name`` (hold and release alternate to keep the jobs cycling)."""
     joined = ",".join(ids)
     if name == "requeue":
-        per_id = [
-            [SCONTROL, *a]
-            for i in ids
-            for a in (["update", f"JobId={i}", "Requeue=1"], ["requeue", i], ["update", f"JobId={i}", "Requeue=0"])
-        ]
-        lists = [[SCONTROL, "update", f"JobId={joined}", "Requeue=1"], [SCONTROL, "requeue", joined],
-                 [SCONTROL, "update", f"JobId={joined}", "Requeue=0"]]
-        methods: Dict[str, Callable[[], object]] = {
-            "slurm-dsl": lambda: cli(command, "requeue", ids, ledger),
-            "(a) per-id loop": lambda: loop(per_id),
-            "(b) one list call": lambda: loop(lists),
-        }
+        methods = requeue_methods(command, ids, ledger)
         undo: Callable[[], object] = lambda: None  # noqa: E731
     else:
         other = "release" if name == "hold" else "hold"
@@ -109,6 +118,54 @@ def bench_op(command: List[str], name: str, ids: List[str], ledger: str, rounds:
         for method, run in methods.items():
             undo()
             times[method].append(timed(run))
+    return {m: statistics.median(t) for m, t in times.items()}
+
+
+BENCH_PARTITION = "slurmdsl-bench"  # made for the run and removed after it
+
+
+def _squeue_states(partition: str) -> List[str]:
+    done = subprocess.run(["squeue", "-h", "-p", partition, "-o", "%T"], capture_output=True, text=True, check=True)
+    return done.stdout.split()
+
+
+def _wait_for(what: str, condition: Callable[[], bool], timeout: float = 180.0) -> None:
+    """Poll ``condition`` until it holds (the scheduler starts ~100 jobs a cycle)."""
+    give_up = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > give_up:
+            raise SystemExit(f"bench_bulk: gave up waiting for {what}")
+        time.sleep(0.5)
+
+
+def _running_jobs(count: int) -> List[str]:
+    """``count`` fresh jobs, all RUNNING in the bench partition (after the last ones are gone)."""
+    _wait_for("the last round's jobs to go", lambda: not _squeue_states(BENCH_PARTITION))
+    ids = [lab.submit("-p", BENCH_PARTITION, *lab.SLEEP_JOB) for _ in range(count)]
+    _wait_for(f"{count} jobs to run", lambda: _squeue_states(BENCH_PARTITION).count("RUNNING") >= count)
+    return ids
+
+
+def bench_requeue_running(command: List[str], count: int, ledger: str, rounds: int) -> Dict[str, float]:
+    """Median seconds of each method requeueing ``count`` RUNNING jobs: fresh ones for every
+    measurement (a requeued job may not start again for CredExpire seconds), in a partition of
+    their own that oversubscribes the node so that all of them run at once."""
+    cpus = int(subprocess.run(["sinfo", "-h", "-o", "%c"], capture_output=True, text=True,
+                              check=True).stdout.split()[0].rstrip("+"))
+    node = subprocess.run(["sinfo", "-h", "-o", "%N"], capture_output=True, text=True, check=True).stdout.split()[0]
+    subprocess.run([SCONTROL, "create", f"PartitionName={BENCH_PARTITION}", f"Nodes={node}", "MaxTime=INFINITE",
+                    f"OverSubscribe=FORCE:{-(-count // cpus) + 4}", "State=UP"], check=True)
+    times: Dict[str, List[float]] = {"slurm-dsl": [], "(a) per-id loop": [], "(b) one list call": []}
+    try:
+        for _ in range(rounds):
+            for method in times:
+                ids = _running_jobs(count)
+                times[method].append(timed(requeue_methods(command, ids, ledger)[method]))
+                lab.cancel(*ids)
+    finally:
+        lab.cancel_submitted()
+        _wait_for("the bench partition's jobs to go", lambda: not _squeue_states(BENCH_PARTITION))
+        subprocess.run([SCONTROL, "delete", f"PartitionName={BENCH_PARTITION}"], check=False)
     return {m: statistics.median(t) for m, t in times.items()}
 
 
@@ -132,6 +189,8 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=1000)
     parser.add_argument("--requeue", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--running", type=int, default=200, metavar="N",
+                        help="also requeue N running jobs (fresh ones each time; 0: skip) (default: %(default)s)")
     parser.add_argument("--cli", metavar="PATH", help="the slurm-dsl command to measure (default: this checkout,"
                         " installed into a throwaway venv as pip installs it)")
     parser.add_argument("--python", default=SYSTEM_PYTHON if Path(SYSTEM_PYTHON).exists() else sys.executable,
@@ -156,12 +215,16 @@ def main() -> None:
                 f"release {len(ids)}": bench_op(command, "release", ids, ledger, args.rounds),
                 f"requeue {args.requeue}": bench_op(command, "requeue", ids[: args.requeue], ledger, args.rounds),
             }
+            if args.running:
+                lab.cancel(*ids)  # the pending jobs would take slots the running ones need
+                results[f"requeue {args.running} R"] = bench_requeue_running(command, args.running, ledger,
+                                                                           args.rounds)
     finally:
         lab.cancel(*ids)
     print(f"\nmedians of {args.rounds} interleaved rounds (seconds), and slurm-dsl's ratios:")
     for what, medians in results.items():
         ours, per_id, floor = medians["slurm-dsl"], medians["(a) per-id loop"], medians["(b) one list call"]
-        print(f"  {what:<13} slurm-dsl {ours:7.3f}   (a) {per_id:7.3f}   (b) {floor:7.3f}"
+        print(f"  {what:<15} slurm-dsl {ours:7.3f}   (a) {per_id:7.3f}   (b) {floor:7.3f}"
               f"   (a)/slurm-dsl {per_id / ours:5.2f}x   slurm-dsl/(b) {ours / floor:5.2f}x")
     for count in (1000, 10000):
         print(f"  peak Python memory of run_many over {count} ids: {memory(count):.1f} MiB")
