@@ -188,7 +188,9 @@ def test_user_update_of_other_fields_still_works() -> None:
 
 
 def test_user_hold_and_release_still_work() -> None:
-    job_id = lab.make_job("held_user", user=lab.TEST_USER)
+    # A begin time an hour away keeps the released job pending: with a free slot the scheduler
+    # could start it between the release and the hold, and a running job stays RUNNING when held.
+    job_id = lab.make_job("held_user", "--begin=now+3600", user=lab.TEST_USER)
     assert as_user("scontrol", "release", job_id).returncode == 0
     js = lab.job_state(job_id)
     assert js is not None and js.reason != "JobHeldUser" and js.priority > 0, js
