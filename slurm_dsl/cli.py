@@ -34,6 +34,7 @@ from .model import Op, Outcome, Result
 from .ops import new_nonce
 from .reader import read_outcome
 from .script import render
+from .shown import shown
 from .tracked import Tracker, ledger_path
 
 # What only the sweep, doctor and the admin's view need (the sweeper, the lookup choice, pyslurm's
@@ -466,7 +467,7 @@ def _log_outcome(outcome: Outcome) -> None:
 
 def _ledger_failed(error: LedgerError, not_started: Sequence[str]) -> int:
     skipped = f"; not started: {' '.join(not_started)}" if not_started else ""
-    sys.stderr.write(f"{PROG}: ledger error: {error}{skipped}\n")
+    sys.stderr.write(f"{PROG}: ledger error: {shown(str(error), None)}{skipped}\n")
     return EXIT_ERROR
 
 
@@ -592,13 +593,14 @@ def _cmd_sweep(args: argparse.Namespace, out: IO[str]) -> int:
         if args.json:
             out.write(json.dumps(s.to_json(), sort_keys=True) + "\n")
         else:
-            out.write(f"{s.job_id:>10}  {s.done.value:<14} {s.why}\n")
+            out.write(f"{s.job_id:>10}  {s.done.value:<14} {shown(s.why)}\n")
     for info in report.orphans:
         if args.json:
             orphan = {"kind": "orphan", "job_id": info.job_id, "orphan": True, "state": info.state}
             out.write(json.dumps(orphan, sort_keys=True) + "\n")
         else:
-            out.write(f"{info.job_id:>10}  orphan         shows Requeue=1 ({info.state}), not tracked by the ledger\n")
+            out.write(f"{info.job_id:>10}  orphan         shows Requeue=1 ({shown(info.state)}), not tracked by the"
+                      " ledger\n")
     summary = {"kind": "summary", "summary": report.counts(), "lookup": lookup.name,
                "lookup_error": report.lookup_error, "orphans": len(report.orphans),
                "fixed_orphans": [o.result.value for o in report.fixed_orphans], "not_clear": not_clear,
@@ -624,7 +626,7 @@ def _cmd_doctor(args: argparse.Namespace, out: IO[str]) -> int:
         if args.json:
             out.write(json.dumps(check.to_json(), sort_keys=True) + "\n")
         else:
-            out.write(f"{check.status:<5} {check.name:<11} {check.detail}\n")
+            out.write(f"{check.status:<5} {check.name:<11} {shown(check.detail, None)}\n")
     return EXIT_ERROR if any(c.status == FAIL for c in checks) else EXIT_OK
 
 
@@ -770,7 +772,9 @@ class _StderrHandler(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
-            sys.stderr.write(self.format(record) + "\n")
+            # Records quote what squeue, pyslurm or a ledger said: escaped (docs/contract.md §10.1),
+            # keeping the lines of a traceback.
+            sys.stderr.write(shown(self.format(record), None, lines=True) + "\n")
         except Exception:
             self.handleError(record)
 
@@ -821,7 +825,8 @@ def main(argv: Optional[Sequence[str]] = None, out: Optional[IO[str]] = None) ->
         _setup_logging(args.verbose)
         return int(args.handler(args, out))
     except DSLError as exc:
-        sys.stderr.write(f"{PROG}: {exc}\n")
+        # The message may quote text from outside (a path, an id, a server's words): escaped.
+        sys.stderr.write(f"{PROG}: {shown(str(exc), None)}\n")
         if args is None:  # the command line itself was wrong
             sys.stderr.write(f"Try '{PROG} --help' for more information.\n")
         return exit_status_of(exc)

@@ -49,6 +49,7 @@ from .errors import InvalidInput, LedgerError
 from .jobid import validate_job_id
 from .ledger import STDERR_CAP, CallRecord, HistoryEntry, JobObject, SweepRecord
 from .model import Op, Outcome, Reason, RequeueBit, Result
+from .shown import shown
 
 _E = TypeVar("_E", bound=enum.Enum)
 _T = TypeVar("_T")
@@ -88,8 +89,16 @@ def checked_starts(starts: Sequence[Tuple[str, Op, str]]) -> List[Tuple[str, Op,
 
 
 def checked_changes(changes: Sequence[Tuple[str, RequeueBit, str]]) -> List[Tuple[str, RequeueBit, str]]:
-    """``set_bits``' ``(job_id, bit, why)``, checked."""
-    return [(validate_job_id(j), RequeueBit(b), why) for j, b, why in changes]
+    """``set_bits``' ``(job_id, bit, why)``, checked; the why as ``stored_text`` (it may quote a
+    job's State or a lookup's error, and ``history`` prints it)."""
+    return [(validate_job_id(j), RequeueBit(b), stored_text(why)) for j, b, why in changes]
+
+
+def stored_text(text: str) -> str:
+    """Text from outside as the ledger keeps it to be shown later (a lookup's error, an
+    operation's detail, who ran it): ``shown``, so that a row never holds raw control bytes.
+    ``history`` and ``ledger status`` escape again when printing, for rows older than this."""
+    return shown(str(text))
 
 
 # -- reading rows --------------------------------------------------------------------------------
@@ -192,7 +201,7 @@ def finished_values(
         outcome.requeue_bit.value if outcome.requeue_bit else None,
         bit_after.value,
         outcome.reason.value if outcome.reason else None,
-        outcome.detail,
+        stored_text(outcome.detail),
         outcome.exit_status,
         calls_json(outcome),
         kept.hex() if hex_stderr else kept,
@@ -301,7 +310,7 @@ def begin_plan(
     current: Dict[str, RequeueBit] = {job_id: RequeueBit(bit) for job_id, bit in bits.items()}
     objects: Dict[str, ObjectWrite] = {}
     history: List[Tuple[str, str, str, float, str, Optional[str]]] = []
-    who = str(actor) or None
+    who = stored_text(actor) or None
     for job_id, op, nonce in starts:
         prior = current.get(job_id)
         if prior is None:  # a new object, bit clear (an intent below may overwrite it at once)

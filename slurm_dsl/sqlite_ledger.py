@@ -729,6 +729,7 @@ class SqliteLedger:
 
     def lookups_failed(self, job_ids: Sequence[str], why: str, now: float) -> List[float]:
         """``lookup_failed`` for many jobs in one transaction; returns each one's next lookup time."""
+        why = ledger_rows.stored_text(why)
         now = ledger_rows.finite("now", now)
         times: List[float] = []
         with self._atomic("record failed lookup") as conn:
