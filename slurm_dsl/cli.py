@@ -26,7 +26,7 @@ from . import __version__
 from .binaries import find_scontrol, find_squeue
 from .deadlines import MAX_TIMEOUT, resolve_deadline
 from .errors import DSLError, InvalidInput, LedgerError, NotRecorded, SweepBusy, UsageError, describe
-from .jobid import validate_job_id
+from .jobid import SHOWN_TOKEN, token, validate_job_id
 from .ledger import LedgerStore, is_url, open_ledger, sqlite_path
 from .ledger_rules import prune_before
 from .lookup import LOOKUP_KINDS
@@ -448,7 +448,12 @@ def _job_ids(given: Sequence[str]) -> List[str]:
         if item != "-":
             ids.append(item)
             continue
-        for number, word in enumerate(sys.stdin.read().split(), 1):
+        for number, word in enumerate(_stdin_words(sys.stdin), 1):
+            if len(word) > _LONGEST_WORD:
+                raise UsageError(
+                    f"stdin, id {number}: invalid job id {token(word[:SHOWN_TOKEN])}... (more than"
+                    f" {_LONGEST_WORD} characters, read no further): no job id is that long"
+                )
             try:
                 ids.append(validate_job_id(word))
             except InvalidInput as exc:
@@ -456,6 +461,33 @@ def _job_ids(given: Sequence[str]) -> List[str]:
     if not ids:
         raise UsageError("no job ids (stdin was empty)")
     return list(dict.fromkeys(ids))
+
+
+# stdin is read this many characters at a time, and a word longer than LONGEST_WORD (no job id
+# is) is refused as soon as it is seen: 50 MB without a blank is never held, nor split, whole.
+_STDIN_PIECE = 1 << 16
+_LONGEST_WORD = 64
+
+
+def _stdin_words(stream: IO[str]) -> Iterable[str]:
+    """The whitespace-separated words of ``stream`` (as ``str.split`` cuts them), read a piece at
+    a time; a word longer than ``_LONGEST_WORD`` comes out cut just past it, and is the last."""
+    rest = ""
+    while True:
+        try:
+            piece = stream.read(_STDIN_PIECE)
+        except UnicodeDecodeError:
+            raise UsageError("stdin is not UTF-8 text: expected whitespace-separated job ids") from None
+        text = rest + piece
+        words = text.split()
+        # The last word may go on in the next piece unless a blank (or the end) follows it.
+        rest = words.pop() if words and piece and not text[-1].isspace() else ""
+        yield from words
+        if len(rest) > _LONGEST_WORD:
+            yield rest[: _LONGEST_WORD + 1]
+            return
+        if not piece:
+            return
 
 
 def _log_outcome(outcome: Outcome) -> None:
