@@ -98,7 +98,8 @@ def ago(seconds: float) -> str:
 
 def status_json(ledger: LedgerStore, now: float) -> Dict[str, Any]:
     """``ledger status --json``: objects by bit, the not-clear ones by the age of their bit, the
-    oldest of them, how many are backing off after failed lookups, and the last sweep."""
+    oldest of them, how many are backing off after failed lookups, the operations without a
+    result (how many, how many no longer run, the oldest of those), and the last sweep."""
     by_bit = ledger.count_by_bit()
     not_clear = ledger.objects_not_clear()  # oldest change first
     last = ledger.last_sweep()
@@ -107,6 +108,14 @@ def status_json(ledger: LedgerStore, now: float) -> Dict[str, Any]:
         o = not_clear[0]
         oldest = {"job_id": o.job_id, "bit": o.bit.value, "why": o.why, "since": iso_utc(o.updated_at),
                   "since_epoch": o.updated_at, "age_seconds": round(now - o.updated_at, 3)}
+    left = ledger.unfinished(now)
+    oldest_left: Optional[Dict[str, Any]] = None
+    if left.oldest_lapsed is not None:
+        op_id, job_id, op, started = left.oldest_lapsed
+        oldest_left = {"id": op_id, "job_id": job_id, "op": op.value, "started_at": iso_utc(started),
+                       "started_at_epoch": started, "age_seconds": round(now - started, 3)}
+    unfinished = {"count": left.count, "lapsed": left.lapsed, "lapsed_requeues": left.lapsed_requeues,
+                  "oldest_lapsed": oldest_left}
     sweep: Optional[Dict[str, Any]] = None
     if last is not None:
         sweep = {"started_at": iso_utc(last.started_at), "started_at_epoch": last.started_at,
@@ -122,6 +131,7 @@ def status_json(ledger: LedgerStore, now: float) -> Dict[str, Any]:
         "not_clear_by_age": rules.ages((o.updated_at for o in not_clear), now),
         "oldest_not_clear": oldest,
         "backing_off": sum(1 for o in not_clear if o.lookup_failures > 0),
+        "unfinished": unfinished,
         "last_sweep": sweep,
     }
 
@@ -142,6 +152,7 @@ def status_lines(status: Dict[str, Any]) -> List[str]:
         lines.append(f"oldest not clear: job {o['job_id']} {o['bit']} since {o['since']}"
                      f" ({ago(o['age_seconds'])} ago): {shown(o['why'])}")
     lines.append(f"lookup back-off: {status['backing_off']} object(s) whose last lookup failed")
+    lines.append(unfinished_line(status["unfinished"]))
     s = status["last_sweep"]
     if s is None:
         lines.append("last sweep: none recorded (run slurm-dsl sweep; contrib/systemd has a timer for it)")
@@ -153,6 +164,21 @@ def status_lines(status: Dict[str, Any]) -> List[str]:
         lines.append(f"last sweep: {s['finished_at']} ({ago(s['age_seconds'])} ago, took"
                      f" {s['finished_at_epoch'] - s['started_at_epoch']:.1f} s): {done}; {settled}{error}")
     return lines
+
+
+def unfinished_line(u: Dict[str, Any]) -> str:
+    """``ledger status``'s line on the operations without a result, from its ``unfinished``."""
+    if not u["count"]:
+        return "unfinished operations: none"
+    line = f"unfinished operations: {u['count']}, of which {u['lapsed']} no longer running"
+    o = u["oldest_lapsed"]
+    if o is None:
+        return line
+    requeues = (f", {u['lapsed_requeues']} of them requeues (their object stays may_be_set until a sweep"
+                " settles it)") if u["lapsed_requeues"] else ""
+    return (f"{line} (the process died, or the ledger failed after the script ran: the result was never"
+            f" recorded){requeues}; the oldest: {o['op']} {o['job_id']} (operation {o['id']}) started"
+            f" {o['started_at']}, {ago(o['age_seconds'])} ago")
 
 
 def prune_json(result: PruneResult, days: int, before: float, dry_run: bool) -> Dict[str, Any]:

@@ -365,8 +365,9 @@ def _admin_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[typ
     p = below.add_parser(
         "status", help="objects not clear, by age; the oldest; lookup back-off; the last sweep",
         description="Count the objects by requeue bit, the ones not clear by how long ago their bit changed"
-        " (<1h, <1d, <1w, older), name the oldest, count those backing off after failed lookups, and show the"
-        " last sweep (not a dry run): when, and what it did.",
+        " (<1h, <1d, <1w, older), name the oldest, count those backing off after failed lookups and the"
+        " operations without a result (how many no longer run, the oldest of those), and show the last sweep"
+        " (not a dry run): when, and what it did.",
         epilog=_STATUS_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--json", action="store_true", help="one JSON object")
