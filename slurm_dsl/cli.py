@@ -119,9 +119,14 @@ def _op_examples(op: Op) -> str:
 log = logging.getLogger("slurm_dsl")
 
 
+# argparse's own messages quote the argument they refuse whole ("invalid int value: '...'",
+# "invalid choice: ..."): an argument may be 128 KiB, so a usage error is capped (and escaped).
+_USAGE_CAP = 500
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
-        raise UsageError(message)
+        raise UsageError(shown(message, _USAGE_CAP))
 
 
 def _positive_seconds(text: str) -> float:
@@ -835,7 +840,7 @@ def _parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     if extra and getattr(args, "handler", None) is _cmd_read and args.file is None and len(extra) == 1:
         args.file = extra.pop()
     if extra:
-        raise UsageError(f"unrecognized arguments: {' '.join(extra)}")
+        raise UsageError(shown(f"unrecognized arguments: {' '.join(extra)}", _USAGE_CAP))
     return args
 
 

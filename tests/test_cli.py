@@ -196,3 +196,15 @@ def test_ids_on_stdin_are_split_as_before_across_pieces(monkeypatch: pytest.Monk
     text = " \t".join(words[:10000]) + "\n" + "\u2003".join(words[10000:20000]) + "\x1c" + " ".join(words[20000:])
     monkeypatch.setattr(sys, "stdin", io.StringIO(text))
     assert cli._job_ids(["-"]) == text.split() == words
+
+
+@pytest.mark.parametrize("argv", [
+    ["hold", "1", "--timeout", "5", "--parallel", "7" * 100_000 + "x"],
+    ["hold", "1", "--timeout", "9" * 100_000],
+    ["script", "\x1b[2J" * 20_000, "1", "--timeout", "5"],
+    ["hold", "1", "--timeout", "5", "--" + "z" * 100_000],
+])
+def test_argparse_never_echoes_a_whole_argument(argv: list, capsys: pytest.CaptureFixture[str]) -> None:  # type: ignore[type-arg]
+    code, out, err = run(argv, capsys)
+    assert code == 2 and out == ""
+    assert len(err) < 700 and "\x1b" not in err and err.count("\n") == 2
