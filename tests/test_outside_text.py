@@ -94,6 +94,9 @@ def test_an_old_row_with_raw_bytes_is_escaped_when_printed(tmp_path: Path) -> No
         status = admin_view.status_lines(admin_view.status_json(store, store.now()))
     text = "\n".join(lines + status)
     assert raw_controls(text) == [] and text.count(ESCAPED) == 3
+    history = cli(["history", "7", "--json"], dict(os.environ, SLURM_DSL_LEDGER=ledger))
+    assert raw_controls(history.stdout) == [] and "\\u001b]52;c;" in history.stdout  # JSON's own escape
+    assert json.loads(history.stdout.splitlines()[0])["why"] == HOSTILE
     record = {"kind": "operation", "id": 1, "started_at": "x", "started_at_epoch": 0.0, "finished_at": "y",
               "finished_at_epoch": 1.0, "op": "hold", "result": "unknown", "requeue_bit": None,
               "bit_before": "clear", "bit_after": "clear", "actor": HOSTILE, "reason": "unreadable_exit_status",
