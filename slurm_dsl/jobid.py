@@ -44,7 +44,9 @@ def validate_job_id(job_id: Union[str, int]) -> str:
         # of Python's own (sys.set_int_max_str_digits), and any int that large is no job id.
         value = int.__int__(job_id)
         if value > MAX_JOB_ID:
-            raise InvalidInput(f"invalid job id: larger than {MAX_JOB_ID}")
+            # 13000 bits is under 4000 digits: what Python will still write out.
+            shown = token(int.__repr__(value)) if value.bit_length() <= 13000 else "(an int of over 3900 digits)"
+            raise InvalidInput(f"invalid job id {shown}: larger than {MAX_JOB_ID}")
         text = int.__repr__(value)
     else:
         # Through the base type's own method, never the object's: a subclass keeps its value but
