@@ -810,11 +810,18 @@ class _StderrHandler(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
-            # Records quote what squeue, pyslurm or a ledger said: escaped (docs/contract.md §10.1),
-            # keeping the lines of a traceback.
+            # A traceback after the message keeps its lines; anything else is escaped (below).
             sys.stderr.write(shown(self.format(record), None, lines=True) + "\n")
         except Exception:
             self.handleError(record)
+
+
+class _EscapingFormatter(logging.Formatter):
+    """Records quote what squeue, pyslurm or a ledger said: the message is escaped whole,
+    newlines too, so that no record can forge another line (docs/contract.md §10.1)."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        return shown(super().formatMessage(record), None)
 
 
 _handler: Optional[_StderrHandler] = None
@@ -827,7 +834,7 @@ def _setup_logging(verbose: int) -> None:
     root = logging.getLogger("slurm_dsl")
     if _handler is None:
         _handler = _StderrHandler()
-        _handler.setFormatter(logging.Formatter(f"{PROG}: %(message)s"))
+        _handler.setFormatter(_EscapingFormatter(f"{PROG}: %(message)s"))
         root.addHandler(_handler)
     root.setLevel(logging.WARNING if verbose == 0 else logging.INFO if verbose == 1 else logging.DEBUG)
 

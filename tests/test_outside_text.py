@@ -176,3 +176,22 @@ def test_shown_does_not_walk_a_huge_text() -> None:
 @pytest.mark.parametrize("text", ["\u202eabc", "a\u2028b", "\x85", "\x7f", "\ud800", "\U000e0001"])
 def test_the_characters_a_terminal_or_a_reader_may_be_fooled_by(text: str) -> None:
     assert shown(text).isprintable() and shown(text) != text
+
+
+def test_a_log_record_cannot_forge_a_line(capsys: pytest.CaptureFixture[str]) -> None:
+    import logging
+
+    from slurm_dsl import cli
+
+    cli._setup_logging(0)
+    log = logging.getLogger("slurm_dsl")
+    log.warning("could not record: %s", "disk full\nslurm-dsl: all is well" + HOSTILE)
+    try:
+        raise RuntimeError("boom")
+    except RuntimeError:
+        log.warning("with its traceback", exc_info=True)
+    err = capsys.readouterr().err
+    lines = err.splitlines()
+    assert lines[0] == "slurm-dsl: could not record: disk full\\nslurm-dsl: all is well" + ESCAPED
+    assert lines[1] == "slurm-dsl: with its traceback" and lines[2].startswith("Traceback")
+    assert raw_controls(err) == []
