@@ -74,8 +74,8 @@ def history_lines(records: Sequence[Dict[str, Any]]) -> List[str]:
         )
         pad = " " * 10
         if r["finished_at"] is None:
-            lines.append(f"{pad}not finished: still running, or its process died (a requeue's object then stays"
-                         " may_be_set for the sweep)")
+            lines.append(f"{pad}not finished: still running, or its process died, or the ledger failed after it"
+                         " ran (a requeue's object then stays may_be_set for the sweep)")
         for c in r["calls"]:
             said = f": {shown(c['message'])}" if c["message"] else ""
             why = f" [{c['reason']}]" if c["reason"] else ""
