@@ -5,7 +5,10 @@ Strategy: each command's answer is built once, as JSON values (``--json`` prints
 are, one object per line, each with a ``kind``), and the human text is rendered from those same
 values, so the two can never disagree.  Nothing here prints, opens a file or reads a clock: the
 store and ``now`` come from ``cli``.  Times are ISO-8601 UTC (``2024-05-01T12:00:03Z``) for
-people, with the epoch seconds beside them for scripts.
+people, with the epoch seconds beside them for scripts.  Every text a ledger row holds is
+``shown`` in the human lines (docs/contract.md §10.1): rows written before the ledger escaped
+what it stores may still hold raw control bytes.  ``--json`` leaves it to ``json.dumps``, which
+writes every control character as ``\\u00XX``.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from . import ledger_rules as rules
 from .errors import InvalidInput, UsageError
 from .ledger import HistoryEntry, ImportResult, JobObject, LedgerError, LedgerStore, PruneResult, iso_utc
 from .model import RequeueBit
+from .shown import shown
 
 UNKNOWN_ACTOR = "unknown"  # rows written before schema 2 did not record who ran them
 
@@ -51,9 +55,10 @@ def history_lines(records: Sequence[Dict[str, Any]]) -> List[str]:
         return [f"no record of job {first['job_id']}"]
     lines: List[str] = []
     if first["kind"] == "object":
-        lines.append(f"job {first['job_id']}: bit {first['bit']} since {first['since']} ({first['why']})")
+        lines.append(f"job {first['job_id']}: bit {first['bit']} since {first['since']} ({shown(first['why'])})")
         if first["lookup_failures"]:
-            lines.append(f"  lookup failed {first['lookup_failures']} time(s) in a row: {first['lookup_error']}")
+            lines.append(f"  lookup failed {first['lookup_failures']} time(s) in a row:"
+                         f" {shown(first['lookup_error'] or '')}")
     ops = [r for r in records if r["kind"] == "operation"]
     if not ops:
         lines.append("  no operation recorded (an object made by sweep --orphans --fix, or pruned)")
@@ -65,18 +70,18 @@ def history_lines(records: Sequence[Dict[str, Any]]) -> List[str]:
         bits = f"{r['bit_before']} -> {r['bit_after'] or '?'}"
         lines.append(
             f"  {r['id']:>6}  {r['started_at']:<20}  {secs:>6}  {r['op']:<8} {r['result'] or 'unfinished':<10}"
-            f" {r['requeue_bit'] or '-':<11}  {bits:<24}  {r['actor'] or UNKNOWN_ACTOR}"
+            f" {r['requeue_bit'] or '-':<11}  {bits:<24}  {shown(r['actor'] or UNKNOWN_ACTOR)}"
         )
         pad = " " * 10
         if r["finished_at"] is None:
-            lines.append(f"{pad}not finished: still running, or its process died (a requeue's object then stays"
-                         " may_be_set for the sweep)")
+            lines.append(f"{pad}not finished: still running, or its process died, or the ledger failed after it"
+                         " ran (a requeue's object then stays may_be_set for the sweep)")
         for c in r["calls"]:
-            said = f": {c['message']}" if c["message"] else ""
+            said = f": {shown(c['message'])}" if c["message"] else ""
             why = f" [{c['reason']}]" if c["reason"] else ""
-            lines.append(f"{pad}call {c['number']}: {c['status']} {c['outcome']}{said}{why}")
+            lines.append(f"{pad}call {c['number']}: {shown(str(c['status']))} {c['outcome']}{said}{why}")
         if r["reason"] or r["detail"]:
-            lines.append(f"{pad}why: {': '.join(str(x) for x in (r['reason'], r['detail']) if x)}")
+            lines.append(f"{pad}why: {shown(': '.join(str(x) for x in (r['reason'], r['detail']) if x))}")
     return lines
 
 
@@ -93,7 +98,8 @@ def ago(seconds: float) -> str:
 
 def status_json(ledger: LedgerStore, now: float) -> Dict[str, Any]:
     """``ledger status --json``: objects by bit, the not-clear ones by the age of their bit, the
-    oldest of them, how many are backing off after failed lookups, and the last sweep."""
+    oldest of them, how many are backing off after failed lookups, the operations without a
+    result (how many, how many no longer run, the oldest of those), and the last sweep."""
     by_bit = ledger.count_by_bit()
     not_clear = ledger.objects_not_clear()  # oldest change first
     last = ledger.last_sweep()
@@ -102,6 +108,14 @@ def status_json(ledger: LedgerStore, now: float) -> Dict[str, Any]:
         o = not_clear[0]
         oldest = {"job_id": o.job_id, "bit": o.bit.value, "why": o.why, "since": iso_utc(o.updated_at),
                   "since_epoch": o.updated_at, "age_seconds": round(now - o.updated_at, 3)}
+    left = ledger.unfinished(now)
+    oldest_left: Optional[Dict[str, Any]] = None
+    if left.oldest_lapsed is not None:
+        op_id, job_id, op, started = left.oldest_lapsed
+        oldest_left = {"id": op_id, "job_id": job_id, "op": op.value, "started_at": iso_utc(started),
+                       "started_at_epoch": started, "age_seconds": round(now - started, 3)}
+    unfinished = {"count": left.count, "lapsed": left.lapsed, "lapsed_requeues": left.lapsed_requeues,
+                  "oldest_lapsed": oldest_left}
     sweep: Optional[Dict[str, Any]] = None
     if last is not None:
         sweep = {"started_at": iso_utc(last.started_at), "started_at_epoch": last.started_at,
@@ -117,6 +131,7 @@ def status_json(ledger: LedgerStore, now: float) -> Dict[str, Any]:
         "not_clear_by_age": rules.ages((o.updated_at for o in not_clear), now),
         "oldest_not_clear": oldest,
         "backing_off": sum(1 for o in not_clear if o.lookup_failures > 0),
+        "unfinished": unfinished,
         "last_sweep": sweep,
     }
 
@@ -126,7 +141,7 @@ def status_lines(status: Dict[str, Any]) -> List[str]:
     objects = ", ".join(f"{n} {bit}" for bit, n in status["objects"].items())
     ages = ", ".join(f"{name} {n}" for name, n in status["not_clear_by_age"].items())
     lines = [
-        f"ledger {status['ledger']} (schema {status['schema']}): {status['history_rows']} history row(s)",
+        f"ledger {shown(status['ledger'])} (schema {status['schema']}): {status['history_rows']} history row(s)",
         f"objects: {objects}",
         f"not clear, by when their bit last changed: {ages}",
     ]
@@ -135,8 +150,9 @@ def status_lines(status: Dict[str, Any]) -> List[str]:
         lines.append("oldest not clear: none, every object is clear")
     else:
         lines.append(f"oldest not clear: job {o['job_id']} {o['bit']} since {o['since']}"
-                     f" ({ago(o['age_seconds'])} ago): {o['why']}")
+                     f" ({ago(o['age_seconds'])} ago): {shown(o['why'])}")
     lines.append(f"lookup back-off: {status['backing_off']} object(s) whose last lookup failed")
+    lines.append(unfinished_line(status["unfinished"]))
     s = status["last_sweep"]
     if s is None:
         lines.append("last sweep: none recorded (run slurm-dsl sweep; contrib/systemd has a timer for it)")
@@ -144,10 +160,25 @@ def status_lines(status: Dict[str, Any]) -> List[str]:
         summary = s["summary"]
         done = ", ".join(f"{n} {what}" for what, n in summary.get("counts", {}).items()) or "nothing to do"
         settled = "settled" if summary.get("settled") else "NOT settled"
-        error = f"; lookup failed: {summary['lookup_error']}" if summary.get("lookup_error") else ""
+        error = f"; lookup failed: {shown(str(summary['lookup_error']))}" if summary.get("lookup_error") else ""
         lines.append(f"last sweep: {s['finished_at']} ({ago(s['age_seconds'])} ago, took"
                      f" {s['finished_at_epoch'] - s['started_at_epoch']:.1f} s): {done}; {settled}{error}")
     return lines
+
+
+def unfinished_line(u: Dict[str, Any]) -> str:
+    """``ledger status``'s line on the operations without a result, from its ``unfinished``."""
+    if not u["count"]:
+        return "unfinished operations: none"
+    line = f"unfinished operations: {u['count']}, of which {u['lapsed']} no longer running"
+    o = u["oldest_lapsed"]
+    if o is None:
+        return line
+    requeues = (f", {u['lapsed_requeues']} of them requeues (their object stays may_be_set until a sweep"
+                " settles it)") if u["lapsed_requeues"] else ""
+    return (f"{line} (the process died, or the ledger failed after the script ran: the result was never"
+            f" recorded){requeues}; the oldest: {o['op']} {o['job_id']} (operation {o['id']}) started"
+            f" {o['started_at']}, {ago(o['age_seconds'])} ago")
 
 
 def prune_json(result: PruneResult, days: int, before: float, dry_run: bool) -> Dict[str, Any]:
@@ -268,10 +299,10 @@ def migrate_lines(m: Dict[str, Any]) -> List[str]:
     """The human ``ledger migrate``, from ``migrate``'s object."""
     o, h = m["objects"], m["history"]
     return [
-        f"migrate{' --merge' if m['merge'] else ''} {m['from']} -> {m['to']}:",
+        f"migrate{' --merge' if m['merge'] else ''} {shown(m['from'])} -> {shown(m['to'])}:",
         f"  objects: {o['copied']} copied, {o['merged']} merged (took the less clear bit), {o['kept']} kept",
         f"  history rows: {h['copied']} copied, {h['skipped']} skipped (already there)",
         f"  last sweep: {m['last_sweep']}; leases: not copied (each operation and sweep takes its own)",
-        f"  {m['not_clear']} object(s) not clear in {m['to']} now"
+        f"  {m['not_clear']} object(s) not clear in {shown(m['to'])} now"
         + (": sweeps on that ledger settle them" if m["not_clear"] else ""),
     ]

@@ -26,7 +26,7 @@ from . import __version__
 from .binaries import find_scontrol, find_squeue
 from .deadlines import MAX_TIMEOUT, resolve_deadline
 from .errors import DSLError, InvalidInput, LedgerError, NotRecorded, SweepBusy, UsageError, describe
-from .jobid import validate_job_id
+from .jobid import SHOWN_TOKEN, token, validate_job_id
 from .ledger import LedgerStore, is_url, open_ledger, sqlite_path
 from .ledger_rules import prune_before
 from .lookup import LOOKUP_KINDS
@@ -34,6 +34,7 @@ from .model import Op, Outcome, Result
 from .ops import new_nonce
 from .reader import read_outcome
 from .script import render
+from .shown import shown
 from .tracked import Tracker, ledger_path
 
 # What only the sweep, doctor and the admin's view need (the sweeper, the lookup choice, pyslurm's
@@ -118,9 +119,14 @@ def _op_examples(op: Op) -> str:
 log = logging.getLogger("slurm_dsl")
 
 
+# argparse's own messages quote the argument they refuse whole ("invalid int value: '...'",
+# "invalid choice: ..."): an argument may be 128 KiB, so a usage error is capped (and escaped).
+_USAGE_CAP = 500
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
-        raise UsageError(message)
+        raise UsageError(shown(message, _USAGE_CAP))
 
 
 def _positive_seconds(text: str) -> float:
@@ -364,8 +370,9 @@ def _admin_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[typ
     p = below.add_parser(
         "status", help="objects not clear, by age; the oldest; lookup back-off; the last sweep",
         description="Count the objects by requeue bit, the ones not clear by how long ago their bit changed"
-        " (<1h, <1d, <1w, older), name the oldest, count those backing off after failed lookups, and show the"
-        " last sweep (not a dry run): when, and what it did.",
+        " (<1h, <1d, <1w, older), name the oldest, count those backing off after failed lookups and the"
+        " operations without a result (how many no longer run, the oldest of those), and show the last sweep"
+        " (not a dry run): when, and what it did.",
         epilog=_STATUS_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--json", action="store_true", help="one JSON object")
@@ -447,7 +454,12 @@ def _job_ids(given: Sequence[str]) -> List[str]:
         if item != "-":
             ids.append(item)
             continue
-        for number, word in enumerate(sys.stdin.read().split(), 1):
+        for number, word in enumerate(_stdin_words(sys.stdin), 1):
+            if len(word) > _LONGEST_WORD:
+                raise UsageError(
+                    f"stdin, id {number}: invalid job id {token(word[:SHOWN_TOKEN])}... (more than"
+                    f" {_LONGEST_WORD} characters, read no further): no job id is that long"
+                )
             try:
                 ids.append(validate_job_id(word))
             except InvalidInput as exc:
@@ -455,6 +467,33 @@ def _job_ids(given: Sequence[str]) -> List[str]:
     if not ids:
         raise UsageError("no job ids (stdin was empty)")
     return list(dict.fromkeys(ids))
+
+
+# stdin is read this many characters at a time, and a word longer than LONGEST_WORD (no job id
+# is) is refused as soon as it is seen: 50 MB without a blank is never held, nor split, whole.
+_STDIN_PIECE = 1 << 16
+_LONGEST_WORD = 64
+
+
+def _stdin_words(stream: IO[str]) -> Iterable[str]:
+    """The whitespace-separated words of ``stream`` (as ``str.split`` cuts them), read a piece at
+    a time; a word longer than ``_LONGEST_WORD`` comes out cut just past it, and is the last."""
+    rest = ""
+    while True:
+        try:
+            piece = stream.read(_STDIN_PIECE)
+        except UnicodeDecodeError:
+            raise UsageError("stdin is not UTF-8 text: expected whitespace-separated job ids") from None
+        text = rest + piece
+        words = text.split()
+        # The last word may go on in the next piece unless a blank (or the end) follows it.
+        rest = words.pop() if words and piece and not text[-1].isspace() else ""
+        yield from words
+        if len(rest) > _LONGEST_WORD:
+            yield rest[: _LONGEST_WORD + 1]
+            return
+        if not piece:
+            return
 
 
 def _log_outcome(outcome: Outcome) -> None:
@@ -466,7 +505,7 @@ def _log_outcome(outcome: Outcome) -> None:
 
 def _ledger_failed(error: LedgerError, not_started: Sequence[str]) -> int:
     skipped = f"; not started: {' '.join(not_started)}" if not_started else ""
-    sys.stderr.write(f"{PROG}: ledger error: {error}{skipped}\n")
+    sys.stderr.write(f"{PROG}: ledger error: {shown(str(error), None)}{skipped}\n")
     return EXIT_ERROR
 
 
@@ -592,13 +631,14 @@ def _cmd_sweep(args: argparse.Namespace, out: IO[str]) -> int:
         if args.json:
             out.write(json.dumps(s.to_json(), sort_keys=True) + "\n")
         else:
-            out.write(f"{s.job_id:>10}  {s.done.value:<14} {s.why}\n")
+            out.write(f"{s.job_id:>10}  {s.done.value:<14} {shown(s.why)}\n")
     for info in report.orphans:
         if args.json:
             orphan = {"kind": "orphan", "job_id": info.job_id, "orphan": True, "state": info.state}
             out.write(json.dumps(orphan, sort_keys=True) + "\n")
         else:
-            out.write(f"{info.job_id:>10}  orphan         shows Requeue=1 ({info.state}), not tracked by the ledger\n")
+            out.write(f"{info.job_id:>10}  orphan         shows Requeue=1 ({shown(info.state)}), not tracked by the"
+                      " ledger\n")
     summary = {"kind": "summary", "summary": report.counts(), "lookup": lookup.name,
                "lookup_error": report.lookup_error, "orphans": len(report.orphans),
                "fixed_orphans": [o.result.value for o in report.fixed_orphans], "not_clear": not_clear,
@@ -624,7 +664,7 @@ def _cmd_doctor(args: argparse.Namespace, out: IO[str]) -> int:
         if args.json:
             out.write(json.dumps(check.to_json(), sort_keys=True) + "\n")
         else:
-            out.write(f"{check.status:<5} {check.name:<11} {check.detail}\n")
+            out.write(f"{check.status:<5} {check.name:<11} {shown(check.detail, None)}\n")
     return EXIT_ERROR if any(c.status == FAIL for c in checks) else EXIT_OK
 
 
@@ -770,9 +810,18 @@ class _StderrHandler(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
-            sys.stderr.write(self.format(record) + "\n")
+            # A traceback after the message keeps its lines; anything else is escaped (below).
+            sys.stderr.write(shown(self.format(record), None, lines=True) + "\n")
         except Exception:
             self.handleError(record)
+
+
+class _EscapingFormatter(logging.Formatter):
+    """Records quote what squeue, pyslurm or a ledger said: the message is escaped whole,
+    newlines too, so that no record can forge another line (docs/contract.md §10.1)."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        return shown(super().formatMessage(record), None)
 
 
 _handler: Optional[_StderrHandler] = None
@@ -785,7 +834,7 @@ def _setup_logging(verbose: int) -> None:
     root = logging.getLogger("slurm_dsl")
     if _handler is None:
         _handler = _StderrHandler()
-        _handler.setFormatter(logging.Formatter(f"{PROG}: %(message)s"))
+        _handler.setFormatter(_EscapingFormatter(f"{PROG}: %(message)s"))
         root.addHandler(_handler)
     root.setLevel(logging.WARNING if verbose == 0 else logging.INFO if verbose == 1 else logging.DEBUG)
 
@@ -798,7 +847,7 @@ def _parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     if extra and getattr(args, "handler", None) is _cmd_read and args.file is None and len(extra) == 1:
         args.file = extra.pop()
     if extra:
-        raise UsageError(f"unrecognized arguments: {' '.join(extra)}")
+        raise UsageError(shown(f"unrecognized arguments: {' '.join(extra)}", _USAGE_CAP))
     return args
 
 
@@ -821,7 +870,8 @@ def main(argv: Optional[Sequence[str]] = None, out: Optional[IO[str]] = None) ->
         _setup_logging(args.verbose)
         return int(args.handler(args, out))
     except DSLError as exc:
-        sys.stderr.write(f"{PROG}: {exc}\n")
+        # The message may quote text from outside (a path, an id, a server's words): escaped.
+        sys.stderr.write(f"{PROG}: {shown(str(exc), None)}\n")
         if args is None:  # the command line itself was wrong
             sys.stderr.write(f"Try '{PROG} --help' for more information.\n")
         return exit_status_of(exc)

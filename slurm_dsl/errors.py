@@ -40,6 +40,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Dict, Optional, Sequence, Tuple, Type
 
+from .shown import shown
+
 if TYPE_CHECKING:
     from .lookup import JobInfo
     from .model import Outcome
@@ -126,11 +128,15 @@ class NotRecorded(LedgerError):
 
 
 class LookupFailed(DSLError):
-    """Could not ask slurmctld (down, timeout, unreadable answer); nothing is known."""
+    """Could not ask slurmctld (down, timeout, unreadable answer); nothing is known.
+
+    ``reason`` holds what squeue or pyslurm said, so it is ``shown`` (escaped, capped) here, once:
+    it is printed, logged, kept as the detail of an unverified bulk result and as the ledger's
+    lookup error (docs/contract.md §10.1)."""
 
     def __init__(self, reason: str) -> None:
-        super().__init__(f"job lookup failed: {reason}")
-        self.reason = reason
+        self.reason = shown(reason)
+        super().__init__(f"job lookup failed: {self.reason}")
 
 
 class SweepBusy(DSLError):

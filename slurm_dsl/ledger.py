@@ -154,6 +154,24 @@ class PruneResult:
 
 
 @dataclass(frozen=True)
+class Unfinished:
+    """The operations that began and have no result, as ``ledger status`` shows them.
+
+    ``count``: every history row without a result.  ``lapsed``: of them, those no longer running:
+    their job has a later row, or no unexpired lease (an operation holds its job's lease from
+    before its row is written until its result is); each is the trace of a process that died, or
+    of a ledger that failed after the script ran (``NotRecorded``).  ``lapsed_requeues``: of the
+    lapsed, the requeues, whose object the intent left ``may_be_set`` for the sweeper.
+    ``oldest_lapsed``: (id, job_id, op, started_at) of the lapsed row that started first.
+    """
+
+    count: int = 0
+    lapsed: int = 0
+    lapsed_requeues: int = 0
+    oldest_lapsed: Optional[Tuple[int, str, Op, float]] = None
+
+
+@dataclass(frozen=True)
 class ImportResult:
     """What ``import_records`` did: objects new to the ledger (``copied``), objects it had whose
     bit the incoming, less clear one replaced (``merged``) or that it kept as they were
@@ -243,6 +261,11 @@ class LedgerStore(Protocol):
     def objects_not_clear(self) -> List[JobObject]: ...
 
     def count_history(self) -> int: ...
+
+    def unfinished(self, now: float) -> Unfinished:
+        """The operations without a result at ``now`` (``Unfinished``): how many, how many of
+        them no longer run, the oldest of those."""
+        ...
 
     def record_sweep(self, started: float, finished: float, summary: Mapping[str, Any]) -> None: ...
 

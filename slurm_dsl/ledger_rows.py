@@ -47,8 +47,9 @@ from typing import (
 from . import ledger_rules as rules
 from .errors import InvalidInput, LedgerError
 from .jobid import validate_job_id
-from .ledger import STDERR_CAP, CallRecord, HistoryEntry, JobObject, SweepRecord
+from .ledger import STDERR_CAP, CallRecord, HistoryEntry, JobObject, SweepRecord, Unfinished
 from .model import Op, Outcome, Reason, RequeueBit, Result
+from .shown import shown
 
 _E = TypeVar("_E", bound=enum.Enum)
 _T = TypeVar("_T")
@@ -59,6 +60,15 @@ SELECT_OBJECTS = "SELECT job_id, bit, why, updated_at, lookup_failures, next_loo
 SELECT_HISTORY = (
     "SELECT id, job_id, op, nonce, started_at, prior_bit, finished_at, result, requeue_bit,"
     " bit_after, reason, detail, exit_status, calls, stderr, stderr_len, actor FROM history"
+)
+
+# What ``unfinished`` reads, ``{mark}`` the backend's placeholder for the time now: each row
+# without a result, whether it is its job's newest, and whether the job is leased now.
+SELECT_UNFINISHED = (
+    "SELECT h.id, h.job_id, h.op, h.started_at,"
+    "  h.id = (SELECT max(n.id) FROM history n WHERE n.job_id = h.job_id),"
+    "  EXISTS (SELECT 1 FROM leases l WHERE l.job_id = h.job_id AND l.expires_at > {mark})"
+    " FROM history h WHERE h.finished_at IS NULL ORDER BY h.id"
 )
 
 ImportAction = Literal["insert", "update", "keep"]
@@ -88,8 +98,16 @@ def checked_starts(starts: Sequence[Tuple[str, Op, str]]) -> List[Tuple[str, Op,
 
 
 def checked_changes(changes: Sequence[Tuple[str, RequeueBit, str]]) -> List[Tuple[str, RequeueBit, str]]:
-    """``set_bits``' ``(job_id, bit, why)``, checked."""
-    return [(validate_job_id(j), RequeueBit(b), why) for j, b, why in changes]
+    """``set_bits``' ``(job_id, bit, why)``, checked; the why as ``stored_text`` (it may quote a
+    job's State or a lookup's error, and ``history`` prints it)."""
+    return [(validate_job_id(j), RequeueBit(b), stored_text(why)) for j, b, why in changes]
+
+
+def stored_text(text: str) -> str:
+    """Text from outside as the ledger keeps it to be shown later (a lookup's error, an
+    operation's detail, who ran it): ``shown``, so that a row never holds raw control bytes.
+    ``history`` and ``ledger status`` escape again when printing, for rows older than this."""
+    return shown(str(text))
 
 
 # -- reading rows --------------------------------------------------------------------------------
@@ -192,7 +210,7 @@ def finished_values(
         outcome.requeue_bit.value if outcome.requeue_bit else None,
         bit_after.value,
         outcome.reason.value if outcome.reason else None,
-        outcome.detail,
+        stored_text(outcome.detail),
         outcome.exit_status,
         calls_json(outcome),
         kept.hex() if hex_stderr else kept,
@@ -233,6 +251,20 @@ def doomed(rows: Sequence[Sequence[Any]], before: float) -> List[Tuple[int, str]
         for op_id, job_id, finished_at, bit, newest, leased in rows
         if rules.may_prune(rules.PruneRow(finished_at, bool(newest), RequeueBit(bit), bool(leased)), before)
     ]
+
+
+def unfinished(rows: Sequence[Sequence[Any]]) -> Unfinished:
+    """``Unfinished`` of the rows ``SELECT_UNFINISHED`` read (id, job_id, op, started_at, newest?,
+    leased?).  A row still runs only if it is its job's newest and the job is leased: a lease is
+    the job's, not the row's, so an older row under a later operation's lease has lapsed too."""
+    lapsed = [r for r in rows if not (r[4] and r[5])]
+    oldest = min(lapsed, key=lambda r: (float(r[3]), int(r[0])), default=None)
+    return Unfinished(
+        count=len(rows),
+        lapsed=len(lapsed),
+        lapsed_requeues=sum(1 for r in lapsed if Op(r[2]) is Op.REQUEUE),
+        oldest_lapsed=None if oldest is None else (int(oldest[0]), str(oldest[1]), Op(oldest[2]), float(oldest[3])),
+    )
 
 
 # -- batches: a chunk's items in a few statements ------------------------------------------------
@@ -301,7 +333,7 @@ def begin_plan(
     current: Dict[str, RequeueBit] = {job_id: RequeueBit(bit) for job_id, bit in bits.items()}
     objects: Dict[str, ObjectWrite] = {}
     history: List[Tuple[str, str, str, float, str, Optional[str]]] = []
-    who = str(actor) or None
+    who = stored_text(actor) or None
     for job_id, op, nonce in starts:
         prior = current.get(job_id)
         if prior is None:  # a new object, bit clear (an intent below may overwrite it at once)

@@ -78,6 +78,7 @@ from .ledger import (
     JobObject,
     PruneResult,
     SweepRecord,
+    Unfinished,
 )
 from .model import Op, Outcome, RequeueBit
 
@@ -1105,6 +1106,7 @@ class MariaDbLedger:
 
     def lookups_failed(self, job_ids: Sequence[str], why: str, now: float) -> List[float]:
         """``lookup_failed`` for many jobs in one transaction; returns each one's next lookup time."""
+        why = ledger_rows.stored_text(why)
         now = ledger_rows.finite("now", now)
         times: List[float] = []
         with self._atomic("record failed lookup") as cur:
@@ -1150,6 +1152,12 @@ class MariaDbLedger:
     def count_history(self) -> int:
         """How many history rows the ledger holds (what ``prune`` keeps in check)."""
         return int(self._read("count history", "SELECT COUNT(*) FROM history")[0][0])
+
+    def unfinished(self, now: float) -> Unfinished:
+        """The operations without a result (``ledger.Unfinished``), read in one statement."""
+        now = ledger_rows.finite("now", now)
+        sql = ledger_rows.SELECT_UNFINISHED.format(mark="%s")
+        return ledger_rows.unfinished(self._read("read unfinished operations", sql, (now,)))
 
     def record_sweep(self, started: float, finished: float, summary: Mapping[str, Any]) -> None:
         """Keep this sweep as the last one: its times and ``summary`` (JSON values), replacing the previous."""

@@ -77,6 +77,7 @@ from .ledger import (
     LedgerError,
     PruneResult,
     SweepRecord,
+    Unfinished,
 )
 from .model import Op, Outcome, RequeueBit
 
@@ -729,6 +730,7 @@ class SqliteLedger:
 
     def lookups_failed(self, job_ids: Sequence[str], why: str, now: float) -> List[float]:
         """``lookup_failed`` for many jobs in one transaction; returns each one's next lookup time."""
+        why = ledger_rows.stored_text(why)
         now = ledger_rows.finite("now", now)
         times: List[float] = []
         with self._atomic("record failed lookup") as conn:
@@ -774,6 +776,12 @@ class SqliteLedger:
     def count_history(self) -> int:
         """How many history rows the ledger holds (what ``prune`` keeps in check)."""
         return int(self._read("count history", "SELECT count(*) FROM history")[0][0])
+
+    def unfinished(self, now: float) -> Unfinished:
+        """The operations without a result (``ledger.Unfinished``), read in one statement."""
+        now = ledger_rows.finite("now", now)
+        sql = ledger_rows.SELECT_UNFINISHED.format(mark="?")
+        return ledger_rows.unfinished(self._read("read unfinished operations", sql, (now,)))
 
     def record_sweep(self, started: float, finished: float, summary: Mapping[str, Any]) -> None:
         """Keep this sweep as the last one: its times and ``summary`` (JSON values), replacing the previous."""

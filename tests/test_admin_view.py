@@ -415,7 +415,8 @@ def test_status_human_and_json(path: str, tmp_path: Path, capsys: pytest.Capture
     assert lines[2] == "not clear, by when their bit last changed: <1h 1, <1d 0, <1w 1, older 1"
     assert lines[3].startswith("oldest not clear: job 2 may_be_set since ") and "10.0 d ago" in lines[3]
     assert lines[4] == "lookup back-off: 1 object(s) whose last lookup failed"
-    assert lines[5].startswith("last sweep: none recorded")
+    assert lines[5] == "unfinished operations: none"
+    assert lines[6].startswith("last sweep: none recorded")
 
 
 def test_a_sweep_is_recorded_for_status_and_a_dry_run_is_not(path: str, tmp_path: Path,

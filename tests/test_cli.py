@@ -158,3 +158,53 @@ def test_the_console_script_is_quiet_when_its_reader_went_away() -> None:
         os.close(write_end)
     assert done.returncode == 1
     assert done.stderr == b""
+
+
+# -- job ids at the edges (issue 16 item 10) ----------------------------------------------------
+
+@pytest.mark.parametrize("where", ["argv", "stdin"])
+def test_an_id_of_4301_digits_is_a_usage_error_echoed_bounded(
+    where: str, fake: Path, tmp_path: Path
+) -> None:
+    ledger = tmp_path / "edge.sqlite3"
+    env = dict(os.environ, SLURM_DSL_SCONTROL=str(fake), SLURM_DSL_LEDGER=str(ledger))
+    huge = "1" * 4301
+    argv = ["hold", huge if where == "argv" else "-", "--timeout", "5"]
+    done = subprocess.run([sys.executable, "-m", "slurm_dsl", *argv], capture_output=True, env=env,
+                          input=(huge + "\n").encode() if where == "stdin" else b"")
+    assert done.returncode == 2 and done.stdout == b""
+    assert b"Traceback" not in done.stderr and len(done.stderr) < 400
+    assert done.stderr.startswith(b"slurm-dsl: ") and b"invalid job id '" + b"1" * 40 + b"'..." in done.stderr
+    assert calls_made(fake) == [] and not ledger.exists()
+
+
+def test_50_mb_of_nuls_on_stdin_is_one_short_line_and_nothing_ran(fake: Path, tmp_path: Path) -> None:
+    ledger = tmp_path / "edge.sqlite3"
+    env = dict(os.environ, SLURM_DSL_SCONTROL=str(fake), SLURM_DSL_LEDGER=str(ledger))
+    done = subprocess.run([sys.executable, "-m", "slurm_dsl", "hold", "-", "--timeout", "5"], capture_output=True,
+                          env=env, input=b"\0" * 50_000_000)
+    assert done.returncode == 2 and done.stdout == b""
+    assert len(done.stderr) < 400 and done.stderr.count(b"\n") == 1 and b"\0" not in done.stderr
+    assert b"stdin, id 1: invalid job id '" + b"\\x00" * 40 + b"'... (more than 64 characters" in done.stderr
+    assert calls_made(fake) == [] and not ledger.exists()
+
+
+def test_ids_on_stdin_are_split_as_before_across_pieces(monkeypatch: pytest.MonkeyPatch) -> None:
+    from slurm_dsl import cli
+
+    words = [str(n) for n in range(1, 30001)]
+    text = " \t".join(words[:10000]) + "\n" + "\u2003".join(words[10000:20000]) + "\x1c" + " ".join(words[20000:])
+    monkeypatch.setattr(sys, "stdin", io.StringIO(text))
+    assert cli._job_ids(["-"]) == text.split() == words
+
+
+@pytest.mark.parametrize("argv", [
+    ["hold", "1", "--timeout", "5", "--parallel", "7" * 100_000 + "x"],
+    ["hold", "1", "--timeout", "9" * 100_000],
+    ["script", "\x1b[2J" * 20_000, "1", "--timeout", "5"],
+    ["hold", "1", "--timeout", "5", "--" + "z" * 100_000],
+])
+def test_argparse_never_echoes_a_whole_argument(argv: list, capsys: pytest.CaptureFixture[str]) -> None:  # type: ignore[type-arg]
+    code, out, err = run(argv, capsys)
+    assert code == 2 and out == ""
+    assert len(err) < 700 and "\x1b" not in err and err.count("\n") == 2

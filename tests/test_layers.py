@@ -20,7 +20,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "slurm_dsl"
 PURE = {
     "jobid", "plain", "statuses", "script", "refusals", "reader", "combine", "model", "errors", "ledger_rules",
-    "bulk_reader",
+    "bulk_reader", "shown",
 }
 SIDE_EFFECT_FREE_STDLIB = {
     "__future__", "re", "enum", "dataclasses", "typing", "math", "json", "itertools", "functools"
