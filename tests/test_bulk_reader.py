@@ -8,6 +8,7 @@ fates, and compare each id's result with ``read_outcome`` of that id's own singl
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
@@ -954,3 +955,17 @@ def test_a_one_id_requeue_flow_is_its_single_script(job: str, own: Tuple[bytes, 
         steps.append((own[2], 3, status[2]))
     single = read_outcome("requeue", job, frame(NONCE, steps), steps[-1][2], NONCE)
     assert projection(combine_bulk("requeue", job, calls)) == projection(single)
+
+
+def test_a_thousand_ids_and_a_mebibyte_no_id_owns_stay_linear() -> None:
+    """docs/contract.md §11, bounded output: the text is the call's (``unowned``), once."""
+    ids = [str(n) for n in range(1000, 2000)]
+    junk = b"scontrol: error: a line no job owns\n" * ((1 << 20) // 36)
+    for status, stderr in ((1, junk + b"Invalid job id specified for job 1500\n"), (124, junk), (125, junk)):
+        got = read_list_call("hold", 1, ids, stderr, status)
+        assert sum(len(c.stderr) for c in got.values()) < 1024
+        assert len(got.unowned) <= len(stderr)
+        rows = "".join(json.dumps(combine_bulk("hold", j, [c]).to_json()) for j, c in got.items())
+        assert len(rows) < 2 * (len(stderr) - len(junk) + 1024 * len(ids))
+    framed = read_list_output("hold", 1, ids, junk + line(1, "x"), "x", NONCE)  # a framing fault
+    assert framed.unowned == junk + line(1, "x") and all(c.stderr == b"" for c in framed.values())
