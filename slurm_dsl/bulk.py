@@ -41,7 +41,7 @@ from .bulk_reader import ListCall, combine_bulk, plan_chunks, requeue_next_calls
 from .deadlines import check_deadline
 from .errors import LedgerError, LookupFailed, NotRecorded, describe
 from .jobid import validate_job_id
-from .ledger import LedgerStore
+from .ledger import STDERR_CAP, LedgerStore
 from .lookup import JobInfo
 from .model import Call, CallOutcome, Op, Outcome, Reason, RequeueBit, Result
 from .ops import GUARD_MARGIN, execute, new_nonce, run_list_call
@@ -247,8 +247,10 @@ def _calls(
     return corroborate(outcomes, squeue, deadline, tracker, early=early.result() if early is not None else None)
 
 
-# Bytes of a call's unowned text shown in its one diagnostic (the ledger keeps up to STDERR_CAP).
+# Bytes of a call's unowned text shown in its one diagnostic, and kept in the ledger (a third of
+# a record's stderr cap: a requeue's three calls can all be there).
 SHOWN_UNOWNED = 1000
+UNOWNED_KEPT = STDERR_CAP // 3
 
 
 def _unowned(
@@ -265,7 +267,8 @@ def _unowned(
         if not text:
             continue
         carrier = next(iter(read))
-        shared[carrier] = shared.get(carrier, b"") + text
+        # Each call's head, so that the record's cap keeps some of every call's text.
+        shared[carrier] = shared.get(carrier, b"") + text[:UNOWNED_KEPT]
         shown = text[:SHOWN_UNOWNED].decode("utf-8", "backslashreplace")
         log.warning("%s call %d on %d jobs printed %d bytes of stderr no job owns (kept with job %s): %s%s",
                     op.value, number, len(read), len(text), carrier, ascii(shown)[1:-1],
