@@ -23,6 +23,11 @@ Strategy, for one operation on many ids:
    the results and the leases back (one transaction).
 4. Requeue runs the flow of docs/contract.md §2 per id: call 1 on every id, call 2 on the
    ids whose call 1 succeeded, call 3 on every id whose call 1 was not certainly unstarted.
+5. One id is a single op: a chunk left with one id runs the op's own script (``ops.execute``)
+   under the nonce of its intent, read by the single reader, not corroborated.
+6. Text a list call prints that no id owns (``ListCall.unowned``) is the call's, once: one
+   diagnostic, its head in the ledger record of the call's first id, a short note on each id
+   the call left unknown (``_unowned``); never copied into every id's record or row.
 
 A crash anywhere leaves every intent of the chunk committed: the sweeper finds them.
 Outcomes come back in input order, a chunk at a time (``run_many`` is a generator).

@@ -13,23 +13,30 @@ Rule 1 (the lines; docs/slurm-bulk.md §2.1, §8): a non-blank stderr line, ende
     (not delivered); any other message makes it unknown and is an unaccounted line (below);
   - for hold, release and open, a ``slurm_suspend error`` line in any form (``: X``, ``:X``, bare):
     ignored, its text is the errno of the argument's last RPC and belongs to no id;
-  - anything else (array-form ``A_T: ...``, a parse error, an id not in the call, a torn last
-    line without its newline, ``\\r\\n`` ends): an unaccounted line.
-  An id with two lines or more is unknown, and its lines are unaccounted too.
+  - anything else (array-form ``A_T: ...``, a parse error, an id not in the call, ``\r\n`` ends):
+    an unaccounted line.
+  An id with two lines or more is unknown, and its lines are unaccounted too.  A non-blank last line
+  without its newline is torn: it may be any id's line cut short, so every id is unknown.
 Rule 2 (the status, docs/contract.md §4): 75, 125, 126 and 127 mean scontrol never ran (or the
   wrapper failed): every id gets the status's fixed outcome, whatever stderr says, as for one id.
-  0 and 1-74/76-123 mean the call completed: 0 with any non-blank line at all, or a failure without
-  one valid id line (a refusal or ``Unexpected``), makes every id unknown; otherwise an id with a
-  line is what its line says, and a silent id got SUCCESS, unless an unaccounted line was seen:
-  then it is unknown.  124, 128-255 and an unreadable status mean the call was stopped part-way
-  (docs/slurm-bulk.md §5): an id with a line is what its line says (lines are never torn), a silent
-  id is unknown.
+  0 and 1 are the only statuses scontrol exits with by itself (docs/slurm-bulk.md §2.2): 0 with any
+  non-blank line at all, or 1 without one valid id line (a refusal or ``Unexpected``), makes every
+  id unknown; otherwise an id with a line is what its line says, and a silent id got SUCCESS, unless
+  an unaccounted line was seen: then it is unknown.  Any other status leaves every silent id unknown:
+  2-74 and 76-123 (an id with a line is what its line says, at that status, as for one id), and 124,
+  128-255 and an unreadable status, which mean the call was stopped part-way (docs/slurm-bulk.md §5:
+  an id with a line is what its line says, lines are never torn).
 Rule 3 (each ``Call``): ``status`` is what a call on that id alone would have exited with: 0 for
-  SUCCESS; for an id with a line, the call's own status when it completed, else 1 (scontrol's only
-  failure status, docs/slurm-behaviour.md §1.1); the call's status (or None) otherwise.  ``stderr``
-  is the id's own line(s); a silent id that is unknown gets the unaccounted lines, and the
-  statuses of rule 2's first case the whole stderr, as the single reader keeps it.
+  SUCCESS; for an id with a line, the call's own status when it exited by itself, else 1 (scontrol's
+  only failure status, docs/slurm-behaviour.md §1.1); the call's status (or None) otherwise.
+  ``stderr`` is the id's own line(s) only.  What no id owns (the unaccounted lines; the whole stderr
+  when rule 2 or the framing makes every id alike) is the call's, kept once (``ListCall.unowned``),
+  never copied per id: memory and output stay linear in ids + stderr (docs/contract.md §11).
+Rule 4 (one id is a single op, docs/contract.md §11): a call on one id is read by the single
+  reader's own per-call rule (``reader.read_call``) on the same bytes, whatever rules 1-3 would say.
 
+Inputs are copied through their base types first (``plain.plain_bytes``, ``parse_status``,
+``reader.read_op``): a hostile subclass's own methods never run, and what cannot be copied is unknown.
 Never an exception for any stderr or status; a bad op, call number or id list is ``InvalidInput``.
 """
 
