@@ -8,6 +8,9 @@ argv or a deadline is therefore first copied to the exact built-in type through 
 type's own method (``str.__str__``, ``float.__float__``, ``int.__int__``), never the
 object's, and validated as that copy.  (CPython's ``str.__str__`` returns a plain copy of a
 subclass instance, ``float.__float__`` and ``int.__int__`` likewise.)
+The readers take the same copies of what they read (``plain_bytes`` for stderr; the status and
+the op through ``int.__int__`` and ``str.__str__``): a value that cannot be copied reads as
+unknown, never as an exception (docs/contract.md §6, §11).
 """
 
 from __future__ import annotations
