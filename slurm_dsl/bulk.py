@@ -23,6 +23,11 @@ Strategy, for one operation on many ids:
    the results and the leases back (one transaction).
 4. Requeue runs the flow of docs/contract.md §2 per id: call 1 on every id, call 2 on the
    ids whose call 1 succeeded, call 3 on every id whose call 1 was not certainly unstarted.
+5. One id is a single op: a chunk left with one id runs the op's own script (``ops.execute``)
+   under the nonce of its intent, read by the single reader, not corroborated.
+6. Text a list call prints that no id owns (``ListCall.unowned``) is the call's, once: one
+   diagnostic, its head in the ledger record of the call's first id, a short note on each id
+   the call left unknown (``_unowned``); never copied into every id's record or row.
 
 A crash anywhere leaves every intent of the chunk committed: the sweeper finds them.
 Outcomes come back in input order, a chunk at a time (``run_many`` is a generator).
@@ -37,14 +42,14 @@ from typing import Callable, Dict, Iterator, List, Optional, Sequence, Union
 
 from . import runner
 from .binaries import find_scontrol, find_squeue
-from .bulk_reader import combine_bulk, plan_chunks, requeue_next_calls
+from .bulk_reader import ListCall, combine_bulk, plan_chunks, requeue_next_calls
 from .deadlines import check_deadline
 from .errors import LedgerError, LookupFailed, NotRecorded, describe
 from .jobid import validate_job_id
-from .ledger import LedgerStore
+from .ledger import STDERR_CAP, LedgerStore
 from .lookup import JobInfo
 from .model import Call, CallOutcome, Op, Outcome, Reason, RequeueBit, Result
-from .ops import GUARD_MARGIN, new_nonce, run_list_call
+from .ops import GUARD_MARGIN, execute, new_nonce, run_list_call
 from .script import KILL_GRACE
 from .squeue_lookup import MAX_LISTED, SQUEUE_TIMEOUT, SqueueLookup
 from .tracked import Tracker, lease_owner
@@ -170,16 +175,23 @@ def _run_listed(
         scontrol = find_scontrol(tracker.scontrol)
         # slurmctld answering the ids' lookup a moment ago says as much as a ping would.
         fresh = answered_at is not None and tracker.clock() - answered_at <= ANSWER_FRESH
+        shared: Dict[str, bytes] = {}
         if not fresh and not controller_up(scontrol, min(PING_TIMEOUT, max(deadline - tracker.clock(), 0.0))):
             outcomes = {j: _not_run(op, j) for j in ids}
+        elif len(ids) == 1:
+            # One id is a single op (docs/contract.md §11): its own script, under the nonce its
+            # intent was recorded with, read by the single reader; nothing to corroborate.
+            outcomes = {ids[0]: execute(op, ids[0], deadline, scontrol=scontrol, nonce=nonce, clock=tracker.clock)}
         else:
             # Restore is not corroborated: a gone job's flag is gone.
             squeue = None if op is Op.RESTORE else find_squeue(tracker.squeue, tracker.scontrol)
-            outcomes = _calls(op, ids, deadline, scontrol, nonce, tracker, squeue)
+            outcomes = _calls(op, ids, deadline, scontrol, nonce, tracker, squeue, shared)
     except BaseException:
         _give_back(ledger, ids, owner)
         raise
-    finishes = [(op_id, outcomes[j], b"".join(c.stderr for c in outcomes[j].calls)) for op_id, j in zip(op_ids, ids)]
+    # Each id's own stderr; a call's text no id owns once, with the first id of that call.
+    finishes = [(op_id, outcomes[j], b"".join(c.stderr for c in outcomes[j].calls) + shared.get(j, b""))
+                for op_id, j in zip(op_ids, ids)]
     try:
         with ledger.batch():
             ledger.finish_operations(finishes, ledger.now())
@@ -202,10 +214,19 @@ def _give_back(ledger: LedgerStore, ids: List[str], owner: str) -> None:
 
 
 def _calls(
-    op: Op, ids: List[str], deadline: float, scontrol: str, nonce: str, tracker: Tracker, squeue: Optional[str]
+    op: Op,
+    ids: List[str],
+    deadline: float,
+    scontrol: str,
+    nonce: str,
+    tracker: Tracker,
+    squeue: Optional[str],
+    shared: Dict[str, bytes],
 ) -> Dict[str, Outcome]:
     """Run the op's list calls on ``ids``, combine each id's calls as a single op would, and
     corroborate the ids read as ok with one lookup through ``squeue`` (None: not at all).
+    ``shared`` gets, per call whose stderr holds text no id owns, that text for the ledger
+    record of the call's first id (``_unowned``).
 
     A requeue can end ok only where call 2 succeeded, so those ids are looked up while call 3
     runs (in a thread: both mostly wait for their process), not after it."""
@@ -225,9 +246,46 @@ def _calls(
         j: combine_bulk(op, j, [first[j], *(later[n][j] for n in sorted(later) if j in later[n])])
         for j in ids
     }
+    outcomes = _unowned(op, {1: first, **later}, outcomes, shared)
     if squeue is None:
         return outcomes
     return corroborate(outcomes, squeue, deadline, tracker, early=early.result() if early is not None else None)
+
+
+# Bytes of a call's unowned text shown in its one diagnostic, and kept in the ledger (a third of
+# a record's stderr cap: a requeue's three calls can all be there).
+SHOWN_UNOWNED = 1000
+UNOWNED_KEPT = STDERR_CAP // 3
+
+
+def _unowned(
+    op: Op, calls: Dict[int, Dict[str, Call]], outcomes: Dict[str, Outcome], shared: Dict[str, bytes]
+) -> Dict[str, Outcome]:
+    """Text a list call printed that no id owns is the call's, kept once (docs/contract.md §11,
+    "Bounded output"): one diagnostic per call (escaped, its first ``SHOWN_UNOWNED`` bytes), the
+    text in the ledger record of the call's first id (``shared``), and on each id the call left
+    unknown a short note naming that record, never the text itself."""
+    notes: Dict[str, List[str]] = {}
+    for number in sorted(calls):
+        read = calls[number]
+        text = read.unowned if isinstance(read, ListCall) else b""
+        if not text:
+            continue
+        carrier = next(iter(read))
+        # Each call's head, so that the record's cap keeps some of every call's text.
+        shared[carrier] = shared.get(carrier, b"") + text[:UNOWNED_KEPT]
+        shown = text[:SHOWN_UNOWNED].decode("utf-8", "backslashreplace")
+        log.warning("%s call %d on %d jobs printed %d bytes of stderr no job owns (kept with job %s): %s%s",
+                    op.value, number, len(read), len(text), carrier, ascii(shown)[1:-1],
+                    "..." if len(text) > SHOWN_UNOWNED else "")
+        for job, call in read.items():
+            if call.outcome is CallOutcome.UNKNOWN:
+                notes.setdefault(job, []).append(
+                    f"call {number} printed {len(text)} bytes of stderr no job owns (kept with job {carrier})")
+    if not notes:
+        return outcomes
+    joined = {j: "; ".join(([outcomes[j].detail] if outcomes[j].detail else []) + n) for j, n in notes.items()}
+    return {**outcomes, **{j: replace(outcomes[j], detail=d) for j, d in joined.items()}}
 
 
 class _Background:

@@ -13,23 +13,30 @@ Rule 1 (the lines; docs/slurm-bulk.md §2.1, §8): a non-blank stderr line, ende
     (not delivered); any other message makes it unknown and is an unaccounted line (below);
   - for hold, release and open, a ``slurm_suspend error`` line in any form (``: X``, ``:X``, bare):
     ignored, its text is the errno of the argument's last RPC and belongs to no id;
-  - anything else (array-form ``A_T: ...``, a parse error, an id not in the call, a torn last
-    line without its newline, ``\\r\\n`` ends): an unaccounted line.
-  An id with two lines or more is unknown, and its lines are unaccounted too.
+  - anything else (array-form ``A_T: ...``, a parse error, an id not in the call, ``\r\n`` ends):
+    an unaccounted line.
+  An id with two lines or more is unknown, and its lines are unaccounted too.  A non-blank last line
+  without its newline is torn: it may be any id's line cut short, so every id is unknown.
 Rule 2 (the status, docs/contract.md §4): 75, 125, 126 and 127 mean scontrol never ran (or the
   wrapper failed): every id gets the status's fixed outcome, whatever stderr says, as for one id.
-  0 and 1-74/76-123 mean the call completed: 0 with any non-blank line at all, or a failure without
-  one valid id line (a refusal or ``Unexpected``), makes every id unknown; otherwise an id with a
-  line is what its line says, and a silent id got SUCCESS, unless an unaccounted line was seen:
-  then it is unknown.  124, 128-255 and an unreadable status mean the call was stopped part-way
-  (docs/slurm-bulk.md §5): an id with a line is what its line says (lines are never torn), a silent
-  id is unknown.
+  0 and 1 are the only statuses scontrol exits with by itself (docs/slurm-bulk.md §2.2): 0 with any
+  non-blank line at all, or 1 without one valid id line (a refusal or ``Unexpected``), makes every
+  id unknown; otherwise an id with a line is what its line says, and a silent id got SUCCESS, unless
+  an unaccounted line was seen: then it is unknown.  Any other status leaves every silent id unknown:
+  2-74 and 76-123 (an id with a line is what its line says, at that status, as for one id), and 124,
+  128-255 and an unreadable status, which mean the call was stopped part-way (docs/slurm-bulk.md §5:
+  an id with a line is what its line says, lines are never torn).
 Rule 3 (each ``Call``): ``status`` is what a call on that id alone would have exited with: 0 for
-  SUCCESS; for an id with a line, the call's own status when it completed, else 1 (scontrol's only
-  failure status, docs/slurm-behaviour.md §1.1); the call's status (or None) otherwise.  ``stderr``
-  is the id's own line(s); a silent id that is unknown gets the unaccounted lines, and the
-  statuses of rule 2's first case the whole stderr, as the single reader keeps it.
+  SUCCESS; for an id with a line, the call's own status when it exited by itself, else 1 (scontrol's
+  only failure status, docs/slurm-behaviour.md §1.1); the call's status (or None) otherwise.
+  ``stderr`` is the id's own line(s) only.  What no id owns (the unaccounted lines; the whole stderr
+  when rule 2 or the framing makes every id alike) is the call's, kept once (``ListCall.unowned``),
+  never copied per id: memory and output stay linear in ids + stderr (docs/contract.md §11).
+Rule 4 (one id is a single op, docs/contract.md §11): a call on one id is read by the single
+  reader's own per-call rule (``reader.read_call``) on the same bytes, whatever rules 1-3 would say.
 
+Inputs are copied through their base types first (``plain.plain_bytes``, ``parse_status``,
+``reader.read_op``): a hostile subclass's own methods never run, and what cannot be copied is unknown.
 Never an exception for any stderr or status; a bad op, call number or id list is ``InvalidInput``.
 """
 
@@ -42,7 +49,8 @@ from . import combine
 from .errors import InvalidInput
 from .jobid import validate_job_id
 from .model import Call, CallOutcome, Op, Outcome, Reason
-from .reader import nonce_bytes, split_status_lines, unknown
+from .plain import plain_bytes, shown
+from .reader import nonce_bytes, read_call, read_op, split_status_lines, unknown
 from .refusals import ALLOWED, INVALID_JOB_ID
 from .statuses import FIXED_OUTCOME, StatusClass, classify, parse_status
 
@@ -61,7 +69,9 @@ _SUSPEND = b"slurm_suspend error"
 _SUSPEND_OPS = frozenset({Op.HOLD, Op.RELEASE, Op.OPEN})
 # Statuses at which scontrol never ran or the wrapper failed: the single reader ignores stderr.
 _FIXED = frozenset({StatusClass.EXPIRED, StatusClass.WRAPPER_FAILED, StatusClass.NOT_RUN})
-_COMPLETED = frozenset({StatusClass.SUCCESS, StatusClass.FAILED})
+# The only statuses scontrol exits with by itself (docs/slurm-bulk.md §2.2): any other leaves
+# every silent id unknown (docs/contract.md §11).
+_DONE = frozenset({0, 1})
 _FAILED_ALONE = 1  # what scontrol exits with when its one RPC was refused
 
 
@@ -106,9 +116,9 @@ def frame_list_output(
     (``unknown_list_call``).  Never raises for any stderr, exit status or nonce.
     """
     number = _call_number(number)
-    if not isinstance(stderr, (bytes, bytearray, memoryview)):
+    data = plain_bytes(stderr)
+    if data is None:
         return b"", None, Reason.STDERR_NOT_BYTES
-    data = bytes(stderr)
     wanted = nonce_bytes(nonce)
     if wanted is None:
         return data, None, Reason.NONCE_INVALID
@@ -129,9 +139,22 @@ def frame_list_output(
     return lines[0][2], int(last), None
 
 
+class ListCall(Dict[str, Call]):
+    """One list call read: each id's ``Call`` (keyed by its canonical string, in the order given),
+    and ``unowned``, the call's stderr that no id owns, kept ONCE for the whole call.
+
+    Each ``Call``'s ``stderr`` is that id's own line(s) only (rule 3), so what the ids carry, and
+    what is printed and recorded per id, is linear in ids + stderr whatever the call prints
+    (docs/contract.md §11, "Bounded output").  A dict, so it reads as ``Dict[str, Call]``."""
+
+    def __init__(self, calls: Mapping[str, Call], unowned: bytes = b"") -> None:
+        super().__init__(calls)
+        self.unowned = unowned
+
+
 def read_list_call(
     op: Union[Op, str], number: int, job_ids: Sequence[JobId], stderr: object, status: object
-) -> Dict[str, Call]:
+) -> ListCall:
     """Each id's ``Call`` from one list call's own stderr and status (the module's rules 1-3).
 
     ``op`` and ``number`` name the call (``refusals.ALLOWED``); ``job_ids`` are the call's ids,
@@ -141,10 +164,13 @@ def read_list_call(
     """
     op, number, allowed = _call_key(op, number)
     ids = _call_ids(job_ids)
-    if not isinstance(stderr, (bytes, bytearray, memoryview)):
+    data = plain_bytes(stderr)
+    if data is None:
         return _every(ids, number, None, "", b"", CallOutcome.UNKNOWN, Reason.STDERR_NOT_BYTES)
-    data = bytes(stderr)
     code, text = _status(status)
+    if len(ids) == 1:
+        # One id is a single op (rule 4): the single reader's own rule for one call, same bytes.
+        return ListCall({ids[0]: read_call(op, ids[0], number, code, text, data)})
     cls = classify(code) if code is not None else None
     if cls is not None and cls in _FIXED:
         outcome, reason = FIXED_OUTCOME[cls]
@@ -152,17 +178,21 @@ def read_list_call(
 
     lines = _Lines(op, allowed, ids, data)
     loose = b"".join(lines.unaccounted)
-    completed = cls is not None and cls in _COMPLETED
-    if completed and (lines.any_line if cls is StatusClass.SUCCESS else not lines.valid_id_line):
-        # 0 with a line (scontrol never prints one then), or a failure no id line explains.
-        return {
-            job: Call(number, code, text, b"".join(lines.own.get(job, ())) or loose,
-                      CallOutcome.UNKNOWN, None, Reason.UNRECOGNISED_STDERR)
+    done = code in _DONE
+    if lines.torn or (code == 0 and lines.any_line) or (code == 1 and not lines.valid_id_line):
+        # A torn last line (it may be any id's line cut short), 0 with a line (scontrol never
+        # prints one then), or a failure no id line explains: nothing is sure for any id.
+        calls = {
+            job: Call(number, code, text, b"".join(lines.own.get(job, ())), CallOutcome.UNKNOWN, None,
+                      Reason.UNRECOGNISED_STDERR)
             for job in ids
         }
-    if completed:
-        line_status, line_text = code, text
-        silent_reason: Optional[Reason] = Reason.UNRECOGNISED_STDERR  # if an unaccounted line was seen
+        return ListCall(calls, loose)
+    silent_reason: Optional[Reason]
+    if cls is StatusClass.FAILED or done:
+        # 0, 1, or a failure status scontrol never exits with (2-74, 76-123): each line is that
+        # id's as for one id; a silent id got SUCCESS only at 0 or 1 with nothing unaccounted.
+        line_status, line_text, silent_reason = code, text, Reason.UNRECOGNISED_STDERR
     else:
         # Stopped part-way (124, a signal) or unreadable: a silent id may or may not have been reached.
         line_status, line_text = _FAILED_ALONE, str(_FAILED_ALONE)
@@ -172,11 +202,11 @@ def read_list_call(
         own = lines.own.get(job)
         if own:
             out[job] = _line_call(number, line_status, line_text, own, lines.message.get(job), allowed)
-        elif completed and not lines.unaccounted:
+        elif done and not lines.unaccounted:
             out[job] = Call(number, 0, "0", b"", CallOutcome.SUCCESS)
         else:
-            out[job] = Call(number, code, text, loose, CallOutcome.UNKNOWN, None, silent_reason)
-    return out
+            out[job] = Call(number, code, text, b"", CallOutcome.UNKNOWN, None, silent_reason)
+    return ListCall(out, loose)
 
 
 def read_list_output(
@@ -186,7 +216,7 @@ def read_list_output(
     stderr: object,
     exit_status: object,
     nonce: object,
-) -> Dict[str, Call]:
+) -> ListCall:
     """``frame_list_output`` then ``read_list_call``: a framing fault makes every id unknown."""
     _call_key(op, number)  # a bad op, call number or id list is InvalidInput whatever the output
     _call_ids(job_ids)
@@ -197,18 +227,19 @@ def read_list_output(
 
 
 def unknown_list_call(
-    number: int, job_ids: Sequence[JobId], reason: Reason, *, stderr: bytes = b""
-) -> Dict[str, Call]:
+    number: int, job_ids: Sequence[JobId], reason: Reason, *, stderr: object = b""
+) -> ListCall:
     """Every id of a list call unknown for ``reason``, status unreadable (None, ``status_text`` "").
 
     For what the runner or the framing makes unknown as a whole: ``output_too_large``,
-    ``output_not_closed``, ``timed_out`` by the runner's KILL after the deadline, any §6 framing fault.
+    ``output_not_closed``, ``timed_out`` by the runner's KILL after the deadline, any §6 framing
+    fault.  ``stderr`` is the call's (one id's own; with several, the call's ``unowned``).
     """
     number = _call_number(number)
-    if not isinstance(reason, Reason):
-        raise InvalidInput(f"reason must be a Reason, not {type(reason).__name__}")
+    if type(reason) is not Reason:
+        raise InvalidInput(f"reason must be a Reason, not {shown(reason)}")
     ids = _call_ids(job_ids)
-    data = bytes(stderr) if isinstance(stderr, (bytes, bytearray, memoryview)) else b""
+    data = plain_bytes(stderr) or b""
     return _every(ids, number, None, "", data, CallOutcome.UNKNOWN, reason)
 
 
@@ -252,7 +283,7 @@ def combine_bulk(op: Union[Op, str], job_id: JobId, calls: Sequence[Call]) -> Ou
     then ``combine.single`` or ``combine.requeue`` decide, with the last call's status as the exit
     status.  Never raises for what the calls say; a bad op, job id or non-``Call`` is InvalidInput.
     """
-    op = Op(op)
+    op = read_op(op)
     job = validate_job_id(job_id)
     got = tuple(calls)
     if not all(isinstance(call, Call) for call in got):
@@ -281,14 +312,15 @@ class _Lines:
         self.unaccounted: List[bytes] = []  # lines no rule explains: silent ids are then unknown
         self.any_line = False
         self.valid_id_line = False
+        self.torn = False  # a non-blank last line without its newline
         known = set(ids)
         pieces = data.split(b"\n")
         tail = pieces.pop()
         for piece in pieces:
             if piece.strip(_BLANK):
                 self._sort(op, allowed, known, piece)
-        if tail.strip(_BLANK):  # a last line without its newline: torn, its id may be cut short
-            self.any_line = True
+        if tail.strip(_BLANK):  # a last line without its newline: torn, it may be any id's, cut short
+            self.any_line = self.torn = True
             self.unaccounted.append(tail)
         for job, own in self.own.items():
             if len(own) > 1:  # never for distinct ids (docs/slurm-bulk.md §3.2): nothing is sure
@@ -333,14 +365,18 @@ def _every(
     stderr: bytes,
     outcome: CallOutcome,
     reason: Optional[Reason],
-) -> Dict[str, Call]:
-    call = Call(number, status, text, stderr, outcome, None, reason)
-    return {job: call for job in ids}
+) -> ListCall:
+    """Every id the same outcome: one id keeps ``stderr`` as the single reader would; with
+    several, no id owns any of it, so it is the call's ``unowned``, once."""
+    if len(ids) == 1:
+        return ListCall({ids[0]: Call(number, status, text, stderr, outcome, None, reason)})
+    call = Call(number, status, text, b"", outcome, None, reason)
+    return ListCall({job: call for job in ids}, stderr if stderr.strip(_BLANK) else b"")
 
 
 def _call_key(op: Union[Op, str], number: object) -> Tuple[Op, int, FrozenSet[str]]:
     """The op, the call number and the messages allowed for that call (docs/contract.md §5)."""
-    op = Op(op)
+    op = read_op(op)
     plain = _call_number(number)
     allowed = ALLOWED.get((op, plain))
     if allowed is None:
@@ -369,8 +405,8 @@ def _ids(job_ids: Sequence[JobId]) -> Tuple[List[str], int]:
         raise InvalidInput("job ids must be a sequence of ids, not one string")
     try:
         given = list(job_ids)
-    except TypeError:
-        raise InvalidInput(f"job ids must be a sequence, not {type(job_ids).__name__}") from None
+    except Exception:  # not iterable, or a hostile sequence whose iteration raises
+        raise InvalidInput(f"job ids must be a sequence, not {shown(job_ids)}") from None
     seen: Dict[str, None] = {}
     for raw in given:
         seen.setdefault(validate_job_id(raw), None)

@@ -21,6 +21,7 @@ from . import combine
 from .errors import InvalidInput
 from .jobid import validate_job_id
 from .model import Call, CallOutcome, Op, Outcome, Reason, RequeueBit, Result
+from .plain import plain_bytes, shown
 from .refusals import INVALID_JOB_ID, refusal_message
 from .statuses import FIXED_OUTCOME, StatusClass, classify, parse_status
 
@@ -38,15 +39,16 @@ def read_outcome(
     nonce: object = None,
 ) -> Outcome:
     """Read one script's (or, for ``open``, one scontrol's) stderr and exit status."""
-    op = _op(op)
+    op = read_op(op)
     job = validate_job_id(job_id)
-    if not isinstance(stderr, (bytes, bytearray, memoryview)):
-        return unknown(op, job, Reason.STDERR_NOT_BYTES, detail=f"stderr is {type(stderr).__name__}")
-    data = bytes(stderr)
+    # Plain copies first (``plain``): a hostile subclass reads as unknown, never raises.
+    data = plain_bytes(stderr)
+    if data is None:
+        return unknown(op, job, Reason.STDERR_NOT_BYTES, detail=f"stderr is {shown(stderr)}")
     status = parse_status(exit_status)
     if op is Op.OPEN:
         if status is None:
-            return unknown(op, job, Reason.UNREADABLE_EXIT_STATUS, detail=f"exit status {exit_status!r}")
+            return unknown(op, job, Reason.UNREADABLE_EXIT_STATUS, detail=f"exit status {shown(exit_status)}")
         return combine.single(op, job, classify_call(op, job, 1, status, str(status), data), status)
     wanted = nonce_bytes(nonce)
     if wanted is None:
@@ -109,15 +111,19 @@ def nonce_bytes(nonce: object) -> Optional[bytes]:
         return None
 
 
-def _op(op: object) -> Op:
-    if isinstance(op, Op):
+def read_op(op: object) -> Op:
+    """``op`` as an ``Op``, or ``InvalidInput`` (a ``ValueError``, docs/contract.md §6).
+
+    A str subclass is copied first (``str.__str__``): its own ``__hash__`` or ``__eq__``,
+    which the enum's lookup would call, never runs.  Shared with ``bulk_reader``."""
+    if type(op) is Op:
         return op
-    if isinstance(op, str):
-        try:
-            return Op(op)
-        except ValueError:
-            pass
-    raise InvalidInput(f"unknown op {op!r}: expected one of {', '.join(o.value for o in Op)}")
+    if isinstance(op, str) and issubclass(type(op), str):
+        text = str.__str__(op)
+        for member in Op:
+            if member.value == text:
+                return member
+    raise InvalidInput(f"unknown op {shown(op)}: expected one of {', '.join(o.value for o in Op)}")
 
 
 def split_status_lines(data: bytes, nonce: bytes) -> Tuple[List[Tuple[int, bytes, bytes]], Optional[Reason], str]:
@@ -155,15 +161,21 @@ def split_status_lines(data: bytes, nonce: bytes) -> Tuple[List[Tuple[int, bytes
 def _frame(op: Op, job_id: str, data: bytes, nonce: bytes) -> Tuple[Tuple[Call, ...], Optional[Reason], str]:
     """Split ``data`` into calls at its status lines; stop at the first framing fault."""
     lines, reason, detail = split_status_lines(data, nonce)
-    calls: List[Call] = []
-    for number, field, own in lines:
-        status_text = field.decode("ascii", "backslashreplace")
-        status = parse_status(field.decode("latin-1"))
-        if status is None:
-            calls.append(Call(number, None, status_text, own, CallOutcome.UNKNOWN, None, Reason.UNREADABLE_STATUS))
-        else:
-            calls.append(classify_call(op, job_id, number, status, status_text, own))
+    calls = [
+        read_call(op, job_id, number, parse_status(field.decode("latin-1")),
+                  field.decode("ascii", "backslashreplace"), own)
+        for number, field, own in lines
+    ]
     return tuple(calls), reason, detail
+
+
+def read_call(op: Op, job_id: str, number: int, status: Optional[int], status_text: str, stderr: bytes) -> Call:
+    """One framed call of one job: its status (None: unreadable) and its own stderr, read as
+    docs/contract.md §4, §5 say.  The single reader's only per-call rule, and the one
+    ``bulk_reader`` reads a one-id list call with (docs/contract.md §11, "one id is a single op")."""
+    if status is None:
+        return Call(number, None, status_text, stderr, CallOutcome.UNKNOWN, None, Reason.UNREADABLE_STATUS)
+    return classify_call(op, job_id, number, status, status_text, stderr)
 
 
 def _check(
@@ -174,7 +186,7 @@ def _check(
     if bad:
         return Reason.UNREADABLE_STATUS, f"call {bad[0].number} has status {bad[0].status_text!r}"
     if exit_status is None:
-        return Reason.UNREADABLE_EXIT_STATUS, f"exit status {raw_exit!r}"
+        return Reason.UNREADABLE_EXIT_STATUS, f"exit status {shown(raw_exit)}"
     if exit_status != calls[-1].status:
         return Reason.EXIT_STATUS_MISMATCH, f"exit status {exit_status} but the last call says {calls[-1].status}"
     numbers = [c.number for c in calls]

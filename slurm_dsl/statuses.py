@@ -42,11 +42,17 @@ def parse_status(raw: object) -> Optional[int]:
     """
     if isinstance(raw, bool):
         return None
-    if isinstance(raw, int):
-        return raw if 0 <= raw <= 255 else None
-    if isinstance(raw, str) and len(raw) <= 3 and _PLAIN_DECIMAL.match(raw):
-        value = int(raw)
-        return value if value <= 255 else None
+    # A plain copy through the base type first: a subclass's own comparisons, __len__ or
+    # __index__ never run (they may raise or lie), and what comes out is an exact int.
+    # type(), not only isinstance(): an object can claim to be an int through __class__.
+    if isinstance(raw, int) and issubclass(type(raw), int):
+        value = int.__int__(raw)
+        return value if 0 <= value <= 255 else None
+    if isinstance(raw, str) and issubclass(type(raw), str):
+        text = str.__str__(raw)
+        if len(text) <= 3 and _PLAIN_DECIMAL.match(text):
+            value = int(text)
+            return value if value <= 255 else None
     return None
 
 

@@ -13,7 +13,7 @@ from typing import Dict, List
 
 import pytest
 
-from slurm_dsl import Op, RequeueBit, Result, bulk
+from slurm_dsl import Op, Reason, RequeueBit, Result, bulk
 from slurm_dsl.bulk import chunk_limit, run_many
 from slurm_dsl.cli import main
 from slurm_dsl.ledger import open_ledger
@@ -260,3 +260,65 @@ def test_an_error_in_the_lookup_thread_is_raised_in_the_caller() -> None:
     with pytest.raises(RuntimeError, match="a bug"):
         bulk._Background(broken).result()
     assert bulk._Background(lambda: {"7": None}).result() == {"7": None}
+
+
+def write_sh(path: Path, body: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("#!/bin/sh\n" + body)
+    path.chmod(0o755)
+    return path
+
+
+def test_a_chunk_of_one_id_is_the_single_ops_own_script(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """docs/contract.md §11, one id is a single op: the requeue's call 2 prints an RS byte that
+    starts no status line, which makes the single script unreadable as a whole (the bit may be
+    set), however well call 3 went; separate list scripts would read the bit as cleared."""
+    monkeypatch.delenv("SLURM_DSL_SQUEUE")
+    fake = write_sh(tmp_path / "bin" / "scontrol", (
+        f"printf '%s\\n' \"$*\" >> {tmp_path / 'bin' / 'calls.log'}\n"
+        "case $1 in ping) echo 'Slurmctld(primary) at vm is UP' ;; requeue) printf '\\036junk\\n' >&2 ;; esac\n"
+        "exit 0\n"))
+    write_fake_squeue(tmp_path / "bin", "5|RUNNING|0|0|1|None\n")
+    with Tracker(str(tmp_path / "ledger.sqlite3"), scontrol=str(fake)) as t:
+        bulk_out = list(run_many(t, Op.REQUEUE, ["5"], 10.0))
+        single = t.run(Op.REQUEUE, "5", time.time() + 10)
+    assert [(o.result, o.requeue_bit, o.reason) for o in bulk_out] == [
+        (single.result, single.requeue_bit, single.reason)] == [
+        (Result.UNKNOWN, RequeueBit.MAY_BE_SET, Reason.MALFORMED_STATUS_LINE)]
+    with open_ledger(tmp_path / "ledger.sqlite3") as ledger:
+        assert ledger.get("5").bit is RequeueBit.MAY_BE_SET  # type: ignore[union-attr]
+
+
+UNOWNED = 1_000_000  # bytes of lines no job owns, per call (under runner.CAP)
+
+
+def test_text_no_job_owns_is_kept_once_per_call(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """docs/contract.md §11, bounded output: a 1,000-id requeue whose calls 1 and 3 each print
+    ~1 MiB of lines no job owns: what is printed per job and recorded stays linear in ids + stderr."""
+    monkeypatch.delenv("SLURM_DSL_SQUEUE")
+    ids = [str(n) for n in range(1000, 2000)]
+    fake = write_sh(tmp_path / "bin" / "scontrol", (
+        "case $1 in ping) echo 'Slurmctld(primary) at vm is UP'; exit 0 ;; esac\n"
+        f"yes 'scontrol: error: a line no job owns' | head -c {UNOWNED} >&2\n"
+        "exit 1\n"))
+    write_fake_squeue(tmp_path / "bin", "".join(f"{j}|RUNNING|0|0|1|None\n" for j in ids))
+    ledger_path = str(tmp_path / "ledger.sqlite3")
+    code = main(["requeue", *ids, "--timeout", "60", "--json", "--ledger", ledger_path, "--scontrol", str(fake)])
+    out, err = capsys.readouterr()
+    stderr_total = 2 * UNOWNED
+    assert len(out) < 2 * (stderr_total + 1024 * len(ids))
+    rows = [json.loads(row) for row in out.splitlines()]
+    assert code == 15 and len(rows) == 1000
+    assert {(r["result"], r["requeue_bit"]) for r in rows} == {("unknown", "may_be_set")}
+    assert [c["number"] for c in rows[0]["calls"]] == [1, 3]
+    assert "kept with job 1000" in rows[1]["detail"]
+    assert sum(len(c["stderr"]) for r in rows for c in r["calls"]) == 0  # no job owns any of it
+    assert err.count("no job owns (kept with job 1000)") == 2  # one diagnostic per call
+    assert len(err) < 2 * (2 * bulk.SHOWN_UNOWNED + 200 * len(ids))  # a line per unknown job, the text twice
+    with open_ledger(ledger_path) as ledger:
+        recorded = [ledger.history(j)[-1] for j in ids]
+    # Once, with the first id: each call's head, so that both calls are in its record.
+    kept = recorded[0].stderr
+    assert sum(h.stderr_len for h in recorded) == recorded[0].stderr_len == 2 * bulk.UNOWNED_KEPT
+    assert kept == (b"scontrol: error: a line no job owns\n" * UNOWNED)[: bulk.UNOWNED_KEPT] * 2

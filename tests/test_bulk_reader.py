@@ -8,6 +8,7 @@ fates, and compare each id's result with ``read_outcome`` of that id's own singl
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
@@ -118,10 +119,14 @@ TABLE: List[Row] = [
     ("hold 206 999999 207 (separate arguments)", HOLD, 1, "206,999999,207",
      b"Invalid job id specified for job 999999\nslurm_suspend error: Invalid job id specified\n", 1,
      {"206": S, "999999": N, "207": S}),
-    # An array line belongs to no id of the call: the silent ids are unknown, the others keep theirs.
-    ("hold 999999,742_9 (array line)", HOLD, 1, "999999",
+    # An array line belongs to no id of the call: the silent ids are unknown, the others keep theirs
+    # (999999 with a silent id beside it); one id alone is its single op, which reads that as unknown.
+    ("hold 999999,742_9 (array line)", HOLD, 1, "999999,900",
      b"Invalid job id specified for job 999999\n742_9: Invalid job id specified\nslurm_suspend error: No error\n", 1,
-     {"999999": N}),
+     {"999999": N, "900": U}),
+    ("hold 999999,742_9 (array line, one id)", HOLD, 1, "999999",
+     b"Invalid job id specified for job 999999\n742_9: Invalid job id specified\nslurm_suspend error: No error\n", 1,
+     {"999999": U}),
     ("hold 740,742_9 (array line, no suspend line)", HOLD, 1, "740",
      b"742_9: Invalid job id specified\n", 1,
      {"740": U}),
@@ -327,11 +332,14 @@ def test_killed_part_way() -> None:
     assert (mixed["1"].outcome, mixed["1"].message, mixed["2"].outcome) == (F, PENDING_EXECUTION, U)
 
 
-def test_a_silent_id_that_is_unknown_keeps_the_lines_no_id_owns() -> None:
+def test_the_lines_no_id_owns_are_the_calls_once_not_each_silent_ids() -> None:
     got = read_list_call(
-        "requeue", 2, ["427", "430"], b"427_1-4: Access/permission denied\nAccess/permission denied for job 430\n", 1
+        "requeue", 2, ["427", "430", "431"],
+        b"427_1-4: Access/permission denied\nAccess/permission denied for job 430\n", 1,
     )
-    assert got["427"].stderr == b"427_1-4: Access/permission denied\n"
+    assert (got["427"].outcome, got["427"].stderr, got["427"].reason) == (U, b"", Reason.UNRECOGNISED_STDERR)
+    assert (got["431"].outcome, got["431"].stderr) == (U, b"")
+    assert got.unowned == b"427_1-4: Access/permission denied\n"
     assert got["430"].stderr == b"Access/permission denied for job 430\n"
     assert got["430"].message == ACCESS_DENIED
 
@@ -427,8 +435,8 @@ def test_framing(stderr: object, exit_status: object, nonce: object, number: int
     else:
         assert status is None
         ids = ["999999", "7"]
-        calls = read_list_output("hold", 1, ids, stderr, exit_status, nonce) if number == 1 else {}
-        for call in calls.values():
+        many = read_list_output("hold", 1, ids, stderr, exit_status, nonce) if number == 1 else {}
+        for call in many.values():
             assert (call.outcome, call.reason, call.status) == (U, reason, None)
         # The single reader says the same of the same fault.
         single = read_outcome("hold", "999999", stderr, exit_status, nonce)
@@ -538,7 +546,9 @@ TIMED_OUT = 124
 @dataclass(frozen=True)
 class Fate:
     """What happened to a whole list call: done (0 or 1), expired (75), stopped at ``cut`` with
-    ``status`` (124, 137, 143), or framed with an unreadable status."""
+    ``status`` (124, 137, 143), or framed with an unreadable status; or done but exiting with a
+    ``status`` scontrol never exits with (``failed``: 2-74, 76-123), with a last line torn (no
+    newline) naming the id at ``cut``, or with a ``stray`` line for an id not in the call."""
 
     kind: str
     status: int = 0
@@ -570,7 +580,17 @@ def fates(size: int) -> st.SearchStrategy[Fate]:
         st.just(Fate("expired", 75)),
         st.builds(Fate, st.just("killed"), st.sampled_from([124, 137, 143]), st.integers(0, size)),
         st.just(Fate("unreadable")),
+        st.builds(Fate, st.just("failed"), st.sampled_from([2, 3, 74, 76, 100, 123])),
+        st.builds(Fate, st.just("torn"), st.just(1), st.integers(0, max(size - 1, 0))),
+        st.just(Fate("stray", 1)),
     )
+
+
+STRAY = b"Invalid job id specified for job 4242424\n"  # no id of ID_LISTS
+
+
+def torn_line(job: str) -> bytes:
+    return f"{ALREADY_FINISHED} for job {job}".encode()
 
 
 def behaviours(op: Op, number: int) -> st.SearchStrategy[Behaviour]:
@@ -598,29 +618,47 @@ def list_output(op: Op, number: int, ids: Sequence[str], beh: Mapping[str, Behav
         return b"".join(out) + line(number, fate.status), fate.status
     if fate.kind == "unreadable":
         return b"".join(out) + line(number, "01"), "01"
+    if fate.kind == "failed":
+        return b"".join(out) + line(number, fate.status), fate.status
+    if fate.kind == "torn":
+        return b"".join(out) + torn_line(ids[fate.cut]) + line(number, 1), 1
+    if fate.kind == "stray":
+        return STRAY + b"".join(out) + line(number, 1), 1
     status = 1 if failed else 0
     return b"".join(out) + line(number, status), status
 
 
 def single_step(op: Op, job: str, message: Behaviour, fate: Fate, position: Optional[int],
-                style: Style, unreadable: Union[int, str] = "01") -> Tuple[bytes, Union[int, str]]:
+                style: Style, unreadable: Union[int, str] = "01",
+                call_ids: Sequence[str] = ()) -> Tuple[bytes, Union[int, str]]:
     """That id's own call in its single script, with the same behaviour (``position``: its place
     in the list call, None when it was in none).  An unreadable list status is ``unreadable`` for
     the id: "01" where the single script ends there; for a requeue, whose list calls are framed
     one by one, a readable unknown status (124) so that its script goes on as the bulk flow does
-    (the single reader drops a whole script for one unreadable status, docs/contract.md §6)."""
+    (the single reader drops a whole script for one unreadable status, docs/contract.md §6).
+
+    The id's own evidence, read apart from the list rules: a status scontrol never exits with is
+    the id's status too; a torn last line naming the id is a line of its own (the single reader
+    sees two lines for it); a line for another id is in a silent id's stderr, and in the one
+    id's of a call on that id alone (``call_ids``: the call's ids)."""
     if position is not None and fate.kind == "expired":
         return b"", 75
     if position is not None and fate.kind == "unreadable":
         return b"", unreadable
     if position is not None and fate.kind == "killed" and position >= fate.cut:
         return b"", fate.status
+    extra = b""
+    if position is not None and fate.kind == "torn" and call_ids[fate.cut] == job:
+        extra = torn_line(job)
+    if position is not None and fate.kind == "stray" and (message is None or len(call_ids) == 1):
+        extra = STRAY
+    failed = fate.status if position is not None and fate.kind == "failed" else 1
     if message is None:
-        return b"", 0
+        return (extra, 1) if extra else (b"", 0 if failed == 1 else failed)
     own = f"{message} for job {job}\n".encode()
     if op in SUSPEND_OPS:
         own += style.suspend(message)
-    return own, 1
+    return own + extra, failed
 
 
 def projection(out: Outcome) -> object:
@@ -651,6 +689,8 @@ def never_surer(bulk: Outcome, single: Outcome, exact: bool) -> None:
             assert mine.outcome is CallOutcome.UNKNOWN
 
 
+# Fates after which every id's reading is exactly its single op's: nothing was lost or torn.
+EXACT = ("done", "expired", "failed", "stray")
 ID_LISTS = st.lists(st.integers(min_value=1, max_value=99999), min_size=1, max_size=7, unique=True).map(
     lambda xs: [str(x) for x in xs]
 )
@@ -668,9 +708,9 @@ def test_a_one_call_list_is_never_surer_than_each_id_alone(
     calls = read_list_output(op, 1, ids, stderr, exit_status, NONCE)
     assert list(calls) == ids
     for position, job in enumerate(ids):
-        own, status = single_step(op, job, beh[job], fate, position, style)
+        own, status = single_step(op, job, beh[job], fate, position, style, call_ids=ids)
         single = read_outcome(op, job, frame(NONCE, [(own, 1, status)]), status, NONCE)
-        never_surer(combine_bulk(op, job, [calls[job]]), single, exact=fate.kind in ("done", "expired"))
+        never_surer(combine_bulk(op, job, [calls[job]]), single, exact=fate.kind in EXACT)
 
 
 @settings(max_examples=1500, suppress_health_check=[HealthCheck.too_slow])
@@ -687,21 +727,23 @@ def test_a_bulk_requeue_is_never_surer_than_each_requeue_alone(ids: List[str], d
         if second_ids else {}
     third = read_list_output(op, 3, third_ids, *list_output(op, 3, third_ids, beh[2], f3, style), NONCE) \
         if third_ids else {}
-    exact = all(f.kind in ("done", "expired") for f in (f1, f2, f3))
+    exact = all(f.kind in EXACT for f in (f1, f2, f3))
     for position, job in enumerate(ids):
         own_calls = [c for c in (first[job], second.get(job), third.get(job)) if c is not None]
         bulk = combine_bulk(op, job, own_calls)
         # That id's single script: call 2 only after 0, call 3 unless 75 (docs/contract.md §2).
         steps: List[Tuple[bytes, int, Union[int, str]]] = []
-        own, s1 = single_step(op, job, beh[0][job], f1, position, style, TIMED_OUT)
+        own, s1 = single_step(op, job, beh[0][job], f1, position, style, TIMED_OUT, ids)
         steps.append((own, 1, s1))
         if s1 == 0:
             at = second_ids.index(job) if job in second_ids else None
-            own, s2 = single_step(op, job, beh[1][job], f2 if at is not None else DONE, at, style, TIMED_OUT)
+            own, s2 = single_step(op, job, beh[1][job], f2 if at is not None else DONE, at, style, TIMED_OUT,
+                                  second_ids)
             steps.append((own, 2, s2))
         if s1 != 75:
             at = third_ids.index(job) if job in third_ids else None
-            own, s3 = single_step(op, job, beh[2][job], f3 if at is not None else DONE, at, style, TIMED_OUT)
+            own, s3 = single_step(op, job, beh[2][job], f3 if at is not None else DONE, at, style, TIMED_OUT,
+                                  third_ids)
             steps.append((own, 3, s3))
         single = read_outcome(op, job, frame(NONCE, steps), steps[-1][2], NONCE)
         never_surer(bulk, single, exact=exact)
@@ -740,7 +782,7 @@ def evidence_of_success(op: Op, number: int, job: str, stderr: bytes, status: ob
     text = [ln for ln in lines[:-1] if ln.strip(b" \t\n\r\x0b\x0c")]
     if code == 0:
         return not text
-    if code is None or not (1 <= code <= 123) or code == 75:
+    if code != 1:  # scontrol exits 0 or 1 by itself; anything else leaves a silent id unknown
         return False
     allowed = ALLOWED[(op, number)] | {UNEXPECTED}
     owners: List[str] = []
@@ -802,3 +844,129 @@ def parse_exit(raw: object) -> Optional[int]:
         return raw
     assert isinstance(raw, str)
     return int(raw)
+
+
+# --- issue 16: statuses scontrol never exits with, torn lines, one id, bounded output ---------------------
+
+
+@pytest.mark.parametrize("status", [2, 3, 74, 76, 100, 123])
+def test_silent_ids_of_a_call_that_exited_neither_0_nor_1_are_unknown(status: int) -> None:
+    got = read_list_call("hold", 1, ["5", "6"], b"Invalid job id specified for job 6\n", status)
+    assert (got["5"].outcome, got["5"].reason, got["5"].status) == (U, Reason.UNRECOGNISED_STDERR, status)
+    assert (got["6"].outcome, got["6"].status) == (N, status)  # its own line says it, as for one id
+
+
+def test_a_requeue_whose_call_3_exits_2_leaves_a_silent_ids_bit_may_be_set() -> None:
+    ids = ["5", "6"]
+    first = read_list_call("requeue", 1, ids, b"", 0)
+    second = read_list_call("requeue", 2, ids, b"", 0)
+    third = read_list_call("requeue", 3, ids, b"Invalid job id specified for job 6\n", 2)
+    bulk = combine_bulk("requeue", "5", [first["5"], second["5"], third["5"]])
+    single = read_outcome("requeue", "5", frame(NONCE, [(b"", 1, 0), (b"", 2, 0), (b"", 3, 2)]), 2, NONCE)
+    assert (bulk.result, bulk.requeue_bit) == (single.result, single.requeue_bit)
+    assert (bulk.result, bulk.requeue_bit) == (Result.UNKNOWN, RequeueBit.MAY_BE_SET)
+
+
+TORN = b"Invalid job id specified for job 12\nJob has already finished for job 12"
+
+
+@pytest.mark.parametrize("ids", [["12"], ["12", "13"], ["13", "12", "14"]], ids=str)
+def test_a_torn_last_line_leaves_no_id_sure(ids: List[str]) -> None:
+    """The last line has no newline: it may be any id's line cut short, here one naming an id
+    that has a complete line too (docs/contract.md §11, decision 4)."""
+    got = read_list_output("restore", 1, ids, TORN + line(1, 1), 1, NONCE)
+    assert all(c.outcome is U for c in got.values())
+    single = read_outcome("restore", "12", TORN + line(1, 1), 1, NONCE)
+    assert single.result is Result.UNKNOWN
+    if ids == ["12"]:
+        assert combine_bulk("restore", "12", [got["12"]]) == single
+
+
+ONE_ID_CASES = [
+    # A suspend line with another message: ignored in a list, not for one id (docs/contract.md §5).
+    ("hold", b"Invalid job id specified for job 5\nslurm_suspend error: No error\n", 1),
+    # Another id's line beside the id's own.
+    ("hold", b"Invalid job id specified for job 5\nInvalid job id specified for job 6\n", 1),
+    ("requeue", b"Job is pending execution for job 5\n7_1-3: Job is pending execution\n", 1),
+    # A line printed before a stop: the stop makes one id's call unknown.
+    ("release", b"Job has already finished for job 5\n", 124),
+    ("restore", b"Invalid job id specified for job 5\n", 137),
+]
+
+
+@pytest.mark.parametrize(("op", "own", "status"), ONE_ID_CASES)
+def test_a_call_on_one_id_reads_as_that_ids_single_op(op: str, own: bytes, status: int) -> None:
+    number = 2 if op == "requeue" else 1
+    got = read_list_output(op, number, ["5"], own + line(number, status), status, NONCE)
+    assert got["5"].outcome is U
+    if op != "requeue":
+        single = read_outcome(op, "5", own + line(1, status), status, NONCE)
+        assert combine_bulk(op, "5", [got["5"]]) == single
+
+
+# One id, any bytes: its chunk's result is the single reader's (docs/contract.md §11, "one id is a single op").
+ANY_NONCE = st.one_of(st.just(NONCE), st.just(NONCE), st.just(OTHER_NONCE), st.none(), st.text(max_size=3))
+ANY_OUTPUT = st.one_of(
+    st.builds(lambda own, n, s: own + line(n, s), STDERR, st.sampled_from([1, 1, 1, 2]),
+              st.one_of(st.integers(0, 300), st.sampled_from(["01", "-1", "x", ""]))),
+    STDERR,
+    st.builds(lambda a, b: a + b, STDERR, STDERR),
+)
+
+
+@settings(max_examples=3000, suppress_health_check=[HealthCheck.too_slow])
+@given(op=st.sampled_from([Op.HOLD, Op.RELEASE, Op.RESTORE]), stderr=ANY_OUTPUT, exit_status=STATUS,
+       nonce=ANY_NONCE, job=st.sampled_from(["1", "5", "12", "123"]))
+def test_a_one_id_chunk_of_a_one_call_op_is_its_single_op(
+    op: Op, stderr: bytes, exit_status: object, nonce: object, job: str
+) -> None:
+    bulk = combine_bulk(op, job, [read_list_output(op, 1, [job], stderr, exit_status, nonce)[job]])
+    single = read_outcome(op, job, stderr, exit_status, nonce)
+    assert (bulk.result, bulk.requeue_bit, bulk.reason) == (single.result, single.requeue_bit, single.reason)
+    if not {single.reason} & FRAMING_FAULTS:  # framed exactly: the same call too
+        assert projection(bulk) == projection(single)
+
+
+FRAMING_FAULTS = {Reason.STDERR_NOT_BYTES, Reason.NONCE_INVALID, Reason.NO_STATUS_LINE, Reason.MALFORMED_STATUS_LINE,
+                  Reason.FOREIGN_NONCE, Reason.CALL_ORDER, Reason.UNREADABLE_STATUS, Reason.TEXT_AFTER_LAST_LINE,
+                  Reason.UNREADABLE_EXIT_STATUS, Reason.EXIT_STATUS_MISMATCH, Reason.WRONG_CALLS}
+
+
+OWN_TEXT = st.one_of(st.lists(FRAGMENTS.filter(lambda f: b"\x1e" not in f), max_size=12).map(b"".join),
+                st.binary(max_size=60).map(lambda b: b.replace(b"\x1e", b"")))
+READABLE = st.one_of(st.sampled_from([0, 0, 1, 1, 75, 124, 125, 126, 127, 137, 2]), st.integers(0, 255))
+
+
+@settings(max_examples=2000, suppress_health_check=[HealthCheck.too_slow])
+@given(job=st.sampled_from(["1", "5", "12"]), own=st.tuples(OWN_TEXT, OWN_TEXT, OWN_TEXT),
+       status=st.tuples(READABLE, READABLE, READABLE))
+def test_a_one_id_requeue_flow_is_its_single_script(job: str, own: Tuple[bytes, bytes, bytes],
+                                                    status: Tuple[int, int, int]) -> None:
+    """The flow's calls, each framed in a list script of its own, give what the single reader
+    gives for the one script that holds them (calls 2 and 3 only where the script runs them)."""
+    first = read_list_output("requeue", 1, [job], own[0] + line(1, status[0]), status[0], NONCE)
+    second_ids, third_ids = requeue_next_calls([job], first)
+    calls = [first[job]]
+    steps = [(own[0], 1, status[0])]
+    if second_ids:
+        calls.append(read_list_output("requeue", 2, [job], own[1] + line(2, status[1]), status[1], NONCE)[job])
+        steps.append((own[1], 2, status[1]))
+    if third_ids:
+        calls.append(read_list_output("requeue", 3, [job], own[2] + line(3, status[2]), status[2], NONCE)[job])
+        steps.append((own[2], 3, status[2]))
+    single = read_outcome("requeue", job, frame(NONCE, steps), steps[-1][2], NONCE)
+    assert projection(combine_bulk("requeue", job, calls)) == projection(single)
+
+
+def test_a_thousand_ids_and_a_mebibyte_no_id_owns_stay_linear() -> None:
+    """docs/contract.md §11, bounded output: the text is the call's (``unowned``), once."""
+    ids = [str(n) for n in range(1000, 2000)]
+    junk = b"scontrol: error: a line no job owns\n" * ((1 << 20) // 36)
+    for status, stderr in ((1, junk + b"Invalid job id specified for job 1500\n"), (124, junk), (125, junk)):
+        got = read_list_call("hold", 1, ids, stderr, status)
+        assert sum(len(c.stderr) for c in got.values()) < 1024
+        assert len(got.unowned) <= len(stderr)
+        rows = "".join(json.dumps(combine_bulk("hold", j, [c]).to_json()) for j, c in got.items())
+        assert len(rows) < 2 * (len(stderr) - len(junk) + 1024 * len(ids))
+    framed = read_list_output("hold", 1, ids, junk + line(1, "x"), "x", NONCE)  # a framing fault
+    assert framed.unowned == junk + line(1, "x") and all(c.stderr == b"" for c in framed.values())

@@ -15,10 +15,12 @@ from typing import Any, Callable, List
 import pytest
 
 import slurm_dsl
-from slurm_dsl import Op, Reason, Result, execute, read_outcome, render, run_op, validate_job_id
+from slurm_dsl import Op, Reason, RequeueBit, Result, execute, read_outcome, render, run_op, validate_job_id
+from slurm_dsl.bulk_reader import read_list_call, read_list_output
 from slurm_dsl.cli import main
 from slurm_dsl.deadlines import MAX_TIMEOUT, resolve_deadline
 from slurm_dsl.ledger import open_ledger
+from slurm_dsl.model import CallOutcome
 from slurm_dsl.tracked import Tracker
 from tests.fakes import calls_made, write_fake
 from tests.ground import NONCE, OTHER_NONCE, frame
@@ -245,3 +247,117 @@ def test_cli_refuses_a_timeout_poll_cannot_wait_for(
     assert err.startswith("slurm-dsl: ") and "at most" in err
     assert history("5") == []
     assert calls_made(fake) == []
+
+
+# -- hostile values into the readers (docs/contract.md §6, §11): a plain copy, or unknown --------------
+
+
+class Boom(Exception):
+    """Raised by every hostile method below: a reader that lets it out has called one."""
+
+
+def _boom(*args: Any, **kwargs: Any) -> Any:
+    raise Boom()
+
+
+def hostile(base: type, value: Any) -> Any:
+    """A ``base`` subclass worth ``value`` whose own methods (conversions, comparisons, length,
+    hashing, slicing, searching) all raise."""
+    names = ["__bytes__", "__len__", "__getitem__", "__iter__", "__eq__", "__ne__", "__lt__", "__le__",
+             "__gt__", "__ge__", "__hash__", "__index__", "__int__", "__str__", "__repr__", "__format__",
+             "find", "split", "strip", "decode", "encode", "startswith", "endswith", "rpartition", "tobytes"]
+    kind = type("Hostile", (base,), {name: _boom for name in names if hasattr(base, name)})
+    return kind(value)
+
+
+class Pretender:
+    """Claims to be bytes and str through ``__class__``; is neither."""
+
+    @property  # type: ignore[misc]
+    def __class__(self) -> type:
+        return bytes
+
+
+SCRIPT_OUT = b"Job has already finished for job 5\n" + f"\x1eDSL {NONCE} call 1 1\n".encode()
+
+
+@pytest.mark.parametrize("which", ["stderr", "bytearray", "exit_int", "exit_str", "op", "nonce"])
+def test_read_outcome_reads_a_hostile_value_by_its_plain_copy(which: str) -> None:
+    args: dict = {"op": "hold", "stderr": SCRIPT_OUT, "exit_status": 1, "nonce": NONCE}  # type: ignore[type-arg]
+    args.update({
+        "stderr": {"stderr": hostile(bytes, SCRIPT_OUT)},
+        "bytearray": {"stderr": hostile(bytearray, SCRIPT_OUT)},
+        "exit_int": {"exit_status": hostile(int, 1)},
+        "exit_str": {"exit_status": hostile(str, "1")},
+        "op": {"op": hostile(str, "hold")},
+        "nonce": {"nonce": hostile(str, NONCE)},
+    }[which])
+    got = read_outcome(args["op"], "5", stderr=args["stderr"], exit_status=args["exit_status"], nonce=args["nonce"])
+    assert (got.result, got.reason) == (Result.REJECTED, None)
+
+
+@pytest.mark.parametrize("exit_status", [hostile(int, 300), hostile(int, -1), hostile(str, "01"), Pretender()],
+                         ids=["300", "-1", "01", "pretender"])
+def test_read_outcome_reads_an_unreadable_hostile_exit_status_as_unknown(exit_status: object) -> None:
+    got = read_outcome("open", "5", stderr=b"", exit_status=exit_status)
+    assert (got.result, got.reason) == (Result.UNKNOWN, Reason.UNREADABLE_EXIT_STATUS)
+    got = read_outcome("hold", "5", stderr=SCRIPT_OUT, exit_status=exit_status, nonce=NONCE)
+    assert got.result is Result.UNKNOWN
+
+
+def test_stderr_that_cannot_be_copied_reads_as_unknown() -> None:
+    released = memoryview(SCRIPT_OUT)
+    released.release()
+    for stderr in (released, Pretender()):
+        got = read_outcome("requeue", "5", stderr=stderr, exit_status=1, nonce=NONCE)
+        assert (got.result, got.requeue_bit, got.reason) == (Result.UNKNOWN, RequeueBit.MAY_BE_SET,
+                                                            Reason.STDERR_NOT_BYTES)
+
+
+def test_a_hostile_op_that_is_no_op_is_a_value_error() -> None:
+    with pytest.raises(ValueError, match="unknown op"):
+        read_outcome(hostile(str, "kill"), "5", stderr=SCRIPT_OUT, exit_status=1, nonce=NONCE)
+
+
+LIST_OWN = b"Job has already finished for job 5\nslurm_suspend error: Job has already finished\n"
+
+
+@pytest.mark.parametrize("which", ["stderr", "status_int", "status_str", "op", "number", "ids"])
+def test_the_bulk_readers_read_hostile_values_by_their_plain_copies(which: str) -> None:
+    args: dict = {"op": "hold", "number": 1, "ids": ["5", "6"], "stderr": LIST_OWN, "status": 1}  # type: ignore[type-arg]
+    args.update({
+        "stderr": {"stderr": hostile(bytes, LIST_OWN)},
+        "status_int": {"status": hostile(int, 1)},
+        "status_str": {"status": hostile(str, "1")},
+        "op": {"op": hostile(str, "hold")},
+        "number": {"number": hostile(int, 1)},
+        "ids": {"ids": [hostile(str, "5"), hostile(int, 6)]},
+    }[which])
+    got = read_list_call(args["op"], args["number"], args["ids"], args["stderr"], args["status"])
+    assert [(j, c.outcome, c.message) for j, c in got.items()] == [
+        ("5", CallOutcome.REJECTED, "Job has already finished"), ("6", CallOutcome.SUCCESS, None)]
+    framed = LIST_OWN + f"\x1eDSL {NONCE} call 1 1\n".encode()
+    exit_status = args["status"]
+    stderr = hostile(bytes, framed) if which == "stderr" else framed
+    got = read_list_output(args["op"], args["number"], args["ids"], stderr, exit_status, hostile(str, NONCE))
+    assert [(j, c.outcome) for j, c in got.items()] == [("5", CallOutcome.REJECTED), ("6", CallOutcome.SUCCESS)]
+
+
+def test_the_bulk_readers_read_values_that_cannot_be_copied_as_unknown() -> None:
+    for stderr in (Pretender(), "Job has already finished for job 5\n"):
+        got = read_list_call("hold", 1, ["5", "6"], stderr, 1)
+        assert {c.reason for c in got.values()} == {Reason.STDERR_NOT_BYTES}
+        got = read_list_output("hold", 1, ["5", "6"], stderr, 1, NONCE)
+        assert {c.reason for c in got.values()} == {Reason.STDERR_NOT_BYTES}
+    for status in (hostile(int, 300), Pretender(), hostile(str, "1 ")):
+        got = read_list_call("hold", 1, ["5", "6"], LIST_OWN, status)
+        assert all(c.outcome is CallOutcome.UNKNOWN for j, c in got.items() if j == "6")
+
+
+def test_a_hostile_id_list_is_invalid_input() -> None:
+    class Sequence(list):  # type: ignore[type-arg]
+        def __iter__(self) -> Any:
+            raise Boom()
+
+    with pytest.raises(ValueError, match="job ids must be a sequence"):
+        read_list_call("hold", 1, Sequence(["5"]), b"", 0)
