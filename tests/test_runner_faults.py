@@ -487,3 +487,13 @@ def test_a_list_call_that_cannot_start_is_not_run(bin_dir: Path, op: Op, number:
         (127 if kind == "missing" else 126, CallOutcome.NOT_RUN)
     }
     assert calls_made(path) == []
+
+
+def test_an_open_list_stopped_at_the_deadline_keeps_only_its_printed_lines(bin_dir: Path) -> None:
+    # The guard's TERM ends the direct call (143): 5's printed refusal stands (lines are never
+    # torn), 6 got no line and may or may not have been released: unknown.
+    write_fake(bin_dir, {}, default=f"printf '%s for job 5\\n' {ALREADY_FINISHED!r} >&2; exec sleep 30")
+    calls = run_open_list(["5", "6"], soon(0.5), str(bin_dir / "scontrol"))
+    assert (calls["5"].outcome, calls["5"].message) == (CallOutcome.REJECTED, ALREADY_FINISHED)
+    assert (calls["6"].outcome, calls["6"].reason, calls["6"].status) == (
+        CallOutcome.UNKNOWN, Reason.KILLED_BY_SIGNAL, 143)
