@@ -16,7 +16,9 @@ Strategy, for one operation on many ids:
    lookup of step 1 less than ``ANSWER_FRESH`` ago (a chunk is not started against a
    controller that is down: its ids are ``not_run``, reason ``controller_down``,
    instead of ~(MessageTimeout-1) s each); the list calls, each a framed script of its
-   own (``ops.run_list_call``), read per id (``bulk_reader.read_list_call``); per id the
+   own (``ops.run_list_call``), read per id (``bulk_reader.read_list_call``; for ``open``,
+   never wrapped, one direct ``scontrol release <list>`` under the runner's guard at the
+   deadline, ``ops.run_open_list``); per id the
    same combination as a single operation (``combine``); one lookup of the ids read as
    ok (``corroborate``: a never-existed id can get SUCCESS, docs/slurm-bulk.md §3.4; for a
    requeue, of the ids whose call 2 succeeded, while call 3 runs);
@@ -49,8 +51,8 @@ from .jobid import validate_job_id
 from .ledger import STDERR_CAP, LedgerStore
 from .lookup import JobInfo
 from .model import Call, CallOutcome, Op, Outcome, Reason, RequeueBit, Result
-from .ops import GUARD_MARGIN, execute, new_nonce, run_list_call
-from .script import KILL_GRACE
+from .ops import GUARD_MARGIN, execute, new_nonce, run_list_call, run_open_list
+from .script import KILL_GRACE, list_argv
 from .squeue_lookup import MAX_LISTED, SQUEUE_TIMEOUT, SqueueLookup
 from .tracked import Tracker, lease_owner
 
@@ -133,12 +135,18 @@ def _run_chunk(
     deadline = tracker.clock() + timeout
     ttl = timeout + KILL_GRACE + GUARD_MARGIN + tracker.lease_slack
     nonce = new_nonce()
+    # What could refuse the chunk is checked before anything is written: a refusal then leaves
+    # no unfinished operation in the history (issue 16).  Restore is not corroborated: a gone
+    # job's flag is gone.
+    scontrol = find_scontrol(tracker.scontrol)
+    squeue = None if op is Op.RESTORE else find_squeue(tracker.squeue, tracker.scontrol)
+    list_argv(Op.RELEASE if op is Op.OPEN else op, 1, chunk)
     # The leases and the intents: one transaction, committed before any script starts.
     with ledger.batch():
         held = set(ledger.acquire_leases(chunk, owner, ledger.now(), ttl))
         listed = [j for j in chunk if j in held]
         op_ids = ledger.begin_operations([(j, op, nonce) for j in listed], ledger.now(), actor=tracker.actor)
-    results = _run_listed(tracker, op, listed, op_ids, nonce, owner, deadline, answered_at)
+    results = _run_listed(tracker, op, listed, op_ids, nonce, owner, deadline, answered_at, scontrol, squeue)
     # Jobs another operation or sweep held: each on its own, waiting for its lease.  Should the
     # ledger fail there, the outcomes already in hand travel with the error, never lost.
     for job_id in chunk:
@@ -165,14 +173,15 @@ def _run_listed(
     owner: str,
     deadline: float,
     answered_at: Optional[float],
+    scontrol: str,
+    squeue: Optional[str],
 ) -> Dict[str, Outcome]:
     """Run the chunk's list calls on the ids whose intents are committed, then record the
-    results and give the leases back (one transaction)."""
+    results and give the leases back (one transaction).  ``squeue`` corroborates (None: not)."""
     if not ids:
         return {}
     ledger = tracker.ledger()
     try:
-        scontrol = find_scontrol(tracker.scontrol)
         # slurmctld answering the ids' lookup a moment ago says as much as a ping would.
         fresh = answered_at is not None and tracker.clock() - answered_at <= ANSWER_FRESH
         shared: Dict[str, bytes] = {}
@@ -183,8 +192,6 @@ def _run_listed(
             # intent was recorded with, read by the single reader; nothing to corroborate.
             outcomes = {ids[0]: execute(op, ids[0], deadline, scontrol=scontrol, nonce=nonce, clock=tracker.clock)}
         else:
-            # Restore is not corroborated: a gone job's flag is gone.
-            squeue = None if op is Op.RESTORE else find_squeue(tracker.squeue, tracker.scontrol)
             outcomes = _calls(op, ids, deadline, scontrol, nonce, tracker, squeue, shared)
     except BaseException:
         _give_back(ledger, ids, owner)
@@ -230,7 +237,10 @@ def _calls(
 
     A requeue can end ok only where call 2 succeeded, so those ids are looked up while call 3
     runs (in a thread: both mostly wait for their process), not after it."""
-    first = run_list_call(op, 1, ids, deadline, scontrol, nonce=nonce, clock=tracker.clock)
+    if op is Op.OPEN:  # one direct scontrol release of the list, unwrapped as open always is
+        first = run_open_list(ids, deadline, scontrol, clock=tracker.clock)
+    else:
+        first = run_list_call(op, 1, ids, deadline, scontrol, nonce=nonce, clock=tracker.clock)
     later: Dict[int, Dict[str, Call]] = {}
     early: Optional[_Background] = None
     if op is Op.REQUEUE:

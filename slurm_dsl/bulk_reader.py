@@ -50,7 +50,7 @@ from .errors import InvalidInput
 from .jobid import validate_job_id
 from .model import Call, CallOutcome, Op, Outcome, Reason
 from .plain import plain_bytes, shown
-from .reader import nonce_bytes, read_call, read_op, split_status_lines, unknown
+from .reader import nonce_bytes, read_call, read_op, read_outcome, split_status_lines, unknown
 from .refusals import ALLOWED, INVALID_JOB_ID
 from .statuses import FIXED_OUTCOME, StatusClass, classify, parse_status
 
@@ -241,6 +241,28 @@ def unknown_list_call(
     ids = _call_ids(job_ids)
     data = plain_bytes(stderr) or b""
     return _every(ids, number, None, "", data, CallOutcome.UNKNOWN, reason)
+
+
+def read_open_list(job_ids: Sequence[JobId], stderr: object, exit_status: object) -> ListCall:
+    """Each id's ``Call`` from one direct ``scontrol release <list>`` of ``open``: no script and no
+    status line, so ``stderr`` and ``exit_status`` are scontrol's own (docs/contract.md §6, §11).
+
+    One id reads exactly as the single reader reads open's direct call (``read_outcome``), suspend
+    lines and all; several by the list rules (``read_list_call``, with open's allowed messages).
+    The caller has already made a started scontrol's own 75, 126 or 127 a 125 (docs/contract.md §4).
+    Never raises for any stderr or status; bad ids are ``InvalidInput``.
+    """
+    ids = _call_ids(job_ids)
+    if len(ids) > 1:
+        return read_list_call(Op.OPEN, 1, ids, stderr, exit_status)
+    job = ids[0]
+    single = read_outcome(Op.OPEN, job, stderr, exit_status)
+    if single.calls:
+        return ListCall({job: single.calls[0]})
+    # Unreadable as a whole (stderr not bytes, an unreadable status): unknown for that reason.
+    data = bytes(stderr) if isinstance(stderr, (bytes, bytearray, memoryview)) else b""
+    assert single.reason is not None
+    return _every(ids, 1, None, _status(exit_status)[1], data, CallOutcome.UNKNOWN, single.reason)
 
 
 def requeue_next_calls(job_ids: Sequence[JobId], first: Mapping[str, Call]) -> Tuple[List[str], List[str]]:

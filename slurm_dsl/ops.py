@@ -8,7 +8,9 @@ group then, KILL ``KILL_GRACE`` later), and reads the output with
 did.  A deadline already past renders the script ``expired``: every call reports
 75 and scontrol is never started.  It records nothing: the public operations
 (``api``) run it through the ledger.  ``open`` runs ``scontrol release``
-directly, unwrapped, under the runner's guard at the deadline itself.
+directly, unwrapped, under the runner's guard at the deadline itself; its status
+is scontrol's own, except that a started scontrol's own 75, 126 or 127 reads as
+125 (``direct_status``): only a spawn that failed certainly did not run.
 """
 
 from __future__ import annotations
@@ -16,16 +18,18 @@ from __future__ import annotations
 import os
 import signal
 import time
-from typing import Callable, Dict, Optional, Sequence, Union
+from dataclasses import replace
+from typing import Callable, Optional, Sequence, Union
 
 from . import runner
 from .binaries import find_scontrol
-from .bulk_reader import read_list_output, unknown_list_call
+from .bulk_reader import ListCall, read_list_output, read_open_list, unknown_list_call
 from .deadlines import Clock, check_deadline
 from .jobid import validate_job_id
-from .model import Call, Op, Outcome, Reason
+from .model import Op, Outcome, Reason
 from .reader import read_outcome, unknown
-from .script import KILL_GRACE, render, render_list
+from .script import KILL_GRACE, list_argv, render, render_list
+from .statuses import COMMAND_NOT_EXECUTABLE, COMMAND_NOT_FOUND, EXPIRED, WRAPPER_FAILED
 
 # How long a run may still take after the deadline plus KILL_GRACE (the runner's KILL): its
 # drain windows and the reaping.  Not a wait of execute's (the runner keeps the deadline
@@ -35,6 +39,9 @@ GUARD_MARGIN = 1.5
 # Never 0: a TERM before the script's trap is set would kill it before it could say 75.
 EXPIRED_GUARD = float(KILL_GRACE)
 JobId = Union[str, int]
+# The statuses that say a call was never started (docs/contract.md §4).
+NOT_STARTED = frozenset({EXPIRED, COMMAND_NOT_EXECUTABLE, COMMAND_NOT_FOUND})
+_OWN_STATUS = "scontrol was started and exited {} itself (a wrapper's own failure?): it may have acted"
 
 
 def new_nonce() -> str:
@@ -65,7 +72,11 @@ def execute(
             return unknown(op, job, Reason.OUTPUT_TOO_LARGE, exit_status=done.returncode)
         if done.pipes_held:
             return _not_closed(op, job, done)
-        return read_outcome(op, job, done.stderr, done.returncode)
+        status = direct_status(done)
+        outcome = read_outcome(op, job, done.stderr, status)
+        if status != done.returncode:
+            return replace(outcome, detail=_OWN_STATUS.format(done.returncode))
+        return outcome
     nonce = nonce or new_nonce()
     done = run_wrapped(lambda expired: render(op, job, deadline, nonce, path, expired=expired), left)
     if done.truncated:
@@ -89,7 +100,7 @@ def run_list_call(
     *,
     nonce: Optional[str] = None,
     clock: Clock = time.time,
-) -> Dict[str, Call]:
+) -> ListCall:
     """Call ``number`` of ``op`` on every id of ``job_ids`` in one scontrol process, deadline-kept
     and framed as a single op's script is, read into one ``Call`` per id (docs/contract.md §11).
 
@@ -110,6 +121,39 @@ def run_list_call(
     if done.timed_out and done.killed_by == signal.SIGKILL:
         return unknown_list_call(number, ids, Reason.TIMED_OUT, stderr=done.stderr)
     return read_list_output(op, number, ids, done.stderr, done.returncode, nonce)
+
+
+def run_open_list(
+    job_ids: Sequence[str], deadline: float, scontrol: str, *, clock: Clock = time.time
+) -> ListCall:
+    """``open`` on every id of ``job_ids`` in one direct ``scontrol release <list>`` (no script, no
+    status line), under the runner's guard at the deadline itself, as open's single call runs;
+    read by ``bulk_reader.read_open_list`` (docs/contract.md §11).  A deadline already past
+    starts nothing: every id ``expired``.  Never raises for what scontrol did.
+    """
+    ids = list(job_ids)
+    args = list_argv(Op.RELEASE, 1, ids)  # open's argv is release's; the ids and their size checked
+    path = find_scontrol(scontrol)
+    left = deadline - clock()
+    if left <= 0:
+        return read_open_list(ids, b"", EXPIRED)
+    done = runner.run_argv((path, *args), timeout=left)
+    if done.truncated:
+        return unknown_list_call(1, ids, Reason.OUTPUT_TOO_LARGE)
+    if done.pipes_held:
+        return unknown_list_call(1, ids, Reason.TIMED_OUT if done.timed_out else Reason.OUTPUT_NOT_CLOSED,
+                                 stderr=done.stderr)
+    return read_open_list(ids, done.stderr, direct_status(done))
+
+
+def direct_status(done: runner.Completed) -> int:
+    """The status of a direct (unwrapped) call as docs/contract.md §4 reads it.  75, 126 and 127
+    say the call never started, which only a spawn that failed may say (``Completed.started``):
+    a program that ran and exited with one of them itself (a site wrapper behind ``--scontrol``)
+    may have acted, so it is 125, unknown."""
+    if done.started and done.killed_by is None and done.returncode in NOT_STARTED:
+        return WRAPPER_FAILED
+    return done.returncode
 
 
 def run_wrapped(render_script: Callable[[bool], str], left: float) -> runner.Completed:

@@ -26,7 +26,9 @@ as complete.
 
 Statuses are shell-style: 0-255, 128+N for death by signal N, 127 when the
 program is missing and 126 when it cannot be executed (docs/contract.md §4);
-``killed_by`` tells death by signal N (N) from an exit with 128+N (None).
+``killed_by`` tells death by signal N (N) from an exit with 128+N (None), and
+``started`` a spawn that failed (127, 126: it never ran) from a program that
+exited 127 or 126 itself.
 """
 
 from __future__ import annotations
@@ -77,6 +79,10 @@ class Completed:
     pipes_held: bool = False
     # The signal that ended the child (``returncode`` is then 128 + it), or None if it exited.
     killed_by: Optional[int] = None
+    # Whether the program was started at all.  False only when the spawn itself failed
+    # (``returncode`` 127 or 126): then it certainly did not run.  A started program may
+    # exit 127 or 126 itself, which says nothing of the kind (docs/contract.md §4).
+    started: bool = True
 
 
 def fixed_env(environ: Optional[Mapping[str, str]] = None) -> Dict[str, str]:
@@ -113,7 +119,7 @@ def _run(argv: Tuple[str, ...], stdin: Optional[bytes], timeout: float, cap: int
     except OSError as exc:
         # The shell's convention: 127 not found, 126 found but not executable.
         code = 127 if exc.errno == errno.ENOENT else 126
-        return Completed(argv, code, b"", f"{argv[0]}: {exc.strerror}\n".encode(), False, False)
+        return Completed(argv, code, b"", f"{argv[0]}: {exc.strerror}\n".encode(), False, False, started=False)
     try:
         return _supervise(proc, argv, stdin, start + max(timeout, 0.0), cap, kill_grace, DRAIN)
     finally:

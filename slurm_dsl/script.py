@@ -12,6 +12,13 @@ seconds later.  The deadline is in the script as a comment only.
   while the flag is clear; otherwise it gets status 75 and does not run.
   ``expired=True`` renders the flag already set: every call gets 75, nothing
   starts (for a deadline that passed before the script was started).
+- Only the script says a call was not started (docs/contract.md §4): before
+  starting one it checks that scontrol exists (else 127) and is an executable
+  regular file (else 126; a directory, a device, no execute permission), and the
+  call is not started.  A started call whose own status is 75, 126 or 127 (a
+  site wrapper behind ``--scontrol`` whose own command was missing or timed out,
+  or a file gone between the check and its exec, where the shell's fork gives
+  127 or 126) reports 125: it may have acted.
 - A call runs in the background (``"$scontrol" "$@" </dev/null &``) and the
   script waits for it, so the TERM ends the wait at once.  A call still running
   when the flag is set is sent TERM (it had the runner's too: same process
@@ -92,6 +99,12 @@ call() {
   if [ "$stopped" -eq 1 ]; then
     # The deadline has passed: the call is not started.
     status=75
+  elif [ ! -e "$scontrol" ]; then
+    # No such file (or a symlink to nothing): the call is not started.
+    status=127
+  elif [ ! -f "$scontrol" ] || [ ! -x "$scontrol" ]; then
+    # A directory, a device or a file we may not execute: exec would fail, so it is not started.
+    status=126
   else
     # Start it in the background, so that the runner's TERM at the deadline ends the wait at once.
     "$scontrol" "$@" </dev/null &
@@ -102,6 +115,9 @@ call() {
     else
       # Wait for it; a wait the TERM cuts short returns 143.  (The waits' stderr is the shell's own.)
       wait "$pid" 2>/dev/null; status=$?
+      # 75, 126 and 127 say "not started", which only this script may say: a started call (a site
+      # wrapper, or a file gone between the check and its exec) that exits so failed: 125.
+      case $status in 75|126|127) status=125 ;; esac
     fi
     # Still running when the TERM came: TERM it (its group got one too), reap it, and report 124.
     if [ "$stopped" -eq 1 ] && [ "$status" -eq 143 ]; then

@@ -17,7 +17,8 @@ from .model import CallOutcome, Reason
 
 EXPIRED = 75  # the deadline had passed: the call was not started
 TIMED_OUT = 124  # stopped at the deadline (the runner's TERM cut the call short): it may have run
-WRAPPER_FAILED = 125
+WRAPPER_FAILED = 125  # the wrapper failed; also a started call that exited 75, 126 or 127 itself
+# 75, 126 and 127 are given only for a call never started (docs/contract.md §4).
 COMMAND_NOT_EXECUTABLE = 126  # the shell's status: scontrol found but not executable
 COMMAND_NOT_FOUND = 127  # the shell's status: no scontrol (not Result.NOT_FOUND: no job)
 

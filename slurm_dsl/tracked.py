@@ -33,7 +33,7 @@ import time
 from typing import Dict, List, Optional, Sequence, Union
 
 from . import ledger as ledger_module
-from .binaries import find_squeue
+from .binaries import find_scontrol, find_squeue
 from .deadlines import Clock, check_deadline
 from .errors import LookupFailed, describe
 from .errors import NotRecorded as NotRecorded  # re-exported: where it has always been imported from
@@ -184,6 +184,9 @@ class Tracker:
         deadline = check_deadline(deadline, self.clock)
         if not checked:
             self.refuse_whole_arrays(op, [job], deadline)
+        # Refused here, a bad scontrol path writes nothing; refused by execute, it would leave the
+        # intent below unfinished in the history for an operation that never ran.
+        scontrol = find_scontrol(self.scontrol)
         ledger = self.ledger()
         owner = owner or lease_owner()
         ttl = max(deadline - self.clock(), 0.0) + KILL_GRACE + GUARD_MARGIN + self.lease_slack
@@ -202,7 +205,7 @@ class Tracker:
                                "another operation or sweeper held the job until the deadline")
             time.sleep(LEASE_POLL)
         try:
-            outcome = execute(op, job, deadline, scontrol=self.scontrol, nonce=nonce, clock=self.clock)
+            outcome = execute(op, job, deadline, scontrol=scontrol, nonce=nonce, clock=self.clock)
         except BaseException:
             self._give_back(ledger, job, owner)
             raise

@@ -51,7 +51,7 @@ def single_results(tmp_path: Path, op: Op, ids: List[str]) -> Dict[str, tuple]: 
     return {o.job_id: (o.result, o.requeue_bit, [c.message for c in o.calls]) for o in outs}
 
 
-@pytest.mark.parametrize("op", [Op.HOLD, Op.RELEASE, Op.REQUEUE, Op.RESTORE], ids=str)
+@pytest.mark.parametrize("op", [Op.HOLD, Op.RELEASE, Op.REQUEUE, Op.RESTORE, Op.OPEN], ids=str)
 def test_each_id_gets_what_a_single_op_gives_it(tmp_path: Path, fakes: Path, op: Op) -> None:
     ids = list(PLAN)
     with Tracker(str(tmp_path / "ledger.sqlite3"), scontrol=str(fakes)) as t:
@@ -322,3 +322,39 @@ def test_text_no_job_owns_is_kept_once_per_call(tmp_path: Path, monkeypatch: pyt
     kept = recorded[0].stderr
     assert sum(h.stderr_len for h in recorded) == recorded[0].stderr_len == 2 * bulk.UNOWNED_KEPT
     assert kept == (b"scontrol: error: a line no job owns\n" * UNOWNED)[: bulk.UNOWNED_KEPT] * 2
+
+
+def test_open_on_several_ids_is_one_direct_release_and_a_finished_history(tmp_path: Path, fakes: Path) -> None:
+    """Issue 16: `slurm-dsl open 11 12` went to the script renderer, which refuses open: exit 1,
+    no rows, two unfinished rows in the history.  Now one unwrapped `scontrol release 11,12`."""
+    code, out, err = cli(["open", "11", "15", "13", "--timeout", "10", "--json", "--scontrol", str(fakes),
+                          "--ledger", str(tmp_path / "l.sqlite3")])
+    rows = [json.loads(line) for line in out.splitlines()]
+    assert [(r["job_id"], r["op"], r["result"]) for r in rows] == [("11", "open", "ok"), ("15", "open", "ok"),
+                                                                    ("13", "open", "not_found")]
+    assert code == 11, err
+    assert [c for c in calls_made(fakes) if c != "ping"] == ["release 11,15,13"]
+    with open_ledger(tmp_path / "l.sqlite3") as ledger:
+        assert [[(h.op, h.finished) for h in ledger.history(j)] for j in ("11", "15", "13")] == [[(Op.OPEN, True)]] * 3
+
+
+def test_open_on_a_chunk_past_its_deadline_starts_nothing(tmp_path: Path, fakes: Path) -> None:
+    from slurm_dsl.ops import run_open_list
+
+    calls = run_open_list(["11", "12"], time.time() - 1, str(fakes))
+    assert {(c.status, c.outcome.value) for c in calls.values()} == {(75, "expired")}
+    assert calls_made(fakes) == []
+
+
+def test_a_refusal_before_running_writes_nothing(tmp_path: Path, fakes: Path) -> None:
+    # A restore looks nothing up first, so the scontrol path is first checked by the chunk: a bad
+    # one is refused before the intents, not after them (it used to leave them unfinished).
+    from slurm_dsl import InvalidInput
+
+    with Tracker(str(tmp_path / "ledger.sqlite3"), scontrol="/usr/bin/scontrol\nx") as t:
+        with pytest.raises(InvalidInput):
+            list(run_many(t, Op.RESTORE, ["11", "12"], 10.0))
+    with open_ledger(tmp_path / "ledger.sqlite3") as ledger:
+        assert [ledger.history(j) for j in ("11", "12")] == [[], []]
+        assert [ledger.get(j) for j in ("11", "12")] == [None, None]
+    assert calls_made(fakes) == []

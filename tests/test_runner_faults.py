@@ -19,7 +19,8 @@ from slurm_dsl import Op, Reason, RequeueBit, Result, execute, read_outcome, ren
 from slurm_dsl.doctor import run_checks
 from slurm_dsl.ledger import open_ledger
 from slurm_dsl.lookup import LookupFailed
-from slurm_dsl.model import Outcome
+from slurm_dsl.model import Call, CallOutcome, Outcome
+from slurm_dsl.ops import run_list_call, run_open_list
 from slurm_dsl.runner import run_argv, run_script
 from slurm_dsl.script import KILL_GRACE
 from slurm_dsl.squeue_lookup import SqueueLookup, slurm_version
@@ -411,3 +412,88 @@ def test_a_sweep_whose_squeue_escapes_changes_nothing(escapes: Escapes, bin_dir:
     with open_ledger(path) as ledger:
         assert ledger.get("5").bit is RequeueBit.MAY_BE_SET  # type: ignore[union-attr]
     assert len(escapes.alive()) == 1
+
+
+# --- a wrapper's own 75, 126 or 127 (docs/contract.md §4) ---
+
+# Each call of each op as the fake's key for it: (op, call number, key); open's is release's argv.
+EACH_CALL = [(Op.HOLD, 1, "hold"), (Op.RELEASE, 1, "release"), (Op.RESTORE, 1, "clear"), (Op.OPEN, 1, "release"),
+             (Op.REQUEUE, 1, "set"), (Op.REQUEUE, 2, "requeue"), (Op.REQUEUE, 3, "clear")]
+
+
+@pytest.mark.parametrize("own", [75, 126, 127])
+@pytest.mark.parametrize(("op", "number", "key"), EACH_CALL, ids=lambda v: str(v))
+def test_a_wrapper_exiting_75_126_or_127_itself_is_unknown(bin_dir: Path, op: Op, number: int, key: str,
+                                                           own: int) -> None:
+    # A site wrapper behind --scontrol that ran and exited so (its own command missing or timed
+    # out) may have acted: 125, unknown (wrapper_failed), never expired or not_run.
+    fake = write_fake(bin_dir, {key: f"exit {own}"})
+    out = execute(op, "5", soon(5))
+    assert [c.status for c in out.calls if c.number == number] == [125]
+    assert out.result is Result.UNKNOWN
+    assert out.reason is (Reason.CLEAR_FAILED if number == 3 else Reason.WRAPPER_FAILED)
+    if op is Op.OPEN:
+        assert f"exited {own} itself" in out.detail
+    # Started, every one: a requeue's call 3 still runs after a call 1 that is not 0 (docs/contract.md §2).
+    assert len(calls_made(fake)) == ({1: 2, 2: 3, 3: 3}[number] if op is Op.REQUEUE else 1)
+
+
+@pytest.mark.parametrize("op", [Op.HOLD, Op.OPEN], ids=str)
+def test_a_directory_in_place_of_scontrol_is_not_run(bin_dir: Path, op: Op) -> None:
+    (bin_dir / "scontrol").mkdir()
+    out = execute(op, "5", soon(5), scontrol=str(bin_dir / "scontrol"))
+    assert (out.result, out.calls[0].status) == (Result.NOT_RUN, 126)
+
+
+def test_open_that_cannot_be_executed_is_not_run(bin_dir: Path) -> None:
+    fake = write_fake(bin_dir, {})
+    fake.chmod(stat.S_IRUSR | stat.S_IWUSR)
+    out = execute(Op.OPEN, "5", soon(5), scontrol=str(fake))
+    assert (out.result, out.calls[0].status) == (Result.NOT_RUN, 126)
+    assert run_argv([str(fake)], timeout=1).started is False
+
+
+LIST_CALLS = [(Op.HOLD, 1), (Op.RELEASE, 1), (Op.RESTORE, 1), (Op.REQUEUE, 1), (Op.REQUEUE, 2), (Op.REQUEUE, 3),
+              (Op.OPEN, 1)]
+
+
+def list_call(op: Op, number: int, scontrol: Path) -> Dict[str, Call]:
+    """One list call of the bulk path on jobs 5 and 6 (open's: its direct call)."""
+    if op is Op.OPEN:
+        return run_open_list(["5", "6"], soon(5), str(scontrol))
+    return run_list_call(op, number, ["5", "6"], soon(5), str(scontrol))
+
+
+@pytest.mark.parametrize("own", [75, 126, 127])
+@pytest.mark.parametrize(("op", "number"), LIST_CALLS, ids=lambda v: str(v))
+def test_a_list_call_whose_wrapper_exits_75_126_or_127_itself_is_unknown(bin_dir: Path, op: Op, number: int,
+                                                                         own: int) -> None:
+    fake = write_fake(bin_dir, {}, default=f"exit {own}")
+    calls = list_call(op, number, fake)
+    assert {(c.status, c.outcome, c.reason) for c in calls.values()} == {
+        (125, CallOutcome.UNKNOWN, Reason.WRAPPER_FAILED)
+    }
+    assert len(calls_made(fake)) == 1
+
+
+@pytest.mark.parametrize("kind", ["missing", "not executable"])
+@pytest.mark.parametrize(("op", "number"), LIST_CALLS, ids=lambda v: str(v))
+def test_a_list_call_that_cannot_start_is_not_run(bin_dir: Path, op: Op, number: int, kind: str) -> None:
+    path = bin_dir / "scontrol"
+    if kind == "not executable":
+        write_fake(bin_dir, {}).chmod(stat.S_IRUSR | stat.S_IWUSR)
+    calls = list_call(op, number, path)
+    assert {(c.status, c.outcome) for c in calls.values()} == {
+        (127 if kind == "missing" else 126, CallOutcome.NOT_RUN)
+    }
+    assert calls_made(path) == []
+
+
+def test_an_open_list_stopped_at_the_deadline_keeps_only_its_printed_lines(bin_dir: Path) -> None:
+    # The guard's TERM ends the direct call (143): 5's printed refusal stands (lines are never
+    # torn), 6 got no line and may or may not have been released: unknown.
+    write_fake(bin_dir, {}, default=f"printf '%s for job 5\\n' {ALREADY_FINISHED!r} >&2; exec sleep 30")
+    calls = run_open_list(["5", "6"], soon(0.5), str(bin_dir / "scontrol"))
+    assert (calls["5"].outcome, calls["5"].message) == (CallOutcome.REJECTED, ALREADY_FINISHED)
+    assert (calls["6"].outcome, calls["6"].reason, calls["6"].status) == (
+        CallOutcome.UNKNOWN, Reason.KILLED_BY_SIGNAL, 143)

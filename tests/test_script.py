@@ -17,7 +17,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from slurm_dsl import InvalidInput, Op, Result, read_outcome, render, runner
+from slurm_dsl import InvalidInput, Op, Reason, RequeueBit, Result, read_outcome, render, runner
+from slurm_dsl.bulk_reader import read_list_output
+from slurm_dsl.model import CallOutcome
 from slurm_dsl.runner import Completed, fixed_env
 from slurm_dsl.script import (
     CALLS,
@@ -179,6 +181,10 @@ BEHAVIOURS: Dict[str, Tuple[str, str]] = {
     "garbage": ("echo 'scontrol: error: something odd' >&2; exit 1", "unknown"),
     "segv": ("kill -SEGV $$", "unknown"),
     "exit 2 silent": ("exit 2", "unknown"),
+    # A started call's own "not started" statuses (a site wrapper's): only the script may say that (125).
+    "exit 75": ("exit 75", "unknown"),
+    "exit 126": ("exit 126", "unknown"),
+    "exit 127": ("exit 127", "unknown"),
 }
 ALLOWED_MESSAGES = {
     ("hold", 1): {"finished", "finished+suspend", "not found", "not found+suspend", "non-owner"},
@@ -454,3 +460,101 @@ def test_the_probe_prints_what_doctor_expects(shell: str, monkeypatch: pytest.Mo
     assert (done.stderr, done.returncode) == (PROBE_STDERR, PROBE_STATUS)
     assert (done.timed_out, done.killed_by) == (True, None)
 
+
+
+# --- only the script says a call was not started (docs/contract.md §4) ---
+
+
+def not_startable(kind: str, tmp_path: Path) -> Tuple[Path, int]:
+    """An scontrol path no call can start, and the status the script gives it."""
+    path = tmp_path / "scontrol"
+    if kind == "missing":
+        return path, 127
+    if kind == "dangling symlink":
+        path.symlink_to(tmp_path / "gone")
+        return path, 127
+    if kind == "directory":
+        path.mkdir()
+        return path, 126
+    if kind == "symlink to a directory":
+        (tmp_path / "dir").mkdir()
+        path.symlink_to(tmp_path / "dir")
+        return path, 126
+    if kind == "fifo":
+        os.mkfifo(path)
+        return path, 126
+    assert kind == "no execute bit"
+    write_fake(tmp_path, {}).chmod(0o644)
+    return path, 126
+
+
+@pytest.mark.parametrize("kind", ["missing", "dangling symlink", "directory", "symlink to a directory", "fifo",
+                                  "no execute bit"])
+@pytest.mark.parametrize("shell", SHELLS)
+def test_a_scontrol_that_cannot_start_is_not_started(shell: str, kind: str, tmp_path: Path) -> None:
+    path, status = not_startable(kind, tmp_path)
+    stderr, exit_status = run_under(shell, render(Op.REQUEUE, "9", 2e9, NONCE, str(path)))
+    assert (stderr, exit_status) == (list_stderr(1, status) + list_stderr(3, status), status)
+    assert calls_made(tmp_path / "scontrol") == []
+    out = read_outcome("requeue", "9", stderr, exit_status, NONCE)
+    assert (out.result, out.requeue_bit.value if out.requeue_bit else None) == (Result.NOT_RUN, "clear")
+
+
+# Each wrapped call, as the fake's key for it: (op, call number, key).
+EACH_CALL = [(Op.HOLD, 1, "hold"), (Op.RELEASE, 1, "release"), (Op.RESTORE, 1, "clear"),
+             (Op.REQUEUE, 1, "set"), (Op.REQUEUE, 2, "requeue"), (Op.REQUEUE, 3, "clear")]
+
+
+@pytest.mark.parametrize("own", [75, 126, 127])
+@pytest.mark.parametrize(("op", "number", "key"), EACH_CALL, ids=lambda v: str(v))
+@pytest.mark.parametrize("shell", SHELLS)
+def test_a_started_call_that_exits_75_126_or_127_itself_is_125(
+    shell: str, op: Op, number: int, key: str, own: int, tmp_path: Path
+) -> None:
+    # A site wrapper behind --scontrol whose own command was missing, not executable or timed out:
+    # the call ran, so it may have acted.  Its status line says 125, unknown (wrapper_failed).
+    fake = write_fake(tmp_path, {key: f"exit {own}"})
+    stderr, status = run_under(shell, render(op, "9", 2e9, NONCE, str(fake)))
+    out = read_outcome(op, "9", stderr, status, NONCE)
+    assert list_stderr(number, 125) in stderr
+    assert [c.status for c in out.calls if c.number == number] == [125]
+    assert (out.result, out.reason) == (Result.UNKNOWN, Reason.WRAPPER_FAILED if number != 3 else Reason.CLEAR_FAILED)
+    if op is Op.REQUEUE:  # call 3 still cleared the flag after an unknown call 2
+        assert out.requeue_bit is (RequeueBit.CLEAR if number == 2 else RequeueBit.MAY_BE_SET)
+
+
+@pytest.mark.parametrize("own", [75, 126, 127])
+@pytest.mark.parametrize(("op", "number"), LIST_CALLS, ids=lambda v: str(v))
+@pytest.mark.parametrize("shell", SHELLS)
+def test_a_started_list_call_that_exits_75_126_or_127_itself_is_125(
+    shell: str, op: Op, number: int, own: int, tmp_path: Path
+) -> None:
+    fake = write_fake(tmp_path, {}, default=f"exit {own}")
+    stderr, status = run_under(shell, render_list(op, number, ["1", "2"], 2e9, NONCE, str(fake)))
+    assert (stderr, status) == (list_stderr(number, 125), 125)
+    calls = read_list_output(op, number, ["1", "2"], stderr, status, NONCE)
+    assert {(c.outcome, c.reason) for c in calls.values()} == {(CallOutcome.UNKNOWN, Reason.WRAPPER_FAILED)}
+
+
+@pytest.mark.parametrize("kind", ["missing", "no execute bit"])
+@pytest.mark.parametrize("shell", SHELLS)
+def test_a_list_call_that_cannot_start_is_not_run(shell: str, kind: str, tmp_path: Path) -> None:
+    path, status = not_startable(kind, tmp_path)
+    stderr, exit_status = run_under(shell, render_list(Op.HOLD, 1, ["1", "2"], 2e9, NONCE, str(path)))
+    assert (stderr, exit_status) == (list_stderr(1, status), status)
+    calls = read_list_output(Op.HOLD, 1, ["1", "2"], stderr, exit_status, NONCE)
+    assert {c.outcome for c in calls.values()} == {CallOutcome.NOT_RUN}
+
+
+@pytest.mark.parametrize("gone", ['rm -f "$scontrol"', 'chmod a-x "$scontrol"'], ids=["removed", "made non-executable"])
+@pytest.mark.parametrize("shell", SHELLS)
+def test_a_scontrol_gone_between_the_check_and_the_start_is_125(shell: str, gone: str, tmp_path: Path) -> None:
+    # The check passed, then the file went: the shell's fork fails its exec and exits 127 (or 126)
+    # after the call was started, which the script cannot tell from a call that ran: 125, unknown.
+    fake = write_fake(tmp_path, {})
+    script = inject(render(Op.HOLD, "9", 2e9, NONCE, str(fake)), START, f"    {gone}\n")
+    stderr, status = run_under(shell, script)
+    assert stderr.endswith(list_stderr(1, 125)) and status == 125
+    out = read_outcome("hold", "9", stderr, status, NONCE)
+    assert (out.result, out.reason) == (Result.UNKNOWN, Reason.WRAPPER_FAILED)
+    assert calls_made(fake) == []

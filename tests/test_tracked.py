@@ -101,6 +101,17 @@ def test_an_unusable_ledger_runs_nothing(tmp_path: Path) -> None:
     assert calls_made(fake) == []
 
 
+@pytest.mark.parametrize("op", [Op.RESTORE, Op.OPEN], ids=str)
+def test_a_refusal_before_running_writes_nothing(ledger_path: str, op: Op) -> None:
+    # A restore looks nothing up first, so a bad scontrol path was first refused by execute, after
+    # the intent: the history kept an unfinished operation that never ran.
+    with Tracker(ledger_path, scontrol="/usr/bin/scontrol\nx") as tracker:
+        with pytest.raises(slurm_dsl.InvalidInput):
+            tracker.run(op, "16", time.time() + 5, checked=True)
+    with open_ledger(ledger_path) as ledger:
+        assert (ledger.history("16"), ledger.get("16")) == ([], None)
+
+
 CHILD = """
 import sys, time
 from slurm_dsl.tracked import Tracker

@@ -12,6 +12,12 @@ call() {
   if [ "$stopped" -eq 1 ]; then
     # The deadline has passed: the call is not started.
     status=75
+  elif [ ! -e "$scontrol" ]; then
+    # No such file (or a symlink to nothing): the call is not started.
+    status=127
+  elif [ ! -f "$scontrol" ] || [ ! -x "$scontrol" ]; then
+    # A directory, a device or a file we may not execute: exec would fail, so it is not started.
+    status=126
   else
     # Start it in the background, so that the runner's TERM at the deadline ends the wait at once.
     "$scontrol" "$@" </dev/null &
@@ -22,6 +28,9 @@ call() {
     else
       # Wait for it; a wait the TERM cuts short returns 143.  (The waits' stderr is the shell's own.)
       wait "$pid" 2>/dev/null; status=$?
+      # 75, 126 and 127 say "not started", which only this script may say: a started call (a site
+      # wrapper, or a file gone between the check and its exec) that exits so failed: 125.
+      case $status in 75|126|127) status=125 ;; esac
     fi
     # Still running when the TERM came: TERM it (its group got one too), reap it, and report 124.
     if [ "$stopped" -eq 1 ] && [ "$status" -eq 143 ]; then

@@ -5,6 +5,7 @@ a bulk requeue killed at any point leaves every flag it may have set tracked."""
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import signal
@@ -54,7 +55,7 @@ def calls(scontrol: str) -> List[str]:
     return log.read_text().splitlines() if log.exists() else []
 
 
-@pytest.mark.parametrize("op", [Op.HOLD, Op.RELEASE, Op.REQUEUE, Op.RESTORE], ids=str)
+@pytest.mark.parametrize("op", [Op.HOLD, Op.RELEASE, Op.REQUEUE, Op.RESTORE, Op.OPEN], ids=str)
 def test_a_mixed_list_gets_what_single_ops_get_on_twin_jobs(tmp_path: Path, op: Op) -> None:
     path = str(tmp_path / "ledger.sqlite3")
     twins: Dict[str, Tuple[str, str]] = {kind: (lab.make_job(kind), lab.make_job(kind)) for kind in KINDS}
@@ -130,6 +131,29 @@ def test_an_arrays_own_id_in_a_list_refuses_the_list_and_a_split_task_is_a_job(t
                            "--ledger", path, "--json"], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert len(done.stdout.splitlines()) == 2
+
+
+def test_open_on_several_held_jobs_releases_each_and_finishes_the_history(tmp_path: Path) -> None:
+    """Issue 16: `slurm-dsl open A B` never ran (exit 1, no rows, unfinished history rows)."""
+    path = str(tmp_path / "ledger.sqlite3")
+    # Held, with a start an hour off: released, they stay pending and take none of the node's slots.
+    first, second, third = (lab.make_job("held_user", "--begin=now+3600") for _ in range(3))
+
+    def cli_open(*ids: str) -> Tuple[int, List[Tuple[str, str, str]]]:
+        done = subprocess.run([sys.executable, "-m", "slurm_dsl", "open", *ids, "--timeout", "10",
+                               "--ledger", path, "--json"], capture_output=True, text=True, timeout=120)
+        rows = [json.loads(line) for line in done.stdout.splitlines()]
+        return done.returncode, [(r["job_id"], r["op"], r["result"]) for r in rows]
+
+    assert cli_open(first, second) == (0, [(first, "open", "ok"), (second, "open", "ok")])
+    # A never-existed id among them: its own refusal line, the others still released.
+    assert cli_open(MISSING, third) == (11, [(MISSING, "open", "not_found"), (third, "open", "ok")])
+    for job in (first, second, third):
+        state = lab.job_state(job)
+        assert state is not None and state.reason != "JobHeldUser" and state.priority > 0, state
+    with open_ledger(path) as ledger:
+        for job in (first, second, third, MISSING):
+            assert [(h.op, h.finished) for h in ledger.history(job)] == [(Op.OPEN, True)], job
 
 
 def test_a_chunk_killed_mid_way_keeps_only_what_its_lines_prove(tmp_path: Path) -> None:

@@ -206,3 +206,19 @@ def test_requeue_whose_call_3_runs_out_of_time_may_leave_the_bit_set(tmp_path: P
     assert (out.result, out.requeue_bit) == (Result.UNKNOWN, RequeueBit.MAY_BE_SET)
     js = lab.wait_for(job_id, lab.Expect("PENDING"))
     assert js.requeue == 1 and js.restarts == 1, "the requeue happened and the flag was never cleared"
+
+
+@pytest.mark.parametrize("op", [Op.HOLD, Op.OPEN], ids=str)
+@pytest.mark.parametrize("own", [75, 127])
+def test_a_wrapper_that_acted_then_exited_75_or_127_is_unknown(tmp_path: Path, op: Op, own: int) -> None:
+    # docs/contract.md §4: a site wrapper that runs the real scontrol, then fails on its own
+    # (a missing logger: 127; its own timeout: 75).  The call acted, so "did not run" would be a lie.
+    # Released, the held job stays pending (its start is an hour off); the pending one waits on its blocker.
+    job_id = lab.make_job("held_user", "--begin=now+3600") if op is Op.OPEN else lab.make_job("pending")
+    wrapper = tmp_path / "scontrol"
+    wrapper.write_text(f'#!/bin/sh\n/usr/bin/scontrol "$@"\nexit {own}\n')
+    wrapper.chmod(wrapper.stat().st_mode | stat.S_IXUSR)
+    out = execute(op, job_id, time.time() + TIMEOUT, scontrol=str(wrapper))
+    assert (out.result, out.reason, out.calls[0].status) == (Result.UNKNOWN, Reason.WRAPPER_FAILED, 125)
+    state = lab.job_state(job_id)
+    assert state is not None and (state.priority == 0) is (op is Op.HOLD), "the call did act"
