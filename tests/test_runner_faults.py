@@ -8,6 +8,7 @@ import os
 import shutil
 import signal
 import stat
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -20,12 +21,13 @@ from slurm_dsl.doctor import run_checks
 from slurm_dsl.ledger import open_ledger
 from slurm_dsl.lookup import LookupFailed
 from slurm_dsl.model import Outcome
+from slurm_dsl.ops import GUARD_MARGIN
 from slurm_dsl.runner import run_argv, run_script
 from slurm_dsl.script import KILL_GRACE
 from slurm_dsl.squeue_lookup import SqueueLookup, slurm_version
 from slurm_dsl.sweeper import Done, sweep
 from slurm_dsl.tracked import Tracker
-from tests.fakes import calls_made, refuse, write_fake, write_fake_squeue
+from tests.fakes import alive_in_group, calls_made, refuse, write_fake, write_fake_squeue
 from tests.ground import ALREADY_FINISHED, OTHER_NONCE
 
 T = TypeVar("T")
@@ -411,3 +413,75 @@ def test_a_sweep_whose_squeue_escapes_changes_nothing(escapes: Escapes, bin_dir:
     with open_ledger(path) as ledger:
         assert ledger.get("5").bit is RequeueBit.MAY_BE_SET  # type: ignore[union-attr]
     assert len(escapes.alive()) == 1
+
+
+# --- the runner dies or freezes: its scripts and their calls die too (issue 16) ---
+#
+# The runner runs in a child python (``_RUNNER``) so that it can be killed or stopped for real;
+# the fake call execs ``hang`` (sleep, under a name in bin_dir, so its command line is found).
+# The bounds are the issue's: gone within 2 s of the runner's death; a frozen runner's calls gone
+# by the backstop, within what the leases allow for (GUARD_MARGIN), with 2 s for a loaded host.
+
+_RUNNER = """
+import sys, time
+from slurm_dsl import execute, runner
+runner.SH = sys.argv[1]
+out = execute(sys.argv[2], "5", time.time() + float(sys.argv[3]), scontrol=sys.argv[4])
+print(out.result.value, out.reason.value if out.reason else "-", flush=True)
+"""
+HANG = 300
+
+
+def _hanging_runner(bin_dir: Path, shell: str, op: str, timeout: float) -> Tuple[subprocess.Popen[str], int]:
+    """The child runner, once its call hangs; and the hung call's pid."""
+    hang = bin_dir / "hang"
+    hang.symlink_to(shutil.which("sleep") or "/bin/sleep")
+    fake = write_fake(bin_dir, {}, default=f"exec {hang} {HANG}")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    child = subprocess.Popen([sys.executable, "-c", _RUNNER, shell, op, str(timeout), str(fake)],
+                             stdout=subprocess.PIPE, text=True, env=env)
+    give_up = time.monotonic() + 10
+    while (pid := alive_in_group(str(hang))) is None:
+        assert child.poll() is None and time.monotonic() < give_up, "the call never started"
+        time.sleep(0.01)
+    return child, pid
+
+
+def _gone_within(marker: str, seconds: float) -> float:
+    """Seconds until no process matching ``marker`` is left; fails (killing them) after ``seconds``."""
+    start = time.monotonic()
+    while alive_in_group(marker) is not None:
+        if time.monotonic() - start > seconds:
+            while (pid := alive_in_group(marker)) is not None:
+                os.kill(pid, signal.SIGKILL)
+            pytest.fail(f"a call outlived its runner by over {seconds} s")
+        time.sleep(0.01)
+    return time.monotonic() - start
+
+
+@pytest.mark.parametrize("op", ["hold", "requeue", "open"])
+def test_a_killed_runner_takes_its_hung_call_with_it(bin_dir: Path, shell: str, op: str) -> None:
+    # The lifeline: the kernel closes the runner's end of the pipe as it dies, the guard reads EOF
+    # and KILLs the script's group, the call with it.  ``open`` runs its call through the same guard.
+    child, _ = _hanging_runner(bin_dir, shell, op, 60)
+    child.kill()
+    child.wait()
+    assert _gone_within(str(bin_dir / "hang"), 2.0) < 2.0
+
+
+@pytest.mark.parametrize("op", ["hold", "open"])
+def test_a_frozen_runner_s_hung_call_dies_at_the_backstop(bin_dir: Path, shell: str, op: str) -> None:
+    # A stopped runner sends no TERM at the deadline: the backstop KILLs the group by itself,
+    # and the runner, once it goes on, reads what is left as unknown, never as done.
+    # The bound is the leases' rule: every call gone by the deadline + KILL_GRACE + GUARD_MARGIN.
+    timeout = 0.5
+    bound = timeout + KILL_GRACE + GUARD_MARGIN + 2.0
+    child, _ = _hanging_runner(bin_dir, shell, op, timeout)
+    child.send_signal(signal.SIGSTOP)
+    try:
+        took = _gone_within(str(bin_dir / "hang"), bound)
+    finally:
+        child.send_signal(signal.SIGCONT)
+    assert took < bound
+    out, _ = child.communicate(timeout=10)
+    assert out.split()[0] == "unknown"
