@@ -44,10 +44,9 @@ from .jobid import validate_job_id
 from .ledger import LedgerStore
 from .lookup import JobInfo
 from .model import Call, CallOutcome, Op, Outcome, Reason, RequeueBit, Result
-from .ops import GUARD_MARGIN, new_nonce, run_list_call
-from .script import KILL_GRACE
+from .ops import new_nonce, run_list_call
 from .squeue_lookup import MAX_LISTED, SQUEUE_TIMEOUT, SqueueLookup
-from .tracked import Tracker, lease_owner
+from .tracked import Tracker, lease_owner, lease_ttl
 
 log = logging.getLogger("slurm_dsl")
 
@@ -126,7 +125,7 @@ def _run_chunk(
     ledger = tracker.ledger()
     owner = lease_owner("bulk")
     deadline = tracker.clock() + timeout
-    ttl = timeout + KILL_GRACE + GUARD_MARGIN + tracker.lease_slack
+    ttl = lease_ttl(timeout, tracker.lease_slack)  # every script of the chunk starts after this
     nonce = new_nonce()
     # The leases and the intents: one transaction, committed before any script starts.
     with ledger.batch():

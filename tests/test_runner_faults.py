@@ -425,20 +425,27 @@ def test_a_sweep_whose_squeue_escapes_changes_nothing(escapes: Escapes, bin_dir:
 _RUNNER = """
 import sys, time
 from slurm_dsl import execute, runner
+from slurm_dsl.tracked import Tracker
 runner.SH = sys.argv[1]
-out = execute(sys.argv[2], "5", time.time() + float(sys.argv[3]), scontrol=sys.argv[4])
+deadline = time.time() + float(sys.argv[3])
+if sys.argv[5] == "tracked":  # through the ledger, its leases outlasting the run by nothing more
+    out = Tracker(scontrol=sys.argv[4], lease_slack=0.0).run(sys.argv[2], "5", deadline)
+else:
+    out = execute(sys.argv[2], "5", deadline, scontrol=sys.argv[4])
 print(out.result.value, out.reason.value if out.reason else "-", flush=True)
 """
 HANG = 300
 
 
-def _hanging_runner(bin_dir: Path, shell: str, op: str, timeout: float) -> Tuple[subprocess.Popen[str], int]:
+def _hanging_runner(
+    bin_dir: Path, shell: str, op: str, timeout: float, how: str = "untracked"
+) -> Tuple[subprocess.Popen[str], int]:
     """The child runner, once its call hangs; and the hung call's pid."""
     hang = bin_dir / "hang"
     hang.symlink_to(shutil.which("sleep") or "/bin/sleep")
     fake = write_fake(bin_dir, {}, default=f"exec {hang} {HANG}")
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
-    child = subprocess.Popen([sys.executable, "-c", _RUNNER, shell, op, str(timeout), str(fake)],
+    child = subprocess.Popen([sys.executable, "-c", _RUNNER, shell, op, str(timeout), str(fake), how],
                              stdout=subprocess.PIPE, text=True, env=env)
     give_up = time.monotonic() + 10
     while (pid := alive_in_group(str(hang))) is None:
@@ -483,5 +490,29 @@ def test_a_frozen_runner_s_hung_call_dies_at_the_backstop(bin_dir: Path, shell: 
     finally:
         child.send_signal(signal.SIGCONT)
     assert took < bound
+    out, _ = child.communicate(timeout=10)
+    assert out.split()[0] == "unknown"
+
+
+def test_a_lease_never_lapses_while_a_call_of_it_may_run(bin_dir: Path, shell: str) -> None:
+    # A tracked requeue hangs in call 1 and its runner is frozen, with no lease slack at all: for
+    # as long as the call lives the job stays leased (a sweep cannot take it); the backstop ends
+    # the call before the lease lapses.  Then the sweep may have it: its intent is may_be_set.
+    child, _ = _hanging_runner(bin_dir, shell, "requeue", 0.5, "tracked")
+    child.send_signal(signal.SIGSTOP)
+    marker = str(bin_dir / "hang")
+    give_up = time.monotonic() + 0.5 + KILL_GRACE + GUARD_MARGIN + 2.0
+    try:
+        with open_ledger(os.environ["SLURM_DSL_LEDGER"]) as ledger:
+            while alive_in_group(marker) is not None and time.monotonic() < give_up:
+                assert [o.job_id for o in ledger.pending(ledger.now())] == [], "a lease lapsed while its call ran"
+                time.sleep(0.05)
+            _gone_within(marker, 0.0)
+            obj = ledger.get("5")
+            assert obj is not None and obj.bit is RequeueBit.MAY_BE_SET
+    finally:
+        while (pid := alive_in_group(marker)) is not None:
+            os.kill(pid, signal.SIGKILL)
+        child.send_signal(signal.SIGCONT)
     out, _ = child.communicate(timeout=10)
     assert out.split()[0] == "unknown"
