@@ -5,7 +5,7 @@ PATH=/usr/sbin:/usr/bin:/sbin:/bin; export PATH
 # Die with the runner: given the lifeline's fd and the backstop's seconds (as the runner
 # gives them), the guards KILL this script's group if the runner dies or stops keeping time.
 if [ "$#" -ge 2 ]; then
-  ( trap '' TERM; (read -r _ </dev/fd/"$1"; kill -KILL 0) & (sleep "$2"; kill -KILL 0) & ) </dev/null >/dev/null 2>&1
+  { ( trap '' TERM; (read -r _ </dev/fd/"$1"; kill -KILL 0) & (sleep "$2"; kill -KILL 0) & ) & } </dev/null >/dev/null 2>&1
 fi
 # The runner keeps the deadline, 1767225600500 ms since the epoch: TERM to this script's
 # process group then, KILL 1 s later.  No clock is read here.
