@@ -224,6 +224,21 @@ def test_run_argv_reports_a_missing_binary_as_127() -> None:
     assert run_argv(["/nonexistent/squeue"], timeout=1).returncode == 127
 
 
+def test_run_argv_under_its_guards_keeps_the_programs_status_output_and_exec_errors(tmp_path: Path) -> None:
+    # The program runs under a shell that starts the guards and execs it: its own status, signal
+    # and output; a missing or non-executable one is 127 or 126 with the message exec gives.
+    plain = tmp_path / "plain"
+    plain.write_text("#!/bin/sh\necho out; echo err >&2; exit 3\n")
+    assert run_argv([str(plain)], timeout=5).returncode == 126
+    assert run_argv([str(plain)], timeout=5).stderr == f"{plain}: Permission denied\n".encode()
+    assert run_argv(["/nonexistent/squeue"], timeout=1).stderr == b"/nonexistent/squeue: No such file or directory\n"
+    plain.chmod(0o755)
+    done = run_argv([str(plain), "$1", "'"], timeout=5)
+    assert (done.returncode, done.stdout, done.stderr, done.killed_by) == (3, b"out\n", b"err\n", None)
+    done = run_argv(["sh", "-c", 'printf "%s|" "$0" "$@"; kill -SEGV $$', "zero", "$2", ""], timeout=5)
+    assert (done.stdout, done.returncode, done.killed_by) == (b"zero|$2||", 139, signal.SIGSEGV)
+
+
 # --- a child that escapes: a daemon in a session of its own holding the pipes ---
 #
 # The fakes below start a sleeper that calls setsid (so no kill of the call's process
