@@ -164,35 +164,36 @@ def _run(
     # (close-on-exec, so no other child inherits it) until the child's group is dead.  Should
     # this process die, the kernel closes it and the guard KILLs the group.
     lifeline, keep = os.pipe()
-    guards = (str(lifeline), str(backstop(timeout, kill_grace)))
-    spawn = (*shell, *guards, *argv) if shell else (*argv, *guards)
     try:
-        proc = subprocess.Popen(
-            spawn,
-            stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=fixed_env(),
-            start_new_session=True,
-            close_fds=True,
-            pass_fds=(lifeline,),
-        )
-    except OSError as exc:
-        os.close(keep)
-        # The shell's convention: 127 not found, 126 found but not executable.
-        code = 127 if exc.errno == errno.ENOENT else 126
-        return Completed(argv, code, b"", f"{spawn[0]}: {exc.strerror}\n".encode(), False, False)
+        guards = (str(lifeline), str(backstop(timeout, kill_grace)))
+        spawn = (*shell, *guards, *argv) if shell else (*argv, *guards)
+        try:
+            proc = subprocess.Popen(
+                spawn,
+                stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=fixed_env(),
+                start_new_session=True,
+                close_fds=True,
+                pass_fds=(lifeline,),
+            )
+        except OSError as exc:
+            # The shell's convention: 127 not found, 126 found but not executable.
+            code = 127 if exc.errno == errno.ENOENT else 126
+            return Completed(argv, code, b"", f"{spawn[0]}: {exc.strerror}\n".encode(), False, False)
+        finally:
+            os.close(lifeline)
+        try:
+            return _supervise(proc, argv, stdin, start + max(timeout, 0.0), cap, kill_grace, DRAIN)
+        finally:
+            _kill_group(proc.pid, signal.SIGKILL)
+            proc.wait()
+            for stream in (proc.stdin, proc.stdout, proc.stderr):
+                if stream is not None:
+                    stream.close()
     finally:
-        os.close(lifeline)
-    try:
-        return _supervise(proc, argv, stdin, start + max(timeout, 0.0), cap, kill_grace, DRAIN)
-    finally:
-        _kill_group(proc.pid, signal.SIGKILL)
-        proc.wait()
-        os.close(keep)  # after the KILL: a guard seeing EOF now finds nothing left to kill
-        for stream in (proc.stdin, proc.stdout, proc.stderr):
-            if stream is not None:
-                stream.close()
+        os.close(keep)  # after the group's KILL: a guard seeing EOF now finds nothing left to kill
 
 
 def _supervise(
