@@ -168,13 +168,13 @@ def sweep(
     ledger = tracker.ledger()
     report = SweepReport(started=ledger.now(), dry_run=dry_run)
     owner = lease_owner(SWEEP_TAG)
-    take_over = take_over_at is not None
-    objects = ledger.pending(ledger.now(), limit, take_over_sweeps=take_over)
-    if take_over and not dry_run and take_over_at is not None and time.monotonic() < take_over_at:
+    objects = ledger.pending(ledger.now(), limit, take_over_sweeps=take_over_at is not None)
+    if take_over_at is not None and not dry_run and time.monotonic() < take_over_at:
         # Too early to take a dead sweep's leases: wait for the grace only if there are any.
         if {o.job_id for o in objects} - {o.job_id for o in ledger.pending(ledger.now(), limit)}:
             time.sleep(max(take_over_at - time.monotonic(), 0.0))
             objects = ledger.pending(ledger.now(), limit, take_over_sweeps=True)
+    take_over = take_over_at is not None and time.monotonic() >= take_over_at
     ids = [o.job_id for o in objects]
     if dry_run:
         leased = ids
