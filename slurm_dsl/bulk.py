@@ -51,10 +51,10 @@ from .jobid import validate_job_id
 from .ledger import STDERR_CAP, LedgerStore
 from .lookup import JobInfo
 from .model import Call, CallOutcome, Op, Outcome, Reason, RequeueBit, Result
-from .ops import GUARD_MARGIN, execute, new_nonce, run_list_call, run_open_list
-from .script import KILL_GRACE, list_argv
+from .ops import execute, new_nonce, run_list_call, run_open_list
+from .script import list_argv
 from .squeue_lookup import MAX_LISTED, SQUEUE_TIMEOUT, SqueueLookup
-from .tracked import Tracker, lease_owner
+from .tracked import Tracker, lease_owner, lease_ttl
 
 log = logging.getLogger("slurm_dsl")
 
@@ -133,7 +133,7 @@ def _run_chunk(
     ledger = tracker.ledger()
     owner = lease_owner("bulk")
     deadline = tracker.clock() + timeout
-    ttl = timeout + KILL_GRACE + GUARD_MARGIN + tracker.lease_slack
+    ttl = lease_ttl(timeout, tracker.lease_slack)  # every script of the chunk starts after this
     nonce = new_nonce()
     # What could refuse the chunk is checked before anything is written: a refusal then leaves
     # no unfinished operation in the history (issue 16).  Restore is not corroborated: a gone

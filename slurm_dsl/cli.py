@@ -603,7 +603,7 @@ def _one_by_one(tracker: Tracker, args: argparse.Namespace, ids: List[str], out:
 def _cmd_sweep(args: argparse.Namespace, out: IO[str]) -> int:
     from .lookup_choice import make_lookup
     from .squeue_lookup import SqueueLookup
-    from .sweeper import Done, metrics_text, sweep
+    from .sweeper import TAKE_OVER_GRACE, Done, metrics_text, sweep
 
     if args.limit is not None and args.limit < 1:
         raise UsageError("--limit must be at least 1")
@@ -613,6 +613,8 @@ def _cmd_sweep(args: argparse.Namespace, out: IO[str]) -> int:
     squeue = find_squeue(args.squeue, scontrol)
     with Tracker(args.ledger, scontrol=scontrol, squeue=squeue) as tracker:
         with tracker.ledger().sweep_lock():  # SweepBusy if another sweep holds it: main exits 3
+            # Holding the lock, this is the only sweep: the leases of any other are a dead one's.
+            take_over_at = time.monotonic() + TAKE_OVER_GRACE
             lookup = make_lookup(args.lookup, squeue)
             report = sweep(
                 tracker,
@@ -623,6 +625,7 @@ def _cmd_sweep(args: argparse.Namespace, out: IO[str]) -> int:
                 orphans=args.orphans,
                 fix=args.fix,
                 orphan_lookup=SqueueLookup(squeue),
+                take_over_at=take_over_at,
             )
         not_clear = tracker.ledger().count_not_clear()
     for s in report.swept:

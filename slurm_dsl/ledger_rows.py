@@ -219,17 +219,50 @@ def finished_values(
     )
 
 
-def held_by_another(row: Optional[Sequence[Any]], owner: str, now: float) -> bool:
-    """Whether the lease row (owner, expires_at) keeps ``owner`` from taking the job at ``now``."""
-    return row is not None and row[0] != owner and row[1] > now
+def held_by_another(
+    row: Optional[Sequence[Any]], owner: str, now: float, take_over_sweeps: bool = False
+) -> bool:
+    """Whether the lease row (owner, expires_at) keeps ``owner`` from taking the job at ``now``;
+    with ``take_over_sweeps``, another sweep's lease keeps no one (``ledger_rules.sweep_owned``)."""
+    if row is None or row[0] == owner or row[1] <= now:
+        return False
+    return not (take_over_sweeps and rules.sweep_owned(str(row[0])))
 
 
-def leases_taken(ids: Sequence[str], rows: Mapping[str, Sequence[Any]], owner: str, now: float) -> List[str]:
+def leases_taken(
+    ids: Sequence[str], rows: Mapping[str, Sequence[Any]], owner: str, now: float, take_over_sweeps: bool = False
+) -> List[str]:
     """``acquire_leases``' answer: of ``ids`` (in their order, a repeat too), those ``owner``
     holds after taking them one after the other, given the lease rows there (job id -> (owner,
     expires_at)): every one no other owner's unexpired lease keeps (``held_by_another``).  A job
     taken is ``owner``'s, so a repeat is taken again; one kept from it stays kept."""
-    return [job_id for job_id in ids if not held_by_another(rows.get(job_id), owner, now)]
+    return [job_id for job_id in ids if not held_by_another(rows.get(job_id), owner, now, take_over_sweeps)]
+
+
+# ``pending``'s query, ``?`` placeholders; with the sweeps' leases passed over, or not.
+_PENDING_UNLEASED = (
+    "SELECT job_id, bit, why, updated_at, lookup_failures, next_lookup_at, lookup_error FROM objects o"
+    " WHERE bit <> 'clear' AND next_lookup_at <= ?"
+    " AND NOT EXISTS (SELECT 1 FROM leases l WHERE l.job_id = o.job_id AND l.expires_at > ?)"
+    " ORDER BY next_lookup_at, updated_at, job_id"
+)
+_PENDING_TAKING_OVER = (
+    "SELECT job_id, bit, why, updated_at, lookup_failures, next_lookup_at, lookup_error FROM objects o"
+    " WHERE bit <> 'clear' AND next_lookup_at <= ?"
+    " AND NOT EXISTS (SELECT 1 FROM leases l WHERE l.job_id = o.job_id AND l.expires_at > ?"
+    " AND l.owner NOT LIKE ?)"
+    " ORDER BY next_lookup_at, updated_at, job_id"
+)
+
+
+def pending_query(mark: str, now: float, take_over_sweeps: bool) -> Tuple[str, List[Any]]:
+    """``pending``'s query (``SELECT_OBJECTS``' columns) in a backend's placeholder ``mark``, and
+    its values: the objects whose bit is not clear, back-off elapsed at ``now``, with no lease
+    unexpired at ``now`` (with ``take_over_sweeps``, none but another sweep's:
+    ``ledger_rules.SWEEP_OWNERS``), longest waiting first; a backend adds its LIMIT."""
+    if take_over_sweeps:
+        return _PENDING_TAKING_OVER.replace("?", mark), [now, now, rules.SWEEP_OWNERS]
+    return _PENDING_UNLEASED.replace("?", mark), [now, now]
 
 
 def failed_lookup(

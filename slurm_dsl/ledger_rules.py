@@ -9,7 +9,9 @@ Only requeue and restore write the object; hold, release and open leave it as it
 the one exception to an append-only history: ``prune`` removes only old, finished rows of clear,
 unleased objects, never an object's newest (``may_prune``).  Rule 5, merging two ledgers
 (``ledger migrate --merge``): of a job's two objects the less clear bit wins (``less_clear``), so
-a bit that may be set is never lost nor made clearer.
+a bit that may be set is never lost nor made clearer.  Rule 6, a dead sweep's leases: a sweep
+holding the sweep lock may take over at once the leases of other *sweeps* (``sweep_owned``), never
+an operation's (docs/contract.md §9.5).
 """
 
 from __future__ import annotations
@@ -138,3 +140,21 @@ def less_clear(incoming: RequeueBit, kept: RequeueBit) -> bool:
     ``incoming``, with its why): only if the incoming bit is strictly less clear.  A tie keeps
     what is there, so merging the same ledger twice changes nothing the second time."""
     return UNCLEARNESS[RequeueBit(incoming)] > UNCLEARNESS[RequeueBit(kept)]
+
+
+# The tag of a sweep's lease owners (``tracked.lease_owner("sweep")``: ``sweep:<host>:<pid>:...``).
+SWEEP_TAG = "sweep"
+# The same as a LIKE pattern, for the queries that pass over other sweeps' leases.
+SWEEP_OWNERS = SWEEP_TAG + ":%"
+
+
+def sweep_owned(owner: str) -> bool:
+    """Whether the lease owner ``owner`` is a sweep (Rule 6).
+
+    Only one sweep runs at a time per ledger (its sweep lock), and every process a run starts dies
+    with its runner (docs/contract.md §2: the lifeline).  So the sweep that holds the lock knows a
+    lease another sweep owns belongs to one that is dead or done, whose restores died with it; and a
+    restore only ever clears a flag, so even one still running could never leave a flag set.  An
+    operation's lease is never taken over: its calls may set one.
+    """
+    return owner.startswith(SWEEP_TAG + ":")

@@ -208,12 +208,6 @@ OWN_TABLES = frozenset(
     ["schema_version"] + [m for s in MIGRATIONS for m in re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", "".join(s))]
 )
 
-_PENDING = (
-    "SELECT job_id, bit, why, updated_at, lookup_failures, next_lookup_at, lookup_error FROM objects o"
-    " WHERE bit <> 'clear' AND next_lookup_at <= %s"
-    " AND NOT EXISTS (SELECT 1 FROM leases l WHERE l.job_id = o.job_id AND l.expires_at > %s)"
-    " ORDER BY next_lookup_at, updated_at, job_id"
-)
 # Prune's view of a batch of history rows: what ``rules.may_prune`` needs of each.
 _PRUNE_ROWS = (
     "SELECT h.id, h.job_id, h.finished_at, o.bit,"
@@ -995,16 +989,18 @@ class MariaDbLedger:
         """Take (or renew) the job's lease until ``now + ttl``; False if another owner holds it."""
         return bool(self.acquire_leases([job_id], owner, now, ttl))
 
-    def acquire_leases(self, job_ids: Sequence[str], owner: str, now: float, ttl: float) -> List[str]:
+    def acquire_leases(
+        self, job_ids: Sequence[str], owner: str, now: float, ttl: float, *, take_over_sweeps: bool = False
+    ) -> List[str]:
         """``acquire_lease`` for many jobs in one transaction; returns the ids now held by ``owner``
         (in their order).  The leases there read (``FOR UPDATE``, ``_keyed``) in ``IN`` lists of
         ``ledger_rows.IN_PIECE``, the ones taken written in one multi-row upsert
-        (``ledger_rows.leases_taken`` decides)."""
+        (``ledger_rows.leases_taken`` decides; ``take_over_sweeps`` as SQLite's)."""
         ids = [validate_job_id(j) for j in job_ids]
         now, ttl = ledger_rows.finite("now", now), ledger_rows.positive_ttl(ttl)
         with self._atomic("acquire lease") as cur:
             rows = _keyed(cur, _LEASE_OF_ONE, _LEASES_OF, ids)
-            held = ledger_rows.leases_taken(ids, rows, owner, now)
+            held = ledger_rows.leases_taken(ids, rows, owner, now, take_over_sweeps)
             _write_rows(
                 cur,
                 "INSERT INTO leases (job_id, owner, expires_at) VALUES (%s, %s, %s)"
@@ -1041,12 +1037,14 @@ class MariaDbLedger:
         rows = self._read("get object", ledger_rows.SELECT_OBJECTS + " WHERE job_id = %s", (job_id,))
         return ledger_rows.job_object(rows[0]) if rows else None
 
-    def pending(self, now: float, limit: Optional[int] = None) -> List[JobObject]:
+    def pending(
+        self, now: float, limit: Optional[int] = None, *, take_over_sweeps: bool = False
+    ) -> List[JobObject]:
         """Objects whose bit is not clear that the sweeper may look at now, longest waiting first
-        (as SQLite's): no unexpired lease, back-off elapsed."""
+        (as SQLite's): no unexpired lease (with ``take_over_sweeps``: but another sweep's), back-off
+        elapsed."""
         now = ledger_rows.finite("now", now)
-        sql = _PENDING
-        args: List[Any] = [now, now]
+        sql, args = ledger_rows.pending_query("%s", now, take_over_sweeps)
         if limit is not None and limit >= 0:  # SQLite's LIMIT -1: no limit
             sql += " LIMIT %s"
             args.append(int(limit))

@@ -31,10 +31,12 @@ from .reader import read_outcome, unknown
 from .script import KILL_GRACE, list_argv, render, render_list
 from .statuses import COMMAND_NOT_EXECUTABLE, COMMAND_NOT_FOUND, EXPIRED, WRAPPER_FAILED
 
-# How long a run may still take after the deadline plus KILL_GRACE (the runner's KILL): its
-# drain windows and the reaping.  Not a wait of execute's (the runner keeps the deadline
-# itself); leases that must outlast a run add it.
-GUARD_MARGIN = 1.5
+# How long after the deadline plus KILL_GRACE (the runner's KILL) a process of a run may still be
+# alive: until its backstop (``runner.backstop``: BACKSTOP_MARGIN past the KILL, rounded up to
+# whole seconds), even if the runner is frozen; a runner that keeps time is done well before (its
+# drain windows, the reaping).  Not a wait of execute's (the runner keeps the deadline itself);
+# leases add it, so that a lease never lapses while a call of it may still run.
+GUARD_MARGIN = runner.BACKSTOP_MARGIN + 1.0
 # The guard of a script rendered expired: it starts nothing, so this only bounds a broken shell.
 # Never 0: a TERM before the script's trap is set would kill it before it could say 75.
 EXPIRED_GUARD = float(KILL_GRACE)

@@ -13,6 +13,16 @@ was sent.  stdout and stderr are each kept up to ``cap`` bytes; the rest is
 read and dropped (so the child never blocks on a full pipe) and ``truncated``
 says so.
 
+Nothing of a run outlives its runner, whatever ends the runner (docs/contract.md §2).  Each
+child gets the read end of a *lifeline* pipe (its fd number is the shell's ``$1``) whose one
+write end this process holds until the child's group is dead; and a *backstop*, whole seconds
+(``backstop``, the shell's ``$2``) past the KILL at ``timeout + kill_grace``.  The script's
+guards (``script.GUARD``: ``run_argv``'s program runs under a shell that starts them and execs
+it) KILL the whole group when the lifeline reads EOF, which the kernel gives as soon as this
+process dies (SIGKILL, a crash: no handler needed, and no thread's exit triggers it), or when the
+backstop elapses while this process is frozen (SIGSTOP) and keeps no time.  So every call is
+gone by ``backstop`` seconds after its start, which is what leases count on (``ops.GUARD_MARGIN``).
+
 Reading stops at EOF on both pipes, or ``DRAIN`` seconds after the child has
 exited (it exits at the latest when the guard's KILL lands), whichever comes
 first: a process that escaped the call by leaving its session (``setsid``)
@@ -34,15 +44,20 @@ exited 127 or 126 itself.
 from __future__ import annotations
 
 import errno
+import math
 import os
 import selectors
 import signal
+import stat
 import subprocess
 import time
 from dataclasses import dataclass
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
-from .script import KILL_GRACE  # seconds from the TERM at the deadline to the KILL, as each script says
+from .script import (
+    GUARD,  # the lifeline and the backstop every run starts first (docs/contract.md §2)
+    KILL_GRACE,  # seconds from the TERM at the deadline to the KILL, as each script says
+)
 
 CAP = 1 << 20  # bytes kept of each of stdout and stderr
 # Seconds reading goes on after the child has exited, for its pipes to close.  The
@@ -64,6 +79,15 @@ SH = "/bin/sh"
 SAFE_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
 # Passed through when set: where a site keeps slurm.conf (configless and test setups).
 PASS_THROUGH = ("SLURM_CONF",)
+# Seconds the backstop waits past the runner's KILL (timeout + kill_grace) before it KILLs the
+# group itself, before rounding up to whole seconds (``sleep`` takes whole seconds everywhere):
+# room for a loaded host, so it never races a runner that keeps time.  ``backstop`` is then at
+# most timeout + kill_grace + BACKSTOP_MARGIN + 1, which ``ops.GUARD_MARGIN`` covers.
+BACKSTOP_MARGIN = 0.5
+# ``run_argv``'s program, run by a shell that starts the guards and then execs it: the same
+# process, so its status, signal and output are its own.  The program and its arguments arrive
+# as positional parameters after the guards' two values, never in the text.
+_ARGV_WRAPPER = f'{GUARD}\nshift 2; exec "$@"\n'
 
 
 @dataclass(frozen=True)
@@ -93,41 +117,89 @@ def fixed_env(environ: Optional[Mapping[str, str]] = None) -> Dict[str, str]:
     return env
 
 
+def backstop(timeout: float, kill_grace: float = KILL_GRACE) -> int:
+    """Whole seconds from a run's start to its backstop's KILL: past the runner's own KILL
+    (``timeout`` + ``kill_grace``) by at least ``BACKSTOP_MARGIN``, by less than it + 1."""
+    return math.ceil(max(timeout, 0.0) + kill_grace + BACKSTOP_MARGIN)
+
+
 def run_script(script: str, *, timeout: float, cap: int = CAP, kill_grace: float = KILL_GRACE) -> Completed:
     """Run ``script`` with ``/bin/sh``, the script on stdin; ``timeout`` is its deadline, in
-    seconds from now: TERM to its process group then, KILL ``kill_grace`` seconds later."""
-    return _run((SH, "-s"), script.encode("utf-8"), timeout, cap, kill_grace)
+    seconds from now: TERM to its process group then, KILL ``kill_grace`` seconds later.  The
+    shell gets the lifeline's fd and the backstop's seconds as ``$1`` and ``$2``."""
+    return _run((SH, "-s"), (), script.encode("utf-8"), timeout, cap, kill_grace)
 
 
 def run_argv(argv: Sequence[str], *, timeout: float, cap: int = CAP, kill_grace: float = KILL_GRACE) -> Completed:
-    """Run ``argv`` directly (no shell), stdin from /dev/null."""
-    return _run(tuple(argv), None, timeout, cap, kill_grace)
+    """Run ``argv`` (no shell string: a shell that starts the guards execs it), stdin from
+    /dev/null.  A program that is missing is 127, one that cannot be executed 126."""
+    argv = tuple(argv)
+    cannot = _cannot_exec(argv[0])
+    if cannot is not None:
+        return Completed(argv, cannot[0], b"", f"{argv[0]}: {cannot[1]}\n".encode(), False, False, started=False)
+    return _run(argv, (SH, "-c", _ARGV_WRAPPER, "sh"), None, timeout, cap, kill_grace)
 
 
-def _run(argv: Tuple[str, ...], stdin: Optional[bytes], timeout: float, cap: int, kill_grace: float) -> Completed:
+def _cannot_exec(program: str) -> Optional[Tuple[int, str]]:
+    """(127 or 126, why) when ``program`` could not be executed, as a failed exec would say;
+    None when it can.  Looked for on ``SAFE_PATH`` unless it has a slash, as exec does."""
+    if "/" in program:
+        candidates = [program]
+    else:
+        candidates = [os.path.join(d, program) for d in SAFE_PATH.split(":")]
+    why: Optional[Tuple[int, str]] = None
+    for path in candidates:
+        try:
+            st = os.stat(path)
+        except OSError as exc:
+            if exc.errno not in (errno.ENOENT, errno.ENOTDIR):
+                why = why or (126, exc.strerror or str(exc))
+            continue
+        if stat.S_ISREG(st.st_mode) and os.access(path, os.X_OK):
+            return None
+        why = why or (126, os.strerror(errno.EACCES))
+    return why or (127, os.strerror(errno.ENOENT))
+
+
+def _run(
+    argv: Tuple[str, ...], shell: Tuple[str, ...], stdin: Optional[bytes], timeout: float, cap: int, kill_grace: float
+) -> Completed:
+    """Run ``argv``, or ``shell`` + the guards' two values + ``argv`` when ``shell`` is given."""
     start = time.monotonic()
+    # The lifeline (docs/contract.md §2): the child gets the read end, we keep the write end
+    # (close-on-exec, so no other child inherits it) until the child's group is dead.  Should
+    # this process die, the kernel closes it and the guard KILLs the group.
+    lifeline, keep = os.pipe()
     try:
-        proc = subprocess.Popen(
-            argv,
-            stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=fixed_env(),
-            start_new_session=True,
-            close_fds=True,
-        )
-    except OSError as exc:
-        # The shell's convention: 127 not found, 126 found but not executable.
-        code = 127 if exc.errno == errno.ENOENT else 126
-        return Completed(argv, code, b"", f"{argv[0]}: {exc.strerror}\n".encode(), False, False, started=False)
-    try:
-        return _supervise(proc, argv, stdin, start + max(timeout, 0.0), cap, kill_grace, DRAIN)
+        guards = (str(lifeline), str(backstop(timeout, kill_grace)))
+        spawn = (*shell, *guards, *argv) if shell else (*argv, *guards)
+        try:
+            proc = subprocess.Popen(
+                spawn,
+                stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=fixed_env(),
+                start_new_session=True,
+                close_fds=True,
+                pass_fds=(lifeline,),
+            )
+        except OSError as exc:
+            # The shell's convention: 127 not found, 126 found but not executable.
+            code = 127 if exc.errno == errno.ENOENT else 126
+            return Completed(argv, code, b"", f"{spawn[0]}: {exc.strerror}\n".encode(), False, False, started=False)
+        finally:
+            os.close(lifeline)
+        try:
+            return _supervise(proc, argv, stdin, start + max(timeout, 0.0), cap, kill_grace, DRAIN)
+        finally:
+            _kill_group(proc.pid, signal.SIGKILL)
+            proc.wait()
+            for stream in (proc.stdin, proc.stdout, proc.stderr):
+                if stream is not None:
+                    stream.close()
     finally:
-        _kill_group(proc.pid, signal.SIGKILL)
-        proc.wait()
-        for stream in (proc.stdin, proc.stdout, proc.stderr):
-            if stream is not None:
-                stream.close()
+        os.close(keep)  # after the group's KILL: a guard seeing EOF now finds nothing left to kill
 
 
 def _supervise(

@@ -8,6 +8,10 @@ dash and bash.  A script keeps no clock: the runner is the deadline's clock
 deadline sends TERM to the script's process group, then KILL ``KILL_GRACE``
 seconds later.  The deadline is in the script as a comment only.
 
+- Given the runner's lifeline fd and backstop seconds as ``$1`` and ``$2`` (``sh -s FD S``), the
+  script starts its guards right after the trap and ``PATH``: they KILL its whole process group
+  when the runner dies (the lifeline reads EOF) or when the backstop elapses (a frozen runner).
+  Run by hand, with no arguments, it starts none (``GUARD`` says how they work).
 - The first command traps TERM into a flag (``stopped``).  A call starts only
   while the flag is clear; otherwise it gets status 75 and does not run.
   ``expired=True`` renders the flag already set: every call gets 75, nothing
@@ -51,6 +55,9 @@ The races, and what each gives:
 - TERM after the wait returned the call's status but before its status line:
   the flag is set, the status stays the call's own (a call that itself died of
   TERM, 143, then reads 124: unknown either way).  Later calls get 75.
+- TERM before the guards' subshell ignores it (the shell's first milliseconds, the subshell
+  running beside the script): the subshell dies and the run has no guards.  The runner that sent
+  the TERM is alive and keeps its KILL; only its death in that grace could leave a call running.
 - The flag is only ever set, never cleared; a trap action keeps ``$?``.
 
 Text on stderr before a status line is the call's own: the shell's own line
@@ -92,6 +99,33 @@ CALLS = {
         (3, ("update", "JobId={j}", "Requeue=0")),
     ),
 }
+
+# The guards every run starts before anything else (docs/contract.md §2), from the runner's two
+# values, ``$1`` and ``$2`` (never text from outside): two background subshells in the script's
+# process group that ignore the deadline's TERM (so does the backstop's ``sleep``: an ignored
+# signal stays ignored across exec) and hold none of the runner's pipes (stdin, stdout, stderr on
+# /dev/null: the runner's EOF wait and the script's own stdin are not theirs).
+# - The lifeline: fd ``$1`` is the read end of a pipe whose only write end the runner holds for the
+#   run's whole life.  Nothing is ever written to it, so ``read`` (a builtin) returns only at EOF:
+#   when the kernel closes the runner's end, whatever killed it (SIGKILL included), or when the
+#   runner closes it after the run.  Then the whole group is KILLed: the script, its calls and the
+#   other guard.  It is opened as /dev/fd/N because dash takes no fd above 9 in ``<&N`` and the
+#   runner cannot choose the number; should the open fail (no /proc), ``read`` fails and the group
+#   is KILLed at once: no run goes on without its lifeline.
+# - The backstop: a runner that is alive but frozen (SIGSTOP, Ctrl-Z: the script has a session of
+#   its own, so it goes on) sends no TERM.  ``$2`` whole seconds after the start, past the
+#   runner's KILL, the group is KILLed anyway, so a lease that outlasts it outlasts every call.
+# Both are started by a subshell that exits at once, so neither is a child of the script: bash's
+# ``wait PID``, when the deadline's TERM and its call's exit come together, may go on waiting for
+# any other child of the script (bash 5.2: about one run in 25 then waited for a guard until the
+# KILL).  They stay in the script's process group all the same.  That subshell runs in the
+# background, with /dev/null set by the script around its fork (a redirection of a brace group),
+# so the script does not wait for it and no fork ever holds the runner's pipes: some 0.2 ms a run.
+# On a normal end the runner KILLs the group's stragglers when the script exits: the guards too.
+GUARD = (
+    "{ ( trap '' TERM; (read -r _ </dev/fd/\"$1\"; kill -KILL 0) & (sleep \"$2\"; kill -KILL 0) & ) & }"
+    " </dev/null >/dev/null 2>&1"
+)
 
 _PRELUDE = r"""# call NUMBER ARGS...: run scontrol ARGS unless the deadline has passed, then print its status line.
 call() {
@@ -294,7 +328,7 @@ def _wrapped(op: Op) -> Op:
 
 
 def _head(title: str, deadline: Optional[float], nonce: str, scontrol: str, expired: bool) -> List[str]:
-    """The lines every script starts with: the trap first, then the values, then ``call``."""
+    """The lines every script starts with: the trap first, then the guards, the values, ``call``."""
     if not isinstance(expired, bool):
         raise InvalidInput(f"expired must be a bool, not {type(expired).__name__}")
     when = "" if deadline is None else f", {deadline_ms(deadline)} ms since the epoch"
@@ -307,9 +341,14 @@ def _head(title: str, deadline: Optional[float], nonce: str, scontrol: str, expi
     return [
         f"# slurm-dsl {title}: rendered by slurm_dsl.script; runs under dash and bash\n",
         f"{flag}; trap 'stopped=1' TERM\n",
+        "PATH=/usr/sbin:/usr/bin:/sbin:/bin; export PATH\n",
+        "# Die with the runner: given the lifeline's fd and the backstop's seconds (as the runner\n",
+        "# gives them), the guards KILL this script's group if the runner dies or stops keeping time.\n",
+        'if [ "$#" -ge 2 ]; then\n',
+        f"  {GUARD}\n",
+        "fi\n",
         f"# The runner keeps the deadline{when}: TERM to this script's\n",
         f"# process group then, KILL {KILL_GRACE} s later.  No clock is read here.\n",
-        "PATH=/usr/sbin:/usr/bin:/sbin:/bin; export PATH\n",
         "# This script's nonce, the scontrol it runs, and the status of the last call.\n",
         f"nonce={quote(nonce)} scontrol={quote(scontrol)} status=0\n",
         _PRELUDE,

@@ -598,10 +598,14 @@ class SqliteLedger:
         """Take (or renew) the job's lease until ``now + ttl``; False if another owner holds it."""
         return bool(self.acquire_leases([job_id], owner, now, ttl))
 
-    def acquire_leases(self, job_ids: Sequence[str], owner: str, now: float, ttl: float) -> List[str]:
+    def acquire_leases(
+        self, job_ids: Sequence[str], owner: str, now: float, ttl: float, *, take_over_sweeps: bool = False
+    ) -> List[str]:
         """``acquire_lease`` for many jobs in one transaction; returns the ids now held by ``owner``
         (in their order).  The leases there read in ``IN`` lists of ``ledger_rows.IN_PIECE`` ids,
-        the ones taken written many rows a statement (``ledger_rows.multi_row``)."""
+        the ones taken written many rows a statement (``ledger_rows.multi_row``).  With
+        ``take_over_sweeps`` (only for the sweep holding the sweep lock), other sweeps' leases are
+        taken too (``ledger_rules.sweep_owned``)."""
         ids = [validate_job_id(j) for j in job_ids]
         now, ttl = ledger_rows.finite("now", now), ledger_rows.positive_ttl(ttl)
         with self._atomic("acquire lease") as conn:
@@ -610,7 +614,7 @@ class SqliteLedger:
                 sql = ledger_rows.in_list("SELECT job_id, owner, expires_at FROM leases WHERE job_id", len(piece), "?")
                 for row in conn.execute(sql, piece):
                     rows[row[0]] = tuple(row[1:])
-            held = ledger_rows.leases_taken(ids, rows, owner, now)
+            held = ledger_rows.leases_taken(ids, rows, owner, now, take_over_sweeps)
             taken = [(job_id, owner, now + ttl) for job_id in ledger_rows.distinct(held)]
             for sql, values in ledger_rows.multi_row(
                 "INSERT OR REPLACE INTO leases (job_id, owner, expires_at)", taken, "?"
@@ -643,22 +647,19 @@ class SqliteLedger:
         )
         return ledger_rows.job_object(rows[0]) if rows else None
 
-    def pending(self, now: float, limit: Optional[int] = None) -> List[JobObject]:
+    def pending(
+        self, now: float, limit: Optional[int] = None, *, take_over_sweeps: bool = False
+    ) -> List[JobObject]:
         """Objects whose bit is not clear that the sweeper may look at now, longest waiting first
         (by when they became due, then by when their bit last changed).
 
-        Skips jobs with an unexpired lease (an operation or another sweeper is on them) and jobs
-        whose back-off after a failed lookup has not elapsed.
+        Skips jobs with an unexpired lease (an operation or another sweeper is on them; with
+        ``take_over_sweeps``, only an operation's) and jobs whose back-off after a failed lookup
+        has not elapsed.
         """
         now = ledger_rows.finite("now", now)
-        rows = self._read(
-            "list pending objects",
-            "SELECT job_id, bit, why, updated_at, lookup_failures, next_lookup_at, lookup_error"
-            " FROM objects o WHERE bit != 'clear' AND next_lookup_at <= ?"
-            " AND NOT EXISTS (SELECT 1 FROM leases l WHERE l.job_id = o.job_id AND l.expires_at > ?)"
-            " ORDER BY next_lookup_at, updated_at, job_id LIMIT ?",
-            (now, now, -1 if limit is None else limit),
-        )
+        sql, args = ledger_rows.pending_query("?", now, take_over_sweeps)
+        rows = self._read("list pending objects", sql + " LIMIT ?", (*args, -1 if limit is None else limit))
         return [ledger_rows.job_object(row) for row in rows]
 
     def count_not_clear(self) -> int:

@@ -3,7 +3,9 @@
 Strategy, in as few slurmctld RPCs as possible:
 
 1. read the objects whose bit is not clear (``Ledger.pending``: not leased by an
-   operation, back-off elapsed), oldest first, up to ``limit``;
+   operation, back-off elapsed), oldest first, up to ``limit``; given ``take_over_at``
+   (the caller holds the sweep lock), the leases of other sweeps do not keep an object out:
+   they are a dead sweep's (``ledger_rules.sweep_owned``), taken over from ``take_over_at`` on;
 2. take each one's lease, so no operation starts on it while we decide
    (a job an operation holds is left for the next sweep);
 3. look them all up at once (one squeue, or pyslurm): a job gone or already at
@@ -28,12 +30,14 @@ from __future__ import annotations
 
 import enum
 import logging
+import time
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
 from .combine import found_finished
 from .errors import SweepBusy as SweepBusy  # re-exported: where it has always been imported from
 from .ledger import LedgerError, LedgerStore
+from .ledger_rules import SWEEP_TAG
 from .lookup import JobInfo, Lookup, LookupFailed
 from .model import Op, Outcome, RequeueBit, Result
 from .sqlite_ledger import SweepLock as SweepLock  # re-exported: the SQLite ledger's lock
@@ -43,6 +47,11 @@ from .tracked import Tracker, lease_owner
 log = logging.getLogger("slurm_dsl")
 
 RESTORE_TIMEOUT = 15.0
+# Seconds from taking the sweep lock until the leases of the sweep that held it before are taken
+# over.  The lock is free only once its holder is dead (an flock, or GET_LOCK on a connection the
+# server saw close) or done; every process a run starts dies within about a second of its runner
+# (the lifeline, docs/contract.md §2), so by then none of that sweep's restores still runs.
+TAKE_OVER_GRACE = 2.0
 
 
 class Action(str, enum.Enum):
@@ -149,12 +158,23 @@ def sweep(
     orphans: bool = False,
     fix: bool = False,
     orphan_lookup: Optional[SqueueLookup] = None,
+    take_over_at: Optional[float] = None,
 ) -> SweepReport:
-    """One pass over the objects whose bit is not clear.  The caller holds the ``SweepLock``."""
+    """One pass over the objects whose bit is not clear.  The caller holds the ``SweepLock``.
+
+    ``take_over_at``: a ``time.monotonic()`` instant (the lock taken + ``TAKE_OVER_GRACE``) from
+    which the leases of other sweeps are taken over; None: they keep their objects until they
+    lapse.  The sweep waits for it only if such an object is there to take."""
     ledger = tracker.ledger()
     report = SweepReport(started=ledger.now(), dry_run=dry_run)
-    owner = lease_owner("sweep")
-    objects = ledger.pending(ledger.now(), limit)
+    owner = lease_owner(SWEEP_TAG)
+    objects = ledger.pending(ledger.now(), limit, take_over_sweeps=take_over_at is not None)
+    if take_over_at is not None and not dry_run and time.monotonic() < take_over_at:
+        # Too early to take a dead sweep's leases: wait for the grace only if there are any.
+        if {o.job_id for o in objects} - {o.job_id for o in ledger.pending(ledger.now(), limit)}:
+            time.sleep(max(take_over_at - time.monotonic(), 0.0))
+            objects = ledger.pending(ledger.now(), limit, take_over_sweeps=True)
+    take_over = take_over_at is not None and time.monotonic() >= take_over_at
     ids = [o.job_id for o in objects]
     if dry_run:
         leased = ids
@@ -162,7 +182,7 @@ def sweep(
         # Leases first, lookup after: no operation can start on a leased job, so what
         # the lookup says stays true until the job is settled or its lease released.
         ttl = getattr(lookup, "timeout", 60.0) + restore_timeout * 2 + 60.0
-        leased = ledger.acquire_leases(ids, owner, ledger.now(), ttl)
+        leased = ledger.acquire_leases(ids, owner, ledger.now(), ttl, take_over_sweeps=take_over)
         held = set(leased)
         report.swept += [Swept(j, Done.BUSY, "an operation holds the job") for j in ids if j not in held]
     try:
@@ -259,7 +279,7 @@ def _orphans(
             continue
         report.orphans.append(info)
         if fix and info.finished:
-            owner = lease_owner("sweep")
+            owner = lease_owner(SWEEP_TAG)
             if ledger.acquire_leases([job_id], owner, ledger.now(), 60.0):
                 why = f"sweep --orphans: finished ({info.state}) at Requeue=1, not tracked; watched"
                 ledger.set_bits([(job_id, RequeueBit.MAY_BE_SET, why)], ledger.now(), owner=owner)

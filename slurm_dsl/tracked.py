@@ -53,6 +53,16 @@ LEASE_SLACK = 30.0  # seconds a lease outlasts the runner's KILL after the deadl
 LEASE_POLL = 0.05
 
 
+def lease_ttl(left: float, slack: float = LEASE_SLACK) -> float:
+    """The ttl of a lease taken ``left`` seconds before the deadline of the runs it covers.
+
+    The rule: a lease never lapses while a call of it may still run.  Every process of a run
+    started before the deadline is gone by its backstop (``runner.backstop``: at most the deadline
+    + KILL_GRACE + GUARD_MARGIN, even if this process is frozen, and at once if it dies), so the
+    lease lasts that long, and ``slack`` more for the ledger writes around the run."""
+    return max(left, 0.0) + KILL_GRACE + GUARD_MARGIN + slack
+
+
 def ledger_path(explicit: Optional[str] = None) -> str:
     """The ledger to use: explicit, else $SLURM_DSL_LEDGER, else the default under /var/lib."""
     return explicit or os.environ.get("SLURM_DSL_LEDGER") or DEFAULT_PATH
@@ -189,7 +199,7 @@ class Tracker:
         scontrol = find_scontrol(self.scontrol)
         ledger = self.ledger()
         owner = owner or lease_owner()
-        ttl = max(deadline - self.clock(), 0.0) + KILL_GRACE + GUARD_MARGIN + self.lease_slack
+        ttl = lease_ttl(deadline - self.clock(), self.lease_slack)
         nonce = new_nonce()
         while True:
             # The lease and the intent in one transaction: committed before the script starts.

@@ -423,6 +423,31 @@ def test_pending_oldest_first_skipping_clear_leased_and_backed_off(ledger_locati
         assert [o.job_id for o in ledger.pending(20.0)] == ["1", "3", "4", "5", "6"]
 
 
+def test_the_sweep_holding_the_lock_takes_over_other_sweeps_leases_never_an_operations(ledger_location: str) -> None:
+    # docs/contract.md §9.5: a lease another *sweep* owns is a dead sweep's once the caller holds the
+    # sweep lock; an operation's (op, bulk) keeps its job until it is given back or lapses.
+    dead, me = "sweep:ctl1:4711:1:deadbeef", "sweep:ctl2:42:1:cafecafe"
+    with fresh_ledger(ledger_location) as ledger:
+        for job in ("1", "2", "3", "4", "5"):
+            ledger.begin_operation(job, Op.REQUEUE, NONCE, float(job))
+        assert ledger.acquire_leases(["1", "2"], dead, 10.0, 100.0) == ["1", "2"]
+        assert ledger.acquire_lease("3", "op:ctl1:4712:1:0badf00d", 10.0, 100.0)
+        assert ledger.acquire_lease("4", "bulk:ctl1:4713:1:12345678", 10.0, 100.0)
+        assert ledger.acquire_lease("5", "sweeper", 10.0, 100.0)  # not a sweep's owner: "sweep:" is the tag
+        assert ledger.pending(11.0) == []
+        assert [o.job_id for o in ledger.pending(11.0, take_over_sweeps=True)] == ["1", "2"]
+        assert [o.job_id for o in ledger.pending(11.0, 1, take_over_sweeps=True)] == ["1"]
+        assert ledger.acquire_leases(["1", "2", "3", "4", "5"], me, 11.0, 50.0) == []
+        assert ledger.acquire_leases(["1", "2", "3", "4", "5"], me, 11.0, 50.0, take_over_sweeps=True) == ["1", "2"]
+        # Taken: the dead sweep's writes and give-backs find nothing of theirs.
+        assert ledger.set_bits([("1", CLEAR, "late")], 12.0, owner=dead) == []
+        assert ledger.release_leases(["1", "2"], dead) == 0
+        assert ledger.set_bits([("1", CLEAR, "gone"), ("2", CLEAR, "gone")], 12.0, owner=me) == ["1", "2"]
+        # A sweep's own lease is its own either way; an expired one anyone's.
+        assert ledger.acquire_leases(["1"], me, 13.0, 50.0, take_over_sweeps=True) == ["1"]
+        assert ledger.acquire_leases(["3", "4"], me, 111.0, 50.0) == ["3", "4"]
+
+
 def test_a_watched_object_keeps_its_bit_gets_no_back_off_and_waits_behind_the_others(ledger_location: str) -> None:
     with fresh_ledger(ledger_location, backoff_base=10.0, backoff_cap=100.0) as ledger:
         for job_id, started in (("1", 1.0), ("2", 2.0), ("3", 3.0)):

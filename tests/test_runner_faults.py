@@ -8,6 +8,7 @@ import os
 import shutil
 import signal
 import stat
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -20,13 +21,13 @@ from slurm_dsl.doctor import run_checks
 from slurm_dsl.ledger import open_ledger
 from slurm_dsl.lookup import LookupFailed
 from slurm_dsl.model import Call, CallOutcome, Outcome
-from slurm_dsl.ops import run_list_call, run_open_list
+from slurm_dsl.ops import GUARD_MARGIN, run_list_call, run_open_list
 from slurm_dsl.runner import run_argv, run_script
 from slurm_dsl.script import KILL_GRACE
 from slurm_dsl.squeue_lookup import SqueueLookup, slurm_version
 from slurm_dsl.sweeper import Done, sweep
 from slurm_dsl.tracked import Tracker
-from tests.fakes import calls_made, refuse, write_fake, write_fake_squeue
+from tests.fakes import alive_in_group, calls_made, refuse, write_fake, write_fake_squeue
 from tests.ground import ALREADY_FINISHED, OTHER_NONCE
 
 T = TypeVar("T")
@@ -221,6 +222,21 @@ def test_hostile_job_ids_start_no_process(bin_dir: Path) -> None:
 
 def test_run_argv_reports_a_missing_binary_as_127() -> None:
     assert run_argv(["/nonexistent/squeue"], timeout=1).returncode == 127
+
+
+def test_run_argv_under_its_guards_keeps_the_programs_status_output_and_exec_errors(tmp_path: Path) -> None:
+    # The program runs under a shell that starts the guards and execs it: its own status, signal
+    # and output; a missing or non-executable one is 127 or 126 with the message exec gives.
+    plain = tmp_path / "plain"
+    plain.write_text("#!/bin/sh\necho out; echo err >&2; exit 3\n")
+    assert run_argv([str(plain)], timeout=5).returncode == 126
+    assert run_argv([str(plain)], timeout=5).stderr == f"{plain}: Permission denied\n".encode()
+    assert run_argv(["/nonexistent/squeue"], timeout=1).stderr == b"/nonexistent/squeue: No such file or directory\n"
+    plain.chmod(0o755)
+    done = run_argv([str(plain), "$1", "'"], timeout=5)
+    assert (done.returncode, done.stdout, done.stderr, done.killed_by) == (3, b"out\n", b"err\n", None)
+    done = run_argv(["sh", "-c", 'printf "%s|" "$0" "$@"; kill -SEGV $$', "zero", "$2", ""], timeout=5)
+    assert (done.stdout, done.returncode, done.killed_by) == (b"zero|$2||", 139, signal.SIGSEGV)
 
 
 # --- a child that escapes: a daemon in a session of its own holding the pipes ---
@@ -497,3 +513,106 @@ def test_an_open_list_stopped_at_the_deadline_keeps_only_its_printed_lines(bin_d
     assert (calls["5"].outcome, calls["5"].message) == (CallOutcome.REJECTED, ALREADY_FINISHED)
     assert (calls["6"].outcome, calls["6"].reason, calls["6"].status) == (
         CallOutcome.UNKNOWN, Reason.KILLED_BY_SIGNAL, 143)
+
+
+# --- the runner dies or freezes: its scripts and their calls die too (issue 16) ---
+#
+# The runner runs in a child python (``_RUNNER``) so that it can be killed or stopped for real;
+# the fake call execs ``hang`` (sleep, under a name in bin_dir, so its command line is found).
+# The bounds are the issue's: gone within 2 s of the runner's death; a frozen runner's calls gone
+# by the backstop, within what the leases allow for (GUARD_MARGIN), with 2 s for a loaded host.
+
+_RUNNER = """
+import sys, time
+from slurm_dsl import execute, runner
+from slurm_dsl.tracked import Tracker
+runner.SH = sys.argv[1]
+deadline = time.time() + float(sys.argv[3])
+if sys.argv[5] == "tracked":  # through the ledger, its leases outlasting the run by nothing more
+    out = Tracker(scontrol=sys.argv[4], lease_slack=0.0).run(sys.argv[2], "5", deadline)
+else:
+    out = execute(sys.argv[2], "5", deadline, scontrol=sys.argv[4])
+print(out.result.value, out.reason.value if out.reason else "-", flush=True)
+"""
+HANG = 300
+
+
+def _hanging_runner(
+    bin_dir: Path, shell: str, op: str, timeout: float, how: str = "untracked"
+) -> Tuple[subprocess.Popen[str], int]:
+    """The child runner, once its call hangs; and the hung call's pid."""
+    hang = bin_dir / "hang"
+    hang.symlink_to(shutil.which("sleep") or "/bin/sleep")
+    fake = write_fake(bin_dir, {}, default=f"exec {hang} {HANG}")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    child = subprocess.Popen([sys.executable, "-c", _RUNNER, shell, op, str(timeout), str(fake), how],
+                             stdout=subprocess.PIPE, text=True, env=env)
+    give_up = time.monotonic() + 10
+    while (pid := alive_in_group(str(hang))) is None:
+        assert child.poll() is None and time.monotonic() < give_up, "the call never started"
+        time.sleep(0.01)
+    return child, pid
+
+
+def _gone_within(marker: str, seconds: float) -> float:
+    """Seconds until no process matching ``marker`` is left; fails (killing them) after ``seconds``."""
+    start = time.monotonic()
+    while alive_in_group(marker) is not None:
+        if time.monotonic() - start > seconds:
+            while (pid := alive_in_group(marker)) is not None:
+                os.kill(pid, signal.SIGKILL)
+            pytest.fail(f"a call outlived its runner by over {seconds} s")
+        time.sleep(0.01)
+    return time.monotonic() - start
+
+
+@pytest.mark.parametrize("op", ["hold", "requeue", "open"])
+def test_a_killed_runner_takes_its_hung_call_with_it(bin_dir: Path, shell: str, op: str) -> None:
+    # The lifeline: the kernel closes the runner's end of the pipe as it dies, the guard reads EOF
+    # and KILLs the script's group, the call with it.  ``open`` runs its call through the same guard.
+    child, _ = _hanging_runner(bin_dir, shell, op, 60)
+    child.kill()
+    child.wait()
+    assert _gone_within(str(bin_dir / "hang"), 2.0) < 2.0
+
+
+@pytest.mark.parametrize("op", ["hold", "open"])
+def test_a_frozen_runner_s_hung_call_dies_at_the_backstop(bin_dir: Path, shell: str, op: str) -> None:
+    # A stopped runner sends no TERM at the deadline: the backstop KILLs the group by itself,
+    # and the runner, once it goes on, reads what is left as unknown, never as done.
+    # The bound is the leases' rule: every call gone by the deadline + KILL_GRACE + GUARD_MARGIN.
+    timeout = 0.5
+    bound = timeout + KILL_GRACE + GUARD_MARGIN + 2.0
+    child, _ = _hanging_runner(bin_dir, shell, op, timeout)
+    child.send_signal(signal.SIGSTOP)
+    try:
+        took = _gone_within(str(bin_dir / "hang"), bound)
+    finally:
+        child.send_signal(signal.SIGCONT)
+    assert took < bound
+    out, _ = child.communicate(timeout=10)
+    assert out.split()[0] == "unknown"
+
+
+def test_a_lease_never_lapses_while_a_call_of_it_may_run(bin_dir: Path, shell: str) -> None:
+    # A tracked requeue hangs in call 1 and its runner is frozen, with no lease slack at all: for
+    # as long as the call lives the job stays leased (a sweep cannot take it); the backstop ends
+    # the call before the lease lapses.  Then the sweep may have it: its intent is may_be_set.
+    child, _ = _hanging_runner(bin_dir, shell, "requeue", 0.5, "tracked")
+    child.send_signal(signal.SIGSTOP)
+    marker = str(bin_dir / "hang")
+    give_up = time.monotonic() + 0.5 + KILL_GRACE + GUARD_MARGIN + 2.0
+    try:
+        with open_ledger(os.environ["SLURM_DSL_LEDGER"]) as ledger:
+            while alive_in_group(marker) is not None and time.monotonic() < give_up:
+                assert [o.job_id for o in ledger.pending(ledger.now())] == [], "a lease lapsed while its call ran"
+                time.sleep(0.05)
+            _gone_within(marker, 0.0)
+            obj = ledger.get("5")
+            assert obj is not None and obj.bit is RequeueBit.MAY_BE_SET
+    finally:
+        while (pid := alive_in_group(marker)) is not None:
+            os.kill(pid, signal.SIGKILL)
+        child.send_signal(signal.SIGCONT)
+    out, _ = child.communicate(timeout=10)
+    assert out.split()[0] == "unknown"

@@ -3,6 +3,7 @@ fake scontrol and an in-memory lookup (the squeue lookup itself is tested agains
 
 from __future__ import annotations
 
+import io
 import time
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
@@ -10,12 +11,13 @@ from typing import Dict, List, Optional, Sequence
 import pytest
 
 from slurm_dsl import Op, RequeueBit
+from slurm_dsl.cli import main as cli_main
 from slurm_dsl.ledger import open_ledger
 from slurm_dsl.lookup import JobInfo, LookupFailed
 from slurm_dsl.model import Outcome, Result
 from slurm_dsl.sweeper import Action, Done, SweepBusy, decide, metrics_text, sweep
 from slurm_dsl.tracked import Tracker
-from tests.fakes import calls_made, refuse, write_fake
+from tests.fakes import calls_made, refuse, write_fake, write_fake_squeue
 from tests.ground import ALREADY_FINISHED, INVALID_USER_ID
 from tests.ledger_backends import shown
 
@@ -275,3 +277,50 @@ def test_cli_orphans_are_listed_and_fixed_only_with_fix(setup: tuple, tmp_path: 
     with open_ledger(path) as ledger:
         adopted = ledger.get("9")
         assert adopted is not None and adopted.bit is RequeueBit.MAY_BE_SET, "it is watched from now on"
+
+
+def test_a_sweep_holding_the_lock_takes_over_a_dead_sweeps_leases_after_the_grace(setup: tuple) -> None:  # type: ignore[type-arg]
+    # Job 1 is leased by a sweep that died mid-restore, job 3 by an operation: the sweep given
+    # ``take_over_at`` waits for it, then settles 1; 3 stays the operation's.  (Owners as
+    # tracked.lease_owner writes them.)
+    path, fake = setup
+    mark(path, ["1", "3"])
+    with open_ledger(path) as ledger:
+        now = ledger.now()
+        assert ledger.acquire_leases(["1"], "sweep:ctl1:4711:1:deadbeef", now, 600.0) == ["1"]
+        assert ledger.acquire_leases(["3"], "op:ctl1:4712:1:0badf00d", now, 600.0) == ["3"]
+    with Tracker(path, scontrol=str(fake)) as t:
+        before = sweep(t, MemoryLookup({}))  # no take-over: a dead sweep's lease keeps its job
+        start = time.monotonic()
+        report = sweep(t, MemoryLookup({}), take_over_at=start + 0.5)
+        waited = time.monotonic() - start
+    assert before.swept == []
+    assert [(s.job_id, s.done) for s in report.swept] == [("1", Done.CLEARED)]
+    assert waited >= 0.5
+    assert bits(path) == {"1": "clear", "3": "may_be_set"}
+    with open_ledger(path) as ledger:
+        assert not ledger.acquire_lease("3", "sweep:ctl2:42:1:cafecafe", ledger.now(), 10.0)
+
+
+def test_a_sweep_with_no_dead_sweeps_lease_does_not_wait_for_the_grace(setup: tuple) -> None:  # type: ignore[type-arg]
+    path, fake = setup
+    mark(path, ["1"])
+    with Tracker(path, scontrol=str(fake)) as t:
+        start = time.monotonic()
+        report = sweep(t, MemoryLookup({}), take_over_at=start + 60.0)
+        assert time.monotonic() - start < 60.0
+    assert [(s.job_id, s.done) for s in report.swept] == [("1", Done.CLEARED)]
+
+
+def test_the_sweep_command_takes_over_a_dead_sweeps_leases(setup: tuple, tmp_path: Path) -> None:  # type: ignore[type-arg]
+    # ``slurm-dsl sweep`` holds the sweep lock, so it takes over (after TAKE_OVER_GRACE) the lease
+    # of the sweep killed before it; squeue no longer knows job 1: cleared.
+    path, fake = setup
+    mark(path, ["1"])
+    with open_ledger(path) as ledger:
+        assert ledger.acquire_leases(["1"], "sweep:ctl1:4711:1:deadbeef", ledger.now(), 600.0) == ["1"]
+    squeue = write_fake_squeue(tmp_path / "sq", "")
+    out = io.StringIO()
+    code = cli_main(["sweep", "--ledger", path, "--scontrol", str(fake), "--squeue", str(squeue), "--lookup",
+                     "squeue"], out=out)
+    assert (code, bits(path)) == (0, {"1": "clear"}), out.getvalue()

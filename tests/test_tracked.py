@@ -12,13 +12,18 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import slurm_dsl
 from slurm_dsl import Op, RequeueBit, Result
 from slurm_dsl.cli import main
+from slurm_dsl.deadlines import MAX_TIMEOUT
 from slurm_dsl.ledger import open_ledger
+from slurm_dsl.runner import backstop
+from slurm_dsl.script import KILL_GRACE
 from slurm_dsl.sqlite_ledger import SqliteLedger
-from slurm_dsl.tracked import Tracker, WholeArray
+from slurm_dsl.tracked import Tracker, WholeArray, lease_ttl
 from tests.fakes import calls_made, descendants, refuse, write_fake, write_fake_squeue
 from tests.ground import ALREADY_FINISHED, INVALID_JOB_ID, UNEXPECTED
 
@@ -223,3 +228,13 @@ def test_cli_could_not_look_up_is_exit_1_and_nothing_ran(
         code = main(["requeue", "167", "--timeout", "5", "--scontrol", str(fake), "--ledger", ledger_path])
     assert code == 1 and "nothing ran" in err.getvalue() and "unreachable" in err.getvalue()
     assert calls_made(fake) == []
+
+
+@given(left=st.floats(0.0, MAX_TIMEOUT), slack=st.floats(0.0, 60.0))
+def test_a_lease_outlasts_the_backstop_of_every_run_it_covers(left: float, slack: float) -> None:
+    # docs/contract.md §2, §9.2: the backstop KILLs a run's group whole seconds after its start, past
+    # the runner's KILL (left + KILL_GRACE) by at least half a second; a lease taken ``left`` before
+    # the deadline lasts at least that long, plus its slack for the ledger writes.
+    whole = int(-(-(left + KILL_GRACE + 0.5) // 1))  # the smallest whole number of seconds past it
+    assert backstop(left) == whole
+    assert lease_ttl(left, slack) >= whole + slack

@@ -1,9 +1,14 @@
 # slurm-dsl requeue call 2 on 3 jobs: rendered by slurm_dsl.script; runs under dash and bash
 # Set by the runner's TERM at the deadline: from then on no call starts (75).
 stopped=0; trap 'stopped=1' TERM
+PATH=/usr/sbin:/usr/bin:/sbin:/bin; export PATH
+# Die with the runner: given the lifeline's fd and the backstop's seconds (as the runner
+# gives them), the guards KILL this script's group if the runner dies or stops keeping time.
+if [ "$#" -ge 2 ]; then
+  { ( trap '' TERM; (read -r _ </dev/fd/"$1"; kill -KILL 0) & (sleep "$2"; kill -KILL 0) & ) & } </dev/null >/dev/null 2>&1
+fi
 # The runner keeps the deadline, 1767225600500 ms since the epoch: TERM to this script's
 # process group then, KILL 1 s later.  No clock is read here.
-PATH=/usr/sbin:/usr/bin:/sbin:/bin; export PATH
 # This script's nonce, the scontrol it runs, and the status of the last call.
 nonce='9f3c2a7b1e4d5f60718293a4b5c6d7e8' scontrol='/usr/bin/scontrol' status=0
 # call NUMBER ARGS...: run scontrol ARGS unless the deadline has passed, then print its status line.

@@ -10,7 +10,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Dict
+from typing import Dict, List
 
 import pytest
 
@@ -22,6 +22,7 @@ from slurm_dsl.sweeper import Done, sweep
 from slurm_dsl.tracked import Tracker
 from tests import lab
 from tests.fakes import descendants
+from tests.integration.test_bulk_live import calls, shim
 from tests.integration.test_wording_live import slurm_release
 
 pytestmark = pytest.mark.integration
@@ -203,3 +204,67 @@ def test_cli_sweep_runs_one_at_a_time(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-m", "slurm_dsl", "sweep", "--ledger", path, "--json"],
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+
+
+# -- issue 16: a killed CLI's calls die with it, so no Requeue flag is set behind the ledger's back --
+
+FAILOVER_CHILD = Path(__file__).resolve().parents[1] / "failover_child.py"
+ORPHAN_DELAY = 10.0  # seconds the wrapper sleeps before the real call 1: past the killed CLI's lease
+
+
+def _live(pids: List[int], cmdlines: Dict[int, bytes]) -> List[int]:
+    """Of ``pids``, those still alive as the same process (not a zombie, not a reused pid)."""
+    alive = []
+    for pid in pids:
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
+            state = Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if state != b"Z" and cmd == cmdlines[pid]:
+            alive.append(pid)
+    return alive
+
+
+def test_a_killed_cli_leaves_no_call_to_set_a_flag_the_ledger_has_cleared(tmp_path: Path) -> None:
+    # The issue's reproduction: an scontrol wrapper sleeps before the real `update Requeue=1`; the
+    # CLI running `requeue J --timeout 3` is SIGKILLed (it alone) while the wrapper sleeps.  The
+    # wrapper and everything under it are gone within 2 s (the lifeline); the killed CLI's lease
+    # lapses (slack 0.5 s here, 30 s in production) and sweeps clear the object as the job shows
+    # Requeue=0; and until well after the wrapper would have run the real call, the job never shows
+    # Requeue=1 while the ledger has its object clear.
+    path = str(tmp_path / "ledger.sqlite3")
+    open_ledger(path).close()
+    job = lab.submit("--hold", *lab.SLEEP_JOB)
+    lab.wait_for(job, lab.Expect("PENDING", "JobHeldUser", requeue=0))
+    started = tmp_path / "started"
+    wrapper = shim(tmp_path / "w", f'case "$*" in "update JobId={job} Requeue=1") echo $$ > {started};'
+                                   f' sleep {ORPHAN_DELAY:g} ;; esac\nexec /usr/bin/scontrol "$@"')
+    begun = time.monotonic()
+    cli = subprocess.Popen([sys.executable, str(FAILOVER_CHILD), "-", "0", "--lease-slack", "0.5", "cli",
+                            "requeue", job, "--timeout", "3", "--scontrol", wrapper, "--ledger", path],
+                           stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    while not (started.exists() and started.read_text().strip()):
+        assert cli.poll() is None and time.monotonic() - begun < 30, "the wrapper never started"
+        time.sleep(lab.POLL_INTERVAL)
+    shell = int(started.read_text())
+    pids = [shell, *descendants(shell)]
+    cmdlines = {pid: Path(f"/proc/{pid}/cmdline").read_bytes() for pid in pids}
+    cli.kill()  # the CLI alone: no one kills its script and calls but the lifeline
+    cli.wait()
+    killed = time.monotonic()
+    while _live(pids, cmdlines):
+        assert time.monotonic() - killed < 2.0, f"the wrapper outlived the killed CLI: {_live(pids, cmdlines)}"
+        time.sleep(lab.POLL_INTERVAL)
+    with Tracker(path, scontrol="/usr/bin/scontrol") as tracker:
+        ledger = tracker.ledger()
+        while time.monotonic() - begun < ORPHAN_DELAY + 4.0:
+            sweep(tracker, SqueueLookup())
+            obj = ledger.get(job)
+            if obj is not None and obj.bit is RequeueBit.CLEAR:
+                assert lab.job_state(job).requeue == 0, "Requeue=1 while the ledger has the object clear"  # type: ignore[union-attr]
+            time.sleep(0.2)  # the sweeps' interval
+        obj = ledger.get(job)
+    assert obj is not None and obj.bit is RequeueBit.CLEAR, "the sweeps cleared the lapsed intent"
+    assert lab.job_state(job).requeue == 0  # type: ignore[union-attr]
+    assert calls(wrapper).count(f"update JobId={job} Requeue=1") == 1
