@@ -168,17 +168,19 @@ def sweep_record(path: str, row: Sequence[Any]) -> SweepRecord:
 
 def finish(path: str, op_id: int, row: Optional[Sequence[Any]], outcome: Outcome) -> Tuple[str, rules.BitChange]:
     """The job and ``ledger_rules.after`` for finishing operation ``op_id``, from its row (job_id,
-    op, nonce, prior_bit, finished_at and the object's bit).  LedgerError if there is no such
-    operation or it already finished; InvalidInput if ``outcome`` is another job's or op's."""
+    op, nonce, prior_bit, finished_at, the object's bit, and whether another operation began on
+    the job after it).  LedgerError if there is no such operation or it already finished;
+    InvalidInput if ``outcome`` is another job's or op's."""
     if row is None:
         raise LedgerError(f"ledger {path}: no operation {op_id}", path=path)
-    job_id, op_text, nonce, prior_text, finished_at, current_text = row
+    job_id, op_text, nonce, prior_text, finished_at, current_text, later = row
     op = Op(op_text)
     if finished_at is not None:
         raise LedgerError(f"ledger {path}: operation {op_id} already finished", path=path)
     if outcome.op is not op or outcome.job_id != job_id:
         raise InvalidInput(f"operation {op_id} is {op.value} {job_id}, not {outcome.op.value} {outcome.job_id}")
-    return job_id, rules.after(op, nonce, RequeueBit(prior_text), RequeueBit(current_text), outcome)
+    return job_id, rules.after(op, nonce, RequeueBit(prior_text), RequeueBit(current_text), outcome,
+                               later_began=bool(later))
 
 
 def calls_json(outcome: Outcome) -> str:
@@ -426,8 +428,8 @@ def finish_plan(
         stderr = bytes(stderr)
         row = rows.get(op_id)
         if row is not None:
-            job, op_text, nonce, prior_text, finished_at, bit = row
-            row = (job, op_text, nonce, prior_text, now if op_id in done else finished_at, current.get(job, bit))
+            job, op_text, nonce, prior_text, finished_at, bit, later = row
+            row = (job, op_text, nonce, prior_text, now if op_id in done else finished_at, current.get(job, bit), later)
         job_id, after = finish(path, op_id, row, outcome)
         done.add(op_id)
         if after.why is not None:

@@ -11,7 +11,8 @@ unleased objects, never an object's newest (``may_prune``).  Rule 5, merging two
 (``ledger migrate --merge``): of a job's two objects the less clear bit wins (``less_clear``), so
 a bit that may be set is never lost nor made clearer.  Rule 6, a dead sweep's leases: a sweep
 holding the sweep lock may take over at once the leases of other *sweeps* (``sweep_owned``), never
-an operation's (docs/contract.md §9.5).
+an operation's (docs/contract.md §9.5).  Rule 7, a late finish: an operation that finishes after
+another began on its job never makes the bit clearer (``after``; docs/contract.md §9.2).
 """
 
 from __future__ import annotations
@@ -53,16 +54,27 @@ def intent(op: Op, nonce: str) -> Optional[Intent]:
     return None
 
 
-def after(op: Op, nonce: str, prior_at_begin: RequeueBit, current: RequeueBit, outcome: Outcome) -> BitChange:
+def after(
+    op: Op, nonce: str, prior_at_begin: RequeueBit, current: RequeueBit, outcome: Outcome, *, later_began: bool = False
+) -> BitChange:
     """The object's bit once ``outcome`` is known, and why (None when the op leaves it alone).
 
     For a requeue the bit before is the one recorded when it began (its intent overwrote the
     object's); other ops never wrote it, so it is the object's current bit.
+
+    Rule 7, a late finish: when another operation began on the job after this one
+    (``later_began``), this one's lease had lapsed (its process frozen, or cut off from the
+    ledger, past the lease), and the later one's intent, or its result, is newer than anything
+    this one saw.  Its finish then never makes the bit clearer than it is now: a stale restore's
+    ``ok`` or a stale requeue's cleared call 3 must not wipe out a newer requeue's ``may_be_set``.
+    It may still make it less clear.
     """
     op = Op(op)
     bit = next_bit(prior_at_begin if op is Op.REQUEUE else current, outcome)
     if op not in (Op.REQUEUE, Op.RESTORE):
         return BitChange(bit, None)
+    if later_began and UNCLEARNESS[bit] < UNCLEARNESS[RequeueBit(current)]:
+        return BitChange(RequeueBit(current), None)
     why = f"{op.value} {nonce}: {outcome.result.value}"
     if outcome.reason is not None:
         why += f" ({outcome.reason.value})"

@@ -238,10 +238,12 @@ _BIT_OF_ONE = "SELECT bit FROM objects WHERE job_id = %s FOR UPDATE"
 _BITS_OF = "SELECT job_id, bit FROM objects WHERE job_id"
 _FINISHING_ONE = (
     "SELECT h.job_id, h.op, h.nonce, h.prior_bit, h.finished_at, o.bit"
+    ", EXISTS (SELECT 1 FROM history l WHERE l.job_id = h.job_id AND l.id > h.id)"
     " FROM history h JOIN objects o ON o.job_id = h.job_id WHERE h.id = %s FOR UPDATE"
 )
 _FINISHING_ROWS = (
     "SELECT h.id, h.job_id, h.op, h.nonce, h.prior_bit, h.finished_at, o.bit"
+    ", EXISTS (SELECT 1 FROM history l WHERE l.job_id = h.job_id AND l.id > h.id)"
     " FROM history h JOIN objects o ON o.job_id = h.job_id WHERE h.id"
 )
 _LEASE_OF_ONE = "SELECT owner, expires_at FROM leases WHERE job_id = %s FOR UPDATE"

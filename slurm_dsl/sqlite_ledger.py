@@ -178,6 +178,7 @@ _WRITE_BIT_TAIL = (
 # The operations ``finish_operations`` reads (``ledger_rows.finish``'s row after the id), by id.
 _FINISHING_ROWS = (
     "SELECT h.id, h.job_id, h.op, h.nonce, h.prior_bit, h.finished_at, o.bit"
+    ", EXISTS (SELECT 1 FROM history l WHERE l.job_id = h.job_id AND l.id > h.id)"
     " FROM history h JOIN objects o ON o.job_id = h.job_id WHERE h.id"
 )
 

@@ -285,6 +285,24 @@ def test_begin_and_finish(
             assert obj.why == during.why and obj.updated_at == during.updated_at
 
 
+@pytest.mark.parametrize("late", [REQUEUE_OK, RESTORE_OK], ids=["requeue", "restore"])
+def test_a_late_finish_never_clears_what_a_newer_requeue_may_have_set(ledger_location: str, late: Outcome) -> None:
+    """docs/contract.md §9.2, Rule 7: an operation whose lease lapsed (its CLI frozen past it) finishes
+    after a newer requeue began on the same job and left its bit may_be_set: its ok must not clear it."""
+    with fresh_ledger(ledger_location) as ledger:
+        force_bit(ledger, JOB, MAY)
+        stale = ledger.begin_operation(JOB, late.op, NONCE, 10.0)
+        newer = ledger.begin_operation(JOB, Op.REQUEUE, NONCE[::-1], 80.0)  # after the stale lease lapsed
+        assert ledger.finish_operation(newer, REQUEUE_S1_UNKNOWN, b"", 81.0) is MAY
+        assert ledger.finish_operation(stale, late, b"", 90.0) is MAY
+        obj = ledger.get(JOB)
+        assert obj is not None and obj.bit is MAY and obj.why.startswith(f"requeue {NONCE[::-1]}")
+        assert [h.bit_after for h in ledger.history(JOB)] == [MAY, MAY]
+        # With nothing begun since, the same finish clears as ever.
+        again = ledger.begin_operation(JOB, late.op, NONCE, 100.0)
+        assert ledger.finish_operation(again, late, b"", 101.0) is CLEAR
+
+
 def test_a_job_with_only_holds_has_a_clear_object(ledger_location: str) -> None:
     with fresh_ledger(ledger_location) as ledger:
         assert ledger.get(JOB) is None
@@ -851,8 +869,10 @@ def test_repeats_in_a_chunk_come_out_as_one_call_after_the_other(ledger_location
         ]
         assert batch_bits == single_bits
         assert state(ledger, 1) == state(ledger, 2)
-        last = ledger.get(job(1, 0))  # its first requeue, finished last, wrote last
-        assert last is not None and (last.bit, last.why) == (MAY, f"requeue {n1}: unknown (timed_out)")
+        # Its first requeue finished last, after the second had begun: a late finish (Rule 7) never
+        # makes the bit clearer, so the second's set stays.
+        last = ledger.get(job(1, 0))
+        assert last is not None and (last.bit, last.why) == (SET, f"requeue {n2}: bit_set (clear_not_run)")
 
 
 def test_one_bad_entry_among_many_writes_nothing_at_all(ledger_location: str) -> None:

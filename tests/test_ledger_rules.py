@@ -43,3 +43,23 @@ def test_backoff_doubles_up_to_the_cap_and_never_overflows() -> None:
     assert [rules.backoff(n, 60.0, 3600.0) for n in range(1, 9)] == [60, 120, 240, 480, 960, 1920, 3600, 3600]
     assert rules.backoff(5000, 60.0, 3600.0) == 3600.0
     assert rules.backoff(0, 60.0, 3600.0) == 60.0
+
+
+CLEARNESS_ORDER = [RequeueBit.CLEAR, RequeueBit.MAY_BE_SET, RequeueBit.SET]  # from clear to set, as §9 reads them
+
+
+@given(st.sampled_from([Op.REQUEUE, Op.RESTORE]), st.sampled_from(list(Result)), st.sampled_from(BITS),
+       st.sampled_from(BITS), st.sampled_from([None, *BITS]))
+def test_a_late_finish_never_makes_the_bit_clearer(
+    op: Op, result: Result, at_begin: RequeueBit, current: RequeueBit, bit: Optional[RequeueBit]
+) -> None:
+    """Rule 7: once another operation began on the job, this one's finish may only keep the bit
+    or make it less clear; with nothing begun since, it is the ordinary ``after``."""
+    outcome = Outcome(op, "7", result, bit if op is Op.REQUEUE else None, Reason.TIMED_OUT)
+    ordinary = rules.after(op, NONCE, at_begin, current, outcome)
+    late = rules.after(op, NONCE, at_begin, current, outcome, later_began=True)
+    assert CLEARNESS_ORDER.index(late.bit) >= CLEARNESS_ORDER.index(current)
+    if CLEARNESS_ORDER.index(ordinary.bit) >= CLEARNESS_ORDER.index(current):
+        assert late == ordinary
+    else:
+        assert late.bit is current and late.why is None, "the object is left as the newer operation left it"
