@@ -49,7 +49,7 @@ from . import combine
 from .errors import InvalidInput
 from .jobid import validate_job_id
 from .model import Call, CallOutcome, Op, Outcome, Reason
-from .plain import plain_bytes, shown
+from .plain import described, plain_bytes
 from .reader import nonce_bytes, read_call, read_op, read_outcome, split_status_lines, unknown
 from .refusals import ALLOWED, INVALID_JOB_ID
 from .statuses import FIXED_OUTCOME, StatusClass, classify, parse_status
@@ -237,7 +237,7 @@ def unknown_list_call(
     """
     number = _call_number(number)
     if type(reason) is not Reason:
-        raise InvalidInput(f"reason must be a Reason, not {shown(reason)}")
+        raise InvalidInput(f"reason must be a Reason, not {described(reason)}")
     ids = _call_ids(job_ids)
     data = plain_bytes(stderr) or b""
     return _every(ids, number, None, "", data, CallOutcome.UNKNOWN, reason)
@@ -428,7 +428,7 @@ def _ids(job_ids: Sequence[JobId]) -> Tuple[List[str], int]:
     try:
         given = list(job_ids)
     except Exception:  # not iterable, or a hostile sequence whose iteration raises
-        raise InvalidInput(f"job ids must be a sequence, not {shown(job_ids)}") from None
+        raise InvalidInput(f"job ids must be a sequence, not {described(job_ids)}") from None
     seen: Dict[str, None] = {}
     for raw in given:
         seen.setdefault(validate_job_id(raw), None)

@@ -68,7 +68,7 @@ def plain_bytes(value: object) -> Optional[bytes]:
     return None
 
 
-def shown(value: object) -> str:
+def described(value: object) -> str:
     """A short, safe description of a caller's value for a ``detail``: its plain copy's ``repr``
     for a str or int (a subclass's own ``__repr__`` never runs), else its type's name."""
     if isinstance(value, bool) and type(value) is bool:

@@ -21,7 +21,7 @@ from . import combine
 from .errors import InvalidInput
 from .jobid import validate_job_id
 from .model import Call, CallOutcome, Op, Outcome, Reason, RequeueBit, Result
-from .plain import plain_bytes, shown
+from .plain import described, plain_bytes
 from .refusals import INVALID_JOB_ID, refusal_message
 from .statuses import FIXED_OUTCOME, StatusClass, classify, parse_status
 
@@ -44,11 +44,11 @@ def read_outcome(
     # Plain copies first (``plain``): a hostile subclass reads as unknown, never raises.
     data = plain_bytes(stderr)
     if data is None:
-        return unknown(op, job, Reason.STDERR_NOT_BYTES, detail=f"stderr is {shown(stderr)}")
+        return unknown(op, job, Reason.STDERR_NOT_BYTES, detail=f"stderr is {described(stderr)}")
     status = parse_status(exit_status)
     if op is Op.OPEN:
         if status is None:
-            return unknown(op, job, Reason.UNREADABLE_EXIT_STATUS, detail=f"exit status {shown(exit_status)}")
+            return unknown(op, job, Reason.UNREADABLE_EXIT_STATUS, detail=f"exit status {described(exit_status)}")
         return combine.single(op, job, classify_call(op, job, 1, status, str(status), data), status)
     wanted = nonce_bytes(nonce)
     if wanted is None:
@@ -123,7 +123,7 @@ def read_op(op: object) -> Op:
         for member in Op:
             if member.value == text:
                 return member
-    raise InvalidInput(f"unknown op {shown(op)}: expected one of {', '.join(o.value for o in Op)}")
+    raise InvalidInput(f"unknown op {described(op)}: expected one of {', '.join(o.value for o in Op)}")
 
 
 def split_status_lines(data: bytes, nonce: bytes) -> Tuple[List[Tuple[int, bytes, bytes]], Optional[Reason], str]:
@@ -186,7 +186,7 @@ def _check(
     if bad:
         return Reason.UNREADABLE_STATUS, f"call {bad[0].number} has status {bad[0].status_text!r}"
     if exit_status is None:
-        return Reason.UNREADABLE_EXIT_STATUS, f"exit status {shown(raw_exit)}"
+        return Reason.UNREADABLE_EXIT_STATUS, f"exit status {described(raw_exit)}"
     if exit_status != calls[-1].status:
         return Reason.EXIT_STATUS_MISMATCH, f"exit status {exit_status} but the last call says {calls[-1].status}"
     numbers = [c.number for c in calls]
