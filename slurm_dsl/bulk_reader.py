@@ -260,7 +260,7 @@ def read_open_list(job_ids: Sequence[JobId], stderr: object, exit_status: object
     if single.calls:
         return ListCall({job: single.calls[0]})
     # Unreadable as a whole (stderr not bytes, an unreadable status): unknown for that reason.
-    data = bytes(stderr) if isinstance(stderr, (bytes, bytearray, memoryview)) else b""
+    data = plain_bytes(stderr) or b""  # a hostile bytes-like: its own methods never run
     assert single.reason is not None
     return _every(ids, 1, None, _status(exit_status)[1], data, CallOutcome.UNKNOWN, single.reason)
 

@@ -16,7 +16,7 @@ import pytest
 
 import slurm_dsl
 from slurm_dsl import Op, Reason, RequeueBit, Result, execute, read_outcome, render, run_op, validate_job_id
-from slurm_dsl.bulk_reader import read_list_call, read_list_output
+from slurm_dsl.bulk_reader import read_list_call, read_list_output, read_open_list
 from slurm_dsl.cli import main
 from slurm_dsl.deadlines import MAX_TIMEOUT, resolve_deadline
 from slurm_dsl.ledger import open_ledger
@@ -361,3 +361,13 @@ def test_a_hostile_id_list_is_invalid_input() -> None:
 
     with pytest.raises(ValueError, match="job ids must be a sequence"):
         read_list_call("hold", 1, Sequence(["5"]), b"", 0)
+
+
+@pytest.mark.parametrize("ids", [["5"], ["5", "6"]], ids=["one", "two"])
+def test_an_open_list_reads_hostile_values_as_unknown_never_raising(ids: List[str]) -> None:
+    """``read_open_list``: a hostile stderr with an unreadable status, or a hostile status."""
+    for stderr, status in ((hostile(bytes, LIST_OWN), "junk"), (LIST_OWN, hostile(int, 300)),
+                           (hostile(bytes, LIST_OWN), hostile(str, "01"))):
+        got = read_open_list(ids, stderr, status)
+        assert list(got) == ids and all(c.outcome is CallOutcome.UNKNOWN for j, c in got.items() if j == "6")
+        assert got["5"].outcome is (CallOutcome.UNKNOWN if len(ids) == 1 else CallOutcome.REJECTED)
