@@ -43,6 +43,7 @@ Never an exception for any stderr or status; a bad op, call number or id list is
 from __future__ import annotations
 
 import re
+from collections import Counter
 from typing import Dict, FrozenSet, List, Mapping, Optional, Sequence, Set, Tuple, Union
 
 from . import combine
@@ -51,7 +52,7 @@ from .jobid import validate_job_id
 from .model import Call, CallOutcome, Op, Outcome, Reason
 from .plain import described, plain_bytes
 from .reader import nonce_bytes, read_call, read_op, read_outcome, split_status_lines, unknown
-from .refusals import ALLOWED, INVALID_JOB_ID
+from .refusals import ALLOWED, INVALID_JOB_ID, squeezed
 from .statuses import FIXED_OUTCOME, StatusClass, classify, parse_status
 
 JobId = Union[str, int]
@@ -326,46 +327,80 @@ def combine_bulk(op: Union[Op, str], job_id: JobId, calls: Sequence[Call]) -> Ou
 
 
 class _Lines:
-    """The non-blank lines of one list call's stderr, sorted by rule 1."""
+    """The non-blank lines of one list call's stderr, sorted by rule 1.
+
+    Rule 1 sorts each line by itself alone, so each DISTINCT line is sorted once (``Counter`` counts
+    them in C, in order of first sight), and where the lines stood is found again only with
+    C-level filters: a stderr of many copies of a few lines, or of a million blank lines
+    (``refusals.stderr_lines`` drops them first), costs about what a short one does."""
 
     def __init__(self, op: Op, allowed: FrozenSet[str], ids: Sequence[str], data: bytes) -> None:
         self.own: Dict[str, List[bytes]] = {}  # each id's own lines, with their newlines
         self.message: Dict[str, Optional[str]] = {}  # an id's one line's message (None: not ASCII)
-        self.unaccounted: List[bytes] = []  # lines no rule explains: silent ids are then unknown
+        self.unaccounted: List[bytes] = []  # lines no rule explains, as chunks: joined, the lines
         self.any_line = False
         self.valid_id_line = False
         self.torn = False  # a non-blank last line without its newline
         known = set(ids)
-        pieces = data.split(b"\n")
+        body = squeezed(data)
+        if _FOR_JOB not in body and not (op in _SUSPEND_OPS and _SUSPEND in body):
+            # No line can be an id's or a suspend line: every line is unaccounted, in order, as is.
+            cut = body.rfind(b"\n") + 1
+            if cut:
+                self.any_line = True
+                self.unaccounted.append(body[:cut])
+            if body[cut:].strip(_BLANK):
+                self.any_line = self.torn = True
+                self.unaccounted.append(body[cut:])
+            return
+        pieces = body.split(b"\n")
         tail = pieces.pop()
-        for piece in pieces:
+        counts = Counter(pieces)
+        loose: Set[bytes] = set()  # distinct lines that are unaccounted where they stand
+        owned: Dict[str, List[bytes]] = {}  # each id's distinct lines, in order of first sight
+        for piece in counts:
             if piece.strip(_BLANK):
-                self._sort(op, allowed, known, piece)
+                self._sort(op, allowed, known, piece, loose, owned)
+        if loose:
+            stood = list(filter(loose.__contains__, pieces))  # in the order they came
+            self.unaccounted.append(b"\n".join(stood) + b"\n")
         if tail.strip(_BLANK):  # a last line without its newline: torn, it may be any id's, cut short
             self.any_line = self.torn = True
             self.unaccounted.append(tail)
+        several: Dict[bytes, str] = {}  # the lines of ids with two distinct lines or more
+        for job, distinct in owned.items():
+            if len(distinct) == 1:
+                self.own[job] = [distinct[0] + b"\n"] * counts[distinct[0]]
+            else:
+                self.own[job] = []
+                several.update(dict.fromkeys(distinct, job))
+        for piece in filter(several.__contains__, pieces):
+            self.own[several[piece]].append(piece + b"\n")
         for job, own in self.own.items():
             if len(own) > 1:  # never for distinct ids (docs/slurm-bulk.md §3.2): nothing is sure
                 self.unaccounted.extend(own)
             elif self.message[job] == UNEXPECTED or self.message[job] in allowed:
                 self.valid_id_line = True
 
-    def _sort(self, op: Op, allowed: FrozenSet[str], known: Set[str], piece: bytes) -> None:
+    def _sort(
+        self, op: Op, allowed: FrozenSet[str], known: Set[str], piece: bytes,
+        loose: Set[bytes], owned: Dict[str, List[bytes]],
+    ) -> None:
         self.any_line = True
-        line = piece + b"\n"
         if op in _SUSPEND_OPS and (piece == _SUSPEND or piece.startswith(_SUSPEND + b":")):
             return  # its text is the last RPC's errno, not any id's (docs/slurm-bulk.md §2.1)
         head, sep, token = piece.rpartition(_FOR_JOB)
         if sep and _JOB_TOKEN.match(token):
             job = token.decode("ascii")
             if job in known:
-                self.own.setdefault(job, []).append(line)
+                owned.setdefault(job, []).append(piece)
                 message = _ascii(head)
-                self.message[job] = message
+                # With one line, its message; with more, the id is unknown whatever they say.
+                self.message.setdefault(job, message)
                 if message != UNEXPECTED and message not in allowed:
-                    self.unaccounted.append(line)
+                    loose.add(piece)
                 return
-        self.unaccounted.append(line)
+        loose.add(piece)
 
 
 def _line_call(
