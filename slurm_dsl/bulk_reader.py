@@ -2,7 +2,7 @@
 
 Strategy: bytes in, one ``Call`` per id out, no I/O; the same strictness as ``reader`` for one id.
 A list call runs as a one-call script: its stderr is framed exactly as §3 and §6 say
-(``frame_list_output``), then read line by line (``read_list_call``).  Each id's ``Call`` is the
+(``frame_list_output``), then read by its lines, each distinct one once (``read_list_call``).  Each id's ``Call`` is the
 one the single reader would build for that id's own evidence, so ``combine.single`` and
 ``combine.requeue`` decide per id (``combine_bulk``); where the evidence is thinner than a single
 call's (a killed call's silent ids, a line nobody owns), the id is unknown, never surer.
