@@ -43,7 +43,6 @@ Never an exception for any stderr or status; a bad op, call number or id list is
 from __future__ import annotations
 
 import re
-from collections import Counter
 from typing import Dict, FrozenSet, List, Mapping, Optional, Sequence, Set, Tuple, Union
 
 from . import combine
@@ -329,10 +328,10 @@ def combine_bulk(op: Union[Op, str], job_id: JobId, calls: Sequence[Call]) -> Ou
 class _Lines:
     """The non-blank lines of one list call's stderr, sorted by rule 1.
 
-    Rule 1 sorts each line by itself alone, so each DISTINCT line is sorted once (``Counter`` counts
-    them in C, in order of first sight), and where the lines stood is found again only with
+    Rule 1 sorts each line by itself alone, so each DISTINCT line is sorted once (``dict.fromkeys``
+    finds them in C, in order of first sight), and where the lines stood is found again only with
     C-level filters: a stderr of many copies of a few lines, or of a million blank lines
-    (``refusals.stderr_lines`` drops them first), costs about what a short one does."""
+    (``refusals.squeezed`` drops them first), costs about what a short one does."""
 
     def __init__(self, op: Op, allowed: FrozenSet[str], ids: Sequence[str], data: bytes) -> None:
         self.own: Dict[str, List[bytes]] = {}  # each id's own lines, with their newlines
@@ -355,10 +354,9 @@ class _Lines:
             return
         pieces = body.split(b"\n")
         tail = pieces.pop()
-        counts = Counter(pieces)
         loose: Set[bytes] = set()  # distinct lines that are unaccounted where they stand
         owned: Dict[str, List[bytes]] = {}  # each id's distinct lines, in order of first sight
-        for piece in counts:
+        for piece in dict.fromkeys(pieces):  # distinct, in order of first sight (in C)
             if piece.strip(_BLANK):
                 self._sort(op, allowed, known, piece, loose, owned)
         if loose:
@@ -367,15 +365,16 @@ class _Lines:
         if tail.strip(_BLANK):  # a last line without its newline: torn, it may be any id's, cut short
             self.any_line = self.torn = True
             self.unaccounted.append(tail)
-        several: Dict[bytes, str] = {}  # the lines of ids with two distinct lines or more
-        for job, distinct in owned.items():
-            if len(distinct) == 1:
-                self.own[job] = [distinct[0] + b"\n"] * counts[distinct[0]]
-            else:
-                self.own[job] = []
-                several.update(dict.fromkeys(distinct, job))
-        for piece in filter(several.__contains__, pieces):
-            self.own[several[piece]].append(piece + b"\n")
+        owner = {piece: job for job, distinct in owned.items() for piece in distinct}
+        lines = list(filter(owner.__contains__, pieces))  # the ids' own lines, in order
+        if len(lines) == len(owner):  # no line twice: an id's lines are its distinct ones
+            self.own = {job: [piece + b"\n" for piece in distinct] for job, distinct in owned.items()}
+        elif len(owner) == 1:  # one line, many times: one id's, all alike
+            self.own = {job: [lines[0] + b"\n"] * len(lines) for job in owned}
+        else:
+            self.own = {job: [] for job in owned}
+            for piece in lines:  # some line twice among several: the ids' lines only, one by one
+                self.own[owner[piece]].append(piece + b"\n")
         for job, own in self.own.items():
             if len(own) > 1:  # never for distinct ids (docs/slurm-bulk.md §3.2): nothing is sure
                 self.unaccounted.extend(own)

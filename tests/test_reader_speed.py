@@ -1,7 +1,7 @@
 """The fast readers give the answers of the plain per-line algorithm (issue 20 item 6).
 
 ``refusals.refusal_message`` and the list reader's line sorting skip blank-line runs in C and
-read each distinct line once.  Here the plain algorithm, one line at a time as SPEC §5 and §11
+read each distinct line once.  Here the plain algorithm, one line at a time as docs/contract.md §5 and §11
 word it (and as the readers did before), is written again, and hypothesis compares the two over
 stderr made of the hostile shapes (blank and whitespace lines, refusal lines, other ids' lines,
 junk, suspend lines, ``\\r\\n`` ends, torn last lines, repeated runs) mixed with random bytes.
@@ -22,7 +22,7 @@ from slurm_dsl import bulk_reader, read_outcome
 from slurm_dsl.model import Op
 from slurm_dsl.refusals import ALLOWED, refusal_message, squeezed
 
-BLANK = b" \t\n\r\x0b\x0c"  # SPEC §5 "non-blank": a line of only ASCII whitespace is blank
+BLANK = b" \t\n\r\x0b\x0c"  # §5 "non-blank": a line of only ASCII whitespace is blank
 SUSPEND_OPS = {Op.HOLD, Op.RELEASE, Op.OPEN}
 UNEXPECTED = "Unexpected message received"
 CALLS = sorted(ALLOWED, key=lambda key: (key[0].value, key[1]))
@@ -84,7 +84,7 @@ STDERR = st.one_of(_stderr(_line_shapes()), _nearly_a_refusal())
 
 
 def naive_refusal(op: Op, number: int, job: str, stderr: bytes) -> Optional[str]:
-    """SPEC §5, one line at a time: every non-blank line is ``<m> for job <id>`` (the job's own id)
+    """docs/contract.md §5, one line at a time: every non-blank line is ``<m> for job <id>`` (the job's own id)
     or, for hold, release and open, ``slurm_suspend error:<m>`` or ``: <m>``; one message on every
     line; at least one ``for job`` line; the message allowed for the call."""
     allowed = ALLOWED.get((op, number))
@@ -115,7 +115,7 @@ def naive_refusal(op: Op, number: int, job: str, stderr: bytes) -> Optional[str]
 
 
 class NaiveLines:
-    """SPEC §11's line rules, one line at a time, with the list reader's facts about them: each
+    """docs/contract.md §11's line rules, one line at a time, with the list reader's facts about them: each
     id's own lines, the lines no rule explains (then the lines of ids with two or more), whether
     any line, a valid id line or a torn last line was seen."""
 
