@@ -2,7 +2,7 @@
 
 Strategy: bytes in, one ``Call`` per id out, no I/O; the same strictness as ``reader`` for one id.
 A list call runs as a one-call script: its stderr is framed exactly as §3 and §6 say
-(``frame_list_output``), then read line by line (``read_list_call``).  Each id's ``Call`` is the
+(``frame_list_output``), then read by its lines, each distinct one once (``read_list_call``).  Each id's ``Call`` is the
 one the single reader would build for that id's own evidence, so ``combine.single`` and
 ``combine.requeue`` decide per id (``combine_bulk``); where the evidence is thinner than a single
 call's (a killed call's silent ids, a line nobody owns), the id is unknown, never surer.
@@ -51,7 +51,7 @@ from .jobid import validate_job_id
 from .model import Call, CallOutcome, Op, Outcome, Reason
 from .plain import described, plain_bytes
 from .reader import nonce_bytes, read_call, read_op, read_outcome, split_status_lines, unknown
-from .refusals import ALLOWED, INVALID_JOB_ID
+from .refusals import ALLOWED, INVALID_JOB_ID, squeezed
 from .statuses import FIXED_OUTCOME, StatusClass, classify, parse_status
 
 JobId = Union[str, int]
@@ -326,46 +326,80 @@ def combine_bulk(op: Union[Op, str], job_id: JobId, calls: Sequence[Call]) -> Ou
 
 
 class _Lines:
-    """The non-blank lines of one list call's stderr, sorted by rule 1."""
+    """The non-blank lines of one list call's stderr, sorted by rule 1.
+
+    Rule 1 sorts each line by itself alone, so each DISTINCT line is sorted once (``dict.fromkeys``
+    finds them in C, in order of first sight), and where the lines stood is found again only with
+    C-level filters: a stderr of many copies of a few lines, or of a million blank lines
+    (``refusals.squeezed`` drops them first), costs about what a short one does."""
 
     def __init__(self, op: Op, allowed: FrozenSet[str], ids: Sequence[str], data: bytes) -> None:
         self.own: Dict[str, List[bytes]] = {}  # each id's own lines, with their newlines
         self.message: Dict[str, Optional[str]] = {}  # an id's one line's message (None: not ASCII)
-        self.unaccounted: List[bytes] = []  # lines no rule explains: silent ids are then unknown
+        self.unaccounted: List[bytes] = []  # lines no rule explains, as chunks: joined, the lines
         self.any_line = False
         self.valid_id_line = False
         self.torn = False  # a non-blank last line without its newline
         known = set(ids)
-        pieces = data.split(b"\n")
+        body = squeezed(data)
+        if _FOR_JOB not in body and not (op in _SUSPEND_OPS and _SUSPEND in body):
+            # No line can be an id's or a suspend line: every line is unaccounted, in order, as is.
+            cut = body.rfind(b"\n") + 1
+            if cut:
+                self.any_line = True
+                self.unaccounted.append(body[:cut])
+            if body[cut:].strip(_BLANK):
+                self.any_line = self.torn = True
+                self.unaccounted.append(body[cut:])
+            return
+        pieces = body.split(b"\n")
         tail = pieces.pop()
-        for piece in pieces:
+        loose: Set[bytes] = set()  # distinct lines that are unaccounted where they stand
+        owned: Dict[str, List[bytes]] = {}  # each id's distinct lines, in order of first sight
+        for piece in dict.fromkeys(pieces):  # distinct, in order of first sight (in C)
             if piece.strip(_BLANK):
-                self._sort(op, allowed, known, piece)
+                self._sort(op, allowed, known, piece, loose, owned)
+        if loose:
+            stood = list(filter(loose.__contains__, pieces))  # in the order they came
+            self.unaccounted.append(b"\n".join(stood) + b"\n")
         if tail.strip(_BLANK):  # a last line without its newline: torn, it may be any id's, cut short
             self.any_line = self.torn = True
             self.unaccounted.append(tail)
+        owner = {piece: job for job, distinct in owned.items() for piece in distinct}
+        lines = list(filter(owner.__contains__, pieces))  # the ids' own lines, in order
+        if len(lines) == len(owner):  # no line twice: an id's lines are its distinct ones
+            self.own = {job: [piece + b"\n" for piece in distinct] for job, distinct in owned.items()}
+        elif len(owner) == 1:  # one line, many times: one id's, all alike
+            self.own = {job: [lines[0] + b"\n"] * len(lines) for job in owned}
+        else:
+            self.own = {job: [] for job in owned}
+            for piece in lines:  # some line twice among several: the ids' lines only, one by one
+                self.own[owner[piece]].append(piece + b"\n")
         for job, own in self.own.items():
             if len(own) > 1:  # never for distinct ids (docs/slurm-bulk.md §3.2): nothing is sure
                 self.unaccounted.extend(own)
             elif self.message[job] == UNEXPECTED or self.message[job] in allowed:
                 self.valid_id_line = True
 
-    def _sort(self, op: Op, allowed: FrozenSet[str], known: Set[str], piece: bytes) -> None:
+    def _sort(
+        self, op: Op, allowed: FrozenSet[str], known: Set[str], piece: bytes,
+        loose: Set[bytes], owned: Dict[str, List[bytes]],
+    ) -> None:
         self.any_line = True
-        line = piece + b"\n"
         if op in _SUSPEND_OPS and (piece == _SUSPEND or piece.startswith(_SUSPEND + b":")):
             return  # its text is the last RPC's errno, not any id's (docs/slurm-bulk.md §2.1)
         head, sep, token = piece.rpartition(_FOR_JOB)
         if sep and _JOB_TOKEN.match(token):
             job = token.decode("ascii")
             if job in known:
-                self.own.setdefault(job, []).append(line)
+                owned.setdefault(job, []).append(piece)
                 message = _ascii(head)
-                self.message[job] = message
+                # With one line, its message; with more, the id is unknown whatever they say.
+                self.message.setdefault(job, message)
                 if message != UNEXPECTED and message not in allowed:
-                    self.unaccounted.append(line)
+                    loose.add(piece)
                 return
-        self.unaccounted.append(line)
+        loose.add(piece)
 
 
 def _line_call(

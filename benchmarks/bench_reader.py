@@ -1,0 +1,88 @@
+"""The strict readers on hostile stderr: MB/s per 1 MiB shape and reader, against the target.
+
+Not a test: it prints figures.  Each shape is ~1 MiB of one kind of line (blank lines, spaces,
+refusal lines, another id's lines, junk, one long line, RS bytes, suspend lines, blank lines
+mixed with junk) followed by a valid status line.  The single reader (``read_outcome``, hold on
+job 5), the list reader (``read_list_output`` on 5 and 6) read the whole output; the list
+reader's own parts (``read_list_call``, ``read_open_list``) read the shape alone.  Each figure is
+the best of ``--rounds`` rounds of ``--seconds`` each (the least disturbed by other load).
+
+    python -m benchmarks.bench_reader [--rounds 5] [--seconds 0.2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from typing import Callable, Dict, Optional, Sequence, Tuple
+
+from slurm_dsl import read_outcome
+from slurm_dsl.bulk_reader import read_list_call, read_list_output, read_open_list
+
+TARGET_MB_S = 100.0  # issue 20 item 6: every 1 MiB shape at least this fast, for every reader
+NONCE = "9f3c2a7b1e4d5f60718293a4b5c6d7e8"
+MIB = 1 << 20
+SHAPES: Dict[str, bytes] = {
+    "blank lines": b"\n" * MIB,
+    "spaces": b" \t" * (MIB // 2),
+    "refusal lines": b"Invalid job id specified for job 5\n" * (MIB // 35),
+    "other id lines": b"Invalid job id specified for job 6\n" * (MIB // 35),
+    "junk lines": b"scontrol: error: x\n" * (MIB // 19),
+    "one long line": b"x" * MIB + b"\n",
+    "RS bytes": b"\x1e\n" * (MIB // 2),
+    "suspend": b"slurm_suspend error: Invalid job id specified\n" * (MIB // 46),
+    "blank and junk": b" \r\n\n\t\nscontrol: error: x\n" * (MIB // 26),
+}
+
+
+def readers(own: bytes) -> Dict[str, Tuple[int, Callable[[], object]]]:
+    """Each reader on one shape, with the bytes it reads: the framed readers read the whole
+    output, the others ``own`` alone."""
+    data = own + f"\x1eDSL {NONCE} call 1 1\n".encode()
+    return {
+        "read_outcome": (len(data), lambda: read_outcome("hold", "5", stderr=data, exit_status=1, nonce=NONCE)),
+        "read_list_output": (len(data), lambda: read_list_output("hold", 1, ["5", "6"], data, 1, NONCE)),
+        "read_list_call": (len(own), lambda: read_list_call("release", 1, ["5", "6"], own, 1)),
+        "read_open_list": (len(own), lambda: read_open_list(["5", "6"], own, 1)),
+    }
+
+
+def mb_per_s(read: Callable[[], object], size: int, rounds: int, seconds: float) -> float:
+    """The best round's MB/s (10^6 bytes a second) of ``read`` over ``size`` bytes."""
+    best = 0.0
+    for _ in range(rounds):
+        runs = 0
+        start = time.perf_counter()
+        while True:
+            read()
+            runs += 1
+            spent = time.perf_counter() - start
+            if spent >= seconds:
+                break
+        best = max(best, size * runs / spent / 1e6)
+    return best
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--seconds", type=float, default=0.2)
+    args = parser.parse_args(argv)
+    names = list(readers(b""))
+    print(f"{'MB/s':16}" + "".join(f"{name:>18}" for name in names))
+    slowest = (float("inf"), "")
+    for shape, own in SHAPES.items():
+        figures = []
+        for name, (size, read) in readers(own).items():
+            figure = mb_per_s(read, size, args.rounds, args.seconds)
+            figures.append(figure)
+            slowest = min(slowest, (figure, f"{shape}, {name}"))
+        print(f"{shape:16}" + "".join(f"{f:18.1f}" for f in figures))
+    verdict = "met" if slowest[0] >= TARGET_MB_S else "NOT met"
+    print(f"slowest: {slowest[0]:.1f} MB/s ({slowest[1]}); target {TARGET_MB_S:g} MB/s {verdict}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
