@@ -18,6 +18,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+# The hostile 1 MiB shapes of issue 20 item 6: the benchmark's own table (each read followed by a
+# valid status line).
+from benchmarks.bench_reader import NONCE, SHAPES
 from slurm_dsl import bulk_reader, read_outcome
 from slurm_dsl.model import Op
 from slurm_dsl.refusals import ALLOWED, refusal_message, squeezed
@@ -209,20 +212,6 @@ def test_list_reader_is_the_per_line_reading(
     assert fast_open == opened and fast_open.unowned == opened.unowned
 
 
-# The hostile 1 MiB shapes of issue 20 item 6, each followed by a valid status line.
-MIB = 1 << 20
-SHAPES = {
-    "blank lines": b"\n" * MIB,
-    "spaces": b" \t" * (MIB // 2),
-    "refusal lines": b"Invalid job id specified for job 5\n" * (MIB // 35),
-    "other id lines": b"Invalid job id specified for job 6\n" * (MIB // 35),
-    "junk lines": b"scontrol: error: x\n" * (MIB // 19),
-    "one long line": b"x" * MIB + b"\n",
-    "RS bytes": b"\x1e\n" * (MIB // 2),
-    "suspend": b"slurm_suspend error: Invalid job id specified\n" * (MIB // 46),
-    "blank and junk": b" \r\n\n\t\nscontrol: error: x\n" * (MIB // 26),
-}
-NONCE = "9f3c2a7b1e4d5f60718293a4b5c6d7e8"
 # Python lines the readers may run on one of those stderrs: a few hundred whatever its size.  The
 # per-line readers ran one iteration or more per stderr line, tens of thousands to a million here.
 LINE_BUDGET = 2000
