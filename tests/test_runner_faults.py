@@ -573,7 +573,9 @@ def test_a_killed_runner_takes_its_hung_call_with_it(bin_dir: Path, shell: str, 
     child, _ = _hanging_runner(bin_dir, shell, op, 60)
     child.kill()
     child.wait()
-    assert _gone_within(str(bin_dir / "hang"), 2.0) < 2.0
+    # Everything of the run, not only the hung call: the guard KILLs the whole group, and a
+    # member (a guard's subshell, whose command line names the fake) may take a moment to go.
+    assert _gone_within(str(bin_dir), 2.0) < 2.0
 
 
 @pytest.mark.parametrize("op", ["hold", "open"])
