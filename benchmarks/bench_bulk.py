@@ -38,8 +38,8 @@ from pathlib import Path
 from typing import Callable, Dict, List
 
 from slurm_dsl import Op
-from slurm_dsl.bulk import run_many
-from slurm_dsl.tracked import Tracker
+from slurm_dsl.run.bulk import run_many
+from slurm_dsl.run.tracked import Tracker
 from tests import lab
 from tests.fakes import write_fake_squeue, write_list_fake
 

@@ -29,10 +29,10 @@ from pathlib import Path
 from typing import Callable, Dict, List
 
 from slurm_dsl import Op, Result
-from slurm_dsl.ledger import LedgerStore
-from slurm_dsl.model import Call, CallOutcome, Outcome
-from slurm_dsl.ops import execute, new_nonce
-from slurm_dsl.tracked import Tracker, current_actor, lease_owner
+from slurm_dsl.core.model import Call, CallOutcome, Outcome
+from slurm_dsl.ledger.base import LedgerStore
+from slurm_dsl.run.calls import execute, new_nonce
+from slurm_dsl.run.tracked import Tracker, current_actor, lease_owner
 from tests.fakes import write_fake
 from tests.ledger_backends import MariaDbServer
 

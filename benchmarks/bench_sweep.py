@@ -22,12 +22,12 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
 from slurm_dsl import Op
-from slurm_dsl.ledger import open_ledger
-from slurm_dsl.lookup import JobInfo
-from slurm_dsl.runner import Completed, run_argv
-from slurm_dsl.squeue_lookup import SqueueLookup
-from slurm_dsl.sweeper import sweep
-from slurm_dsl.tracked import Tracker
+from slurm_dsl.core.jobinfo import JobInfo
+from slurm_dsl.ledger.choose import open_ledger
+from slurm_dsl.lookups.squeue import SqueueLookup
+from slurm_dsl.run.process import Completed, run_argv
+from slurm_dsl.run.sweep import sweep
+from slurm_dsl.run.tracked import Tracker
 from tests import lab
 
 GONE_BASE = 3_000_000  # ids the lab never reaches

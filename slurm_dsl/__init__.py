@@ -7,7 +7,7 @@ rejected only when it certainly is; anything else is unknown.
 """
 
 from .api import hold, open_job, release, requeue, restore, run_op, run_ops
-from .errors import (
+from .core.errors import (
     ConfigError,
     DSLError,
     Expired,
@@ -24,11 +24,11 @@ from .errors import (
     UsageError,
     WholeArray,
 )
-from .jobid import validate_job_id
-from .model import Call, CallOutcome, Op, Outcome, Reason, RequeueBit, Result
-from .ops import execute
-from .reader import read_outcome
-from .script import render
+from .core.jobid import validate_job_id
+from .core.model import Call, CallOutcome, Op, Outcome, Reason, RequeueBit, Result
+from .core.reader import read_outcome
+from .core.script import render
+from .run.calls import execute
 
 __version__ = "0.1.0"
 

@@ -1,3 +1,3 @@
-from .cli import run
+from .admin.cli import run
 
 run()

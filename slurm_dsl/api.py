@@ -21,10 +21,10 @@ from __future__ import annotations
 
 from typing import List, Optional, Sequence, Union
 
-from .deadlines import resolve_deadline
-from .jobid import validate_job_id
-from .model import Op, Outcome
-from .tracked import Tracker
+from .core.jobid import validate_job_id
+from .core.model import Op, Outcome
+from .run.deadlines import resolve_deadline
+from .run.tracked import Tracker
 
 JobId = Union[str, int]
 
@@ -62,7 +62,7 @@ def run_ops(
     before anything ran as ``run_op`` does; a ledger failure once a chunk ran is ``NotRecorded``
     with that chunk's outcomes in ``outcomes`` (earlier chunks are recorded).
     """
-    from .bulk import run_many
+    from .run.bulk import run_many
 
     if isinstance(ledger, Tracker):
         return list(run_many(ledger, op, job_ids, timeout))

@@ -62,7 +62,8 @@ def main(argv: List[str]) -> int:
             wait, rest = True, rest[1:]
         else:
             raise SystemExit(f"unknown option {rest[0]}")
-    from slurm_dsl import cli, tracked
+    from slurm_dsl.admin import cli
+    from slurm_dsl.run import tracked
 
     if slack is not None:
         defaults = tracked.Tracker.__init__.__kwdefaults__

@@ -17,10 +17,10 @@ from contextlib import contextmanager
 from types import ModuleType
 from typing import Any, Iterator, List, Optional, Sequence, Set, Tuple, Type
 
-import slurm_dsl.mariadb_ledger as mariadb_module
-import slurm_dsl.sqlite_ledger as sqlite_module
-from slurm_dsl.errors import DSLError
-from slurm_dsl.ledger import is_url
+import slurm_dsl.ledger.mariadb as mariadb_module
+import slurm_dsl.ledger.sqlite as sqlite_module
+from slurm_dsl.core.errors import DSLError
+from slurm_dsl.ledger.choose import is_url
 
 try:
     import pymysql

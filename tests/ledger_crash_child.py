@@ -1,4 +1,4 @@
-"""A child process for tests/test_ledger.py: writes to a ledger in a loop.
+"""A child process for tests/ledger/test_ledger.py: writes to a ledger in a loop.
 
 Usage:
   ledger_crash_child.py crash PATH FIRST_JOB
@@ -21,8 +21,8 @@ import sys
 import time
 from typing import List, Optional, Tuple
 
-from slurm_dsl.ledger import open_ledger
-from slurm_dsl.model import Call, CallOutcome, Op, Outcome, Reason, RequeueBit, Result
+from slurm_dsl.core.model import Call, CallOutcome, Op, Outcome, Reason, RequeueBit, Result
+from slurm_dsl.ledger.choose import open_ledger
 
 
 def _call(number: int, status: int, outcome: CallOutcome, reason: Optional[Reason] = None) -> Call:

@@ -1,42 +1,84 @@
-"""The layering: the pure core does no I/O, and each edge is the only one of its kind.
+"""The layering by wing (docs/wings.md): the pure core does no I/O, each edge is the only one of
+its kind, the wings depend one way, and no module imports itself round a cycle.
 
-Rule 1: the pure modules (job ids, statuses, the script renderer, refusals, the reader,
-the combination rules, the values, the errors, the ledger's rules) import only a few
-side-effect-free standard modules and each other: no process, file, clock, randomness,
-database or network.  Rule 2: only ``runner`` imports ``subprocess``, only
-``sqlite_ledger`` imports ``sqlite3``, only ``mariadb_ledger`` imports ``pymysql``, only
-``pyslurm_lookup`` imports ``pyslurm``, and only ``cli`` prints.  Checked on the source (the
-AST), so a lazy import inside a function counts too.
+Rule 1: ``slurm_dsl.core`` imports only a few side-effect-free standard modules and itself: no
+process, file, clock, randomness, database or network.  Rule 2: only ``run.process`` imports
+``subprocess``, only the ledger wing imports ``sqlite3`` and ``pymysql``, only
+``lookups.pyslurm`` imports ``pyslurm``, and only ``admin.cli`` prints.  Rule 3: a wing imports
+only the wings below it (core; then lookups and ledger; then run; then admin and the package's
+own api), the lookups' use of the process edge (``run.process``) apart.  Rule 4: no import
+cycle, lazy imports included.  Checked on the source (the AST), so an import inside a function
+counts too.
 """
 
 from __future__ import annotations
 
 import ast
 from pathlib import Path
-from typing import Dict, Set
+from typing import Dict, List, Set
 
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "slurm_dsl"
-PURE = {
-    "jobid", "plain", "statuses", "script", "refusals", "reader", "combine", "model", "errors", "ledger_rules",
-    "bulk_reader", "shown",
-}
+WINGS = ("core", "lookups", "ledger", "run", "admin")
 SIDE_EFFECT_FREE_STDLIB = {
     "__future__", "re", "enum", "dataclasses", "typing", "math", "json", "itertools", "functools"
 }
-ONLY = {"subprocess": "runner", "sqlite3": "sqlite_ledger", "pymysql": "mariadb_ledger", "pyslurm": "pyslurm_lookup"}
+ONLY = {"subprocess": {"run.process"}, "sqlite3": {"ledger.sqlite"}, "pymysql": {"ledger.mariadb"},
+        "pyslurm": {"lookups.pyslurm"}}
+ONLY_WING = {"subprocess": "run", "sqlite3": "ledger", "pymysql": "ledger", "pyslurm": "lookups"}
+# What each wing may import of the package (besides itself); "" is the package's top level.
+MAY_IMPORT = {
+    "core": set(),
+    "lookups": {"core"},
+    "ledger": {"core"},
+    "run": {"core", "lookups", "ledger"},
+    "admin": {"core", "lookups", "ledger", "run", ""},
+    "": {"core", "run", "admin"},
+}
+# The one module a lower wing may take from a higher one: squeue runs through the process edge.
+MAY_ALSO = {"lookups": {"run.process"}}
 
 
-def imports(module: str) -> Set[str]:
-    """Every module ``module`` imports at run time, top level or not (``importlib.import_module``
-    of a literal name too); package modules by their bare name.  ``if TYPE_CHECKING:`` blocks
-    import nothing at run time and are skipped."""
-    tree = ast.parse((PACKAGE / f"{module}.py").read_text())
+def module_names() -> List[str]:
+    """Every module of the package by its name under ``slurm_dsl`` ("core.reader"; a package's
+    ``__init__`` by the package's name, "" for the top level)."""
+    names = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = list(path.relative_to(PACKAGE).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        names.append(".".join(parts))
+    return names
+
+
+def source(name: str) -> Path:
+    as_module = PACKAGE.joinpath(*name.split(".")).with_suffix(".py") if name else None
+    if as_module is not None and as_module.exists():
+        return as_module
+    return PACKAGE.joinpath(*name.split("."), "__init__.py") if name else PACKAGE / "__init__.py"
+
+
+def is_package(name: str) -> bool:
+    return source(name).name == "__init__.py"
+
+
+def imports(name: str) -> Set[str]:
+    """Every module ``name`` imports at run time, top level or not (``importlib.import_module``
+    of a literal name too): the package's own by their name under ``slurm_dsl`` prefixed with
+    ``slurm_dsl.``, others by their top-level name.  ``if TYPE_CHECKING:`` blocks are skipped."""
+    tree = ast.parse(source(name).read_text())
     for node in ast.walk(tree):
         if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
             node.body = []
+    here = name.split(".") if name else []
+    package = here if is_package(name) else here[:-1]
+    known = set(module_names())
     found: Set[str] = set()
+
+    def own(dotted: str) -> None:
+        found.add("slurm_dsl." + dotted if dotted else "slurm_dsl")
+
     for node in ast.walk(tree):
         if (
             isinstance(node, ast.Call)
@@ -48,44 +90,105 @@ def imports(module: str) -> Set[str]:
         ):
             found.add(node.args[0].value.split(".")[0])
         if isinstance(node, ast.Import):
-            found.update(alias.name.split(".")[0] for alias in node.names)
+            for alias in node.names:
+                if alias.name.startswith("slurm_dsl"):
+                    own(alias.name[len("slurm_dsl."):] if "." in alias.name else "")
+                else:
+                    found.add(alias.name.split(".")[0])
         elif isinstance(node, ast.ImportFrom):
-            if node.level == 0:
+            if node.level == 0 and not (node.module or "").startswith("slurm_dsl"):
                 found.add((node.module or "").split(".")[0])
-            elif node.module:
-                found.add(node.module.split(".")[0])
-            else:  # from . import x
-                found.update(alias.name for alias in node.names)
+                continue
+            if node.level == 0:
+                base = (node.module or "").split(".")[1:]
+            else:
+                base = package[: len(package) - (node.level - 1)] + (node.module.split(".") if node.module else [])
+            target = ".".join(base)
+            for alias in node.names:
+                sub = f"{target}.{alias.name}" if target else alias.name
+                own(sub if sub in known else target)  # a module, or a name from a module
     return found
 
 
-def modules() -> Dict[str, Set[str]]:
-    return {p.stem: imports(p.stem) for p in sorted(PACKAGE.glob("*.py")) if p.stem != "__main__"}
+def wing(name: str) -> str:
+    return name.split(".")[0] if name.split(".")[0] in WINGS else ""
 
 
-def test_the_pure_modules_exist() -> None:
-    assert PURE <= set(modules())
+def graph() -> Dict[str, Set[str]]:
+    return {
+        name: {m[len("slurm_dsl."):] if m != "slurm_dsl" else "" for m in imports(name) if m.startswith("slurm_dsl")}
+        for name in module_names()
+    }
 
 
-@pytest.mark.parametrize("module", sorted(PURE))
-def test_a_pure_module_imports_nothing_that_does_io(module: str) -> None:
-    allowed = SIDE_EFFECT_FREE_STDLIB | PURE
-    assert imports(module) - allowed == set()
+def test_the_wings_exist() -> None:
+    assert {wing(name) for name in module_names()} == {"", *WINGS}
+    assert all(is_package(w) for w in WINGS)
 
 
-@pytest.mark.parametrize(("library", "owner"), sorted(ONLY.items()))
-def test_one_module_per_edge(library: str, owner: str) -> None:
-    assert {name for name, found in modules().items() if library in found} == {owner}
+@pytest.mark.parametrize("module", sorted(m for m in module_names() if wing(m) == "core"))
+def test_a_core_module_imports_nothing_that_does_io(module: str) -> None:
+    outside = {m for m in imports(module) if not m.startswith("slurm_dsl")}
+    assert outside - SIDE_EFFECT_FREE_STDLIB == set()
+
+
+@pytest.mark.parametrize("library", sorted(ONLY))
+def test_one_module_per_edge(library: str) -> None:
+    users = {name for name in module_names() if library in imports(name)}
+    assert users == ONLY[library]
+    assert {wing(name) for name in users} == {ONLY_WING[library]}
+
+
+@pytest.mark.parametrize("module", module_names())
+def test_a_wing_imports_only_the_wings_below_it(module: str) -> None:
+    allowed = MAY_ALSO.get(wing(module), set())
+    reached = {wing(target) for target in graph()[module] - allowed} - {wing(module)}
+    assert reached <= MAY_IMPORT[wing(module)], f"{module or 'slurm_dsl'} imports {reached}"
+
+
+def find_cycles(edges: Dict[str, Set[str]]) -> List[List[str]]:
+    """Every cycle a depth-first walk of ``edges`` closes, as the path round it."""
+    state: Dict[str, int] = {}  # 1: on the current path, 2: done
+    cycles: List[List[str]] = []
+
+    def visit(node: str, path: List[str]) -> None:
+        state[node] = 1
+        for nxt in sorted(edges.get(node, ())):
+            if state.get(nxt) == 1:
+                cycles.append([*path[path.index(nxt):], nxt])
+            elif nxt not in state:
+                visit(nxt, [*path, nxt])
+        state[node] = 2
+
+    for start in sorted(edges):
+        if start not in state:
+            visit(start, [start])
+    return cycles
+
+
+def test_the_cycle_finder_finds_cycles() -> None:
+    assert find_cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == [["a", "b", "c", "a"]]
+    assert find_cycles({"a": {"b", "c"}, "b": {"c"}, "c": set()}) == []
+
+
+def test_no_import_cycle() -> None:
+    assert find_cycles(graph()) == []
+
+
+def test_the_wing_packages_import_nothing() -> None:
+    """Importing one module of a wing runs only the wing's ``__init__``: it must stay empty of
+    imports, so that a command pays only for what it uses."""
+    assert {w: imports(w) - {"__future__"} for w in WINGS} == {w: set() for w in WINGS}
 
 
 def test_only_the_cli_prints() -> None:
     printing = set()
-    for path in PACKAGE.glob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text())):
+    for name in module_names():
+        for node in ast.walk(ast.parse(source(name).read_text())):
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "print":
-                printing.add(path.stem)
+                printing.add(name)
             if isinstance(node, ast.Attribute) and node.attr in ("stdout", "stderr") and (
                 isinstance(node.value, ast.Name) and node.value.id == "sys"
             ):
-                printing.add(path.stem)
-    assert printing <= {"cli"}
+                printing.add(name)
+    assert printing <= {"admin.cli"}

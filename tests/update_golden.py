@@ -6,7 +6,7 @@ ids (``render_list``)."""
 from __future__ import annotations
 
 from slurm_dsl import Op, render
-from tests.test_script import GOLDEN, GOLDEN_ARGS, LIST_CALLS, list_golden, render_golden_list
+from tests.core.test_script import GOLDEN, GOLDEN_ARGS, LIST_CALLS, list_golden, render_golden_list
 
 if __name__ == "__main__":
     for op in Op:

@@ -1,4 +1,4 @@
-# slurm-dsl requeue call 3 on 3 jobs: rendered by slurm_dsl.script; runs under dash and bash
+# slurm-dsl requeue call 3 on 3 jobs: rendered by slurm_dsl.core.script; runs under dash and bash
 # Set by the runner's TERM at the deadline: from then on no call starts (75).
 stopped=0; trap 'stopped=1' TERM
 PATH=/usr/sbin:/usr/bin:/sbin:/bin; export PATH

@@ -19,12 +19,12 @@ from typing import Dict, List, Optional, Tuple
 import pytest
 
 from slurm_dsl import Op, RequeueBit, Result
-from slurm_dsl.bulk import run_many
-from slurm_dsl.ledger import open_ledger
-from slurm_dsl.model import Outcome
-from slurm_dsl.squeue_lookup import SqueueLookup
-from slurm_dsl.sweeper import sweep
-from slurm_dsl.tracked import Tracker
+from slurm_dsl.core.model import Outcome
+from slurm_dsl.ledger.choose import open_ledger
+from slurm_dsl.lookups.squeue import SqueueLookup
+from slurm_dsl.run.bulk import run_many
+from slurm_dsl.run.sweep import sweep
+from slurm_dsl.run.tracked import Tracker
 from tests import lab
 from tests.fakes import descendants
 
@@ -191,8 +191,8 @@ def test_an_unreachable_controller_costs_one_ping_not_seconds_per_id(
 
 CHILD = """
 import sys, time
-from slurm_dsl.bulk import run_many
-from slurm_dsl.tracked import Tracker
+from slurm_dsl.run.bulk import run_many
+from slurm_dsl.run.tracked import Tracker
 with Tracker(sys.argv[1], scontrol="/usr/bin/scontrol", lease_slack=0.5) as t:
     print("go", flush=True)
     for _ in run_many(t, "requeue", sys.argv[2:], 5.0):

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from slurm_dsl.cli import main
+from slurm_dsl.admin.cli import main
 
 pytestmark = pytest.mark.integration
 

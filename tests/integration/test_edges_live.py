@@ -15,10 +15,10 @@ from typing import List, Tuple
 import pytest
 
 from slurm_dsl import Op, RequeueBit, Result
-from slurm_dsl.ledger import open_ledger
-from slurm_dsl.squeue_lookup import SqueueLookup
-from slurm_dsl.sweeper import Done, sweep
-from slurm_dsl.tracked import Tracker, WholeArray
+from slurm_dsl.ledger.choose import open_ledger
+from slurm_dsl.lookups.squeue import SqueueLookup
+from slurm_dsl.run.sweep import Done, sweep
+from slurm_dsl.run.tracked import Tracker, WholeArray
 from tests import lab
 from tests.integration.test_sweeper_live import mark_unknown
 

@@ -33,11 +33,12 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 import pytest
 
 from slurm_dsl import Op, RequeueBit, Result
-from slurm_dsl.errors import LedgerError, NotRecorded
-from slurm_dsl.ledger import HistoryEntry, open_ledger
-from slurm_dsl.model import Outcome
-from slurm_dsl.ops import new_nonce
-from slurm_dsl.tracked import Tracker
+from slurm_dsl.core.errors import LedgerError, NotRecorded
+from slurm_dsl.core.model import Outcome
+from slurm_dsl.ledger.base import HistoryEntry
+from slurm_dsl.ledger.choose import open_ledger
+from slurm_dsl.run.calls import new_nonce
+from slurm_dsl.run.tracked import Tracker
 from tests import lab
 from tests.integration.test_bulk_live import calls, shim
 from tests.integration.test_sweeper_live import crash

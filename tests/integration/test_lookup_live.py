@@ -13,9 +13,9 @@ from typing import List
 
 import pytest
 
-from slurm_dsl.lookup import JobInfo, LookupFailed
-from slurm_dsl.lookup_choice import default_lookup
-from slurm_dsl.squeue_lookup import SqueueLookup, parse_slurm_version, slurm_version
+from slurm_dsl.core.jobinfo import JobInfo, LookupFailed
+from slurm_dsl.lookups.choose import default_lookup
+from slurm_dsl.lookups.squeue import SqueueLookup, parse_slurm_version, slurm_version
 from tests import lab
 
 pytestmark = pytest.mark.integration

@@ -15,11 +15,11 @@ from typing import Dict, List
 import pytest
 
 from slurm_dsl import Op, RequeueBit, Result
-from slurm_dsl.ledger import open_ledger
-from slurm_dsl.model import Outcome
-from slurm_dsl.squeue_lookup import SqueueLookup
-from slurm_dsl.sweeper import Done, sweep
-from slurm_dsl.tracked import Tracker
+from slurm_dsl.core.model import Outcome
+from slurm_dsl.ledger.choose import open_ledger
+from slurm_dsl.lookups.squeue import SqueueLookup
+from slurm_dsl.run.sweep import Done, sweep
+from slurm_dsl.run.tracked import Tracker
 from tests import lab
 from tests.fakes import descendants
 from tests.integration.test_bulk_live import calls, shim
@@ -30,7 +30,7 @@ pytestmark = pytest.mark.integration
 CRASHES = 50
 REQUEUE_CHILD = """
 import sys, time
-from slurm_dsl.tracked import Tracker
+from slurm_dsl.run.tracked import Tracker
 with Tracker(sys.argv[1], scontrol="/usr/bin/scontrol", lease_slack=0.5) as t:
     print("go", flush=True)
     t.run("requeue", sys.argv[2], time.time() + 2)
@@ -100,9 +100,9 @@ def mark_unknown(path: str, job: str) -> None:
 
 SWEEP_CHILD = """
 import sys
-from slurm_dsl.squeue_lookup import SqueueLookup
-from slurm_dsl.sweeper import sweep
-from slurm_dsl.tracked import Tracker
+from slurm_dsl.lookups.squeue import SqueueLookup
+from slurm_dsl.run.sweep import sweep
+from slurm_dsl.run.tracked import Tracker
 with Tracker(sys.argv[1], scontrol="/usr/bin/scontrol") as t:
     for _ in range(int(sys.argv[2])):
         report = sweep(t, SqueueLookup())
@@ -110,7 +110,7 @@ with Tracker(sys.argv[1], scontrol="/usr/bin/scontrol") as t:
 """
 OPS_CHILD = """
 import sys, time
-from slurm_dsl.tracked import Tracker
+from slurm_dsl.run.tracked import Tracker
 with Tracker(sys.argv[1], scontrol="/usr/bin/scontrol") as t:
     for job in sys.argv[2:]:
         print(job, t.run("requeue", job, time.time() + 10).result.value, flush=True)
@@ -195,7 +195,7 @@ def test_a_forged_job_name_does_not_fool_the_sweep(tmp_path: Path, name: str, re
 
 def test_cli_sweep_runs_one_at_a_time(tmp_path: Path) -> None:
     path = str(tmp_path / "ledger.sqlite3")
-    from slurm_dsl.sweeper import SweepLock
+    from slurm_dsl.run.sweep import SweepLock
 
     with SweepLock(path):
         done = subprocess.run([sys.executable, "-m", "slurm_dsl", "sweep", "--ledger", path], capture_output=True,

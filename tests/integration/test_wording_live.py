@@ -1,12 +1,12 @@
 """Slurm's wording on the running major, live: what the reader's allow-lists rest on.
 
-The reader's allow-lists (slurm_dsl/refusals.py) are exact strings, and Slurm's wording moves
+The reader's allow-lists (slurm_dsl/core/refusals.py) are exact strings, and Slurm's wording moves
 between majors. CI runs this file on 22.05 (Debian 12), 24.11 (Debian 13) and 26.05 (Debian sid;
 contrib/lab/chroot), so that a wording change turns a run red instead of turning a site's
 refusals into ``unknown``:
 
 * every refusal message the reader allows for a call (``refusals.ALLOWED``) is provoked with that
-  very call (the argv of ``slurm_dsl.script.CALLS``; open is a bare ``release``), must come back
+  very call (the argv of ``slurm_dsl.core.script.CALLS``; open is a bare ``release``), must come back
   byte for byte in the form this major prints, and must be read as that refusal; or it is in
   ``NOT_OBSERVED``, with why the lab cannot provoke it;
 * where the form differs between majors, the exact bytes per major: the ``slurm_suspend error``
@@ -22,8 +22,8 @@ from typing import Callable, Dict, Iterator, List, Optional, Tuple
 
 import pytest
 
-from slurm_dsl.model import Op
-from slurm_dsl.refusals import (
+from slurm_dsl.core.model import Op
+from slurm_dsl.core.refusals import (
     ACCESS_DENIED,
     ALLOWED,
     ALREADY_FINISHED,
@@ -37,7 +37,7 @@ from slurm_dsl.refusals import (
     CallKey,
     refusal_message,
 )
-from slurm_dsl.script import CALLS
+from slurm_dsl.core.script import CALLS
 from tests import lab
 
 pytestmark = pytest.mark.integration

@@ -1,7 +1,7 @@
 """A fake ``pyslurm``: exactly the surface in docs/pyslurm.md, over an in-memory job table.
 
 No pyslurm on PyPI builds against Debian's Slurm (22.05, 24.11), so tests of
-slurm_dsl.pyslurm_lookup import this instead (put ``tests/fake_pyslurm`` first
+slurm_dsl.lookups.pyslurm import this instead (put ``tests/fake_pyslurm`` first
 on ``sys.path`` and import ``pyslurm`` afresh).  Chosen at import time from the
 environment:
 

@@ -1,0 +1,211 @@
+"""``slurm-dsl doctor``: is this controller ready for slurm-dsl?
+
+Each check is one line an admin can act on: ``ok``, ``warn`` (works, but not as a
+site running slurm-dsl should) or ``fail`` (operations or sweeps cannot work).
+Checks: the scontrol to run; the wrapper (/bin/sh running the script's own
+``call`` on a probe: trap TERM, a call in the background and wait, the
+runner's TERM at a deadline); slurmctld answering ``scontrol ping``;
+the Slurm version and which lookup the sweeper will use; ``JobRequeue=0`` and
+the job_submit companion (``scontrol show config``); the ledger; who is asking.
+``parse_config`` is pure; the rest runs through ``runner`` and ``ledger``.
+
+The ledger's checks depend on its backend.  An SQLite file is opened (created and migrated if
+need be) and its mode looked at.  A MariaDB URL is looked at without writing anything
+(``mariadb_ledger.probe``): the option file (``ledger-cnf``: a regular file of this uid or
+root, readable by nobody else), the server (``ledger-db``: reachable within the connect and
+read timeouts, its version), its clock against this host's (``ledger-time``: leases and
+back-offs use the server's, so an offset is no fault, but an admin wants to see it), and the
+schema (``ledger``): empty or older is a warning (the next slurm-dsl to open it migrates it),
+newer a failure.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import stat
+from dataclasses import dataclass
+from typing import Dict, List, Optional
+
+from ..core.errors import ConfigError, DSLError
+from ..core.jobinfo import LookupFailed
+from ..core.script import PROBE_STATUS, PROBE_STDERR, render_probe
+from ..ledger.choose import is_url, open_ledger, sqlite_path
+from ..lookups.choose import make_lookup
+from ..lookups.squeue import SqueueLookup, slurm_version
+from ..run import process as runner
+from ..run.binaries import find_scontrol, find_squeue
+
+OK, WARN, FAIL = "ok", "warn", "fail"
+CHECK_TIMEOUT = 20.0  # seconds each check may take
+PROBE_DEADLINE = 0.5  # seconds: the wrapper probe's call 1 is long done by then, its call 2 still asleep
+CLOCK_WARN = 60.0  # seconds between this host's clock and a MariaDB ledger server's worth a warning
+DB_BUSY_TIMEOUT = 1.0  # the probe's lock wait, so its read timeout is this + mariadb_ledger.READ_SLACK
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    status: str
+    detail: str
+
+    def to_json(self) -> Dict[str, str]:
+        return {"check": self.name, "status": self.status, "detail": self.detail}
+
+
+def parse_config(text: str) -> Dict[str, str]:
+    """``scontrol show config`` lines ``Key = value`` as a dict."""
+    config: Dict[str, str] = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        if sep and key.strip() and " " not in key.strip():
+            config[key.strip()] = value.strip()
+    return config
+
+
+def run_checks(
+    scontrol: Optional[str], squeue: Optional[str], ledger_path: str, lookup_kind: str = "auto"
+) -> List[Check]:
+    checks: List[Check] = []
+    path = find_scontrol(scontrol)
+    squeue = find_squeue(squeue, path)
+    if os.access(path, os.X_OK):
+        checks.append(Check("scontrol", OK, path))
+    else:
+        checks.append(Check("scontrol", FAIL, f"{path} is missing or not executable (--scontrol PATH)"))
+    checks.append(_wrapper_check())
+    ping = runner.run_argv((path, "ping"), timeout=CHECK_TIMEOUT)
+    up = ping.returncode == 0 and b" is UP" in ping.stdout and not ping.pipes_held
+    text = (ping.stdout or ping.stderr).decode("utf-8", "replace").strip().splitlines()
+    said = text[0] if text else f"scontrol ping exited {ping.returncode}"
+    if ping.pipes_held:
+        said = f"scontrol ping's output was still held open after it exited (a process that left its session?): {said}"
+    checks.append(Check("slurmctld", OK if up else FAIL, said))
+    try:
+        version = slurm_version(squeue)
+        checks.append(Check("slurm", OK, f"Slurm {version[0]}.{version[1]:02d} ({squeue} --version)"))
+    except LookupFailed as exc:
+        checks.append(Check("slurm", FAIL, f"cannot tell the Slurm version: {exc.reason}"))
+    try:
+        lookup = make_lookup(lookup_kind, squeue)
+        how = f"{squeue} -r -O" if isinstance(lookup, SqueueLookup) else f"{type(lookup).__name__}"
+        checks.append(Check("lookup", OK, f"--lookup {lookup_kind}: sweeps look jobs up with {lookup.name} ({how})"))
+    except ConfigError as exc:
+        checks.append(Check("lookup", FAIL, str(exc)))
+    checks += _config_checks(path) if up else []
+    checks += _ledger_checks(ledger_path)
+    if os.geteuid() == 0:
+        checks.append(Check("caller", OK, "root"))
+    else:
+        checks.append(Check("caller", WARN, f"uid {os.geteuid()}: lookups may not see every job, and restores of other"
+                            " users' jobs are refused; run as root or the SlurmUser"))
+    return checks
+
+
+def _wrapper_check() -> Check:
+    """Run the wrapper's own ``call`` on a probe (``script.render_probe``) to a short deadline:
+    a call's own status, 124 for the one the runner's TERM cuts short, 75 for the next."""
+    probe = runner.run_script(render_probe(), timeout=PROBE_DEADLINE)
+    if (probe.stderr, probe.returncode, probe.timed_out, probe.pipes_held) == (PROBE_STDERR, PROBE_STATUS, True, False):
+        return Check("wrapper", OK, "/bin/sh traps the deadline's TERM: calls 1 3, 2 124 (stopped), 3 75 (not started)")
+    got = probe.stderr.replace(b"\x1e", b"<RS>").decode("utf-8", "replace").strip().replace("\n", " | ")
+    return Check("wrapper", FAIL, f"the deadline wrapper does not work under /bin/sh: exit {probe.returncode},"
+                 f" stderr {got[:300]!r}; want calls 1 3, 2 124, 3 75")
+
+
+def _config_checks(scontrol: str) -> List[Check]:
+    done = runner.run_argv((scontrol, "show", "config"), timeout=CHECK_TIMEOUT)
+    if done.returncode != 0 or done.pipes_held:
+        return [Check("config", WARN, "scontrol show config failed")]
+    config = parse_config(done.stdout.decode("utf-8", "replace"))
+    checks = []
+    if config.get("JobRequeue") == "0":
+        checks.append(Check("JobRequeue", OK, "0: jobs default to Requeue=0"))
+    else:
+        value = config.get("JobRequeue", "?")
+        checks.append(Check("JobRequeue", WARN, f"{value}: jobs default to Requeue=1, so a job at Requeue=1 is not"
+                            " necessarily one a requeue left set (sweep --orphans is not meaningful)"))
+    plugins = config.get("JobSubmitPlugins", "")
+    if "lua" in plugins.split(","):
+        checks.append(Check("job_submit", OK, "lua (is it contrib/slurm/job_submit.lua? see contrib/README.md)"))
+    else:
+        checks.append(Check("job_submit", WARN, f"JobSubmitPlugins={plugins or '(null)'}: users can set Requeue=1;"
+                            " install contrib/slurm/job_submit.lua"))
+    return checks
+
+
+def _ledger_checks(location: str) -> List[Check]:
+    return _mariadb_checks(location) if is_url(location) else [_sqlite_check(location)]
+
+
+def _not_clear(detail: str, not_clear: int) -> Check:
+    return Check("ledger", OK if not not_clear else WARN, detail + ("" if not not_clear else ": run slurm-dsl sweep"))
+
+
+def _sqlite_check(location: str) -> Check:
+    path = sqlite_path(location)
+    try:
+        with open_ledger(location) as ledger:
+            version = ledger.schema_version()
+            not_clear = ledger.count_not_clear()
+        # What open lets through: a file others may read (the history shows every job's operations).
+        mode = stat.S_IMODE(os.lstat(path).st_mode)
+    except DSLError as exc:
+        # open refuses a ledger or directory another account could write or own (a symlink, a
+        # foreign owner, group/world-writable), and its message says the fix.
+        return Check("ledger", FAIL, str(exc))
+    except OSError as exc:  # removed or replaced since: whatever it is now is not checked
+        return Check("ledger", FAIL, f"{path}: {exc.strerror}")
+    detail = f"{path} (schema {version}, {not_clear} object(s) not clear)"
+    if mode & 0o077:
+        return Check("ledger", WARN, f"{detail}: mode {mode:04o}, should be 0600 (chmod 600 {shlex.quote(path)})")
+    return _not_clear(detail, not_clear)
+
+
+def _mariadb_checks(url: str) -> List[Check]:
+    """The option file, the server, its clock and the schema, each a line; the first failure
+    ends them (what follows could not be looked at).  Nothing is written to the database."""
+    from ..ledger import mariadb
+
+    try:
+        where = mariadb.parse_url(url)
+    except ConfigError as exc:
+        return [Check("ledger", FAIL, str(exc))]
+    cnf = where.option_file
+    try:
+        mariadb.read_option_file(cnf)  # its checks: a regular file of ours or root's, 0600/0400
+        st = os.stat(cnf)
+    except ConfigError as exc:
+        return [Check("ledger-cnf", FAIL, str(exc))]
+    except OSError as exc:
+        return [Check("ledger-cnf", FAIL, f"option file {cnf}: {exc.strerror}")]
+    checks = [Check("ledger-cnf", OK, f"{cnf}: a regular file of uid {st.st_uid}, mode {stat.S_IMODE(st.st_mode):04o}")]
+    try:
+        found = mariadb.probe(url, busy_timeout=DB_BUSY_TIMEOUT)
+    except DSLError as exc:  # unreachable, refused, no such database; or no PyMySQL
+        return [*checks, Check("ledger-db", FAIL, str(exc))]
+    rtt = (found.after - found.before) * 1000
+    checks.append(Check("ledger-db", OK, f"{where.url}: server {found.version} (answered in {rtt:.1f} ms)"))
+    offset = found.clock_offset
+    how = (f"{abs(offset):.2f} s {'ahead of' if offset >= 0 else 'behind'} this host's"
+           f" (give or take {rtt / 2:.1f} ms)")
+    if abs(offset) > CLOCK_WARN:
+        checks.append(Check("ledger-time", WARN, f"the server's clock is {how}: leases and back-offs use the"
+                            " server's, so they still agree, but times in logs and history will not match"
+                            " this host's; check NTP on both"))
+    else:
+        checks.append(Check("ledger-time", OK, f"the server's clock is {how} (leases and back-offs use the server's)"))
+    current = len(mariadb.MIGRATIONS)
+    detail = f"{where.url} (schema {found.schema}"
+    if found.schema == 0:
+        checks.append(Check("ledger", WARN, f"{detail}): database {where.database} is empty: the first slurm-dsl"
+                            " to open it creates the ledger's tables"))
+    elif found.schema < current:
+        checks.append(Check("ledger", WARN, f"{detail}, older than this slurm-dsl's {current}): the next slurm-dsl"
+                            " to open it migrates it"))
+    elif found.schema > current or found.not_clear is None:
+        checks.append(Check("ledger", FAIL, f"{detail}, newer than this slurm-dsl's {current}): upgrade slurm-dsl"
+                            " on this host"))
+    else:
+        checks.append(_not_clear(f"{detail}, {found.not_clear} object(s) not clear)", found.not_clear))
+    return checks

@@ -1,0 +1,355 @@
+"""Rendering the deadline-wrapped POSIX sh script of an operation (docs/contract.md §2, §3).
+
+Contract: ``render`` is a pure function of (op, job id, deadline, nonce,
+scontrol path, expired); ``render_list`` the same for ONE call of an op on a
+list of job ids (the bulk path, docs/contract.md §11).  The scripts run under
+dash and bash.  A script keeps no clock: the runner is the deadline's clock
+(``ops.run_wrapped``: ``runner.run_script`` with the time left), and at the
+deadline sends TERM to the script's process group, then KILL ``KILL_GRACE``
+seconds later.  The deadline is in the script as a comment only.
+
+- Given the runner's lifeline fd and backstop seconds as ``$1`` and ``$2`` (``sh -s FD S``), the
+  script starts its guards right after the trap and ``PATH``: they KILL its whole process group
+  when the runner dies (the lifeline reads EOF) or when the backstop elapses (a frozen runner).
+  Run by hand, with no arguments, it starts none (``GUARD`` says how they work).
+- The first command traps TERM into a flag (``stopped``).  A call starts only
+  while the flag is clear; otherwise it gets status 75 and does not run.
+  ``expired=True`` renders the flag already set: every call gets 75, nothing
+  starts (for a deadline that passed before the script was started).
+- Only the script says a call was not started (docs/contract.md §4): before
+  starting one it checks that scontrol exists (else 127) and is an executable
+  regular file (else 126; a directory, a device, no execute permission), and the
+  call is not started.  A started call whose own status is 75, 126 or 127 (a
+  site wrapper behind ``--scontrol`` whose own command was missing or timed out,
+  or a file gone between the check and its exec, where the shell's fork gives
+  127 or 126) reports 125: it may have acted.
+- A call runs in the background (``"$scontrol" "$@" </dev/null &``) and the
+  script waits for it, so the TERM ends the wait at once.  A call still running
+  when the flag is set is sent TERM (it had the runner's too: same process
+  group), reaped, and reported as 124: stopped at the deadline, it may have
+  reached slurmctld.  A call that ignores TERM keeps the script waiting until
+  the runner's KILL.  A call that ended before the flag was set reports its own
+  status, even if the TERM comes before its status line is printed.
+- After each call it prints ``<RS>DSL <nonce> call <i> <status>`` on stderr; the
+  script exits with the last call's status.  After the runner's KILL nothing
+  more is printed: the status lines of the call it cut short and of any later
+  call are missing, and the output reads unknown (``ops.execute`` says
+  ``timed_out``; the reader alone says no status line, wrong calls, or an exit
+  status that does not match).
+
+The races, and what each gives:
+
+- TERM before the trap is set (the shell's first milliseconds): the shell dies
+  of it and prints nothing; no call had started.  ``ops.run_wrapped`` sees the
+  shell killed by TERM with nothing said and runs the script again rendered
+  ``expired``: 75s, not a bare unknown.
+- TERM between the flag check and the call's start: the flag is already set
+  once the call is started, and the call never got the TERM (it started after
+  it).  A TERM sent now would land before its exec, in the shell's own handler
+  it still runs, and be lost; so the script sends KILL, reaps it and reports
+  124: it may have started.
+- TERM during the wait: the wait returns 143 with the flag set: 124.  (Should
+  the runner's TERM land in the call's own fork-to-exec window, the call loses
+  it, and very likely the script's TERM as well: it then runs on to its end,
+  still 124, or until the runner's KILL.)
+- TERM after the wait returned the call's status but before its status line:
+  the flag is set, the status stays the call's own (a call that itself died of
+  TERM, 143, then reads 124: unknown either way).  Later calls get 75.
+- TERM before the guards' subshell ignores it (the shell's first milliseconds, the subshell
+  running beside the script): the subshell dies and the run has no guards.  The runner that sent
+  the TERM is alive and keeps its KILL; only its death in that grace could leave a call running.
+- The flag is only ever set, never cleared; a trap action keeps ``$?``.
+
+Text on stderr before a status line is the call's own: the shell's own line
+about a call killed by a signal (dash ``Terminated``, bash ``line N: PID
+Segmentation fault ...``), printed by the waits, goes to /dev/null.  Only bash,
+when the call dies of a signal before the wait has begun (microseconds after
+its start), prints it on stderr, as call text; a call killed by a signal reads
+unknown whatever its text (docs/contract.md §4).
+
+Every value from outside is copied to a plain built-in (``plain``: a subclass's
+own methods never run), validated and single-quoted; the job ids also pass §1.
+scontrol's stdin is /dev/null: the script itself arrives on the shell's stdin.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import List, Optional, Sequence, Set, Tuple, Union
+
+from .errors import InvalidInput
+from .jobid import validate_job_id
+from .model import Op
+from .plain import plain_float, plain_str
+
+KILL_GRACE = 1  # seconds between the runner's TERM at the deadline and its KILL
+MAX_ARG_BYTES = 131071  # the longest single argument execve takes (MAX_ARG_STRLEN less its NUL)
+_NONCE = re.compile(r"[0-9a-f]{32,}\Z", re.ASCII)
+
+# The argv (after the scontrol path) of each call of each wrapped op, by call number.
+# ``{j}`` is the job id (or, for ``render_list``, the ids joined with ","); docs/contract.md §1.
+CALLS = {
+    Op.HOLD: ((1, ("hold", "{j}")),),
+    Op.RELEASE: ((1, ("release", "{j}")),),
+    Op.RESTORE: ((1, ("update", "JobId={j}", "Requeue=0")),),
+    Op.REQUEUE: (
+        (1, ("update", "JobId={j}", "Requeue=1")),
+        (2, ("requeue", "{j}")),
+        (3, ("update", "JobId={j}", "Requeue=0")),
+    ),
+}
+
+# The guards every run starts before anything else (docs/contract.md §2), from the runner's two
+# values, ``$1`` and ``$2`` (never text from outside): two background subshells in the script's
+# process group that ignore the deadline's TERM (so does the backstop's ``sleep``: an ignored
+# signal stays ignored across exec) and hold none of the runner's pipes (stdin, stdout, stderr on
+# /dev/null: the runner's EOF wait and the script's own stdin are not theirs).
+# - The lifeline: fd ``$1`` is the read end of a pipe whose only write end the runner holds for the
+#   run's whole life.  Nothing is ever written to it, so ``read`` (a builtin) returns only at EOF:
+#   when the kernel closes the runner's end, whatever killed it (SIGKILL included), or when the
+#   runner closes it after the run.  Then the whole group is KILLed: the script, its calls and the
+#   other guard.  It is opened as /dev/fd/N because dash takes no fd above 9 in ``<&N`` and the
+#   runner cannot choose the number; should the open fail (no /proc), ``read`` fails and the group
+#   is KILLed at once: no run goes on without its lifeline.
+# - The backstop: a runner that is alive but frozen (SIGSTOP, Ctrl-Z: the script has a session of
+#   its own, so it goes on) sends no TERM.  ``$2`` whole seconds after the start, past the
+#   runner's KILL, the group is KILLed anyway, so a lease that outlasts it outlasts every call.
+# Both are started by a subshell that exits at once, so neither is a child of the script: bash's
+# ``wait PID``, when the deadline's TERM and its call's exit come together, may go on waiting for
+# any other child of the script (bash 5.2: about one run in 25 then waited for a guard until the
+# KILL).  They stay in the script's process group all the same.  That subshell runs in the
+# background, with /dev/null set by the script around its fork (a redirection of a brace group),
+# so the script does not wait for it and no fork ever holds the runner's pipes: some 0.2 ms a run.
+# On a normal end the runner KILLs the group's stragglers when the script exits: the guards too.
+GUARD = (
+    "{ ( trap '' TERM; (read -r _ </dev/fd/\"$1\"; kill -KILL 0) & (sleep \"$2\"; kill -KILL 0) & ) & }"
+    " </dev/null >/dev/null 2>&1"
+)
+
+_PRELUDE = r"""# call NUMBER ARGS...: run scontrol ARGS unless the deadline has passed, then print its status line.
+call() {
+  number=$1; shift
+  if [ "$stopped" -eq 1 ]; then
+    # The deadline has passed: the call is not started.
+    status=75
+  elif [ ! -e "$scontrol" ]; then
+    # No such file (or a symlink to nothing): the call is not started.
+    status=127
+  elif [ ! -f "$scontrol" ] || [ ! -x "$scontrol" ]; then
+    # A directory, a device or a file we may not execute: exec would fail, so it is not started.
+    status=126
+  else
+    # Start it in the background, so that the runner's TERM at the deadline ends the wait at once.
+    "$scontrol" "$@" </dev/null &
+    pid=$!
+    if [ "$stopped" -eq 1 ]; then
+      # The TERM came as it was started, so it never got one, and a TERM before its exec is lost: KILL.
+      kill -KILL "$pid" 2>/dev/null; status=143
+    else
+      # Wait for it; a wait the TERM cuts short returns 143.  (The waits' stderr is the shell's own.)
+      wait "$pid" 2>/dev/null; status=$?
+      # 75, 126 and 127 say "not started", which only this script may say: a started call (a site
+      # wrapper, or a file gone between the check and its exec) that exits so failed: 125.
+      case $status in 75|126|127) status=125 ;; esac
+    fi
+    # Still running when the TERM came: TERM it (its group got one too), reap it, and report 124.
+    if [ "$stopped" -eq 1 ] && [ "$status" -eq 143 ]; then
+      kill -TERM "$pid" 2>/dev/null
+      wait "$pid" 2>/dev/null
+      status=124
+    fi
+  fi
+  # The status line on stderr: RS, "DSL", the nonce, the call number, its status.
+  printf '\036DSL %s call %s %s\n' "$nonce" "$number" "$status" >&2
+}
+"""
+
+# Which calls run is fixed by docs/contract.md §2: requeue's call 2 only after call 1 exited 0,
+# call 3 in every case except when call 1 got 75.  Each step says what it does.
+_BODY = {
+    1: "call 1 {args}\n",
+    2: '[ "$first" -ne 0 ] || call 2 {args}\n',
+    3: '[ "$first" -eq 75 ] || call 3 {args}\n',
+}
+_STEP = {
+    (Op.HOLD, 1): "hold the job",
+    (Op.RELEASE, 1): "release the job",
+    (Op.RESTORE, 1): "clear the job's Requeue flag",
+    (Op.REQUEUE, 1): "1: set the job's Requeue flag",
+    (Op.REQUEUE, 2): "2: requeue the job, only if call 1 succeeded",
+    (Op.REQUEUE, 3): "3: clear the Requeue flag again, unless call 1 never started",
+}
+# The one call of a list script; which ids it gets is the bulk path's (docs/contract.md §11).
+_LIST_STEP = {
+    (Op.HOLD, 1): "hold the jobs",
+    (Op.RELEASE, 1): "release the jobs",
+    (Op.RESTORE, 1): "clear the jobs' Requeue flags",
+    (Op.REQUEUE, 1): "requeue's call 1: set the jobs' Requeue flags",
+    (Op.REQUEUE, 2): "requeue's call 2: requeue the jobs",
+    (Op.REQUEUE, 3): "requeue's call 3: clear the jobs' Requeue flags again",
+}
+
+
+def quote(value: str) -> str:
+    """Single-quote ``value`` for POSIX sh (the ``shlex.quote`` rule, always quoting)."""
+    return "'" + plain_str(value, "script value").replace("'", "'\"'\"'") + "'"
+
+
+def call_argv(op: Op, job_id: str) -> Tuple[Tuple[int, Tuple[str, ...]], ...]:
+    """Each call's number and scontrol arguments for a wrapped op."""
+    job_id = validate_job_id(job_id)
+    return tuple((number, tuple(a.format(j=job_id) for a in args)) for number, args in CALLS[op])
+
+
+def list_argv(op: Op, number: int, job_ids: Sequence[Union[str, int]]) -> Tuple[str, ...]:
+    """The scontrol arguments of call ``number`` of ``op`` on ``job_ids``, joined with "," in
+    one argument (``hold 1,2,3``; ``update JobId=1,2,3 Requeue=1``, one ``JobId=``).  Raises
+    ``InvalidInput`` for a bad op, call number or id, a duplicate id, no ids, or an argument
+    over ``MAX_ARG_BYTES`` (docs/slurm-bulk.md §1)."""
+    return _list_call(_wrapped(op), number, job_ids)[1]
+
+
+def _list_call(op: Op, number: int, job_ids: Sequence[Union[str, int]]) -> Tuple[int, Tuple[str, ...], int]:
+    """(call number, scontrol arguments, how many ids) of one list call; see ``list_argv``."""
+    if isinstance(number, bool) or not isinstance(number, int) or not issubclass(type(number), int):
+        raise InvalidInput(f"call number must be an int, not {type(number).__name__}")
+    number = int.__int__(number)
+    templates = dict(CALLS[op])
+    if number not in templates:
+        raise InvalidInput(f"{op.value} has no call {number}: its calls are {', '.join(map(str, templates))}")
+    if isinstance(job_ids, (str, bytes, bytearray, memoryview)):
+        raise InvalidInput("job ids must be a sequence of job ids, not one string")
+    ids = [validate_job_id(j) for j in job_ids]
+    if not ids:
+        raise InvalidInput("no job ids: a list call needs at least one")
+    seen: Set[str] = set()
+    twice: List[str] = []
+    for job_id in ids:
+        if job_id in seen:
+            twice.append(job_id)
+        seen.add(job_id)
+    if twice:
+        raise InvalidInput(f"job id(s) given twice: {' '.join(twice[:10])}; a list call sends each id once")
+    joined = ",".join(ids)  # ASCII digits and commas: its length is its size in bytes
+    args = tuple(a.format(j=joined) for a in templates[number])
+    longest = max(len(a) for a in args)
+    if longest > MAX_ARG_BYTES:
+        raise InvalidInput(f"{len(ids)} job ids make a {longest}-byte argument; at most {MAX_ARG_BYTES} bytes fit one")
+    return number, args, len(ids)
+
+
+def check_scontrol_path(path: str) -> str:
+    path = plain_str(path, "scontrol path")
+    if not path.startswith("/") or any(ch in path for ch in "\0\n"):
+        raise InvalidInput(f"scontrol path must be absolute, got {path!r}")
+    return path
+
+
+def check_nonce(nonce: str) -> str:
+    if not isinstance(nonce, str) or not _NONCE.match(nonce):
+        raise InvalidInput("nonce must be at least 128 bits of lowercase hex")
+    return plain_str(nonce, "nonce")
+
+
+def deadline_ms(deadline: float) -> int:
+    """The deadline in whole milliseconds since the epoch, rounded down (never later)."""
+    deadline = plain_float(deadline, "deadline")  # a float subclass's own __mul__ or __floor__ never runs
+    if not math.isfinite(deadline) or deadline <= 0:
+        raise InvalidInput(f"deadline must be a positive epoch time, got {deadline!r}")
+    return math.floor(deadline * 1000)
+
+
+def render(op: Op, job_id: str, deadline: float, nonce: str, scontrol: str, *, expired: bool = False) -> str:
+    """The script for a wrapped op.  Raises ``ValueError`` on any bad input.
+
+    ``deadline`` (epoch seconds) is shown in the script; the runner keeps it.  ``expired``:
+    the deadline had passed before the script was started, so no call starts (75)."""
+    op = _wrapped(op)
+    job_id = validate_job_id(job_id)
+    lines = _head(f"{op.value} {job_id}", deadline, nonce, scontrol, expired)
+    for number, args in call_argv(op, job_id):
+        lines.append(f"# {_STEP[(op, number)]}\n")
+        lines.append(_BODY[number].format(args=" ".join(quote(a) for a in args)))
+        if number == 1 and op is Op.REQUEUE:
+            lines.append("first=$status\n")
+    lines.append("# The script's exit status is the last call's.\n")
+    lines.append('exit "$status"\n')
+    return "".join(lines)
+
+
+def render_list(
+    op: Op,
+    number: int,
+    job_ids: Sequence[Union[str, int]],
+    deadline: float,
+    nonce: str,
+    scontrol: str,
+    *,
+    expired: bool = False,
+) -> str:
+    """The script of call ``number`` of ``op`` on every id of ``job_ids`` at once: one scontrol
+    process, the ids joined with "," in one argument (``list_argv``), one status line
+    ``call <number> <status>``; framed, deadline-kept and raising as ``render``."""
+    op = _wrapped(op)
+    number, args, count = _list_call(op, number, job_ids)
+    lines = _head(f"{op.value} call {number} on {count} jobs", deadline, nonce, scontrol, expired)
+    lines.append(f"# {_LIST_STEP[(op, number)]}\n")
+    lines.append(f"call {number} {' '.join(quote(a) for a in args)}\n")
+    lines.append("# The script's exit status is the call's.\n")
+    lines.append('exit "$status"\n')
+    return "".join(lines)
+
+
+# ``doctor``'s probe of the wrapper: the same ``call``, on ``/bin/sh -c`` in place of scontrol.
+# Run with a deadline well after call 1 and well before call 2 could end, it must print exactly
+# ``PROBE_STDERR`` and exit ``PROBE_STATUS``: a call's own status, 124 for the call the deadline's
+# TERM cuts short, 75 for the call after it, not started.
+PROBE_NONCE = "0" * 32
+PROBE_CALLS = ((1, ("-c", "exit 3")), (2, ("-c", "exec sleep 30")), (3, ("-c", "exit 0")))
+PROBE_STDERR = "".join(f"\x1eDSL {PROBE_NONCE} call {n} {s}\n" for n, s in ((1, 3), (2, 124), (3, 75))).encode()
+PROBE_STATUS = 75
+
+
+def render_probe(shell: str = "/bin/sh") -> str:
+    """The script of ``doctor``'s wrapper check (``PROBE_CALLS`` on ``shell``)."""
+    lines = _head("doctor's probe of the wrapper", None, PROBE_NONCE, shell, False)
+    for number, args in PROBE_CALLS:
+        lines.append(f"call {number} {' '.join(quote(a) for a in args)}\n")
+    lines.append('exit "$status"\n')
+    return "".join(lines)
+
+
+def _wrapped(op: Op) -> Op:
+    op = Op(op)
+    if not op.wrapped:
+        raise InvalidInput("open is not wrapped: it runs scontrol release directly")
+    return op
+
+
+def _head(title: str, deadline: Optional[float], nonce: str, scontrol: str, expired: bool) -> List[str]:
+    """The lines every script starts with: the trap first, then the guards, the values, ``call``."""
+    if not isinstance(expired, bool):
+        raise InvalidInput(f"expired must be a bool, not {type(expired).__name__}")
+    when = "" if deadline is None else f", {deadline_ms(deadline)} ms since the epoch"
+    nonce = check_nonce(nonce)
+    scontrol = check_scontrol_path(scontrol)
+    if expired:
+        flag = "# The deadline had passed before this script started: no call starts (75).\nstopped=1"
+    else:
+        flag = "# Set by the runner's TERM at the deadline: from then on no call starts (75).\nstopped=0"
+    return [
+        f"# slurm-dsl {title}: rendered by slurm_dsl.core.script; runs under dash and bash\n",
+        f"{flag}; trap 'stopped=1' TERM\n",
+        "PATH=/usr/sbin:/usr/bin:/sbin:/bin; export PATH\n",
+        "# Die with the runner: given the lifeline's fd and the backstop's seconds (as the runner\n",
+        "# gives them), the guards KILL this script's group if the runner dies or stops keeping time.\n",
+        'if [ "$#" -ge 2 ]; then\n',
+        f"  {GUARD}\n",
+        "fi\n",
+        f"# The runner keeps the deadline{when}: TERM to this script's\n",
+        f"# process group then, KILL {KILL_GRACE} s later.  No clock is read here.\n",
+        "# This script's nonce, the scontrol it runs, and the status of the last call.\n",
+        f"nonce={quote(nonce)} scontrol={quote(scontrol)} status=0\n",
+        _PRELUDE,
+    ]

@@ -1,0 +1,495 @@
+"""The ledger's rows as both backends store them (docs/contract.md §9.1): values in, values out.
+
+Strategy: ``sqlite_ledger`` and ``mariadb_ledger`` keep the same tables with the same columns, so
+all that is not storage is written once, here: checking the arguments; the columns a value is
+written as (``object_values``, ``history_values``, ``finished_values``, ``calls_json``) and read
+back from (``job_object``, ``entry``, ``sweep_record``); and the decisions taken on a row a backend
+read (``finish``, ``held_by_another``, ``failed_lookup``, ``import_action``, ``doomed``), which
+apply ``ledger_rules``.  A backend keeps only its SQL dialect, connections, transactions, locks
+and the mapping of its errors.
+
+Rule 1: a row is read by ``SELECT_OBJECTS`` or ``SELECT_HISTORY`` (or, in prune, finish and
+leases, the columns each function names), in that order.  Rule 2: no I/O: a function gets the
+row its backend read and returns what to write, or raises the typed error (``LedgerError`` with
+the ledger's ``path``, ``InvalidInput``).  Rule 2a, batches: a batch's rows are read in a few
+statements (``IN`` lists of at most ``IN_PIECE`` ids, ``pieces``), its decisions taken here as
+if its items came one after the other (``begin_plan``, ``finish_plan``, ``leases_taken``: an id
+twice sees what the first left), and its writes sent in a few statements.  Rule 3: the backends
+differ only in how stderr is passed: MariaDB's as hex (``hex_stderr``), so that bytes never pass
+as utf8mb4 text.  Not in the pure core (tests/test_layers.py) only because the values it builds
+live in ``ledger``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import functools
+import json
+import math
+from typing import (
+    Any,
+    Dict,
+    Iterable,
+    Iterator,
+    List,
+    Literal,
+    Mapping,
+    NamedTuple,
+    Optional,
+    Sequence,
+    Set,
+    Tuple,
+    Type,
+    TypeVar,
+)
+
+from ..core import ledger_rules as rules
+from ..core.errors import InvalidInput, LedgerError
+from ..core.jobid import validate_job_id
+from ..core.model import Op, Outcome, Reason, RequeueBit, Result
+from ..core.shown import shown
+from .base import STDERR_CAP, CallRecord, HistoryEntry, JobObject, SweepRecord, Unfinished
+
+_E = TypeVar("_E", bound=enum.Enum)
+_T = TypeVar("_T")
+
+# What ``job_object`` and ``entry`` read: their columns in their order (a backend appends its
+# WHERE, ORDER BY and LIMIT).
+SELECT_OBJECTS = "SELECT job_id, bit, why, updated_at, lookup_failures, next_lookup_at, lookup_error FROM objects"
+SELECT_HISTORY = (
+    "SELECT id, job_id, op, nonce, started_at, prior_bit, finished_at, result, requeue_bit,"
+    " bit_after, reason, detail, exit_status, calls, stderr, stderr_len, actor FROM history"
+)
+
+# What ``unfinished`` reads, ``{mark}`` the backend's placeholder for the time now: each row
+# without a result, whether it is its job's newest, and whether the job is leased now.
+SELECT_UNFINISHED = (
+    "SELECT h.id, h.job_id, h.op, h.started_at,"
+    "  h.id = (SELECT max(n.id) FROM history n WHERE n.job_id = h.job_id),"
+    "  EXISTS (SELECT 1 FROM leases l WHERE l.job_id = h.job_id AND l.expires_at > {mark})"
+    " FROM history h WHERE h.finished_at IS NULL ORDER BY h.id"
+)
+
+ImportAction = Literal["insert", "update", "keep"]
+
+
+# -- arguments -----------------------------------------------------------------------------------
+
+
+def finite(name: str, value: float) -> float:
+    """``value`` as a float; InvalidInput unless it is a finite number (a bool is not one)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise InvalidInput(f"{name} must be a finite number, not {value!r}")
+    return float(value)
+
+
+def positive_ttl(ttl: float) -> float:
+    """A lease's ttl: finite and positive, else InvalidInput."""
+    ttl = finite("ttl", ttl)
+    if ttl <= 0:
+        raise InvalidInput(f"ttl must be positive, not {ttl!r}")
+    return ttl
+
+
+def checked_starts(starts: Sequence[Tuple[str, Op, str]]) -> List[Tuple[str, Op, str]]:
+    """``begin_operations``' ``(job_id, op, nonce)``, checked."""
+    return [(validate_job_id(j), Op(op), str(nonce)) for j, op, nonce in starts]
+
+
+def checked_changes(changes: Sequence[Tuple[str, RequeueBit, str]]) -> List[Tuple[str, RequeueBit, str]]:
+    """``set_bits``' ``(job_id, bit, why)``, checked; the why as ``stored_text`` (it may quote a
+    job's State or a lookup's error, and ``history`` prints it)."""
+    return [(validate_job_id(j), RequeueBit(b), stored_text(why)) for j, b, why in changes]
+
+
+def stored_text(text: str) -> str:
+    """Text from outside as the ledger keeps it to be shown later (a lookup's error, an
+    operation's detail, who ran it): ``shown``, so that a row never holds raw control bytes.
+    ``history`` and ``ledger status`` escape again when printing, for rows older than this."""
+    return shown(str(text))
+
+
+# -- reading rows --------------------------------------------------------------------------------
+
+
+def _enum_or_none(cls: Type[_E], value: Optional[str]) -> Optional[_E]:
+    return None if value is None else cls(value)
+
+
+def job_object(row: Sequence[Any]) -> JobObject:
+    """An ``objects`` row (``SELECT_OBJECTS``) as a ``JobObject``."""
+    return JobObject(row[0], RequeueBit(row[1]), row[2], float(row[3]), int(row[4]), float(row[5]), row[6])
+
+
+def entry(r: Sequence[Any]) -> HistoryEntry:
+    """A ``history`` row (``SELECT_HISTORY``) as a ``HistoryEntry``."""
+    return HistoryEntry(
+        id=int(r[0]),
+        job_id=r[1],
+        op=Op(r[2]),
+        nonce=r[3],
+        started_at=float(r[4]),
+        prior_bit=RequeueBit(r[5]),
+        finished_at=None if r[6] is None else float(r[6]),
+        result=_enum_or_none(Result, r[7]),
+        requeue_bit=_enum_or_none(RequeueBit, r[8]),
+        bit_after=_enum_or_none(RequeueBit, r[9]),
+        reason=_enum_or_none(Reason, r[10]),
+        detail=r[11] or "",
+        exit_status=r[12],
+        calls=tuple(CallRecord(**c) for c in json.loads(r[13] or "[]")),
+        stderr=bytes(r[14] or b""),
+        stderr_len=int(r[15] or 0),
+        actor=r[16],
+    )
+
+
+def sweep_summary(summary: Mapping[str, Any]) -> str:
+    """What ``last_sweep.summary`` holds: the summary as JSON."""
+    return json.dumps(dict(summary), sort_keys=True)
+
+
+def sweep_record(path: str, row: Sequence[Any]) -> SweepRecord:
+    """A ``last_sweep`` row (started_at, finished_at, summary); LedgerError if the summary is not
+    a JSON object."""
+    started, finished, text = row
+    try:
+        summary = json.loads(text)
+    except ValueError:
+        summary = None
+    if not isinstance(summary, dict):
+        raise LedgerError(f"ledger {path}: the last sweep's summary is not a JSON object", path=path)
+    return SweepRecord(float(started), float(finished), summary)
+
+
+# -- decisions on a row read ---------------------------------------------------------------------
+
+
+def finish(path: str, op_id: int, row: Optional[Sequence[Any]], outcome: Outcome) -> Tuple[str, rules.BitChange]:
+    """The job and ``ledger_rules.after`` for finishing operation ``op_id``, from its row (job_id,
+    op, nonce, prior_bit, finished_at, the object's bit, and whether another operation began on
+    the job after it).  LedgerError if there is no such operation or it already finished;
+    InvalidInput if ``outcome`` is another job's or op's."""
+    if row is None:
+        raise LedgerError(f"ledger {path}: no operation {op_id}", path=path)
+    job_id, op_text, nonce, prior_text, finished_at, current_text, later = row
+    op = Op(op_text)
+    if finished_at is not None:
+        raise LedgerError(f"ledger {path}: operation {op_id} already finished", path=path)
+    if outcome.op is not op or outcome.job_id != job_id:
+        raise InvalidInput(f"operation {op_id} is {op.value} {job_id}, not {outcome.op.value} {outcome.job_id}")
+    return job_id, rules.after(op, nonce, RequeueBit(prior_text), RequeueBit(current_text), outcome,
+                               later_began=bool(later))
+
+
+def calls_json(outcome: Outcome) -> str:
+    """The history's ``calls`` column: each scontrol call of the outcome (``CallRecord``'s fields)."""
+    calls = [
+        {
+            "number": c.number,
+            "status": c.status,
+            "status_text": c.status_text,
+            "outcome": c.outcome.value,
+            "message": c.message,
+            "reason": c.reason.value if c.reason else None,
+        }
+        for c in outcome.calls
+    ]
+    return json.dumps(calls)
+
+
+def finished_values(
+    now: float, outcome: Outcome, bit_after: RequeueBit, stderr: bytes, op_id: int, *, hex_stderr: bool = False
+) -> Tuple[Any, ...]:
+    """What finishing writes into history row ``op_id``: finished_at, result, requeue_bit,
+    bit_after, reason, detail, exit_status, calls, stderr (its first ``STDERR_CAP`` bytes),
+    stderr_len, and the id last."""
+    kept = stderr[:STDERR_CAP]
+    return (
+        now,
+        outcome.result.value,
+        outcome.requeue_bit.value if outcome.requeue_bit else None,
+        bit_after.value,
+        outcome.reason.value if outcome.reason else None,
+        stored_text(outcome.detail),
+        outcome.exit_status,
+        calls_json(outcome),
+        kept.hex() if hex_stderr else kept,
+        len(stderr),
+        op_id,
+    )
+
+
+def held_by_another(
+    row: Optional[Sequence[Any]], owner: str, now: float, take_over_sweeps: bool = False
+) -> bool:
+    """Whether the lease row (owner, expires_at) keeps ``owner`` from taking the job at ``now``;
+    with ``take_over_sweeps``, another sweep's lease keeps no one (``ledger_rules.sweep_owned``)."""
+    if row is None or row[0] == owner or row[1] <= now:
+        return False
+    return not (take_over_sweeps and rules.sweep_owned(str(row[0])))
+
+
+def leases_taken(
+    ids: Sequence[str], rows: Mapping[str, Sequence[Any]], owner: str, now: float, take_over_sweeps: bool = False
+) -> List[str]:
+    """``acquire_leases``' answer: of ``ids`` (in their order, a repeat too), those ``owner``
+    holds after taking them one after the other, given the lease rows there (job id -> (owner,
+    expires_at)): every one no other owner's unexpired lease keeps (``held_by_another``).  A job
+    taken is ``owner``'s, so a repeat is taken again; one kept from it stays kept."""
+    return [job_id for job_id in ids if not held_by_another(rows.get(job_id), owner, now, take_over_sweeps)]
+
+
+# ``pending``'s query, ``?`` placeholders; with the sweeps' leases passed over, or not.
+_PENDING_UNLEASED = (
+    "SELECT job_id, bit, why, updated_at, lookup_failures, next_lookup_at, lookup_error FROM objects o"
+    " WHERE bit <> 'clear' AND next_lookup_at <= ?"
+    " AND NOT EXISTS (SELECT 1 FROM leases l WHERE l.job_id = o.job_id AND l.expires_at > ?)"
+    " ORDER BY next_lookup_at, updated_at, job_id"
+)
+_PENDING_TAKING_OVER = (
+    "SELECT job_id, bit, why, updated_at, lookup_failures, next_lookup_at, lookup_error FROM objects o"
+    " WHERE bit <> 'clear' AND next_lookup_at <= ?"
+    " AND NOT EXISTS (SELECT 1 FROM leases l WHERE l.job_id = o.job_id AND l.expires_at > ?"
+    " AND l.owner NOT LIKE ?)"
+    " ORDER BY next_lookup_at, updated_at, job_id"
+)
+
+
+def pending_query(mark: str, now: float, take_over_sweeps: bool) -> Tuple[str, List[Any]]:
+    """``pending``'s query (``SELECT_OBJECTS``' columns) in a backend's placeholder ``mark``, and
+    its values: the objects whose bit is not clear, back-off elapsed at ``now``, with no lease
+    unexpired at ``now`` (with ``take_over_sweeps``, none but another sweep's:
+    ``ledger_rules.SWEEP_OWNERS``), longest waiting first; a backend adds its LIMIT."""
+    if take_over_sweeps:
+        return _PENDING_TAKING_OVER.replace("?", mark), [now, now, rules.SWEEP_OWNERS]
+    return _PENDING_UNLEASED.replace("?", mark), [now, now]
+
+
+def failed_lookup(
+    path: str, job_id: str, row: Optional[Sequence[Any]], now: float, base: float, cap: float
+) -> Tuple[int, float]:
+    """After one more failed lookup of the object (row: lookup_failures): its failure count and
+    when it may be looked up again (``ledger_rules.backoff``).  LedgerError if there is no object."""
+    if row is None:
+        raise LedgerError(f"ledger {path}: no object for job {job_id}", path=path)
+    failures = int(row[0]) + 1
+    return failures, now + rules.backoff(failures, base, cap)
+
+
+def doomed(rows: Sequence[Sequence[Any]], before: float) -> List[Tuple[int, str]]:
+    """Of prune's rows (id, job_id, finished_at, the object's bit, newest?, leased?), the (id,
+    job_id) of those ``ledger_rules.may_prune`` lets go."""
+    return [
+        (int(op_id), str(job_id))
+        for op_id, job_id, finished_at, bit, newest, leased in rows
+        if rules.may_prune(rules.PruneRow(finished_at, bool(newest), RequeueBit(bit), bool(leased)), before)
+    ]
+
+
+def unfinished(rows: Sequence[Sequence[Any]]) -> Unfinished:
+    """``Unfinished`` of the rows ``SELECT_UNFINISHED`` read (id, job_id, op, started_at, newest?,
+    leased?).  A row still runs only if it is its job's newest and the job is leased: a lease is
+    the job's, not the row's, so an older row under a later operation's lease has lapsed too."""
+    lapsed = [r for r in rows if not (r[4] and r[5])]
+    oldest = min(lapsed, key=lambda r: (float(r[3]), int(r[0])), default=None)
+    return Unfinished(
+        count=len(rows),
+        lapsed=len(lapsed),
+        lapsed_requeues=sum(1 for r in lapsed if Op(r[2]) is Op.REQUEUE),
+        oldest_lapsed=None if oldest is None else (int(oldest[0]), str(oldest[1]), Op(oldest[2]), float(oldest[3])),
+    )
+
+
+# -- batches: a chunk's items in a few statements ------------------------------------------------
+
+IN_PIECE = 500  # the most ids in one ``IN (...)`` list (and so placeholders in one read)
+
+# What a batch writes into ``objects``: (job_id, bit, why, updated_at), each job once.
+ObjectWrite = Tuple[str, str, str, float]
+
+
+def distinct(values: Iterable[_T]) -> List[_T]:
+    """``values`` each once, in the order first seen."""
+    return list(dict.fromkeys(values))
+
+
+def pieces(values: Sequence[_T], size: int = IN_PIECE) -> List[Sequence[_T]]:
+    """``values`` cut into consecutive pieces of at most ``size``: one ``IN`` list each."""
+    if len(values) <= size:
+        return [values] if values else []
+    return [values[start:start + size] for start in range(0, len(values), size)]
+
+
+@functools.lru_cache(maxsize=256)
+def in_list(sql: str, n: int, mark: str, tail: str = "") -> str:
+    """``sql IN (mark, ..., mark) tail``: ``n`` placeholders ``mark`` (``?`` or ``%s``).  With
+    ``multi_row``, the only SQL text built at run time, and of placeholders only: every value is
+    bound.  Cached: a batch's pieces have few sizes, and one id is the common case."""
+    return sql + " IN (" + ", ".join([mark] * n) + ")" + tail
+
+
+@functools.lru_cache(maxsize=256)
+def _values(sql: str, width: int, n: int, mark: str, tail: str) -> str:
+    one = "(" + ", ".join([mark] * width) + ")"
+    return sql + " VALUES " + ", ".join([one] * n) + tail
+
+
+def multi_row(
+    sql: str, rows: Sequence[Sequence[Any]], mark: str, tail: str = "", size: int = IN_PIECE
+) -> Iterator[Tuple[str, List[Any]]]:
+    """``rows`` (all as wide as the first) as ``sql VALUES (mark, ...), (mark, ...) tail``
+    statements of at most ``size`` placeholders (one row at least) each, with their values, flat."""
+    if not rows:
+        return
+    width = len(rows[0])
+    for piece in pieces(rows, max(1, size // width)):
+        yield _values(sql, width, len(piece), mark, tail), [value for row in piece for value in row]
+
+
+class BeginPlan(NamedTuple):
+    """What ``begin_operations`` writes.  ``objects``: each job's object as the batch leaves it,
+    for the jobs it creates (bit clear, or the intent at once) or gives an intent: upserted, and an
+    object there that is updated also gets its back-off reset (an intent is news for the sweeper);
+    no other object is written.  ``history``: the rows to append, in the order of the starts
+    (job_id, op, nonce, started_at, prior_bit, actor)."""
+
+    objects: List[ObjectWrite]
+    history: List[Tuple[str, str, str, float, str, Optional[str]]]
+
+
+def begin_plan(
+    starts: Sequence[Tuple[str, Op, str]], bits: Mapping[str, str], now: float, actor: str
+) -> BeginPlan:
+    """``BeginPlan`` of the (checked) ``starts`` at ``now``, given the bits of the objects there
+    (job id -> bit; no object for a job absent), as the starts one after the other would write
+    it: the history row of a job's second start has as bit before what its first left."""
+    current: Dict[str, RequeueBit] = {job_id: RequeueBit(bit) for job_id, bit in bits.items()}
+    objects: Dict[str, ObjectWrite] = {}
+    history: List[Tuple[str, str, str, float, str, Optional[str]]] = []
+    who = stored_text(actor) or None
+    for job_id, op, nonce in starts:
+        prior = current.get(job_id)
+        if prior is None:  # a new object, bit clear (an intent below may overwrite it at once)
+            prior = current[job_id] = RequeueBit.CLEAR
+            objects[job_id] = (job_id, prior.value, rules.first_seen_why(op, nonce), now)
+        intent = rules.intent(op, nonce)
+        if intent is not None:
+            current[job_id] = intent.bit
+            objects[job_id] = (job_id, intent.bit.value, intent.why, now)
+        history.append((job_id, op.value, nonce, now, prior.value, who))
+    return BeginPlan(list(objects.values()), history)
+
+
+def inserted_ids(path: str, rows: Sequence[Sequence[Any]], found: Sequence[Sequence[Any]]) -> List[int]:
+    """The ids of the history ``rows`` (``BeginPlan.history``) one transaction appended, from the
+    rows (id, job_id, op, nonce, prior_bit) it read back above the largest id before, in id order.
+    Under the write lock nobody else appends history, so these are exactly its rows in its order;
+    else LedgerError (and the transaction is rolled back)."""
+    if len(found) != len(rows) or any(tuple(f[1:5]) != (r[0], r[1], r[2], r[4]) for f, r in zip(found, rows)):
+        raise LedgerError(
+            f"ledger {path}: the history rows read back are not the {len(rows)} this transaction"
+            " appended (has another writer appended history without the write lock?)",
+            path=path,
+        )
+    return [int(f[0]) for f in found]
+
+
+class FinishPlan(NamedTuple):
+    """What ``finish_operations`` returns and writes: each finish's bit after, in their order;
+    each object a requeue or restore changed, as the batch leaves it (upserted, back-off kept);
+    and ``finished_values`` of each operation, in the order of the finishes."""
+
+    bits: List[RequeueBit]
+    objects: List[ObjectWrite]
+    history: List[Tuple[Any, ...]]
+
+
+def finish_plan(
+    path: str,
+    finishes: Sequence[Tuple[int, Outcome, bytes]],
+    rows: Mapping[int, Sequence[Any]],
+    now: float,
+    *,
+    hex_stderr: bool = False,
+) -> FinishPlan:
+    """``FinishPlan`` of ``finishes`` (op_id, outcome, stderr) at ``now``, given the operations'
+    rows there (op id -> ``finish``'s row; an id absent has none), as the finishes one after the
+    other would: an operation finished earlier in the batch is "already finished", and one on a
+    job whose object an earlier finish changed sees that bit.  The first finish refused raises
+    (``finish``), so nothing of the batch is written."""
+    current: Dict[str, str] = {}  # job id -> the bit the batch left so far
+    done: Set[int] = set()
+    objects: Dict[str, ObjectWrite] = {}
+    bits: List[RequeueBit] = []
+    history: List[Tuple[Any, ...]] = []
+    for op_id, outcome, stderr in finishes:
+        stderr = bytes(stderr)
+        row = rows.get(op_id)
+        if row is not None:
+            job, op_text, nonce, prior_text, finished_at, bit, later = row
+            row = (job, op_text, nonce, prior_text, now if op_id in done else finished_at, current.get(job, bit), later)
+        job_id, after = finish(path, op_id, row, outcome)
+        done.add(op_id)
+        if after.why is not None:
+            current[job_id] = after.bit.value
+            objects[job_id] = (job_id, after.bit.value, after.why, now)
+        bits.append(after.bit)
+        history.append(finished_values(now, outcome, after.bit, stderr, op_id, hex_stderr=hex_stderr))
+    return FinishPlan(bits, list(objects.values()), history)
+
+
+# -- import: another ledger's records ------------------------------------------------------------
+
+
+def import_action(path: str, values: Sequence[Any], row: Optional[Sequence[Any]], merge: bool) -> ImportAction:
+    """What importing an object (its ``object_values``) does where the job's object row (bit) is
+    ``row`` (None: no object): insert it, update to it (its bit is less clear,
+    ``ledger_rules.less_clear``), or keep the one there.  LedgerError if there is one and
+    ``merge`` is off."""
+    job_id, bit = values[0], RequeueBit(values[1])
+    if row is not None and not merge:
+        raise LedgerError(f"ledger {path}: job {job_id} already has an object here (--merge combines them)", path=path)
+    if row is None:
+        return "insert"
+    return "update" if rules.less_clear(bit, RequeueBit(row[0])) else "keep"
+
+
+def object_values(obj: JobObject) -> Tuple[Any, ...]:
+    """An object's columns in ``SELECT_OBJECTS``' order, checked."""
+    return (
+        validate_job_id(obj.job_id),
+        RequeueBit(obj.bit).value,
+        str(obj.why),
+        finite("updated_at", obj.updated_at),
+        int(obj.lookup_failures),
+        finite("next_lookup_at", obj.next_lookup_at),
+        str(obj.lookup_error),
+    )
+
+
+def history_values(e: HistoryEntry, *, hex_stderr: bool = False) -> Tuple[Any, ...]:
+    """A history row's columns for ``import_records``: job_id, nonce, op, started_at first (what
+    tells a row already there), then prior_bit, finished_at, result, requeue_bit, bit_after,
+    reason, detail, exit_status, calls, stderr, stderr_len, actor; an unfinished row keeps NULL in
+    every column written at finish."""
+    done = e.finished_at is not None
+    return (
+        validate_job_id(e.job_id),
+        str(e.nonce),
+        Op(e.op).value,
+        finite("started_at", e.started_at),
+        RequeueBit(e.prior_bit).value,
+        finite("finished_at", e.finished_at) if e.finished_at is not None else None,
+        None if e.result is None else Result(e.result).value,
+        None if e.requeue_bit is None else RequeueBit(e.requeue_bit).value,
+        None if e.bit_after is None else RequeueBit(e.bit_after).value,
+        None if e.reason is None else Reason(e.reason).value,
+        e.detail if done else None,
+        e.exit_status,
+        json.dumps([dataclasses.asdict(c) for c in e.calls]) if done else None,
+        (bytes(e.stderr).hex() if hex_stderr else bytes(e.stderr)) if done else None,
+        int(e.stderr_len) if done else None,
+        e.actor,
+    )

@@ -1,0 +1,49 @@
+"""Choosing how sweeps look jobs up: ``--lookup auto|squeue|pyslurm``.
+
+``make_lookup`` returns the ``Lookup`` (see ``lookup``) an admin chose; ``auto`` is
+pyslurm where one built for the running Slurm imports, else squeue.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from ..core.errors import ConfigError
+from ..core.jobinfo import LOOKUP_KINDS as LOOKUP_KINDS  # re-exported: where it has always been imported from
+from ..core.jobinfo import Lookup, LookupFailed
+from .pyslurm import find_pyslurm_lookup
+from .squeue import SQUEUE, SQUEUE_TIMEOUT, SqueueLookup, slurm_version
+
+logger = logging.getLogger("slurm_dsl")
+
+
+def make_lookup(kind: str = "auto", squeue_path: str = SQUEUE, timeout: float = SQUEUE_TIMEOUT) -> Lookup:
+    """The lookup an admin chose: ``squeue``, ``pyslurm``, or ``auto``.
+
+    ``auto`` is pyslurm where it imports and matches the running Slurm, else squeue.
+    ``pyslurm`` raises ``ConfigError`` when no usable pyslurm is there, rather than
+    quietly using something else.  ``squeue`` never imports pyslurm.
+    """
+    if kind not in LOOKUP_KINDS:
+        raise ConfigError(f"unknown lookup {kind!r}: choose one of {', '.join(LOOKUP_KINDS)}")
+    if kind == "squeue":
+        return SqueueLookup(squeue_path, timeout)
+    try:
+        version = slurm_version(squeue_path)
+    except LookupFailed as exc:
+        if kind == "pyslurm":
+            raise ConfigError(f"--lookup pyslurm: cannot tell the Slurm version: {exc.reason}") from None
+        logger.warning("not using pyslurm, cannot tell the Slurm version: %s", exc.reason)
+        return SqueueLookup(squeue_path, timeout)
+    found, level, why = find_pyslurm_lookup(version)
+    if found is not None:
+        return found
+    if kind == "pyslurm":
+        raise ConfigError(f"--lookup pyslurm: {why}")
+    logger.log(level, "%s; using squeue", why)
+    return SqueueLookup(squeue_path, timeout)
+
+
+def default_lookup(squeue_path: str = SQUEUE, timeout: float = SQUEUE_TIMEOUT) -> Lookup:
+    """``make_lookup("auto")``: pyslurm where it imports and matches the running Slurm, else squeue."""
+    return make_lookup("auto", squeue_path, timeout)

@@ -1,0 +1,278 @@
+"""Job lookups through ``squeue`` (the ``Lookup`` of ``lookup``), and the running Slurm's version.
+
+Contract:
+
+- ``SqueueLookup`` runs exactly one ``squeue`` per ``jobs()`` call (none for an
+  empty list) with ``-r`` and an explicit ``-O`` field list, one line per task::
+
+      <JobID>|<ArrayJobID>|<ArrayTaskID>|<State>|<Requeue>|<RestartCnt>|<PriorityLong>|<Reason>|<nonce>
+
+  ``JobID`` is the raw numeric id (``_print_job_job_id2``: ``%u`` of
+  ``job_id``), so an array task reads as its own JobId, never ``A_T``.  Reason
+  (``state_desc`` if set, which admins and plugins write) is the only free text:
+  it comes last, and each record must end with a fresh per-call nonce, so no
+  text inside a field can end a record early or add one.
+- Arrays (docs/contract.md §9.4).  Without ``-r``, squeue folds a pending task that was split
+  off into its own record (``hold A_2``) into the array's remainder line, so the
+  task's own JobId is missing and would read as gone.  With ``-r`` every task
+  gets a line and a split task shows its own JobId; the remainder record (one
+  JobId holding several pending tasks) then repeats its JobId once per task.
+  Those lines must agree on every field but ``ArrayTaskID``, which must differ:
+  they are folded back into one record that knows how many tasks it holds.
+  ``squeue -j A`` lists every record of array ``A`` (checked on 22.05.8), so the
+  answer for an array's own JobId says how many tasks a call on it reaches
+  (``JobInfo.array_tasks``).
+- ``parse_squeue`` is pure and strict: any line that is not exactly a record
+  raises ``LookupFailed``; nothing is ever skipped.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import replace
+from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
+
+from ..core.errors import InvalidInput
+from ..core.jobid import MAX_JOB_ID, validate_job_id
+from ..core.jobinfo import JobInfo, LookupFailed, canonical_ids
+from ..run import process as runner
+
+SQUEUE = "/usr/bin/squeue"
+# squeue gives up after 2*(MessageTimeout-1) s when slurmctld is down (docs/slurm-behaviour.md §6).
+SQUEUE_TIMEOUT = 30.0  # seconds
+MANY = 50  # more ids than this: one listing of all jobs instead of -j id,id,...
+# The most ids an operation's own lookups (the array check, corroboration) put in ``-j``; more
+# are one listing of every job.  ``squeue -j a,b,...`` loads every job as a listing does and
+# then matches each job against each id: ~8 ns a pair on the lab (22.05; 1,000 ids among
+# 3,020 jobs took 45 ms, the listing 25 ms), where a job nobody asked for costs ~2-4 us to
+# print and ~4 us to read.  From about 500 ids on, the listing costs less at any number of
+# jobs (docs/slurm-bulk.md §6.1).
+MAX_LISTED = 500
+SQUEUE_CAP = 64 << 20  # bytes of squeue output kept; a longer answer is refused, never used in part
+
+# squeue's answer for `-j <one id>` that slurmctld does not know (docs/slurm-behaviour.md §4, §9).
+GONE_STDERR = b"slurm_load_jobs error: Invalid job id specified\n"
+UNREACHABLE = b"Unable to contact slurm controller"
+
+
+Run = Callable[..., runner.Completed]
+
+
+_FIELDS = ("JobID", "ArrayJobID", "ArrayTaskID", "State", "Requeue", "RestartCnt", "PriorityLong", "Reason")
+_NOT_AN_ARRAY = b"N/A"  # ArrayTaskID of a plain job
+_NONCE = re.compile(r"[0-9a-f]{32,}\Z")
+_STATE = re.compile(rb"[A-Z][A-Z_]*\Z")
+_UINT = re.compile(rb"(?:0|[1-9][0-9]*)\Z")
+
+
+def squeue_format(nonce: str) -> str:
+    """The ``-O`` value: each field ends in ``|`` (no width: printed whole), the last also in the nonce."""
+    if not _NONCE.match(nonce):
+        raise InvalidInput("nonce must be at least 32 lowercase hex digits")
+    return ",".join(f"{name}:|" for name in _FIELDS) + nonce
+
+
+def parse_squeue(stdout: bytes, nonce: str) -> Dict[str, JobInfo]:
+    """Read squeue's records (see the module contract); ``LookupFailed`` for anything else."""
+    if not isinstance(stdout, (bytes, bytearray)) or not isinstance(nonce, str) or not _NONCE.match(nonce):
+        raise LookupFailed("squeue output or nonce of the wrong type")
+    data = bytes(stdout)
+    if not data:
+        return {}
+    if not data.endswith(b"\n"):
+        raise LookupFailed("squeue output does not end with a newline")
+    end = b"|" + nonce.encode("ascii")
+    found: Dict[str, JobInfo] = {}
+    tasks: Dict[str, Set[bytes]] = {}
+    for number, line in enumerate(data[:-1].split(b"\n"), 1):
+        info, task = _parse_record(line, end, number)
+        seen = found.get(info.job_id)
+        if seen is not None:
+            # -r: a remainder record repeats its JobId once per pending task, all else equal.
+            if seen != info or task == _NOT_AN_ARRAY or task in tasks[info.job_id]:
+                raise LookupFailed(f"squeue line {number}: job {info.job_id} listed twice")
+            tasks[info.job_id].add(task)
+            continue
+        found[info.job_id] = info
+        tasks[info.job_id] = {task}
+    reach: Dict[str, int] = {}
+    for info in found.values():
+        if info.array_job_id is not None:
+            reach[info.array_job_id] = reach.get(info.array_job_id, 0) + len(tasks[info.job_id])
+    return {
+        job_id: replace(info, array_tasks=reach[job_id]) if info.array_job_id == job_id else info
+        for job_id, info in found.items()
+    }
+
+
+# A record as ``_parse_record_strictly`` accepts it, in one match (the numbers' limits aside).
+_RECORD = re.compile(
+    rb"([1-9][0-9]{0,9})\|([1-9][0-9]{0,9})\|(N/A|0|[1-9][0-9]{0,9})\|([A-Z][A-Z_]*)\|([01])\|"
+    rb"(0|[1-9][0-9]{0,9})\|(0|[1-9][0-9]{0,9})\|(.*)\Z",
+    re.DOTALL,
+)
+
+
+def _parse_record(line: bytes, end: bytes, number: int) -> Tuple[JobInfo, bytes]:
+    """One record: ``JobInfo`` and its ArrayTaskID.  A lookup of a thousand ids reads a thousand
+    lines or more, so a well-formed one is read in one match; anything else (and any number
+    past its limit) goes through ``_parse_record_strictly``, which names what is wrong.  Both
+    give the same answer for every line (tests/lookups/test_squeue.py checks it)."""
+    match = _RECORD.match(line, 0, len(line) - len(end)) if line.endswith(end) else None
+    if match is not None:
+        raw_id, raw_array, task, state, requeue, restarts, priority, reason = match.groups()
+        if (
+            int(raw_id) <= MAX_JOB_ID
+            and int(raw_array) <= MAX_JOB_ID
+            and int(restarts) <= 0xFFFF
+            and int(priority) <= 0xFFFFFFFF
+            and (task != _NOT_AN_ARRAY or raw_array == raw_id)
+        ):
+            info = JobInfo(
+                job_id=raw_id.decode("ascii"),
+                state=state.decode("ascii"),
+                requeue=requeue == b"1",
+                restarts=int(restarts),
+                priority=int(priority),
+                reason=reason.decode("utf-8", "backslashreplace"),
+                array_job_id=None if task == _NOT_AN_ARRAY else raw_array.decode("ascii"),
+            )
+            return info, task
+    return _parse_record_strictly(line, end, number)
+
+
+def _parse_record_strictly(line: bytes, end: bytes, number: int) -> Tuple[JobInfo, bytes]:
+    where = f"squeue line {number}"
+    if not line.endswith(end):
+        raise LookupFailed(f"{where}: record does not end with this call's nonce")
+    fields = line[: -len(end)].split(b"|", len(_FIELDS) - 1)
+    if len(fields) != len(_FIELDS):
+        raise LookupFailed(f"{where}: {len(fields)} fields, expected {len(_FIELDS)}")
+    raw_id, raw_array, task, state, requeue, restarts, priority, reason = fields
+    try:
+        job_id = validate_job_id(raw_id.decode("ascii"))
+        array_id = validate_job_id(raw_array.decode("ascii"))
+    except (UnicodeDecodeError, ValueError):
+        raise LookupFailed(f"{where}: bad JobID {raw_id[:40]!r} or ArrayJobID {raw_array[:40]!r}") from None
+    if task != _NOT_AN_ARRAY and (not _UINT.match(task) or len(task) > 10):
+        raise LookupFailed(f"{where}: bad ArrayTaskID {task[:40]!r}")
+    if task == _NOT_AN_ARRAY and array_id != job_id:
+        raise LookupFailed(f"{where}: job {job_id} is in array {array_id} without a task id")
+    if not _STATE.match(state):
+        raise LookupFailed(f"{where}: bad State {state[:40]!r}")
+    if requeue not in (b"0", b"1"):
+        raise LookupFailed(f"{where}: Requeue is {requeue[:40]!r}, not 0 or 1")
+    for name, value, limit in (("RestartCnt", restarts, 0xFFFF), ("PriorityLong", priority, 0xFFFFFFFF)):
+        if not _UINT.match(value) or len(value) > 10 or int(value) > limit:
+            raise LookupFailed(f"{where}: bad {name} {value[:40]!r}")
+    info = JobInfo(
+        job_id=job_id,
+        state=state.decode("ascii"),
+        requeue=requeue == b"1",
+        restarts=int(restarts),
+        priority=int(priority),
+        # Informational only; odd bytes in an admin's text must not stop a sweep.
+        reason=reason.decode("utf-8", "backslashreplace"),
+        array_job_id=None if task == _NOT_AN_ARRAY else array_id,
+    )
+    return info, task
+
+
+class SqueueLookup:
+    """Lookups through ``squeue -h -a -t all -r -O <fields>``: one process per ``jobs()`` call."""
+
+    name = "squeue"
+
+    def __init__(
+        self,
+        squeue_path: str = SQUEUE,
+        timeout: float = SQUEUE_TIMEOUT,
+        *,
+        run: Run = runner.run_argv,
+        many: int = MANY,
+        cap: int = SQUEUE_CAP,
+    ) -> None:
+        self.squeue_path = squeue_path
+        self.timeout = timeout
+        self.run = run
+        self.many = many
+        self.cap = cap
+
+    def argv(self, ids: Sequence[str], nonce: str) -> Tuple[str, ...]:
+        """``-a``: hidden partitions too; ``-t all``: finished jobs too (for MinJobAge);
+        ``-r``: one line per array task, so no task is folded into another's line."""
+        head = (self.squeue_path, "-h", "-a", "-t", "all", "-r")
+        select = ("-j", ",".join(ids)) if 0 < len(ids) <= self.many else ()
+        return head + select + ("-O", squeue_format(nonce))
+
+    def jobs(self, job_ids: Sequence[str]) -> Dict[str, Optional[JobInfo]]:
+        ids = canonical_ids(job_ids)
+        if not ids:
+            return {}
+        found = self._query(ids)
+        return {i: found.get(i) for i in ids}
+
+    def all_jobs(self) -> Dict[str, JobInfo]:
+        """Every job slurmctld knows (one squeue listing), e.g. to find orphans."""
+        return self._query([])
+
+    def _query(self, ids: List[str]) -> Dict[str, JobInfo]:
+        nonce = os.urandom(16).hex()
+        done = self.run(self.argv(ids, nonce), timeout=self.timeout, cap=self.cap)
+        if done.timed_out:
+            raise LookupFailed(f"squeue did not answer within {self.timeout:g} s")
+        if done.truncated:
+            raise LookupFailed(f"squeue printed more than {self.cap} bytes")
+        if done.pipes_held:
+            raise LookupFailed(_describe_failure(done))
+        if done.returncode == 0:
+            # rc 0 means squeue got its answer and printed all of it; stderr then
+            # holds at most warnings, and the records' framing is checked line by line.
+            found = parse_squeue(done.stdout, nonce)
+            if len(ids) == 1 and self.many > 0 and ids[0] not in found:
+                # `-j <one id>` that slurmctld does not know exits 1 (below); an rc 0
+                # answer without the id is not an answer squeue gives: could not ask.
+                raise LookupFailed(f"squeue -j {ids[0]} exited 0 without the job's record")
+            return found
+        if len(ids) == 1 and done.returncode == 1 and done.stdout == b"" and done.stderr == GONE_STDERR:
+            # `-j <one id>` asks slurmctld for that job alone (slurm_load_job) and
+            # fails on an unknown id, where a list loads all jobs and omits it (docs/slurm-behaviour.md §9).
+            return {}
+        raise LookupFailed(_describe_failure(done))
+
+
+def _describe_failure(done: runner.Completed) -> str:
+    first = done.stderr.strip().split(b"\n")[0][:200].decode("utf-8", "backslashreplace")
+    if done.pipes_held:
+        # Whatever was read may be all of it or not: never an answer (runner.DRAIN).
+        return "squeue's output was still held open after it exited (a process that left its session?)"
+    if UNREACHABLE in done.stderr:
+        return f"slurmctld unreachable ({first})"
+    if done.returncode in (126, 127):
+        return f"squeue could not be run (status {done.returncode}: {first})"
+    return f"squeue exited {done.returncode}: {first or 'no message'}"
+
+
+# --- the running Slurm's version ---------------------------------------------
+
+# `squeue --version` prints e.g. "slurm 22.05.8" (Debian 12) or "slurm-wlm 22.05.8".
+_VERSION = re.compile(rb"slurm(?:-wlm)? ([0-9]{2})\.([0-9]{2})\.[0-9]+[^\s]*\n?\Z")
+
+
+def parse_slurm_version(stdout: bytes) -> Tuple[int, int]:
+    """``(major, minor)`` from ``squeue --version``/``scontrol --version``; ``LookupFailed`` otherwise."""
+    match = _VERSION.match(stdout) if isinstance(stdout, (bytes, bytearray)) else None
+    if match is None:
+        raise LookupFailed(f"unreadable Slurm version {bytes(stdout)[:80]!r}")
+    return int(match.group(1)), int(match.group(2))
+
+
+def slurm_version(
+    squeue_path: str = SQUEUE, timeout: float = 10.0, *, run: Run = runner.run_argv
+) -> Tuple[int, int]:
+    """The running Slurm's ``(major, minor)``, e.g. ``(22, 5)``; ``LookupFailed`` if it cannot tell."""
+    done = run((squeue_path, "--version"), timeout=timeout)
+    if done.timed_out or done.truncated or done.pipes_held or done.returncode != 0:
+        raise LookupFailed(f"`{squeue_path} --version`: {_describe_failure(done)}")
+    return parse_slurm_version(done.stdout)

@@ -1,0 +1,375 @@
+"""Bulk operations (docs/contract.md §11): many jobs, one scontrol process per chunk and call,
+each job still with its own strict result, recorded in the ledger.
+
+Strategy, for one operation on many ids:
+
+1. The ids are validated, deduplicated (first occurrence kept) and looked up once
+   (``Tracker.refuse_whole_arrays``): an array's own JobId that reaches other tasks is
+   refused before anything runs; one that holds its array's only task still answers in
+   the array form (``A_T: ...``, docs/slurm-behaviour.md §1.4), so it runs on its own,
+   never in a list (docs/slurm-bulk.md §2.1).
+2. The rest is cut into chunks (``bulk_reader.plan_chunks``): at most as many ids as fit
+   the deadline at a generous per-id cost, and the 131,071-byte argument limit.
+3. Per chunk: the leases and the intents of every id it leased (one committed
+   transaction; a job someone else holds runs on its own afterwards, waiting for its
+   lease as a single operation does); ``scontrol ping``, unless slurmctld answered the
+   lookup of step 1 less than ``ANSWER_FRESH`` ago (a chunk is not started against a
+   controller that is down: its ids are ``not_run``, reason ``controller_down``,
+   instead of ~(MessageTimeout-1) s each); the list calls, each a framed script of its
+   own (``ops.run_list_call``), read per id (``bulk_reader.read_list_call``; for ``open``,
+   never wrapped, one direct ``scontrol release <list>`` under the runner's guard at the
+   deadline, ``ops.run_open_list``); per id the
+   same combination as a single operation (``combine``); one lookup of the ids read as
+   ok (``corroborate``: a never-existed id can get SUCCESS, docs/slurm-bulk.md §3.4; for a
+   requeue, of the ids whose call 2 succeeded, while call 3 runs);
+   the results and the leases back (one transaction).
+4. Requeue runs the flow of docs/contract.md §2 per id: call 1 on every id, call 2 on the
+   ids whose call 1 succeeded, call 3 on every id whose call 1 was not certainly unstarted.
+5. One id is a single op: a chunk left with one id runs the op's own script (``ops.execute``)
+   under the nonce of its intent, read by the single reader, not corroborated.
+6. Text a list call prints that no id owns (``ListCall.unowned``) is the call's, once: one
+   diagnostic, its head in the ledger record of the call's first id, a short note on each id
+   the call left unknown (``_unowned``); never copied into every id's record or row.
+
+A crash anywhere leaves every intent of the chunk committed: the sweeper finds them.
+Outcomes come back in input order, a chunk at a time (``run_many`` is a generator).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import replace
+from typing import Callable, Dict, Iterator, List, Optional, Sequence, Union
+
+from ..core.bulk_reader import ListCall, combine_bulk, plan_chunks, requeue_next_calls
+from ..core.errors import LedgerError, LookupFailed, NotRecorded, describe
+from ..core.jobid import validate_job_id
+from ..core.jobinfo import JobInfo
+from ..core.model import Call, CallOutcome, Op, Outcome, Reason, RequeueBit, Result
+from ..core.script import list_argv
+from ..ledger.base import STDERR_CAP, LedgerStore
+from ..lookups.squeue import MAX_LISTED, SQUEUE_TIMEOUT, SqueueLookup
+from . import process as runner
+from .binaries import find_scontrol, find_squeue
+from .calls import execute, new_nonce, run_list_call, run_open_list
+from .deadlines import check_deadline
+from .tracked import Tracker, lease_owner, lease_ttl
+
+log = logging.getLogger("slurm_dsl")
+
+# Seconds one id may cost in one list call: slurmctld answers ~1 ms per id on the lab
+# (200 ids in 209 ms, docs/slurm-bulk.md §6); 10 ms leaves room for a busy controller.
+PER_ID_SECONDS = 0.01
+MAX_CHUNK = 1000  # ids per chunk at most, whatever the deadline
+PING_TIMEOUT = 5.0  # seconds `scontrol ping` may take before the chunk counts the controller as down
+# Seconds for which slurmctld answering the ids' lookup stands in for a chunk's ping.
+ANSWER_FRESH = 1.0
+
+Progress = Callable[[int, int], None]  # (ids done, ids in all)
+
+
+def chunk_limit(op: Op, timeout: float) -> int:
+    """How many ids one chunk may hold so that all of its calls fit ``timeout``."""
+    calls = 3 if Op(op) is Op.REQUEUE else 1
+    return max(1, min(MAX_CHUNK, int(timeout / (PER_ID_SECONDS * calls))))
+
+
+def run_many(
+    tracker: Tracker,
+    op: Union[Op, str],
+    job_ids: Sequence[Union[str, int]],
+    timeout: float,
+    *,
+    progress: Optional[Progress] = None,
+) -> Iterator[Outcome]:
+    """One outcome per distinct id, in input order, as chunks finish; never raises for an outcome.
+
+    Raises before anything ran: ``InvalidInput`` (a bad id or timeout), ``WholeArray``,
+    ``LookupFailed`` (the ids could not be looked up), ``LedgerError``.  A ledger failure
+    once a chunk's scripts ran is ``NotRecorded`` carrying that chunk's outcomes; the
+    outcomes of earlier chunks have been yielded already.
+    """
+    op = Op(op)
+    ids = list(dict.fromkeys(validate_job_id(j) for j in job_ids))
+    check_deadline(tracker.clock() + timeout, tracker.clock)
+    infos = tracker.refuse_whole_arrays(op, ids, tracker.clock() + timeout)
+    answered_at = tracker.clock() if infos else None  # slurmctld answered the lookup just now
+    done = 0
+    for unit in _units(ids, infos, chunk_limit(op, timeout)):
+        if len(unit) == 1 and _alone(unit[0], infos):
+            outcomes = [tracker.run(op, unit[0], tracker.clock() + timeout, checked=True)]
+        else:
+            outcomes = _run_chunk(tracker, op, unit, timeout, answered_at)
+        yield from outcomes
+        done += len(unit)
+        if progress is not None:
+            progress(done, len(ids))
+
+
+def _alone(job_id: str, infos: Dict[str, Optional[JobInfo]]) -> bool:
+    info = infos.get(job_id)
+    return info is not None and info.array_job_id == job_id
+
+
+def _units(ids: List[str], infos: Dict[str, Optional[JobInfo]], limit: int) -> Iterator[List[str]]:
+    """Chunks of list-safe ids and single array ids, in input order."""
+    run: List[str] = []
+    for job_id in ids:
+        if _alone(job_id, infos):
+            if run:
+                yield from plan_chunks(run, max_ids=limit)
+                run = []
+            yield [job_id]
+        else:
+            run.append(job_id)
+    if run:
+        yield from plan_chunks(run, max_ids=limit)
+
+
+def _run_chunk(
+    tracker: Tracker, op: Op, chunk: List[str], timeout: float, answered_at: Optional[float]
+) -> List[Outcome]:
+    ledger = tracker.ledger()
+    owner = lease_owner("bulk")
+    deadline = tracker.clock() + timeout
+    ttl = lease_ttl(timeout, tracker.lease_slack)  # every script of the chunk starts after this
+    nonce = new_nonce()
+    # What could refuse the chunk is checked before anything is written: a refusal then leaves
+    # no unfinished operation in the history (issue 16).  Restore is not corroborated: a gone
+    # job's flag is gone.
+    scontrol = find_scontrol(tracker.scontrol)
+    squeue = None if op is Op.RESTORE else find_squeue(tracker.squeue, tracker.scontrol)
+    list_argv(Op.RELEASE if op is Op.OPEN else op, 1, chunk)
+    # The leases and the intents: one transaction, committed before any script starts.
+    with ledger.batch():
+        held = set(ledger.acquire_leases(chunk, owner, ledger.now(), ttl))
+        listed = [j for j in chunk if j in held]
+        op_ids = ledger.begin_operations([(j, op, nonce) for j in listed], ledger.now(), actor=tracker.actor)
+    results = _run_listed(tracker, op, listed, op_ids, nonce, owner, deadline, answered_at, scontrol, squeue)
+    # Jobs another operation or sweep held: each on its own, waiting for its lease.  Should the
+    # ledger fail there, the outcomes already in hand travel with the error, never lost.
+    for job_id in chunk:
+        if job_id in held:
+            continue
+        try:
+            results[job_id] = tracker.run(op, job_id, deadline, checked=True)
+        except LedgerError as exc:
+            ran = [results[j] for j in chunk if j in results]
+            if isinstance(exc, NotRecorded):
+                ran.append(exc.outcome)
+            if not ran:
+                raise
+            raise NotRecorded(ran[0], exc, more=ran[1:]) from exc
+    return [results[j] for j in chunk]
+
+
+def _run_listed(
+    tracker: Tracker,
+    op: Op,
+    ids: List[str],
+    op_ids: List[int],
+    nonce: str,
+    owner: str,
+    deadline: float,
+    answered_at: Optional[float],
+    scontrol: str,
+    squeue: Optional[str],
+) -> Dict[str, Outcome]:
+    """Run the chunk's list calls on the ids whose intents are committed, then record the
+    results and give the leases back (one transaction).  ``squeue`` corroborates (None: not)."""
+    if not ids:
+        return {}
+    ledger = tracker.ledger()
+    try:
+        # slurmctld answering the ids' lookup a moment ago says as much as a ping would.
+        fresh = answered_at is not None and tracker.clock() - answered_at <= ANSWER_FRESH
+        shared: Dict[str, bytes] = {}
+        if not fresh and not controller_up(scontrol, min(PING_TIMEOUT, max(deadline - tracker.clock(), 0.0))):
+            outcomes = {j: _not_run(op, j) for j in ids}
+        elif len(ids) == 1:
+            # One id is a single op (docs/contract.md §11): its own script, under the nonce its
+            # intent was recorded with, read by the single reader; nothing to corroborate.
+            outcomes = {ids[0]: execute(op, ids[0], deadline, scontrol=scontrol, nonce=nonce, clock=tracker.clock)}
+        else:
+            outcomes = _calls(op, ids, deadline, scontrol, nonce, tracker, squeue, shared)
+    except BaseException:
+        _give_back(ledger, ids, owner)
+        raise
+    # Each id's own stderr; a call's text no id owns once, with the first id of that call.
+    finishes = [(op_id, outcomes[j], b"".join(c.stderr for c in outcomes[j].calls) + shared.get(j, b""))
+                for op_id, j in zip(op_ids, ids)]
+    try:
+        with ledger.batch():
+            ledger.finish_operations(finishes, ledger.now())
+            ledger.release_leases(ids, owner)
+    except LedgerError as exc:
+        for outcome in outcomes.values():
+            log.error("could not record %s (nonce %s) in %s", describe(outcome), nonce, ledger.path)
+        _give_back(ledger, ids, owner)
+        first, *more = (outcomes[j] for j in ids)
+        raise NotRecorded(first, exc, more=more) from exc
+    return outcomes
+
+
+def _give_back(ledger: LedgerStore, ids: List[str], owner: str) -> None:
+    """Release the leases if the ledger lets us, never in place of what is on its way."""
+    try:
+        ledger.release_leases(ids, owner)
+    except LedgerError as exc:
+        log.warning("could not give back %d lease(s) (they lapse by themselves): %s", len(ids), exc)
+
+
+def _calls(
+    op: Op,
+    ids: List[str],
+    deadline: float,
+    scontrol: str,
+    nonce: str,
+    tracker: Tracker,
+    squeue: Optional[str],
+    shared: Dict[str, bytes],
+) -> Dict[str, Outcome]:
+    """Run the op's list calls on ``ids``, combine each id's calls as a single op would, and
+    corroborate the ids read as ok with one lookup through ``squeue`` (None: not at all).
+    ``shared`` gets, per call whose stderr holds text no id owns, that text for the ledger
+    record of the call's first id (``_unowned``).
+
+    A requeue can end ok only where call 2 succeeded, so those ids are looked up while call 3
+    runs (in a thread: both mostly wait for their process), not after it."""
+    if op is Op.OPEN:  # one direct scontrol release of the list, unwrapped as open always is
+        first = run_open_list(ids, deadline, scontrol, clock=tracker.clock)
+    else:
+        first = run_list_call(op, 1, ids, deadline, scontrol, nonce=nonce, clock=tracker.clock)
+    later: Dict[int, Dict[str, Call]] = {}
+    early: Optional[_Background] = None
+    if op is Op.REQUEUE:
+        second_ids, third_ids = requeue_next_calls(ids, first)
+        if second_ids:
+            later[2] = run_list_call(op, 2, second_ids, deadline, scontrol, clock=tracker.clock)
+            may_end_ok = [j for j in second_ids if later[2][j].outcome is CallOutcome.SUCCESS]
+            if squeue is not None and may_end_ok and third_ids:
+                early = _Background(lambda: _look_up(may_end_ok, squeue, deadline, tracker))
+        if third_ids:
+            later[3] = run_list_call(op, 3, third_ids, deadline, scontrol, clock=tracker.clock)
+    outcomes = {
+        j: combine_bulk(op, j, [first[j], *(later[n][j] for n in sorted(later) if j in later[n])])
+        for j in ids
+    }
+    outcomes = _unowned(op, {1: first, **later}, outcomes, shared)
+    if squeue is None:
+        return outcomes
+    return corroborate(outcomes, squeue, deadline, tracker, early=early.result() if early is not None else None)
+
+
+# Bytes of a call's unowned text shown in its one diagnostic, and kept in the ledger (a third of
+# a record's stderr cap: a requeue's three calls can all be there).
+SHOWN_UNOWNED = 1000
+UNOWNED_KEPT = STDERR_CAP // 3
+
+
+def _unowned(
+    op: Op, calls: Dict[int, Dict[str, Call]], outcomes: Dict[str, Outcome], shared: Dict[str, bytes]
+) -> Dict[str, Outcome]:
+    """Text a list call printed that no id owns is the call's, kept once (docs/contract.md §11,
+    "Bounded output"): one diagnostic per call (escaped, its first ``SHOWN_UNOWNED`` bytes), the
+    text in the ledger record of the call's first id (``shared``), and on each id the call left
+    unknown a short note naming that record, never the text itself."""
+    notes: Dict[str, List[str]] = {}
+    for number in sorted(calls):
+        read = calls[number]
+        text = read.unowned if isinstance(read, ListCall) else b""
+        if not text:
+            continue
+        carrier = next(iter(read))
+        # Each call's head, so that the record's cap keeps some of every call's text.
+        shared[carrier] = shared.get(carrier, b"") + text[:UNOWNED_KEPT]
+        shown = text[:SHOWN_UNOWNED].decode("utf-8", "backslashreplace")
+        log.warning("%s call %d on %d jobs printed %d bytes of stderr no job owns (kept with job %s): %s%s",
+                    op.value, number, len(read), len(text), carrier, ascii(shown)[1:-1],
+                    "..." if len(text) > SHOWN_UNOWNED else "")
+        for job, call in read.items():
+            if call.outcome is CallOutcome.UNKNOWN:
+                notes.setdefault(job, []).append(
+                    f"call {number} printed {len(text)} bytes of stderr no job owns (kept with job {carrier})")
+    if not notes:
+        return outcomes
+    joined = {j: "; ".join(([outcomes[j].detail] if outcomes[j].detail else []) + n) for j, n in notes.items()}
+    return {**outcomes, **{j: replace(outcomes[j], detail=d) for j, d in joined.items()}}
+
+
+class _Background:
+    """``work()`` in a thread of its own; ``result()`` waits for it and gives its answer."""
+
+    def __init__(self, work: Callable[[], Found]) -> None:
+        self._answer: Optional[Found] = None
+        self._error: Optional[BaseException] = None
+        self._thread = threading.Thread(target=self._run, args=(work,), name="slurm-dsl lookup", daemon=True)
+        self._thread.start()
+
+    def _run(self, work: Callable[[], Found]) -> None:
+        try:
+            self._answer = work()
+        except BaseException as exc:  # raised again in the caller's thread, by result()
+            self._error = exc
+
+    def result(self) -> Found:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        assert self._answer is not None
+        return self._answer
+
+
+# A lookup's answer (``SqueueLookup.jobs``), or why it could not ask.
+Found = Union[Dict[str, Optional[JobInfo]], LookupFailed]
+
+
+def _look_up(ids: List[str], squeue: str, deadline: float, tracker: Tracker) -> Found:
+    left = max(deadline - tracker.clock(), 1.0)
+    try:
+        return SqueueLookup(squeue, timeout=min(SQUEUE_TIMEOUT, left), many=MAX_LISTED).jobs(ids)
+    except LookupFailed as exc:
+        return exc
+
+
+def corroborate(
+    outcomes: Dict[str, Outcome], squeue: str, deadline: float, tracker: Tracker, *, early: Optional[Found] = None
+) -> Dict[str, Outcome]:
+    """One lookup of the ids read as ok: one slurmctld does not know is ``not_found`` (a list
+    call can answer SUCCESS for a never-existed id, docs/slurm-bulk.md §3.4); if the lookup
+    could not ask, they stay ok, marked unverified.  ``early``: a lookup already made, used if
+    it asked about every id read as ok (else there is one more)."""
+    ok = [j for j, o in outcomes.items() if o.result is Result.OK]
+    if not ok:
+        return outcomes
+    found = early if early is not None and (isinstance(early, LookupFailed) or set(ok) <= early.keys()) else None
+    if found is None:
+        found = _look_up(ok, squeue, deadline, tracker)
+    if isinstance(found, LookupFailed):
+        return {**outcomes, **{j: replace(outcomes[j], detail=f"unverified: {found.reason}") for j in ok}}
+    gone = {
+        j: replace(
+            outcomes[j],
+            result=Result.NOT_FOUND,
+            requeue_bit=RequeueBit.CLEAR if outcomes[j].op is Op.REQUEUE else None,
+            detail="slurmctld does not know the job, although its list call answered SUCCESS",
+        )
+        for j in ok
+        if found.get(j) is None
+    }
+    return {**outcomes, **gone}
+
+
+def controller_up(scontrol: str, timeout: float) -> bool:
+    """Whether `scontrol ping` says slurmctld is UP (a probe that cannot tell counts as down)."""
+    if timeout <= 0:
+        return True  # past the deadline: the calls will expire unstarted anyway
+    done = runner.run_argv((scontrol, "ping"), timeout=timeout)
+    return done.returncode == 0 and not done.pipes_held and b" is UP" in done.stdout
+
+
+def _not_run(op: Op, job_id: str) -> Outcome:
+    bit = RequeueBit.CLEAR if op is Op.REQUEUE else None
+    return Outcome(op, job_id, Result.NOT_RUN, bit, Reason.CONTROLLER_DOWN, (), None,
+                   "scontrol ping: slurmctld is not UP; the chunk was not started")

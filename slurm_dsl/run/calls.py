@@ -1,0 +1,189 @@
+"""Running one operation on one job, untracked (docs/contract.md §1, §2, §6).
+
+Contract: ``execute`` validates the job id before any process starts, renders
+the op's script with a fresh nonce, runs it through ``runner`` with the time
+left to the deadline (the runner is the deadline's clock: TERM to the script's
+group then, KILL ``KILL_GRACE`` later), and reads the output with
+``read_outcome``; it returns the ``Outcome`` and never raises for what scontrol
+did.  A deadline already past renders the script ``expired``: every call reports
+75 and scontrol is never started.  It records nothing: the public operations
+(``api``) run it through the ledger.  ``open`` runs ``scontrol release``
+directly, unwrapped, under the runner's guard at the deadline itself; its status
+is scontrol's own, except that a started scontrol's own 75, 126 or 127 reads as
+125 (``direct_status``): only a spawn that failed certainly did not run.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from dataclasses import replace
+from typing import Callable, Optional, Sequence, Union
+
+from ..core.bulk_reader import ListCall, read_list_output, read_open_list, unknown_list_call
+from ..core.jobid import validate_job_id
+from ..core.model import Op, Outcome, Reason
+from ..core.reader import read_outcome, unknown
+from ..core.script import KILL_GRACE, list_argv, render, render_list
+from ..core.statuses import COMMAND_NOT_EXECUTABLE, COMMAND_NOT_FOUND, EXPIRED, WRAPPER_FAILED
+from . import process as runner
+from .binaries import find_scontrol
+from .deadlines import Clock, check_deadline
+
+# How long after the deadline plus KILL_GRACE (the runner's KILL) a process of a run may still be
+# alive: until its backstop (``runner.backstop``: BACKSTOP_MARGIN past the KILL, rounded up to
+# whole seconds), even if the runner is frozen; a runner that keeps time is done well before (its
+# drain windows, the reaping).  Not a wait of execute's (the runner keeps the deadline itself);
+# leases add it, so that a lease never lapses while a call of it may still run.
+GUARD_MARGIN = runner.BACKSTOP_MARGIN + 1.0
+# The guard of a script rendered expired: it starts nothing, so this only bounds a broken shell.
+# Never 0: a TERM before the script's trap is set would kill it before it could say 75.
+EXPIRED_GUARD = float(KILL_GRACE)
+JobId = Union[str, int]
+# The statuses that say a call was never started (docs/contract.md §4).
+NOT_STARTED = frozenset({EXPIRED, COMMAND_NOT_EXECUTABLE, COMMAND_NOT_FOUND})
+_OWN_STATUS = "scontrol was started and exited {} itself (a wrapper's own failure?): it may have acted"
+
+
+def new_nonce() -> str:
+    """128 bits from ``secrets``, lowercase hex (docs/contract.md §2)."""
+    return os.urandom(16).hex()
+
+
+def execute(
+    op: Union[Op, str],
+    job_id: JobId,
+    deadline: float,
+    *,
+    scontrol: Optional[str] = None,
+    nonce: Optional[str] = None,
+    clock: Clock = time.time,
+) -> Outcome:
+    """Run one op on one job until ``deadline`` and read what it came to."""
+    op = Op(op)
+    job = validate_job_id(job_id)
+    deadline = check_deadline(deadline, clock)
+    path = find_scontrol(scontrol)
+    left = deadline - clock()
+    if not op.wrapped:
+        if left <= 0:
+            return read_outcome(op, job, b"", 75)
+        done = runner.run_argv((path, "release", job), timeout=left)
+        if done.truncated:
+            return unknown(op, job, Reason.OUTPUT_TOO_LARGE, exit_status=done.returncode)
+        if done.pipes_held:
+            return _not_closed(op, job, done)
+        status = direct_status(done)
+        outcome = read_outcome(op, job, done.stderr, status)
+        if status != done.returncode:
+            return replace(outcome, detail=_OWN_STATUS.format(done.returncode))
+        return outcome
+    nonce = nonce or new_nonce()
+    done = run_wrapped(lambda expired: render(op, job, deadline, nonce, path, expired=expired), left)
+    if done.truncated:
+        return unknown(op, job, Reason.OUTPUT_TOO_LARGE, exit_status=done.returncode, detail="output over the cap")
+    if done.pipes_held:
+        return _not_closed(op, job, done)
+    if done.timed_out and done.killed_by == signal.SIGKILL:
+        # A call outlived the deadline's TERM by the grace: the runner's KILL cut the script
+        # short, so its last status lines are missing (the reader would say so too).
+        return unknown(op, job, Reason.TIMED_OUT, exit_status=done.returncode,
+                       detail=f"a call outlived the deadline's TERM: the script was killed {KILL_GRACE} s later")
+    return read_outcome(op, job, done.stderr, done.returncode, nonce)
+
+
+def run_list_call(
+    op: Union[Op, str],
+    number: int,
+    job_ids: Sequence[str],
+    deadline: float,
+    scontrol: str,
+    *,
+    nonce: Optional[str] = None,
+    clock: Clock = time.time,
+) -> ListCall:
+    """Call ``number`` of ``op`` on every id of ``job_ids`` in one scontrol process, deadline-kept
+    and framed as a single op's script is, read into one ``Call`` per id (docs/contract.md §11).
+
+    Never raises for what scontrol did; what the runner or the framing makes unknown makes every
+    id unknown (``bulk_reader.unknown_list_call``).
+    """
+    op = Op(op)
+    ids = list(job_ids)
+    path = find_scontrol(scontrol)
+    nonce = nonce or new_nonce()
+    done = run_wrapped(lambda expired: render_list(op, number, ids, deadline, nonce, path, expired=expired),
+                       deadline - clock())
+    if done.truncated:
+        return unknown_list_call(number, ids, Reason.OUTPUT_TOO_LARGE)
+    if done.pipes_held:
+        return unknown_list_call(number, ids, Reason.TIMED_OUT if done.timed_out else Reason.OUTPUT_NOT_CLOSED,
+                                 stderr=done.stderr)
+    if done.timed_out and done.killed_by == signal.SIGKILL:
+        return unknown_list_call(number, ids, Reason.TIMED_OUT, stderr=done.stderr)
+    return read_list_output(op, number, ids, done.stderr, done.returncode, nonce)
+
+
+def run_open_list(
+    job_ids: Sequence[str], deadline: float, scontrol: str, *, clock: Clock = time.time
+) -> ListCall:
+    """``open`` on every id of ``job_ids`` in one direct ``scontrol release <list>`` (no script, no
+    status line), under the runner's guard at the deadline itself, as open's single call runs;
+    read by ``bulk_reader.read_open_list`` (docs/contract.md §11).  A deadline already past
+    starts nothing: every id ``expired``.  Never raises for what scontrol did.
+    """
+    ids = list(job_ids)
+    args = list_argv(Op.RELEASE, 1, ids)  # open's argv is release's; the ids and their size checked
+    path = find_scontrol(scontrol)
+    left = deadline - clock()
+    if left <= 0:
+        return read_open_list(ids, b"", EXPIRED)
+    done = runner.run_argv((path, *args), timeout=left)
+    if done.truncated:
+        return unknown_list_call(1, ids, Reason.OUTPUT_TOO_LARGE)
+    if done.pipes_held:
+        return unknown_list_call(1, ids, Reason.TIMED_OUT if done.timed_out else Reason.OUTPUT_NOT_CLOSED,
+                                 stderr=done.stderr)
+    return read_open_list(ids, done.stderr, direct_status(done))
+
+
+def direct_status(done: runner.Completed) -> int:
+    """The status of a direct (unwrapped) call as docs/contract.md §4 reads it.  75, 126 and 127
+    say the call never started, which only a spawn that failed may say (``Completed.started``):
+    a program that ran and exited with one of them itself (a site wrapper behind ``--scontrol``)
+    may have acted, so it is 125, unknown."""
+    if done.started and done.killed_by is None and done.returncode in NOT_STARTED:
+        return WRAPPER_FAILED
+    return done.returncode
+
+
+def run_wrapped(render_script: Callable[[bool], str], left: float) -> runner.Completed:
+    """Run a wrapped script ``left`` seconds before its deadline; ``render_script(expired)``
+    renders it (``script.render`` or ``script.render_list``).
+
+    The runner is the deadline's clock: TERM to the script's group at ``left``, KILL
+    ``KILL_GRACE`` seconds later.  A deadline already past (``left <= 0``) renders the script
+    expired: every call 75, nothing started.
+    """
+    done = _run_rendered(render_script(left <= 0), left)
+    if done.killed_by == signal.SIGTERM and not done.stderr:
+        # The shell died of a TERM (the deadline's) with nothing said: its first line traps
+        # TERM, so it came before the trap was set, and no call had started.  The expired
+        # script says so: 75 for every call, nothing started.
+        done = _run_rendered(render_script(True), 0.0)
+    return done
+
+
+def _run_rendered(script: str, left: float) -> runner.Completed:
+    return runner.run_script(script, timeout=left if left > 0 else EXPIRED_GUARD, kill_grace=KILL_GRACE)
+
+
+def _not_closed(op: Op, job: str, done: runner.Completed) -> Outcome:
+    """Unknown: a process that escaped the call held its output open, so what was read
+    may not be all of it, however well it frames (the runner stopped reading, ``DRAIN``)."""
+    if done.timed_out:
+        return unknown(op, job, Reason.TIMED_OUT, exit_status=done.returncode,
+                       detail="stopped at the deadline, its output still held open by an escaped process")
+    return unknown(op, job, Reason.OUTPUT_NOT_CLOSED, exit_status=done.returncode,
+                   detail="output still held open after the call exited (a process that left its session?)")

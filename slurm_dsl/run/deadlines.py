@@ -1,0 +1,61 @@
+"""Deadlines: an absolute wall-clock instant from a timeout or a given deadline, within bounds.
+
+Every operation has a deadline (docs/contract.md §2): an epoch time after which no call starts.
+``resolve_deadline`` makes one from exactly one of a timeout (seconds) and a
+deadline; ``check_deadline`` refuses what the runner could not wait for.  The
+clock is a parameter (``Clock``), so callers and tests can pass their own.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Callable, Optional
+
+from ..core.errors import InvalidInput
+from ..core.plain import plain_float
+
+Clock = Callable[[], float]
+
+# The longest timeout, and the furthest deadline from now, an operation takes: one day.  The
+# runner waits with poll()/epoll, whose timeout is milliseconds in a C int: 2**31 ms is about
+# 24.8 days, and a longer wait overflows (a traceback after the intent was recorded).  One day
+# stays far below that with every margin added (guard, kill grace, lease slack), and is far
+# beyond what one scontrol call, or waiting for another operation's lease on the job, needs.
+MAX_TIMEOUT = 86400.0
+# How much further than MAX_TIMEOUT ``check_deadline`` lets a deadline be, so that one from
+# ``resolve_deadline`` is not refused a moment later if the wall clock stepped back meanwhile.
+_CLOCK_STEP = 60.0
+def resolve_deadline(timeout: Optional[float], deadline: Optional[float], clock: Clock = time.time) -> float:
+    """An absolute wall-clock deadline from exactly one of ``timeout`` and ``deadline``.
+
+    ``ValueError`` unless the timeout is in (0, ``MAX_TIMEOUT``] seconds, or the deadline passes
+    ``check_deadline``.
+    """
+    if (timeout is None) == (deadline is None):
+        raise InvalidInput("give exactly one of timeout (seconds) and deadline (epoch seconds)")
+    if timeout is not None:
+        seconds = plain_float(timeout, "timeout")
+        if not 0 < seconds <= MAX_TIMEOUT:  # NaN fails both comparisons
+            raise InvalidInput(
+                f"timeout must be a positive number of seconds, at most {MAX_TIMEOUT:g} (one day), got {seconds!r}"
+            )
+        return clock() + seconds
+    assert deadline is not None
+    return check_deadline(deadline, clock)
+
+
+def check_deadline(deadline: float, clock: Clock = time.time) -> float:
+    """``deadline`` (epoch seconds) as a plain float, or ``ValueError``.
+
+    It must be positive, finite and at most ``MAX_TIMEOUT`` seconds from now (give or take
+    ``_CLOCK_STEP``); a deadline already past is fine (the operation then expires unrun).
+    """
+    when = plain_float(deadline, "deadline")
+    if not math.isfinite(when) or when <= 0:
+        raise InvalidInput(f"deadline must be a positive epoch time, got {when!r}")
+    if when - clock() > MAX_TIMEOUT + _CLOCK_STEP:
+        raise InvalidInput(
+            f"deadline must be at most {MAX_TIMEOUT:g} seconds (one day) from now, got {when!r}"
+        )
+    return when

@@ -1,0 +1,316 @@
+"""The restore sweeper (docs/contract.md §9.5): settle every object whose bit is not clear.
+
+Strategy, in as few slurmctld RPCs as possible:
+
+1. read the objects whose bit is not clear (``Ledger.pending``: not leased by an
+   operation, back-off elapsed), oldest first, up to ``limit``; given ``take_over_at``
+   (the caller holds the sweep lock), the leases of other sweeps do not keep an object out:
+   they are a dead sweep's (``ledger_rules.sweep_owned``), taken over from ``take_over_at`` on;
+2. take each one's lease, so no operation starts on it while we decide
+   (a job an operation holds is left for the next sweep);
+3. look them all up at once (one squeue, or pyslurm): a job gone or already at
+   Requeue=0 has its object cleared; a job showing Requeue=1 gets
+   RestoreRequeueBit (one RPC each, through the ledger like any operation); a
+   *finished* job showing Requeue=1 is watched: slurmctld refuses to clear its
+   flag, and its owner can still requeue it (it comes back PENDING at Requeue=1)
+   until slurmctld purges it, so its object stays, looked at again on every sweep
+   without a growing back-off, until the job is gone or comes back;
+4. a lookup that could not ask leaves every object as it was and backs off;
+   "could not ask" is never read as "gone";
+5. a sweep that was not a dry run is kept in the ledger as the last one (``record_sweep``:
+   when, and its summary), which ``slurm-dsl ledger status`` shows.
+
+``decide`` is the pure rule; ``sweep`` is the edge around it.  One sweeper at
+a time per ledger: the caller holds the ledger's ``sweep_lock`` (an flock beside an
+SQLite file, a lock held on the database server for MariaDB).  Every time written to
+the ledger is read from the ledger's clock (``LedgerStore.now``).
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Tuple
+
+from ..core.combine import found_finished
+from ..core.errors import SweepBusy as SweepBusy  # re-exported: where it has always been imported from
+from ..core.jobinfo import JobInfo, Lookup, LookupFailed
+from ..core.ledger_rules import SWEEP_TAG
+from ..core.model import Op, Outcome, RequeueBit, Result
+from ..ledger.base import LedgerError, LedgerStore
+from ..ledger.sqlite import SweepLock as SweepLock  # re-exported: the SQLite ledger's lock
+from ..lookups.squeue import SqueueLookup
+from .tracked import Tracker, lease_owner
+
+log = logging.getLogger("slurm_dsl")
+
+RESTORE_TIMEOUT = 15.0
+# Seconds from taking the sweep lock until the leases of the sweep that held it before are taken
+# over.  The lock is free only once its holder is dead (an flock, or GET_LOCK on a connection the
+# server saw close) or done; every process a run starts dies within about a second of its runner
+# (the lifeline, docs/contract.md §2), so by then none of that sweep's restores still runs.
+TAKE_OVER_GRACE = 2.0
+
+
+class Action(str, enum.Enum):
+    CLEAR = "clear"  # the job is gone or already at Requeue=0: clear the object
+    RESTORE = "restore"  # the job shows Requeue=1: RestoreRequeueBit
+    WATCH = "watch"  # a finished job shows Requeue=1: keep the object, look again next sweep
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class Done(str, enum.Enum):
+    """What the sweep did with one object."""
+
+    CLEARED = "cleared"
+    RESTORED = "restored"
+    RESTORE_FAILED = "restore_failed"
+    LOOKUP_FAILED = "lookup_failed"
+    BUSY = "busy"  # an operation held the job's lease
+    WATCHING = "watching"  # a finished job at Requeue=1: kept, looked at again next sweep
+    WOULD_CLEAR = "would_clear"  # --dry-run
+    WOULD_RESTORE = "would_restore"  # --dry-run
+
+    def __str__(self) -> str:
+        return self.value
+
+
+# Outcomes a sweep is content with: a busy job is an operation's for now, and the next sweep's;
+# a watched one is all that can be done until slurmctld purges the job or it comes back.
+SETTLED = frozenset({Done.CLEARED, Done.RESTORED, Done.WOULD_CLEAR, Done.WOULD_RESTORE, Done.BUSY, Done.WATCHING})
+
+
+def decide(info: Optional[JobInfo]) -> Tuple[Action, str]:
+    """What to do with an object whose bit is not clear, given its job's lookup."""
+    if info is None:
+        return Action.CLEAR, "gone: slurmctld no longer knows the job"
+    if not info.requeue:
+        return Action.CLEAR, "the job already shows Requeue=0"
+    if info.finished:
+        return Action.WATCH, (
+            f"finished ({info.state}) at Requeue=1: slurmctld will not clear the flag and the job can"
+            " still be requeued; watched until it is purged or comes back"
+        )
+    return Action.RESTORE, f"the job shows Requeue=1 ({info.state})"
+
+
+@dataclass(frozen=True)
+class Swept:
+    job_id: str
+    done: Done
+    why: str
+    outcome: Optional[Outcome] = None
+
+    def to_json(self) -> Dict[str, object]:
+        return {
+            "kind": "job",
+            "job_id": self.job_id,
+            "done": self.done.value,
+            "why": self.why,
+            "restore": self.outcome.to_json() if self.outcome is not None else None,
+        }
+
+
+@dataclass
+class SweepReport:
+    swept: List[Swept] = field(default_factory=list)
+    lookup_error: Optional[str] = None
+    orphans: List[JobInfo] = field(default_factory=list)
+    fixed_orphans: List[Outcome] = field(default_factory=list)
+    started: float = 0.0
+    finished: float = 0.0
+    dry_run: bool = False
+
+    def counts(self) -> Dict[str, int]:
+        counts = {d.value: 0 for d in Done}
+        for s in self.swept:
+            counts[s.done.value] += 1
+        return counts
+
+    def summary(self) -> Dict[str, object]:
+        """What the ledger keeps of this sweep (``record_sweep``; ``ledger status`` shows it)."""
+        return {
+            "counts": {k: v for k, v in self.counts().items() if v},
+            "settled": self.settled,
+            "lookup_error": self.lookup_error,
+            "orphans": len(self.orphans),
+            "fixed_orphans": [o.result.value for o in self.fixed_orphans],
+        }
+
+    @property
+    def settled(self) -> bool:
+        """Every object looked at was settled (and every orphan fixed, if asked)."""
+        fixed = all(o.result is Result.OK for o in self.fixed_orphans)
+        return self.lookup_error is None and fixed and all(s.done in SETTLED for s in self.swept)
+
+
+def sweep(
+    tracker: Tracker,
+    lookup: Lookup,
+    *,
+    limit: Optional[int] = None,
+    dry_run: bool = False,
+    restore_timeout: float = RESTORE_TIMEOUT,
+    orphans: bool = False,
+    fix: bool = False,
+    orphan_lookup: Optional[SqueueLookup] = None,
+    take_over_at: Optional[float] = None,
+) -> SweepReport:
+    """One pass over the objects whose bit is not clear.  The caller holds the ``SweepLock``.
+
+    ``take_over_at``: a ``time.monotonic()`` instant (the lock taken + ``TAKE_OVER_GRACE``) from
+    which the leases of other sweeps are taken over; None: they keep their objects until they
+    lapse.  The sweep waits for it only if such an object is there to take."""
+    ledger = tracker.ledger()
+    report = SweepReport(started=ledger.now(), dry_run=dry_run)
+    owner = lease_owner(SWEEP_TAG)
+    objects = ledger.pending(ledger.now(), limit, take_over_sweeps=take_over_at is not None)
+    if take_over_at is not None and not dry_run and time.monotonic() < take_over_at:
+        # Too early to take a dead sweep's leases: wait for the grace only if there are any.
+        if {o.job_id for o in objects} - {o.job_id for o in ledger.pending(ledger.now(), limit)}:
+            time.sleep(max(take_over_at - time.monotonic(), 0.0))
+            objects = ledger.pending(ledger.now(), limit, take_over_sweeps=True)
+    take_over = take_over_at is not None and time.monotonic() >= take_over_at
+    ids = [o.job_id for o in objects]
+    if dry_run:
+        leased = ids
+    else:
+        # Leases first, lookup after: no operation can start on a leased job, so what
+        # the lookup says stays true until the job is settled or its lease released.
+        ttl = getattr(lookup, "timeout", 60.0) + restore_timeout * 2 + 60.0
+        leased = ledger.acquire_leases(ids, owner, ledger.now(), ttl, take_over_sweeps=take_over)
+        held = set(leased)
+        report.swept += [Swept(j, Done.BUSY, "an operation holds the job") for j in ids if j not in held]
+    try:
+        _settle(tracker, ledger, lookup, leased, owner, report, dry_run, restore_timeout)
+    finally:
+        if not dry_run:
+            ledger.release_leases(leased, owner)
+    if orphans:
+        _orphans(tracker, ledger, orphan_lookup or SqueueLookup(), report, fix and not dry_run, restore_timeout)
+    report.finished = ledger.now()
+    if not dry_run:
+        try:
+            ledger.record_sweep(report.started, report.finished, report.summary())
+        except LedgerError as exc:
+            # The restores ran and are in the report: it must still reach the caller.  A missing
+            # "last sweep" in ``ledger status`` and this line in the journal say the rest.
+            log.warning("could not record the sweep in %s: %s", ledger.path, exc)
+    return report
+
+
+def _settle(
+    tracker: Tracker,
+    ledger: LedgerStore,
+    lookup: Lookup,
+    leased: List[str],
+    owner: str,
+    report: SweepReport,
+    dry_run: bool,
+    restore_timeout: float,
+) -> None:
+    if not leased:
+        return
+    try:
+        infos = lookup.jobs(leased)
+    except LookupFailed as exc:
+        report.lookup_error = exc.reason
+        if not dry_run:
+            ledger.lookups_failed(leased, exc.reason, ledger.now())
+        report.swept += [Swept(job, Done.LOOKUP_FAILED, exc.reason) for job in leased]
+        return
+    decided = [(job, *decide(infos.get(job))) for job in leased]
+    if dry_run:
+        would = {Action.CLEAR: Done.WOULD_CLEAR, Action.RESTORE: Done.WOULD_RESTORE, Action.WATCH: Done.WATCHING}
+        report.swept += [Swept(job, would[action], why) for job, action, why in decided]
+        return
+    clears = [(job, RequeueBit.CLEAR, f"sweep: {why}") for job, action, why in decided if action is Action.CLEAR]
+    written = set(ledger.set_bits(clears, ledger.now(), owner=owner))
+    watches = [job for job, action, _ in decided if action is Action.WATCH]
+    watched = set(ledger.watch(watches, ledger.now(), owner=owner))
+    for job, action, why in decided:
+        if action is not Action.RESTORE:
+            if job in (written if action is Action.CLEAR else watched):
+                report.swept.append(Swept(job, Done.CLEARED if action is Action.CLEAR else Done.WATCHING, why))
+            else:
+                report.swept.append(Swept(job, Done.BUSY, "the sweep's lease lapsed; left for the next sweep"))
+            continue
+        deadline = tracker.clock() + restore_timeout
+        outcome = tracker.run(Op.RESTORE, job, deadline, owner=owner, actor=f"{tracker.actor}, sweep")
+        if outcome.result is Result.OK:
+            report.swept.append(Swept(job, Done.RESTORED, why, outcome))
+        elif outcome.calls and found_finished(outcome.calls[-1]):
+            # It finished between the lookup and the restore: watched, like any finished job at Requeue=1.
+            ledger.watch([job], ledger.now(), owner=owner)
+            report.swept.append(Swept(job, Done.WATCHING, "restore: the job has finished meanwhile", outcome))
+        else:
+            ledger.lookup_failed(job, f"restore: {outcome.result.value}", ledger.now())
+            report.swept.append(Swept(job, Done.RESTORE_FAILED, f"restore: {outcome.result.value}", outcome))
+
+
+def _orphans(
+    tracker: Tracker,
+    ledger: LedgerStore,
+    lookup: SqueueLookup,
+    report: SweepReport,
+    fix: bool,
+    restore_timeout: float,
+) -> None:
+    """Jobs showing Requeue=1 that the ledger does not track as possibly set.
+
+    Every task record counts on its own (the listing is per task, docs/contract.md §9.4).  With ``fix``
+    a live one gets RestoreRequeueBit; a finished one cannot be restored, so it gets an
+    object (may_be_set) and is watched like any other until it is purged or comes back.
+    """
+    try:
+        everything = lookup.all_jobs()
+    except LookupFailed as exc:
+        report.lookup_error = report.lookup_error or exc.reason
+        return
+    for job_id, info in sorted(everything.items(), key=lambda kv: int(kv[0])):
+        if not info.requeue:
+            continue
+        obj = ledger.get(job_id)
+        if obj is not None and obj.bit is not RequeueBit.CLEAR:
+            continue
+        report.orphans.append(info)
+        if fix and info.finished:
+            owner = lease_owner(SWEEP_TAG)
+            if ledger.acquire_leases([job_id], owner, ledger.now(), 60.0):
+                why = f"sweep --orphans: finished ({info.state}) at Requeue=1, not tracked; watched"
+                ledger.set_bits([(job_id, RequeueBit.MAY_BE_SET, why)], ledger.now(), owner=owner)
+                ledger.release_leases([job_id], owner)
+        elif fix:
+            actor = f"{tracker.actor}, sweep --orphans --fix"
+            report.fixed_orphans.append(tracker.run(Op.RESTORE, job_id, tracker.clock() + restore_timeout, actor=actor))
+
+
+def metrics_text(report: SweepReport, not_clear: int) -> str:
+    """A Prometheus textfile (node_exporter's textfile collector) for one sweep."""
+    lines = [
+        "# HELP slurm_dsl_sweep_objects Objects the last sweep handled, by what it did.",
+        "# TYPE slurm_dsl_sweep_objects gauge",
+    ]
+    lines += [f'slurm_dsl_sweep_objects{{done="{k}"}} {v}' for k, v in sorted(report.counts().items())]
+    lines += [
+        "# HELP slurm_dsl_objects_not_clear Ledger objects whose requeue bit is not clear after the sweep.",
+        "# TYPE slurm_dsl_objects_not_clear gauge",
+        f"slurm_dsl_objects_not_clear {not_clear}",
+        "# HELP slurm_dsl_sweep_lookup_failed 1 if the last sweep could not look jobs up.",
+        "# TYPE slurm_dsl_sweep_lookup_failed gauge",
+        f"slurm_dsl_sweep_lookup_failed {int(report.lookup_error is not None)}",
+        "# HELP slurm_dsl_sweep_orphans Jobs showing Requeue=1 that the ledger does not track.",
+        "# TYPE slurm_dsl_sweep_orphans gauge",
+        f"slurm_dsl_sweep_orphans {len(report.orphans)}",
+        "# HELP slurm_dsl_sweep_duration_seconds How long the last sweep took.",
+        "# TYPE slurm_dsl_sweep_duration_seconds gauge",
+        f"slurm_dsl_sweep_duration_seconds {report.finished - report.started:.6f}",
+        "# HELP slurm_dsl_sweep_last_run_timestamp_seconds When the last sweep finished.",
+        "# TYPE slurm_dsl_sweep_last_run_timestamp_seconds gauge",
+        f"slurm_dsl_sweep_last_run_timestamp_seconds {report.finished:.3f}",
+    ]
+    return "\n".join(lines) + "\n"

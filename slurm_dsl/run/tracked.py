@@ -1,0 +1,244 @@
+"""Operations recorded in the ledger: lease, intent first, run, record (docs/contract.md §9.2).
+
+Contract: ``Tracker.run`` takes the job's lease (waiting for it until the
+deadline; a job still leased then is ``expired``: nothing ran), commits the
+operation's start (for a requeue: the object becomes ``may_be_set``) *before*
+the script starts, runs it with ``ops.execute``, and records the outcome, which
+sets the object's bit to what docs/contract.md §7 says (``combine.next_bit``).  A crash
+anywhere in between leaves ``may_be_set`` and a lease that lapses, so the
+sweeper finds the job.  The lease outlasts the script's deadline and the runner's KILL after it.  Once the
+script started, its outcome is never lost: if the ledger then fails, ``run``
+raises ``NotRecorded`` carrying it; a lease that cannot be given back lapses.
+
+Arrays (docs/contract.md §9.4): given an array's own JobId, scontrol acts on every task of the
+array, so one object could not cover what a requeue may leave set.  Before an
+operation (restore aside: it only clears flags) ``refuse_whole_arrays`` looks the
+ids up in one squeue call, bounded by the deadline, and raises ``WholeArray``
+for any id that reaches other tasks: nothing runs.  A task addressed by its own
+JobId, and an array's own JobId that holds its one last task, are single jobs.
+
+A ledger connection is for one thread, so a ``Tracker`` opens one per thread
+(``--parallel`` runs jobs on several).  ``clock`` is the deadlines' (this host's);
+every time written to the ledger is the ledger's own (``LedgerStore.now``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import pwd
+import re
+import threading
+import time
+from typing import Dict, List, Optional, Sequence, Union
+
+from ..core.errors import LookupFailed, describe
+from ..core.errors import NotRecorded as NotRecorded  # re-exported: where it has always been imported from
+from ..core.errors import WholeArray as WholeArray  # re-exported
+from ..core.jobid import validate_job_id
+from ..core.jobinfo import JobInfo
+from ..core.model import Op, Outcome, RequeueBit, Result
+from ..core.script import KILL_GRACE
+from ..ledger import base as ledger_module
+from ..ledger.base import DEFAULT_PATH, LedgerError, LedgerStore
+from ..ledger.choose import open_ledger
+from ..lookups.squeue import MAX_LISTED, SqueueLookup
+from ..lookups.squeue import SQUEUE_TIMEOUT as LOOKUP_TIMEOUT
+from .binaries import find_scontrol, find_squeue
+from .calls import GUARD_MARGIN, execute, new_nonce
+from .deadlines import Clock, check_deadline
+
+log = logging.getLogger("slurm_dsl")
+
+LEASE_SLACK = 30.0  # seconds a lease outlasts the runner's KILL after the deadline: the ledger writes around it
+LEASE_POLL = 0.05
+
+
+def lease_ttl(left: float, slack: float = LEASE_SLACK) -> float:
+    """The ttl of a lease taken ``left`` seconds before the deadline of the runs it covers.
+
+    The rule: a lease never lapses while a call of it may still run.  Every process of a run
+    started before the deadline is gone by its backstop (``runner.backstop``: at most the deadline
+    + KILL_GRACE + GUARD_MARGIN, even if this process is frozen, and at once if it dies), so the
+    lease lasts that long, and ``slack`` more for the ledger writes around the run."""
+    return max(left, 0.0) + KILL_GRACE + GUARD_MARGIN + slack
+
+
+def ledger_path(explicit: Optional[str] = None) -> str:
+    """The ledger to use: explicit, else $SLURM_DSL_LEDGER, else the default under /var/lib."""
+    return explicit or os.environ.get("SLURM_DSL_LEDGER") or DEFAULT_PATH
+
+
+def current_actor() -> str:
+    """Who runs this process, as the history records it: ``uid 0 (root) on ctl1, pid 4711``.
+
+    Under sudo, ``, sudo from alice`` follows: sudo's ``SUDO_USER``, taken only when it looks like
+    an account name (whoever can set it runs as the uid recorded before it anyway).
+    """
+    uid = os.getuid()
+    try:
+        name = pwd.getpwuid(uid).pw_name
+    except KeyError:  # a uid with no passwd entry (a container, a removed account)
+        name = "?"
+    actor = f"uid {uid} ({name}) on {os.uname().nodename}, pid {os.getpid()}"
+    sudo = os.environ.get("SUDO_USER", "")
+    if re.fullmatch(r"[A-Za-z0-9_.][A-Za-z0-9_.-]{0,63}", sudo):
+        actor += f", sudo from {sudo}"
+    return actor
+
+
+def lease_owner(tag: str = "op") -> str:
+    """A lease owner unique to this thread of this process on this host."""
+    return f"{tag}:{os.uname().nodename}:{os.getpid()}:{threading.get_ident()}:{new_nonce()[:8]}"
+
+
+class Tracker:
+    """Runs operations against one ledger, one connection per thread.
+
+    ``busy_timeout`` is how long a ledger write waits for another writer before it fails
+    (default: ``ledger.BUSY_TIMEOUT``, read when each connection opens).
+    """
+
+    def __init__(
+        self,
+        path: Optional[str] = None,
+        *,
+        scontrol: Optional[str] = None,
+        squeue: Optional[str] = None,
+        clock: Clock = time.time,
+        lease_slack: float = LEASE_SLACK,
+        busy_timeout: Optional[float] = None,
+    ) -> None:
+        self.path = ledger_path(path)
+        self.busy_timeout = busy_timeout
+        self.scontrol = scontrol
+        self.squeue = squeue
+        self.clock = clock
+        self.lease_slack = lease_slack
+        self.actor = current_actor()  # recorded with every operation this tracker runs
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._opened: List[LedgerStore] = []
+        self.ledger()  # open (and create, migrate) now: a bad ledger fails before anything runs
+
+    def ledger(self) -> LedgerStore:
+        """This thread's connection to the ledger (opened on first use)."""
+        ledger: Optional[LedgerStore] = getattr(self._local, "ledger", None)
+        if ledger is None:
+            busy = ledger_module.BUSY_TIMEOUT if self.busy_timeout is None else self.busy_timeout
+            ledger = open_ledger(self.path, busy_timeout=busy)
+            self._local.ledger = ledger
+            with self._lock:
+                self._opened.append(ledger)
+        return ledger
+
+    def close(self) -> None:
+        """Close every thread's connection."""
+        with self._lock:
+            opened, self._opened = self._opened, []
+        for ledger in opened:
+            ledger.close()
+        self._local = threading.local()
+
+    def __enter__(self) -> Tracker:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def refuse_whole_arrays(
+        self, op: Union[Op, str], job_ids: Sequence[Union[str, int]], deadline: float
+    ) -> Dict[str, Optional[JobInfo]]:
+        """Raise ``WholeArray`` if any id is an array's own JobId that reaches other tasks.
+
+        One squeue call for all ids, bounded by the deadline; ``LookupFailed`` if it
+        could not ask.  Nothing to check for a restore, or once the deadline has passed
+        (the operation then expires without running): then the answer is empty.  Else it
+        is what the lookup said of each id (the bulk path keeps arrays out of its lists).
+        """
+        ids = list(dict.fromkeys(validate_job_id(j) for j in job_ids))
+        left = deadline - self.clock()
+        if Op(op) is Op.RESTORE or not ids or left <= 0:
+            return {}
+        squeue = find_squeue(self.squeue, self.scontrol)
+        try:
+            infos = SqueueLookup(squeue, timeout=min(LOOKUP_TIMEOUT, left), many=MAX_LISTED).jobs(ids)
+        except LookupFailed as exc:  # same type, saying what it means here
+            raise LookupFailed(f"{exc.reason}; could not check the ids for whole arrays, so nothing ran") from exc
+        whole = [info for info in infos.values() if info is not None and info.whole_array]
+        if whole:
+            raise WholeArray(whole)
+        return infos
+
+    def run(
+        self,
+        op: Union[Op, str],
+        job_id: Union[str, int],
+        deadline: float,
+        *,
+        owner: Optional[str] = None,
+        checked: bool = False,
+        actor: Optional[str] = None,
+    ) -> Outcome:
+        """One op on one job, recorded; the lease is ``owner``'s if given (a sweeper's), and the
+        history says ``actor`` ran it (default: ``self.actor``, this process).
+
+        Unless ``checked`` (the caller ran ``refuse_whole_arrays`` for it), the id is
+        checked first: ``WholeArray`` or ``LookupFailed`` mean nothing ran.  A deadline more
+        than ``deadlines.MAX_TIMEOUT`` away is a ``ValueError``, before anything is recorded.
+
+        A ``LedgerError`` before the script started means nothing ran; once it started, a
+        ledger failure is ``NotRecorded``, which carries the outcome.
+        """
+        op = Op(op)
+        job = validate_job_id(job_id)
+        deadline = check_deadline(deadline, self.clock)
+        if not checked:
+            self.refuse_whole_arrays(op, [job], deadline)
+        # Refused here, a bad scontrol path writes nothing; refused by execute, it would leave the
+        # intent below unfinished in the history for an operation that never ran.
+        scontrol = find_scontrol(self.scontrol)
+        ledger = self.ledger()
+        owner = owner or lease_owner()
+        ttl = lease_ttl(deadline - self.clock(), self.lease_slack)
+        nonce = new_nonce()
+        while True:
+            # The lease and the intent in one transaction: committed before the script starts.
+            with ledger.batch():
+                leased = ledger.acquire_lease(job, owner, ledger.now(), ttl)
+                if leased:
+                    op_id = ledger.begin_operation(job, op, nonce, ledger.now(), actor=actor or self.actor)
+            if leased:
+                break
+            if self.clock() >= deadline:
+                bit = RequeueBit.CLEAR if op is Op.REQUEUE else None
+                return Outcome(op, job, Result.EXPIRED, bit, None, (), None,
+                               "another operation or sweeper held the job until the deadline")
+            time.sleep(LEASE_POLL)
+        try:
+            outcome = execute(op, job, deadline, scontrol=scontrol, nonce=nonce, clock=self.clock)
+        except BaseException:
+            self._give_back(ledger, job, owner)
+            raise
+        try:
+            # The result and the lease given back in one transaction.
+            with ledger.batch():
+                ledger.finish_operation(op_id, outcome, b"".join(c.stderr for c in outcome.calls), ledger.now())
+                ledger.release_lease(job, owner)
+        except LedgerError as exc:
+            # The object keeps its intent (may_be_set for a requeue): nothing is lost for the
+            # sweeper.  The outcome goes to the log, and with the error to the caller.
+            log.error("could not record %s (nonce %s) in %s", describe(outcome), nonce, ledger.path)
+            self._give_back(ledger, job, owner)
+            raise NotRecorded(outcome, exc) from exc
+        return outcome
+
+    @staticmethod
+    def _give_back(ledger: LedgerStore, job: str, owner: str) -> None:
+        """Release the lease if the ledger lets us; never in place of the outcome or of the error
+        already on its way: the lease lapses by itself (until then the job's next operation waits,
+        or expires)."""
+        try:
+            ledger.release_lease(job, owner)
+        except LedgerError as exc:
+            log.warning("could not give back the lease on job %s (it lapses by itself): %s", job, exc)

@@ -1,0 +1,228 @@
+"""slurm-dsl doctor: each check against a fake scontrol/squeue that print the real texts."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Dict, List, Optional, Tuple
+
+import pytest
+
+import slurm_dsl.ledger.mariadb as mariadb_module
+from slurm_dsl.admin.cli import main
+from slurm_dsl.admin.doctor import CLOCK_WARN, parse_config
+from slurm_dsl.core.model import Op
+from slurm_dsl.ledger.choose import open_ledger
+from tests.fakes import write_fake, write_fake_squeue
+from tests.ledger_backends import Raw
+
+CONFIG = "Configuration data as of 2026-11-29T18:00:00\nJobRequeue              = {requeue}\n" \
+         "JobSubmitPlugins        = {plugins}\nMessageTimeout          = 3 sec\n"
+
+
+def test_parse_config() -> None:
+    config = parse_config(CONFIG.format(requeue=0, plugins="lua"))
+    assert config["JobRequeue"] == "0" and config["JobSubmitPlugins"] == "lua"
+    assert config["MessageTimeout"] == "3 sec"
+
+
+def doctor(
+    tmp_path: Path, requeue: int = 0, plugins: str = "lua", up: bool = True, lookup: str = "squeue",
+    ledger: Optional[str] = None,
+) -> Tuple[int, Dict[str, str]]:
+    code, found = doctor_details(tmp_path, requeue, plugins, up, lookup, ledger)
+    return code, {name: status for name, (status, _) in found.items()}
+
+
+def doctor_details(
+    tmp_path: Path, requeue: int = 0, plugins: str = "lua", up: bool = True, lookup: str = "squeue",
+    ledger: Optional[str] = None,
+) -> Tuple[int, Dict[str, Tuple[str, str]]]:
+    """``doctor --json`` against fakes: its exit status, and each check's status and detail."""
+    ping = "echo 'Slurmctld(primary) at vm is UP'" if up else "echo 'Slurmctld(primary) at vm is DOWN'; exit 1"
+    config = CONFIG.format(requeue=requeue, plugins=plugins).replace("\n", "\\n")
+    fake = write_fake(tmp_path / "bin", {}, default=f'case $1 in ping) {ping} ;; show) printf "{config}" ;; esac')
+    squeue = write_fake_squeue(tmp_path / "sq", "")
+    out = io.StringIO()
+    code = main(["doctor", "--json", "--scontrol", str(fake), "--squeue", str(squeue), "--lookup", lookup,
+                 "--ledger", ledger or str(tmp_path / "ledger.sqlite3")], out=out)
+    checks = {c["check"]: (c["status"], c["detail"]) for c in map(json.loads, out.getvalue().splitlines())}
+    return code, checks
+
+
+def test_a_ready_controller(tmp_path: Path) -> None:
+    code, checks = doctor(tmp_path)
+    assert code == 0
+    want: List[str] = [
+        "scontrol", "wrapper", "slurmctld", "slurm", "lookup", "JobRequeue", "job_submit", "ledger", "caller"
+    ]
+    assert list(checks) == want
+    assert {k: v for k, v in checks.items() if k != "caller"} == dict.fromkeys(want[:-1], "ok")
+
+
+def test_the_lookup_is_reported_and_a_missing_pyslurm_asked_for_fails(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "pyslurm", None)  # import pyslurm raises ImportError
+    code, checks = doctor(tmp_path, lookup="pyslurm")
+    assert code == 1 and checks["lookup"] == "fail"
+    code, checks = doctor(tmp_path, lookup="auto")
+    assert code == 0 and checks["lookup"] == "ok"
+
+
+def test_warnings_do_not_fail(tmp_path: Path) -> None:
+    code, checks = doctor(tmp_path, requeue=1, plugins="(null)")
+    assert code == 0
+    assert (checks["JobRequeue"], checks["job_submit"]) == ("warn", "warn")
+
+
+def test_a_down_controller_fails(tmp_path: Path) -> None:
+    code, checks = doctor(tmp_path, up=False)
+    assert code == 1 and checks["slurmctld"] == "fail"
+    assert "JobRequeue" not in checks
+
+
+def test_an_unusable_ledger_fails(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("")
+    out = io.StringIO()
+    code = main(["doctor", "--scontrol", "/nonexistent/scontrol", "--squeue", "/nonexistent/squeue",
+                 "--ledger", str(tmp_path / "file" / "ledger.sqlite3")], out=out)
+    assert code == 1
+    lines = out.getvalue().splitlines()
+    assert lines[0].startswith("fail  scontrol") and any(line.startswith("fail  ledger") for line in lines)
+
+
+def test_a_sqlite_ledger_named_with_its_prefix(tmp_path: Path) -> None:
+    path = tmp_path / "ledger.sqlite3"
+    code, checks = doctor_details(tmp_path, ledger=f"sqlite:{path}")
+    assert code == 0 and checks["ledger"] == ("ok", f"{path} (schema 2, 0 object(s) not clear)")
+
+
+def test_a_sqlite_ledger_others_may_read_warns_with_the_chmod(tmp_path: Path) -> None:
+    path = tmp_path / "ledger.sqlite3"
+    open_ledger(path).close()
+    path.chmod(0o644)
+    code, checks = doctor_details(tmp_path, ledger=str(path))
+    assert code == 0 and checks["ledger"][0] == "warn" and checks["ledger"][1].endswith(f"(chmod 600 {path})")
+
+
+# -- a MariaDB ledger -------------------------------------------------------------------------------
+
+MARIADB_CHECKS = ["ledger-cnf", "ledger-db", "ledger-time", "ledger"]
+
+
+def option_file(directory: Path, mode: int = 0o600, text: str = "[client]\nuser=nobody\npassword=x\n") -> Path:
+    path = directory / "ledger.cnf"
+    path.write_text(text)
+    path.chmod(mode)
+    return path
+
+
+def ledger_checks(checks: Dict[str, Tuple[str, str]]) -> Dict[str, Tuple[str, str]]:
+    return {name: found for name, found in checks.items() if name.startswith("ledger")}
+
+
+@pytest.mark.parametrize(
+    ("make", "says"),
+    [
+        (lambda d: option_file(d, 0o640), "has mode 0640: other accounts may read or change the ledger's password:"
+                                          " chmod 600 {cnf}"),
+        (lambda d: option_file(d, 0o604), "chmod 600 {cnf}"),
+        (lambda d: option_file(d, 0o660), "chmod 600 {cnf}"),
+        (lambda d: d / "ledger.cnf", "no option file at {cnf}"),
+        (lambda d: (d / "ledger.cnf").mkdir(), "is not a regular file"),
+        (lambda d: (d / "ledger.cnf").symlink_to(option_file(d / "..", 0o600)), "is a symbolic link"),
+        (lambda d: option_file(d, 0o600, "[client]\npassword=x\n"), "names no user="),
+    ],
+)
+def test_an_option_file_that_is_not_private_fails_with_the_fix(tmp_path: Path, make: object, says: str) -> None:
+    cnf_dir = tmp_path / "etc"
+    cnf_dir.mkdir()
+    make(cnf_dir)  # type: ignore[operator]
+    cnf = cnf_dir / "ledger.cnf"
+    code, checks = doctor_details(tmp_path, ledger=f"mariadb://127.0.0.1/slurm?option_file={cnf}")
+    assert code == 1
+    assert list(ledger_checks(checks)) == ["ledger-cnf"], "the server is not tried without its account"
+    status, detail = checks["ledger-cnf"]
+    assert status == "fail" and says.format(cnf=cnf) in detail
+
+
+def test_an_option_file_of_another_account_fails_with_the_chown(tmp_path: Path) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("only root can give a file away")
+    cnf = option_file(tmp_path)
+    os.chown(cnf, 4242, -1)
+    code, checks = doctor_details(tmp_path, ledger=f"mariadb://127.0.0.1/slurm?option_file={cnf}")
+    assert code == 1 and checks["ledger-cnf"][0] == "fail" and f"chown 0 {cnf}" in checks["ledger-cnf"][1]
+
+
+@pytest.mark.parametrize(("url", "says"), [("mariadb://root:pw@127.0.0.1/slurm", "no user or password in the URL"),
+                                           ("mariadb://127.0.0.1/no-such-name", "name one database")])
+def test_a_bad_ledger_url_fails_without_a_crash(tmp_path: Path, url: str, says: str) -> None:
+    code, checks = doctor_details(tmp_path, ledger=url)
+    assert code == 1 and checks["ledger"][0] == "fail" and says in checks["ledger"][1]
+    assert "pw" not in checks["ledger"][1]
+
+
+def test_an_unreachable_server_fails_quickly(tmp_path: Path) -> None:
+    pytest.importorskip("pymysql")
+    cnf = option_file(tmp_path)
+    url = f"mariadb://127.0.0.1:1/slurm?option_file={cnf}"
+    started = time.monotonic()
+    code, checks = doctor_details(tmp_path, ledger=url)
+    assert time.monotonic() - started < mariadb_module.CONNECT_TIMEOUT, "refused at once, not waited on"
+    assert code == 1 and list(ledger_checks(checks)) == ["ledger-cnf", "ledger-db"]
+    status, detail = checks["ledger-db"]
+    assert status == "fail"
+    assert detail.startswith("ledger mariadb://127.0.0.1:1/slurm: connect: cannot reach the server")
+
+
+@pytest.mark.parametrize(("offset", "status"), [(0.25, "ok"), (-CLOCK_WARN + 1, "ok"), (CLOCK_WARN + 5, "warn"),
+                                                (-3600.0, "warn")])
+def test_the_server_clock_offset_is_shown_and_a_large_one_warns(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, offset: float, status: str
+) -> None:
+    cnf = option_file(tmp_path)
+
+    def probe(url: str, **kwargs: object) -> mariadb_module.Probe:
+        return mariadb_module.Probe("10.11.6-MariaDB", 1000.0, 1000.001 + offset, 1000.002, 1, 0)
+
+    monkeypatch.setattr(mariadb_module, "probe", probe)
+    code, checks = doctor_details(tmp_path, ledger=f"mariadb://db1/slurm?option_file={cnf}")
+    assert code == 0 and list(ledger_checks(checks)) == MARIADB_CHECKS
+    assert checks["ledger-db"] == ("ok", "mariadb://db1/slurm: server 10.11.6-MariaDB (answered in 2.0 ms)")
+    shown, detail = checks["ledger-time"]
+    assert shown == status
+    assert detail.startswith(f"the server's clock is {abs(offset):.2f} s {'ahead of' if offset > 0 else 'behind'}"
+                             " this host's (give or take 1.0 ms)")
+
+
+def test_a_good_mariadb_ledger(tmp_path: Path, mariadb_location: str) -> None:
+    shown = mariadb_location.split("?", 1)[0]
+    code, checks = doctor_details(tmp_path, ledger=mariadb_location)
+    assert code == 0 and list(ledger_checks(checks)) == MARIADB_CHECKS
+    assert checks["ledger-cnf"][0] == checks["ledger-db"][0] == checks["ledger-time"][0] == "ok"
+    assert "MariaDB" in checks["ledger-db"][1] or "mysql" in checks["ledger-db"][1].lower()
+    assert checks["ledger"][0] == "warn" and "is empty: the first slurm-dsl to open it creates" in checks["ledger"][1]
+    with Raw(mariadb_location) as conn:
+        assert conn.execute("SHOW TABLES") == [], "doctor created nothing"
+
+    with open_ledger(mariadb_location) as ledger:
+        schema = ledger.schema_version()
+    code, checks = doctor_details(tmp_path, ledger=mariadb_location)
+    assert code == 0 and checks["ledger"] == ("ok", f"{shown} (schema {schema}, 0 object(s) not clear)")
+
+    with open_ledger(mariadb_location) as ledger:
+        ledger.begin_operation("7", Op.REQUEUE, "a" * 32, ledger.now())  # a requeue that never finished
+    code, checks = doctor_details(tmp_path, ledger=mariadb_location)
+    assert code == 0
+    assert checks["ledger"] == ("warn", f"{shown} (schema {schema}, 1 object(s) not clear): run slurm-dsl sweep")
+
+    with Raw(mariadb_location) as conn:
+        conn.execute("UPDATE schema_version SET version = ?", (schema + 1,))
+    code, checks = doctor_details(tmp_path, ledger=mariadb_location)
+    assert code == 1 and checks["ledger"][0] == "fail" and "newer than this slurm-dsl's" in checks["ledger"][1]

@@ -1,0 +1,80 @@
+from __future__ import annotations
+
+import pytest
+
+from slurm_dsl import InvalidInput, validate_job_id
+from slurm_dsl.core.jobid import MAX_JOB_ID
+
+HOSTILE = [
+    "1;id",
+    "$(id)",
+    "`id`",
+    "12_3",
+    "123_[1-3]",
+    "1,2",
+    "1 2",
+    " 12",
+    "12 ",
+    "12\n",
+    "042",
+    "0",
+    "-1",
+    "+1",
+    "\u0661\u0662",
+    "\uff11\uff12",
+    "１２",
+    "4294967295",
+    "4294967296",
+    "99999999999999999999",
+    "",
+    "abc",
+    "12.0",
+    "0x10",
+    "1e3",
+    "12\x00",
+    "'12'",
+]
+
+
+@pytest.mark.parametrize("bad", HOSTILE)
+def test_hostile_job_ids_are_refused(bad: str) -> None:
+    with pytest.raises(ValueError, match="job id"):
+        validate_job_id(bad)
+
+
+@pytest.mark.parametrize("bad", [True, False, None, 1.0, b"12", -5, 0, MAX_JOB_ID + 1])
+def test_non_string_job_ids_are_refused(bad: object) -> None:
+    with pytest.raises(ValueError):
+        validate_job_id(bad)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("given", "canonical"), [("1", "1"), ("1234", "1234"), (1234, "1234"), (str(MAX_JOB_ID), str(MAX_JOB_ID))]
+)
+def test_plain_job_ids_pass(given: object, canonical: str) -> None:
+    assert validate_job_id(given) == canonical  # type: ignore[arg-type]
+
+
+# -- at the edges (issue 16 item 10) ------------------------------------------------------------
+
+@pytest.mark.parametrize("bad", ["1" * 4301, "9" * 100_000, "\x00" * 1_000_000, "1" * 11, "x" * 41])
+def test_a_token_of_any_length_is_invalid_input_echoed_bounded(bad: str) -> None:
+    with pytest.raises(InvalidInput) as info:
+        validate_job_id(bad)
+    assert isinstance(info.value, ValueError)
+    message = str(info.value)
+    assert len(message) < 300
+    if len(bad) > 40:
+        assert f"{bad[:40]!r}... ({len(bad)} characters)" in message and repr(bad[:41]) not in message
+    else:
+        assert repr(bad) in message
+
+
+def test_an_int_too_large_for_its_decimal_text_is_invalid_input() -> None:
+    with pytest.raises(InvalidInput, match=f"larger than {MAX_JOB_ID}"):
+        validate_job_id(10**5000)
+
+
+def test_a_short_token_is_echoed_whole_as_before() -> None:
+    with pytest.raises(InvalidInput, match=r"^invalid job id '12\\x00': expected"):
+        validate_job_id("12\x00")

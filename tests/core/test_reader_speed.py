@@ -1,0 +1,254 @@
+"""The fast readers give the answers of the plain per-line algorithm (issue 20 item 6).
+
+``refusals.refusal_message`` and the list reader's line sorting skip blank-line runs in C and
+read each distinct line once.  Here the plain algorithm, one line at a time as docs/contract.md §5 and §11
+word it (and as the readers did before), is written again, and hypothesis compares the two over
+stderr made of the hostile shapes (blank and whitespace lines, refusal lines, other ids' lines,
+junk, suspend lines, ``\\r\\n`` ends, torn last lines, repeated runs) mixed with random bytes.
+"""
+
+from __future__ import annotations
+
+import sys
+from types import FrameType
+from typing import Any, Callable, Dict, FrozenSet, List, Optional, Sequence, Set, Tuple
+from unittest import mock
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+# The hostile 1 MiB shapes of issue 20 item 6: the benchmark's own table (each read followed by a
+# valid status line).
+from benchmarks.bench_reader import NONCE, SHAPES
+from slurm_dsl import read_outcome
+from slurm_dsl.core import bulk_reader
+from slurm_dsl.core.model import Op
+from slurm_dsl.core.refusals import ALLOWED, refusal_message, squeezed
+
+BLANK = b" \t\n\r\x0b\x0c"  # §5 "non-blank": a line of only ASCII whitespace is blank
+SUSPEND_OPS = {Op.HOLD, Op.RELEASE, Op.OPEN}
+UNEXPECTED = "Unexpected message received"
+CALLS = sorted(ALLOWED, key=lambda key: (key[0].value, key[1]))
+IDS = ["5", "6", "55"]
+MESSAGES = [
+    b"Invalid job id specified",
+    b"Job has already finished",
+    b"Access/permission denied",
+    b"Requested operation is presently disabled",
+    b"Rate limit exceeded, please retry later",
+    UNEXPECTED.encode(),
+    b"scontrol: error: x",
+    b"Invalid job id specified ",
+    b"\xff",
+    b"",
+]
+
+
+def _line_shapes() -> st.SearchStrategy[bytes]:
+    job = st.sampled_from([*IDS, "7", "05", "5_1"]).map(str.encode)
+    message = st.sampled_from(MESSAGES)
+    return st.one_of(
+        st.sampled_from([b"", b" ", b" \t", b"\r", b"\x0b\x0c", b"\x1e", b"\x85", b"x" * 40]),
+        st.builds(lambda m, j: m + b" for job " + j, message, job),
+        st.builds(lambda m, j: m + b" for job " + j + b"\r", message, job),
+        st.builds(lambda sep, m: b"slurm_suspend error" + sep + m, st.sampled_from([b": ", b":", b"", b" "]),
+                  message),
+        st.binary(max_size=12),
+    )
+
+
+# A stderr: runs of one line shape (repeated: many copies of a few lines is the hostile case),
+# each run ended by a newline, and a last piece that may be a torn line.
+def _stderr(lines: st.SearchStrategy[bytes]) -> st.SearchStrategy[bytes]:
+    run = st.tuples(lines, st.integers(min_value=1, max_value=6))
+    return st.builds(
+        lambda runs, tail: b"".join((line + b"\n") * times for line, times in runs) + tail,
+        st.lists(run, max_size=12),
+        st.one_of(st.just(b""), lines),
+    )
+
+
+@st.composite
+def _nearly_a_refusal(draw: st.DrawFn) -> bytes:
+    """A stderr that is almost one refusal: one message for one job, as ``for job`` and suspend
+    lines, blank lines, perhaps one intruder of any shape anywhere, perhaps a torn last line."""
+    message = draw(st.sampled_from(MESSAGES[:1] * 3 + MESSAGES[:5]))
+    job = draw(st.sampled_from(IDS[:1] * 3 + IDS)).encode()  # mostly the job the test reads
+    forms = [message + b" for job " + job] * 3 + [
+        b"slurm_suspend error: " + message, b"slurm_suspend error:" + message, b"", b" \t", b"\r"]
+    lines = draw(st.lists(st.sampled_from(forms), min_size=1, max_size=10))
+    if draw(st.booleans()):
+        lines.insert(draw(st.integers(min_value=0, max_value=len(lines))), draw(_line_shapes()))
+    text = b"\n".join(lines)
+    return text if draw(st.booleans()) else text + b"\n"
+
+
+STDERR = st.one_of(_stderr(_line_shapes()), _nearly_a_refusal())
+
+
+def naive_refusal(op: Op, number: int, job: str, stderr: bytes) -> Optional[str]:
+    """docs/contract.md §5, one line at a time: every non-blank line is ``<m> for job <id>`` (the job's own id)
+    or, for hold, release and open, ``slurm_suspend error:<m>`` or ``: <m>``; one message on every
+    line; at least one ``for job`` line; the message allowed for the call."""
+    allowed = ALLOWED.get((op, number))
+    if allowed is None:
+        return None
+    messages: List[bytes] = []
+    for_job = False
+    for line in stderr.split(b"\n"):
+        if line.strip(BLANK) == b"":
+            continue
+        suffix = b" for job " + job.encode()
+        if line.endswith(suffix):
+            messages.append(line[: len(line) - len(suffix)])
+            for_job = True
+        elif op in SUSPEND_OPS and line.startswith(b"slurm_suspend error: "):
+            messages.append(line[len(b"slurm_suspend error: "):])
+        elif op in SUSPEND_OPS and line.startswith(b"slurm_suspend error:"):
+            messages.append(line[len(b"slurm_suspend error:"):])
+        else:
+            return None
+    if not for_job or len(set(messages)) != 1:
+        return None
+    try:
+        text = messages[0].decode("ascii")
+    except UnicodeDecodeError:
+        return None
+    return text if text in allowed else None
+
+
+class NaiveLines:
+    """docs/contract.md §11's line rules, one line at a time, with the list reader's facts about them: each
+    id's own lines, the lines no rule explains (then the lines of ids with two or more), whether
+    any line, a valid id line or a torn last line was seen."""
+
+    def __init__(self, op: Op, allowed: FrozenSet[str], ids: Sequence[str], data: bytes) -> None:
+        self.own: Dict[str, List[bytes]] = {}
+        self.message: Dict[str, Optional[str]] = {}
+        self.unaccounted: List[bytes] = []
+        self.any_line = self.valid_id_line = self.torn = False
+        known: Set[str] = set(ids)
+        *lines, tail = data.split(b"\n")
+        for raw in lines:
+            if raw.strip(BLANK) == b"":
+                continue
+            self.any_line = True
+            line = raw + b"\n"
+            if op in SUSPEND_OPS and (raw == b"slurm_suspend error" or raw.startswith(b"slurm_suspend error:")):
+                continue
+            job, message = _id_line(raw)
+            if job in known:
+                self.own.setdefault(job, []).append(line)
+                self.message[job] = message
+                if message != UNEXPECTED and message not in allowed:
+                    self.unaccounted.append(line)
+            else:
+                self.unaccounted.append(line)
+        if tail.strip(BLANK) != b"":
+            self.any_line = self.torn = True
+            self.unaccounted.append(tail)
+        for job, own in self.own.items():
+            if len(own) > 1:
+                self.unaccounted.extend(own)
+            elif self.message[job] == UNEXPECTED or self.message[job] in allowed:
+                self.valid_id_line = True
+
+
+def _id_line(raw: bytes) -> Tuple[Optional[str], Optional[str]]:
+    """``<message> for job <id>`` (the last `` for job ``, a canonical id): (id, ASCII message)."""
+    at = raw.rfind(b" for job ")
+    if at < 0:
+        return None, None
+    token = raw[at + len(b" for job "):]
+    if not token.isdigit() or token.startswith(b"0") or not token.isascii():
+        return None, None
+    try:
+        return token.decode(), raw[:at].decode("ascii")
+    except UnicodeDecodeError:
+        return token.decode(), None
+
+
+@settings(max_examples=1000, deadline=None)
+@given(st.sampled_from(CALLS), st.sampled_from(IDS[:1] * 3 + IDS), STDERR)
+def test_refusal_message_is_the_per_line_reading(call: Tuple[Op, int], job: str, stderr: bytes) -> None:
+    op, number = call
+    assert refusal_message(op, number, job, stderr) == naive_refusal(op, number, job, stderr)
+
+
+@settings(max_examples=200, deadline=None)
+@given(STDERR)
+def test_squeezed_drops_only_blank_lines_before_the_last_newline(stderr: bytes) -> None:
+    *lines, tail = stderr.split(b"\n")
+    kept = [line + b"\n" for line in lines if line.strip(BLANK) != b""]
+    assert squeezed(stderr) == b"".join(kept) + tail
+
+
+def _facts(lines: object) -> Tuple[object, ...]:
+    """What the list reader takes from its line sorting; an id's message only matters alone."""
+    assert isinstance(lines, (bulk_reader._Lines, NaiveLines))
+    single = {job: lines.message[job] for job, own in lines.own.items() if len(own) == 1}
+    return (list(lines.own.items()), single, b"".join(lines.unaccounted), lines.any_line,
+            lines.valid_id_line, lines.torn)
+
+
+STATUSES = st.sampled_from([0, 1, 2, 124, 137, None, "x"])
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.sampled_from(CALLS), st.lists(st.sampled_from(IDS), min_size=2, max_size=3, unique=True),
+       STDERR, STATUSES)
+def test_list_reader_is_the_per_line_reading(
+    call: Tuple[Op, int], ids: List[str], stderr: bytes, status: object
+) -> None:
+    op, number = call
+    allowed = ALLOWED[call]
+    assert _facts(bulk_reader._Lines(op, allowed, ids, stderr)) == _facts(NaiveLines(op, allowed, ids, stderr))
+    fast = bulk_reader.read_list_call(op, number, ids, stderr, status)
+    with mock.patch.object(bulk_reader, "_Lines", NaiveLines):
+        plain = bulk_reader.read_list_call(op, number, ids, stderr, status)
+        opened = bulk_reader.read_open_list(ids, stderr, status)
+    assert fast == plain and fast.unowned == plain.unowned
+    fast_open = bulk_reader.read_open_list(ids, stderr, status)
+    assert fast_open == opened and fast_open.unowned == opened.unowned
+
+
+# Python lines the readers may run on one of those stderrs: a few hundred whatever its size.  The
+# per-line readers ran one iteration or more per stderr line, tens of thousands to a million here.
+LINE_BUDGET = 2000
+
+
+def _python_lines(read: Callable[[], object]) -> int:
+    """How many lines of slurm_dsl's Python code run in ``read()`` (C code is not counted):
+    a measure of the readers' work per stderr line that no machine load changes."""
+    count = 0
+
+    def trace(frame: FrameType, event: str, arg: Any) -> Any:  # sys.settrace's own type is private
+        nonlocal count
+        if "slurm_dsl" not in frame.f_code.co_filename:
+            return None
+        if event == "line":
+            count += 1
+        return trace
+
+    before = sys.gettrace()  # a coverage tracer, say: put back afterwards
+    sys.settrace(trace)
+    try:
+        read()
+    finally:
+        sys.settrace(before)
+    return count
+
+
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+def test_hostile_stderr_costs_python_work_per_distinct_line_not_per_line(shape: str) -> None:
+    data = SHAPES[shape] + f"\x1eDSL {NONCE} call 1 1\n".encode()
+    own = SHAPES[shape]
+    reads: Dict[str, Callable[[], object]] = {
+        "read_outcome": lambda: read_outcome("hold", "5", stderr=data, exit_status=1, nonce=NONCE),
+        "read_list_output": lambda: bulk_reader.read_list_output("hold", 1, ["5", "6"], data, 1, NONCE),
+        "read_list_call": lambda: bulk_reader.read_list_call("release", 1, ["5", "6"], own, 1),
+        "read_open_list": lambda: bulk_reader.read_open_list(["5", "6"], own, 1),
+    }
+    for name, read in reads.items():
+        assert _python_lines(read) <= LINE_BUDGET, name

@@ -1,0 +1,311 @@
+"""No symlink, hard-link or ownership games around root's files (the ledger, its directory, the
+sweep lock, the metrics file), against real files.  The tests run as root; "another account" is
+uid 65534 (nobody) via chown, or a directory anyone may write (0777, 0775, 1777)."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+import stat
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Callable, Dict, Iterator, List, Tuple
+
+import pytest
+
+from slurm_dsl.admin.cli import main
+from slurm_dsl.ledger.base import LedgerError
+from slurm_dsl.ledger.choose import open_ledger
+from slurm_dsl.run.sweep import SweepLock
+from tests.fakes import write_fake
+
+NOBODY = 65534
+PRECIOUS = b"root:secret\n"
+
+
+@contextmanager
+def no_hang(seconds: int = 10) -> Iterator[None]:
+    """Fail, rather than hang the suite, if the block blocks (a FIFO opened for reading would)."""
+
+    def timed_out(signum: int, frame: object) -> None:
+        raise TimeoutError(f"blocked for {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, timed_out)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def precious(path: Path) -> Path:
+    """A root file with a secret, mode 0600: what a planted link would aim at."""
+    path.write_bytes(PRECIOUS)
+    path.chmod(0o600)
+    return path
+
+
+def untouched(path: Path) -> bool:
+    st = path.lstat()
+    return path.read_bytes() == PRECIOUS and stat.S_IMODE(st.st_mode) == 0o600 and stat.S_ISREG(st.st_mode)
+
+
+def run_cli(argv: List[str], capsys: pytest.CaptureFixture[str]) -> Tuple[int, str, str]:
+    out = io.StringIO()
+    with no_hang():
+        code = main(argv, out=out)
+    return code, out.getvalue(), capsys.readouterr().err
+
+
+# -- the sweep lock -------------------------------------------------------------------------------
+
+
+def plant_symlink(lock: Path, victim: Path) -> None:
+    lock.symlink_to(victim)
+
+
+def plant_hard_link(lock: Path, victim: Path) -> None:
+    os.link(victim, lock)
+
+
+def plant_directory(lock: Path, victim: Path) -> None:
+    lock.mkdir()
+
+
+def plant_fifo(lock: Path, victim: Path) -> None:
+    os.mkfifo(lock)
+
+
+def plant_foreign_file(lock: Path, victim: Path) -> None:
+    lock.write_text("")
+    os.chown(lock, NOBODY, NOBODY)
+
+
+LOCK_PLANTS: Dict[str, Tuple[Callable[[Path, Path], None], str]] = {
+    "symlink": (plant_symlink, "is a symbolic link: refusing to follow it"),
+    "hard link": (plant_hard_link, "has 2 hard links"),
+    "directory": (plant_directory, "Is a directory"),
+    "fifo": (plant_fifo, "is a FIFO, not a regular file"),
+    "another account's file": (plant_foreign_file, f"is owned by uid {NOBODY}"),
+}
+
+
+@pytest.mark.parametrize("kind", list(LOCK_PLANTS))
+def test_a_planted_sweep_lock_is_refused_before_anything_is_written(tmp_path: Path, kind: str) -> None:
+    plant, message = LOCK_PLANTS[kind]
+    ledger = tmp_path / "ledger.sqlite3"
+    victim = precious(tmp_path / "shadow")
+    plant(Path(f"{ledger}.sweep.lock"), victim)
+    with no_hang(), pytest.raises(LedgerError, match=message) as info:
+        with SweepLock(str(ledger)):
+            pass
+    assert f"sweep lock {ledger}.sweep.lock" in str(info.value) and info.value.path == str(ledger)
+    assert untouched(victim)
+
+
+@pytest.mark.parametrize("kind", list(LOCK_PLANTS))
+def test_cli_sweep_with_a_planted_lock_says_why_and_exits_1(
+    tmp_path: Path, kind: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    plant, message = LOCK_PLANTS[kind]
+    ledger = tmp_path / "ledger.sqlite3"
+    victim = precious(tmp_path / "shadow")
+    plant(Path(f"{ledger}.sweep.lock"), victim)
+    fake = write_fake(tmp_path / "bin", {})
+    code, out, err = run_cli(["sweep", "--ledger", str(ledger), "--scontrol", str(fake)], capsys)
+    assert (code, out) == (1, "")
+    assert err.startswith("slurm-dsl: ") and f"sweep lock {ledger}.sweep.lock" in err and message in err, err
+    assert "Traceback" not in err
+    assert untouched(victim)
+
+
+# -- the ledger and its directory -----------------------------------------------------------------
+
+
+def test_a_planted_ledger_symlink_is_refused_and_nothing_is_created_where_it_points(tmp_path: Path) -> None:
+    ledger = tmp_path / "ledger.sqlite3"
+    target = tmp_path / "elsewhere.sqlite3"
+    ledger.symlink_to(target)
+    with pytest.raises(LedgerError, match="is a symbolic link: refusing to follow it") as info:
+        open_ledger(ledger)
+    assert str(ledger) in str(info.value) and info.value.path == str(ledger)
+    assert not target.exists() and not Path(f"{target}-wal").exists()
+    ledger.unlink()
+    ledger.symlink_to(precious(target))
+    with pytest.raises(LedgerError, match="symbolic link"):
+        open_ledger(ledger)
+    assert untouched(target)
+
+
+def test_a_hard_linked_ledger_is_refused(tmp_path: Path) -> None:
+    victim = tmp_path / "empty"
+    victim.write_bytes(b"")
+    victim.chmod(0o600)
+    os.link(victim, tmp_path / "ledger.sqlite3")
+    with pytest.raises(LedgerError, match="has 2 hard links"):
+        open_ledger(tmp_path / "ledger.sqlite3")
+    assert victim.read_bytes() == b"", "SQLite never wrote a header into it"
+
+
+@pytest.mark.parametrize("mode", [0o777, 0o775, 0o757, 0o1777, 0o720], ids=lambda m: f"{m:04o}")
+def test_a_ledger_directory_others_can_write_is_refused(tmp_path: Path, mode: int) -> None:
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(mode)
+    with pytest.raises(LedgerError, match=r"group- or world-writable .*chmod go-w") as info:
+        open_ledger(shared / "ledger.sqlite3")
+    assert f"ledger directory {shared} is" in str(info.value) and f"mode {mode:04o}" in str(info.value)
+    assert os.listdir(shared) == [], "refused before anything was created"
+
+
+def test_a_ledger_directory_of_another_account_is_refused(tmp_path: Path) -> None:
+    theirs = tmp_path / "theirs"
+    theirs.mkdir(mode=0o755)
+    os.chown(theirs, NOBODY, NOBODY)
+    with pytest.raises(LedgerError, match=rf"ledger directory {theirs} is owned by uid {NOBODY}.*chown 0 "):
+        open_ledger(theirs / "ledger.sqlite3")
+    assert os.listdir(theirs) == []
+
+
+def test_a_ledger_directory_that_is_a_symlink_is_refused(tmp_path: Path) -> None:
+    real = tmp_path / "real"
+    real.mkdir(mode=0o700)
+    (tmp_path / "link").symlink_to(real)
+    with pytest.raises(LedgerError, match=r"ledger directory .*link is a symbolic link"):
+        open_ledger(tmp_path / "link" / "ledger.sqlite3")
+    assert os.listdir(real) == []
+
+
+def test_a_ledger_file_of_another_account_or_others_can_write_is_refused(tmp_path: Path) -> None:
+    ledger = tmp_path / "ledger.sqlite3"
+    ledger.write_bytes(b"")
+    os.chown(ledger, NOBODY, NOBODY)
+    with pytest.raises(LedgerError, match=rf"ledger {ledger} is owned by uid {NOBODY}"):
+        open_ledger(ledger)
+    assert ledger.read_bytes() == b"", "not made into a database"
+    os.chown(ledger, 0, 0)
+    ledger.chmod(0o620)
+    with pytest.raises(LedgerError, match=rf"group- or world-writable \(mode 0620\).*chmod 600 {ledger}"):
+        open_ledger(ledger)
+    ledger.chmod(0o600)
+    open_ledger(ledger).close()
+
+
+def test_a_relative_ledger_path_checks_the_current_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shared = tmp_path / "tmp"
+    shared.mkdir()
+    shared.chmod(0o1777)
+    monkeypatch.chdir(shared)
+    with pytest.raises(LedgerError, match=rf"ledger directory {shared} is group- or world-writable"):
+        open_ledger("ledger.sqlite3")
+    shared.chmod(0o700)
+    with open_ledger("ledger.sqlite3") as ledger:
+        assert ledger.schema_version() >= 1
+
+
+def world_writable_directory(directory: Path) -> Path:
+    directory.chmod(0o777)
+    return directory / "ledger.sqlite3"
+
+
+def foreign_ledger_file(directory: Path) -> Path:
+    ledger = directory / "ledger.sqlite3"
+    ledger.write_bytes(b"")
+    os.chown(ledger, NOBODY, NOBODY)
+    return ledger
+
+
+def ledger_symlink(directory: Path) -> Path:
+    ledger = directory / "ledger.sqlite3"
+    ledger.symlink_to(directory / "x")
+    return ledger
+
+
+LEDGER_PLANTS: Dict[str, Tuple[Callable[[Path], Path], str]] = {
+    "world-writable directory": (world_writable_directory, "chmod go-w"),
+    "another account's file": (foreign_ledger_file, f"is owned by uid {NOBODY}"),
+    "symlink": (ledger_symlink, "is a symbolic link"),
+}
+
+
+@pytest.mark.parametrize("kind", list(LEDGER_PLANTS))
+def test_cli_refuses_a_ledger_another_account_could_swap(
+    tmp_path: Path, kind: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    plant, message = LEDGER_PLANTS[kind]
+    directory = tmp_path / "state"
+    directory.mkdir(mode=0o700)
+    ledger = plant(directory)
+    fake = write_fake(tmp_path / "bin", {})
+    for argv in (["sweep"], ["hold", "7", "--timeout", "5"]):
+        code, out, err = run_cli([*argv, "--ledger", str(ledger), "--scontrol", str(fake)], capsys)
+        assert (code, out) == (1, ""), err
+        assert err.startswith("slurm-dsl: ") and message in err and "Traceback" not in err, err
+    assert not (directory / "x").exists()
+    assert (tmp_path / "bin" / "calls.log").exists() is False, "no scontrol ran"
+
+
+@pytest.mark.parametrize("kind", list(LEDGER_PLANTS))
+def test_doctor_fails_a_ledger_another_account_could_swap(
+    tmp_path: Path, kind: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    plant, message = LEDGER_PLANTS[kind]
+    directory = tmp_path / "state"
+    directory.mkdir(mode=0o700)
+    ledger = plant(directory)
+    code, out, _ = run_cli(["doctor", "--json", "--scontrol", "/nonexistent/scontrol", "--squeue",
+                            "/nonexistent/squeue", "--ledger", str(ledger)], capsys)
+    assert code == 1
+    (check,) = [c for c in map(json.loads, out.splitlines()) if c["check"] == "ledger"]
+    assert check["status"] == "fail" and message in check["detail"], check
+
+
+# -- the metrics file -----------------------------------------------------------------------------
+
+
+def sweep_with_metrics(tmp_path: Path, metrics: Path, capsys: pytest.CaptureFixture[str]) -> Tuple[int, str]:
+    fake = write_fake(tmp_path / "bin", {})
+    code, _, err = run_cli(["sweep", "--ledger", str(tmp_path / "ledger.sqlite3"), "--scontrol", str(fake),
+                            "--metrics-file", str(metrics)], capsys)
+    return code, err
+
+
+def test_the_metrics_file_never_writes_through_a_planted_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    textfiles = tmp_path / "node-exporter"
+    textfiles.mkdir()
+    textfiles.chmod(0o1777)  # a directory another account can write
+    metrics = textfiles / "slurm_dsl.prom"
+    shadow, other = precious(tmp_path / "shadow"), precious(tmp_path / "other")
+    planted_tmp = Path(f"{metrics}.tmp.{os.getpid()}")  # the name the sweep used to write through
+    planted_tmp.symlink_to(shadow)
+    metrics.symlink_to(other)
+    old_umask = os.umask(0o077)
+    try:
+        code, err = sweep_with_metrics(tmp_path, metrics, capsys)
+    finally:
+        os.umask(old_umask)
+    assert code == 0, err
+    assert untouched(shadow) and untouched(other)
+    st = metrics.lstat()
+    assert stat.S_ISREG(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o644, "the symlink itself was replaced"
+    assert "slurm_dsl_objects_not_clear 0" in metrics.read_text()
+    assert planted_tmp.is_symlink() and os.readlink(planted_tmp) == str(shadow)
+    assert sorted(os.listdir(textfiles)) == sorted([metrics.name, planted_tmp.name]), "no temp file left"
+
+
+def test_a_metrics_file_that_cannot_be_written_is_a_clean_error_and_leaves_no_temp_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    textfiles = tmp_path / "node-exporter"
+    (textfiles / "slurm_dsl.prom").mkdir(parents=True)
+    code, err = sweep_with_metrics(tmp_path, textfiles / "slurm_dsl.prom", capsys)
+    assert code == 1
+    assert err.startswith(f"slurm-dsl: cannot write metrics file {textfiles / 'slurm_dsl.prom'}: "), err
+    assert os.listdir(textfiles) == ["slurm_dsl.prom"]

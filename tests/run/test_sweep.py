@@ -1,0 +1,326 @@
+"""The sweeper's rule and its edge, against a real ledger (each backend: ``ledger_location``), a
+fake scontrol and an in-memory lookup (the squeue lookup itself is tested against the live lab)."""
+
+from __future__ import annotations
+
+import io
+import time
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence
+
+import pytest
+
+from slurm_dsl import Op, RequeueBit
+from slurm_dsl.admin.cli import main as cli_main
+from slurm_dsl.core.jobinfo import JobInfo, LookupFailed
+from slurm_dsl.core.model import Outcome, Result
+from slurm_dsl.ledger.choose import open_ledger
+from slurm_dsl.run.sweep import Action, Done, SweepBusy, decide, metrics_text, sweep
+from slurm_dsl.run.tracked import Tracker
+from tests.fakes import calls_made, refuse, write_fake, write_fake_squeue
+from tests.ground import ALREADY_FINISHED, INVALID_USER_ID
+from tests.ledger_backends import shown
+
+
+def info(job: str, state: str = "RUNNING", requeue: bool = True) -> JobInfo:
+    return JobInfo(job, state, requeue, 0, 100, "None")
+
+
+class MemoryLookup:
+    name = "memory"
+
+    def __init__(self, jobs: Dict[str, JobInfo], fail: Optional[str] = None) -> None:
+        self.known = jobs
+        self.fail = fail
+        self.asked: List[List[str]] = []
+
+    def jobs(self, job_ids: Sequence[str]) -> Dict[str, Optional[JobInfo]]:
+        self.asked.append(list(job_ids))
+        if self.fail:
+            raise LookupFailed(self.fail)
+        return {j: self.known.get(j) for j in job_ids}
+
+
+@pytest.mark.parametrize(
+    ("found", "action"),
+    [
+        (None, Action.CLEAR),
+        # A finished job at Requeue=1 can still be requeued by its owner: watched, never cleared.
+        (info("1", "COMPLETED", True), Action.WATCH),
+        (info("1", "CANCELLED", True), Action.WATCH),
+        (info("1", "FAILED", True), Action.WATCH),
+        (info("1", "COMPLETED", False), Action.CLEAR),
+        (info("1", "CANCELLED", False), Action.CLEAR),
+        (info("1", "RUNNING", False), Action.CLEAR),
+        (info("1", "PENDING", False), Action.CLEAR),
+        (info("1", "RUNNING", True), Action.RESTORE),
+        (info("1", "PENDING", True), Action.RESTORE),
+        (info("1", "COMPLETING", True), Action.RESTORE),
+    ],
+)
+def test_decide(found: Optional[JobInfo], action: Action) -> None:
+    assert decide(found)[0] is action
+
+
+def mark(path: str, jobs: Sequence[str], bit: RequeueBit = RequeueBit.MAY_BE_SET) -> None:
+    """Objects as an unknown requeue leaves them: through the real begin/finish."""
+    with open_ledger(path) as ledger:
+        for job in jobs:
+            op_id = ledger.begin_operation(job, Op.REQUEUE, "0" * 32, time.time())
+            out = Outcome(Op.REQUEUE, job, Result.UNKNOWN, bit)
+            ledger.finish_operation(op_id, out, b"", time.time())
+
+
+@pytest.fixture
+def setup(tmp_path: Path, ledger_location: str) -> tuple:  # type: ignore[type-arg]
+    path = ledger_location
+    fake = write_fake(tmp_path / "bin", {"clear": 'case $JOB in 9*) ' + refuse(INVALID_USER_ID) + ' ;; esac; exit 0'})
+    return path, fake
+
+
+def bits(path: str) -> Dict[str, str]:
+    with open_ledger(path) as ledger:
+        return {j: ledger.get(j).bit.value for j in ("1", "2", "3", "4", "5", "90")  # type: ignore[union-attr]
+                if ledger.get(j) is not None}
+
+
+def test_one_lookup_settles_everything(setup: tuple) -> None:  # type: ignore[type-arg]
+    path, fake = setup
+    mark(path, ["1", "2", "3", "4", "90"])
+    lookup = MemoryLookup({"2": info("2", "COMPLETED"), "3": info("3", requeue=False), "4": info("4"),
+                           "90": info("90")})
+    with Tracker(path, scontrol=str(fake)) as t:
+        report = sweep(t, lookup)
+    assert len(lookup.asked) == 1 and sorted(lookup.asked[0]) == ["1", "2", "3", "4", "90"]
+    done = {s.job_id: s.done for s in report.swept}
+    assert done == {"1": Done.CLEARED, "2": Done.WATCHING, "3": Done.CLEARED, "4": Done.RESTORED,
+                    "90": Done.RESTORE_FAILED}
+    assert calls_made(fake) == ["update JobId=4 Requeue=0", "update JobId=90 Requeue=0"]
+    assert bits(path) == {"1": "clear", "2": "may_be_set", "3": "clear", "4": "clear", "90": "may_be_set"}
+    assert not report.settled
+    with open_ledger(path) as ledger:
+        # The failed restore backs off; the watched finished job is due again at once.
+        assert [o.job_id for o in ledger.pending(time.time())] == ["2"]
+        assert [h.op.value for h in ledger.history("4")] == ["requeue", "restore"]
+        assert [h.op.value for h in ledger.history("2")] == ["requeue"], "no restore of a finished job"
+
+
+def test_a_watched_job_is_restored_once_it_comes_back(setup: tuple) -> None:  # type: ignore[type-arg]
+    path, fake = setup
+    mark(path, ["5"])
+    with Tracker(path, scontrol=str(fake)) as t:
+        for _ in range(3):
+            report = sweep(t, MemoryLookup({"5": info("5", "CANCELLED")}))
+            assert [s.done for s in report.swept] == [Done.WATCHING] and report.settled
+        assert calls_made(fake) == []
+        report = sweep(t, MemoryLookup({"5": info("5", "PENDING")}))  # its owner requeued it
+    assert [s.done for s in report.swept] == [Done.RESTORED]
+    assert calls_made(fake) == ["update JobId=5 Requeue=0"]
+    assert bits(path) == {"5": "clear"}
+
+
+def test_a_job_that_finishes_before_its_restore_is_watched(tmp_path: Path, ledger_location: str) -> None:
+    path = ledger_location
+    fake = write_fake(tmp_path / "bin", {"clear": refuse(ALREADY_FINISHED)})
+    mark(path, ["6"])
+    with Tracker(path, scontrol=str(fake)) as t:
+        report = sweep(t, MemoryLookup({"6": info("6", "RUNNING")}))
+    assert [s.done for s in report.swept] == [Done.WATCHING] and report.settled
+    assert bits(path) == {}  # bits() lists 1-5 and 90 only
+    with open_ledger(path) as ledger:
+        obj = ledger.get("6")
+        assert obj is not None and obj.bit is RequeueBit.MAY_BE_SET and obj.lookup_failures == 0
+        assert [o.job_id for o in ledger.pending(time.time())] == ["6"]
+
+
+def test_a_failed_lookup_changes_nothing_and_backs_off(setup: tuple) -> None:  # type: ignore[type-arg]
+    path, fake = setup
+    mark(path, ["1", "2"])
+    with Tracker(path, scontrol=str(fake)) as t:
+        report = sweep(t, MemoryLookup({}, fail="slurmctld unreachable"))
+    assert report.lookup_error == "slurmctld unreachable" and not report.settled
+    assert {s.done for s in report.swept} == {Done.LOOKUP_FAILED}
+    assert bits(path) == {"1": "may_be_set", "2": "may_be_set"}
+    assert calls_made(fake) == []
+    with open_ledger(path) as ledger:
+        assert ledger.pending(time.time()) == []
+        assert len(ledger.pending(time.time() + 3600)) == 2
+
+
+def test_dry_run_changes_nothing(setup: tuple) -> None:  # type: ignore[type-arg]
+    path, fake = setup
+    mark(path, ["1", "4"])
+    with Tracker(path, scontrol=str(fake)) as t:
+        report = sweep(t, MemoryLookup({"4": info("4")}), dry_run=True)
+    assert {s.job_id: s.done for s in report.swept} == {"1": Done.WOULD_CLEAR, "4": Done.WOULD_RESTORE}
+    assert bits(path) == {"1": "may_be_set", "4": "may_be_set"}
+    assert calls_made(fake) == []
+
+
+def test_a_leased_job_is_left_alone(setup: tuple) -> None:  # type: ignore[type-arg]
+    path, fake = setup
+    mark(path, ["1", "2"])
+    with open_ledger(path) as ledger:
+        assert ledger.acquire_lease("1", "an operation", time.time(), 60)
+    lookup = MemoryLookup({})
+    with Tracker(path, scontrol=str(fake)) as t:
+        report = sweep(t, lookup)
+    assert lookup.asked == [["2"]]
+    assert bits(path) == {"1": "may_be_set", "2": "clear"}
+    assert report.settled
+
+
+def test_limit(setup: tuple) -> None:  # type: ignore[type-arg]
+    path, fake = setup
+    mark(path, ["1", "2", "3"])
+    with Tracker(path, scontrol=str(fake)) as t:
+        report = sweep(t, MemoryLookup({}), limit=2)
+    assert len(report.swept) == 2
+    assert sorted(bits(path).values()) == ["clear", "clear", "may_be_set"]
+
+
+def test_nothing_to_do_asks_nothing(setup: tuple) -> None:  # type: ignore[type-arg]
+    path, fake = setup
+    lookup = MemoryLookup({})
+    with Tracker(path, scontrol=str(fake)) as t:
+        report = sweep(t, lookup)
+    assert lookup.asked == [] and report.settled and report.swept == []
+
+
+def test_one_sweeper_at_a_time(ledger_location: str) -> None:
+    with open_ledger(ledger_location) as one, open_ledger(ledger_location) as other:
+        with one.sweep_lock():
+            with pytest.raises(SweepBusy, match="another sweep") as busy:
+                with other.sweep_lock():
+                    pass
+            assert shown(ledger_location) in busy.value.path  # the message says which ledger
+        with other.sweep_lock():
+            pass  # released on exit
+
+
+def test_metrics_text_is_a_prometheus_textfile(setup: tuple) -> None:  # type: ignore[type-arg]
+    path, fake = setup
+    mark(path, ["1"])
+    with Tracker(path, scontrol=str(fake)) as t:
+        report = sweep(t, MemoryLookup({}))
+    text = metrics_text(report, 0)
+    assert 'slurm_dsl_sweep_objects{done="cleared"} 1' in text
+    assert "slurm_dsl_objects_not_clear 0" in text
+    for line in text.splitlines():
+        assert line.startswith("# ") or line.split()[-1].replace(".", "").isdigit(), line
+
+
+# --- the command line --------------------------------------------------------
+
+
+def cli(argv: List[str]) -> tuple:  # type: ignore[type-arg]
+    import io
+
+    from slurm_dsl.admin.cli import main
+
+    out = io.StringIO()
+    return main(argv, out=out), out.getvalue()
+
+
+def test_cli_sweep_settles_and_writes_metrics(setup: tuple, tmp_path: Path) -> None:  # type: ignore[type-arg]
+    import json
+
+    from tests.fakes import write_fake_squeue
+
+    path, fake = setup
+    mark(path, ["1", "2", "4"])
+    squeue = write_fake_squeue(tmp_path / "sq", "2|COMPLETED|1|0|1|None\n4|RUNNING|1|0|1|None\n")
+    metrics = tmp_path / "sweep.prom"
+    code, out = cli(["sweep", "--ledger", path, "--scontrol", str(fake), "--squeue", str(squeue), "--json",
+                     "--metrics-file", str(metrics), "--lookup", "squeue"])
+    assert code == 0
+    rows = [json.loads(line) for line in out.splitlines()]
+    assert {r["job_id"]: r["done"] for r in rows[:-1]} == {"1": "cleared", "2": "watching", "4": "restored"}
+    assert rows[-1]["not_clear"] == 1 and rows[-1]["summary"]["restored"] == 1
+    assert rows[-1]["lookup"] == "squeue"
+    assert "slurm_dsl_objects_not_clear 1" in metrics.read_text()
+    assert len((tmp_path / "sq" / "squeue.log").read_text().splitlines()) == 1, "one lookup RPC"
+
+
+def test_cli_sweep_with_slurmctld_unreachable_changes_nothing(setup: tuple, tmp_path: Path) -> None:  # type: ignore[type-arg]
+    from tests.fakes import write_fake_squeue
+
+    path, fake = setup
+    mark(path, ["1", "2"])
+    squeue = write_fake_squeue(tmp_path / "sq", "", exit_code=1,
+                               stderr="slurm_load_jobs error: Unable to contact slurm controller (connect failure)")
+    code, out = cli(["sweep", "--ledger", path, "--scontrol", str(fake), "--squeue", str(squeue), "--lookup", "squeue"])
+    assert code == 15
+    assert "2 lookup_failed" in out
+    assert bits(path) == {"1": "may_be_set", "2": "may_be_set"}
+
+
+def test_cli_second_sweep_exits_at_once(setup: tuple) -> None:  # type: ignore[type-arg]
+    path, fake = setup
+    with open_ledger(path) as ledger, ledger.sweep_lock():
+        code, out = cli(["sweep", "--ledger", path, "--scontrol", str(fake)])
+    assert (code, out) == (3, "")
+
+
+def test_cli_orphans_are_listed_and_fixed_only_with_fix(setup: tuple, tmp_path: Path) -> None:  # type: ignore[type-arg]
+    from tests.fakes import write_fake_squeue
+
+    path, fake = setup
+    squeue = write_fake_squeue(tmp_path / "sq", "7|RUNNING|1|0|1|None\n8|RUNNING|0|0|1|None\n9|COMPLETED|1|0|1|None\n")
+    code, out = cli(["sweep", "--ledger", path, "--scontrol", str(fake), "--squeue", str(squeue), "--orphans"])
+    # A finished job at Requeue=1 is an orphan too: its owner can still requeue it.
+    assert code == 0 and "7  orphan" in out and "8  orphan" not in out and "9  orphan" in out
+    assert calls_made(fake) == []
+    code, out = cli(["sweep", "--ledger", path, "--scontrol", str(fake), "--squeue", str(squeue), "--orphans", "--fix"])
+    assert code == 0
+    assert calls_made(fake) == ["update JobId=7 Requeue=0"], "a finished job cannot be restored"
+    with open_ledger(path) as ledger:
+        adopted = ledger.get("9")
+        assert adopted is not None and adopted.bit is RequeueBit.MAY_BE_SET, "it is watched from now on"
+
+
+def test_a_sweep_holding_the_lock_takes_over_a_dead_sweeps_leases_after_the_grace(setup: tuple) -> None:  # type: ignore[type-arg]
+    # Job 1 is leased by a sweep that died mid-restore, job 3 by an operation: the sweep given
+    # ``take_over_at`` waits for it, then settles 1; 3 stays the operation's.  (Owners as
+    # tracked.lease_owner writes them.)
+    path, fake = setup
+    mark(path, ["1", "3"])
+    with open_ledger(path) as ledger:
+        now = ledger.now()
+        assert ledger.acquire_leases(["1"], "sweep:ctl1:4711:1:deadbeef", now, 600.0) == ["1"]
+        assert ledger.acquire_leases(["3"], "op:ctl1:4712:1:0badf00d", now, 600.0) == ["3"]
+    with Tracker(path, scontrol=str(fake)) as t:
+        before = sweep(t, MemoryLookup({}))  # no take-over: a dead sweep's lease keeps its job
+        start = time.monotonic()
+        report = sweep(t, MemoryLookup({}), take_over_at=start + 0.5)
+        waited = time.monotonic() - start
+    assert before.swept == []
+    assert [(s.job_id, s.done) for s in report.swept] == [("1", Done.CLEARED)]
+    assert waited >= 0.5
+    assert bits(path) == {"1": "clear", "3": "may_be_set"}
+    with open_ledger(path) as ledger:
+        assert not ledger.acquire_lease("3", "sweep:ctl2:42:1:cafecafe", ledger.now(), 10.0)
+
+
+def test_a_sweep_with_no_dead_sweeps_lease_does_not_wait_for_the_grace(setup: tuple) -> None:  # type: ignore[type-arg]
+    path, fake = setup
+    mark(path, ["1"])
+    with Tracker(path, scontrol=str(fake)) as t:
+        start = time.monotonic()
+        report = sweep(t, MemoryLookup({}), take_over_at=start + 60.0)
+        assert time.monotonic() - start < 60.0
+    assert [(s.job_id, s.done) for s in report.swept] == [("1", Done.CLEARED)]
+
+
+def test_the_sweep_command_takes_over_a_dead_sweeps_leases(setup: tuple, tmp_path: Path) -> None:  # type: ignore[type-arg]
+    # ``slurm-dsl sweep`` holds the sweep lock, so it takes over (after TAKE_OVER_GRACE) the lease
+    # of the sweep killed before it; squeue no longer knows job 1: cleared.
+    path, fake = setup
+    mark(path, ["1"])
+    with open_ledger(path) as ledger:
+        assert ledger.acquire_leases(["1"], "sweep:ctl1:4711:1:deadbeef", ledger.now(), 600.0) == ["1"]
+    squeue = write_fake_squeue(tmp_path / "sq", "")
+    out = io.StringIO()
+    code = cli_main(["sweep", "--ledger", path, "--scontrol", str(fake), "--squeue", str(squeue), "--lookup",
+                     "squeue"], out=out)
+    assert (code, bits(path)) == (0, {"1": "clear"}), out.getvalue()
