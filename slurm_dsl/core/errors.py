@@ -33,7 +33,7 @@ caller catching ``ValueError`` keeps working.  The command line checks its own
 arguments while parsing them (usage error, exit 2), so one reaching it is exit 1.
 
 The command line decides its exit status from the type, in one table
-(``cli.EXIT_OF_ERROR``): ``UsageError`` 2, ``SweepBusy`` 3, any other ``DSLError`` 1.
+(``admin.cli.EXIT_OF_ERROR``): ``UsageError`` 2, ``SweepBusy`` 3, any other ``DSLError`` 1.
 """
 
 from __future__ import annotations

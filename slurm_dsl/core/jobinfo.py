@@ -1,7 +1,7 @@
 """Job lookups, the interface: state, Requeue flag, restart count, priority and reason, or gone.
 
-The two implementations live in ``squeue_lookup`` (squeue, always there) and
-``pyslurm_lookup`` (pyslurm, optional); ``lookup_choice`` picks one.
+The two implementations live in ``lookups.squeue`` (squeue, always there) and
+``lookups.pyslurm`` (pyslurm, optional); ``lookups.choose`` picks one.
 
 Contract (docs/contract.md §9.3):
 
@@ -53,7 +53,7 @@ FINISHED_STATES = frozenset(
     }
 )
 
-# How sweeps may look jobs up (``lookup_choice.make_lookup``, ``--lookup``).
+# How sweeps may look jobs up (``lookups.choose.make_lookup``, ``--lookup``).
 LOOKUP_KINDS = ("auto", "squeue", "pyslurm")
 
 

@@ -154,7 +154,7 @@ def less_clear(incoming: RequeueBit, kept: RequeueBit) -> bool:
     return UNCLEARNESS[RequeueBit(incoming)] > UNCLEARNESS[RequeueBit(kept)]
 
 
-# The tag of a sweep's lease owners (``tracked.lease_owner("sweep")``: ``sweep:<host>:<pid>:...``).
+# The tag of a sweep's lease owners (``run.tracked.lease_owner("sweep")``: ``sweep:<host>:<pid>:...``).
 SWEEP_TAG = "sweep"
 # The same as a LIKE pattern, for the queries that pass over other sweeps' leases.
 SWEEP_OWNERS = SWEEP_TAG + ":%"

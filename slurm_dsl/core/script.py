@@ -4,7 +4,7 @@ Contract: ``render`` is a pure function of (op, job id, deadline, nonce,
 scontrol path, expired); ``render_list`` the same for ONE call of an op on a
 list of job ids (the bulk path, docs/contract.md §11).  The scripts run under
 dash and bash.  A script keeps no clock: the runner is the deadline's clock
-(``ops.run_wrapped``: ``runner.run_script`` with the time left), and at the
+(``run.calls.run_wrapped``: ``run.process.run_script`` with the time left), and at the
 deadline sends TERM to the script's process group, then KILL ``KILL_GRACE``
 seconds later.  The deadline is in the script as a comment only.
 
@@ -33,14 +33,14 @@ seconds later.  The deadline is in the script as a comment only.
 - After each call it prints ``<RS>DSL <nonce> call <i> <status>`` on stderr; the
   script exits with the last call's status.  After the runner's KILL nothing
   more is printed: the status lines of the call it cut short and of any later
-  call are missing, and the output reads unknown (``ops.execute`` says
+  call are missing, and the output reads unknown (``run.calls.execute`` says
   ``timed_out``; the reader alone says no status line, wrong calls, or an exit
   status that does not match).
 
 The races, and what each gives:
 
 - TERM before the trap is set (the shell's first milliseconds): the shell dies
-  of it and prints nothing; no call had started.  ``ops.run_wrapped`` sees the
+  of it and prints nothing; no call had started.  ``run.calls.run_wrapped`` sees the
   shell killed by TERM with nothing said and runs the script again rendered
   ``expired``: 75s, not a bare unknown.
 - TERM between the flag check and the call's start: the flag is already set
@@ -301,7 +301,7 @@ def render_list(
     return "".join(lines)
 
 
-# ``doctor``'s probe of the wrapper: the same ``call``, on ``/bin/sh -c`` in place of scontrol.
+# ``admin.doctor``'s probe of the wrapper: the same ``call``, on ``/bin/sh -c`` in place of scontrol.
 # Run with a deadline well after call 1 and well before call 2 could end, it must print exactly
 # ``PROBE_STDERR`` and exit ``PROBE_STATUS``: a call's own status, 124 for the call the deadline's
 # TERM cuts short, 75 for the call after it, not started.
@@ -312,7 +312,7 @@ PROBE_STATUS = 75
 
 
 def render_probe(shell: str = "/bin/sh") -> str:
-    """The script of ``doctor``'s wrapper check (``PROBE_CALLS`` on ``shell``)."""
+    """The script of ``admin.doctor``'s wrapper check (``PROBE_CALLS`` on ``shell``)."""
     lines = _head("doctor's probe of the wrapper", None, PROBE_NONCE, shell, False)
     for number, args in PROBE_CALLS:
         lines.append(f"call {number} {' '.join(quote(a) for a in args)}\n")

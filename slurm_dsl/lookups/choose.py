@@ -1,6 +1,6 @@
 """Choosing how sweeps look jobs up: ``--lookup auto|squeue|pyslurm``.
 
-``make_lookup`` returns the ``Lookup`` (see ``lookup``) an admin chose; ``auto`` is
+``make_lookup`` returns the ``Lookup`` (see ``core.jobinfo``) an admin chose; ``auto`` is
 pyslurm where one built for the running Slurm imports, else squeue.
 """
 

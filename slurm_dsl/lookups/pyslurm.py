@@ -1,7 +1,7 @@
 """Job lookups through pyslurm: the only module of slurm-dsl that imports it.
 
 Contract: ``load_pyslurm_lookup(slurm_version)`` returns a ``Lookup`` (see
-``lookup``) only when pyslurm imports and its ``version()`` X.Y is the running
+``core.jobinfo``) only when pyslurm imports and its ``version()`` X.Y is the running
 Slurm's release (pyslurm 22.5.x <-> Slurm 22.05, 24.11.x <-> 24.11): a pyslurm
 built for another Slurm must not talk to this one (docs/pyslurm.md §1).  Otherwise
 it returns None and logs exactly one line on the "slurm_dsl" logger (INFO when

@@ -1,4 +1,4 @@
-"""Job lookups through ``squeue`` (the ``Lookup`` of ``lookup``), and the running Slurm's version.
+"""Job lookups through ``squeue`` (the ``Lookup`` of ``core.jobinfo``), and the running Slurm's version.
 
 Contract:
 
