@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from slurm_dsl.admin.cli import EXIT_CODES, build_parser, main
+from slurm_dsl.admin.cli import EXIT_CODES, main
+from slurm_dsl.admin.parser import build_parser
 from slurm_dsl.core.model import Result
 from tests.fakes import calls_made, refuse, write_fake
 from tests.ground import ALREADY_FINISHED, INVALID_JOB_ID, NONCE, UNEXPECTED, frame, suspend
@@ -190,12 +191,12 @@ def test_50_mb_of_nuls_on_stdin_is_one_short_line_and_nothing_ran(fake: Path, tm
 
 
 def test_ids_on_stdin_are_split_as_before_across_pieces(monkeypatch: pytest.MonkeyPatch) -> None:
-    from slurm_dsl.admin import cli
+    from slurm_dsl.admin import parser
 
     words = [str(n) for n in range(1, 30001)]
     text = " \t".join(words[:10000]) + "\n" + "\u2003".join(words[10000:20000]) + "\x1c" + " ".join(words[20000:])
     monkeypatch.setattr(sys, "stdin", io.StringIO(text))
-    assert cli._job_ids(["-"]) == text.split() == words
+    assert parser.job_ids(["-"]) == text.split() == words
 
 
 @pytest.mark.parametrize("argv", [

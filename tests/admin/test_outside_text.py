@@ -22,6 +22,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from slurm_dsl.admin import render
 from slurm_dsl.admin import view as admin_view
 from slurm_dsl.core.errors import LookupFailed
 from slurm_dsl.core.model import Call, CallOutcome, Op, Outcome, Reason, RequeueBit, Result
@@ -90,8 +91,8 @@ def test_an_old_row_with_raw_bytes_is_escaped_when_printed(tmp_path: Path) -> No
     with sqlite3.connect(ledger) as conn:  # as a ledger written before it escaped what it keeps
         conn.execute("UPDATE objects SET why = ?, lookup_error = ?, lookup_failures = 1", (HOSTILE, HOSTILE))
     with open_ledger(ledger) as store:
-        lines = admin_view.history_lines(admin_view.history_json("7", store.get("7"), store.history("7")))
-        status = admin_view.status_lines(admin_view.status_json(store, store.now()))
+        lines = render.history_lines(admin_view.history_json("7", store.get("7"), store.history("7")))
+        status = render.status_lines(admin_view.status_json(store, store.now()))
     text = "\n".join(lines + status)
     assert raw_controls(text) == [] and text.count(ESCAPED) == 3
     history = cli(["history", "7", "--json"], dict(os.environ, SLURM_DSL_LEDGER=ledger))
@@ -102,7 +103,7 @@ def test_an_old_row_with_raw_bytes_is_escaped_when_printed(tmp_path: Path) -> No
               "bit_before": "clear", "bit_after": "clear", "actor": HOSTILE, "reason": "unreadable_exit_status",
               "detail": HOSTILE, "calls": [{"number": 1, "status": HOSTILE, "outcome": "unknown",
                                             "message": HOSTILE, "reason": None}]}
-    rows = "\n".join(admin_view.history_lines([{"kind": "object", "job_id": "7", "bit": "clear", "since": "z",
+    rows = "\n".join(render.history_lines([{"kind": "object", "job_id": "7", "bit": "clear", "since": "z",
                                                 "why": HOSTILE, "lookup_failures": 0}, record]))
     assert raw_controls(rows) == [] and rows.count(ESCAPED) == 5
 

@@ -19,7 +19,8 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import pytest
 
 import slurm_dsl.ledger.sqlite as sqlite_module
-from slurm_dsl.admin.view import ago, history_json, history_lines
+from slurm_dsl.admin.render import ago, history_lines
+from slurm_dsl.admin.view import history_json
 from slurm_dsl.core import ledger_rules as rules
 from slurm_dsl.core.errors import InvalidInput
 from slurm_dsl.core.jobinfo import JobInfo
