@@ -12,11 +12,9 @@ import json
 import os
 import sqlite3
 import stat
-import subprocess
-import sys
 import unicodedata
 from pathlib import Path
-from typing import Dict, List
+from typing import List
 
 import pytest
 from hypothesis import given
@@ -28,6 +26,7 @@ from slurm_dsl.core.errors import LookupFailed
 from slurm_dsl.core.model import Call, CallOutcome, Op, Outcome, Reason, RequeueBit, Result
 from slurm_dsl.core.shown import SHOWN_CAP, shown
 from slurm_dsl.ledger.choose import open_ledger
+from tests.cli_run import cli_process
 from tests.fakes import write_fake
 
 HOSTILE = "\033]52;c;aGVsbG8=\007\033[2J"
@@ -49,10 +48,6 @@ def hostile_squeue(directory: Path) -> Path:
     return path
 
 
-def cli(argv: List[str], env: Dict[str, str]) -> subprocess.CompletedProcess:  # type: ignore[type-arg]
-    return subprocess.run([sys.executable, "-m", "slurm_dsl", *argv], capture_output=True, env=env, text=True)
-
-
 def test_a_hostile_squeue_reaches_no_terminal_raw(tmp_path: Path) -> None:
     squeue = hostile_squeue(tmp_path / "bin")
     scontrol = write_fake(tmp_path / "bin", {}, default="exit 0")
@@ -62,16 +57,16 @@ def test_a_hostile_squeue_reaches_no_terminal_raw(tmp_path: Path) -> None:
     env = dict(os.environ, SLURM_DSL_SQUEUE=str(squeue), SLURM_DSL_SCONTROL=str(scontrol), SLURM_DSL_LEDGER=ledger,
                SLURM_DSL_LOOKUP="auto")
 
-    done = [cli(["hold", "7", "--timeout", "5"], env)]  # the whole-array lookup fails: nothing ran
+    done = [cli_process(["hold", "7", "--timeout", "5"], env=env)]  # the whole-array lookup fails: nothing ran
     assert done[0].returncode == 1 and "job lookup failed: squeue exited 1: squeue: error: " + ESCAPED in done[0].stderr
-    done.append(cli(["sweep"], env))  # "cannot tell the Slurm version" (auto), then the lookup fails
+    done.append(cli_process(["sweep"], env=env))  # "cannot tell the Slurm version" (auto), then the lookup fails
     assert done[1].returncode == 15
     assert "cannot tell the Slurm version" in done[1].stderr and ESCAPED in done[1].stdout
-    done.append(cli(["history", "7"], env))
+    done.append(cli_process(["history", "7"], env=env))
     assert done[2].returncode == 0 and ESCAPED in done[2].stdout
-    done.append(cli(["ledger", "status"], env))
+    done.append(cli_process(["ledger", "status"], env=env))
     assert ESCAPED in done[3].stdout  # the last sweep's lookup error
-    done.append(cli(["doctor"], env))
+    done.append(cli_process(["doctor"], env=env))
     assert ESCAPED in done[4].stdout
     for d in done:
         assert raw_controls(d.stdout) == [] and raw_controls(d.stderr) == [], d.args
@@ -79,7 +74,7 @@ def test_a_hostile_squeue_reaches_no_terminal_raw(tmp_path: Path) -> None:
         obj = store.get("7")
         assert obj is not None and ESCAPED in obj.lookup_error and raw_controls(obj.lookup_error) == []
         assert ESCAPED in str(store.last_sweep().summary["lookup_error"])  # type: ignore[union-attr]
-    history = cli(["history", "7", "--json"], env)
+    history = cli_process(["history", "7", "--json"], env=env)
     assert "\\u001b" in history.stdout or "\\\\x1b" in history.stdout
     assert raw_controls(history.stdout) == [] and json.loads(history.stdout.splitlines()[0])["lookup_error"]
 
@@ -95,7 +90,7 @@ def test_an_old_row_with_raw_bytes_is_escaped_when_printed(tmp_path: Path) -> No
         status = render.status_lines(admin_view.status_json(store, store.now()))
     text = "\n".join(lines + status)
     assert raw_controls(text) == [] and text.count(ESCAPED) == 3
-    history = cli(["history", "7", "--json"], dict(os.environ, SLURM_DSL_LEDGER=ledger))
+    history = cli_process(["history", "7", "--json"], env=dict(os.environ, SLURM_DSL_LEDGER=ledger))
     assert raw_controls(history.stdout) == [] and "\\u001b]52;c;" in history.stdout  # JSON's own escape
     assert json.loads(history.stdout.splitlines()[0])["why"] == HOSTILE
     record = {"kind": "operation", "id": 1, "started_at": "x", "started_at_epoch": 0.0, "finished_at": "y",
