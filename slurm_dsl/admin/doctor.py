@@ -47,10 +47,7 @@ DB_BUSY_TIMEOUT = 1.0  # the probe's lock wait, so its read timeout is this + ma
 class Check:
     name: str
     status: str
-    detail: str
-
-    def to_json(self) -> Dict[str, str]:
-        return {"check": self.name, "status": self.status, "detail": self.detail}
+    detail: str  # render.check_json is its --json object
 
 
 def parse_config(text: str) -> Dict[str, str]:

@@ -1,14 +1,11 @@
 """The admin's view of the ledger: what ``history``, ``ledger status``, ``ledger prune`` and
-``ledger migrate`` show, and ``migrate`` itself, which copies one store into another.
+``ledger migrate`` answer, and ``migrate`` itself, which copies one store into another.
 
-Strategy: each command's answer is built once, as JSON values (``--json`` prints them as they
-are, one object per line, each with a ``kind``), and the human text is rendered from those same
-values, so the two can never disagree.  Nothing here prints, opens a file or reads a clock: the
-store and ``now`` come from ``cli``.  Times are ISO-8601 UTC (``2024-05-01T12:00:03Z``) for
-people, with the epoch seconds beside them for scripts.  Every text a ledger row holds is
-``shown`` in the human lines (docs/contract.md §10.1): rows written before the ledger escaped
-what it stores may still hold raw control bytes.  ``--json`` leaves it to ``json.dumps``, which
-writes every control character as ``\\u00XX``.
+Strategy: each command's answer is built once, here, as JSON values (``--json`` prints them as
+they are, one object per line, each with a ``kind``); ``render`` writes both the JSON and the
+human text from those same values, so the two can never disagree.  Nothing here prints, opens a
+file or reads a clock: the store and ``now`` come from ``cli``.  Times are ISO-8601 UTC
+(``2024-05-01T12:00:03Z``) for people, with the epoch seconds beside them for scripts.
 """
 
 from __future__ import annotations
@@ -19,7 +16,6 @@ from typing import Any, Dict, List, Optional, Sequence
 from ..core import ledger_rules as rules
 from ..core.errors import InvalidInput, UsageError
 from ..core.model import RequeueBit
-from ..core.shown import shown
 from ..ledger.base import (
     HistoryEntry,
     ImportResult,
@@ -29,8 +25,6 @@ from ..ledger.base import (
     PruneResult,
     iso_utc,
 )
-
-UNKNOWN_ACTOR = "unknown"  # rows written before schema 2 did not record who ran them
 
 
 def object_json(obj: JobObject) -> Dict[str, Any]:
@@ -54,54 +48,6 @@ def history_json(job_id: str, obj: Optional[JobObject], entries: Sequence[Histor
         return [{"kind": "no_record", "job_id": job_id}]
     head = [object_json(obj)] if obj is not None else []
     return head + [e.to_json() for e in entries]
-
-
-def history_lines(records: Sequence[Dict[str, Any]]) -> List[str]:
-    """The human table of one job, from its ``history_json`` records."""
-    first = records[0]
-    if first["kind"] == "no_record":
-        return [f"no record of job {first['job_id']}"]
-    lines: List[str] = []
-    if first["kind"] == "object":
-        lines.append(f"job {first['job_id']}: bit {first['bit']} since {first['since']} ({shown(first['why'])})")
-        if first["lookup_failures"]:
-            lines.append(f"  lookup failed {first['lookup_failures']} time(s) in a row:"
-                         f" {shown(first['lookup_error'] or '')}")
-    ops = [r for r in records if r["kind"] == "operation"]
-    if not ops:
-        lines.append("  no operation recorded (an object made by sweep --orphans --fix, or pruned)")
-        return lines
-    lines.append(f"  {'ID':>6}  {'STARTED (UTC)':<20}  {'SECS':>6}  {'OP':<8} {'RESULT':<10} {'REQUEUE-BIT':<11}"
-                 f"  {'BIT BEFORE -> AFTER':<24}  BY")
-    for r in ops:
-        secs = "-" if r["finished_at_epoch"] is None else f"{r['finished_at_epoch'] - r['started_at_epoch']:.1f}"
-        bits = f"{r['bit_before']} -> {r['bit_after'] or '?'}"
-        lines.append(
-            f"  {r['id']:>6}  {r['started_at']:<20}  {secs:>6}  {r['op']:<8} {r['result'] or 'unfinished':<10}"
-            f" {r['requeue_bit'] or '-':<11}  {bits:<24}  {shown(r['actor'] or UNKNOWN_ACTOR)}"
-        )
-        pad = " " * 10
-        if r["finished_at"] is None:
-            lines.append(f"{pad}not finished: still running, or its process died, or the ledger failed after it"
-                         " ran (a requeue's object then stays may_be_set for the sweep)")
-        for c in r["calls"]:
-            said = f": {shown(c['message'])}" if c["message"] else ""
-            why = f" [{c['reason']}]" if c["reason"] else ""
-            lines.append(f"{pad}call {c['number']}: {shown(str(c['status']))} {c['outcome']}{said}{why}")
-        if r["reason"] or r["detail"]:
-            lines.append(f"{pad}why: {shown(': '.join(str(x) for x in (r['reason'], r['detail']) if x))}")
-    return lines
-
-
-def ago(seconds: float) -> str:
-    """A duration as people read it: ``42 s``, ``17 min``, ``3.2 h``, ``12.5 d``."""
-    if seconds < 120:
-        return f"{max(seconds, 0):.0f} s"
-    if seconds < 7200:
-        return f"{seconds / 60:.0f} min"
-    if seconds < 2 * rules.DAY:
-        return f"{seconds / 3600:.1f} h"
-    return f"{seconds / rules.DAY:.1f} d"
 
 
 def status_json(ledger: LedgerStore, now: float) -> Dict[str, Any]:
@@ -144,51 +90,6 @@ def status_json(ledger: LedgerStore, now: float) -> Dict[str, Any]:
     }
 
 
-def status_lines(status: Dict[str, Any]) -> List[str]:
-    """The human ``ledger status``, from ``status_json``."""
-    objects = ", ".join(f"{n} {bit}" for bit, n in status["objects"].items())
-    ages = ", ".join(f"{name} {n}" for name, n in status["not_clear_by_age"].items())
-    lines = [
-        f"ledger {shown(status['ledger'])} (schema {status['schema']}): {status['history_rows']} history row(s)",
-        f"objects: {objects}",
-        f"not clear, by when their bit last changed: {ages}",
-    ]
-    o = status["oldest_not_clear"]
-    if o is None:
-        lines.append("oldest not clear: none, every object is clear")
-    else:
-        lines.append(f"oldest not clear: job {o['job_id']} {o['bit']} since {o['since']}"
-                     f" ({ago(o['age_seconds'])} ago): {shown(o['why'])}")
-    lines.append(f"lookup back-off: {status['backing_off']} object(s) whose last lookup failed")
-    lines.append(unfinished_line(status["unfinished"]))
-    s = status["last_sweep"]
-    if s is None:
-        lines.append("last sweep: none recorded (run slurm-dsl sweep; contrib/systemd has a timer for it)")
-    else:
-        summary = s["summary"]
-        done = ", ".join(f"{n} {what}" for what, n in summary.get("counts", {}).items()) or "nothing to do"
-        settled = "settled" if summary.get("settled") else "NOT settled"
-        error = f"; lookup failed: {shown(str(summary['lookup_error']))}" if summary.get("lookup_error") else ""
-        lines.append(f"last sweep: {s['finished_at']} ({ago(s['age_seconds'])} ago, took"
-                     f" {s['finished_at_epoch'] - s['started_at_epoch']:.1f} s): {done}; {settled}{error}")
-    return lines
-
-
-def unfinished_line(u: Dict[str, Any]) -> str:
-    """``ledger status``'s line on the operations without a result, from its ``unfinished``."""
-    if not u["count"]:
-        return "unfinished operations: none"
-    line = f"unfinished operations: {u['count']}, of which {u['lapsed']} no longer running"
-    o = u["oldest_lapsed"]
-    if o is None:
-        return line
-    requeues = (f", {u['lapsed_requeues']} of them requeues (their object stays may_be_set until a sweep"
-                " settles it)") if u["lapsed_requeues"] else ""
-    return (f"{line} (the process died, or the ledger failed after the script ran: the result was never"
-            f" recorded){requeues}; the oldest: {o['op']} {o['job_id']} (operation {o['id']}) started"
-            f" {o['started_at']}, {ago(o['age_seconds'])} ago")
-
-
 def prune_json(result: PruneResult, days: int, before: float, dry_run: bool) -> Dict[str, Any]:
     """``ledger prune --json``: what was removed (or would be), and the cutoff."""
     return {
@@ -201,17 +102,6 @@ def prune_json(result: PruneResult, days: int, before: float, dry_run: bool) -> 
         "before_epoch": before,
         "checkpointed": result.checkpointed,
     }
-
-
-def prune_line(p: Dict[str, Any]) -> str:
-    """The human ``ledger prune``, from ``prune_json``."""
-    verb = "would remove" if p["dry_run"] else "removed"
-    line = (f"prune{' (dry run)' if p['dry_run'] else ''}: {verb} {p['removed']} history row(s) of {p['jobs']}"
-            f" settled job(s), finished before {p['before']} (older than {p['older_than_days']} day(s));"
-            " every object keeps its newest row, unsettled and leased objects and unfinished rows are kept")
-    if p["checkpointed"] is False:
-        line += "; the WAL checkpoint could not finish (the ledger was busy): SQLite completes it later"
-    return line
 
 
 # -- ledger migrate -------------------------------------------------------------------------------
@@ -302,15 +192,3 @@ def migrate(
 def _plus(a: ImportResult, b: ImportResult) -> ImportResult:
     return ImportResult(*(x + y for x, y in zip(dataclasses.astuple(a), dataclasses.astuple(b))))
 
-
-def migrate_lines(m: Dict[str, Any]) -> List[str]:
-    """The human ``ledger migrate``, from ``migrate``'s object."""
-    o, h = m["objects"], m["history"]
-    return [
-        f"migrate{' --merge' if m['merge'] else ''} {shown(m['from'])} -> {shown(m['to'])}:",
-        f"  objects: {o['copied']} copied, {o['merged']} merged (took the less clear bit), {o['kept']} kept",
-        f"  history rows: {h['copied']} copied, {h['skipped']} skipped (already there)",
-        f"  last sweep: {m['last_sweep']}; leases: not copied (each operation and sweep takes its own)",
-        f"  {m['not_clear']} object(s) not clear in {shown(m['to'])} now"
-        + (": sweeps on that ledger settle them" if m["not_clear"] else ""),
-    ]

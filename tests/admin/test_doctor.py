@@ -17,6 +17,7 @@ from slurm_dsl.admin.cli import main
 from slurm_dsl.admin.doctor import CLOCK_WARN, parse_config
 from slurm_dsl.core.model import Op
 from slurm_dsl.ledger.choose import open_ledger
+from tests.cli_run import cli
 from tests.fakes import write_fake, write_fake_squeue
 from tests.ledger_backends import Raw
 
@@ -47,10 +48,9 @@ def doctor_details(
     config = CONFIG.format(requeue=requeue, plugins=plugins).replace("\n", "\\n")
     fake = write_fake(tmp_path / "bin", {}, default=f'case $1 in ping) {ping} ;; show) printf "{config}" ;; esac')
     squeue = write_fake_squeue(tmp_path / "sq", "")
-    out = io.StringIO()
-    code = main(["doctor", "--json", "--scontrol", str(fake), "--squeue", str(squeue), "--lookup", lookup,
-                 "--ledger", ledger or str(tmp_path / "ledger.sqlite3")], out=out)
-    checks = {c["check"]: (c["status"], c["detail"]) for c in map(json.loads, out.getvalue().splitlines())}
+    code, out, _ = cli(["doctor", "--json", "--scontrol", str(fake), "--squeue", str(squeue), "--lookup", lookup,
+                        "--ledger", ledger or str(tmp_path / "ledger.sqlite3")])
+    checks = {c["check"]: (c["status"], c["detail"]) for c in map(json.loads, out.splitlines())}
     return code, checks
 
 

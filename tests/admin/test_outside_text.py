@@ -12,21 +12,21 @@ import json
 import os
 import sqlite3
 import stat
-import subprocess
-import sys
 import unicodedata
 from pathlib import Path
-from typing import Dict, List
+from typing import List
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from slurm_dsl.admin import render
 from slurm_dsl.admin import view as admin_view
 from slurm_dsl.core.errors import LookupFailed
 from slurm_dsl.core.model import Call, CallOutcome, Op, Outcome, Reason, RequeueBit, Result
 from slurm_dsl.core.shown import SHOWN_CAP, shown
 from slurm_dsl.ledger.choose import open_ledger
+from tests.cli_run import cli_process
 from tests.fakes import write_fake
 
 HOSTILE = "\033]52;c;aGVsbG8=\007\033[2J"
@@ -48,10 +48,6 @@ def hostile_squeue(directory: Path) -> Path:
     return path
 
 
-def cli(argv: List[str], env: Dict[str, str]) -> subprocess.CompletedProcess:  # type: ignore[type-arg]
-    return subprocess.run([sys.executable, "-m", "slurm_dsl", *argv], capture_output=True, env=env, text=True)
-
-
 def test_a_hostile_squeue_reaches_no_terminal_raw(tmp_path: Path) -> None:
     squeue = hostile_squeue(tmp_path / "bin")
     scontrol = write_fake(tmp_path / "bin", {}, default="exit 0")
@@ -61,16 +57,16 @@ def test_a_hostile_squeue_reaches_no_terminal_raw(tmp_path: Path) -> None:
     env = dict(os.environ, SLURM_DSL_SQUEUE=str(squeue), SLURM_DSL_SCONTROL=str(scontrol), SLURM_DSL_LEDGER=ledger,
                SLURM_DSL_LOOKUP="auto")
 
-    done = [cli(["hold", "7", "--timeout", "5"], env)]  # the whole-array lookup fails: nothing ran
+    done = [cli_process(["hold", "7", "--timeout", "5"], env=env)]  # the whole-array lookup fails: nothing ran
     assert done[0].returncode == 1 and "job lookup failed: squeue exited 1: squeue: error: " + ESCAPED in done[0].stderr
-    done.append(cli(["sweep"], env))  # "cannot tell the Slurm version" (auto), then the lookup fails
+    done.append(cli_process(["sweep"], env=env))  # "cannot tell the Slurm version" (auto), then the lookup fails
     assert done[1].returncode == 15
     assert "cannot tell the Slurm version" in done[1].stderr and ESCAPED in done[1].stdout
-    done.append(cli(["history", "7"], env))
+    done.append(cli_process(["history", "7"], env=env))
     assert done[2].returncode == 0 and ESCAPED in done[2].stdout
-    done.append(cli(["ledger", "status"], env))
+    done.append(cli_process(["ledger", "status"], env=env))
     assert ESCAPED in done[3].stdout  # the last sweep's lookup error
-    done.append(cli(["doctor"], env))
+    done.append(cli_process(["doctor"], env=env))
     assert ESCAPED in done[4].stdout
     for d in done:
         assert raw_controls(d.stdout) == [] and raw_controls(d.stderr) == [], d.args
@@ -78,7 +74,7 @@ def test_a_hostile_squeue_reaches_no_terminal_raw(tmp_path: Path) -> None:
         obj = store.get("7")
         assert obj is not None and ESCAPED in obj.lookup_error and raw_controls(obj.lookup_error) == []
         assert ESCAPED in str(store.last_sweep().summary["lookup_error"])  # type: ignore[union-attr]
-    history = cli(["history", "7", "--json"], env)
+    history = cli_process(["history", "7", "--json"], env=env)
     assert "\\u001b" in history.stdout or "\\\\x1b" in history.stdout
     assert raw_controls(history.stdout) == [] and json.loads(history.stdout.splitlines()[0])["lookup_error"]
 
@@ -90,11 +86,11 @@ def test_an_old_row_with_raw_bytes_is_escaped_when_printed(tmp_path: Path) -> No
     with sqlite3.connect(ledger) as conn:  # as a ledger written before it escaped what it keeps
         conn.execute("UPDATE objects SET why = ?, lookup_error = ?, lookup_failures = 1", (HOSTILE, HOSTILE))
     with open_ledger(ledger) as store:
-        lines = admin_view.history_lines(admin_view.history_json("7", store.get("7"), store.history("7")))
-        status = admin_view.status_lines(admin_view.status_json(store, store.now()))
+        lines = render.history_lines(admin_view.history_json("7", store.get("7"), store.history("7")))
+        status = render.status_lines(admin_view.status_json(store, store.now()))
     text = "\n".join(lines + status)
     assert raw_controls(text) == [] and text.count(ESCAPED) == 3
-    history = cli(["history", "7", "--json"], dict(os.environ, SLURM_DSL_LEDGER=ledger))
+    history = cli_process(["history", "7", "--json"], env=dict(os.environ, SLURM_DSL_LEDGER=ledger))
     assert raw_controls(history.stdout) == [] and "\\u001b]52;c;" in history.stdout  # JSON's own escape
     assert json.loads(history.stdout.splitlines()[0])["why"] == HOSTILE
     record = {"kind": "operation", "id": 1, "started_at": "x", "started_at_epoch": 0.0, "finished_at": "y",
@@ -102,7 +98,7 @@ def test_an_old_row_with_raw_bytes_is_escaped_when_printed(tmp_path: Path) -> No
               "bit_before": "clear", "bit_after": "clear", "actor": HOSTILE, "reason": "unreadable_exit_status",
               "detail": HOSTILE, "calls": [{"number": 1, "status": HOSTILE, "outcome": "unknown",
                                             "message": HOSTILE, "reason": None}]}
-    rows = "\n".join(admin_view.history_lines([{"kind": "object", "job_id": "7", "bit": "clear", "since": "z",
+    rows = "\n".join(render.history_lines([{"kind": "object", "job_id": "7", "bit": "clear", "since": "z",
                                                 "why": HOSTILE, "lookup_failures": 0}, record]))
     assert raw_controls(rows) == [] and rows.count(ESCAPED) == 5
 

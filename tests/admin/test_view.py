@@ -5,7 +5,6 @@ the real tracker with a fake scontrol where one must run."""
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import sqlite3
@@ -14,12 +13,13 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence
 
 import pytest
 
 import slurm_dsl.ledger.sqlite as sqlite_module
-from slurm_dsl.admin.view import ago, history_json, history_lines
+from slurm_dsl.admin.render import ago, history_lines
+from slurm_dsl.admin.view import history_json
 from slurm_dsl.core import ledger_rules as rules
 from slurm_dsl.core.errors import InvalidInput
 from slurm_dsl.core.jobinfo import JobInfo
@@ -28,6 +28,7 @@ from slurm_dsl.ledger.base import JobObject, LedgerError, LedgerStore, PruneResu
 from slurm_dsl.ledger.choose import open_ledger
 from slurm_dsl.run.sweep import sweep
 from slurm_dsl.run.tracked import Tracker, current_actor
+from tests.cli_run import cli
 from tests.fakes import calls_made, write_fake, write_fake_squeue
 from tests.ledger_backends import RAW_ERRORS, Raw, checkpointed, is_mariadb, module, schema, shown, store_class
 
@@ -67,14 +68,6 @@ def record(ledger: LedgerStore, job: str, op: Op, started: float, outcome: Optio
 
 def raw(path: Path) -> sqlite3.Connection:
     return sqlite3.connect(str(path), isolation_level=None)
-
-
-def cli(argv: List[str], capsys: pytest.CaptureFixture[str]) -> Tuple[int, str, str]:
-    from slurm_dsl.admin.cli import main
-
-    out = io.StringIO()
-    code = main(argv, out=out)
-    return code, out.getvalue(), capsys.readouterr().err
 
 
 @pytest.fixture
@@ -261,7 +254,7 @@ def test_a_prune_that_dies_mid_transaction_leaves_the_history_append_only(path: 
             conn.execute(f"DELETE FROM history WHERE id = {ids['1'][0]}")
 
 
-def test_a_version_1_ledger_is_migrated_and_keeps_its_data(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_version_1_ledger_is_migrated_and_keeps_its_data(tmp_path: Path) -> None:
     path = tmp_path / "ledger.sqlite3"  # SQLite's schema 1 (MariaDB's starts where SQLite's 2 is)
     conn = raw(path)
     conn.execute("PRAGMA journal_mode = WAL")
@@ -295,7 +288,7 @@ def test_a_version_1_ledger_is_migrated_and_keeps_its_data(tmp_path: Path, capsy
     with pytest.raises(sqlite3.DatabaseError, match="append-only"):
         conn.execute("DELETE FROM history")
     conn.close()
-    code, out, _ = cli(["history", "8", "--ledger", str(path)], capsys)
+    code, out, _ = cli(["history", "8", "--ledger", str(path)])
     assert code == 0
     rows = [line for line in out.splitlines() if line.strip().split()[0].isdigit()]
     assert [r.split()[-1] for r in rows[:2]] == ["unknown", "unknown"] and rows[2].endswith("me")
@@ -304,13 +297,13 @@ def test_a_version_1_ledger_is_migrated_and_keeps_its_data(tmp_path: Path, capsy
 # -- history --------------------------------------------------------------------------------------
 
 
-def test_history_human_and_json(path: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_history_human_and_json(path: str) -> None:
     with open_ledger(path) as ledger:
         first = record(ledger, "1", Op.REQUEUE, NOW, UNKNOWN_REQUEUE, actor="uid 0 (root) on ctl1, pid 7")
         second = record(ledger, "1", Op.RESTORE, NOW + 60, ok_outcome(Op.RESTORE, "1"), actor="uid 0 (root) on ctl1,"
                         " pid 8, sweep")
         running = ledger.begin_operation("1", Op.HOLD, "e" * 32, NOW + 120, actor="uid 1000 (alice) on ctl1, pid 9")
-    code, out, err = cli(["history", "1", "--ledger", str(path)], capsys)
+    code, out, err = cli(["history", "1", "--ledger", str(path)])
     assert (code, err) == (0, "")
     lines = out.splitlines()
     restore_nonce = f"{int(NOW + 60):032x}"
@@ -329,7 +322,7 @@ def test_history_human_and_json(path: str, capsys: pytest.CaptureFixture[str]) -
                                     "->", "?"]
     assert lines[9].strip().startswith("not finished:")
 
-    code, out, _ = cli(["history", "1", "--json", "--ledger", str(path)], capsys)
+    code, out, _ = cli(["history", "1", "--json", "--ledger", str(path)])
     assert code == 0
     obj, *ops = [json.loads(line) for line in out.splitlines()]
     assert obj == {"kind": "object", "job_id": "1", "bit": "clear", "why": f"restore {restore_nonce}: ok",
@@ -352,33 +345,32 @@ def test_history_human_and_json(path: str, capsys: pytest.CaptureFixture[str]) -
     assert unfinished["calls"] == [] and unfinished["actor"] == "uid 1000 (alice) on ctl1, pid 9"
 
 
-def test_history_of_several_jobs_and_of_jobs_never_seen(path: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_history_of_several_jobs_and_of_jobs_never_seen(path: str) -> None:
     with open_ledger(path) as ledger:
         record(ledger, "1", Op.HOLD, NOW)
-    code, out, _ = cli(["history", "3", "1", "3", "--ledger", str(path)], capsys)
+    code, out, _ = cli(["history", "3", "1", "3", "--ledger", str(path)])
     assert code == 0, "at least one job has a record"
     assert out.splitlines()[0] == "no record of job 3" and out.splitlines()[1].startswith("job 1: bit clear")
     assert out.count("no record of job 3") == 1, "each job once"
-    code, out, _ = cli(["history", "3", "4", "--json", "--ledger", str(path)], capsys)
+    code, out, _ = cli(["history", "3", "4", "--json", "--ledger", str(path)])
     assert code == 11, "none has: the ledger does not know them"
     assert [json.loads(line) for line in out.splitlines()] == [{"kind": "no_record", "job_id": "3"},
                                                               {"kind": "no_record", "job_id": "4"}]
 
 
 @pytest.mark.parametrize("bad", ["0", "12_3", "1,2", "-5", "abc", "4294967295"])
-def test_history_refuses_a_bad_job_id(tmp_path: Path, capsys: pytest.CaptureFixture[str], bad: str) -> None:
+def test_history_refuses_a_bad_job_id(tmp_path: Path, bad: str) -> None:
     path = tmp_path / "ledger.sqlite3"  # refused before any ledger is read: one backend says it
     with open_ledger(path):
         pass
-    code, out, err = cli(["history", "1", bad, "--ledger", str(path)], capsys)
+    code, out, err = cli(["history", "1", bad, "--ledger", str(path)])
     assert (code, out) == (2, "") and err.startswith("slurm-dsl: ")
 
 
 @pytest.mark.parametrize("argv", [["history", "1"], ["ledger", "status"], ["ledger", "prune", "--older-than", "9"]])
-def test_admin_commands_never_create_a_ledger(tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                              argv: List[str]) -> None:
+def test_admin_commands_never_create_a_ledger(tmp_path: Path, argv: List[str]) -> None:
     missing = tmp_path / "typo" / "ledger.sqlite3"
-    code, out, err = cli([*argv, "--ledger", str(missing)], capsys)
+    code, out, err = cli([*argv, "--ledger", str(missing)])
     assert (code, out) == (1, "") and f"no ledger at {missing}" in err
     assert not missing.parent.exists()
 
@@ -386,7 +378,7 @@ def test_admin_commands_never_create_a_ledger(tmp_path: Path, capsys: pytest.Cap
 # -- ledger status --------------------------------------------------------------------------------
 
 
-def test_status_human_and_json(path: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_status_human_and_json(path: str, tmp_path: Path) -> None:
     now = time.time()
     with open_ledger(path) as ledger:
         record(ledger, "1", Op.HOLD, now - 30 * DAY)  # clear
@@ -394,7 +386,7 @@ def test_status_human_and_json(path: str, tmp_path: Path, capsys: pytest.Capture
         record(ledger, "3", Op.REQUEUE, now - 2 * DAY, Outcome(Op.REQUEUE, "3", Result.BIT_SET, SET))  # <1w
         record(ledger, "4", Op.REQUEUE, now - 600, unknown_requeue("4"))  # <1h
         ledger.lookup_failed("4", "squeue: Unable to contact slurm controller", now - 300)
-    code, out, err = cli(["ledger", "status", "--json", "--ledger", str(path)], capsys)
+    code, out, err = cli(["ledger", "status", "--json", "--ledger", str(path)])
     assert (code, err) == (0, ""), "exit 0 whatever it finds: the sweep is the alarm"
     status = json.loads(out)
     assert status["kind"] == "status" and status["ledger"] == shown(path) and status["schema"] == schema(path)
@@ -408,7 +400,7 @@ def test_status_human_and_json(path: str, tmp_path: Path, capsys: pytest.Capture
     assert oldest["since"] == iso_utc(now - 10 * DAY + 1)
     assert status["last_sweep"] is None
 
-    code, out, _ = cli(["ledger", "status", "--ledger", str(path)], capsys)
+    code, out, _ = cli(["ledger", "status", "--ledger", str(path)])
     lines = out.splitlines()
     assert code == 0
     assert lines[0] == f"ledger {shown(path)} (schema {schema(path)}): 4 history row(s)"
@@ -420,8 +412,7 @@ def test_status_human_and_json(path: str, tmp_path: Path, capsys: pytest.Capture
     assert lines[6].startswith("last sweep: none recorded")
 
 
-def test_a_sweep_is_recorded_for_status_and_a_dry_run_is_not(path: str, tmp_path: Path,
-                                                            capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_sweep_is_recorded_for_status_and_a_dry_run_is_not(path: str, tmp_path: Path) -> None:
     fake = write_fake(tmp_path / "bin", {})
     with open_ledger(path) as ledger:
         record(ledger, "1", Op.REQUEUE, NOW, unknown_requeue("1"))
@@ -430,12 +421,12 @@ def test_a_sweep_is_recorded_for_status_and_a_dry_run_is_not(path: str, tmp_path
     squeue = write_fake_squeue(tmp_path / "sq", "2|RUNNING|0|0|1|None\n3|RUNNING|1|0|1|None\n")
     base = ["sweep", "--ledger", str(path), "--scontrol", str(fake), "--squeue", str(squeue), "--lookup", "squeue",
             "--json"]
-    code, out, _ = cli([*base, "--dry-run"], capsys)
+    code, out, _ = cli([*base, "--dry-run"])
     assert code == 0
     with open_ledger(path) as ledger:
         assert ledger.last_sweep() is None
     before = time.time()
-    code, out, _ = cli([*base, "--orphans"], capsys)
+    code, out, _ = cli([*base, "--orphans"])
     assert code == 0
     rows = [json.loads(line) for line in out.splitlines()]
     # sweep --json: every line says what it is, and keeps every key it had.
@@ -449,26 +440,25 @@ def test_a_sweep_is_recorded_for_status_and_a_dry_run_is_not(path: str, tmp_path
     assert last is not None and before <= last.started_at <= last.finished_at <= time.time()
     assert last.summary == {"counts": {"cleared": 2}, "settled": True, "lookup_error": None,
                             "orphans": 1, "fixed_orphans": []}
-    code, out, _ = cli(["ledger", "status", "--ledger", str(path), "--json"], capsys)
+    code, out, _ = cli(["ledger", "status", "--ledger", str(path), "--json"])
     sweep_status = json.loads(out)["last_sweep"]
     assert sweep_status["summary"] == last.summary and sweep_status["finished_at"] == iso_utc(last.finished_at)
-    code, out, _ = cli(["ledger", "status", "--ledger", str(path)], capsys)
+    code, out, _ = cli(["ledger", "status", "--ledger", str(path)])
     assert out.splitlines()[-1].startswith(f"last sweep: {iso_utc(last.finished_at)} (")
     assert out.splitlines()[-1].endswith("2 cleared; settled")
     assert calls_made(fake) == [], "nothing to restore"
 
 
-def test_a_failed_lookup_sweep_is_recorded_as_not_settled(path: str, tmp_path: Path,
-                                                          capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_failed_lookup_sweep_is_recorded_as_not_settled(path: str, tmp_path: Path) -> None:
     fake = write_fake(tmp_path / "bin", {})
     with open_ledger(path) as ledger:
         record(ledger, "1", Op.REQUEUE, NOW, unknown_requeue("1"))
     squeue = write_fake_squeue(tmp_path / "sq", "", exit_code=1,
                                stderr="slurm_load_jobs error: Unable to contact slurm controller (connect failure)")
     code, _, _ = cli(["sweep", "--ledger", str(path), "--scontrol", str(fake), "--squeue", str(squeue), "--lookup",
-                      "squeue"], capsys)
+                      "squeue"])
     assert code == 15
-    code, out, _ = cli(["ledger", "status", "--ledger", str(path)], capsys)
+    code, out, _ = cli(["ledger", "status", "--ledger", str(path)])
     assert code == 0
     assert "1 lookup_failed; NOT settled; lookup failed: " in out.splitlines()[-1]
 
@@ -529,10 +519,10 @@ def test_prune_in_many_small_batches_gives_the_same_answer(path: str, monkeypatc
     assert left(path)["1"] == ids["1"][3:] and left(path)["3"] == ids["3"]
 
 
-def test_prune_command_human_json_and_dry_run(path: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_prune_command_human_json_and_dry_run(path: str) -> None:
     ids = populate(path)
     argv = ["ledger", "prune", "--older-than", "90", "--ledger", str(path)]
-    code, out, err = cli([*argv, "--dry-run", "--json"], capsys)
+    code, out, err = cli([*argv, "--dry-run", "--json"])
     assert (code, err) == (0, "")
     report = json.loads(out)
     assert {k: report[k] for k in ("kind", "dry_run", "removed", "jobs", "older_than_days", "checkpointed")} == {
@@ -540,23 +530,23 @@ def test_prune_command_human_json_and_dry_run(path: str, capsys: pytest.CaptureF
     assert report["before_epoch"] == pytest.approx(time.time() - 90 * DAY, abs=60)
     assert report["before"] == iso_utc(report["before_epoch"])
     assert left(path) == ids
-    code, out, err = cli(argv, capsys)
+    code, out, err = cli(argv)
     assert (code, err) == (0, "")
     assert out.startswith("prune: removed 6 history row(s) of 3 settled job(s), finished before ")
     assert left(path)["1"] == ids["1"][3:]
 
 
 @pytest.mark.parametrize("days", ["0", "-3", "1.5", "x", ""])
-def test_prune_refuses_fewer_than_one_day(tmp_path: Path, capsys: pytest.CaptureFixture[str], days: str) -> None:
+def test_prune_refuses_fewer_than_one_day(tmp_path: Path, days: str) -> None:
     path = str(tmp_path / "ledger.sqlite3")  # refused before the ledger is touched: one backend says it
     ids = populate(path)
-    code, out, err = cli(["ledger", "prune", "--older-than", days, "--ledger", str(path)], capsys)
+    code, out, err = cli(["ledger", "prune", "--older-than", days, "--ledger", str(path)])
     assert (code, out) == (2, "") and "--older-than" in err
     assert left(path) == ids
 
 
-def test_prune_needs_older_than(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, _, err = cli(["ledger", "prune", "--ledger", str(tmp_path / "ledger.sqlite3")], capsys)
+def test_prune_needs_older_than(tmp_path: Path) -> None:
+    code, _, err = cli(["ledger", "prune", "--ledger", str(tmp_path / "ledger.sqlite3")])
     assert code == 2 and "--older-than" in err
 
 

@@ -139,14 +139,14 @@ def _raiser(exc: BaseException) -> Callable[..., NoReturn]:
 def test_cli_exit_status_of_each_error(
     exc: DSLError, code: int, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr(cli, "_cmd_doctor", _raiser(exc))
+    monkeypatch.setitem(cli.HANDLERS, "doctor", _raiser(exc))
     assert cli.main(["doctor"], out=io.StringIO()) == code
     assert capsys.readouterr().err == f"slurm-dsl: {exc}\n"
 
 
 @pytest.mark.parametrize("exc", [RuntimeError("a bug"), ValueError("a bug too"), KeyError("x")])
 def test_cli_lets_anything_else_crash(exc: Exception, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(cli, "_cmd_doctor", _raiser(exc))
+    monkeypatch.setitem(cli.HANDLERS, "doctor", _raiser(exc))
     with pytest.raises(type(exc)):
         cli.main(["doctor"], out=io.StringIO())
 

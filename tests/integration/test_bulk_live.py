@@ -26,6 +26,7 @@ from slurm_dsl.run.bulk import run_many
 from slurm_dsl.run.sweep import sweep
 from slurm_dsl.run.tracked import Tracker
 from tests import lab
+from tests.cli_run import cli_process
 from tests.fakes import descendants
 
 pytestmark = pytest.mark.integration
@@ -125,12 +126,10 @@ def test_an_arrays_own_id_in_a_list_refuses_the_list_and_a_split_task_is_a_job(t
     task = next(line.split("|")[0] for line in out if line.split("|")[1] == "2")
     lab._submitted.append(task)
     plain = lab.make_job("held_user")
-    done = subprocess.run([sys.executable, "-m", "slurm_dsl", "release", plain, task, array, "--timeout", "10",
-                           "--ledger", path], capture_output=True, text=True, timeout=120)
+    done = cli_process(["release", plain, task, array, "--timeout", "10", "--ledger", path], timeout=120)
     assert done.returncode == 2 and "whose 3 tasks" in done.stderr and done.stdout == ""
     assert lab.job_state(plain).reason == "JobHeldUser"  # type: ignore[union-attr]
-    done = subprocess.run([sys.executable, "-m", "slurm_dsl", "release", plain, task, "--timeout", "10",
-                           "--ledger", path, "--json"], capture_output=True, text=True, timeout=120)
+    done = cli_process(["release", plain, task, "--timeout", "10", "--ledger", path, "--json"], timeout=120)
     assert done.returncode == 0, done.stderr
     assert len(done.stdout.splitlines()) == 2
 
@@ -142,8 +141,7 @@ def test_open_on_several_held_jobs_releases_each_and_finishes_the_history(tmp_pa
     first, second, third = (lab.make_job("held_user", "--begin=now+3600") for _ in range(3))
 
     def cli_open(*ids: str) -> Tuple[int, List[Tuple[str, str, str]]]:
-        done = subprocess.run([sys.executable, "-m", "slurm_dsl", "open", *ids, "--timeout", "10",
-                               "--ledger", path, "--json"], capture_output=True, text=True, timeout=120)
+        done = cli_process(["open", *ids, "--timeout", "10", "--ledger", path, "--json"], timeout=120)
         rows = [json.loads(line) for line in done.stdout.splitlines()]
         return done.returncode, [(r["job_id"], r["op"], r["result"]) for r in rows]
 

@@ -6,8 +6,6 @@ would reach other tasks is refused before anything runs."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import List, Tuple
@@ -20,6 +18,7 @@ from slurm_dsl.lookups.squeue import SqueueLookup
 from slurm_dsl.run.sweep import Done, sweep
 from slurm_dsl.run.tracked import Tracker, WholeArray
 from tests import lab
+from tests.cli_run import cli_process
 from tests.integration.test_sweeper_live import mark_unknown
 
 pytestmark = pytest.mark.integration
@@ -32,10 +31,6 @@ def bit(path: str, job: str) -> RequeueBit:
         obj = ledger.get(job)
     assert obj is not None
     return obj.bit
-
-
-def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "slurm_dsl", *args], capture_output=True, text=True, timeout=120)
 
 
 def split_task(array: str, task: int) -> str:
@@ -136,7 +131,7 @@ def test_sixty_objects_and_a_split_task_take_the_listing_path(tmp_path: Path) ->
 def test_orphans_see_a_split_task(tmp_path: Path) -> None:
     path = str(tmp_path / "ledger.sqlite3")
     array, task = array_with_a_task_at_requeue_1(1)
-    done = cli("sweep", "--ledger", path, "--orphans", "--json", "--lookup", "squeue")
+    done = cli_process(["sweep", "--ledger", path, "--orphans", "--json", "--lookup", "squeue"], timeout=120)
     orphans = [json.loads(line)["job_id"] for line in done.stdout.splitlines() if '"orphan": true' in line]
     assert task in orphans and array not in orphans, done.stdout
 
@@ -147,7 +142,7 @@ def test_an_op_on_a_pending_arrays_own_id_is_refused_before_anything_runs(tmp_pa
     array = lab.submit(*ARRAY)
     lab.wait_for(array, lab.Expect("PENDING", "JobHeldUser"))
     plain = lab.make_job("held_user")
-    done = cli(op, plain, array, "--timeout", "10", "--ledger", path)
+    done = cli_process([op, plain, array, "--timeout", "10", "--ledger", path], timeout=120)
     assert done.returncode == 2 and done.stdout == ""
     assert f"job {array} is the own JobId of array {array}, whose 3 tasks" in done.stderr
     assert "Nothing ran" in done.stderr
@@ -163,7 +158,7 @@ def test_a_split_tasks_own_id_is_a_single_job_and_the_array_id_is_refused(tmp_pa
     array = lab.submit(*ARRAY)
     lab.wait_for(array, lab.Expect("PENDING"))
     task = split_task(array, 2)
-    done = cli("release", task, "--timeout", "10", "--ledger", path, "--json")
+    done = cli_process(["release", task, "--timeout", "10", "--ledger", path, "--json"], timeout=120)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["result"] == "ok"
     with Tracker(path, scontrol="/usr/bin/scontrol") as tracker:
@@ -187,8 +182,8 @@ def test_running_tasks_are_single_jobs_and_the_last_task_id_reaches_the_others(t
     assert len(records) == 2 and array in records, records
     other = next(r for r in records if r != array)
     lab._submitted.append(other)
-    done = cli("requeue", other, "--timeout", "10", "--ledger", path, "--json")
+    done = cli_process(["requeue", other, "--timeout", "10", "--ledger", path, "--json"], timeout=120)
     out = json.loads(done.stdout)
     assert (done.returncode, out["result"], out["requeue_bit"]) == (0, "ok", "clear"), done.stderr
-    refused = cli("hold", array, "--timeout", "10", "--ledger", path)
+    refused = cli_process(["hold", array, "--timeout", "10", "--ledger", path], timeout=120)
     assert refused.returncode == 2 and "whose 2 tasks" in refused.stderr

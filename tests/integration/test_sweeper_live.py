@@ -21,6 +21,7 @@ from slurm_dsl.lookups.squeue import SqueueLookup
 from slurm_dsl.run.sweep import Done, sweep
 from slurm_dsl.run.tracked import Tracker
 from tests import lab
+from tests.cli_run import cli_process
 from tests.fakes import descendants
 from tests.integration.test_bulk_live import calls, shim
 from tests.integration.test_wording_live import slurm_release
@@ -198,11 +199,9 @@ def test_cli_sweep_runs_one_at_a_time(tmp_path: Path) -> None:
     from slurm_dsl.run.sweep import SweepLock
 
     with SweepLock(path):
-        done = subprocess.run([sys.executable, "-m", "slurm_dsl", "sweep", "--ledger", path], capture_output=True,
-                              text=True)
+        done = cli_process(["sweep", "--ledger", path])
     assert done.returncode == 3 and "another sweep is running" in done.stderr
-    done = subprocess.run([sys.executable, "-m", "slurm_dsl", "sweep", "--ledger", path, "--json"],
-                          capture_output=True, text=True)
+    done = cli_process(["sweep", "--ledger", path, "--json"])
     assert done.returncode == 0, done.stderr
 
 

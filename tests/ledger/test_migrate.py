@@ -12,7 +12,6 @@ an object clearer.  The ends are real SQLite files and real MariaDB databases (t
 from __future__ import annotations
 
 import dataclasses
-import io
 import json
 import os
 import sqlite3
@@ -29,6 +28,7 @@ from slurm_dsl.core.errors import UsageError
 from slurm_dsl.core.model import Call, CallOutcome, Op, Outcome, Reason, RequeueBit, Result
 from slurm_dsl.ledger.base import HistoryEntry, ImportResult, JobObject, LedgerError, LedgerStore
 from slurm_dsl.ledger.choose import open_ledger
+from tests.cli_run import cli
 from tests.ledger_backends import Raw, is_mariadb, shown, store_class
 
 CLEAR, MAY, SET = RequeueBit.CLEAR, RequeueBit.MAY_BE_SET, RequeueBit.SET
@@ -54,17 +54,9 @@ def ends(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Tuple[str, 
         yield locations[0], locations[1]
 
 
-def cli(argv: List[str], capsys: pytest.CaptureFixture[str]) -> Tuple[int, str, str]:
-    from slurm_dsl.admin.cli import main
-
-    out = io.StringIO()
-    code = main(argv, out=out)
-    return code, out.getvalue(), capsys.readouterr().err
-
-
-def migrate(source: str, target: str, capsys: pytest.CaptureFixture[str], *more: str) -> Tuple[int, Any, str]:
+def migrate(source: str, target: str, *more: str) -> Tuple[int, Any, str]:
     """``ledger migrate --json``: its exit status, its object (None if it printed nothing), stderr."""
-    code, out, err = cli(["ledger", "migrate", "--from", source, "--to", target, "--json", *more], capsys)
+    code, out, err = cli(["ledger", "migrate", "--from", source, "--to", target, "--json", *more])
     return code, json.loads(out) if out else None, err
 
 
@@ -185,13 +177,13 @@ def test_a_merge_takes_only_a_less_clear_bit(incoming: RequeueBit, kept: Requeue
 
 @pytest.mark.parametrize("batch", [2, 500])
 def test_migrate_copies_everything_as_it_was(
-    ends: Tuple[str, str], batch: int, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    ends: Tuple[str, str], batch: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     source, target = ends
     populate(source)
     before = snapshot(source)
     monkeypatch.setattr(admin_view, "MIGRATE_BATCH", batch)
-    code, report, err = migrate(source, target, capsys)
+    code, report, err = migrate(source, target)
     assert (code, err) == (0, "")
     assert report == {
         "kind": "migrate", "from": shown(source), "to": shown(target), "merge": False,
@@ -222,11 +214,11 @@ def test_migrate_copies_everything_as_it_was(
         assert [e.op for e in ledger.history("4")] == [Op.REQUEUE, Op.HOLD]
 
 
-def test_the_human_summary(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_human_summary(tmp_path: Path) -> None:
     source, target = str(tmp_path / "a.sqlite3"), str(tmp_path / "b" / "ledger.sqlite3")
     populate(source)
     rows = snapshot(source).rows
-    code, out, err = cli(["ledger", "migrate", "--from", f"sqlite:{source}", "--to", target], capsys)
+    code, out, err = cli(["ledger", "migrate", "--from", f"sqlite:{source}", "--to", target])
     assert (code, err) == (0, "")
     assert out.splitlines() == [
         f"migrate {source} -> {target}:",
@@ -238,10 +230,10 @@ def test_the_human_summary(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     assert oct(os.stat(target).st_mode & 0o777) == "0o600", "a new SQLite target is private like any ledger"
 
 
-def test_an_empty_source_makes_an_empty_target(ends: Tuple[str, str], capsys: pytest.CaptureFixture[str]) -> None:
+def test_an_empty_source_makes_an_empty_target(ends: Tuple[str, str]) -> None:
     source, target = ends
     open_ledger(source).close()
-    code, report, _ = migrate(source, target, capsys)
+    code, report, _ = migrate(source, target)
     assert code == 0 and report["objects"] == {"copied": 0, "merged": 0, "kept": 0}
     assert (report["history"], report["last_sweep"], report["not_clear"]) == ({"copied": 0, "skipped": 0}, "none", 0)
     assert snapshot(target).rows == 0
@@ -252,7 +244,7 @@ def test_an_empty_source_makes_an_empty_target(ends: Tuple[str, str], capsys: py
 
 @pytest.mark.parametrize("stop_at", [2, 3, 6])
 def test_a_migration_stopped_part_way_leaves_no_row_without_its_object_and_merge_finishes_it(
-    ends: Tuple[str, str], stop_at: int, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    ends: Tuple[str, str], stop_at: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """With batches of 2: calls 1-2 the four not-clear objects, 3-5 the five clear ones, 6 on the
     history.  The import that fails is rolled back; everything before it stays."""
@@ -272,7 +264,7 @@ def test_a_migration_stopped_part_way_leaves_no_row_without_its_object_and_merge
         return result
 
     monkeypatch.setattr(cls, "import_records", failing)
-    code, report, err = migrate(source, target, capsys)
+    code, report, err = migrate(source, target)
     assert (code, report) == (1, None)
     assert "disk I/O error; the migration stopped part-way" in err and "run it again with --merge" in err
     assert calls[:2] == [2, 2], "the not-clear objects went first"
@@ -289,9 +281,9 @@ def test_a_migration_stopped_part_way_leaves_no_row_without_its_object_and_merge
     assert bool(rows) is (stop_at > 6)
 
     monkeypatch.setattr(cls, "import_records", real)
-    code, report, err = migrate(source, target, capsys)
+    code, report, err = migrate(source, target)
     assert code == 1 and "--merge" in err, "a target holding part of it is not empty"
-    code, report, err = migrate(source, target, capsys, "--merge")
+    code, report, err = migrate(source, target, "--merge")
     assert (code, err) == (0, "")
     same_content(snapshot(target), before)
 
@@ -300,14 +292,14 @@ def test_a_migration_stopped_part_way_leaves_no_row_without_its_object_and_merge
 
 
 def test_a_target_that_holds_records_is_refused_without_merge(
-    ends: Tuple[str, str], capsys: pytest.CaptureFixture[str]
+    ends: Tuple[str, str]
 ) -> None:
     source, target = ends
     populate(source)
     with open_ledger(target) as ledger:
         record(ledger, "10", Op.HOLD, NOW)
     mine = snapshot(target)
-    code, report, err = migrate(source, target, capsys)
+    code, report, err = migrate(source, target)
     assert (code, report) == (1, None)
     assert err == (f"slurm-dsl: ledger {shown(target)} already holds 1 object(s) and 1 history row(s): migrate copies"
                    " into an empty ledger only; --merge merges into it instead (an object in both keeps the less"
@@ -315,14 +307,14 @@ def test_a_target_that_holds_records_is_refused_without_merge(
     same_content(snapshot(target), mine)
 
 
-def test_merge_twice_changes_nothing_the_second_time(ends: Tuple[str, str], capsys: pytest.CaptureFixture[str]) -> None:
+def test_merge_twice_changes_nothing_the_second_time(ends: Tuple[str, str]) -> None:
     source, target = ends
     populate(source)
     before = snapshot(source)
-    code, first, _ = migrate(source, target, capsys, "--merge")
+    code, first, _ = migrate(source, target, "--merge")
     assert code == 0 and first["objects"]["copied"] == 9 and first["history"]["copied"] == before.rows
     once = snapshot(target)
-    code, second, _ = migrate(source, target, capsys, "--merge")
+    code, second, _ = migrate(source, target, "--merge")
     assert code == 0
     assert (second["objects"], second["history"], second["last_sweep"]) == (
         {"copied": 0, "merged": 0, "kept": 9}, {"copied": 0, "skipped": before.rows}, "kept")
@@ -341,7 +333,7 @@ def set_objects(location: str, bits: Dict[str, Tuple[RequeueBit, str]], at: floa
 
 
 def test_merge_keeps_the_less_clear_bit_and_never_makes_an_object_clearer(
-    ends: Tuple[str, str], capsys: pytest.CaptureFixture[str]
+    ends: Tuple[str, str]
 ) -> None:
     source, target = ends
     set_objects(source, {"1": (SET, "source: set"), "2": (CLEAR, "source: clear"), "3": (MAY, "source: may"),
@@ -354,7 +346,7 @@ def test_merge_keeps_the_less_clear_bit_and_never_makes_an_object_clearer(
     with open_ledger(target) as ledger:
         target_row = record(ledger, "1", Op.HOLD, NOW + 60)
         ledger.record_sweep(NOW + 70, NOW + 71, {"from": "target"})
-    code, report, err = migrate(source, target, capsys, "--merge")
+    code, report, err = migrate(source, target, "--merge")
     assert (code, err) == (0, "")
     assert (report["objects"], report["history"], report["last_sweep"], report["not_clear"]) == (
         {"copied": 1, "merged": 1, "kept": 3}, {"copied": 1, "skipped": 0}, "kept", 5)
@@ -372,7 +364,7 @@ def test_merge_keeps_the_less_clear_bit_and_never_makes_an_object_clearer(
         last = ledger.last_sweep()
         assert last is not None and last.summary == {"from": "target"}, "the later sweep"
     # The other way round the source's sweep is the later one.
-    code, report, _ = migrate(target, source, capsys, "--merge")
+    code, report, _ = migrate(target, source, "--merge")
     assert code == 0 and report["last_sweep"] == "copied"
     with open_ledger(source) as ledger:
         last = ledger.last_sweep()
@@ -380,7 +372,7 @@ def test_merge_keeps_the_less_clear_bit_and_never_makes_an_object_clearer(
 
 
 def test_the_same_ledger_at_both_ends_is_a_usage_error(
-    ledger_location: str, capsys: pytest.CaptureFixture[str]
+    ledger_location: str
 ) -> None:
     populate(ledger_location)
     before = snapshot(ledger_location)
@@ -394,7 +386,7 @@ def test_the_same_ledger_at_both_ends_is_a_usage_error(
         others = [ledger_location, f"sqlite:{path}", str(path.parent / "." / path.name),
                   str(path.parent / ".." / path.parent.name / path.name), os.path.relpath(path)]
     for other in others:
-        code, out, err = cli(["ledger", "migrate", "--from", ledger_location, "--to", other, "--merge"], capsys)
+        code, out, err = cli(["ledger", "migrate", "--from", ledger_location, "--to", other, "--merge"])
         assert (code, out) == (2, ""), other
         assert "--from and --to name the same ledger" in err
     # Whatever the names, the stores know: two connections to one ledger.
@@ -415,23 +407,23 @@ def test_two_ledgers_are_two_identities(ends: Tuple[str, str]) -> None:
 
 
 def test_a_missing_source_file_is_an_error_and_nothing_is_created(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path
 ) -> None:
     missing = tmp_path / "typo" / "ledger.sqlite3"
     target = tmp_path / "new" / "ledger.sqlite3"
-    code, out, err = cli(["ledger", "migrate", "--from", str(missing), "--to", str(target)], capsys)
+    code, out, err = cli(["ledger", "migrate", "--from", str(missing), "--to", str(target)])
     assert (code, out) == (1, "") and f"no ledger at {missing}" in err
     assert not missing.parent.exists() and not target.parent.exists(), "neither end was created"
 
 
 def test_a_missing_or_empty_source_database_is_an_error_and_nothing_is_created(
-    tmp_path: Path, mariadb_location: str, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, mariadb_location: str
 ) -> None:
     target = tmp_path / "ledger.sqlite3"
     missing = mariadb_location.replace("/slurm_dsl_t_", "/slurm_dsl_t_no_such_")
-    code, out, err = cli(["ledger", "migrate", "--from", missing, "--to", str(target)], capsys)
+    code, out, err = cli(["ledger", "migrate", "--from", missing, "--to", str(target)])
     assert (code, out) == (1, "") and shown(missing) in err
-    code, out, err = cli(["ledger", "migrate", "--from", mariadb_location, "--to", str(target)], capsys)
+    code, out, err = cli(["ledger", "migrate", "--from", mariadb_location, "--to", str(target)])
     assert (code, out) == (1, "")
     assert f"no ledger in {shown(mariadb_location)}: database" in err and "nothing was created" in err
     with Raw(mariadb_location) as conn:
@@ -439,7 +431,7 @@ def test_a_missing_or_empty_source_database_is_an_error_and_nothing_is_created(
     assert not target.exists()
 
 
-def test_an_older_source_file_is_refused_not_migrated(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_an_older_source_file_is_refused_not_migrated(tmp_path: Path) -> None:
     source = tmp_path / "old.sqlite3"
     conn = sqlite3.connect(str(source), isolation_level=None)
     conn.execute("PRAGMA journal_mode = WAL")
@@ -449,7 +441,7 @@ def test_an_older_source_file_is_refused_not_migrated(tmp_path: Path, capsys: py
     conn.execute("PRAGMA user_version = 1")
     conn.execute("COMMIT")
     conn.close()
-    code, out, err = cli(["ledger", "migrate", "--from", str(source), "--to", str(tmp_path / "new.sqlite3")], capsys)
+    code, out, err = cli(["ledger", "migrate", "--from", str(source), "--to", str(tmp_path / "new.sqlite3")])
     assert (code, out) == (1, "")
     assert f"ledger {source} has schema version 1, older than this slurm-dsl's (2)" in err
     assert f"'slurm-dsl ledger status --ledger {source}' migrates it" in err
@@ -458,10 +450,10 @@ def test_an_older_source_file_is_refused_not_migrated(tmp_path: Path, capsys: py
     conn.close()
 
 
-def test_an_empty_source_file_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_an_empty_source_file_is_refused(tmp_path: Path) -> None:
     source = tmp_path / "empty.sqlite3"
     source.touch(mode=0o600)
-    code, out, err = cli(["ledger", "migrate", "--from", str(source), "--to", str(tmp_path / "new.sqlite3")], capsys)
+    code, out, err = cli(["ledger", "migrate", "--from", str(source), "--to", str(tmp_path / "new.sqlite3")])
     assert (code, out) == (1, "") and f"no ledger in {source}" in err
     assert source.stat().st_size == 0
 
@@ -470,14 +462,14 @@ def test_an_empty_source_file_is_refused(tmp_path: Path, capsys: pytest.CaptureF
 
 
 @pytest.mark.parametrize("argv", [["--to", "x"], ["--from", "x"], [], ["--from", "a", "--to", "b", "-x"]])
-def test_migrate_needs_both_ends(tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: List[str]) -> None:
-    code, out, err = cli(["ledger", "migrate", *argv], capsys)
+def test_migrate_needs_both_ends(tmp_path: Path, argv: List[str]) -> None:
+    code, out, err = cli(["ledger", "migrate", *argv])
     assert (code, out) == (2, "") and err.startswith("slurm-dsl: ")
 
 
 def test_migrate_has_help(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exit_info:
-        cli(["ledger", "migrate", "--help"], capsys)
+        cli(["ledger", "migrate", "--help"])
     assert exit_info.value.code == 0
     text = capsys.readouterr().out
     for words in ("--from LOCATION", "--to LOCATION", "--merge", "--json", "Leases are not copied",

@@ -4,21 +4,20 @@ uid 65534 (nobody) via chown, or a directory anyone may write (0777, 0775, 1777)
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import signal
 import stat
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Dict, Iterator, List, Tuple
+from typing import Callable, Dict, Iterator, Tuple
 
 import pytest
 
-from slurm_dsl.admin.cli import main
 from slurm_dsl.ledger.base import LedgerError
 from slurm_dsl.ledger.choose import open_ledger
 from slurm_dsl.run.sweep import SweepLock
+from tests.cli_run import cli
 from tests.fakes import write_fake
 
 NOBODY = 65534
@@ -51,13 +50,6 @@ def precious(path: Path) -> Path:
 def untouched(path: Path) -> bool:
     st = path.lstat()
     return path.read_bytes() == PRECIOUS and stat.S_IMODE(st.st_mode) == 0o600 and stat.S_ISREG(st.st_mode)
-
-
-def run_cli(argv: List[str], capsys: pytest.CaptureFixture[str]) -> Tuple[int, str, str]:
-    out = io.StringIO()
-    with no_hang():
-        code = main(argv, out=out)
-    return code, out.getvalue(), capsys.readouterr().err
 
 
 # -- the sweep lock -------------------------------------------------------------------------------
@@ -108,14 +100,15 @@ def test_a_planted_sweep_lock_is_refused_before_anything_is_written(tmp_path: Pa
 
 @pytest.mark.parametrize("kind", list(LOCK_PLANTS))
 def test_cli_sweep_with_a_planted_lock_says_why_and_exits_1(
-    tmp_path: Path, kind: str, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, kind: str
 ) -> None:
     plant, message = LOCK_PLANTS[kind]
     ledger = tmp_path / "ledger.sqlite3"
     victim = precious(tmp_path / "shadow")
     plant(Path(f"{ledger}.sweep.lock"), victim)
     fake = write_fake(tmp_path / "bin", {})
-    code, out, err = run_cli(["sweep", "--ledger", str(ledger), "--scontrol", str(fake)], capsys)
+    with no_hang():
+        code, out, err = cli(["sweep", "--ledger", str(ledger), "--scontrol", str(fake)])
     assert (code, out) == (1, "")
     assert err.startswith("slurm-dsl: ") and f"sweep lock {ledger}.sweep.lock" in err and message in err, err
     assert "Traceback" not in err
@@ -235,7 +228,7 @@ LEDGER_PLANTS: Dict[str, Tuple[Callable[[Path], Path], str]] = {
 
 @pytest.mark.parametrize("kind", list(LEDGER_PLANTS))
 def test_cli_refuses_a_ledger_another_account_could_swap(
-    tmp_path: Path, kind: str, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, kind: str
 ) -> None:
     plant, message = LEDGER_PLANTS[kind]
     directory = tmp_path / "state"
@@ -243,7 +236,8 @@ def test_cli_refuses_a_ledger_another_account_could_swap(
     ledger = plant(directory)
     fake = write_fake(tmp_path / "bin", {})
     for argv in (["sweep"], ["hold", "7", "--timeout", "5"]):
-        code, out, err = run_cli([*argv, "--ledger", str(ledger), "--scontrol", str(fake)], capsys)
+        with no_hang():
+            code, out, err = cli([*argv, "--ledger", str(ledger), "--scontrol", str(fake)])
         assert (code, out) == (1, ""), err
         assert err.startswith("slurm-dsl: ") and message in err and "Traceback" not in err, err
     assert not (directory / "x").exists()
@@ -252,14 +246,15 @@ def test_cli_refuses_a_ledger_another_account_could_swap(
 
 @pytest.mark.parametrize("kind", list(LEDGER_PLANTS))
 def test_doctor_fails_a_ledger_another_account_could_swap(
-    tmp_path: Path, kind: str, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, kind: str
 ) -> None:
     plant, message = LEDGER_PLANTS[kind]
     directory = tmp_path / "state"
     directory.mkdir(mode=0o700)
     ledger = plant(directory)
-    code, out, _ = run_cli(["doctor", "--json", "--scontrol", "/nonexistent/scontrol", "--squeue",
-                            "/nonexistent/squeue", "--ledger", str(ledger)], capsys)
+    with no_hang():
+        code, out, _ = cli(["doctor", "--json", "--scontrol", "/nonexistent/scontrol", "--squeue",
+                            "/nonexistent/squeue", "--ledger", str(ledger)])
     assert code == 1
     (check,) = [c for c in map(json.loads, out.splitlines()) if c["check"] == "ledger"]
     assert check["status"] == "fail" and message in check["detail"], check
@@ -268,15 +263,16 @@ def test_doctor_fails_a_ledger_another_account_could_swap(
 # -- the metrics file -----------------------------------------------------------------------------
 
 
-def sweep_with_metrics(tmp_path: Path, metrics: Path, capsys: pytest.CaptureFixture[str]) -> Tuple[int, str]:
+def sweep_with_metrics(tmp_path: Path, metrics: Path) -> Tuple[int, str]:
     fake = write_fake(tmp_path / "bin", {})
-    code, _, err = run_cli(["sweep", "--ledger", str(tmp_path / "ledger.sqlite3"), "--scontrol", str(fake),
-                            "--metrics-file", str(metrics)], capsys)
+    with no_hang():
+        code, _, err = cli(["sweep", "--ledger", str(tmp_path / "ledger.sqlite3"), "--scontrol", str(fake),
+                            "--metrics-file", str(metrics)])
     return code, err
 
 
 def test_the_metrics_file_never_writes_through_a_planted_name(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path
 ) -> None:
     textfiles = tmp_path / "node-exporter"
     textfiles.mkdir()
@@ -288,7 +284,7 @@ def test_the_metrics_file_never_writes_through_a_planted_name(
     metrics.symlink_to(other)
     old_umask = os.umask(0o077)
     try:
-        code, err = sweep_with_metrics(tmp_path, metrics, capsys)
+        code, err = sweep_with_metrics(tmp_path, metrics)
     finally:
         os.umask(old_umask)
     assert code == 0, err
@@ -301,11 +297,11 @@ def test_the_metrics_file_never_writes_through_a_planted_name(
 
 
 def test_a_metrics_file_that_cannot_be_written_is_a_clean_error_and_leaves_no_temp_file(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path
 ) -> None:
     textfiles = tmp_path / "node-exporter"
     (textfiles / "slurm_dsl.prom").mkdir(parents=True)
-    code, err = sweep_with_metrics(tmp_path, textfiles / "slurm_dsl.prom", capsys)
+    code, err = sweep_with_metrics(tmp_path, textfiles / "slurm_dsl.prom")
     assert code == 1
     assert err.startswith(f"slurm-dsl: cannot write metrics file {textfiles / 'slurm_dsl.prom'}: "), err
     assert os.listdir(textfiles) == ["slurm_dsl.prom"]

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from slurm_dsl.admin import render
 from slurm_dsl.admin import view as admin_view
 from slurm_dsl.admin.cli import main
 from slurm_dsl.core.errors import LedgerError, NotRecorded
@@ -49,7 +50,7 @@ def test_a_requeue_whose_result_could_not_be_recorded_is_counted_and_stays_track
         "oldest_lapsed": {"id": entry.id, "job_id": "5", "op": "requeue", "started_at": iso_utc(entry.started_at),
                           "started_at_epoch": entry.started_at, "age_seconds": round(later - entry.started_at, 3)},
     }
-    line = admin_view.unfinished_line(status["unfinished"])
+    line = render.unfinished_line(status["unfinished"])
     assert line.startswith("unfinished operations: 1, of which 1 no longer running")
     assert f"the oldest: requeue 5 (operation {entry.id}) started {iso_utc(entry.started_at)}, 60 min ago" in line
     assert "1 of them requeues (their object stays may_be_set until a sweep settles it)" in line
@@ -84,7 +85,7 @@ def test_an_empty_ledger_has_none(ledger_location: str) -> None:
     with open_ledger(ledger_location) as ledger:
         status = admin_view.status_json(ledger, ledger.now())
     assert status["unfinished"] == {"count": 0, "lapsed": 0, "lapsed_requeues": 0, "oldest_lapsed": None}
-    assert admin_view.unfinished_line(status["unfinished"]) == "unfinished operations: none"
+    assert render.unfinished_line(status["unfinished"]) == "unfinished operations: none"
 
 
 def test_prune_keeps_unfinished_rows_and_the_bit_they_left(ledger_location: str) -> None:

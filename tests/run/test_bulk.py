@@ -4,7 +4,6 @@ chunk, each id its own result, the same as a single operation would give it, rec
 
 from __future__ import annotations
 
-import contextlib
 import io
 import json
 import time
@@ -20,6 +19,7 @@ from slurm_dsl.lookups.squeue import MAX_LISTED
 from slurm_dsl.run import bulk
 from slurm_dsl.run.bulk import chunk_limit, run_many
 from slurm_dsl.run.tracked import Tracker
+from tests.cli_run import cli
 from tests.fakes import calls_made, write_fake_squeue, write_list_fake
 
 Plan = Dict[str, Dict[str, str]]
@@ -131,14 +131,6 @@ def test_chunks_fit_the_deadline() -> None:
     assert chunk_limit(Op.HOLD, 1.0) == 100
     assert chunk_limit(Op.REQUEUE, 3.0) == 100
     assert chunk_limit(Op.HOLD, 0.001) == 1
-
-
-def cli(argv: List[str], stdin: str = "") -> tuple:  # type: ignore[type-arg]
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stderr(err), pytest.MonkeyPatch.context() as mp:
-        mp.setattr("sys.stdin", io.StringIO(stdin))
-        code = main(argv, out=out)
-    return code, out.getvalue(), err.getvalue()
 
 
 def test_cli_reads_ids_from_stdin_and_prints_one_row_per_distinct_id(tmp_path: Path, fakes: Path) -> None:

@@ -9,22 +9,21 @@ scripts started.
 
 from __future__ import annotations
 
-import io
 import json
 import shlex
 import threading
 import time
 from pathlib import Path
-from typing import Any, List, Optional, Tuple
+from typing import Any, List, Optional
 
 import pytest
 
-from slurm_dsl.admin.cli import main
 from slurm_dsl.core.model import Op, Result
 from slurm_dsl.ledger import base as ledger_module
 from slurm_dsl.ledger.base import LedgerError
 from slurm_dsl.ledger.choose import open_ledger
 from slurm_dsl.run.tracked import NotRecorded, Tracker
+from tests.cli_run import cli
 from tests.fakes import calls_made, refuse, write_fake
 from tests.ground import ALREADY_FINISHED
 from tests.ledger_backends import Raw, store_class
@@ -91,12 +90,6 @@ def lock_during(job: str, flags: Path, then: str = "exit 0") -> str:
     )
 
 
-def run(argv: List[str], capsys: pytest.CaptureFixture[str]) -> Tuple[int, str, str]:
-    out = io.StringIO()
-    code = main(argv, out=out)
-    return code, out.getvalue(), capsys.readouterr().err
-
-
 def not_started(err: str) -> List[str]:
     last = err.splitlines()[-1]
     assert last.startswith("slurm-dsl: ledger error: "), err
@@ -107,13 +100,13 @@ def not_started(err: str) -> List[str]:
 
 
 def test_hold_a_b_c_locked_during_b_prints_b_and_never_starts_c(
-    tmp_path: Path, ledger_path: str, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, ledger_path: str
 ) -> None:
     then = "case $JOB in 6) " + refuse(ALREADY_FINISHED, suspend_line=True) + " ;; *) exit 0 ;; esac"
     fake = write_fake(tmp_path / "bin", {"hold": lock_during("6", tmp_path, then)})
     with Locker(ledger_path, tmp_path):
-        code, out, err = run(["--ledger", str(ledger_path), "hold", "5", "6", "7", "--one-by-one", "--timeout", "10",
-                              "--scontrol", str(fake)], capsys)
+        code, out, err = cli(["--ledger", str(ledger_path), "hold", "5", "6", "7", "--one-by-one", "--timeout", "10",
+                              "--scontrol", str(fake)])
     assert calls_made(fake) == ["hold 5", "hold 6"], "no script starts after the ledger failed"
     assert [line.split()[:3] for line in out.splitlines()] == [["5", "hold", "ok"], ["6", "hold", "rejected"]]
     assert code == 10, "the worst printed result (and at least 1)"
@@ -128,13 +121,13 @@ def test_hold_a_b_c_locked_during_b_prints_b_and_never_starts_c(
 
 
 def test_json_rows_of_what_ran_and_exit_1_when_all_of_it_was_ok(
-    tmp_path: Path, ledger_path: str, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, ledger_path: str
 ) -> None:
     fake = write_fake(tmp_path / "bin", {"hold": lock_during("6", tmp_path)})
     with Locker(ledger_path, tmp_path):
-        code, out, err = run(["hold", "5", "6", "7", "8", "--one-by-one", "--timeout", "10", "--json",
+        code, out, err = cli(["hold", "5", "6", "7", "8", "--one-by-one", "--timeout", "10", "--json",
                               "--scontrol", str(fake),
-                              "--ledger", str(ledger_path)], capsys)
+                              "--ledger", str(ledger_path)])
     assert calls_made(fake) == ["hold 5", "hold 6"]
     rows = [json.loads(line) for line in out.splitlines()]
     assert [(r["job_id"], r["result"]) for r in rows] == [("5", "ok"), ("6", "ok")]
@@ -143,14 +136,14 @@ def test_json_rows_of_what_ran_and_exit_1_when_all_of_it_was_ok(
 
 
 def test_parallel_every_job_whose_script_started_is_printed_once(
-    tmp_path: Path, ledger_path: str, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, ledger_path: str
 ) -> None:
     jobs = [str(n) for n in range(101, 131)]
     fake = write_fake(tmp_path / "bin", {"hold": lock_during("110", tmp_path, "sleep 0.05; exit 0")})
     with Locker(ledger_path, tmp_path):
-        code, out, err = run(["hold", *jobs, "--one-by-one", "--timeout", "10", "--parallel", "4",
+        code, out, err = cli(["hold", *jobs, "--one-by-one", "--timeout", "10", "--parallel", "4",
                               "--scontrol", str(fake),
-                              "--ledger", str(ledger_path)], capsys)
+                              "--ledger", str(ledger_path)])
     started = [line.split()[1] for line in calls_made(fake)]
     printed = [line.split()[0] for line in out.splitlines()]
     assert len(set(started)) == len(started)

@@ -17,6 +17,7 @@ from slurm_dsl.core.model import Outcome, Result
 from slurm_dsl.ledger.choose import open_ledger
 from slurm_dsl.run.sweep import Action, Done, SweepBusy, decide, metrics_text, sweep
 from slurm_dsl.run.tracked import Tracker
+from tests.cli_run import cli
 from tests.fakes import calls_made, refuse, write_fake, write_fake_squeue
 from tests.ground import ALREADY_FINISHED, INVALID_USER_ID
 from tests.ledger_backends import shown
@@ -213,15 +214,6 @@ def test_metrics_text_is_a_prometheus_textfile(setup: tuple) -> None:  # type: i
 # --- the command line --------------------------------------------------------
 
 
-def cli(argv: List[str]) -> tuple:  # type: ignore[type-arg]
-    import io
-
-    from slurm_dsl.admin.cli import main
-
-    out = io.StringIO()
-    return main(argv, out=out), out.getvalue()
-
-
 def test_cli_sweep_settles_and_writes_metrics(setup: tuple, tmp_path: Path) -> None:  # type: ignore[type-arg]
     import json
 
@@ -231,8 +223,8 @@ def test_cli_sweep_settles_and_writes_metrics(setup: tuple, tmp_path: Path) -> N
     mark(path, ["1", "2", "4"])
     squeue = write_fake_squeue(tmp_path / "sq", "2|COMPLETED|1|0|1|None\n4|RUNNING|1|0|1|None\n")
     metrics = tmp_path / "sweep.prom"
-    code, out = cli(["sweep", "--ledger", path, "--scontrol", str(fake), "--squeue", str(squeue), "--json",
-                     "--metrics-file", str(metrics), "--lookup", "squeue"])
+    code, out, _ = cli(["sweep", "--ledger", path, "--scontrol", str(fake), "--squeue", str(squeue), "--json",
+                        "--metrics-file", str(metrics), "--lookup", "squeue"])
     assert code == 0
     rows = [json.loads(line) for line in out.splitlines()]
     assert {r["job_id"]: r["done"] for r in rows[:-1]} == {"1": "cleared", "2": "watching", "4": "restored"}
@@ -249,7 +241,8 @@ def test_cli_sweep_with_slurmctld_unreachable_changes_nothing(setup: tuple, tmp_
     mark(path, ["1", "2"])
     squeue = write_fake_squeue(tmp_path / "sq", "", exit_code=1,
                                stderr="slurm_load_jobs error: Unable to contact slurm controller (connect failure)")
-    code, out = cli(["sweep", "--ledger", path, "--scontrol", str(fake), "--squeue", str(squeue), "--lookup", "squeue"])
+    code, out, _ = cli(["sweep", "--ledger", path, "--scontrol", str(fake), "--squeue", str(squeue), "--lookup",
+                        "squeue"])
     assert code == 15
     assert "2 lookup_failed" in out
     assert bits(path) == {"1": "may_be_set", "2": "may_be_set"}
@@ -258,7 +251,7 @@ def test_cli_sweep_with_slurmctld_unreachable_changes_nothing(setup: tuple, tmp_
 def test_cli_second_sweep_exits_at_once(setup: tuple) -> None:  # type: ignore[type-arg]
     path, fake = setup
     with open_ledger(path) as ledger, ledger.sweep_lock():
-        code, out = cli(["sweep", "--ledger", path, "--scontrol", str(fake)])
+        code, out, _ = cli(["sweep", "--ledger", path, "--scontrol", str(fake)])
     assert (code, out) == (3, "")
 
 
@@ -267,11 +260,12 @@ def test_cli_orphans_are_listed_and_fixed_only_with_fix(setup: tuple, tmp_path: 
 
     path, fake = setup
     squeue = write_fake_squeue(tmp_path / "sq", "7|RUNNING|1|0|1|None\n8|RUNNING|0|0|1|None\n9|COMPLETED|1|0|1|None\n")
-    code, out = cli(["sweep", "--ledger", path, "--scontrol", str(fake), "--squeue", str(squeue), "--orphans"])
+    code, out, _ = cli(["sweep", "--ledger", path, "--scontrol", str(fake), "--squeue", str(squeue), "--orphans"])
     # A finished job at Requeue=1 is an orphan too: its owner can still requeue it.
     assert code == 0 and "7  orphan" in out and "8  orphan" not in out and "9  orphan" in out
     assert calls_made(fake) == []
-    code, out = cli(["sweep", "--ledger", path, "--scontrol", str(fake), "--squeue", str(squeue), "--orphans", "--fix"])
+    code, out, _ = cli(["sweep", "--ledger", path, "--scontrol", str(fake), "--squeue", str(squeue), "--orphans",
+                        "--fix"])
     assert code == 0
     assert calls_made(fake) == ["update JobId=7 Requeue=0"], "a finished job cannot be restored"
     with open_ledger(path) as ledger:

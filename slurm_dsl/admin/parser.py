@@ -1,0 +1,437 @@
+"""The ``slurm-dsl`` command line's grammar (docs/contract.md §10): every subcommand, option and
+help text, and the reading of the job ids (``-``: from stdin).  Nothing here runs or prints.
+
+Strategy: each subcommand names its handler by a key (``handler``: ``op``, ``sweep``, ``ledger
+status``...), which ``cli`` maps to its function, so the grammar imports nothing that acts.
+Options that several subcommands share are defined once: ``_common_options`` (``--scontrol``,
+``--ledger``, ``-v``, accepted before and after the command), ``_lookup_options`` (``--squeue``,
+``--lookup``) and ``_output_options`` (``--json``, each subcommand saying what its objects are).
+A bad command line is a ``UsageError`` (``_Parser.error``), its message capped and escaped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import IO, Iterable, List, NoReturn, Optional, Sequence
+
+from .. import __version__
+from ..core.errors import InvalidInput, UsageError
+from ..core.jobid import SHOWN_TOKEN, token, validate_job_id
+from ..core.jobinfo import LOOKUP_KINDS
+from ..core.model import Op
+from ..core.shown import shown
+from ..run.deadlines import MAX_TIMEOUT
+
+PROG = "slurm-dsl"
+
+_EPILOG = """\
+exit status:
+  0 ok   10 rejected   11 not_found   12 expired   13 not_run   14 bit_set   15 unknown
+  2 usage error (nothing ran)   1 any other error
+  With several jobs, the worst result decides (15 is worst, 0 best).
+"""
+
+_LEDGER_FAILED = """\
+  If the ledger fails part-way, every job whose script started is still printed, no further
+  job starts, the jobs not started are listed on stderr, and the exit status is the worst
+  printed result, and at least 1.
+"""
+
+_OP_HELP = {
+    Op.HOLD: "hold jobs (scontrol hold): pending jobs stay pending, running jobs keep running at priority 0",
+    Op.RELEASE: "release held jobs (scontrol release), wrapped and deadline-guarded",
+    Op.REQUEUE: "requeue jobs: set Requeue=1, scontrol requeue, then clear Requeue=0 again",
+    Op.RESTORE: "clear a job's Requeue flag (RestoreRequeueBit: scontrol update Requeue=0)",
+    Op.OPEN: "release jobs with a direct, unwrapped scontrol release under the same deadline guard",
+}
+
+_SWEEP_EPILOG = """\
+exit status:
+  0 every object looked at was settled (or left to a running operation)
+  15 some object could not be settled (lookup failed, restore not ok): it stays, with back-off
+  3 another sweep is running: nothing done
+  2 usage error   1 any other error (ledger unavailable)
+"""
+
+_ARRAY_NOTE = (
+    " The ids are looked up first (one squeue): an array's own JobId whose array has other tasks is"
+    " refused with exit 2 before anything runs, since scontrol would act on every task; address a task"
+    " by its own JobId (squeue -r -O JobID,ArrayJobID,ArrayTaskID)."
+)
+_REQUEUE_NOTE = (
+    " The result's requeue bit says whether the job's Requeue flag may have been left at 1:"
+    " clear, may_be_set or set. Whenever it is not clear the ledger records it, and"
+    " 'slurm-dsl sweep' puts it right."
+)
+
+
+def _op_examples(op: Op) -> str:
+    return (
+        "examples:\n"
+        f"  slurm-dsl {op.value} 1234 --timeout 10\n"
+        f"  slurm-dsl {op.value} 1234 1235 1236 --timeout 10 --json\n"
+        f"  squeue -h -p maint -o %A | xargs slurm-dsl {op.value} --timeout 10 --parallel 8\n\n"
+    )
+
+
+# argparse's own messages quote the argument they refuse whole ("invalid int value: '...'",
+# "invalid choice: ..."): an argument may be 128 KiB, so a usage error is capped (and escaped).
+_USAGE_CAP = 500
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(shown(message, _USAGE_CAP))
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    # deadlines.MAX_TIMEOUT: the runner's poll() could not wait much longer (NaN fails both tests).
+    if not (value > 0 and value <= MAX_TIMEOUT):
+        raise argparse.ArgumentTypeError(
+            f"must be a positive number of seconds, at most {MAX_TIMEOUT:g} (one day): {text!r}"
+        )
+    return value
+
+
+def _job_id_or_stdin(text: str) -> str:
+    return text if text == "-" else _job_id(text)
+
+
+def _job_id(text: str) -> str:
+    try:
+        return validate_job_id(text)
+    except InvalidInput as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _common_options(parser: argparse.ArgumentParser, top: bool = False) -> None:
+    """Options accepted both before and after the command.  Below the top level their
+    default is SUPPRESS, so a subcommand does not overwrite what was given before it."""
+    default = {} if top else {"default": argparse.SUPPRESS}
+    parser.add_argument(
+        "--scontrol",
+        metavar="PATH",
+        help="scontrol to run (default: $SLURM_DSL_SCONTROL, else the first on PATH, else /usr/bin/scontrol)",
+        **default,  # type: ignore[arg-type]
+    )
+    parser.add_argument(
+        "--ledger",
+        metavar="PATH|URL",
+        help="the object ledger: an SQLite file, or mariadb://HOST[:PORT]/DATABASE (credentials from"
+        " /etc/slurm-dsl/ledger.cnf; see contrib/README.md) (default: $SLURM_DSL_LEDGER, else"
+        " /var/lib/slurm-dsl/ledger.sqlite3)",
+        **default,  # type: ignore[arg-type]
+    )
+    parser.add_argument(
+        "-v", "--verbose", action="count", help="more log output on stderr (-vv for debug)",
+        **({"default": 0} if top else default),
+    )
+
+
+def _output_options(parser: argparse.ArgumentParser, objects: str = "one JSON object") -> None:
+    """What a subcommand prints: ``--json``, for every subcommand that has it; ``objects`` says
+    what its JSON is (render.py writes it)."""
+    parser.add_argument("--json", action="store_true", help=objects)
+
+
+_SQUEUE_HELP = (
+    "squeue to run (default: $SLURM_DSL_SQUEUE, else the squeue beside the scontrol in use,"
+    " else the first on PATH, else /usr/bin/squeue)"
+)
+
+
+def _lookup_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--squeue", metavar="PATH", help=_SQUEUE_HELP)
+    parser.add_argument(
+        "--lookup", choices=LOOKUP_KINDS, default=os.environ.get("SLURM_DSL_LOOKUP", "auto"),
+        help="how sweeps look jobs up: squeue, pyslurm (an error if no pyslurm matching the running Slurm"
+        " imports), or auto: pyslurm when usable, else squeue (default: $SLURM_DSL_LOOKUP, else auto)",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog=PROG,
+        description="Safe, deadline-wrapped Slurm job control. Every call's outcome is read strictly:"
+        " a result is ok or rejected only when it certainly is; anything else is unknown.",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    _common_options(parser, top=True)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+    for op in Op:
+        p = sub.add_parser(
+            op.value,
+            help=_OP_HELP[op],
+            description=_OP_HELP[op] + ". Each job gets its own script, deadline and result."
+            + ("" if op is Op.RESTORE else _ARRAY_NOTE)
+            + (_REQUEUE_NOTE if op is Op.REQUEUE else ""),
+            epilog=_op_examples(op) + _EPILOG + _LEDGER_FAILED,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        p.add_argument(
+            "job_ids", nargs="+", type=_job_id_or_stdin, metavar="JOBID",
+            help="plain decimal job id(s), or - to read whitespace-separated ids from stdin",
+        )
+        p.add_argument(
+            "--one-by-one", action="store_true",
+            help="one script per job (default with several ids: the bulk path, one scontrol per chunk and call)",
+        )
+        p.add_argument(
+            "--timeout", required=True, type=_positive_seconds, metavar="SECONDS",
+            help="each job's deadline, counted from when its script starts",
+        )
+        _output_options(p, "one JSON object per job on stdout")
+        p.add_argument("--squeue", metavar="PATH", help=_SQUEUE_HELP + "; it checks the ids for whole arrays first")
+        p.add_argument(
+            "--parallel", type=int, default=1, metavar="N",
+            help="run up to N jobs at once (default 1); results are printed in the order given",
+        )
+        _common_options(p)
+        p.set_defaults(handler="op", op=op)
+    p = sub.add_parser(
+        "sweep",
+        help="settle every job whose Requeue flag a requeue may have left set",
+        description="Find the ledger's objects whose requeue bit is not clear, look their jobs up in one"
+        " squeue (or pyslurm) call, clear the objects of jobs that are gone, finished or already at Requeue=0,"
+        " and run RestoreRequeueBit on jobs still showing Requeue=1. A lookup that cannot reach slurmctld"
+        " changes nothing and backs off. One sweep at a time.",
+        epilog=_SWEEP_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--dry-run", action="store_true", help="look up and report, change nothing")
+    p.add_argument("--limit", type=int, metavar="N", help="settle at most N objects (oldest first)")
+    _output_options(p, "one JSON object per line, each with a kind: job (one per object looked at), orphan (with"
+                    " --orphans), then summary")
+    p.add_argument("--metrics-file", metavar="PATH", help="write a Prometheus textfile (atomically)")
+    p.add_argument("--orphans", action="store_true",
+                   help="also list jobs showing Requeue=1 that the ledger does not track")
+    p.add_argument("--fix", action="store_true", help="with --orphans: run RestoreRequeueBit on them too")
+    p.add_argument("--restore-timeout", type=_positive_seconds, default=15.0, metavar="SECONDS",
+                   help="deadline of each RestoreRequeueBit (default 15)")
+    _lookup_options(p)
+    _common_options(p)
+    p.set_defaults(handler="sweep")
+    p = sub.add_parser(
+        "doctor",
+        help="check that this machine is ready for slurm-dsl",
+        description="Check the scontrol to run, the deadline wrapper's tools, slurmctld, the Slurm version and"
+        " lookup, JobRequeue and the job_submit companion, the ledger, and who is asking. Exit 0 unless a"
+        " check fails (warnings do not).",
+    )
+    _output_options(p, "one JSON object per check")
+    _lookup_options(p)
+    _common_options(p)
+    p.set_defaults(handler="doctor")
+    p = sub.add_parser(
+        "script", help="print the script an operation would run, and run nothing",
+        description="Print the deadline-wrapped sh script for OP on JOBID (with a fresh nonce). Nothing runs.",
+    )
+    p.add_argument(
+        "op", choices=[o.value for o in Op if o.wrapped], metavar="OP", help="hold, release, requeue or restore"
+    )
+    p.add_argument("job_id", type=_job_id, metavar="JOBID")
+    p.add_argument("--timeout", required=True, type=_positive_seconds, metavar="SECONDS")
+    _common_options(p)
+    p.set_defaults(handler="script")
+    p = sub.add_parser(
+        "read", help="read a script's captured stderr and print its outcome",
+        description="Read the captured stderr of an operation's script (from FILE, or stdin) with its nonce"
+        " and exit status, and print the outcome as the operation would have. Exits as the operation would.",
+        epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("op", choices=[o.value for o in Op], metavar="OP", help="hold, release, requeue, restore or open")
+    p.add_argument("job_id", type=_job_id, metavar="JOBID")
+    p.add_argument("--nonce", metavar="HEX", help="the script's nonce (not used for open)")
+    p.add_argument("--exit-status", required=True, metavar="S", help="the script's exit status")
+    p.add_argument("file", nargs="?", metavar="FILE", help="captured stderr (default: stdin)")
+    _output_options(p)
+    _common_options(p)
+    p.set_defaults(handler="read")
+    _admin_parsers(sub)
+    return parser
+
+
+_HISTORY_EPILOG = """\
+exit status:
+  0 at least one of the jobs has a record   11 none of them has (the ledger never saw them)
+  2 usage error (a bad job id)   1 any other error (no ledger at that path, ledger unreadable)
+"""
+_STATUS_EPILOG = """\
+exit status:
+  0 the status was printed, whatever it says (the sweep's own exit status, 15, is the alarm)
+  2 usage error   1 any other error (no ledger at that path, ledger unreadable)
+"""
+_PRUNE_EPILOG = """\
+Only objects whose bit is clear and that no operation or sweep holds lose history; each keeps
+its newest row, and a row that never finished (a crash's trace) is never removed. Removed in
+small transactions, so operations running meanwhile only wait milliseconds; then the WAL is
+checkpointed (TRUNCATE).
+
+exit status:
+  0 pruned (or counted, with --dry-run)
+  2 usage error (DAYS below 1)   1 any other error (no ledger at that path, ledger unavailable)
+"""
+
+
+_MIGRATE_EPILOG = """\
+In batches of 500 records, each one transaction on the target: objects first (the not-clear
+ones first of all), then the history, so a migration stopped anywhere leaves no history row
+without its object; run it again with --merge to finish it. Stop operations and sweeps on the
+source first: it is read as it is, not locked.
+
+exit status:
+  0 copied (or merged)
+  2 usage error (--from and --to name the same ledger)
+  1 any other error (no ledger at --from, a target that holds records without --merge, a ledger
+    unavailable)
+"""
+
+
+def _days(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number of days: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1 day: {text!r}")
+    return value
+
+
+def _admin_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """``history`` and ``ledger status|prune``: the admin's view of the ledger."""
+    p = sub.add_parser(
+        "history", help="what every recorded operation did to jobs, and who ran it",
+        description="Print each job's object (its requeue bit, since when and why) and every operation the"
+        " ledger recorded on it, oldest first: when, op, result, requeue bit, the bit before and after, each"
+        " call's status and message, and who ran it. Reads the ledger; runs nothing.",
+        epilog=_HISTORY_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("job_ids", nargs="+", type=_job_id, metavar="JOBID", help="plain decimal job id(s)")
+    _output_options(p, "one JSON object per line: the job's object (kind object), then each operation (kind"
+                    " operation); kind no_record for a job never seen")
+    _common_options(p)
+    p.set_defaults(handler="history")
+    ledger = sub.add_parser(
+        "ledger", help="the ledger itself: status, prune, migrate",
+        description="Look after the ledger: 'status' summarises it, 'prune' removes old history of settled jobs,"
+        " 'migrate' copies it into another (SQLite to MariaDB or back).",
+    )
+    _common_options(ledger)
+    below = ledger.add_subparsers(dest="ledger_command", metavar="SUBCOMMAND", parser_class=_Parser)
+    below.required = True
+    p = below.add_parser(
+        "status", help="objects not clear, by age; the oldest; lookup back-off; the last sweep",
+        description="Count the objects by requeue bit, the ones not clear by how long ago their bit changed"
+        " (<1h, <1d, <1w, older), name the oldest, count those backing off after failed lookups and the"
+        " operations without a result (how many no longer run, the oldest of those), and show the last sweep"
+        " (not a dry run): when, and what it did.",
+        epilog=_STATUS_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _output_options(p)
+    _common_options(p)
+    p.set_defaults(handler="ledger status")
+    p = below.add_parser(
+        "prune", help="remove history older than DAYS of settled jobs, then checkpoint",
+        description="Remove history rows that finished more than DAYS days ago, of objects whose bit is clear.",
+        epilog=_PRUNE_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--older-than", required=True, type=_days, metavar="DAYS",
+                   help="remove rows that finished more than DAYS days ago (a whole number, at least 1)")
+    p.add_argument("--dry-run", action="store_true", help="count what would be removed, remove nothing")
+    _output_options(p)
+    _common_options(p)
+    p.set_defaults(handler="ledger prune")
+    p = below.add_parser(
+        "migrate", help="copy a ledger into another: SQLite to MariaDB, MariaDB to SQLite, or file to file",
+        description="Copy every object (bit, why, since when, lookup back-off), every history row (all"
+        " columns, unfinished rows unfinished, in their order) and the last sweep from one ledger into"
+        " another. The source is only read. Leases are not copied. The target must be empty unless --merge.",
+        epilog=_MIGRATE_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--from", dest="source", required=True, metavar="LOCATION",
+                   help="the ledger to copy: PATH, sqlite:PATH or mariadb://HOST[:PORT]/DATABASE[?option_file=PATH]"
+                   " (it must exist; it is never written)")
+    p.add_argument("--to", dest="target", required=True, metavar="LOCATION",
+                   help="the ledger to copy into, in the same forms (an SQLite file is created if need be; a"
+                   " MariaDB database must exist)")
+    p.add_argument("--merge", action="store_true",
+                   help="copy into a ledger that already holds records: an object in both keeps the less clear"
+                   " bit (set > may_be_set > clear), a history row already there is skipped; running it twice"
+                   " changes nothing the second time")
+    _output_options(p)
+    _common_options(p)
+    p.set_defaults(handler="ledger migrate")
+
+
+def job_ids(given: Sequence[str]) -> List[str]:
+    """The ids in the order given, ``-`` replaced by the whitespace-separated ids on stdin, each
+    validated (a bad one is a usage error: nothing ran) and given once."""
+    if given.count("-") > 1:
+        raise UsageError("'-' (job ids from stdin) may be given once")
+    ids: List[str] = []
+    for item in given:
+        if item != "-":
+            ids.append(item)
+            continue
+        for number, word in enumerate(_stdin_words(sys.stdin), 1):
+            if len(word) > _LONGEST_WORD:
+                raise UsageError(
+                    f"stdin, id {number}: invalid job id {token(word[:SHOWN_TOKEN])}... (more than"
+                    f" {_LONGEST_WORD} characters, read no further): no job id is that long"
+                )
+            try:
+                ids.append(validate_job_id(word))
+            except InvalidInput as exc:
+                raise UsageError(f"stdin, id {number}: {exc}") from None
+    if not ids:
+        raise UsageError("no job ids (stdin was empty)")
+    return list(dict.fromkeys(ids))
+
+
+# stdin is read this many characters at a time, and a word longer than LONGEST_WORD (no job id
+# is) is refused as soon as it is seen: 50 MB without a blank is never held, nor split, whole.
+_STDIN_PIECE = 1 << 16
+_LONGEST_WORD = 64
+
+
+def _stdin_words(stream: IO[str]) -> Iterable[str]:
+    """The whitespace-separated words of ``stream`` (as ``str.split`` cuts them), read a piece at
+    a time; a word longer than ``_LONGEST_WORD`` comes out cut just past it, and is the last."""
+    rest = ""
+    while True:
+        try:
+            piece = stream.read(_STDIN_PIECE)
+        except UnicodeDecodeError:
+            raise UsageError("stdin is not UTF-8 text: expected whitespace-separated job ids") from None
+        text = rest + piece
+        words = text.split()
+        # The last word may go on in the next piece unless a blank (or the end) follows it.
+        rest = words.pop() if words and piece and not text[-1].isspace() else ""
+        yield from words
+        if len(rest) > _LONGEST_WORD:
+            yield rest[: _LONGEST_WORD + 1]
+            return
+        if not piece:
+            return
+
+
+def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
+    """The command line as a Namespace with a ``handler`` (the key of its command function in
+    ``cli``); ``UsageError`` if it is not one."""
+    args, extra = build_parser().parse_known_args(argv)
+    # argparse binds positionals before the options that follow them, so the FILE
+    # of "read OP JOBID --nonce N --exit-status S FILE" arrives here.
+    if extra and getattr(args, "handler", None) == "read" and args.file is None and len(extra) == 1:
+        args.file = extra.pop()
+    if extra:
+        raise UsageError(shown(f"unrecognized arguments: {' '.join(extra)}", _USAGE_CAP))
+    return args

@@ -1,0 +1,249 @@
+"""Everything the ``slurm-dsl`` command line shows, human and JSON (docs/contract.md §10).
+
+Strategy: pure functions from values to text.  Each returns the whole of what its command prints
+for one value (its lines, each ending in a newline), so ``cli`` only writes what it is given and
+decides nothing about the look of it; ``--json`` is always one ``json.dumps(..., sort_keys=True)``
+object per line, from the same value the human text is made of, so the two never disagree.
+Nothing here prints, reads a clock or opens a file.  Every text from outside (scontrol's, a
+lookup's, a ledger row's) is ``shown`` in the human text (docs/contract.md §10.1): rows written
+before the ledger escaped what it stores may still hold raw control bytes.  ``--json`` leaves it
+to ``json.dumps``, which writes every control character as ``\\u00XX``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Sequence
+
+from ..core import ledger_rules as rules
+from ..core.model import Outcome
+from ..core.shown import shown
+
+if TYPE_CHECKING:  # only their types: an operation, the common case, does not import the sweeper nor doctor
+    from ..core.jobinfo import JobInfo
+    from ..run.sweep import SweepReport, Swept
+    from .doctor import Check
+
+UNKNOWN_ACTOR = "unknown"  # rows written before schema 2 did not record who ran them
+
+
+def json_line(value: Any) -> str:
+    """One ``--json`` object, on its own line: every command's JSON is written by this."""
+    return json.dumps(value, sort_keys=True) + "\n"
+
+
+def as_lines(texts: Iterable[str]) -> str:
+    """Human lines as one text, each ending in a newline."""
+    return "".join(text + "\n" for text in texts)
+
+
+# -- operations (hold, release, requeue, restore, open; read) ------------------------------------
+
+
+def format_outcome(outcome: Outcome) -> str:
+    """One table row: job, op, result, requeue bit, and what scontrol said or why unknown."""
+    bit = outcome.requeue_bit.value if outcome.requeue_bit is not None else "-"
+    notes = [c.message for c in outcome.calls if c.message][-1:]
+    if outcome.reason is not None:
+        notes.append(f"[{outcome.reason.value}]")
+    row = f"{outcome.job_id:>10}  {outcome.op.value:<8} {outcome.result.value:<10} {bit:<10} {' '.join(notes)}"
+    return row.rstrip()
+
+
+def outcome_text(outcome: Outcome, as_json: bool) -> str:
+    """An operation's result as printed: its table row, or its JSON object (``Outcome.to_json``)."""
+    return json_line(outcome.to_json()) if as_json else format_outcome(outcome) + "\n"
+
+
+# -- sweep ----------------------------------------------------------------------------------------
+
+
+def swept_text(s: Swept, as_json: bool) -> str:
+    """One object the sweep looked at (``kind`` ``job``)."""
+    return json_line(s.to_json()) if as_json else f"{s.job_id:>10}  {s.done.value:<14} {shown(s.why)}\n"
+
+
+def orphan_text(info: JobInfo, as_json: bool) -> str:
+    """A job showing Requeue=1 that the ledger does not track (``--orphans``; ``kind`` ``orphan``)."""
+    if as_json:
+        return json_line({"kind": "orphan", "job_id": info.job_id, "orphan": True, "state": info.state})
+    return f"{info.job_id:>10}  orphan         shows Requeue=1 ({shown(info.state)}), not tracked by the ledger\n"
+
+
+def sweep_summary(report: SweepReport, lookup: str, not_clear: int) -> Dict[str, Any]:
+    """The sweep's last ``--json`` line (``kind`` ``summary``)."""
+    return {"kind": "summary", "summary": report.counts(), "lookup": lookup,
+            "lookup_error": report.lookup_error, "orphans": len(report.orphans),
+            "fixed_orphans": [o.result.value for o in report.fixed_orphans], "not_clear": not_clear,
+            "dry_run": report.dry_run, "seconds": round(report.finished - report.started, 3)}
+
+
+def summary_text(summary: Dict[str, Any], as_json: bool) -> str:
+    """The sweep's closing line, from ``sweep_summary``."""
+    if as_json:
+        return json_line(summary)
+    done = ", ".join(f"{v} {k}" for k, v in summary["summary"].items() if v) or "nothing to do"
+    return (f"sweep{' (dry run)' if summary['dry_run'] else ''}: {done}; {summary['not_clear']} object(s) not"
+            f" clear (lookup: {summary['lookup']})\n")
+
+
+def sweep_text(report: SweepReport, lookup: str, not_clear: int, as_json: bool) -> str:
+    """All a sweep prints: each object looked at, each orphan, then the summary."""
+    return ("".join(swept_text(s, as_json) for s in report.swept)
+            + "".join(orphan_text(info, as_json) for info in report.orphans)
+            + summary_text(sweep_summary(report, lookup, not_clear), as_json))
+
+
+# -- doctor ---------------------------------------------------------------------------------------
+
+
+def check_json(check: Check) -> Dict[str, str]:
+    """One check as ``doctor --json`` prints it."""
+    return {"check": check.name, "status": check.status, "detail": check.detail}
+
+
+def checks_text(checks: Sequence[Check], as_json: bool) -> str:
+    """``doctor``'s checks, one line each."""
+    if as_json:
+        return "".join(json_line(check_json(c)) for c in checks)
+    return as_lines(f"{c.status:<5} {c.name:<11} {shown(c.detail, None)}" for c in checks)
+
+
+# -- history, ledger status|prune|migrate: from view's values ------------------------------------
+
+
+def history_text(records: Sequence[Dict[str, Any]], as_json: bool) -> str:
+    """One job's ``history``, from its ``view.history_json`` records."""
+    return "".join(json_line(r) for r in records) if as_json else as_lines(history_lines(records))
+
+
+def status_text(status: Dict[str, Any], as_json: bool) -> str:
+    """``ledger status``, from ``view.status_json``."""
+    return json_line(status) if as_json else as_lines(status_lines(status))
+
+
+def prune_text(report: Dict[str, Any], as_json: bool) -> str:
+    """``ledger prune``, from ``view.prune_json``."""
+    return json_line(report) if as_json else prune_line(report) + "\n"
+
+
+def migrate_text(report: Dict[str, Any], as_json: bool) -> str:
+    """``ledger migrate``, from ``view.migrate``'s object."""
+    return json_line(report) if as_json else as_lines(migrate_lines(report))
+
+
+def history_lines(records: Sequence[Dict[str, Any]]) -> List[str]:
+    """The human table of one job, from its ``history_json`` records."""
+    first = records[0]
+    if first["kind"] == "no_record":
+        return [f"no record of job {first['job_id']}"]
+    lines: List[str] = []
+    if first["kind"] == "object":
+        lines.append(f"job {first['job_id']}: bit {first['bit']} since {first['since']} ({shown(first['why'])})")
+        if first["lookup_failures"]:
+            lines.append(f"  lookup failed {first['lookup_failures']} time(s) in a row:"
+                         f" {shown(first['lookup_error'] or '')}")
+    ops = [r for r in records if r["kind"] == "operation"]
+    if not ops:
+        lines.append("  no operation recorded (an object made by sweep --orphans --fix, or pruned)")
+        return lines
+    lines.append(f"  {'ID':>6}  {'STARTED (UTC)':<20}  {'SECS':>6}  {'OP':<8} {'RESULT':<10} {'REQUEUE-BIT':<11}"
+                 f"  {'BIT BEFORE -> AFTER':<24}  BY")
+    for r in ops:
+        secs = "-" if r["finished_at_epoch"] is None else f"{r['finished_at_epoch'] - r['started_at_epoch']:.1f}"
+        bits = f"{r['bit_before']} -> {r['bit_after'] or '?'}"
+        lines.append(
+            f"  {r['id']:>6}  {r['started_at']:<20}  {secs:>6}  {r['op']:<8} {r['result'] or 'unfinished':<10}"
+            f" {r['requeue_bit'] or '-':<11}  {bits:<24}  {shown(r['actor'] or UNKNOWN_ACTOR)}"
+        )
+        pad = " " * 10
+        if r["finished_at"] is None:
+            lines.append(f"{pad}not finished: still running, or its process died, or the ledger failed after it"
+                         " ran (a requeue's object then stays may_be_set for the sweep)")
+        for c in r["calls"]:
+            said = f": {shown(c['message'])}" if c["message"] else ""
+            why = f" [{c['reason']}]" if c["reason"] else ""
+            lines.append(f"{pad}call {c['number']}: {shown(str(c['status']))} {c['outcome']}{said}{why}")
+        if r["reason"] or r["detail"]:
+            lines.append(f"{pad}why: {shown(': '.join(str(x) for x in (r['reason'], r['detail']) if x))}")
+    return lines
+
+
+def ago(seconds: float) -> str:
+    """A duration as people read it: ``42 s``, ``17 min``, ``3.2 h``, ``12.5 d``."""
+    if seconds < 120:
+        return f"{max(seconds, 0):.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 2 * rules.DAY:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / rules.DAY:.1f} d"
+
+
+def status_lines(status: Dict[str, Any]) -> List[str]:
+    """The human ``ledger status``, from ``status_json``."""
+    objects = ", ".join(f"{n} {bit}" for bit, n in status["objects"].items())
+    ages = ", ".join(f"{name} {n}" for name, n in status["not_clear_by_age"].items())
+    lines = [
+        f"ledger {shown(status['ledger'])} (schema {status['schema']}): {status['history_rows']} history row(s)",
+        f"objects: {objects}",
+        f"not clear, by when their bit last changed: {ages}",
+    ]
+    o = status["oldest_not_clear"]
+    if o is None:
+        lines.append("oldest not clear: none, every object is clear")
+    else:
+        lines.append(f"oldest not clear: job {o['job_id']} {o['bit']} since {o['since']}"
+                     f" ({ago(o['age_seconds'])} ago): {shown(o['why'])}")
+    lines.append(f"lookup back-off: {status['backing_off']} object(s) whose last lookup failed")
+    lines.append(unfinished_line(status["unfinished"]))
+    s = status["last_sweep"]
+    if s is None:
+        lines.append("last sweep: none recorded (run slurm-dsl sweep; contrib/systemd has a timer for it)")
+    else:
+        summary = s["summary"]
+        done = ", ".join(f"{n} {what}" for what, n in summary.get("counts", {}).items()) or "nothing to do"
+        settled = "settled" if summary.get("settled") else "NOT settled"
+        error = f"; lookup failed: {shown(str(summary['lookup_error']))}" if summary.get("lookup_error") else ""
+        lines.append(f"last sweep: {s['finished_at']} ({ago(s['age_seconds'])} ago, took"
+                     f" {s['finished_at_epoch'] - s['started_at_epoch']:.1f} s): {done}; {settled}{error}")
+    return lines
+
+
+def unfinished_line(u: Dict[str, Any]) -> str:
+    """``ledger status``'s line on the operations without a result, from its ``unfinished``."""
+    if not u["count"]:
+        return "unfinished operations: none"
+    line = f"unfinished operations: {u['count']}, of which {u['lapsed']} no longer running"
+    o = u["oldest_lapsed"]
+    if o is None:
+        return line
+    requeues = (f", {u['lapsed_requeues']} of them requeues (their object stays may_be_set until a sweep"
+                " settles it)") if u["lapsed_requeues"] else ""
+    return (f"{line} (the process died, or the ledger failed after the script ran: the result was never"
+            f" recorded){requeues}; the oldest: {o['op']} {o['job_id']} (operation {o['id']}) started"
+            f" {o['started_at']}, {ago(o['age_seconds'])} ago")
+
+
+def prune_line(p: Dict[str, Any]) -> str:
+    """The human ``ledger prune``, from ``prune_json``."""
+    verb = "would remove" if p["dry_run"] else "removed"
+    line = (f"prune{' (dry run)' if p['dry_run'] else ''}: {verb} {p['removed']} history row(s) of {p['jobs']}"
+            f" settled job(s), finished before {p['before']} (older than {p['older_than_days']} day(s));"
+            " every object keeps its newest row, unsettled and leased objects and unfinished rows are kept")
+    if p["checkpointed"] is False:
+        line += "; the WAL checkpoint could not finish (the ledger was busy): SQLite completes it later"
+    return line
+
+
+def migrate_lines(m: Dict[str, Any]) -> List[str]:
+    """The human ``ledger migrate``, from ``migrate``'s object."""
+    o, h = m["objects"], m["history"]
+    return [
+        f"migrate{' --merge' if m['merge'] else ''} {shown(m['from'])} -> {shown(m['to'])}:",
+        f"  objects: {o['copied']} copied, {o['merged']} merged (took the less clear bit), {o['kept']} kept",
+        f"  history rows: {h['copied']} copied, {h['skipped']} skipped (already there)",
+        f"  last sweep: {m['last_sweep']}; leases: not copied (each operation and sweep takes its own)",
+        f"  {m['not_clear']} object(s) not clear in {shown(m['to'])} now"
+        + (": sweeps on that ledger settle them" if m["not_clear"] else ""),
+    ]
