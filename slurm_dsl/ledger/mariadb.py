@@ -110,7 +110,7 @@ END"""
 # MIGRATIONS[i] takes a database from version i to i + 1.  DDL commits by itself, so every
 # statement must be safe to run again after a crash half-way (IF NOT EXISTS, INSERT IGNORE,
 # DROP ... IF EXISTS before CREATE); the version is bumped after the last one.  The columns are
-# SQLite's schema 2 (sqlite_ledger.MIGRATIONS): this list starts there.
+# SQLite's schema 2 (ledger.sqlite.MIGRATIONS): this list starts there.
 MIGRATIONS: Tuple[Tuple[str, ...], ...] = (
     (
         f"""CREATE TABLE IF NOT EXISTS objects (

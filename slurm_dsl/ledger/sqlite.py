@@ -388,7 +388,11 @@ class SqliteLedger(SqlStore):
     def _transaction(self) -> Iterator[sqlite3.Cursor]:
         """One BEGIN IMMEDIATE transaction: it takes the write lock up front."""
         cursor = self._conn.cursor()
-        cursor.execute("BEGIN IMMEDIATE")
+        try:
+            cursor.execute("BEGIN IMMEDIATE")
+        except BaseException:
+            cursor.close()
+            raise
         self._tx = cursor
         try:
             yield cursor
