@@ -41,6 +41,7 @@ from typing import (
     Mapping,
     Optional,
     Protocol,
+    Self,
     Sequence,
     Set,
     Tuple,
@@ -219,7 +220,7 @@ class SqlStore(abc.ABC):
 
     # -- transactions and reads ----------------------------------------------------------------
 
-    def __enter__(self) -> SqlStore:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
