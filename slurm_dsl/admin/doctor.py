@@ -162,15 +162,15 @@ def _sqlite_check(location: str) -> Check:
 def _mariadb_checks(url: str) -> List[Check]:
     """The option file, the server, its clock and the schema, each a line; the first failure
     ends them (what follows could not be looked at).  Nothing is written to the database."""
-    from ..ledger import mariadb
+    from ..ledger import mariadb, mariadb_config
 
     try:
-        where = mariadb.parse_url(url)
+        where = mariadb_config.parse_url(url)
     except ConfigError as exc:
         return [Check("ledger", FAIL, str(exc))]
     cnf = where.option_file
     try:
-        mariadb.read_option_file(cnf)  # its checks: a regular file of ours or root's, 0600/0400
+        mariadb_config.read_option_file(cnf)  # its checks: a regular file of ours or root's, 0600/0400
         st = os.stat(cnf)
     except ConfigError as exc:
         return [Check("ledger-cnf", FAIL, str(exc))]

@@ -2,10 +2,11 @@
 
 This module is the interface: the values a ledger holds (``JobObject``, ``HistoryEntry``),
 what every storage backend provides (``LedgerStore``), and ``open_ledger``, which opens the
-one a location names: a path (or ``sqlite:PATH``) is an SQLite file (``sqlite_ledger``), a
-``mariadb://`` (or ``mysql://``) URL a database on a MariaDB/MySQL server (``mariadb_ledger``,
+one a location names: a path (or ``sqlite:PATH``) is an SQLite file (``ledger.sqlite``), a
+``mariadb://`` (or ``mysql://``) URL a database on a MariaDB/MySQL server (``ledger.mariadb``,
 the ``slurm-dsl[mariadb]`` extra).  ``ledger_rules`` decides what operations do to objects; the
-backends only store them, and the same behaviour tests run against both.
+backends only store them, through one store written once over their dialects (``ledger.store``),
+and the same behaviour tests run against both.
 
 Contract of every ``LedgerStore``: intent first (``begin_operation`` of a requeue commits
 ``may_be_set`` before it returns); ``finish_operation`` stores ``ledger_rules.after``; the

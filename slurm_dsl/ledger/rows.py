@@ -1,12 +1,13 @@
 """The ledger's rows as both backends store them (docs/contract.md §9.1): values in, values out.
 
-Strategy: ``sqlite_ledger`` and ``mariadb_ledger`` keep the same tables with the same columns, so
-all that is not storage is written once, here: checking the arguments; the columns a value is
-written as (``object_values``, ``history_values``, ``finished_values``, ``calls_json``) and read
-back from (``job_object``, ``entry``, ``sweep_record``); and the decisions taken on a row a backend
-read (``finish``, ``held_by_another``, ``failed_lookup``, ``import_action``, ``doomed``), which
-apply ``ledger_rules``.  A backend keeps only its SQL dialect, connections, transactions, locks
-and the mapping of its errors.
+Strategy: ``ledger.sqlite`` and ``ledger.mariadb`` keep the same tables with the same columns, and
+``ledger.store`` writes their reads and writes once; all that is not storage is written once, here:
+checking the arguments; the columns a value is written as (``object_values``, ``history_values``,
+``finished_values``, ``calls_json``) and read back from (``job_object``, ``entry``,
+``sweep_record``); and the decisions taken on a row a backend read (``finish``,
+``held_by_another``, ``failed_lookup``, ``import_action``, ``doomed``), which apply
+``ledger_rules``. A backend keeps only its SQL dialect, connections, transactions, locks and the
+mapping of its errors (``store.SqlStore``'s hooks).
 
 Rule 1: a row is read by ``SELECT_OBJECTS`` or ``SELECT_HISTORY`` (or, in prune, finish and
 leases, the columns each function names), in that order.  Rule 2: no I/O: a function gets the

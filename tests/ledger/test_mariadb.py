@@ -25,7 +25,8 @@ import slurm_dsl.ledger.mariadb as mariadb_module
 from slurm_dsl.core.errors import ConfigError, LedgerError, SweepBusy
 from slurm_dsl.core.model import Op, Outcome, RequeueBit, Result
 from slurm_dsl.ledger.choose import open_ledger
-from slurm_dsl.ledger.mariadb import ClientOptions, Location, MariaDbLedger, parse_url, read_option_file
+from slurm_dsl.ledger.mariadb import MariaDbLedger
+from slurm_dsl.ledger.mariadb_config import ClientOptions, Location, parse_url, read_option_file
 from tests.ledger_backends import MariaDbServer, Raw, shown
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,0 +1,231 @@
+"""Where a MariaDB ledger is (docs/contract.md §9.1.1): its URL and its option file, parsed and
+checked before any connection is made.  No I/O but reading the option file; no pymysql.
+
+Contract: ``mariadb://[HOST[:PORT]]/DATABASE[?option_file=PATH]`` (or ``mysql://``) is a
+``Location`` (``parse_url``); no credentials in the URL, argv or the environment: they come from
+the option file's ``[client]`` group (``user``, ``password``, ``host``, ``port``, ``socket``;
+default ``/etc/slurm-dsl/ledger.cnf``), which must be a regular file (no symlink followed), owned
+by this uid or root and 0600/0400 (``read_option_file``, a ``ClientOptions``).  Anything else is
+``ConfigError`` saying what is wrong, never repeating a password or the URL's query.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import shlex
+import stat
+from dataclasses import dataclass, field
+from typing import Dict, Optional
+from urllib.parse import parse_qsl, urlsplit
+
+from ..core.errors import ConfigError
+
+DEFAULT_OPTION_FILE = "/etc/slurm-dsl/ledger.cnf"
+SCHEMES = ("mariadb", "mysql")
+OPTION_FILE_MAX = 64 * 1024
+
+
+@dataclass(frozen=True)
+class Location:
+    """What a ``mariadb://`` URL names: ``url`` is it without its query (the ledger's ``path``)."""
+
+    url: str
+    host: Optional[str]
+    port: Optional[int]
+    database: str
+    option_file: str
+
+
+@dataclass(frozen=True)
+class ClientOptions:
+    """The ``[client]`` group of an option file (the password is never shown)."""
+
+    user: str
+    password: Optional[bytes] = field(repr=False)
+    host: Optional[str] = None
+    port: Optional[int] = None
+    socket: Optional[str] = None
+
+
+_DATABASE = re.compile(r"[A-Za-z0-9_]{1,64}\Z")
+_HOSTNAME = re.compile(r"[A-Za-z0-9]([A-Za-z0-9.-]{0,252}[A-Za-z0-9])?\Z|\[[0-9A-Fa-f:.]+\]\Z")
+
+
+def _shown(url: str) -> str:
+    """The URL as it may appear in a message: without anything before an ``@`` nor a query."""
+    scheme, sep, rest = url.partition("://")
+    netloc, slash, tail = rest.partition("/")
+    if "@" in netloc:
+        netloc = "***@" + netloc.rsplit("@", 1)[1]
+    return scheme + sep + netloc + slash + tail.split("?", 1)[0].split("#", 1)[0]
+
+
+def parse_url(url: str) -> Location:
+    """``mariadb://[HOST[:PORT]]/DATABASE[?option_file=PATH]``, or ConfigError saying what is wrong.
+
+    Credentials in the URL are refused (they would show in ``ps``, logs and shell histories), as
+    is any query key but ``option_file``; neither is ever repeated in the message.
+    """
+    shown = _shown(url)
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        raise ConfigError(f"ledger URL {shown}: {exc}") from None
+    if parts.scheme not in SCHEMES:
+        raise ConfigError(f"ledger URL {shown}: the scheme must be mariadb:// or mysql://")
+    if "@" in parts.netloc:
+        raise ConfigError(
+            f"ledger URL {shown}: no user or password in the URL (they would show in ps, logs and shell"
+            " history): put user= and password= in the [client] group of the option file"
+            f" (default {DEFAULT_OPTION_FILE}, mode 0600)"
+        )
+    host = parts.netloc.rsplit(":", 1)[0] if port is not None else parts.netloc
+    if host and not _HOSTNAME.match(host):
+        raise ConfigError(f"ledger URL {shown}: {host!r} is not a host name or address")
+    if port is not None and not 0 < port < 65536:
+        raise ConfigError(f"ledger URL {shown}: port {port} is out of range")
+    database = parts.path[1:] if parts.path.startswith("/") else ""
+    if not _DATABASE.match(database):
+        raise ConfigError(
+            f"ledger URL {shown}: name one database after the host, of letters, digits and _"
+            " (mariadb://HOST[:PORT]/DATABASE)"
+        )
+    if parts.fragment or url.endswith("#"):
+        raise ConfigError(f"ledger URL {shown}: no #fragment")
+    option_file = DEFAULT_OPTION_FILE
+    try:
+        pairs = parse_qsl(parts.query, keep_blank_values=True, strict_parsing=bool(parts.query))
+    except ValueError:
+        raise ConfigError(f"ledger URL {shown}: its query is not KEY=VALUE&...") from None
+    keys = [key for key, _ in pairs]
+    unknown = sorted({key for key in keys if key != "option_file"})
+    if unknown:
+        raise ConfigError(
+            f"ledger URL {shown}: unknown query key(s) {', '.join(map(repr, unknown))}: the only one is"
+            " option_file=PATH (connection settings and credentials go in that file's [client] group)"
+        )
+    if keys.count("option_file") > 1:
+        raise ConfigError(f"ledger URL {shown}: option_file given more than once")
+    for _, value in pairs:
+        if not value.startswith("/") or "\0" in value:
+            raise ConfigError(f"ledger URL {shown}: option_file must be an absolute path")
+        option_file = value
+    return Location(
+        url=f"{parts.scheme}://{parts.netloc}/{database}",
+        host=host.strip("[]") or None,
+        port=port,
+        database=database,
+        option_file=option_file,
+    )
+
+
+def read_option_file(path: str) -> ClientOptions:
+    """The ``[client]`` group of the option file at ``path``, checked first (ConfigError).
+
+    It holds the password, and root reads it: it must be a regular file, opened without following
+    a symlink, owned by this process's uid or root, and neither readable nor writable by group or
+    others.  ``!include`` is refused (an included file would escape these checks).  Keys are read
+    as the MariaDB client does (``-`` or ``_``, ``# comments``, quotes, ``\\`` escapes); keys other
+    than user, password, host, port and socket are ignored.
+    """
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+    quoted = shlex.quote(path)
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise ConfigError(
+                f"option file {path} is a symbolic link: refusing to follow it; point option_file= at the"
+                " real file"
+            ) from None
+        if exc.errno == errno.ENOENT:
+            raise ConfigError(
+                f"no option file at {path}: create it (mode 0600) with a [client] group holding user= and"
+                " password= of the ledger's account, or name another with ?option_file=PATH"
+            ) from None
+        raise ConfigError(f"cannot open option file {path}: {exc.strerror}") from None
+    try:
+        st = os.fstat(fd)
+        euid = os.geteuid()
+        if not stat.S_ISREG(st.st_mode):
+            raise ConfigError(f"option file {path} is not a regular file")
+        if st.st_uid not in (euid, 0):
+            raise ConfigError(
+                f"option file {path} is owned by uid {st.st_uid}, not by uid {euid} that runs slurm-dsl nor"
+                f" by root, so that account could change the ledger's account: chown {euid} {quoted}"
+            )
+        if st.st_mode & 0o077:
+            raise ConfigError(
+                f"option file {path} has mode {stat.S_IMODE(st.st_mode):04o}: other accounts may read or change"
+                f" the ledger's password: chmod 600 {quoted}"
+            )
+        data = os.read(fd, OPTION_FILE_MAX + 1)
+    except OSError as exc:
+        raise ConfigError(f"cannot read option file {path}: {exc.strerror}") from None
+    finally:
+        os.close(fd)
+    if len(data) > OPTION_FILE_MAX:
+        raise ConfigError(f"option file {path} is larger than {OPTION_FILE_MAX} bytes")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ConfigError(f"option file {path} is not UTF-8") from None
+    return _client_group(text, path)
+
+
+_ESCAPES = {"b": "\b", "t": "\t", "n": "\n", "r": "\r", "s": " ", "\\": "\\"}
+
+
+def _option_value(raw: str) -> str:
+    raw = raw.strip()
+    if len(raw) >= 2 and raw[0] in "'\"" and raw.endswith(raw[0]):
+        raw = raw[1:-1]
+    else:
+        raw = raw.split("#", 1)[0].rstrip()
+    return re.sub(r"\\(.)", lambda m: _ESCAPES.get(m.group(1), m.group(0)), raw)
+
+
+def _client_group(text: str, path: str) -> ClientOptions:
+    group = ""
+    found: Dict[str, str] = {}
+    for number, line in enumerate(text.splitlines(), 1):
+        line = line.strip()
+        if not line or line[0] in "#;":
+            continue
+        if line.startswith("!"):
+            raise ConfigError(
+                f"option file {path}, line {number}: {line.split()[0]} is not supported (an included file"
+                " would escape the file's permission checks): put the settings in this file"
+            )
+        if line.startswith("["):
+            if not line.endswith("]"):
+                raise ConfigError(f"option file {path}, line {number}: a group header must end with ]")
+            group = line[1:-1].strip().lower()
+            continue
+        if group != "client":
+            continue
+        key, sep, value = line.partition("=")
+        key = key.strip().lower().replace("-", "_")
+        if key in ("user", "password", "host", "port", "socket"):
+            if not sep:
+                raise ConfigError(f"option file {path}, line {number}: {key} needs a value ({key}=...)")
+            found[key] = _option_value(value)
+    if not found.get("user"):
+        raise ConfigError(f"option file {path} names no user= in its [client] group")
+    port: Optional[int] = None
+    if found.get("port"):
+        if not found["port"].isdigit() or not 0 < int(found["port"]) < 65536:
+            raise ConfigError(f"option file {path}: port={found['port']!r} is not a port number")
+        port = int(found["port"])
+    password = found.get("password")
+    return ClientOptions(
+        user=found["user"],
+        password=None if password is None else password.encode("utf-8"),
+        host=found.get("host") or None,
+        port=port,
+        socket=found.get("socket") or None,
+    )
+
