@@ -1,9 +1,9 @@
 """How late slurmctld still applies a hold or requeue whose scontrol was killed (docs/settle-delay.md).
 
-Not a test: it prints figures, against the lab (contrib/lab/up).  A verdict ``absent`` may
-only be read from a lookup made at least the settle delay after the call's process was killed
-(docs/contract.md §12): a request that reached slurmctld just before its client died may still
-be applied.  This measures how late that application comes.
+Not a test: it prints figures, against the lab (contrib/lab/up).  When unknown outcomes are
+settled (issue 18), a verdict ``absent`` may only be read from a lookup made at least the
+settle delay after the call's process was killed: a request that reached slurmctld just before
+its client died may still be applied.  This measures how late that application comes.
 
 For each op, again and again on jobs of its own (job names ``sdsl-settle-*``):
 
@@ -62,6 +62,7 @@ NAMES = (NAME_HOLD, NAME_REQUEUE, NAME_BUSY)
 PENDING_ARGS = ("--begin=now+1hour", "--time=10", "--wrap", "sleep 1")
 RUNNING_ARGS = ("--time=10", "--wrap", "sleep 600")
 GAP = 0.15  # seconds between the starts of two hold trials: looks of earlier trials run between
+START_WAIT = 600.0  # seconds a fresh running job may wait for a free slot
 MAX_PENDING = 3000  # the brief's cap on this run's pending jobs
 
 
@@ -259,17 +260,32 @@ def run_holds(op: str, condition: str, kills: int, t_ms: float, rng: random.Rand
     return trials
 
 
-def start_running(count: int) -> List[str]:
-    """``count`` fresh running jobs with Requeue=1 (polls until each one runs)."""
+def state_now(job: str) -> Optional[JobState]:
+    """The job's state, None if it is gone or squeue failed (slurmctld restarted by someone)."""
+    try:
+        return job_state(job)
+    except LabError:
+        return None
+
+
+def start_running(count: int, looker: Optional[Looker] = None) -> List[str]:
+    """``count`` fresh running jobs with Requeue=1 (polls until each one runs).
+
+    Meanwhile the looks of ``looker`` still run on time.  Slots are shared with other users of
+    the lab: this waits up to START_WAIT seconds for them.
+    """
     jobs = [sbatch(NAME_REQUEUE, RUNNING_ARGS) for _ in range(count)]
-    give_up = time.monotonic() + 120
+    give_up = time.monotonic() + START_WAIT
     waiting = list(jobs)
     while waiting:
-        waiting = [j for j in waiting if (js := job_state(j)) is None or js.state != "RUNNING"]
+        waiting = [j for j in waiting if (js := state_now(j)) is None or js.state != "RUNNING"]
         if time.monotonic() > give_up:
             run_cmd(["scancel", *jobs])
-            raise LabError(f"jobs {waiting} did not start within 120 s (slots taken?)")
-        time.sleep(0.1)
+            raise LabError(f"jobs {waiting} did not start within {START_WAIT:g} s (slots taken?)")
+        if waiting and looker is not None:
+            looker.due(time.monotonic() + 0.1)
+        elif waiting:
+            time.sleep(0.1)
     for job in jobs:
         done = run_cmd([SCONTROL, "update", f"JobId={job}", "Requeue=1"])
         if done.returncode != 0:
@@ -286,19 +302,19 @@ def run_requeues(condition: str, kills: int, t_ms: float, running: int, rng: ran
     while len(trials) < kills or in_flight:
         for trial in [t for t in in_flight if len(t.looks) == len(LOOKS)]:
             in_flight.remove(trial)
-            if trial.looks[-1].present is False and (js := job_state(trial.job)) is not None \
+            if trial.looks[-1].present is False and (js := state_now(trial.job)) is not None \
                     and js.state == "RUNNING" and js.requeue == 1:
                 free.append(trial.job)  # never requeued: use it again
             else:
                 run_cmd(["scancel", trial.job])
                 if len(trials) < kills:
-                    free.extend(start_running(1))
+                    free.extend(start_running(1, looker))
         if free and len(trials) < kills:
             job = free.pop()
-            js = job_state(job)
+            js = state_now(job)
             if js is None or js.state != "RUNNING":
                 run_cmd(["scancel", job])
-                free.extend(start_running(1))
+                free.extend(start_running(1, looker))
                 continue
             trial = Trial("requeue", condition, job, round(rng.uniform(0.0, t_ms), 3), js.restarts)
             bare_call([SCONTROL, "requeue", job], trial.delay_ms, trial)
@@ -399,9 +415,29 @@ def table(trials: List[Trial]) -> None:
             counts[key] = counts.get(key, 0) + 1
         for (condition, result, eff), n in sorted(counts.items()):
             print(f"  {condition:5} result={result:9} effect={eff:8} {n}")
-    print("\nkill moments: " + ", ".join(
-        f"{op}/{cond}: {min(t.kill_ms for t in g):.2f}-{max(t.kill_ms for t in g):.2f} ms"
-        for (op, cond), g in by.items()))
+    print("\nkill moments after the spawn began (all; those killed whose effect came anyway):")
+    for (op, cond), g in by.items():
+        applied = [t.kill_ms for t in g if t.exited_before_kill is None and any(lk.present for lk in t.looks)]
+        also = f"; killed yet present {min(applied):.2f}-{max(applied):.2f} ms" if applied else ""
+        print(f"  {op}/{cond}: {min(t.kill_ms for t in g):.2f}-{max(t.kill_ms for t in g):.2f} ms{also}")
+    print("\nlooks, real seconds after the kill (median / max of each planned time):")
+    for (op, cond), g in by.items():
+        cells = []
+        for i, planned in enumerate(LOOKS):
+            starts = [t.looks[i].started for t in g if len(t.looks) > i]
+            cells.append(f"+{planned:g}: {statistics.median(starts):.3f}/{max(starts):.3f}")
+        print(f"  {op}/{cond}: " + ", ".join(cells))
+
+
+def load(paths: List[str]) -> List[Trial]:
+    """The trials of earlier runs' ``--json`` files."""
+    trials: List[Trial] = []
+    for path in paths:
+        with open(path, encoding="utf-8") as src:
+            for raw in json.load(src)["trials"]:
+                looks = [Look(**lk) for lk in raw.pop("looks")]
+                trials.append(Trial(**raw, looks=looks))
+    return trials
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -414,7 +450,12 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--running", type=int, default=4, help="running jobs at a time for requeue (default 4)")
     parser.add_argument("--seed", type=int, default=None, help="seed for the kill moments")
     parser.add_argument("--json", default=None, help="also write every trial to this file")
+    parser.add_argument("--report", nargs="+", metavar="JSON", default=None,
+                        help="print the tables of earlier runs' --json files together; runs nothing")
     args = parser.parse_args(argv)
+    if args.report:
+        table(load(args.report))
+        return 0
     ops = [o for o in args.ops.split(",") if o]
     conditions = [c for c in args.conditions.split(",") if c]
     if not set(ops) <= set(EFFECT) or not set(conditions) <= {"idle", "busy"} or args.kills < 1:
@@ -432,10 +473,12 @@ def main(argv: Optional[List[str]] = None) -> int:
     trials: List[Trial] = []
     t_ms: Dict[str, float] = {}
     try:
-        for condition in conditions:
+        for asked in conditions:
+            # The busy condition is named by its load, so that runs with other loads stay apart.
+            condition = asked if asked == "idle" else f"busy {args.busy_loops}x{args.busy_jobs}"
             busy: List[subprocess.Popen[bytes]] = []
             try:
-                if condition == "busy":
+                if asked == "busy":
                     started = time.monotonic()
                     busy = start_busy(args.busy_loops, args.busy_jobs)
                     print(f"busy: {args.busy_loops} loops x {args.busy_jobs} jobs "
