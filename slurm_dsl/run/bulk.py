@@ -103,8 +103,10 @@ def run_many(
     ids = list(dict.fromkeys(validate_job_id(j) for j in job_ids))
     if (timeout is None) == (deadline is None):
         raise InvalidInput("give exactly one of timeout (seconds) and deadline (epoch seconds)")
-    # Computed once: every chunk, call and lookup below keeps this same instant.
-    when = check_deadline(deadline if deadline is not None else tracker.clock() + float(timeout or 0), tracker.clock)
+    if deadline is None:  # counted from now, once: every chunk, call and lookup below keeps it
+        assert timeout is not None
+        deadline = tracker.clock() + timeout
+    when = check_deadline(deadline, tracker.clock)
     infos = tracker.refuse_whole_arrays(op, ids, when)
     answered_at = tracker.clock() if infos else None  # slurmctld answered the lookup just now
     done = 0
