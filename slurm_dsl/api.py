@@ -51,23 +51,40 @@ def run_ops(
     op: Union[Op, str],
     job_ids: Sequence[JobId],
     *,
-    timeout: float,
+    timeout: Optional[float] = None,
+    deadline: Optional[float] = None,
     scontrol: Optional[str] = None,
     ledger: Union[str, Tracker, None] = None,
+    one_by_one: bool = False,
+    parallel: int = 1,
 ) -> List[Outcome]:
-    """Run ``op`` on many jobs through the bulk path (docs/contract.md §11) and the ledger.
+    """Run ``op`` on many jobs (docs/contract.md §11) through the ledger, with the CLI's driver:
+    the bulk path, or one script per job (``one_by_one``, up to ``parallel`` at once).
 
     One Outcome per distinct id, in the order given, whatever each is (never raises for an
-    outcome); ``timeout`` is each chunk's deadline, counted from when the chunk starts.  Raises
-    before anything ran as ``run_op`` does; a ledger failure once a chunk ran is ``NotRecorded``
-    with that chunk's outcomes in ``outcomes`` (earlier chunks are recorded).
+    outcome).  Exactly one of ``timeout`` and ``deadline``: the deadline of the whole call,
+    computed once when it starts (docs/contract.md §10.0); a job whose call has not started by
+    then is ``expired``.  Raises before anything ran as ``run_op`` does; a ledger failure once
+    a job ran is ``NotRecorded`` with the outcomes it could not record in ``outcomes`` (those
+    reported before it are recorded); one before is the ``LedgerError`` itself.
     """
-    from .run.bulk import run_many
+    from .run.driver import Stopped, drive
+
+    when = resolve_deadline(timeout, deadline)
+    ids = [validate_job_id(j) for j in job_ids]
+
+    def run(tracker: Tracker) -> List[Outcome]:
+        outcomes: List[Outcome] = []
+        for event in drive(tracker, op, ids, when, one_by_one=one_by_one, parallel=parallel):
+            if isinstance(event, Stopped):
+                raise event.error
+            outcomes.append(event.outcome)
+        return outcomes
 
     if isinstance(ledger, Tracker):
-        return list(run_many(ledger, op, job_ids, timeout))
+        return run(ledger)
     with Tracker(ledger, scontrol=scontrol) as tracker:
-        return list(run_many(tracker, op, job_ids, timeout))
+        return run(tracker)
 
 
 def hold(

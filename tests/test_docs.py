@@ -130,3 +130,29 @@ def test_the_patterns_read_the_forms_in_use() -> None:
     assert list(citations(text, LINK)) == [(1, "pyslurm.md", "2")]
     assert HEADING.findall("## 1. Rules\n### 1.4 Arrays\n## 10. CLI\n#### 2.1\n# Title\n") == ["1", "1.4", "10", "2.1"]
     assert [what for what, p in FORBIDDEN if p.search("SPECIAL_EXIT, docs/slurm-bulk.md §3.2")] == []
+
+
+def _words(text: str) -> str:
+    return " ".join(text.split())
+
+
+def test_the_meaning_of_timeout_is_one_sentence_everywhere() -> None:
+    """``--timeout`` means one thing (docs/contract.md §10.0), written once in TIMEOUT_HELP and carried
+    word for word by the README, the contract and every operation's --help."""
+    import contextlib
+    import io
+
+    import pytest
+
+    from slurm_dsl.admin.cli import main
+    from slurm_dsl.core.model import Op
+    from slurm_dsl.run.deadlines import TIMEOUT_HELP
+
+    sentence = _words(TIMEOUT_HELP)
+    for name in ("README.md", "docs/contract.md"):
+        assert sentence in _words((ROOT / name).read_text(encoding="utf-8")), name
+    for op in Op:
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out), pytest.raises(SystemExit):
+            main([op.value, "--help"])
+        assert sentence in _words(out.getvalue()), op.value

@@ -22,11 +22,10 @@ import logging
 import os
 import signal
 import sys
-import threading
 import time
-from typing import IO, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Type
+from typing import IO, Callable, Dict, Iterable, Optional, Sequence, Tuple, Type
 
-from ..core.errors import DSLError, LedgerError, NotRecorded, SweepBusy, UsageError, describe
+from ..core.errors import DSLError, LedgerError, SweepBusy, UsageError, describe
 from ..core.ledger_rules import prune_before
 from ..core.model import Op, Outcome, Result
 from ..core.reader import read_outcome
@@ -35,7 +34,7 @@ from ..core.shown import shown
 from ..ledger.choose import open_ledger
 from ..run.binaries import find_scontrol, find_squeue
 from ..run.calls import new_nonce
-from ..run.deadlines import resolve_deadline
+from ..run.driver import Stopped, drive
 from ..run.tracked import Tracker, ledger_path
 from . import render as show
 from .files import existing_ledger, same_location, write_atomically
@@ -82,14 +81,32 @@ def _emit(outcomes: Iterable[Outcome], as_json: bool, out: IO[str]) -> int:
 
 
 def _cmd_op(args: argparse.Namespace, out: IO[str]) -> int:
+    # The whole command's one deadline (TIMEOUT_HELP), from when it starts: reading the ids and
+    # opening the ledger count, and every chunk, job and call below keeps this same instant.
+    deadline = time.time() + args.timeout
     if args.parallel < 1:
         raise UsageError("--parallel must be at least 1")
     ids = _job_ids(args.job_ids)
     tracker = Tracker(args.ledger, scontrol=find_scontrol(args.scontrol), squeue=args.squeue)
-    with tracker:
-        if args.one_by_one or len(ids) == 1:
-            return _one_by_one(tracker, args, ids, out)
-        return _bulk(tracker, args, ids, out)
+    bulk = not args.one_by_one and len(ids) > 1
+    progress = _Progress(sys.stderr) if bulk and sys.stderr.isatty() else None
+    code = EXIT_OK
+    with tracker, contextlib.closing(
+        drive(tracker, args.op, ids, deadline, one_by_one=not bulk, parallel=args.parallel, progress=progress)
+    ) as events:
+        try:
+            # Results print as they come, in the order given, so a long run shows its progress.
+            for event in events:
+                if isinstance(event, Stopped):
+                    code = max(code, _ledger_failed(event.error, event.not_started))
+                    continue
+                if event.recorded:  # one that was not is logged already, as not recorded
+                    _log_outcome(event.outcome)
+                code = max(code, _emit([event.outcome], args.json, out))
+        finally:
+            if progress is not None:
+                progress.close()
+    return code
 
 
 def _log_outcome(outcome: Outcome) -> None:
@@ -122,78 +139,6 @@ class _Progress:
     def close(self) -> None:
         if self.shown:
             self.stream.write("\n")
-
-
-def _bulk(tracker: Tracker, args: argparse.Namespace, ids: List[str], out: IO[str]) -> int:
-    """Many ids through the bulk path (docs/contract.md §11), printed a chunk at a time in input order."""
-    from ..run.bulk import run_many
-
-    code = EXIT_OK
-    printed: List[str] = []
-    progress = _Progress(sys.stderr) if sys.stderr.isatty() else None
-    try:
-        for outcome in run_many(tracker, args.op, ids, args.timeout, progress=progress):
-            _log_outcome(outcome)
-            code = max(code, _emit([outcome], args.json, out))
-            printed.append(outcome.job_id)
-    except NotRecorded as exc:  # they ran: print them all the same, then stop
-        for outcome in exc.outcomes:
-            code = max(code, _emit([outcome], args.json, out))
-            printed.append(outcome.job_id)
-        code = max(code, _ledger_failed(exc, [j for j in ids if j not in set(printed)]))
-    except LedgerError as exc:  # before a chunk's scripts started: that chunk and the rest never ran
-        code = max(code, _ledger_failed(exc, [j for j in ids if j not in set(printed)]))
-    finally:
-        if progress is not None:
-            progress.close()
-    return code
-
-
-def _one_by_one(tracker: Tracker, args: argparse.Namespace, ids: List[str], out: IO[str]) -> int:
-    """One script per job (up to --parallel at once), printed in input order."""
-    # One lookup for every id before anything runs (docs/contract.md §9.4): an array's own JobId
-    # would make scontrol act on every task of the array.  WholeArray, LookupFailed: nothing ran.
-    tracker.refuse_whole_arrays(args.op, ids, resolve_deadline(args.timeout, None))
-    # Set at the first ledger error (or if printing fails): from then on no new script starts.
-    # The ones running finish, and every outcome whose script started is printed, recorded or
-    # not: automation reading the output must never take a job that ran for one that did not.
-    stop = threading.Event()
-
-    def one(job_id: str) -> Tuple[Optional[Outcome], Optional[LedgerError]]:
-        if stop.is_set():
-            return None, None
-        try:
-            outcome = tracker.run(args.op, job_id, resolve_deadline(args.timeout, None), checked=True)
-        except NotRecorded as exc:  # it ran (the tracker logged it): print it all the same
-            stop.set()
-            return exc.outcome, exc
-        except LedgerError as exc:  # before its script started: nothing ran
-            stop.set()
-            return None, exc
-        _log_outcome(outcome)
-        return outcome, None
-
-    code = EXIT_OK
-    errors: List[LedgerError] = []
-    not_started: List[str] = []
-    # Results print as they come, in the order given, so a long run shows its progress.
-    from concurrent.futures import ThreadPoolExecutor
-
-    with ThreadPoolExecutor(max_workers=args.parallel) as pool:
-        try:
-            for job_id, (outcome, error) in zip(ids, pool.map(one, ids)):
-                if outcome is None:
-                    not_started.append(job_id)
-                else:
-                    code = max(code, _emit([outcome], args.json, out))
-                if error is not None:
-                    errors.append(error)
-        except BaseException:
-            stop.set()  # EPIPE, Ctrl-C: the pool waits for the running jobs, starts no others
-            raise
-    if errors:
-        code = max(code, _ledger_failed(errors[0], not_started))
-    return code
 
 
 def _cmd_sweep(args: argparse.Namespace, out: IO[str]) -> int:

@@ -22,7 +22,7 @@ from ..core.jobid import SHOWN_TOKEN, token, validate_job_id
 from ..core.jobinfo import LOOKUP_KINDS
 from ..core.model import Op
 from ..core.shown import shown
-from ..run.deadlines import MAX_TIMEOUT
+from ..run.deadlines import MAX_TIMEOUT, TIMEOUT_HELP
 
 PROG = "slurm-dsl"
 
@@ -171,7 +171,7 @@ def build_parser() -> argparse.ArgumentParser:
         p = sub.add_parser(
             op.value,
             help=_OP_HELP[op],
-            description=_OP_HELP[op] + ". Each job gets its own script, deadline and result."
+            description=_OP_HELP[op] + ". Each job gets its own script and result, under the command's one deadline."
             + ("" if op is Op.RESTORE else _ARRAY_NOTE)
             + (_REQUEUE_NOTE if op is Op.REQUEUE else ""),
             epilog=_op_examples(op) + _EPILOG + _LEDGER_FAILED,
@@ -187,7 +187,7 @@ def build_parser() -> argparse.ArgumentParser:
         )
         p.add_argument(
             "--timeout", required=True, type=_positive_seconds, metavar="SECONDS",
-            help="each job's deadline, counted from when its script starts",
+            help=TIMEOUT_HELP,
         )
         _output_options(p, "one JSON object per job on stdout")
         p.add_argument("--squeue", metavar="PATH", help=_SQUEUE_HELP + "; it checks the ids for whole arrays first")

@@ -51,18 +51,16 @@ from .jobid import validate_job_id
 from .model import Call, CallOutcome, Op, Outcome, Reason
 from .plain import described, plain_bytes
 from .reader import nonce_bytes, read_call, read_op, read_outcome, split_status_lines, unknown
-from .refusals import ALLOWED, INVALID_JOB_ID, squeezed
+from .refusals import ALLOWED, BLANK, INVALID_JOB_ID, squeezed
+from .script import MAX_ARG_BYTES as MAX_ARG_BYTES  # re-exported: one argument's limit, defined once there
 from .statuses import FIXED_OUTCOME, StatusClass, classify, parse_status
 
 JobId = Union[str, int]
 
-# One argument may be at most 131,071 bytes (MAX_ARG_STRLEN less its NUL: docs/slurm-bulk.md §1).
-MAX_ARG_BYTES = 131071
 # The longest argument form: update gets exactly one ``JobId=<list>`` (docs/contract.md §11).
 ARG_PREFIX = "JobId="
 UNEXPECTED = "Unexpected message received"  # slurmctld not reached for that id (docs/slurm-bulk.md §4)
 
-_BLANK = b" \t\n\r\x0b\x0c"
 _JOB_TOKEN = re.compile(rb"[1-9][0-9]*\Z")
 _FOR_JOB = b" for job "
 _SUSPEND = b"slurm_suspend error"
@@ -348,7 +346,7 @@ class _Lines:
             if cut:
                 self.any_line = True
                 self.unaccounted.append(body[:cut])
-            if body[cut:].strip(_BLANK):
+            if body[cut:].strip(BLANK):
                 self.any_line = self.torn = True
                 self.unaccounted.append(body[cut:])
             return
@@ -357,12 +355,12 @@ class _Lines:
         loose: Set[bytes] = set()  # distinct lines that are unaccounted where they stand
         owned: Dict[str, List[bytes]] = {}  # each id's distinct lines, in order of first sight
         for piece in dict.fromkeys(pieces):  # distinct, in order of first sight (in C)
-            if piece.strip(_BLANK):
+            if piece.strip(BLANK):
                 self._sort(op, allowed, known, piece, loose, owned)
         if loose:
             stood = list(filter(loose.__contains__, pieces))  # in the order they came
             self.unaccounted.append(b"\n".join(stood) + b"\n")
-        if tail.strip(_BLANK):  # a last line without its newline: torn, it may be any id's, cut short
+        if tail.strip(BLANK):  # a last line without its newline: torn, it may be any id's, cut short
             self.any_line = self.torn = True
             self.unaccounted.append(tail)
         owner = {piece: job for job, distinct in owned.items() for piece in distinct}
@@ -427,7 +425,7 @@ def _every(
     if len(ids) == 1:
         return ListCall({ids[0]: Call(number, status, text, stderr, outcome, None, reason)})
     call = Call(number, status, text, b"", outcome, None, reason)
-    return ListCall({job: call for job in ids}, stderr if stderr.strip(_BLANK) else b"")
+    return ListCall({job: call for job in ids}, stderr if stderr.strip(BLANK) else b"")
 
 
 def _call_key(op: Union[Op, str], number: object) -> Tuple[Op, int, FrozenSet[str]]:

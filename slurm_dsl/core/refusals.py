@@ -56,14 +56,16 @@ ALLOWED: Dict[CallKey, FrozenSet[str]] = {
     for key, base in _ALLOWED_BASE.items()
 }
 
-_BLANK = b" \t\n\r\x0b\x0c"
+# ASCII whitespace, as bytes.strip() takes it: what a blank line may hold (the one definition;
+# the list reader uses it too).
+BLANK = b" \t\n\r\x0b\x0c"
 _SUSPEND_PREFIX = b"slurm_suspend error:"
-# A newline, then blank lines (only ASCII whitespace, _BLANK), then a newline: those lines are blank.
+# A newline, then blank lines (only ASCII whitespace, BLANK), then a newline: those lines are blank.
 _BLANK_RUN = re.compile(rb"\n[ \t\r\x0b\x0c\n]*\n")
 
 
 def squeezed(stderr: bytes) -> bytes:
-    """``stderr`` without its blank lines (only ASCII whitespace, ``_BLANK``) before its last
+    """``stderr`` without its blank lines (only ASCII whitespace, ``BLANK``) before its last
     newline; what follows that newline (the last piece, a torn line) is kept as it is.
 
     The readers' rules never look at a blank line, and dropping runs of them in C first (one
@@ -94,7 +96,7 @@ def refusal_message(op: Op, number: int, job_id: str, stderr: bytes) -> Optional
     # Rule 1 holds of each line alone and every line must give the same text, so each distinct
     # line is read once (dict.fromkeys runs in C): a stderr of many copies of one line is cheap.
     for line in dict.fromkeys(pieces):
-        if not line.strip(_BLANK):
+        if not line.strip(BLANK):
             continue
         if line.endswith(suffix):
             text = line[: -len(suffix)]

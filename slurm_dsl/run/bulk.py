@@ -8,8 +8,10 @@ Strategy, for one operation on many ids:
    refused before anything runs; one that holds its array's only task still answers in
    the array form (``A_T: ...``, docs/slurm-behaviour.md §1.4), so it runs on its own,
    never in a list (docs/slurm-bulk.md §2.1).
-2. The rest is cut into chunks (``bulk_reader.plan_chunks``): at most as many ids as fit
-   the deadline at a generous per-id cost, and the 131,071-byte argument limit.
+2. The rest is cut into chunks (``bulk_reader.plan_chunks``), each when it is its turn: at
+   most as many ids as fit the time left to the command's one deadline at a generous
+   per-id cost, and the 131,071-byte argument limit.  A chunk whose turn comes after the
+   deadline starts nothing and writes nothing: its ids are ``expired``.
 3. Per chunk: the leases and the intents of every id it leased (one committed
    transaction; a job someone else holds runs on its own afterwards, waiting for its
    lease as a single operation does); ``scontrol ping``, unless slurmctld answered the
@@ -43,7 +45,7 @@ from dataclasses import replace
 from typing import Callable, Dict, Iterator, List, Optional, Sequence, Union
 
 from ..core.bulk_reader import ListCall, combine_bulk, plan_chunks, requeue_next_calls
-from ..core.errors import LedgerError, LookupFailed, NotRecorded, describe
+from ..core.errors import InvalidInput, LedgerError, LookupFailed, NotRecorded, describe
 from ..core.jobid import validate_job_id
 from ..core.jobinfo import JobInfo
 from ..core.model import Call, CallOutcome, Op, Outcome, Reason, RequeueBit, Result
@@ -52,7 +54,7 @@ from ..ledger.base import STDERR_CAP, LedgerStore
 from ..lookups.squeue import MAX_LISTED, SQUEUE_TIMEOUT, SqueueLookup
 from . import process as runner
 from .binaries import find_scontrol, find_squeue
-from .calls import execute, new_nonce, run_list_call, run_open_list
+from .calls import execute, new_nonce, run_list_call, run_open_list, unstarted
 from .deadlines import check_deadline
 from .tracked import Tracker, lease_owner, lease_ttl
 
@@ -69,21 +71,28 @@ ANSWER_FRESH = 1.0
 Progress = Callable[[int, int], None]  # (ids done, ids in all)
 
 
-def chunk_limit(op: Op, timeout: float) -> int:
-    """How many ids one chunk may hold so that all of its calls fit ``timeout``."""
+def chunk_limit(op: Op, left: float) -> int:
+    """How many ids one chunk may hold so that all of its calls fit the ``left`` seconds to the
+    deadline (at least one: a chunk past the deadline starts nothing anyway)."""
     calls = 3 if Op(op) is Op.REQUEUE else 1
-    return max(1, min(MAX_CHUNK, int(timeout / (PER_ID_SECONDS * calls))))
+    return max(1, min(MAX_CHUNK, int(left / (PER_ID_SECONDS * calls))))
 
 
 def run_many(
     tracker: Tracker,
     op: Union[Op, str],
     job_ids: Sequence[Union[str, int]],
-    timeout: float,
+    timeout: Optional[float] = None,
     *,
+    deadline: Optional[float] = None,
     progress: Optional[Progress] = None,
 ) -> Iterator[Outcome]:
     """One outcome per distinct id, in input order, as chunks finish; never raises for an outcome.
+
+    Exactly one of ``timeout`` (counted from now) and ``deadline`` (epoch seconds): the one
+    deadline of every chunk and call (docs/contract.md §10.0).  Each chunk holds what fits the
+    time left when it starts; an id whose chunk comes after the deadline is ``expired`` with no
+    process started and nothing written (``calls.unstarted``).
 
     Raises before anything ran: ``InvalidInput`` (a bad id or timeout), ``WholeArray``,
     ``LookupFailed`` (the ids could not be looked up), ``LedgerError``.  A ledger failure
@@ -92,15 +101,22 @@ def run_many(
     """
     op = Op(op)
     ids = list(dict.fromkeys(validate_job_id(j) for j in job_ids))
-    check_deadline(tracker.clock() + timeout, tracker.clock)
-    infos = tracker.refuse_whole_arrays(op, ids, tracker.clock() + timeout)
+    if (timeout is None) == (deadline is None):
+        raise InvalidInput("give exactly one of timeout (seconds) and deadline (epoch seconds)")
+    if deadline is None:  # counted from now, once: every chunk, call and lookup below keeps it
+        assert timeout is not None
+        deadline = tracker.clock() + timeout
+    when = check_deadline(deadline, tracker.clock)
+    infos = tracker.refuse_whole_arrays(op, ids, when)
     answered_at = tracker.clock() if infos else None  # slurmctld answered the lookup just now
     done = 0
-    for unit in _units(ids, infos, chunk_limit(op, timeout)):
-        if len(unit) == 1 and _alone(unit[0], infos):
-            outcomes = [tracker.run(op, unit[0], tracker.clock() + timeout, checked=True)]
+    for unit in _units(ids, infos, lambda: chunk_limit(op, when - tracker.clock())):
+        if tracker.clock() >= when:
+            outcomes = [unstarted(op, j) for j in unit]
+        elif len(unit) == 1 and _alone(unit[0], infos):
+            outcomes = [tracker.run(op, unit[0], when, checked=True)]
         else:
-            outcomes = _run_chunk(tracker, op, unit, timeout, answered_at)
+            outcomes = _run_chunk(tracker, op, unit, when, answered_at)
         yield from outcomes
         done += len(unit)
         if progress is not None:
@@ -112,28 +128,35 @@ def _alone(job_id: str, infos: Dict[str, Optional[JobInfo]]) -> bool:
     return info is not None and info.array_job_id == job_id
 
 
-def _units(ids: List[str], infos: Dict[str, Optional[JobInfo]], limit: int) -> Iterator[List[str]]:
-    """Chunks of list-safe ids and single array ids, in input order."""
+def _units(ids: List[str], infos: Dict[str, Optional[JobInfo]], limit: Callable[[], int]) -> Iterator[List[str]]:
+    """Chunks of list-safe ids and single array ids, in input order; each chunk is cut when it is
+    its turn, to hold at most ``limit()`` ids (what fits the time left then)."""
     run: List[str] = []
     for job_id in ids:
         if _alone(job_id, infos):
-            if run:
-                yield from plan_chunks(run, max_ids=limit)
-                run = []
+            yield from _cut(run, limit)
+            run = []
             yield [job_id]
         else:
             run.append(job_id)
-    if run:
-        yield from plan_chunks(run, max_ids=limit)
+    yield from _cut(run, limit)
+
+
+def _cut(ids: List[str], limit: Callable[[], int]) -> Iterator[List[str]]:
+    start = 0
+    while start < len(ids):
+        most = limit()
+        chunk = next(iter(plan_chunks(ids[start:start + most], max_ids=most)))
+        yield chunk
+        start += len(chunk)
 
 
 def _run_chunk(
-    tracker: Tracker, op: Op, chunk: List[str], timeout: float, answered_at: Optional[float]
+    tracker: Tracker, op: Op, chunk: List[str], deadline: float, answered_at: Optional[float]
 ) -> List[Outcome]:
     ledger = tracker.ledger()
     owner = lease_owner("bulk")
-    deadline = tracker.clock() + timeout
-    ttl = lease_ttl(timeout, tracker.lease_slack)  # every script of the chunk starts after this
+    ttl = lease_ttl(deadline - tracker.clock(), tracker.lease_slack)  # every script of the chunk starts after this
     nonce = new_nonce()
     # What could refuse the chunk is checked before anything is written: a refusal then leaves
     # no unfinished operation in the history (issue 16).  Restore is not corroborated: a gone
@@ -148,9 +171,13 @@ def _run_chunk(
         op_ids = ledger.begin_operations([(j, op, nonce) for j in listed], ledger.now(), actor=tracker.actor)
     results = _run_listed(tracker, op, listed, op_ids, nonce, owner, deadline, answered_at, scontrol, squeue)
     # Jobs another operation or sweep held: each on its own, waiting for its lease.  Should the
-    # ledger fail there, the outcomes already in hand travel with the error, never lost.
+    # ledger fail there, the outcomes already in hand travel with the error, never lost.  Once
+    # the deadline has passed, the rest start nothing and write nothing: expired.
     for job_id in chunk:
         if job_id in held:
+            continue
+        if tracker.clock() >= deadline:
+            results[job_id] = unstarted(op, job_id)
             continue
         try:
             results[job_id] = tracker.run(op, job_id, deadline, checked=True)
@@ -325,8 +352,14 @@ class _Background:
 Found = Union[Dict[str, Optional[JobInfo]], LookupFailed]
 
 
+# Seconds a corroborating lookup gets at least, even at or past the deadline: a lookup starts
+# nothing, and without it a list call's SUCCESS could not be told from a never-existed id's.
+# Part of the most a command may take past its deadline (driver.overrun_seconds).
+LOOKUP_FLOOR = 1.0
+
+
 def _look_up(ids: List[str], squeue: str, deadline: float, tracker: Tracker) -> Found:
-    left = max(deadline - tracker.clock(), 1.0)
+    left = max(deadline - tracker.clock(), LOOKUP_FLOOR)
     try:
         return SqueueLookup(squeue, timeout=min(SQUEUE_TIMEOUT, left), many=MAX_LISTED).jobs(ids)
     except LookupFailed as exc:

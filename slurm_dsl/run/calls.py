@@ -23,7 +23,7 @@ from typing import Callable, Optional, Sequence, Union
 
 from ..core.bulk_reader import ListCall, read_list_output, read_open_list, unknown_list_call
 from ..core.jobid import validate_job_id
-from ..core.model import Op, Outcome, Reason
+from ..core.model import Op, Outcome, Reason, RequeueBit, Result
 from ..core.reader import read_outcome, unknown
 from ..core.script import KILL_GRACE, list_argv, render, render_list
 from ..core.statuses import COMMAND_NOT_EXECUTABLE, COMMAND_NOT_FOUND, EXPIRED, WRAPPER_FAILED
@@ -49,6 +49,15 @@ _OWN_STATUS = "scontrol was started and exited {} itself (a wrapper's own failur
 def new_nonce() -> str:
     """128 bits from ``secrets``, lowercase hex (docs/contract.md §2)."""
     return os.urandom(16).hex()
+
+
+def unstarted(op: Union[Op, str], job_id: str) -> Outcome:
+    """``expired`` for a job whose turn came after the command's deadline (docs/contract.md §10.0):
+    no process started and nothing was written for it, so nothing was done and nothing needs
+    recording (a requeue's bit stays what it was: clear by this command)."""
+    op = Op(op)
+    return Outcome(op, job_id, Result.EXPIRED, RequeueBit.CLEAR if op is Op.REQUEUE else None, None, (), None,
+                   "the deadline passed before its call could start: nothing was done")
 
 
 def execute(

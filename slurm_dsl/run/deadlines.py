@@ -26,6 +26,20 @@ MAX_TIMEOUT = 86400.0
 # How much further than MAX_TIMEOUT ``check_deadline`` lets a deadline be, so that one from
 # ``resolve_deadline`` is not refused a moment later if the wall clock stepped back meanwhile.
 _CLOCK_STEP = 60.0
+
+# The meaning of ``--timeout`` (and of ``run_ops``/``run_op``'s ``timeout``), written once: the
+# CLI's --help, docs/contract.md §10.0 and README.md carry it word for word (tests/test_docs.py).
+# OVERRUN is the most a command may take past its deadline, worked out in docs/contract.md §10.0
+# from the constants ``overrun_seconds`` adds up; a test holds the two together.
+OVERRUN = 16
+TIMEOUT_HELP = (
+    "--timeout SECONDS is the whole command's deadline, counted from when it starts: no scontrol call"
+    " starts after it; a job whose call has not started by then is expired (nothing was done to it),"
+    " and a call still running then is stopped and reads unknown. The command ends at most"
+    f" SECONDS + {OVERRUN} s after it starts, unless the ledger itself stops answering."
+)
+
+
 def resolve_deadline(timeout: Optional[float], deadline: Optional[float], clock: Clock = time.time) -> float:
     """An absolute wall-clock deadline from exactly one of ``timeout`` and ``deadline``.
 

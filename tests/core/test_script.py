@@ -559,3 +559,17 @@ def test_a_scontrol_gone_between_the_check_and_the_start_is_125(shell: str, gone
     out = read_outcome("hold", "9", stderr, status, NONCE)
     assert (out.result, out.reason) == (Result.UNKNOWN, Reason.WRAPPER_FAILED)
     assert calls_made(fake) == []
+
+
+def test_shared_constants_are_defined_once() -> None:
+    """One argument's byte limit and what counts as blank each have one definition (issue 17
+    item 3): a second copy could drift from the first unseen."""
+    import re
+
+    import slurm_dsl
+
+    root = Path(slurm_dsl.__file__).parent
+    for pattern in (r"^\s*MAX_ARG_BYTES\s*=", r"^\s*_?BLANK\s*="):
+        where = [str(p.relative_to(root)) for p in sorted(root.rglob("*.py"))
+                 if re.search(pattern, p.read_text(encoding="utf-8"), re.MULTILINE)]
+        assert len(where) == 1, (pattern, where)

@@ -1,0 +1,163 @@
+"""One driver for many jobs (docs/contract.md §10.0, §11): the CLI's operations and ``api.run_ops``.
+
+Contract: ``drive`` runs one op on many jobs under ONE deadline, computed once by the caller
+when the command (or the call) starts and handed unchanged to every chunk, op and call below:
+the bulk path (``bulk.run_many``: one scontrol per chunk and call) or one script per job
+(``one_by_one``, up to ``parallel`` at once).  It streams what happens as events, in input
+order: ``Ran`` for each job whose outcome is known (``recorded`` False when the ledger failed to
+record it: ``NotRecorded``), and at most one ``Stopped``, last, when the ledger failed: no
+further job started, and ``not_started`` lists those that never ran.  A job whose turn comes
+after the deadline is ``expired``, with no process started and nothing written
+(``calls.unstarted``).  What refuses the whole run before anything ran (``InvalidInput``,
+``WholeArray``, ``LookupFailed``) is raised.
+
+``overrun_seconds`` adds up, from the constants that make it, the most a run can take past
+its deadline; ``deadlines.OVERRUN`` states it (``TIMEOUT_HELP``).
+"""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Generator, List, Optional, Sequence, Tuple, Union
+
+from ..core.errors import InvalidInput, LedgerError, NotRecorded
+from ..core.jobid import validate_job_id
+from ..core.model import Op, Outcome
+from ..core.script import KILL_GRACE
+from ..ledger import base as ledger_module
+from . import process as runner
+from .bulk import LOOKUP_FLOOR, Progress, run_many
+from .calls import unstarted
+from .deadlines import check_deadline
+from .tracked import Tracker
+
+
+@dataclass(frozen=True)
+class Ran:
+    """A job's outcome; ``recorded`` False: its script ran but the ledger could not record it."""
+
+    outcome: Outcome
+    recorded: bool = True
+
+
+@dataclass(frozen=True)
+class Stopped:
+    """The ledger failed: no further job started; ``not_started`` never ran (in input order)."""
+
+    error: LedgerError
+    not_started: Tuple[str, ...]
+
+
+Event = Union[Ran, Stopped]
+Events = Generator[Event, None, None]  # closing it stops the run as a ledger failure does
+
+
+# Seconds of this process's own work past the deadline, beyond the waits counted below: the
+# expired scripts of a chunk or job that began just before it (each a shell that starts no
+# call), reading and printing the outcomes.  Milliseconds on the lab; a second leaves room.
+OWN_WORK = 1.0
+
+
+def overrun_seconds(busy_timeout: Optional[float] = None) -> float:
+    """The most a run can take past its deadline, for a ledger whose every transaction ends within
+    its busy timeout (docs/contract.md §10.0).
+
+    At the deadline a chunk (or job) is either in its first ledger transaction (the leases and
+    intents), which may wait the busy timeout for another writer, or running its calls: a call
+    running then gets TERM and KILL ``KILL_GRACE`` later, its pipes drained at most twice
+    ``DRAIN``, and a bulk chunk then corroborates its ok ids with one squeue lookup of at least
+    ``LOOKUP_FLOOR`` seconds, stopped the same way.  Either way two transactions follow: the
+    results, and if that fails the leases given back.  Parallel jobs do this side by side; every
+    job whose turn comes later starts nothing and writes nothing.  There is no restore step:
+    a requeue's call 3 is in its own script (or list call) under the same deadline.
+    """
+    busy = ledger_module.BUSY_TIMEOUT if busy_timeout is None else busy_timeout
+    stop_call = KILL_GRACE + 2 * runner.DRAIN
+    lookup = LOOKUP_FLOOR + KILL_GRACE + 2 * runner.DRAIN
+    return max(busy, stop_call + lookup) + 2 * busy + OWN_WORK
+
+
+def drive(
+    tracker: Tracker,
+    op: Union[Op, str],
+    job_ids: Sequence[Union[str, int]],
+    deadline: float,
+    *,
+    one_by_one: bool = False,
+    parallel: int = 1,
+    progress: Optional[Progress] = None,
+) -> Events:
+    """Run ``op`` on each distinct id of ``job_ids`` before ``deadline`` (epoch seconds), in input
+    order: the bulk path unless ``one_by_one`` or a single id.  ``progress`` (ids done, ids in
+    all) is called as bulk chunks finish."""
+    op = Op(op)
+    ids = list(dict.fromkeys(validate_job_id(j) for j in job_ids))
+    if isinstance(parallel, bool) or not isinstance(parallel, int) or parallel < 1:
+        raise InvalidInput(f"parallel must be a whole number, at least 1, got {parallel!r}")
+    when = check_deadline(deadline, tracker.clock)
+    if one_by_one or len(ids) == 1:
+        return _one_by_one(tracker, op, ids, when, parallel)
+    return _bulk(tracker, op, ids, when, progress)
+
+
+def _bulk(tracker: Tracker, op: Op, ids: List[str], deadline: float, progress: Optional[Progress]) -> Events:
+    done: List[str] = []
+    try:
+        for outcome in run_many(tracker, op, ids, deadline=deadline, progress=progress):
+            done.append(outcome.job_id)
+            yield Ran(outcome)
+    except NotRecorded as exc:  # they ran: each is reported all the same, then nothing more starts
+        for outcome in exc.outcomes:
+            done.append(outcome.job_id)
+            yield Ran(outcome, recorded=False)
+        yield Stopped(exc, _left(ids, done))
+    except LedgerError as exc:  # before a chunk's scripts started: that chunk and the rest never ran
+        yield Stopped(exc, _left(ids, done))
+
+
+def _left(ids: List[str], done: List[str]) -> Tuple[str, ...]:
+    seen = set(done)
+    return tuple(j for j in ids if j not in seen)
+
+
+def _one_by_one(tracker: Tracker, op: Op, ids: List[str], deadline: float, parallel: int) -> Events:
+    # One lookup for every id before anything runs (docs/contract.md §9.4): an array's own JobId
+    # would make scontrol act on every task of the array.  WholeArray, LookupFailed: nothing ran.
+    tracker.refuse_whole_arrays(op, ids, deadline)
+    # Set at the first ledger error (or if the consumer stops): from then on no new script
+    # starts.  The ones running finish, and every outcome whose script started is reported,
+    # recorded or not: automation must never take a job that ran for one that did not.
+    stop = threading.Event()
+
+    def one(job_id: str) -> Tuple[Optional[Outcome], Optional[LedgerError]]:
+        if stop.is_set():
+            return None, None
+        if tracker.clock() >= deadline:
+            return unstarted(op, job_id), None
+        try:
+            return tracker.run(op, job_id, deadline, checked=True), None
+        except NotRecorded as exc:  # it ran (the tracker logged it)
+            stop.set()
+            return exc.outcome, exc
+        except LedgerError as exc:  # before its script started: nothing ran
+            stop.set()
+            return None, exc
+
+    errors: List[LedgerError] = []
+    not_started: List[str] = []
+    with ThreadPoolExecutor(max_workers=parallel) as pool:
+        try:
+            for job_id, (outcome, error) in zip(ids, pool.map(one, ids)):
+                if outcome is None:
+                    not_started.append(job_id)
+                else:
+                    yield Ran(outcome, recorded=not isinstance(error, NotRecorded))
+                if error is not None:
+                    errors.append(error)
+        except BaseException:
+            stop.set()  # EPIPE, Ctrl-C, the consumer closing: the pool waits for the running jobs
+            raise
+    if errors:
+        yield Stopped(errors[0], tuple(not_started))

@@ -1,0 +1,96 @@
+"""The one driver for many jobs and the one meaning of ``--timeout`` (docs/contract.md §10.0): the
+whole command's deadline, computed once; no scontrol call starts after it; a job not started by
+then is ``expired`` and nothing was written for it; the command ends within ``OVERRUN`` of it."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import math
+import time
+from pathlib import Path
+from typing import List, Tuple
+
+import pytest
+
+from slurm_dsl import RequeueBit, Result, run_ops
+from slurm_dsl.admin.cli import main
+from slurm_dsl.ledger.choose import open_ledger
+from slurm_dsl.run.deadlines import OVERRUN
+from slurm_dsl.run.driver import overrun_seconds
+from tests.fakes import calls_made, write_fake
+
+IDS = [str(n) for n in range(11, 31)]
+
+
+def cli(argv: List[str]) -> Tuple[int, str, str, float]:
+    out, err = io.StringIO(), io.StringIO()
+    start = time.monotonic()
+    with contextlib.redirect_stderr(err):
+        code = main(argv, out=out)
+    return code, out.getvalue(), err.getvalue(), time.monotonic() - start
+
+
+def rows(out: str) -> List[Tuple[str, str]]:
+    return [(line.split()[0], line.split()[2]) for line in out.splitlines()]
+
+
+def test_the_stated_overrun_is_what_the_code_adds_up() -> None:
+    assert math.ceil(overrun_seconds()) == OVERRUN
+
+
+def test_a_hung_call_one_by_one_ends_the_command_within_the_bound_and_starts_no_other(tmp_path: Path) -> None:
+    fake = write_fake(tmp_path / "bin", {"hold": "sleep 600"})
+    ids = IDS[:10]
+    code, out, _, took = cli(["hold", *ids, "--one-by-one", "--timeout", "1", "--scontrol", str(fake),
+                              "--ledger", str(tmp_path / "l.sqlite3")])
+    # The bound is the contract (TIMEOUT_HELP): the one timed assertion, by the stated bound only.
+    assert took <= 1 + OVERRUN
+    assert rows(out) == [(ids[0], "unknown")] + [(j, "expired") for j in ids[1:]]
+    assert code == 15
+    assert calls_made(fake) == [f"hold {ids[0]}"], "no call starts after the deadline"
+    with open_ledger(tmp_path / "l.sqlite3") as ledger:
+        assert ledger.history(ids[1]) == [], "a job whose turn came after the deadline: nothing written"
+
+
+def test_a_hung_bulk_requeue_ends_within_the_bound_and_clears_nothing_after_it(tmp_path: Path) -> None:
+    fake = write_fake(tmp_path / "bin", {"set": "sleep 600"}, default="echo 'Slurmctld(primary) at vm is UP'")
+    ids = IDS[:5]
+    code, out, _, took = cli(["requeue", *ids, "--timeout", "1", "--scontrol", str(fake),
+                              "--ledger", str(tmp_path / "l.sqlite3")])
+    assert took <= 1 + OVERRUN
+    assert {r for _, r in rows(out)} == {"unknown"} and code == 15
+    assert [c for c in calls_made(fake) if c != "ping"] == [f"update JobId={','.join(ids)} Requeue=1"]
+    with open_ledger(tmp_path / "l.sqlite3") as ledger:
+        objects = [ledger.get(j) for j in ids]
+        assert [o.bit if o is not None else None for o in objects] == [RequeueBit.MAY_BE_SET] * len(ids), (
+            "the sweeper's to settle")
+
+
+def test_with_many_ids_and_a_short_timeout_the_later_chunks_expire_unstarted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Every list call takes 0.4 s: within the 1 s deadline at most a few chunks of 2 can start.
+    fake = write_fake(tmp_path / "bin", {"hold": "sleep 0.4"}, default="echo 'Slurmctld(primary) at vm is UP'")
+    monkeypatch.setattr("slurm_dsl.run.bulk.MAX_CHUNK", 2)
+    code, out, _, took = cli(["hold", *IDS, "--timeout", "1", "--scontrol", str(fake),
+                              "--ledger", str(tmp_path / "l.sqlite3")])
+    assert took <= 1 + OVERRUN
+    started = [c for c in calls_made(fake) if c.startswith("hold ")]
+    assert 1 <= len(started) <= 4, started
+    named = {j for c in started for j in c.split()[1].split(",")}
+    later = IDS[2 * len(started):]
+    assert later and not named & set(later)
+    assert [(j, "expired") for j in later] == [r for r in rows(out) if r[0] in later]
+    assert code == 15 or code == 12
+
+
+def test_run_ops_takes_one_deadline_and_starts_nothing_once_it_passed(tmp_path: Path) -> None:
+    fake = write_fake(tmp_path / "bin", {})
+    for one_by_one in (False, True):
+        out = run_ops("hold", IDS[:3], deadline=time.time() - 1, scontrol=str(fake),
+                      ledger=str(tmp_path / "l.sqlite3"), one_by_one=one_by_one)
+        assert [(o.job_id, o.result) for o in out] == [(j, Result.EXPIRED) for j in IDS[:3]]
+    assert calls_made(fake) == []
+    with open_ledger(tmp_path / "l.sqlite3") as ledger:
+        assert ledger.history(IDS[0]) == []
