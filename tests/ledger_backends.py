@@ -20,7 +20,8 @@ from typing import Any, Iterator, List, Optional, Sequence, Set, Tuple, Type
 import slurm_dsl.ledger.mariadb as mariadb_module
 import slurm_dsl.ledger.sqlite as sqlite_module
 from slurm_dsl.core.errors import DSLError
-from slurm_dsl.ledger.choose import is_url
+from slurm_dsl.core.model import RequeueBit
+from slurm_dsl.ledger.choose import is_url, open_ledger
 
 try:
     import pymysql
@@ -31,6 +32,14 @@ DEFAULT_CNF = "/etc/slurm-dsl/ledger.cnf"
 TEST_DATABASE_PREFIX = "slurm_dsl_t_"
 
 RAW_ERRORS: Tuple[Type[BaseException], ...] = (sqlite3.DatabaseError,) + ((pymysql.Error,) if pymysql else ())
+
+
+def bit(location: str, job: str) -> RequeueBit:
+    """The bit of ``job``'s object in the ledger at ``location`` (which must have the object)."""
+    with open_ledger(location) as ledger:
+        obj = ledger.get(job)
+    assert obj is not None
+    return obj.bit
 
 
 def is_mariadb(location: str) -> bool:

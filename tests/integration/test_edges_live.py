@@ -20,17 +20,11 @@ from slurm_dsl.run.tracked import Tracker, WholeArray
 from tests import lab
 from tests.cli_run import cli_process
 from tests.integration.test_sweeper_live import mark_unknown
+from tests.ledger_backends import bit
 
 pytestmark = pytest.mark.integration
 
 ARRAY = ("--array=1-3", "--hold", *lab.SLEEP_JOB)
-
-
-def bit(path: str, job: str) -> RequeueBit:
-    with open_ledger(path) as ledger:
-        obj = ledger.get(job)
-    assert obj is not None
-    return obj.bit
 
 
 def split_task(array: str, task: int) -> str:

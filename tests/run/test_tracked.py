@@ -26,18 +26,12 @@ from slurm_dsl.run.process import backstop
 from slurm_dsl.run.tracked import Tracker, WholeArray, lease_ttl
 from tests.fakes import calls_made, descendants, refuse, write_fake, write_fake_squeue
 from tests.ground import ALREADY_FINISHED, INVALID_JOB_ID, UNEXPECTED
+from tests.ledger_backends import bit
 
 
 @pytest.fixture
 def ledger_path(tmp_path: Path) -> str:
     return str(tmp_path / "ledger.sqlite3")
-
-
-def bit(path: str, job: str) -> RequeueBit:
-    with open_ledger(path) as ledger:
-        obj = ledger.get(job)
-    assert obj is not None
-    return obj.bit
 
 
 def test_an_ok_requeue_leaves_the_object_clear(tmp_path: Path, ledger_path: str) -> None:
