@@ -22,11 +22,11 @@ was.  So is one whose record shows fewer restarts than its baseline: the record 
 baseline was read from (slurmctld's state was lost and the id reused), so it cannot say.
 Rule 5, ``present`` may be read from any lookup, however soon after the end (or before it).
 Rule 6, ``absent`` only from a lookup made at least the settle delay after the end of the op's
-last script process, its process group killed (``since_end`` seconds; None when that end is not
-known, e.g. an unfinished op whose process is not known dead): a request that reached slurmctld
-just before its client died may still be applied (docs/settle-delay.md §3: once in 800 kills the
-effect came after a first look).  Earlier, or with no known end, the record without the effect
-gives None: no verdict yet, look again later.
+last script process, its process group killed (for ``open``, its direct scontrol process):
+``since_end`` seconds, None when that end is not known (e.g. an unfinished op whose process is not
+known dead).  A request that reached slurmctld just before its client died may still be applied
+(docs/settle-delay.md §3: once in 800 kills the effect came after a first look).  Earlier, or with
+no known end, the record without the effect gives None: no verdict yet, look again later.
 Rule 7, the settle delay is finite and at least ``MIN_SETTLE_DELAY`` (2 s); the default is
 ``DEFAULT_SETTLE_DELAY`` (10 s, slurmctld's default MessageTimeout; docs/settle-delay.md §3).  A
 bad delay, op, record, baseline or time is ``InvalidInput``, before anything is decided.
