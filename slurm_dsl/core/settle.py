@@ -1,0 +1,205 @@
+"""Settling an unknown outcome: did the operation take effect? The rules, no lookup (docs/contract.md §12).
+
+Strategy: an ``unknown`` result says the call may or may not have happened; the job's record,
+looked up later (docs/contract.md §9.3), can say whether the operation's effect is there.  The
+caller looks and keeps the clock; ``verdict`` decides, from values only, and ``exits_as`` gives
+the result a settled row exits as.  The verdict goes next to the call's own result, never
+instead of it.
+
+Rule 1, a lookup that could not ask decides nothing: ``verdict`` returns None ("no verdict yet")
+whatever the op, the baseline or the time.  ``NoJob.COULD_NOT_ASK`` says so; "gone" is its own
+value (``NoJob.GONE``), so that "no record" can never be read from a failed lookup: a bare
+``None`` for the job is refused (``InvalidInput``).
+Rule 2, gone is gone: slurmctld no longer knows the job, whatever the op: ``Verdict.GONE``, at any
+time (nothing can be applied to a job slurmctld has forgotten).
+Rule 3, the effect of each op, read from the record (the table of docs/contract.md §12):
+``hold``, PriorityLong 0 (slurmctld's mark of a held job, whatever the Reason:
+docs/slurm-behaviour.md §4); ``release`` and ``open``, PriorityLong above 0; ``requeue``, RestartCnt
+above the baseline's (docs/slurm-behaviour.md §5: a successful requeue adds one); ``restore``, the
+Requeue flag 0.  Only ``requeue`` needs the baseline, the record committed with the intent.
+Rule 4, a requeue without a baseline is ``Verdict.UNDECIDABLE``: nothing says what its RestartCnt
+was.  So is one whose record shows fewer restarts than its baseline: the record is not the one the
+baseline was read from (slurmctld's state was lost and the id reused), so it cannot say.
+Rule 5, ``present`` may be read from any lookup, however soon after the end (or before it).
+Rule 6, ``absent`` only from a lookup made at least the settle delay after the end of the op's
+last script process, its process group killed (for ``open``, its direct scontrol process):
+``since_end`` seconds, None when that end is not known (e.g. an unfinished op whose process is not
+known dead).  A request that reached slurmctld just before its client died may still be applied
+(docs/settle-delay.md §3: once in 800 kills the effect came after a first look).  Earlier, or with
+no known end, the record without the effect gives None: no verdict yet, look again later.
+Rule 7, the settle delay is finite and at least ``MIN_SETTLE_DELAY`` (2 s); the default is
+``DEFAULT_SETTLE_DELAY`` (10 s, slurmctld's default MessageTimeout; docs/settle-delay.md §3).  A
+bad delay, op, record, baseline or time is ``InvalidInput``, before anything is decided.
+
+How a caller tells the three "not decided" apart: ``None`` is "not now: look again" (Rules 1 and
+6); ``Verdict.UNDECIDABLE`` is for ever (Rule 4): looking again will not change it, so it is a
+verdict to record.  Every ``Verdict`` is final.
+
+Rule 8, the exit of a settled row (``exits_as``): a row whose result is ``unknown`` exits by its
+effect, ``present`` as ``ok``, ``gone`` as ``not_found``, ``absent``, ``undecidable`` or no verdict
+as ``unknown``; a row whose result is not unknown has no effect (None) and exits as its result.
+The exit codes of those results are the command line's (``admin.cli.EXIT_CODES``).
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from typing import Mapping, Optional, Union
+
+from .errors import InvalidInput
+from .jobid import validate_job_id
+from .jobinfo import JobInfo
+from .model import Op, Result
+from .plain import described
+
+DEFAULT_SETTLE_DELAY = 10.0  # seconds: slurmctld's default MessageTimeout (docs/settle-delay.md §3)
+MIN_SETTLE_DELAY = 2.0  # never below (docs/settle-delay.md §3)
+
+
+class Verdict(str, enum.Enum):
+    """Whether an unknown operation took effect, as the job's record says (docs/contract.md §12)."""
+
+    PRESENT = "present"  # the record shows the effect
+    ABSENT = "absent"  # it does not, looked at least the settle delay after the end
+    GONE = "gone"  # slurmctld no longer knows the job
+    UNDECIDABLE = "undecidable"  # the record can never say (a requeue without a baseline)
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class NoJob(str, enum.Enum):
+    """A lookup's answer for a job that is not a record: the job is gone, or the lookup failed."""
+
+    GONE = "gone"  # slurmctld says it does not know the job id
+    COULD_NOT_ASK = "could_not_ask"  # controller down, timeout, garbage: says nothing of the job
+
+    def __str__(self) -> str:
+        return self.value
+
+
+# What ``verdict`` is given for the job: its record, or why there is none.
+Looked = Union[JobInfo, NoJob]
+
+
+def looked_up(answers: Mapping[str, Optional[JobInfo]], job_id: Union[str, int]) -> Looked:
+    """One job's ``Looked`` from the answers of a ``Lookup.jobs`` that did not fail.
+
+    ``None`` there is gone (docs/contract.md §9.3).  An id the answers do not hold was not
+    answered for, so it is ``COULD_NOT_ASK``, never gone.  A record of another id is
+    ``InvalidInput``.  A lookup that raised ``LookupFailed`` answered nothing: pass
+    ``NoJob.COULD_NOT_ASK`` for each of its ids.
+    """
+    job = validate_job_id(job_id)
+    if job not in answers:
+        return NoJob.COULD_NOT_ASK
+    info = answers[job]
+    if info is None:
+        return NoJob.GONE
+    return _record(info, "the lookup's record", job)
+
+
+def check_settle_delay(settle_delay: object) -> float:
+    """The settle delay as a plain float, or ``InvalidInput``: finite and at least 2 s (Rule 7)."""
+    delay = _seconds(settle_delay, "the settle delay")
+    if delay is None or not delay >= MIN_SETTLE_DELAY:
+        raise InvalidInput(
+            f"the settle delay must be at least {MIN_SETTLE_DELAY:g} seconds, not {described(settle_delay)}"
+        )
+    return delay
+
+
+def verdict(
+    op: Op,
+    looked: Looked,
+    *,
+    baseline: Optional[JobInfo],
+    since_end: Optional[float],
+    settle_delay: float = DEFAULT_SETTLE_DELAY,
+) -> Optional[Verdict]:
+    """The verdict on an unknown ``op`` from one lookup of its job, or None: no verdict yet.
+
+    ``looked`` is the job's record, ``NoJob.GONE`` or ``NoJob.COULD_NOT_ASK``; ``baseline`` the
+    record committed with the intent (None if there was none); ``since_end`` the seconds from the
+    end of the op's last script process (its group killed) to the lookup, None if that end is not
+    known.  Rules 1-7 of the module.  ``InvalidInput`` for a bad op, record, baseline (another
+    job's), time or delay.
+    """
+    op = Op(op)
+    delay = check_settle_delay(settle_delay)
+    end = _seconds(since_end, "the time since the end")
+    if not isinstance(looked, (JobInfo, NoJob)):
+        raise InvalidInput(
+            f"looked must be a JobInfo, NoJob.GONE or NoJob.COULD_NOT_ASK, not {described(looked)}"
+        )
+    record = _record(looked, "the lookup's record") if isinstance(looked, JobInfo) else None
+    base = None if baseline is None else _record(baseline, "the baseline", None if record is None else record.job_id)
+    if looked is NoJob.COULD_NOT_ASK:
+        return None  # Rule 1
+    if record is None:
+        return Verdict.GONE  # Rule 2
+    if op is Op.HOLD:
+        present = record.priority == 0
+    elif op in (Op.RELEASE, Op.OPEN):
+        present = record.priority > 0
+    elif op is Op.RESTORE:
+        present = not record.requeue
+    else:
+        if base is None or record.restarts < base.restarts:
+            return Verdict.UNDECIDABLE  # Rule 4
+        present = record.restarts > base.restarts
+    if present:
+        return Verdict.PRESENT  # Rule 5
+    if end is not None and end >= delay:
+        return Verdict.ABSENT  # Rule 6
+    return None  # too soon, or the end is not known: look again later
+
+
+def exits_as(result: Result, effect: Optional[Verdict]) -> Result:
+    """The result a row exits as, once settled (Rule 8); ``InvalidInput`` for an effect on a row
+    whose result is not unknown (its effect is null by definition)."""
+    if not isinstance(result, Result):
+        raise InvalidInput(f"result must be a Result, not {described(result)}")
+    if effect is not None and not isinstance(effect, Verdict):
+        raise InvalidInput(f"effect must be a Verdict or None, not {described(effect)}")
+    if result is not Result.UNKNOWN:
+        if effect is not None:
+            raise InvalidInput(f"a {result.value} row has no effect (only an unknown one is settled): {effect.value}")
+        return result
+    if effect is Verdict.PRESENT:
+        return Result.OK
+    if effect is Verdict.GONE:
+        return Result.NOT_FOUND
+    return Result.UNKNOWN
+
+
+def _seconds(value: object, what: str) -> Optional[float]:
+    """A finite number of seconds as a plain float (None stays None); a bool, a non-number, NaN or
+    an infinity is ``InvalidInput``.  Copied through its base type, so a subclass's methods never run."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InvalidInput(f"{what} must be a number of seconds, not {described(value)}")
+    try:
+        seconds = float(int.__int__(value)) if isinstance(value, int) else float.__float__(value)
+    except OverflowError:  # an int too large for a float: no finite number of seconds
+        seconds = math.inf
+    if not math.isfinite(seconds):
+        raise InvalidInput(f"{what} must be a finite number of seconds, not {seconds!r}")
+    return seconds
+
+
+def _record(info: object, what: str, job_id: Optional[str] = None) -> JobInfo:
+    """``info`` if it is a JobInfo whose fields the rules read have their types (and, given
+    ``job_id``, of that job); else ``InvalidInput``."""
+    if not isinstance(info, JobInfo):
+        raise InvalidInput(f"{what} must be a JobInfo, not {described(info)}")
+    # Exact types, as the lookups build them: a subclass's comparisons never run.
+    if type(info.job_id) is not str or type(info.requeue) is not bool or not (
+        type(info.restarts) is int and info.restarts >= 0 and type(info.priority) is int and info.priority >= 0
+    ):
+        raise InvalidInput(f"{what} has a bad JobId, Requeue flag, RestartCnt or PriorityLong")
+    if job_id is not None and info.job_id != job_id:
+        raise InvalidInput(f"{what} is job {described(info.job_id)}'s, not job {job_id}'s")
+    return info
