@@ -22,6 +22,7 @@ stop/start helpers.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -305,14 +306,26 @@ def stop_slurmctld(timeout: float = 30.0) -> None:
     slurmctld saves its state for 1-3 s before exiting; RPCs sent in that
     window behave like the fully-down case only later (docs/lab.md §5.6),
     so callers get control back only once the process has exited.
+    A SIGTERM is sent again every ``RESEND`` seconds: 24.11's slurmctld once logged
+    "Terminate signal SIGTERM received" just after an allocation and then did nothing for
+    four minutes, until a second SIGTERM made it save its state and exit.
     """
     pid = slurmctld_pid()
     os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + timeout
+    start = time.monotonic()
+    deadline, resend = start + timeout, start + RESEND
     while _pid_running(pid, "slurmctld"):
-        if time.monotonic() >= deadline:
+        now = time.monotonic()
+        if now >= deadline:
             raise LabError(f"slurmctld (pid {pid}) still running {timeout:g} s after SIGTERM")
+        if now >= resend:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
+            resend = now + RESEND
         time.sleep(POLL_INTERVAL)
+
+
+RESEND = 5.0
 
 
 def start_slurmctld(timeout: float = 30.0) -> None:
