@@ -24,7 +24,6 @@ newest row).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC
 from typing import Any, ContextManager, Dict, List, Mapping, Optional, Protocol, Sequence, Tuple
 
 from ..core.errors import LedgerError as LedgerError  # re-exported: where it has always been imported from
@@ -187,7 +186,7 @@ class ImportResult:
 
 def iso_utc(epoch: float) -> str:
     """``2024-05-01T12:00:03Z``: an epoch time as ISO-8601 UTC, to the second."""
-    from datetime import datetime  # only reports need it: not on every command's start
+    from datetime import UTC, datetime  # only reports need it: not on every command's start
 
     return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
