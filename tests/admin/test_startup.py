@@ -11,14 +11,23 @@ name still comes from where it always did.
 
 from __future__ import annotations
 
+import argparse
+import contextlib
+import io
 import json
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict, List, Tuple
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import slurm_dsl
+from slurm_dsl.admin.parser import COMMANDS, _help_width, build_parser, command_named
+from slurm_dsl.core.errors import UsageError
 
 # Modules the op path must not import before its first Slurm call.
 NOT_ON_THE_OP_PATH = (
@@ -35,6 +44,7 @@ NOT_ON_THE_OP_PATH = (
     "concurrent.futures",
     "pymysql",
     "pyslurm",
+    "shutil",
 )
 
 # The child: the console script's own code path (runpy, as ``python -m``), stopped at the first
@@ -111,3 +121,70 @@ def test_an_unknown_name_is_an_attribute_error() -> None:
     else:
         raise AssertionError("no AttributeError")
 
+
+# -- the grammar built for one command parses as the whole grammar does ---------------------------
+
+WORDS = (
+    *COMMANDS, "status", "prune", "migrate", "7", "12", "-", "--timeout", "5", "0", "--json", "--one-by-one",
+    "--parallel", "2", "--scontrol", "/usr/bin/scontrol", "--scontrol=/x", "--ledger", "/tmp/l.sqlite3",
+    "--ledger=/tmp/l", "-v", "-vv", "--verbose", "--help", "-h", "--version", "--", "--sc", "--led", "-x",
+    "--dry-run", "--limit", "--older-than", "--from", "--to", "--exit-status", "--nonce", "hold7", "",
+)
+
+
+def parsed(parser: argparse.ArgumentParser, argv: List[str]) -> Tuple[str, object]:
+    """What parsing ``argv`` gives: the Namespace, the usage error, or what argparse printed and
+    its exit status (``--help``, ``--version``)."""
+    out = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+            args, extra = parser.parse_known_args(argv)
+    except UsageError as exc:
+        return "usage error", str(exc)
+    except SystemExit as exc:
+        return "exit", (exc.code, out.getvalue())
+    return "parsed", (vars(args), extra)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(WORDS), max_size=7))
+def test_the_pruned_grammar_parses_as_the_whole_one(argv: List[str]) -> None:
+    # The naive second implementation: the whole grammar, every command built, as before.
+    name = command_named(argv)
+    if name is not None:
+        assert parsed(build_parser(name), argv) == parsed(build_parser(), argv)
+
+
+@pytest.mark.parametrize("argv", [
+    ["hold", "7", "--timeout", "5"],
+    ["-vv", "--scontrol", "/usr/bin/scontrol", "--ledger=/tmp/l", "requeue", "7", "8", "--timeout", "5", "--json"],
+    ["--ledger", "hold", "release", "7", "--timeout", "5"],  # a value that is a command's name
+    ["ledger", "prune", "--older-than", "3"],
+    ["hold", "--help"],
+    ["read", "hold", "7", "--exit-status", "0", "--nonce", "ab", "file"],
+])
+def test_a_named_command_parses_as_before(argv: List[str]) -> None:
+    assert command_named(argv) is not None
+    assert parsed(build_parser(command_named(argv)), argv) == parsed(build_parser(), argv)
+
+
+@pytest.mark.parametrize("argv", [
+    [], ["--help"], ["--version"], ["--sc", "/x", "hold"], ["--", "hold"], ["hol", "7"], ["--scontrol"], ["-vx"],
+])
+def test_anything_unsure_gets_the_whole_grammar(argv: List[str]) -> None:
+    assert command_named(argv) is None
+
+
+def test_the_commands_are_the_grammar_s() -> None:
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    assert tuple(sub.choices) == COMMANDS
+
+
+def test_the_help_width_is_shutil_s(monkeypatch: pytest.MonkeyPatch) -> None:
+    import shutil
+
+    for columns in ("", "100", "-3", "x", "0"):
+        monkeypatch.setenv("COLUMNS", columns)
+        assert _help_width() == shutil.get_terminal_size().columns - 2
+    monkeypatch.delenv("COLUMNS")
+    assert _help_width() == shutil.get_terminal_size().columns - 2
