@@ -36,6 +36,7 @@ NOT_ON_THE_OP_PATH = (
     "slurm_dsl.admin.view",
     "slurm_dsl.ledger.mariadb",
     "slurm_dsl.ledger.mariadb_config",
+    "slurm_dsl.ledger.records",
     "slurm_dsl.lookups.choose",
     "slurm_dsl.lookups.pyslurm",
     "slurm_dsl.run.sweep",
@@ -69,6 +70,7 @@ def child_env(tmp_path: Path) -> Dict[str, str]:
     root = str(Path(slurm_dsl.__file__).resolve().parents[1])
     return {
         "PATH": "/usr/bin:/bin",
+        "PYTHONDONTWRITEBYTECODE": "1",  # no __pycache__ left in the checkout
         "PYTHONPATH": root,
         "SLURM_DSL_LEDGER": str(tmp_path / "ledger.sqlite3"),
         "SLURM_DSL_SCONTROL": "/bin/true",
@@ -111,6 +113,20 @@ def test_every_public_name_is_the_one_from_its_home() -> None:
         assert any(getattr(home, name, None) is value for home in homes), name
     assert set(slurm_dsl.__all__) <= set(dir(slurm_dsl))
     assert slurm_dsl.__version__ == "0.1.0"
+
+
+def test_the_ledger_s_records_are_where_they_always_were() -> None:
+    from slurm_dsl.ledger import base, records
+
+    for name in ("JobObject", "CallRecord", "HistoryEntry", "SweepRecord", "PruneResult", "Unfinished",
+                 "ImportResult", "iso_utc"):
+        assert getattr(base, name) is getattr(records, name)
+    try:
+        base.NoSuchRecord  # noqa: B018
+    except AttributeError as exc:
+        assert "NoSuchRecord" in str(exc)
+    else:
+        raise AssertionError("no AttributeError")
 
 
 def test_an_unknown_name_is_an_attribute_error() -> None:
