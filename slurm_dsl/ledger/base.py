@@ -1,7 +1,8 @@
 """The ledger (docs/contract.md §9): what slurm-dsl may have left in each job's Requeue flag, and why.
 
-This module is the interface: the values a ledger holds (``JobObject``, ``HistoryEntry``),
-what every storage backend provides (``LedgerStore``), and ``open_ledger``, which opens the
+This module is the interface: the values a ledger holds (``JobObject``, ``HistoryEntry``: defined
+in ``ledger.records``, re-exported here on first use), what every storage backend provides
+(``LedgerStore``), and ``open_ledger``, which opens the
 one a location names: a path (or ``sqlite:PATH``) is an SQLite file (``ledger.sqlite``), a
 ``mariadb://`` (or ``mysql://``) URL a database on a MariaDB/MySQL server (``ledger.mariadb``,
 the ``slurm-dsl[mariadb]`` extra).  ``ledger_rules`` decides what operations do to objects; the
