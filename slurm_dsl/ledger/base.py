@@ -53,7 +53,7 @@ if TYPE_CHECKING:
     from .records import iso_utc as iso_utc
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     if name not in _RECORDS:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     from . import records
