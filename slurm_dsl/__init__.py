@@ -4,31 +4,42 @@ Every hold, release, requeue and restore runs as a short deadline-wrapped sh
 script whose output is read strictly into one ``Outcome``: ok, rejected,
 not_found, expired, not_run, unknown or bit_set (docs/contract.md §7).  A result is ok or
 rejected only when it certainly is; anything else is unknown.
+
+Importing the package loads none of it: each public name is imported from its home on first use
+(PEP 562), so that ``slurm-dsl hold``, which imports ``slurm_dsl.admin.cli`` and with it this
+package, does not pay for the public api's modules at every start (docs/benchmarks.md §7).
+``from slurm_dsl import hold`` and ``slurm_dsl.hold`` work as they always did.
 """
 
-from .api import hold, open_job, release, requeue, restore, run_op, run_ops
-from .core.errors import (
-    ConfigError,
-    DSLError,
-    Expired,
-    InvalidInput,
-    LedgerError,
-    LookupFailed,
-    NotFound,
-    NotRecorded,
-    NotRun,
-    OutcomeUnknown,
-    Rejected,
-    RequeueBitSet,
-    SweepBusy,
-    UsageError,
-    WholeArray,
-)
-from .core.jobid import validate_job_id
-from .core.model import Call, CallOutcome, Op, Outcome, Reason, RequeueBit, Result
-from .core.reader import read_outcome
-from .core.script import render
-from .run.calls import execute
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Dict, List
+
+if TYPE_CHECKING:  # what a type checker sees: every public name, from its home
+    from .api import hold, open_job, release, requeue, restore, run_op, run_ops
+    from .core.errors import (
+        ConfigError,
+        DSLError,
+        Expired,
+        InvalidInput,
+        LedgerError,
+        LookupFailed,
+        NotFound,
+        NotRecorded,
+        NotRun,
+        OutcomeUnknown,
+        Rejected,
+        RequeueBitSet,
+        SweepBusy,
+        UsageError,
+        WholeArray,
+    )
+    from .core.jobid import validate_job_id
+    from .core.model import Call, CallOutcome, Op, Outcome, Reason, RequeueBit, Result
+    from .core.reader import read_outcome
+    from .core.script import render
+    from .run.calls import execute
 
 __version__ = "0.1.0"
 
@@ -67,3 +78,32 @@ __all__ = [
     "run_ops",
     "validate_job_id",
 ]
+
+# The module each public name is imported from, on first use.
+_HOMES: Dict[str, str] = {
+    **dict.fromkeys(("hold", "open_job", "release", "requeue", "restore", "run_op", "run_ops"), "api"),
+    **dict.fromkeys(
+        ("ConfigError", "DSLError", "Expired", "InvalidInput", "LedgerError", "LookupFailed", "NotFound",
+         "NotRecorded", "NotRun", "OutcomeUnknown", "Rejected", "RequeueBitSet", "SweepBusy", "UsageError",
+         "WholeArray"),
+        "core.errors",
+    ),
+    "validate_job_id": "core.jobid",
+    **dict.fromkeys(("Call", "CallOutcome", "Op", "Outcome", "Reason", "RequeueBit", "Result"), "core.model"),
+    "read_outcome": "core.reader",
+    "render": "core.script",
+    "execute": "run.calls",
+}
+
+
+def __getattr__(name: str) -> object:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
+    globals()[name] = value  # once loaded, an ordinary attribute
+    return value
+
+
+def __dir__() -> List[str]:
+    return sorted(set(globals()) | set(__all__))

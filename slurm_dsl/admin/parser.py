@@ -7,6 +7,9 @@ Options that several subcommands share are defined once: ``_common_options`` (``
 ``--ledger``, ``-v``, accepted before and after the command), ``_lookup_options`` (``--squeue``,
 ``--lookup``) and ``_output_options`` (``--json``, each subcommand saying what its objects are).
 A bad command line is a ``UsageError`` (``_Parser.error``), its message capped and escaped.
+A command line that names its command (``command_named``) is parsed by the top level and that
+command's grammar alone, the same parse without building a dozen other subcommands at every start;
+anything unsure gets the whole grammar (docs/benchmarks.md §7).
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import IO, Iterable, List, NoReturn, Optional, Sequence
+from typing import IO, Callable, Iterable, List, NoReturn, Optional, Sequence
 
 from .. import __version__
 from ..core.errors import InvalidInput, UsageError
@@ -84,6 +87,28 @@ _USAGE_CAP = 500
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         raise UsageError(shown(message, _USAGE_CAP))
+
+    def _get_formatter(self) -> argparse.HelpFormatter:
+        # argparse makes a formatter for every option it adds; given no width, each imports
+        # shutil (and with it bz2, lzma, zlib: ~3 ms at every start) for the terminal's width.
+        return self.formatter_class(prog=self.prog, width=_help_width())  # type: ignore[call-arg]
+
+
+def _help_width() -> int:
+    """The width argparse's formatter takes when given none: ``shutil.get_terminal_size()``'s
+    columns (``$COLUMNS`` if a positive whole number, else stdout's terminal, else 80), less 2."""
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        columns = 0
+    if columns <= 0:
+        stdout = sys.__stdout__
+        try:
+            columns = os.get_terminal_size(stdout.fileno()).columns if stdout is not None else 0
+        except (AttributeError, ValueError, OSError):  # no stdout, closed, detached, not a terminal
+            columns = 0
+        columns = columns or 80
+    return columns - 2
 
 
 def _positive_seconds(text: str) -> float:
@@ -155,7 +180,13 @@ def _lookup_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: Optional[str] = None) -> argparse.ArgumentParser:
+    """The whole grammar; with ``only`` (a command's name), the top level and that command alone:
+    what parsing a command line that names it needs (``command_named``)."""
+
+    def wanted(name: str) -> bool:
+        return only is None or name == only
+
     parser = _Parser(
         prog=PROG,
         description="Safe, deadline-wrapped Slurm job control. Every call's outcome is read strictly:"
@@ -168,6 +199,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
     for op in Op:
+        if not wanted(op.value):
+            continue
         p = sub.add_parser(
             op.value,
             help=_OP_HELP[op],
@@ -197,66 +230,71 @@ def build_parser() -> argparse.ArgumentParser:
         )
         _common_options(p)
         p.set_defaults(handler="op", op=op)
-    p = sub.add_parser(
-        "sweep",
-        help="settle every job whose Requeue flag a requeue may have left set",
-        description="Find the ledger's objects whose requeue bit is not clear, look their jobs up in one"
-        " squeue (or pyslurm) call, clear the objects of jobs that are gone, finished or already at Requeue=0,"
-        " and run RestoreRequeueBit on jobs still showing Requeue=1. A lookup that cannot reach slurmctld"
-        " changes nothing and backs off. One sweep at a time.",
-        epilog=_SWEEP_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    p.add_argument("--dry-run", action="store_true", help="look up and report, change nothing")
-    p.add_argument("--limit", type=int, metavar="N", help="settle at most N objects (oldest first)")
-    _output_options(p, "one JSON object per line, each with a kind: job (one per object looked at), orphan (with"
-                    " --orphans), then summary")
-    p.add_argument("--metrics-file", metavar="PATH", help="write a Prometheus textfile (atomically)")
-    p.add_argument("--orphans", action="store_true",
-                   help="also list jobs showing Requeue=1 that the ledger does not track")
-    p.add_argument("--fix", action="store_true", help="with --orphans: run RestoreRequeueBit on them too")
-    p.add_argument("--restore-timeout", type=_positive_seconds, default=15.0, metavar="SECONDS",
-                   help="deadline of each RestoreRequeueBit (default 15)")
-    _lookup_options(p)
-    _common_options(p)
-    p.set_defaults(handler="sweep")
-    p = sub.add_parser(
-        "doctor",
-        help="check that this machine is ready for slurm-dsl",
-        description="Check the scontrol to run, the deadline wrapper's tools, slurmctld, the Slurm version and"
-        " lookup, JobRequeue and the job_submit companion, the ledger, and who is asking. Exit 0 unless a"
-        " check fails (warnings do not).",
-    )
-    _output_options(p, "one JSON object per check")
-    _lookup_options(p)
-    _common_options(p)
-    p.set_defaults(handler="doctor")
-    p = sub.add_parser(
-        "script", help="print the script an operation would run, and run nothing",
-        description="Print the deadline-wrapped sh script for OP on JOBID (with a fresh nonce). Nothing runs.",
-    )
-    p.add_argument(
-        "op", choices=[o.value for o in Op if o.wrapped], metavar="OP", help="hold, release, requeue or restore"
-    )
-    p.add_argument("job_id", type=_job_id, metavar="JOBID")
-    p.add_argument("--timeout", required=True, type=_positive_seconds, metavar="SECONDS")
-    _common_options(p)
-    p.set_defaults(handler="script")
-    p = sub.add_parser(
-        "read", help="read a script's captured stderr and print its outcome",
-        description="Read the captured stderr of an operation's script (from FILE, or stdin) with its nonce"
-        " and exit status, and print the outcome as the operation would have. Exits as the operation would.",
-        epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    p.add_argument("op", choices=[o.value for o in Op], metavar="OP", help="hold, release, requeue, restore or open")
-    p.add_argument("job_id", type=_job_id, metavar="JOBID")
-    p.add_argument("--nonce", metavar="HEX", help="the script's nonce (not used for open)")
-    p.add_argument("--exit-status", required=True, metavar="S", help="the script's exit status")
-    p.add_argument("file", nargs="?", metavar="FILE", help="captured stderr (default: stdin)")
-    _output_options(p)
-    _common_options(p)
-    p.set_defaults(handler="read")
-    _admin_parsers(sub)
+    if wanted("sweep"):
+        p = sub.add_parser(
+            "sweep",
+            help="settle every job whose Requeue flag a requeue may have left set",
+            description="Find the ledger's objects whose requeue bit is not clear, look their jobs up in one"
+            " squeue (or pyslurm) call, clear the objects of jobs that are gone, finished or already at Requeue=0,"
+            " and run RestoreRequeueBit on jobs still showing Requeue=1. A lookup that cannot reach slurmctld"
+            " changes nothing and backs off. One sweep at a time.",
+            epilog=_SWEEP_EPILOG,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        p.add_argument("--dry-run", action="store_true", help="look up and report, change nothing")
+        p.add_argument("--limit", type=int, metavar="N", help="settle at most N objects (oldest first)")
+        _output_options(p, "one JSON object per line, each with a kind: job (one per object looked at), orphan (with"
+                        " --orphans), then summary")
+        p.add_argument("--metrics-file", metavar="PATH", help="write a Prometheus textfile (atomically)")
+        p.add_argument("--orphans", action="store_true",
+                       help="also list jobs showing Requeue=1 that the ledger does not track")
+        p.add_argument("--fix", action="store_true", help="with --orphans: run RestoreRequeueBit on them too")
+        p.add_argument("--restore-timeout", type=_positive_seconds, default=15.0, metavar="SECONDS",
+                       help="deadline of each RestoreRequeueBit (default 15)")
+        _lookup_options(p)
+        _common_options(p)
+        p.set_defaults(handler="sweep")
+    if wanted("doctor"):
+        p = sub.add_parser(
+            "doctor",
+            help="check that this machine is ready for slurm-dsl",
+            description="Check the scontrol to run, the deadline wrapper's tools, slurmctld, the Slurm version and"
+            " lookup, JobRequeue and the job_submit companion, the ledger, and who is asking. Exit 0 unless a"
+            " check fails (warnings do not).",
+        )
+        _output_options(p, "one JSON object per check")
+        _lookup_options(p)
+        _common_options(p)
+        p.set_defaults(handler="doctor")
+    if wanted("script"):
+        p = sub.add_parser(
+            "script", help="print the script an operation would run, and run nothing",
+            description="Print the deadline-wrapped sh script for OP on JOBID (with a fresh nonce). Nothing runs.",
+        )
+        p.add_argument(
+            "op", choices=[o.value for o in Op if o.wrapped], metavar="OP", help="hold, release, requeue or restore"
+        )
+        p.add_argument("job_id", type=_job_id, metavar="JOBID")
+        p.add_argument("--timeout", required=True, type=_positive_seconds, metavar="SECONDS")
+        _common_options(p)
+        p.set_defaults(handler="script")
+    if wanted("read"):
+        p = sub.add_parser(
+            "read", help="read a script's captured stderr and print its outcome",
+            description="Read the captured stderr of an operation's script (from FILE, or stdin) with its nonce"
+            " and exit status, and print the outcome as the operation would have. Exits as the operation would.",
+            epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        p.add_argument("op", choices=[o.value for o in Op], metavar="OP",
+                       help="hold, release, requeue, restore or open")
+        p.add_argument("job_id", type=_job_id, metavar="JOBID")
+        p.add_argument("--nonce", metavar="HEX", help="the script's nonce (not used for open)")
+        p.add_argument("--exit-status", required=True, metavar="S", help="the script's exit status")
+        p.add_argument("file", nargs="?", metavar="FILE", help="captured stderr (default: stdin)")
+        _output_options(p)
+        _common_options(p)
+        p.set_defaults(handler="read")
+    _admin_parsers(sub, wanted)
     return parser
 
 
@@ -306,70 +344,72 @@ def _days(text: str) -> int:
     return value
 
 
-def _admin_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def _admin_parsers(sub: argparse._SubParsersAction, wanted: Callable[[str], bool]) -> None:  # type: ignore[type-arg]
     """``history`` and ``ledger status|prune``: the admin's view of the ledger."""
-    p = sub.add_parser(
-        "history", help="what every recorded operation did to jobs, and who ran it",
-        description="Print each job's object (its requeue bit, since when and why) and every operation the"
-        " ledger recorded on it, oldest first: when, op, result, requeue bit, the bit before and after, each"
-        " call's status and message, and who ran it. Reads the ledger; runs nothing.",
-        epilog=_HISTORY_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    p.add_argument("job_ids", nargs="+", type=_job_id, metavar="JOBID", help="plain decimal job id(s)")
-    _output_options(p, "one JSON object per line: the job's object (kind object), then each operation (kind"
-                    " operation); kind no_record for a job never seen")
-    _common_options(p)
-    p.set_defaults(handler="history")
-    ledger = sub.add_parser(
-        "ledger", help="the ledger itself: status, prune, migrate",
-        description="Look after the ledger: 'status' summarises it, 'prune' removes old history of settled jobs,"
-        " 'migrate' copies it into another (SQLite to MariaDB or back).",
-    )
-    _common_options(ledger)
-    below = ledger.add_subparsers(dest="ledger_command", metavar="SUBCOMMAND", parser_class=_Parser)
-    below.required = True
-    p = below.add_parser(
-        "status", help="objects not clear, by age; the oldest; lookup back-off; the last sweep",
-        description="Count the objects by requeue bit, the ones not clear by how long ago their bit changed"
-        " (<1h, <1d, <1w, older), name the oldest, count those backing off after failed lookups and the"
-        " operations without a result (how many no longer run, the oldest of those), and show the last sweep"
-        " (not a dry run): when, and what it did.",
-        epilog=_STATUS_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    _output_options(p)
-    _common_options(p)
-    p.set_defaults(handler="ledger status")
-    p = below.add_parser(
-        "prune", help="remove history older than DAYS of settled jobs, then checkpoint",
-        description="Remove history rows that finished more than DAYS days ago, of objects whose bit is clear.",
-        epilog=_PRUNE_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    p.add_argument("--older-than", required=True, type=_days, metavar="DAYS",
-                   help="remove rows that finished more than DAYS days ago (a whole number, at least 1)")
-    p.add_argument("--dry-run", action="store_true", help="count what would be removed, remove nothing")
-    _output_options(p)
-    _common_options(p)
-    p.set_defaults(handler="ledger prune")
-    p = below.add_parser(
-        "migrate", help="copy a ledger into another: SQLite to MariaDB, MariaDB to SQLite, or file to file",
-        description="Copy every object (bit, why, since when, lookup back-off), every history row (all"
-        " columns, unfinished rows unfinished, in their order) and the last sweep from one ledger into"
-        " another. The source is only read. Leases are not copied. The target must be empty unless --merge.",
-        epilog=_MIGRATE_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    p.add_argument("--from", dest="source", required=True, metavar="LOCATION",
-                   help="the ledger to copy: PATH, sqlite:PATH or mariadb://HOST[:PORT]/DATABASE[?option_file=PATH]"
-                   " (it must exist; it is never written)")
-    p.add_argument("--to", dest="target", required=True, metavar="LOCATION",
-                   help="the ledger to copy into, in the same forms (an SQLite file is created if need be; a"
-                   " MariaDB database must exist)")
-    p.add_argument("--merge", action="store_true",
-                   help="copy into a ledger that already holds records: an object in both keeps the less clear"
-                   " bit (set > may_be_set > clear), a history row already there is skipped; running it twice"
-                   " changes nothing the second time")
-    _output_options(p)
-    _common_options(p)
-    p.set_defaults(handler="ledger migrate")
+    if wanted("history"):
+        p = sub.add_parser(
+            "history", help="what every recorded operation did to jobs, and who ran it",
+            description="Print each job's object (its requeue bit, since when and why) and every operation the"
+            " ledger recorded on it, oldest first: when, op, result, requeue bit, the bit before and after, each"
+            " call's status and message, and who ran it. Reads the ledger; runs nothing.",
+            epilog=_HISTORY_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        p.add_argument("job_ids", nargs="+", type=_job_id, metavar="JOBID", help="plain decimal job id(s)")
+        _output_options(p, "one JSON object per line: the job's object (kind object), then each operation (kind"
+                        " operation); kind no_record for a job never seen")
+        _common_options(p)
+        p.set_defaults(handler="history")
+    if wanted("ledger"):
+        ledger = sub.add_parser(
+            "ledger", help="the ledger itself: status, prune, migrate",
+            description="Look after the ledger: 'status' summarises it, 'prune' removes old history of settled jobs,"
+            " 'migrate' copies it into another (SQLite to MariaDB or back).",
+        )
+        _common_options(ledger)
+        below = ledger.add_subparsers(dest="ledger_command", metavar="SUBCOMMAND", parser_class=_Parser)
+        below.required = True
+        p = below.add_parser(
+            "status", help="objects not clear, by age; the oldest; lookup back-off; the last sweep",
+            description="Count the objects by requeue bit, the ones not clear by how long ago their bit changed"
+            " (<1h, <1d, <1w, older), name the oldest, count those backing off after failed lookups and the"
+            " operations without a result (how many no longer run, the oldest of those), and show the last sweep"
+            " (not a dry run): when, and what it did.",
+            epilog=_STATUS_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        _output_options(p)
+        _common_options(p)
+        p.set_defaults(handler="ledger status")
+        p = below.add_parser(
+            "prune", help="remove history older than DAYS of settled jobs, then checkpoint",
+            description="Remove history rows that finished more than DAYS days ago, of objects whose bit is clear.",
+            epilog=_PRUNE_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        p.add_argument("--older-than", required=True, type=_days, metavar="DAYS",
+                       help="remove rows that finished more than DAYS days ago (a whole number, at least 1)")
+        p.add_argument("--dry-run", action="store_true", help="count what would be removed, remove nothing")
+        _output_options(p)
+        _common_options(p)
+        p.set_defaults(handler="ledger prune")
+        p = below.add_parser(
+            "migrate", help="copy a ledger into another: SQLite to MariaDB, MariaDB to SQLite, or file to file",
+            description="Copy every object (bit, why, since when, lookup back-off), every history row (all"
+            " columns, unfinished rows unfinished, in their order) and the last sweep from one ledger into"
+            " another. The source is only read. Leases are not copied. The target must be empty unless --merge.",
+            epilog=_MIGRATE_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        p.add_argument("--from", dest="source", required=True, metavar="LOCATION",
+                       help="the ledger to copy: PATH, sqlite:PATH or mariadb://HOST[:PORT]/DATABASE[?option_file=PATH]"
+                       " (it must exist; it is never written)")
+        p.add_argument("--to", dest="target", required=True, metavar="LOCATION",
+                       help="the ledger to copy into, in the same forms (an SQLite file is created if need be; a"
+                       " MariaDB database must exist)")
+        p.add_argument("--merge", action="store_true",
+                       help="copy into a ledger that already holds records: an object in both keeps the less clear"
+                       " bit (set > may_be_set > clear), a history row already there is skipped; running it twice"
+                       " changes nothing the second time")
+        _output_options(p)
+        _common_options(p)
+        p.set_defaults(handler="ledger migrate")
 
 
 def job_ids(given: Sequence[str]) -> List[str]:
@@ -424,10 +464,42 @@ def _stdin_words(stream: IO[str]) -> Iterable[str]:
             return
 
 
+# The top level's options that take a value (``--scontrol PATH``, ``--scontrol=PATH``), and the
+# commands (``build_parser`` adds them in this order).
+_TOP_VALUED = ("--scontrol", "--ledger")
+COMMANDS = (*(op.value for op in Op), "sweep", "doctor", "script", "read", "history", "ledger")
+
+
+def command_named(argv: Sequence[str]) -> Optional[str]:
+    """The command ``argv`` names, when that is certain without argparse: the first word that is
+    not one of the top level's own options (``-v``..., ``--verbose``, ``--scontrol``/``--ledger``
+    with their value) is a command's exact name.  Anything else (``--help``, ``--version``, an
+    abbreviated option, ``--``, an unknown word) is None: the whole grammar parses it, so what
+    it says of a bad command line never changes."""
+    words = iter(argv)
+    for word in words:
+        if word in _TOP_VALUED:
+            if next(words, None) is None:
+                return None
+        elif word.startswith(tuple(f"{option}=" for option in _TOP_VALUED)) or word == "--verbose":
+            continue
+        elif word.startswith("-"):
+            if len(word) < 2 or word.strip("v") != "-":  # -v, -vv...: counted, no value
+                return None
+        else:
+            return word if word in COMMANDS else None
+    return None
+
+
 def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     """The command line as a Namespace with a ``handler`` (the key of its command function in
-    ``cli``); ``UsageError`` if it is not one."""
-    args, extra = build_parser().parse_known_args(argv)
+    ``cli``); ``UsageError`` if it is not one.
+
+    Only the named command's part of the grammar is built when ``command_named`` is sure of it:
+    the same parse, without adding a dozen subcommands' options at every start of a hold
+    (docs/benchmarks.md §7)."""
+    words = sys.argv[1:] if argv is None else list(argv)
+    args, extra = build_parser(command_named(words)).parse_known_args(words)
     # argparse binds positionals before the options that follow them, so the FILE
     # of "read OP JOBID --nonce N --exit-status S FILE" arrives here.
     if extra and getattr(args, "handler", None) == "read" and args.file is None and len(extra) == 1:

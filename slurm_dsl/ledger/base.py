@@ -1,7 +1,8 @@
 """The ledger (docs/contract.md §9): what slurm-dsl may have left in each job's Requeue flag, and why.
 
-This module is the interface: the values a ledger holds (``JobObject``, ``HistoryEntry``),
-what every storage backend provides (``LedgerStore``), and ``open_ledger``, which opens the
+This module is the interface: the values a ledger holds (``JobObject``, ``HistoryEntry``: defined
+in ``ledger.records``, re-exported here on first use), what every storage backend provides
+(``LedgerStore``), and ``open_ledger``, which opens the
 one a location names: a path (or ``sqlite:PATH``) is an SQLite file (``ledger.sqlite``), a
 ``mariadb://`` (or ``mysql://``) URL a database on a MariaDB/MySQL server (``ledger.mariadb``,
 the ``slurm-dsl[mariadb]`` extra).  ``ledger_rules`` decides what operations do to objects; the
@@ -23,12 +24,10 @@ newest row).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from datetime import UTC
-from typing import Any, ContextManager, Dict, List, Mapping, Optional, Protocol, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, ContextManager, Dict, List, Mapping, Optional, Protocol, Sequence, Tuple
 
 from ..core.errors import LedgerError as LedgerError  # re-exported: where it has always been imported from
-from ..core.model import Op, Outcome, Reason, RequeueBit, Result
+from ..core.model import Op, Outcome, RequeueBit
 
 DEFAULT_PATH = "/var/lib/slurm-dsl/ledger.sqlite3"
 BUSY_TIMEOUT = 5.0  # seconds a writer waits for another one before LedgerError
@@ -38,158 +37,30 @@ BACKOFF_CAP = 3600.0  # the back-off doubles per failed lookup up to this
 
 
 
-@dataclass(frozen=True)
-class JobObject:
-    """A job's object: what slurm-dsl may have left in its Requeue flag, and why.
+# The records of a ledger's reads live in ``ledger.records``, imported on first use (below).
+_RECORDS = frozenset(
+    ("JobObject", "CallRecord", "HistoryEntry", "SweepRecord", "PruneResult", "Unfinished", "ImportResult", "iso_utc")
+)
 
-    ``updated_at`` is when ``bit``/``why`` last changed (``pending`` serves the oldest first);
-    ``lookup_failures``, ``next_lookup_at`` and ``lookup_error`` are the sweeper's back-off.
-    """
-
-    job_id: str
-    bit: RequeueBit
-    why: str
-    updated_at: float
-    lookup_failures: int
-    next_lookup_at: float
-    lookup_error: str
-
-
-@dataclass(frozen=True)
-class CallRecord:
-    """One call of a finished operation, as the history keeps it (``Call`` without its stderr)."""
-
-    number: int
-    status: Optional[int]
-    status_text: str
-    outcome: str
-    message: Optional[str]
-    reason: Optional[str]
-
-    def to_json(self) -> Dict[str, Any]:
-        """As ``Call.to_json`` (a status that is no number, such as "-", as its text), and why unknown."""
-        return {
-            "number": self.number,
-            "status": self.status if self.status is not None else self.status_text,
-            "outcome": self.outcome,
-            "message": self.message,
-            "reason": self.reason,
-        }
+if TYPE_CHECKING:
+    from .records import CallRecord as CallRecord
+    from .records import HistoryEntry as HistoryEntry
+    from .records import ImportResult as ImportResult
+    from .records import JobObject as JobObject
+    from .records import PruneResult as PruneResult
+    from .records import SweepRecord as SweepRecord
+    from .records import Unfinished as Unfinished
+    from .records import iso_utc as iso_utc
 
 
-@dataclass(frozen=True)
-class HistoryEntry:
-    """One operation.  Everything after ``prior_bit`` is None (or empty) until it finished.
+def __getattr__(name: str) -> object:
+    if name not in _RECORDS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from . import records
 
-    ``prior_bit`` is the object's bit before the operation; ``bit_after`` what it became.
-    ``stderr`` is the script's stderr up to ``STDERR_CAP`` bytes; ``stderr_len`` its full length.
-    """
-
-    id: int
-    job_id: str
-    op: Op
-    nonce: str
-    started_at: float
-    prior_bit: RequeueBit
-    finished_at: Optional[float]
-    result: Optional[Result]
-    requeue_bit: Optional[RequeueBit]
-    bit_after: Optional[RequeueBit]
-    reason: Optional[Reason]
-    detail: str
-    exit_status: Optional[int]
-    calls: Tuple[CallRecord, ...]
-    stderr: bytes
-    stderr_len: int
-    # Who ran it ("uid 0 (root) on ctl1, pid 4711"); None for a row written before schema 2.
-    actor: Optional[str] = None
-
-    @property
-    def finished(self) -> bool:
-        return self.finished_at is not None
-
-    def to_json(self) -> Dict[str, Any]:
-        """The ``history --json`` object of one operation (``kind`` ``operation``); times both as
-        ISO-8601 UTC and as epoch seconds, None until it finished."""
-        return {
-            "kind": "operation",
-            "job_id": self.job_id,
-            "id": self.id,
-            "op": self.op.value,
-            "nonce": self.nonce,
-            "started_at": iso_utc(self.started_at),
-            "started_at_epoch": self.started_at,
-            "finished_at": None if self.finished_at is None else iso_utc(self.finished_at),
-            "finished_at_epoch": self.finished_at,
-            "result": None if self.result is None else self.result.value,
-            "requeue_bit": None if self.requeue_bit is None else self.requeue_bit.value,
-            "bit_before": self.prior_bit.value,
-            "bit_after": None if self.bit_after is None else self.bit_after.value,
-            "reason": None if self.reason is None else self.reason.value,
-            "detail": self.detail or None,
-            "exit_status": self.exit_status,
-            "calls": [c.to_json() for c in self.calls],
-            "stderr": self.stderr.decode("utf-8", "backslashreplace"),
-            "stderr_len": self.stderr_len,
-            "actor": self.actor,
-        }
-
-
-@dataclass(frozen=True)
-class SweepRecord:
-    """When the last sweep (not a dry run) started and finished, and its summary (JSON values)."""
-
-    started_at: float
-    finished_at: float
-    summary: Mapping[str, Any]
-
-
-@dataclass(frozen=True)
-class PruneResult:
-    """What ``prune`` removed (or would, in a dry run): history rows, of how many jobs, and whether
-    the WAL checkpoint that follows a real prune completed (None: not attempted)."""
-
-    removed: int
-    jobs: int
-    checkpointed: Optional[bool]
-
-
-@dataclass(frozen=True)
-class Unfinished:
-    """The operations that began and have no result, as ``ledger status`` shows them.
-
-    ``count``: every history row without a result.  ``lapsed``: of them, those no longer running:
-    their job has a later row, or no unexpired lease (an operation holds its job's lease from
-    before its row is written until its result is); each is the trace of a process that died, or
-    of a ledger that failed after the script ran (``NotRecorded``).  ``lapsed_requeues``: of the
-    lapsed, the requeues, whose object the intent left ``may_be_set`` for the sweeper.
-    ``oldest_lapsed``: (id, job_id, op, started_at) of the lapsed row that started first.
-    """
-
-    count: int = 0
-    lapsed: int = 0
-    lapsed_requeues: int = 0
-    oldest_lapsed: Optional[Tuple[int, str, Op, float]] = None
-
-
-@dataclass(frozen=True)
-class ImportResult:
-    """What ``import_records`` did: objects new to the ledger (``copied``), objects it had whose
-    bit the incoming, less clear one replaced (``merged``) or that it kept as they were
-    (``kept``); history rows added (``copied``) or already there (``skipped``)."""
-
-    objects_copied: int = 0
-    objects_merged: int = 0
-    objects_kept: int = 0
-    history_copied: int = 0
-    history_skipped: int = 0
-
-
-def iso_utc(epoch: float) -> str:
-    """``2024-05-01T12:00:03Z``: an epoch time as ISO-8601 UTC, to the second."""
-    from datetime import datetime  # only reports need it: not on every command's start
-
-    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    value = getattr(records, name)
+    globals()[name] = value  # once loaded, an ordinary attribute
+    return value
 
 
 class LedgerStore(Protocol):

@@ -29,6 +29,7 @@ import functools
 import json
 import math
 from typing import (
+    TYPE_CHECKING,
     Any,
     Dict,
     Iterable,
@@ -50,7 +51,13 @@ from ..core.errors import InvalidInput, LedgerError
 from ..core.jobid import validate_job_id
 from ..core.model import Op, Outcome, Reason, RequeueBit, Result
 from ..core.shown import shown
-from .base import STDERR_CAP, CallRecord, HistoryEntry, JobObject, SweepRecord, Unfinished
+from .base import STDERR_CAP
+
+if TYPE_CHECKING:
+    from .records import HistoryEntry, JobObject, SweepRecord, Unfinished
+
+# The records (``ledger.records``) are imported by the reads that build them: an operation never
+# does (docs/benchmarks.md §7).
 
 _E = TypeVar("_E", bound=enum.Enum)
 _T = TypeVar("_T")
@@ -120,11 +127,15 @@ def _enum_or_none(cls: Type[_E], value: Optional[str]) -> Optional[_E]:
 
 def job_object(row: Sequence[Any]) -> JobObject:
     """An ``objects`` row (``SELECT_OBJECTS``) as a ``JobObject``."""
+    from .records import JobObject
+
     return JobObject(row[0], RequeueBit(row[1]), row[2], float(row[3]), int(row[4]), float(row[5]), row[6])
 
 
 def entry(r: Sequence[Any]) -> HistoryEntry:
     """A ``history`` row (``SELECT_HISTORY``) as a ``HistoryEntry``."""
+    from .records import CallRecord, HistoryEntry
+
     return HistoryEntry(
         id=int(r[0]),
         job_id=r[1],
@@ -154,6 +165,8 @@ def sweep_summary(summary: Mapping[str, Any]) -> str:
 def sweep_record(path: str, row: Sequence[Any]) -> SweepRecord:
     """A ``last_sweep`` row (started_at, finished_at, summary); LedgerError if the summary is not
     a JSON object."""
+    from .records import SweepRecord
+
     started, finished, text = row
     try:
         summary = json.loads(text)
@@ -293,6 +306,8 @@ def unfinished(rows: Sequence[Sequence[Any]]) -> Unfinished:
     """``Unfinished`` of the rows ``SELECT_UNFINISHED`` read (id, job_id, op, started_at, newest?,
     leased?).  A row still runs only if it is its job's newest and the job is leased: a lease is
     the job's, not the row's, so an older row under a later operation's lease has lapsed too."""
+    from .records import Unfinished
+
     lapsed = [r for r in rows if not (r[4] and r[5])]
     oldest = min(lapsed, key=lambda r: (float(r[3]), int(r[0])), default=None)
     return Unfinished(

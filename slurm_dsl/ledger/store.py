@@ -33,6 +33,7 @@ import abc
 import time
 from contextlib import contextmanager
 from typing import (
+    TYPE_CHECKING,
     Any,
     ContextManager,
     Dict,
@@ -50,15 +51,13 @@ from typing import (
 from ..core.jobid import validate_job_id
 from ..core.model import Op, Outcome, RequeueBit
 from . import rows as ledger_rows
-from .base import (
-    HistoryEntry,
-    ImportResult,
-    JobObject,
-    LedgerError,
-    PruneResult,
-    SweepRecord,
-    Unfinished,
-)
+from .base import LedgerError
+
+if TYPE_CHECKING:
+    from .records import HistoryEntry, ImportResult, JobObject, PruneResult, SweepRecord, Unfinished
+
+# The records (``ledger.records``) are imported by the reads and reports that build them: an
+# operation never does (docs/benchmarks.md §7).
 
 
 class Cursor(Protocol):
@@ -638,6 +637,8 @@ class SqlStore(abc.ABC):
             after_id = int(rows[-1][0])
             if not dry_run:
                 self._prune_paused(time.monotonic() - took)
+        from .records import PruneResult
+
         return PruneResult(removed, len(jobs), None if dry_run else self._checkpoint())
 
     # -- ledger migrate ----------------------------------------------------------------------------
@@ -701,4 +702,6 @@ class SqlStore(abc.ABC):
                     continue
                 self._run(cur, _IMPORT_HISTORY.format(blob=self.BLOB), values)
                 added += 1
+        from .records import ImportResult
+
         return ImportResult(copied, merged, kept, added, skipped)

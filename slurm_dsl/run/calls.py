@@ -19,9 +19,8 @@ import os
 import signal
 import time
 from dataclasses import replace
-from typing import Callable, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Callable, Optional, Sequence, Union
 
-from ..core.bulk_reader import ListCall, read_list_output, read_open_list, unknown_list_call
 from ..core.jobid import validate_job_id
 from ..core.model import Op, Outcome, Reason, RequeueBit, Result
 from ..core.reader import read_outcome, unknown
@@ -30,6 +29,12 @@ from ..core.statuses import COMMAND_NOT_EXECUTABLE, COMMAND_NOT_FOUND, EXPIRED, 
 from . import process as runner
 from .binaries import find_scontrol
 from .deadlines import Clock, check_deadline
+
+if TYPE_CHECKING:
+    from ..core.bulk_reader import ListCall
+
+# ``core.bulk_reader`` is imported by the list calls that use it: a single job's op never does
+# (docs/benchmarks.md §7).
 
 # How long after the deadline plus KILL_GRACE (the runner's KILL) a process of a run may still be
 # alive: until its backstop (``runner.backstop``: BACKSTOP_MARGIN past the KILL, rounded up to
@@ -118,6 +123,8 @@ def run_list_call(
     Never raises for what scontrol did; what the runner or the framing makes unknown makes every
     id unknown (``bulk_reader.unknown_list_call``).
     """
+    from ..core.bulk_reader import read_list_output, unknown_list_call
+
     op = Op(op)
     ids = list(job_ids)
     path = find_scontrol(scontrol)
@@ -142,6 +149,8 @@ def run_open_list(
     read by ``bulk_reader.read_open_list`` (docs/contract.md §11).  A deadline already past
     starts nothing: every id ``expired``.  Never raises for what scontrol did.
     """
+    from ..core.bulk_reader import read_open_list, unknown_list_call
+
     ids = list(job_ids)
     args = list_argv(Op.RELEASE, 1, ids)  # open's argv is release's; the ids and their size checked
     path = find_scontrol(scontrol)

@@ -18,9 +18,8 @@ its deadline; ``deadlines.OVERRUN`` states it (``TIMEOUT_HELP``).
 from __future__ import annotations
 
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Generator, List, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Generator, List, Optional, Sequence, Tuple, Union
 
 from ..core.errors import InvalidInput, LedgerError, NotRecorded
 from ..core.jobid import validate_job_id
@@ -28,10 +27,16 @@ from ..core.model import Op, Outcome
 from ..core.script import KILL_GRACE
 from ..ledger import base as ledger_module
 from . import process as runner
-from .bulk import LOOKUP_FLOOR, Progress, run_many
 from .calls import unstarted
 from .deadlines import check_deadline
 from .tracked import Tracker
+
+if TYPE_CHECKING:
+    from .bulk import Progress
+
+# The bulk path (``bulk``, and with it ``core.bulk_reader``) and the thread pool are imported
+# where they are used: one job on the command line, the common case, reaches its first Slurm
+# call without paying for them (docs/benchmarks.md §7).
 
 
 @dataclass(frozen=True)
@@ -73,6 +78,8 @@ def overrun_seconds(busy_timeout: Optional[float] = None) -> float:
     job whose turn comes later starts nothing and writes nothing.  There is no restore step:
     a requeue's call 3 is in its own script (or list call) under the same deadline.
     """
+    from .bulk import LOOKUP_FLOOR
+
     busy = ledger_module.BUSY_TIMEOUT if busy_timeout is None else busy_timeout
     stop_call = KILL_GRACE + 2 * runner.DRAIN
     lookup = LOOKUP_FLOOR + KILL_GRACE + 2 * runner.DRAIN
@@ -103,6 +110,8 @@ def drive(
 
 
 def _bulk(tracker: Tracker, op: Op, ids: List[str], deadline: float, progress: Optional[Progress]) -> Events:
+    from .bulk import run_many
+
     done: List[str] = []
     try:
         for outcome in run_many(tracker, op, ids, deadline=deadline, progress=progress):
@@ -126,6 +135,8 @@ def _one_by_one(tracker: Tracker, op: Op, ids: List[str], deadline: float, paral
     # One lookup for every id before anything runs (docs/contract.md §9.4): an array's own JobId
     # would make scontrol act on every task of the array.  WholeArray, LookupFailed: nothing ran.
     tracker.refuse_whole_arrays(op, ids, deadline)
+    from concurrent.futures import ThreadPoolExecutor  # after the first call: see the imports
+
     # Set at the first ledger error (or if the consumer stops): from then on no new script
     # starts.  The ones running finish, and every outcome whose script started is reported,
     # recorded or not: automation must never take a job that ran for one that did not.
