@@ -17,7 +17,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import IO, Callable, Iterable, List, NoReturn, Optional, Sequence
+from typing import IO, Any, Callable, Iterable, List, NoReturn, Optional, Sequence
 
 from .. import __version__
 from ..core.errors import InvalidInput, UsageError
@@ -92,6 +92,19 @@ class _Parser(argparse.ArgumentParser):
         # argparse makes a formatter for every option it adds; given no width, each imports
         # shutil (and with it bz2, lzma, zlib: ~3 ms at every start) for the terminal's width.
         return self.formatter_class(prog=self.prog, width=_help_width())  # type: ignore[call-arg]
+
+    def add_subparsers(self, **kwargs: Any) -> Any:  # type: ignore[override, unused-ignore]
+        # Python 3.14 works out the subcommands' prog with a formatter of its own, made without a
+        # width (shutil again); given the prog it makes none.  This is 3.11-3.13's own computation,
+        # through the formatter above, without colour (3.14: no ANSI codes kept in a prog).
+        if kwargs.get("prog") is None:
+            formatter = self._get_formatter()
+            set_color = getattr(formatter, "_set_color", None)
+            if set_color is not None:
+                set_color(False)
+            formatter.add_usage(None, self._get_positional_actions(), self._mutually_exclusive_groups, "")
+            kwargs["prog"] = formatter.format_help().strip()
+        return super().add_subparsers(**kwargs)
 
 
 def _help_width() -> int:
