@@ -116,7 +116,8 @@ def test_the_package_builds_installs_holds_a_real_job_and_purges(deb: Path) -> N
             assert state is not None and (state.priority == 0) is priority_zero
         history = _system(["/usr/bin/slurm-dsl", "--ledger", ledger, "history", job, "--json"])
         ops = [json.loads(line) for line in history.stdout.splitlines()]
-        assert [(o["op"], o["result"]) for o in ops if o.get("kind") == "operation"] == [("hold", "ok"), ("release", "ok")]
+        recorded = [(o["op"], o["result"]) for o in ops if o.get("kind") == "operation"]
+        assert recorded == [("hold", "ok"), ("release", "ok")]
 
     # A ledger in the package's state directory is never deleted by a purge (README.Debian).
     kept = STATE / "ledger.sqlite3"
