@@ -1,0 +1,143 @@
+"""The Debian package, built, installed, used on the lab, and purged (docs/packaging.md).
+
+One test, in order, because each step needs the one before: ``contrib/package`` builds the .deb
+from the checkout (lintian must pass); its contents are what docs/packaging.md lists and nothing
+of the tests or benchmarks; apt installs it; the installed ``/usr/bin/slurm-dsl`` (Debian's
+python3, the system's dist-packages, not this venv) holds and releases a real job of the lab and
+records both in a ledger; no timer is enabled; ``dpkg --purge`` leaves nothing of the package but
+the ledger directory if it holds a ledger (kept on purpose: README.Debian).
+
+It changes the machine (a package installed, then purged), so it runs only as root on a machine
+where slurm-dsl is not installed as a package already (an admin's own install is never purged
+by a test), and only where apt and dpkg-buildpackage can run (contrib/package installs its build
+dependencies).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Iterator, List
+
+import pytest
+
+import slurm_dsl
+from tests import lab
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[2]
+SYSTEM_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
+STATE = Path("/var/lib/slurm-dsl")
+
+
+def _installed() -> bool:
+    done = subprocess.run(
+        ["dpkg-query", "-W", "-f=${Status}", "slurm-dsl"], capture_output=True, text=True, check=False
+    )
+    return "install ok installed" in done.stdout
+
+
+def _system(argv: List[str], timeout: float = 600, **kw: object) -> subprocess.CompletedProcess[str]:
+    """``argv`` with the system's PATH only, so that /usr/bin/python3 and /usr/bin/slurm-dsl are
+    the ones run (never this venv's), from /, so that no checkout is on Python's path."""
+    env = {"PATH": SYSTEM_PATH, "LC_ALL": "C.UTF-8", "DEBIAN_FRONTEND": "noninteractive", **kw.pop("env", {})}  # type: ignore[dict-item]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env, check=False, cwd="/", **kw)  # type: ignore[call-overload, no-any-return]
+
+
+@pytest.fixture
+def deb() -> Iterator[Path]:
+    if os.geteuid() != 0:
+        pytest.skip("installs a package: root only")
+    if shutil.which("apt-get") is None or shutil.which("dpkg") is None:
+        pytest.skip("not a Debian machine")
+    if _installed():
+        pytest.skip("slurm-dsl is installed as a package here: a test never purges an admin's install")
+    out = Path(tempfile.mkdtemp(prefix="slurm-dsl-deb."))
+    try:
+        built = _system([str(ROOT / "contrib" / "package"), "--out", str(out)], timeout=1200)
+        assert built.returncode == 0, built.stderr[-4000:]
+        path = Path(built.stdout.strip().splitlines()[-1])
+        assert path.parent == out and path.name == f"slurm-dsl_{slurm_dsl.__version__}_all.deb"
+        yield path
+    finally:
+        if _installed():
+            _system(["dpkg", "--purge", "slurm-dsl"])
+        shutil.rmtree(out, ignore_errors=True)
+
+
+def test_the_package_builds_installs_holds_a_real_job_and_purges(deb: Path) -> None:
+    listing = _system(["dpkg-deb", "-c", str(deb)]).stdout
+    files = {line.split()[-1].lstrip(".") for line in listing.splitlines() if not line.endswith("/")}
+    units = {f for f in files if "/systemd/system/" in f}
+    assert {Path(u).name for u in units} == {
+        "slurm-dsl-sweep.service", "slurm-dsl-sweep.timer", "slurm-dsl-prune.service", "slurm-dsl-prune.timer",
+    }
+    for wanted in ("/usr/bin/slurm-dsl", "/usr/share/man/man1/slurm-dsl.1.gz", "/usr/share/slurm-dsl/job_submit.lua",
+                   "/usr/share/doc/slurm-dsl/README.Debian", "/usr/share/doc/slurm-dsl/copyright",
+                   "/usr/lib/python3/dist-packages/slurm_dsl/admin/cli.py"):
+        assert wanted in files
+    assert not [f for f in files if "/tests/" in f or "/benchmarks/" in f or f.endswith(".pyc")]
+
+    had_state = STATE.exists()
+    installed = _system(["apt-get", "install", "-y", "-q", "--no-install-recommends", str(deb)])
+    assert installed.returncode == 0, installed.stdout[-3000:] + installed.stderr[-3000:]
+    assert _installed()
+    if not had_state:
+        st = STATE.stat()
+        assert (st.st_uid, st.st_mode & 0o7777) == (0, 0o700)
+    for unit in (u for u in units if u.endswith(".service")):
+        body = Path(unit).read_text()
+        assert "ExecStart=/usr/bin/slurm-dsl " in body and "/usr/local/bin" not in body
+    wants = Path("/etc/systemd/system/timers.target.wants")
+    assert not (wants.exists() and [p for p in wants.iterdir() if p.name.startswith("slurm-dsl")])
+
+    version = _system(["/usr/bin/slurm-dsl", "--version"])
+    assert version.returncode == 0 and version.stdout.strip() == f"slurm-dsl {slurm_dsl.__version__}"
+    where = _system(["/usr/bin/python3", "-c", "import slurm_dsl; print(slurm_dsl.__file__)"])
+    assert where.stdout.strip() == "/usr/lib/python3/dist-packages/slurm_dsl/__init__.py"
+    if shutil.which("man") is not None:
+        assert _system(["man", "-w", "slurm-dsl"]).stdout.strip().endswith("slurm-dsl.1.gz")
+
+    job = lab.make_job("held_user")
+    with tempfile.TemporaryDirectory() as ledger_dir:
+        os.chmod(ledger_dir, 0o700)
+        ledger = f"{ledger_dir}/ledger.sqlite3"
+        for op, priority_zero in (("hold", True), ("release", False)):
+            ran = _system(["/usr/bin/slurm-dsl", "--ledger", ledger, op, job, "--timeout", "20", "--json"])
+            assert ran.returncode == 0, ran.stdout + ran.stderr
+            row = json.loads(ran.stdout.strip().splitlines()[-1])
+            assert (row["job_id"], row["op"], row["result"]) == (job, op, "ok")
+            state = lab.job_state(job)
+            assert state is not None and (state.priority == 0) is priority_zero
+        history = _system(["/usr/bin/slurm-dsl", "--ledger", ledger, "history", job, "--json"])
+        ops = [json.loads(line) for line in history.stdout.splitlines()]
+        recorded = [(o["op"], o["result"]) for o in ops if o.get("kind") == "operation"]
+        assert recorded == [("hold", "ok"), ("release", "ok")]
+
+    # A ledger in the package's state directory is never deleted by a purge (README.Debian).
+    kept = STATE / "ledger.sqlite3"
+    planted = not kept.exists()
+    if planted:
+        kept.write_bytes(b"")
+    try:
+        purged = _system(["dpkg", "--purge", "slurm-dsl"])
+        assert purged.returncode == 0, purged.stderr
+        assert kept.exists()
+        assert "/var/lib/slurm-dsl is kept" in purged.stderr
+    finally:
+        if planted:
+            kept.unlink()
+            if not had_state:
+                STATE.rmdir()
+    assert not _installed()
+    left = _system(["dpkg", "-L", "slurm-dsl"])
+    assert left.returncode != 0
+    assert not Path("/usr/bin/slurm-dsl").exists()
+    assert not Path("/usr/lib/python3/dist-packages/slurm_dsl").exists()
+    assert not Path("/usr/share/slurm-dsl").exists()
+    assert not [u for u in units if Path(u).exists()]
