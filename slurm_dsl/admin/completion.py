@@ -62,6 +62,11 @@ def _patterns(path: str, words: List[str]) -> str:
     return "|".join(f"'{path}:{word}'" for word in words)
 
 
+def _reply(words: str) -> str:
+    """The case branch's body that offers ``compgen WORDS`` for the word typed, and stops."""
+    return f'mapfile -t COMPREPLY < <(compgen {words} -- "$cur"); return ;;'
+
+
 def _subcommands(parser: argparse.ArgumentParser) -> List[str]:
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
@@ -85,41 +90,24 @@ def render() -> str:
         '        if [[ -n $expect ]]; then expect=""; continue; fi',
         '        case "$path:$word" in',
     ]
-    for name, parser in levels:
-        _, valued, _, _ = _level(parser)
+    table = [(name, *_level(parser), _subcommands(parser)) for name, parser in levels]
+    for name, _, valued, _, _, _ in table:
         if valued:
             out.append(f"            {_patterns(name, valued)}) expect=1; continue ;;")
-    for name, parser in levels:
-        for sub in _subcommands(parser):
-            full = f"{name} {sub}".strip()
-            out.append(f"            '{name}:{sub}') path='{full}'; continue ;;")
-    out += [
-        "        esac",
-        "    done",
-        '    case "$path:$prev" in',
-    ]
-    for name, parser in levels:
-        _, _, choices, files = _level(parser)
+    for name, _, _, _, _, subs in table:
+        out += [f"            '{name}:{sub}') path='{f'{name} {sub}'.strip()}'; continue ;;" for sub in subs]
+    out += ["        esac", "    done", '    case "$path:$prev" in']
+    for name, _, valued, choices, files, _ in table:
         for option, values in choices.items():
-            words = " ".join(values)
-            out.append(f"        '{name}:{option}') mapfile -t COMPREPLY < <(compgen -W '{words}' -- \"$cur\"); return ;;")
-        for option in files:
-            out.append(f"        '{name}:{option}') mapfile -t COMPREPLY < <(compgen -f -- \"$cur\"); return ;;")
-        _, valued, _, _ = _level(parser)
+            out.append(f"        '{name}:{option}') {_reply('-W ' + repr(' '.join(values)))}")
+        out += [f"        '{name}:{option}') {_reply('-f')}" for option in files]
         rest = [v for v in valued if v not in choices and v not in files]
         if rest:
             out.append(f"        {_patterns(name, rest)}) COMPREPLY=(); return ;;")
-    out += [
-        "    esac",
-        '    local words=""',
-        '    case "$path" in',
-    ]
-    for name, parser in levels:
-        options, _, _, _ = _level(parser)
-        subs = _subcommands(parser)
-        out.append(f"        '{name}')")
+    out += ["    esac", '    local words=""', '    case "$path" in']
+    for name, options, _, _, _, subs in table:
         listed = f"words='{' '.join(options)}'; else words='{' '.join(subs)}'"
-        out.append(f"            if [[ $cur == -* ]]; then {listed}; fi ;;")
+        out += [f"        '{name}')", f"            if [[ $cur == -* ]]; then {listed}; fi ;;"]
     out += [
         "    esac",
         '    mapfile -t COMPREPLY < <(compgen -W "$words" -- "$cur")',
