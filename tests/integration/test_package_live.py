@@ -78,6 +78,7 @@ def test_the_package_builds_installs_holds_a_real_job_and_purges(deb: Path) -> N
         "slurm-dsl-sweep.service", "slurm-dsl-sweep.timer", "slurm-dsl-prune.service", "slurm-dsl-prune.timer",
     }
     for wanted in ("/usr/bin/slurm-dsl", "/usr/share/man/man1/slurm-dsl.1.gz", "/usr/share/slurm-dsl/job_submit.lua",
+                   "/usr/share/bash-completion/completions/slurm-dsl",
                    "/usr/share/doc/slurm-dsl/README.Debian", "/usr/share/doc/slurm-dsl/copyright",
                    "/usr/lib/python3/dist-packages/slurm_dsl/admin/cli.py"):
         assert wanted in files
