@@ -1,0 +1,143 @@
+"""Idempotency keys and retries: what a command does with a job, given the earlier operations of
+the same op under the same key (docs/contract.md §12).  Pure: the caller reads the ledger, settles
+and keeps the clock; ``decide`` only reads values.
+
+Strategy: a key names one logical operation across processes, as idempotency keys do in payment
+and cloud APIs.  Before a keyed command acts on a job it looks at that job's earlier operations
+of the same op and key (``Earlier``, oldest first) and ``decide`` says one of four things
+(``Step``):
+
+Rule 1, done: an earlier operation took effect by its own calls (``took_effect``: an ``ok``, or a
+requeue whose call 2 succeeded though its flag was left set, ``bit_set``), or was settled
+``present``: the job is not acted on again.  The row is that earlier operation's (its result,
+``because`` naming it).  The first of them decides.
+Rule 2, wait: an earlier operation may still act (it is unfinished and its lease has not
+lapsed: ``running``), or its outcome is unknown and has no verdict yet (settling it now said
+"not yet": the settle delay has not passed).  Nothing is run now; the caller waits and asks again,
+and a job still waiting at the deadline is skipped as busy, never run twice.
+Rule 3, stop, for a requeue only: an earlier requeue's outcome is unknown and settled
+``undecidable`` or ``gone``: nothing can say it did not happen, and a second requeue is the one
+thing a key exists to prevent.  The row says so (``because``).  Hold, release, open and restore
+are safe to run again whatever happened (slurmctld answers a repeated one without change), so for
+them these verdicts are no reason to stop.
+Rule 4, act: no earlier operation, or every one certainly did nothing (refused, not found, expired,
+not run) or was settled ``absent``.
+
+Rules 1-3 are checked in that order over all the earlier operations: one that took effect wins
+over one still running (the job is done whatever the other does; the other's own row settles it).
+
+Keys are checked by ``check_key``: 1-128 characters of letters, digits and ``._:@/+=-``, so a key
+is a plain word in the ledger, a log line and a shell; anything else is ``InvalidInput``.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from dataclasses import dataclass
+from typing import Optional, Sequence, Tuple
+
+from .errors import InvalidInput
+from .model import CallOutcome, Op, Result
+from .plain import described
+from .settle import Verdict
+
+MAX_KEY = 128
+_KEY = re.compile(rf"[A-Za-z0-9._:@/+=-]{{1,{MAX_KEY}}}")
+
+
+def check_key(key: object) -> str:
+    """``key`` as a plain ``str``, or ``InvalidInput`` saying what a key may be."""
+    if isinstance(key, str) and _KEY.fullmatch(key) and key.isascii():
+        return str.__str__(key)
+    raise InvalidInput(
+        f"a key is 1-{MAX_KEY} letters, digits and . _ : @ / + = -, not {described(key)}"
+    )
+
+
+def took_effect(op: Op, result: Optional[Result], calls: Sequence[CallOutcome]) -> Optional[bool]:
+    """What an operation's own calls say of its effect: True (it happened), False (certainly
+    not), None (they cannot say: ``unknown``, or unfinished, ``result`` None).
+
+    ``ok`` happened.  A requeue's ``bit_set`` happened exactly when its call 2 (``calls[1]``)
+    succeeded: the flag was left set, the requeue itself may have been refused (docs/contract.md
+    §7).  Every other result is a certain "no": slurmctld refused, or nothing ran.
+    """
+    op = Op(op)
+    if result is None or result is Result.UNKNOWN:
+        return None
+    if result is Result.OK:
+        return True
+    if result is Result.BIT_SET:
+        if op is not Op.REQUEUE:
+            raise InvalidInput(f"bit_set is a requeue's result, not a {op.value}'s")
+        return len(calls) > 1 and calls[1] is CallOutcome.SUCCESS
+    return False
+
+
+@dataclass(frozen=True)
+class Earlier:
+    """One earlier operation of the same op and key on the job, as ``decide`` reads it."""
+
+    op_id: int
+    result: Optional[Result]  # None: unfinished
+    took_effect: Optional[bool]  # ``took_effect`` of its calls
+    verdict: Optional[Verdict]  # its settlement (docs/contract.md §12), None if it has none yet
+    running: bool  # unfinished and its lease not lapsed: it may still act
+
+
+class Step(str, enum.Enum):
+    """What a keyed command does with one job."""
+
+    ACT = "act"
+    DONE = "done"
+    WAIT = "wait"
+    STOP = "stop"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class Decision:
+    step: Step
+    because: Optional[int]  # the earlier operation that decided (None for ACT)
+    detail: str
+
+
+def decide(op: Op, earlier: Sequence[Earlier]) -> Decision:
+    """Rules 1-4 of the module, over ``earlier`` (oldest first)."""
+    op = Op(op)
+    rows: Tuple[Earlier, ...] = tuple(_checked(e) for e in earlier)
+    for e in rows:
+        if e.took_effect is True or e.verdict is Verdict.PRESENT:
+            how = "took effect" if e.took_effect is True else "was settled present"
+            return Decision(Step.DONE, e.op_id, f"operation {e.op_id} with this key {how}: not run again")
+    for e in rows:
+        if e.running:
+            return Decision(Step.WAIT, e.op_id, f"operation {e.op_id} with this key may still be running")
+        if e.took_effect is None and e.verdict is None:
+            return Decision(Step.WAIT, e.op_id, f"operation {e.op_id} with this key is not settled yet")
+    if op is Op.REQUEUE:
+        for e in rows:
+            if e.took_effect is None and e.verdict in (Verdict.UNDECIDABLE, Verdict.GONE):
+                return Decision(
+                    Step.STOP, e.op_id,
+                    f"requeue {e.op_id} with this key may have happened (settled {e.verdict.value}):"
+                    " never requeued twice",
+                )
+    return Decision(Step.ACT, None, "")
+
+
+def _checked(e: object) -> Earlier:
+    if not isinstance(e, Earlier):
+        raise InvalidInput(f"earlier operations must be Earlier values, not {described(e)}")
+    if e.result is not None and not isinstance(e.result, Result):
+        raise InvalidInput(f"an earlier operation's result must be a Result or None, not {described(e.result)}")
+    if e.verdict is not None and not isinstance(e.verdict, Verdict):
+        raise InvalidInput(f"an earlier operation's verdict must be a Verdict or None, not {described(e.verdict)}")
+    if e.running and e.result is not None:
+        raise InvalidInput(f"operation {e.op_id} has a result, so it is not running")
+    if e.took_effect is not None and e.result in (None, Result.UNKNOWN):
+        raise InvalidInput(f"operation {e.op_id}'s calls cannot say it took effect: its result is {e.result}")
+    return e
