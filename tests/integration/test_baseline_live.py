@@ -55,7 +55,8 @@ def test_hold_and_requeue_commit_the_jobs_real_records(ledger_location: str, bul
             assert same(row.baseline, real), (row.baseline, real)
             assert row.baseline_at is not None and row.ends_by is not None
             assert row.started_at - 10 < row.baseline_at <= row.started_at < row.ends_by
-        assert held[running].baseline is not None and held[running].baseline.priority > 0
+        running_base = held[running].baseline
+        assert running_base is not None and running_base.priority > 0
 
         before = {j: lab.job_state(j) for j in jobs}  # now held: PriorityLong 0
         results = run(t, Op.REQUEUE, jobs, bulk)
