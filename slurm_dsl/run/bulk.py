@@ -59,7 +59,7 @@ from . import process as runner
 from .binaries import find_scontrol, find_squeue
 from .calls import execute, new_nonce, run_list_call, run_open_list, unstarted
 from .deadlines import check_deadline
-from .tracked import Looked, Tracker, lease_owner, lease_ttl, start_fields
+from .tracked import LookupAnswer, Tracker, lease_owner, lease_ttl, start_fields
 
 log = logging.getLogger("slurm_dsl")
 
@@ -156,7 +156,7 @@ def _cut(ids: List[str], limit: Callable[[], int]) -> Iterator[List[str]]:
 
 
 def _run_chunk(
-    tracker: Tracker, op: Op, chunk: List[str], deadline: float, answered_at: Optional[float], looked: Looked
+    tracker: Tracker, op: Op, chunk: List[str], deadline: float, answered_at: Optional[float], looked: LookupAnswer
 ) -> List[Outcome]:
     ledger = tracker.ledger()
     owner = lease_owner("bulk")

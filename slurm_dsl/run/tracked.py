@@ -80,7 +80,7 @@ def ends_after(left: float) -> float:
     return max(left, 0.0) + KILL_GRACE + GUARD_MARGIN
 
 
-class Looked(NamedTuple):
+class LookupAnswer(NamedTuple):
     """What the lookup before an operation said of each id (``Tracker.look_up``), and when it
     STARTED on the tracker's clock (None: no lookup was made; then ``infos`` is empty)."""
 
@@ -88,11 +88,11 @@ class Looked(NamedTuple):
     started: Optional[float] = None
 
 
-NOT_LOOKED = Looked({}, None)
+NOT_LOOKED = LookupAnswer({}, None)
 
 
 def start_fields(
-    looked: Looked, ids: Sequence[str], ledger_now: float, now: float, deadline: float
+    looked: LookupAnswer, ids: Sequence[str], ledger_now: float, now: float, deadline: float
 ) -> Tuple[Dict[str, JobInfo], Optional[float], float]:
     """The baselines of ``ids`` (those the lookup found), their ``baseline_at`` and ``ends_by``,
     on the ledger's clock, for an operation beginning at ``ledger_now`` (the ledger's clock),
@@ -197,7 +197,7 @@ class Tracker:
         """
         return self.look_up(op, job_ids, deadline).infos
 
-    def look_up(self, op: Union[Op, str], job_ids: Sequence[Union[str, int]], deadline: float) -> Looked:
+    def look_up(self, op: Union[Op, str], job_ids: Sequence[Union[str, int]], deadline: float) -> LookupAnswer:
         """``refuse_whole_arrays``, and when its lookup started (the baselines' time)."""
         ids = list(dict.fromkeys(validate_job_id(j) for j in job_ids))
         started = self.clock()
@@ -212,7 +212,7 @@ class Tracker:
         whole = [info for info in infos.values() if info is not None and info.whole_array]
         if whole:
             raise WholeArray(whole)
-        return Looked(infos, started)
+        return LookupAnswer(infos, started)
 
     def run(
         self,
@@ -223,7 +223,7 @@ class Tracker:
         owner: Optional[str] = None,
         checked: bool = False,
         actor: Optional[str] = None,
-        looked: Looked = NOT_LOOKED,
+        looked: LookupAnswer = NOT_LOOKED,
     ) -> Outcome:
         """One op on one job, recorded; the lease is ``owner``'s if given (a sweeper's), and the
         history says ``actor`` ran it (default: ``self.actor``, this process).

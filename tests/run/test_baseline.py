@@ -30,7 +30,7 @@ from slurm_dsl.run import tracked as tracked_module
 from slurm_dsl.run.bulk import run_many
 from slurm_dsl.run.calls import GUARD_MARGIN
 from slurm_dsl.run.driver import Ran, drive
-from slurm_dsl.run.tracked import NOT_LOOKED, Looked, Tracker, start_fields
+from slurm_dsl.run.tracked import NOT_LOOKED, LookupAnswer, Tracker, start_fields
 from tests.fakes import write_fake, write_fake_squeue, write_list_fake
 
 AHEAD = 1000.0  # the tracker's clock minus the ledger's (SQLite's is the host's)
@@ -231,13 +231,13 @@ def test_a_crash_in_a_bulk_chunk_leaves_its_baselines_committed(
 @pytest.mark.parametrize("offset", [0.0, -3600.0, 86400.0])
 def test_start_fields_carry_each_time_as_its_distance_from_now(offset: float) -> None:
     now = 5000.0 + offset  # the tracker's clock, ``offset`` from the ledger's
-    looked = Looked({"1": RUNNING_71, "2": None}, started=now - 0.25)
+    looked = LookupAnswer({"1": RUNNING_71, "2": None}, started=now - 0.25)
     baselines, baseline_at, ends_by = start_fields(looked, ["1", "2", "3"], 5000.0, now, now + 40)
     assert baselines == {"1": RUNNING_71}
     assert baseline_at == 4999.75 and ends_by == 5000.0 + 40 + BACKSTOP
     # A lookup that was not made (a restore, or the deadline already past): no baseline, no time.
     assert start_fields(NOT_LOOKED, ["1"], 5000.0, now, now + 40)[:2] == ({}, None)
-    assert start_fields(Looked({"2": None}, now - 1), ["2"], 5000.0, now, now + 40)[:2] == ({}, None)
+    assert start_fields(LookupAnswer({"2": None}, now - 1), ["2"], 5000.0, now, now + 40)[:2] == ({}, None)
     assert start_fields(NOT_LOOKED, ["1"], 5000.0, now, now - 5)[2] == 5000.0 + BACKSTOP, "past: nothing left"
 
 
