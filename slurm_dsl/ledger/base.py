@@ -29,6 +29,10 @@ from typing import TYPE_CHECKING, Any, ContextManager, Dict, List, Mapping, Opti
 from ..core.errors import LedgerError as LedgerError  # re-exported: where it has always been imported from
 from ..core.model import Op, Outcome, RequeueBit
 
+if TYPE_CHECKING:
+    from ..core.jobinfo import JobInfo
+    from ..core.settle import Verdict
+
 DEFAULT_PATH = "/var/lib/slurm-dsl/ledger.sqlite3"
 BUSY_TIMEOUT = 5.0  # seconds a writer waits for another one before LedgerError
 STDERR_CAP = 64 * 1024  # bytes of a script's stderr kept in the history (the head)
@@ -39,7 +43,10 @@ BACKOFF_CAP = 3600.0  # the back-off doubles per failed lookup up to this
 
 # The records of a ledger's reads live in ``ledger.records``, imported on first use (below).
 _RECORDS = frozenset(
-    ("JobObject", "CallRecord", "HistoryEntry", "SweepRecord", "PruneResult", "Unfinished", "ImportResult", "iso_utc")
+    (
+        "JobObject", "CallRecord", "HistoryEntry", "Settlement", "SweepRecord", "PruneResult", "Unfinished",
+        "ImportResult", "iso_utc",
+    )
 )
 
 if TYPE_CHECKING:
@@ -48,6 +55,7 @@ if TYPE_CHECKING:
     from .records import ImportResult as ImportResult
     from .records import JobObject as JobObject
     from .records import PruneResult as PruneResult
+    from .records import Settlement as Settlement
     from .records import SweepRecord as SweepRecord
     from .records import Unfinished as Unfinished
     from .records import iso_utc as iso_utc
@@ -92,11 +100,44 @@ class LedgerStore(Protocol):
         error inside leaves the block (never caught there); batches do not nest."""
         ...
 
-    def begin_operation(self, job_id: str, op: Op, nonce: str, now: float, *, actor: str = "") -> int: ...
+    def begin_operation(
+        self,
+        job_id: str,
+        op: Op,
+        nonce: str,
+        now: float,
+        *,
+        actor: str = "",
+        baseline: Optional[JobInfo] = None,
+        baseline_at: Optional[float] = None,
+        key: Optional[str] = None,
+        retry_of: Optional[int] = None,
+        ends_by: Optional[float] = None,
+    ) -> int:
+        """The history row and, for a requeue, the intent, in one committed transaction; with
+        the job's ``baseline`` (the record looked up before the first call), when that lookup
+        STARTED (``baseline_at``, kept only with a baseline), the idempotency ``key``, the first
+        operation it retries (``retry_of``) and ``ends_by`` (its deadline + kill grace + guard
+        margin): written at the start, never changed.  Times on the ledger's clock."""
+        ...
 
     def finish_operation(self, op_id: int, outcome: Outcome, stderr: bytes, now: float) -> RequeueBit: ...
 
-    def begin_operations(self, starts: Sequence[Tuple[str, Op, str]], now: float, *, actor: str = "") -> List[int]: ...
+    def begin_operations(
+        self,
+        starts: Sequence[Tuple[str, Op, str]],
+        now: float,
+        *,
+        actor: str = "",
+        baselines: Mapping[str, JobInfo] = {},
+        baseline_at: Optional[float] = None,
+        key: Optional[str] = None,
+        retry_of: Mapping[str, int] = {},
+        ends_by: Optional[float] = None,
+    ) -> List[int]:
+        """``begin_operation`` for many in one transaction; ``baselines`` and ``retry_of`` by job
+        id (a job not in them gets None)."""
+        ...
 
     def finish_operations(self, finishes: Sequence[Tuple[int, Outcome, bytes]], now: float) -> List[RequeueBit]: ...
 
@@ -128,7 +169,45 @@ class LedgerStore(Protocol):
 
     def lookups_failed(self, job_ids: Sequence[str], why: str, now: float) -> List[float]: ...
 
-    def history(self, job_id: str) -> List[HistoryEntry]: ...
+    def history(self, job_id: str) -> List[HistoryEntry]:
+        """Every operation on the job, oldest first, with its settlement if it has one."""
+        ...
+
+    # -- settling (docs/contract.md §12) -----------------------------------------------------------
+
+    def unsettled(
+        self, now: float, *, since: float = 0.0, limit: Optional[int] = None, job_ids: Optional[Sequence[str]] = None
+    ) -> List[HistoryEntry]:
+        """The operations to settle: rows with no settlement whose result is unknown, or without a
+        result that no longer run (as ``unfinished``'s "lapsed": the job has a later row or no
+        unexpired lease; also once ``now >= ends_by``); started at ``since`` or later; only
+        those jobs if ``job_ids`` is given; newest first (started_at, id descending); at most
+        ``limit``.  Reads only."""
+        ...
+
+    def add_settlements(
+        self, verdicts: Sequence[Tuple[int, Verdict, float, Optional[JobInfo], str]], now: float, *, by: str
+    ) -> int:
+        """Append ``(op_id, verdict, looked_at, record, detail)`` each, in ONE transaction; an
+        operation that has a settlement keeps it (the new one is skipped); an ``op_id`` that is
+        no history row, or a finished row whose result is not unknown, is LedgerError and nothing
+        is written.  Returns how many were written."""
+        ...
+
+    def count_unsettled(self, now: float, edges: Sequence[float] = (3600.0, 86400.0, 604800.0)) -> List[int]:
+        """How many operations ``unsettled`` would give (no since, no limit), by age (now -
+        started_at): ``len(edges) + 1`` counts, ``[0, e0), [e0, e1), ..., [e_last, inf)``."""
+        ...
+
+    def keyed(self, job_ids: Sequence[str], op: Op, key: str) -> Dict[str, List[HistoryEntry]]:
+        """The operations ``op`` with that ``key``, per job (oldest first), with settlements; a
+        job with none is absent.  Reads only."""
+        ...
+
+    def later_operations(self, op_ids: Sequence[int]) -> Dict[int, List[HistoryEntry]]:
+        """For each history id, the rows of the same job with a larger id (oldest first; their
+        stderr b""); an id with none is absent.  Reads only."""
+        ...
 
     # -- the admin's view (``slurm-dsl history``, ``ledger status``, ``ledger prune``) --------------
 

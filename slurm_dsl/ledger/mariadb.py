@@ -76,6 +76,7 @@ PRUNE_BATCH = 500  # history rows per prune transaction (InnoDB queues waiting w
 
 _BITS = "'clear', 'may_be_set', 'set'"
 _OPS = "'hold', 'release', 'requeue', 'restore', 'open'"
+_VERDICTS = "'present', 'absent', 'gone', 'undecidable'"
 _TABLE = "ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin"
 _ID = "VARCHAR(20) NOT NULL"  # a job id: at most 10 ASCII digits (jobid.MAX_JOB_ID)
 # Some of MariaDB's signals do not come as errors: STRICT makes a value that does not fit one,
@@ -104,6 +105,29 @@ BEGIN
        OR NOT (NEW.started_at <=> OLD.started_at) OR NOT (NEW.prior_bit <=> OLD.prior_bit)
        OR NOT (NEW.actor <=> OLD.actor)
     THEN SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'history is append-only';
+    END IF;
+END"""
+
+# Schema 3: the start columns of settling are guarded too.
+_FINISH_ONCE_3 = """CREATE TRIGGER history_finish_once BEFORE UPDATE ON history FOR EACH ROW
+BEGIN
+    IF OLD.finished_at IS NOT NULL OR NOT (NEW.id <=> OLD.id) OR NOT (NEW.job_id <=> OLD.job_id)
+       OR NOT (NEW.op <=> OLD.op) OR NOT (NEW.nonce <=> OLD.nonce)
+       OR NOT (NEW.started_at <=> OLD.started_at) OR NOT (NEW.prior_bit <=> OLD.prior_bit)
+       OR NOT (NEW.actor <=> OLD.actor) OR NOT (NEW.baseline <=> OLD.baseline)
+       OR NOT (NEW.baseline_at <=> OLD.baseline_at) OR NOT (NEW.op_key <=> OLD.op_key)
+       OR NOT (NEW.retry_of <=> OLD.retry_of) OR NOT (NEW.ends_by <=> OLD.ends_by)
+    THEN SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'history is append-only';
+    END IF;
+END"""
+_SETTLEMENTS_NO_UPDATE = """CREATE TRIGGER settlements_no_update BEFORE UPDATE ON settlements FOR EACH ROW
+SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'settlements are append-only'"""
+# Prune alone deletes one (its connection's row in ``pruning``), and only once its history row is gone.
+_SETTLEMENTS_NO_DELETE = """CREATE TRIGGER settlements_no_delete BEFORE DELETE ON settlements FOR EACH ROW
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pruning p WHERE p.connection_id = CONNECTION_ID())
+       OR EXISTS (SELECT 1 FROM history h WHERE h.id = OLD.op_id)
+    THEN SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'settlements are append-only';
     END IF;
 END"""
 
@@ -169,6 +193,41 @@ MIGRATIONS: Tuple[Tuple[str, ...], ...] = (
         _NO_DELETE,
         "DROP TRIGGER IF EXISTS history_finish_once",
         _FINISH_ONCE,
+    ),
+    (
+        # SQLite's schema 3: the start columns for settling (docs/contract.md §12), NULL in older
+        # rows, guarded by the new history_finish_once; the settlements, append-only.
+        "ALTER TABLE history ADD COLUMN IF NOT EXISTS baseline MEDIUMTEXT NULL,"
+        " ADD COLUMN IF NOT EXISTS baseline_at DOUBLE NULL,"
+        " ADD COLUMN IF NOT EXISTS op_key VARCHAR(255) NULL,"
+        " ADD COLUMN IF NOT EXISTS retry_of BIGINT UNSIGNED NULL,"
+        " ADD COLUMN IF NOT EXISTS ends_by DOUBLE NULL",
+        # No partial index in InnoDB: a virtual column that is the start of an unknown or
+        # unfinished row and NULL for every other, indexed, serves ``unsettled``'s range
+        # (SqlStore.UNSETTLED) from those rows alone; the NULLs of the finished rows sort first
+        # and are never read.
+        "ALTER TABLE history ADD COLUMN IF NOT EXISTS unsettled_at DOUBLE AS"
+        " (IF(result = 'unknown' OR finished_at IS NULL, started_at, NULL)) VIRTUAL",
+        "CREATE INDEX IF NOT EXISTS history_unsettled ON history (unsettled_at, id)",
+        "CREATE INDEX IF NOT EXISTS history_key ON history (op_key, job_id, op)",
+        f"""CREATE TABLE IF NOT EXISTS settlements (
+            id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT PRIMARY KEY,
+            op_id BIGINT UNSIGNED NOT NULL,
+            job_id {_ID},
+            verdict VARCHAR(16) NOT NULL CHECK (verdict IN ({_VERDICTS})),
+            looked_at DOUBLE NOT NULL,
+            record MEDIUMTEXT NULL,
+            settled_at DOUBLE NOT NULL,
+            settled_by MEDIUMTEXT NOT NULL,
+            detail MEDIUMTEXT NOT NULL,
+            UNIQUE KEY settlements_op (op_id)
+        ) {_TABLE}""",
+        "DROP TRIGGER IF EXISTS history_finish_once",
+        _FINISH_ONCE_3,
+        "DROP TRIGGER IF EXISTS settlements_no_update",
+        _SETTLEMENTS_NO_UPDATE,
+        "DROP TRIGGER IF EXISTS settlements_no_delete",
+        _SETTLEMENTS_NO_DELETE,
     ),
 )
 _VERSION_TABLE = f"""CREATE TABLE IF NOT EXISTS schema_version (
@@ -330,6 +389,7 @@ class MariaDbLedger(store.SqlStore):
     BLOB = "UNHEX(?)"  # stderr as hex, as _FINISH_ONE writes it: bytes never pass as utf8mb4 text
     HEX_STDERR = True
     ANOTHER = "another database"
+    UNSETTLED = "h.unsettled_at >= ?"  # the indexed virtual column of schema 2 -> 3
     PRUNING = (
         "INSERT INTO pruning (connection_id) VALUES (CONNECTION_ID())",
         "DELETE FROM pruning WHERE connection_id = CONNECTION_ID()",

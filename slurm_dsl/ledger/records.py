@@ -12,7 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Dict, Mapping, Optional, Tuple
 
+from ..core.jobinfo import JobInfo
 from ..core.model import Op, Reason, RequeueBit, Result
+from ..core.settle import Verdict
 
 
 @dataclass(frozen=True)
@@ -54,12 +56,76 @@ class CallRecord:
         }
 
 
+def job_info_json(info: Optional[JobInfo]) -> Optional[Dict[str, Any]]:
+    """A baseline's or a settlement's record in a report: every field, or None."""
+    if info is None:
+        return None
+    return {
+        "job_id": info.job_id,
+        "state": info.state,
+        "requeue": info.requeue,
+        "restarts": info.restarts,
+        "priority": info.priority,
+        "reason": info.reason,
+        "array_job_id": info.array_job_id,
+        "array_tasks": info.array_tasks,
+    }
+
+
+def _times(name: str, epoch: Optional[float]) -> Dict[str, Any]:
+    """``name`` as ISO-8601 UTC and ``name_epoch`` as epoch seconds (both None for None)."""
+    return {name: None if epoch is None else iso_utc(epoch), f"{name}_epoch": epoch}
+
+
+@dataclass(frozen=True)
+class Settlement:
+    """The verdict on one unknown or unfinished operation (docs/contract.md §12): appended, final.
+
+    ``looked_at`` is when the lookup it was read from STARTED and ``settled_at`` when the row was
+    written, both on the ledger's clock; ``record`` the fields it was read from (None: the job
+    was gone, or no record was read); ``by`` who settled it ("sweep", "settle", "command", with
+    the actor text); ``detail`` why, in words.
+    """
+
+    id: int
+    op_id: int
+    job_id: str
+    verdict: Verdict
+    looked_at: float
+    record: Optional[JobInfo]
+    settled_at: float
+    by: str
+    detail: str
+
+    def to_json(self) -> Dict[str, Any]:
+        """The settlement as ``history --json`` shows it (``kind`` ``verdict``)."""
+        return {
+            "kind": "verdict",
+            "id": self.id,
+            "op_id": self.op_id,
+            "job_id": self.job_id,
+            "verdict": self.verdict.value,
+            **_times("looked_at", self.looked_at),
+            "record": job_info_json(self.record),
+            **_times("settled_at", self.settled_at),
+            "by": self.by,
+            "detail": self.detail,
+        }
+
+
 @dataclass(frozen=True)
 class HistoryEntry:
     """One operation.  Everything after ``prior_bit`` is None (or empty) until it finished.
 
     ``prior_bit`` is the object's bit before the operation; ``bit_after`` what it became.
     ``stderr`` is the script's stderr up to ``STDERR_CAP`` bytes; ``stderr_len`` its full length.
+
+    Written at its start since schema 3 (None in older rows): ``baseline``, the job's record
+    looked up before its first call (None also for a restore, or when no lookup was made or the
+    job was gone), ``baseline_at`` when that lookup STARTED; ``key``, its idempotency key;
+    ``retry_of``, the history id of the first operation it retries; ``ends_by``, the time by
+    which every process of it is dead whatever happens (its deadline + kill grace + guard
+    margin), all on the ledger's clock.  ``settlement``: its verdict, once settled.
     """
 
     id: int
@@ -80,6 +146,12 @@ class HistoryEntry:
     stderr_len: int
     # Who ran it ("uid 0 (root) on ctl1, pid 4711"); None for a row written before schema 2.
     actor: Optional[str] = None
+    baseline: Optional[JobInfo] = None
+    baseline_at: Optional[float] = None
+    key: Optional[str] = None
+    retry_of: Optional[int] = None
+    ends_by: Optional[float] = None
+    settlement: Optional[Settlement] = None
 
     @property
     def finished(self) -> bool:
@@ -109,6 +181,13 @@ class HistoryEntry:
             "stderr": self.stderr.decode("utf-8", "backslashreplace"),
             "stderr_len": self.stderr_len,
             "actor": self.actor,
+            "baseline": job_info_json(self.baseline),
+            **_times("baseline_at", self.baseline_at),
+            "key": self.key,
+            "retry_of": self.retry_of,
+            **_times("ends_by", self.ends_by),
+            "effect": None if self.settlement is None else self.settlement.verdict.value,
+            "settlement": None if self.settlement is None else self.settlement.to_json(),
         }
 
 
@@ -153,13 +232,15 @@ class Unfinished:
 class ImportResult:
     """What ``import_records`` did: objects new to the ledger (``copied``), objects it had whose
     bit the incoming, less clear one replaced (``merged``) or that it kept as they were
-    (``kept``); history rows added (``copied``) or already there (``skipped``)."""
+    (``kept``); history rows added (``copied``) or already there (``skipped``); settlements
+    added (``settlements_copied``)."""
 
     objects_copied: int = 0
     objects_merged: int = 0
     objects_kept: int = 0
     history_copied: int = 0
     history_skipped: int = 0
+    settlements_copied: int = 0
 
 
 def iso_utc(epoch: float) -> str:

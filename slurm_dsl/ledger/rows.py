@@ -49,12 +49,14 @@ from typing import (
 from ..core import ledger_rules as rules
 from ..core.errors import InvalidInput, LedgerError
 from ..core.jobid import validate_job_id
+from ..core.jobinfo import JobInfo
 from ..core.model import Op, Outcome, Reason, RequeueBit, Result
 from ..core.shown import shown
 from .base import STDERR_CAP
 
 if TYPE_CHECKING:
-    from .records import HistoryEntry, JobObject, SweepRecord, Unfinished
+    from ..core.settle import Verdict
+    from .records import HistoryEntry, JobObject, Settlement, SweepRecord, Unfinished
 
 # The records (``ledger.records``) are imported by the reads that build them: an operation never
 # does (docs/benchmarks.md §7).
@@ -65,9 +67,25 @@ _T = TypeVar("_T")
 # What ``job_object`` and ``entry`` read: their columns in their order (a backend appends its
 # WHERE, ORDER BY and LIMIT).
 SELECT_OBJECTS = "SELECT job_id, bit, why, updated_at, lookup_failures, next_lookup_at, lookup_error FROM objects"
+# A history row is read with its settlement, if any (``h`` the history, ``s`` the settlement:
+# a backend's WHERE and ORDER BY name their columns so).
+SETTLED_HISTORY = " FROM history h LEFT JOIN settlements s ON s.op_id = h.id"
 SELECT_HISTORY = (
-    "SELECT id, job_id, op, nonce, started_at, prior_bit, finished_at, result, requeue_bit,"
-    " bit_after, reason, detail, exit_status, calls, stderr, stderr_len, actor FROM history"
+    "SELECT h.id, h.job_id, h.op, h.nonce, h.started_at, h.prior_bit, h.finished_at, h.result, h.requeue_bit,"
+    " h.bit_after, h.reason, h.detail, h.exit_status, h.calls, h.stderr, h.stderr_len, h.actor,"
+    " h.baseline, h.baseline_at, h.op_key, h.retry_of, h.ends_by,"
+    " s.id, s.verdict, s.looked_at, s.record, s.settled_at, s.settled_by, s.detail"
+    " FROM history h LEFT JOIN settlements s ON s.op_id = h.id"
+)
+# ``later_operations``: SELECT_HISTORY's columns of the later rows (``h``, their stderr not
+# read) of each given row's job (``g``), the given id first.
+SELECT_LATER = (
+    "SELECT g.id, h.id, h.job_id, h.op, h.nonce, h.started_at, h.prior_bit, h.finished_at, h.result, h.requeue_bit,"
+    " h.bit_after, h.reason, h.detail, h.exit_status, h.calls, '', h.stderr_len, h.actor,"
+    " h.baseline, h.baseline_at, h.op_key, h.retry_of, h.ends_by,"
+    " s.id, s.verdict, s.looked_at, s.record, s.settled_at, s.settled_by, s.detail"
+    " FROM history g JOIN history h ON h.job_id = g.job_id AND h.id > g.id"
+    " LEFT JOIN settlements s ON s.op_id = h.id WHERE g.id"
 )
 
 # What ``unfinished`` reads, ``{mark}`` the backend's placeholder for the time now: each row
@@ -132,8 +150,9 @@ def job_object(row: Sequence[Any]) -> JobObject:
     return JobObject(row[0], RequeueBit(row[1]), row[2], float(row[3]), int(row[4]), float(row[5]), row[6])
 
 
-def entry(r: Sequence[Any]) -> HistoryEntry:
-    """A ``history`` row (``SELECT_HISTORY``) as a ``HistoryEntry``."""
+def entry(r: Sequence[Any], path: str = "") -> HistoryEntry:
+    """A ``history`` row with its settlement (``SELECT_HISTORY``) as a ``HistoryEntry``;
+    LedgerError (naming the ledger ``path``) for a malformed record or verdict."""
     from .records import CallRecord, HistoryEntry
 
     return HistoryEntry(
@@ -154,7 +173,89 @@ def entry(r: Sequence[Any]) -> HistoryEntry:
         stderr=bytes(r[14] or b""),
         stderr_len=int(r[15] or 0),
         actor=r[16],
+        baseline=job_info(path, r[17]),
+        baseline_at=None if r[18] is None else float(r[18]),
+        key=r[19],
+        retry_of=None if r[20] is None else int(r[20]),
+        ends_by=None if r[21] is None else float(r[21]),
+        settlement=None if r[22] is None else settlement(path, int(r[0]), str(r[1]), r[22:30]),
     )
+
+
+def settlement(path: str, op_id: int, job_id: str, r: Sequence[Any]) -> Settlement:
+    """A ``settlements`` row (id, verdict, looked_at, record, settled_at, settled_by, detail, as
+    ``SELECT_HISTORY`` reads it) of operation ``op_id`` as a ``Settlement``; LedgerError if its
+    verdict or record is malformed."""
+    from ..core.settle import Verdict
+    from .records import Settlement
+
+    try:
+        verdict = Verdict(r[1])
+    except ValueError:
+        raise LedgerError(f"ledger {path}: operation {op_id} has a settlement of unknown verdict {r[1]!r}",
+                          path=path) from None
+    return Settlement(
+        id=int(r[0]),
+        op_id=op_id,
+        job_id=job_id,
+        verdict=verdict,
+        looked_at=float(r[2]),
+        record=job_info(path, r[3]),
+        settled_at=float(r[4]),
+        by=str(r[5]),
+        detail=str(r[6]),
+    )
+
+
+# -- a job's record (a baseline, a settlement's): every field, as compact JSON text --------------
+
+# The fields and their types, in JobInfo's order (array_job_id may be null).
+_JOB_INFO_FIELDS: Tuple[Tuple[str, Tuple[type, ...]], ...] = (
+    ("job_id", (str,)),
+    ("state", (str,)),
+    ("requeue", (bool,)),
+    ("restarts", (int,)),
+    ("priority", (int,)),
+    ("reason", (str,)),
+    ("array_job_id", (str, type(None))),
+    ("array_tasks", (int,)),
+)
+
+
+def job_info_text(info: Optional[JobInfo]) -> Optional[str]:
+    """The column a record is stored in: every field of the ``JobInfo`` as compact JSON, or None.
+    InvalidInput for anything but a JobInfo whose fields have their types."""
+    if info is None:
+        return None
+    if not isinstance(info, JobInfo):
+        raise InvalidInput(f"a job's record must be a JobInfo, not {type(info).__name__}")
+    values = {}
+    for name, types in _JOB_INFO_FIELDS:
+        value = getattr(info, name)
+        if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
+            raise InvalidInput(f"a job's record has {name} {value!r}, not of its type")
+        values[name] = value
+    validate_job_id(info.job_id)
+    return json.dumps(values, separators=(",", ":"))
+
+
+def job_info(path: str, text: Optional[str]) -> Optional[JobInfo]:
+    """A stored record (``job_info_text``) as a ``JobInfo``; None for NULL.  LedgerError unless it
+    is a JSON object with exactly JobInfo's fields, each of its type."""
+    if text is None:
+        return None
+    try:
+        values = json.loads(text)
+    except ValueError:
+        values = None
+    ok = isinstance(values, dict) and set(values) == {name for name, _ in _JOB_INFO_FIELDS} and all(
+        isinstance(values[name], types) and (bool in types or not isinstance(values[name], bool))
+        for name, types in _JOB_INFO_FIELDS
+    )
+    if not ok:
+        raise LedgerError(f"ledger {path}: a stored job record is malformed: {shown(str(text)[:200])}", path=path)
+    assert isinstance(values, dict)
+    return JobInfo(**values)
 
 
 def sweep_summary(summary: Mapping[str, Any]) -> str:
@@ -364,27 +465,91 @@ def multi_row(
         yield _values(sql, width, len(piece), mark, tail), [value for row in piece for value in row]
 
 
+# A history row as ``begin_operations`` appends it: job_id, op, nonce, started_at, prior_bit,
+# actor, baseline (``job_info_text``), baseline_at, op_key, retry_of, ends_by.
+HistoryStart = Tuple[str, str, str, float, str, Optional[str], Optional[str], Optional[float], Optional[str],
+                     Optional[int], Optional[float]]
+KEY_MAX = 255  # characters of an idempotency key
+
+
+class StartFields(NamedTuple):
+    """What an operation's row records at its start besides the job, op and nonce (schema 3):
+    each job's baseline as stored (job id -> ``job_info_text``; a job absent has none), when the
+    lookup started, the idempotency key, each job's ``retry_of``, ``ends_by``."""
+
+    baselines: Mapping[str, str] = {}
+    baseline_at: Optional[float] = None
+    key: Optional[str] = None
+    retry_of: Mapping[str, int] = {}
+    ends_by: Optional[float] = None
+
+
+def checked_key(key: Optional[str]) -> Optional[str]:
+    """An idempotency key: None, or 1 to ``KEY_MAX`` characters with no control character (it is
+    matched exactly later, so it is refused rather than changed); else InvalidInput."""
+    if key is None:
+        return None
+    if not isinstance(key, str) or not 0 < len(key) <= KEY_MAX or shown(key) != key:
+        raise InvalidInput(
+            f"a key must be 1 to {KEY_MAX} printable characters, not {shown(repr(key))[:KEY_MAX + 20]}"
+        )
+    return key
+
+
+def start_fields(
+    baselines: Mapping[str, JobInfo],
+    baseline_at: Optional[float],
+    key: Optional[str],
+    retry_of: Mapping[str, int],
+    ends_by: Optional[float],
+) -> StartFields:
+    """``begin_operations``' keyword arguments, checked (InvalidInput) and encoded."""
+    texts: Dict[str, str] = {}
+    for job_id, info in dict(baselines).items():
+        text = job_info_text(info)
+        if text is not None:
+            texts[validate_job_id(job_id)] = text
+    retries: Dict[str, int] = {}
+    for job_id, op_id in dict(retry_of).items():
+        if isinstance(op_id, bool) or not isinstance(op_id, int) or op_id <= 0:
+            raise InvalidInput(f"retry_of must name a history id (a positive integer), not {op_id!r}")
+        retries[validate_job_id(job_id)] = op_id
+    return StartFields(
+        texts,
+        None if baseline_at is None else finite("baseline_at", baseline_at),
+        checked_key(key),
+        retries,
+        None if ends_by is None else finite("ends_by", ends_by),
+    )
+
+
 class BeginPlan(NamedTuple):
     """What ``begin_operations`` writes.  ``objects``: each job's object as the batch leaves it,
     for the jobs it creates (bit clear, or the intent at once) or gives an intent: upserted, and an
     object there that is updated also gets its back-off reset (an intent is news for the sweeper);
     no other object is written.  ``history``: the rows to append, in the order of the starts
-    (job_id, op, nonce, started_at, prior_bit, actor)."""
+    (``HistoryStart``)."""
 
     objects: List[ObjectWrite]
-    history: List[Tuple[str, str, str, float, str, Optional[str]]]
+    history: List[HistoryStart]
 
 
 def begin_plan(
-    starts: Sequence[Tuple[str, Op, str]], bits: Mapping[str, str], now: float, actor: str
+    starts: Sequence[Tuple[str, Op, str]],
+    bits: Mapping[str, str],
+    now: float,
+    actor: str,
+    fields: Optional[StartFields] = None,
 ) -> BeginPlan:
     """``BeginPlan`` of the (checked) ``starts`` at ``now``, given the bits of the objects there
     (job id -> bit; no object for a job absent), as the starts one after the other would write
-    it: the history row of a job's second start has as bit before what its first left."""
+    it: the history row of a job's second start has as bit before what its first left.  A row's
+    ``baseline_at`` is kept only with its baseline (a job without one has neither)."""
     current: Dict[str, RequeueBit] = {job_id: RequeueBit(bit) for job_id, bit in bits.items()}
     objects: Dict[str, ObjectWrite] = {}
-    history: List[Tuple[str, str, str, float, str, Optional[str]]] = []
+    history: List[HistoryStart] = []
     who = stored_text(actor) or None
+    fields = fields or StartFields()
     for job_id, op, nonce in starts:
         prior = current.get(job_id)
         if prior is None:  # a new object, bit clear (an intent below may overwrite it at once)
@@ -394,7 +559,12 @@ def begin_plan(
         if intent is not None:
             current[job_id] = intent.bit
             objects[job_id] = (job_id, intent.bit.value, intent.why, now)
-        history.append((job_id, op.value, nonce, now, prior.value, who))
+        baseline = fields.baselines.get(job_id)
+        history.append((
+            job_id, op.value, nonce, now, prior.value, who, baseline,
+            None if baseline is None else fields.baseline_at, fields.key, fields.retry_of.get(job_id),
+            fields.ends_by,
+        ))
     return BeginPlan(list(objects.values()), history)
 
 
@@ -485,11 +655,13 @@ def object_values(obj: JobObject) -> Tuple[Any, ...]:
     )
 
 
-def history_values(e: HistoryEntry, *, hex_stderr: bool = False) -> Tuple[Any, ...]:
+def history_values(e: HistoryEntry, *, hex_stderr: bool = False, retry_of: Optional[int] = None) -> Tuple[Any, ...]:
     """A history row's columns for ``import_records``: job_id, nonce, op, started_at first (what
     tells a row already there), then prior_bit, finished_at, result, requeue_bit, bit_after,
     reason, detail, exit_status, calls, stderr, stderr_len, actor; an unfinished row keeps NULL in
-    every column written at finish."""
+    every column written at finish.  Then the start columns of schema 3: baseline, baseline_at,
+    op_key, retry_of (``retry_of``: the id the row it names has in this ledger, None if it has
+    none here), ends_by."""
     done = e.finished_at is not None
     return (
         validate_job_id(e.job_id),
@@ -508,4 +680,96 @@ def history_values(e: HistoryEntry, *, hex_stderr: bool = False) -> Tuple[Any, .
         (bytes(e.stderr).hex() if hex_stderr else bytes(e.stderr)) if done else None,
         int(e.stderr_len) if done else None,
         e.actor,
+        job_info_text(e.baseline),
+        None if e.baseline_at is None else finite("baseline_at", e.baseline_at),
+        checked_key(e.key),
+        retry_of,
+        None if e.ends_by is None else finite("ends_by", e.ends_by),
     )
+
+
+# -- settlements ---------------------------------------------------------------------------------
+
+# (op_id, verdict, looked_at, record, detail): what ``add_settlements`` is given for each.
+SettlementIn = Tuple[int, "Verdict", float, Optional[JobInfo], str]
+# What a settlement row is written as: op_id, job_id, verdict, looked_at, record, settled_at,
+# settled_by, detail.
+SettlementRow = Tuple[int, str, str, float, Optional[str], float, str, str]
+
+
+def checked_verdicts(verdicts: Sequence[SettlementIn]) -> List[Tuple[int, str, float, Optional[str], str]]:
+    """``add_settlements``' items, checked (InvalidInput) and encoded: (op_id, verdict's value,
+    looked_at, the record's ``job_info_text``, detail as ``stored_text``)."""
+    from ..core.settle import Verdict
+
+    checked = []
+    for op_id, verdict, looked_at, record, detail in verdicts:
+        if isinstance(op_id, bool) or not isinstance(op_id, int):
+            raise InvalidInput(f"an op_id must be a history id (an integer), not {op_id!r}")
+        try:
+            value = Verdict(verdict).value
+        except ValueError:
+            raise InvalidInput(f"not a verdict: {shown(repr(verdict))}") from None
+        checked.append((op_id, value, finite("looked_at", looked_at), job_info_text(record), stored_text(detail)))
+    return checked
+
+
+def settlement_plan(
+    path: str,
+    checked: Sequence[Tuple[int, str, float, Optional[str], str]],
+    rows: Mapping[int, Sequence[Any]],
+    now: float,
+    by: str,
+) -> List[SettlementRow]:
+    """The settlement rows ``add_settlements`` writes, given the operations' rows there (op id ->
+    (job_id, finished_at, result, whether it has a settlement)): an operation that has one, or
+    that an earlier item of the batch settles, is skipped (verdicts are final); LedgerError for
+    an id with no history row, or for a finished operation whose result is not unknown, so that
+    nothing of the batch is written."""
+    settled: Set[int] = set()
+    written: List[SettlementRow] = []
+    for op_id, verdict, looked_at, record, detail in checked:
+        row = rows.get(op_id)
+        if row is None:
+            raise LedgerError(f"ledger {path}: no operation {op_id} to settle", path=path)
+        job_id, finished_at, result, has_one = row
+        if finished_at is not None and result != Result.UNKNOWN.value:
+            raise LedgerError(
+                f"ledger {path}: operation {op_id} finished {result}, not unknown: it has nothing to settle",
+                path=path,
+            )
+        if has_one or op_id in settled:
+            continue
+        settled.add(op_id)
+        written.append((op_id, str(job_id), verdict, looked_at, record, now, by, detail))
+    return written
+
+
+def settlement_values(s: Settlement, op_id: int) -> SettlementRow:
+    """An imported settlement's columns (``SettlementRow``), of the history row ``op_id`` here."""
+    from ..core.settle import Verdict
+
+    return (
+        op_id,
+        validate_job_id(s.job_id),
+        Verdict(s.verdict).value,
+        finite("looked_at", s.looked_at),
+        job_info_text(s.record),
+        finite("settled_at", s.settled_at),
+        str(s.by),
+        str(s.detail),
+    )
+
+
+def age_counts(started: Sequence[float], now: float, edges: Sequence[float]) -> List[int]:
+    """``count_unsettled``'s answer: how many of the ``started`` times are ``now - started`` old,
+    in ``[0, e0), [e0, e1), ..., [e_last, inf)`` (a time after ``now`` counts as age 0).
+    InvalidInput unless the edges are finite, positive and increasing."""
+    bounds = [finite("edge", e) for e in edges]
+    if any(e <= 0 for e in bounds) or any(b <= a for a, b in zip(bounds, bounds[1:])):
+        raise InvalidInput(f"the age edges must be positive and increasing, not {list(edges)!r}")
+    counts = [0] * (len(bounds) + 1)
+    for at in started:
+        age = max(0.0, now - float(at))
+        counts[sum(1 for e in bounds if age >= e)] += 1
+    return counts

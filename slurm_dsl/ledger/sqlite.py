@@ -60,6 +60,7 @@ from .store import Cursor, SqlStore
 
 _BITS = "'clear', 'may_be_set', 'set'"
 _OPS = "'hold', 'release', 'requeue', 'restore', 'open'"
+_VERDICTS = "'present', 'absent', 'gone', 'undecidable'"
 
 # MIGRATIONS[i] takes a file from version i to i + 1.  Statements one by one (executescript
 # would commit first): each list runs inside the transaction that bumps user_version.
@@ -142,6 +143,53 @@ MIGRATIONS: Tuple[Tuple[str, ...], ...] = (
               OR NEW.started_at IS NOT OLD.started_at OR NEW.prior_bit IS NOT OLD.prior_bit
               OR NEW.actor IS NOT OLD.actor
             BEGIN SELECT RAISE(ABORT, 'history is append-only'); END""",
+    ),
+    (
+        # What an operation records at its start for settling it later (docs/contract.md §12):
+        # the job's record looked up before its first call (JSON, ledger.rows.job_info_text) and
+        # when that lookup started, its idempotency key, the first operation it retries, and the
+        # time by which every process of it is dead.  NULL in older rows.  Start columns:
+        # history_finish_once below guards them like the others.
+        "ALTER TABLE history ADD COLUMN baseline TEXT",
+        "ALTER TABLE history ADD COLUMN baseline_at REAL",
+        "ALTER TABLE history ADD COLUMN op_key TEXT",
+        "ALTER TABLE history ADD COLUMN retry_of INTEGER",
+        "ALTER TABLE history ADD COLUMN ends_by REAL",
+        "DROP TRIGGER history_finish_once",
+        """CREATE TRIGGER history_finish_once BEFORE UPDATE ON history
+            WHEN OLD.finished_at IS NOT NULL OR NEW.id IS NOT OLD.id OR NEW.job_id IS NOT OLD.job_id
+              OR NEW.op IS NOT OLD.op OR NEW.nonce IS NOT OLD.nonce
+              OR NEW.started_at IS NOT OLD.started_at OR NEW.prior_bit IS NOT OLD.prior_bit
+              OR NEW.actor IS NOT OLD.actor OR NEW.baseline IS NOT OLD.baseline
+              OR NEW.baseline_at IS NOT OLD.baseline_at OR NEW.op_key IS NOT OLD.op_key
+              OR NEW.retry_of IS NOT OLD.retry_of OR NEW.ends_by IS NOT OLD.ends_by
+            BEGIN SELECT RAISE(ABORT, 'history is append-only'); END""",
+        # The operations still to settle (``unsettled``, every sweep): only the unknown and the
+        # unfinished rows, by start, so that the sweep's read walks those alone however many
+        # finished rows the ledger keeps.  Its WHERE is SqlStore.UNSETTLED's, word for word.
+        """CREATE INDEX history_unsettled ON history (started_at, id)
+            WHERE result = 'unknown' OR finished_at IS NULL""",
+        # The earlier operations of one key (``keyed``): only rows that have a key.
+        "CREATE INDEX history_key ON history (op_key, job_id, op) WHERE op_key IS NOT NULL",
+        # The verdicts (docs/contract.md §12): one per operation at most, appended, final.
+        f"""CREATE TABLE settlements (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            op_id INTEGER NOT NULL UNIQUE,
+            job_id TEXT NOT NULL,
+            verdict TEXT NOT NULL CHECK (verdict IN ({_VERDICTS})),
+            looked_at REAL NOT NULL,
+            record TEXT,
+            settled_at REAL NOT NULL,
+            settled_by TEXT NOT NULL,
+            detail TEXT NOT NULL
+        )""",
+        """CREATE TRIGGER settlements_no_update BEFORE UPDATE ON settlements
+            BEGIN SELECT RAISE(ABORT, 'settlements are append-only'); END""",
+        # Prune alone deletes one, and only once its history row is gone.
+        """CREATE TRIGGER settlements_no_delete BEFORE DELETE ON settlements
+            WHEN NOT EXISTS (SELECT 1 FROM pruning)
+              OR EXISTS (SELECT 1 FROM history h WHERE h.id = OLD.op_id)
+            BEGIN SELECT RAISE(ABORT, 'settlements are append-only'); END""",
     ),
 )
 

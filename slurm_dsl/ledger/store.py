@@ -54,6 +54,8 @@ from . import rows as ledger_rows
 from .base import LedgerError
 
 if TYPE_CHECKING:
+    from ..core.jobinfo import JobInfo
+    from ..core.settle import Verdict
     from .records import HistoryEntry, ImportResult, JobObject, PruneResult, SweepRecord, Unfinished
 
 # The records (``ledger.records``) are imported by the reads and reports that build them: an
@@ -101,7 +103,10 @@ _FINISHING_ROWS = (
 )
 _LEASE_OF_ONE = "SELECT owner, expires_at FROM leases WHERE job_id = ?"
 _LEASES_OF = "SELECT job_id, owner, expires_at FROM leases WHERE job_id"
-_APPEND = "INSERT INTO history (job_id, op, nonce, started_at, prior_bit, actor)"
+_APPEND = (
+    "INSERT INTO history (job_id, op, nonce, started_at, prior_bit, actor, baseline, baseline_at, op_key, retry_of,"
+    " ends_by)"
+)
 # The rows the sweeper's writes and an import decide on (``FOR_UPDATE`` appended).
 _HOLDS = "SELECT 1 FROM leases WHERE job_id = ? AND owner = ? AND expires_at > ?"
 _OBJECT_THERE = "SELECT 1 FROM objects WHERE job_id = ?"
@@ -109,9 +114,33 @@ _FAILURES_OF = "SELECT lookup_failures FROM objects WHERE job_id = ?"
 # An imported history row, every column as stored; ``{blob}`` how the dialect binds stderr.
 _IMPORT_HISTORY = (
     "INSERT INTO history (job_id, nonce, op, started_at, prior_bit, finished_at, result, requeue_bit, bit_after,"
-    " reason, detail, exit_status, calls, stderr, stderr_len, actor)"
-    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, {blob}, ?, ?)"
+    " reason, detail, exit_status, calls, stderr, stderr_len, actor, baseline, baseline_at, op_key, retry_of, ends_by)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, {blob}, ?, ?, ?, ?, ?, ?, ?)"
 )
+_HISTORY_THERE = "SELECT id FROM history WHERE job_id = ? AND nonce = ? AND op = ? AND started_at = ?"
+# The settlements (schema 3): one per operation at most, appended, never changed.
+_SETTLE = "INSERT INTO settlements (op_id, job_id, verdict, looked_at, record, settled_at, settled_by, detail)"
+# What ``add_settlements`` decides on: each operation's job, finish, result and whether it is settled.
+_SETTLING_ONE = (
+    "SELECT h.job_id, h.finished_at, h.result, EXISTS (SELECT 1 FROM settlements s WHERE s.op_id = h.id)"
+    " FROM history h WHERE h.id = ?"
+)
+_SETTLING_ROWS = (
+    "SELECT h.id, h.job_id, h.finished_at, h.result, EXISTS (SELECT 1 FROM settlements s WHERE s.op_id = h.id)"
+    " FROM history h WHERE h.id"
+)
+# ``unsettled``: the rows the dialect's ``UNSETTLED`` index serves (unknown results and
+# unfinished rows started since ``?``) with no settlement, an unfinished one only once it no
+# longer runs (``ends_by`` passed, a later row of its job, or no unexpired lease: as
+# ``ledger_rows.unfinished``'s "lapsed").  ``{unsettled}`` is the dialect's predicate.
+_UNSETTLED_WHERE = (
+    " WHERE {unsettled} AND s.id IS NULL"
+    " AND (h.finished_at IS NOT NULL OR h.ends_by <= ?"
+    " OR EXISTS (SELECT 1 FROM history l WHERE l.job_id = h.job_id AND l.id > h.id)"
+    " OR NOT EXISTS (SELECT 1 FROM leases e WHERE e.job_id = h.job_id AND e.expires_at > ?))"
+)
+_EVER = -1.0e308  # ``since`` for every row
+_STARTED = "SELECT h.started_at"  # what ``count_unsettled`` reads of each
 # Prune's view of a batch of history rows: what ``rules.may_prune`` needs of each.
 _PRUNE_ROWS = (
     "SELECT h.id, h.job_id, h.finished_at, o.bit,"
@@ -132,6 +161,9 @@ class SqlStore(abc.ABC):
     HEX_STDERR = False  # stderr passed as hex text (``ledger_rows``' Rule 3)
     ANOTHER = "another ledger"  # what to use instead of a ledger too new for this code
     PRUNING: Tuple[str, str] = ("", "")  # prune's pass for the history trigger: let it in, take it back
+    # The rows ``unsettled`` may give, as the dialect's index on them serves them, ``?`` the
+    # earliest start (``_UNSETTLED_WHERE``).
+    UNSETTLED = "(h.result = 'unknown' OR h.finished_at IS NULL) AND h.started_at >= ?"
 
     path: str
 
@@ -141,6 +173,9 @@ class SqlStore(abc.ABC):
         self.backoff_cap = backoff_cap
         self._batched = False  # inside ``batch``: every _atomic joins its transaction
         self._tx: Optional[Cursor] = None  # the transaction's cursor, while one is open
+        # ``import_records``: the id each history row imported (or found there) had in its source,
+        # to this ledger's, so that a later row's ``retry_of`` names the same operation here.
+        self._imported_ids: Dict[int, int] = {}
 
     @abc.abstractmethod
     def close(self) -> None: ...
@@ -320,18 +355,46 @@ class SqlStore(abc.ABC):
 
     # -- operations ------------------------------------------------------------------------------
 
-    def begin_operation(self, job_id: str, op: Op, nonce: str, now: float, *, actor: str = "") -> int:
+    def begin_operation(
+        self,
+        job_id: str,
+        op: Op,
+        nonce: str,
+        now: float,
+        *,
+        actor: str = "",
+        baseline: Optional[JobInfo] = None,
+        baseline_at: Optional[float] = None,
+        key: Optional[str] = None,
+        retry_of: Optional[int] = None,
+        ends_by: Optional[float] = None,
+    ) -> int:
         """Record that ``op`` starts on ``job_id``; return the history row's id.
 
         One committed transaction: the history row (with the object's bit before it and who runs
-        it, ``actor``; "" is recorded as unknown), the object if it is new (bit clear), and for a
-        requeue the intent: the object becomes may_be_set.  Call it while holding the job's
-        lease, and start the script only after it returned.
+        it, ``actor``; "" is recorded as unknown; the job's ``baseline`` record and when its lookup
+        started, ``baseline_at``, kept only with a baseline; the idempotency ``key``; the first
+        operation it retries, ``retry_of``; and ``ends_by``), the object if it is new (bit clear),
+        and for a requeue the intent: the object becomes may_be_set.  Call it while holding the
+        job's lease, and start the script only after it returned.
         """
-        return self.begin_operations([(job_id, op, nonce)], now, actor=actor)[0]
+        return self.begin_operations(
+            [(job_id, op, nonce)], now, actor=actor,
+            baselines={} if baseline is None else {job_id: baseline}, baseline_at=baseline_at, key=key,
+            retry_of={} if retry_of is None else {job_id: retry_of}, ends_by=ends_by,
+        )[0]
 
     def begin_operations(
-        self, starts: Sequence[Tuple[str, Op, str]], now: float, *, actor: str = ""
+        self,
+        starts: Sequence[Tuple[str, Op, str]],
+        now: float,
+        *,
+        actor: str = "",
+        baselines: Mapping[str, JobInfo] = {},
+        baseline_at: Optional[float] = None,
+        key: Optional[str] = None,
+        retry_of: Mapping[str, int] = {},
+        ends_by: Optional[float] = None,
     ) -> List[int]:
         """``begin_operation`` for many ``(job_id, op, nonce)`` in ONE committed transaction (a bulk
         chunk's intents): every intent is committed before any of their scripts may start.
@@ -342,9 +405,11 @@ class SqlStore(abc.ABC):
         after the other would."""
         checked = ledger_rows.checked_starts(starts)
         now = ledger_rows.finite("now", now)
+        fields = ledger_rows.start_fields(baselines, baseline_at, key, retry_of, ends_by)
         with self._atomic("begin operation") as cur:
             found = self._keyed(cur, _BIT_OF_ONE, _BITS_OF, [job_id for job_id, _, _ in checked])
-            plan = ledger_rows.begin_plan(checked, {job_id: row[0] for job_id, row in found.items()}, now, actor)
+            bits = {job_id: row[0] for job_id, row in found.items()}
+            plan = ledger_rows.begin_plan(checked, bits, now, actor, fields)
             # A new object is inserted (back-off 0 by default); one there only gets an intent, and
             # a new intent is news for the sweeper: an old back-off must not delay it.
             tail = self._upsert("job_id", _BIT_COLUMNS, "lookup_failures = 0, next_lookup_at = 0")
@@ -352,14 +417,14 @@ class SqlStore(abc.ABC):
             return self._append_history(cur, plan.history)
 
     def _append_history(self, cur: Cursor, rows: Sequence[Tuple[Any, ...]]) -> List[int]:
-        """Append the history ``rows`` (job_id, op, nonce, started_at, prior_bit, actor); their ids
+        """Append the history ``rows`` (``ledger_rows.HistoryStart``); their ids
         in their order.  Inside the write lock nobody else appends, so the rows above the largest
         id before are these (``ledger_rows.inserted_ids`` checks it; an
         ``auto_increment_increment`` above 1, as Galera sets, leaves gaps, which do not matter)."""
         if len(rows) <= 1:  # one operation: its lastrowid, in one statement as always
             ids: List[int] = []
             for row in rows:
-                self._run(cur, _APPEND + " VALUES (?, ?, ?, ?, ?, ?)", row)
+                self._run(cur, _APPEND + " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", row)
                 assert cur.lastrowid is not None
                 ids.append(int(cur.lastrowid))
             return ids
@@ -441,6 +506,9 @@ class SqlStore(abc.ABC):
                 sql = ledger_rows.in_list("DELETE FROM leases WHERE owner = ? AND job_id", len(piece), "?")
                 released += self._run(cur, sql, (owner, *piece)).rowcount
         return released
+
+    def _no_settlement(self, cur: Cursor, op_id: int) -> bool:
+        return self._run(cur, "SELECT 1 FROM settlements WHERE op_id = ?", (op_id,)).fetchone() is None
 
     def _holds(self, cur: Cursor, job_id: str, owner: str, now: float) -> bool:
         return self._run(cur, self._locked(_HOLDS), (job_id, owner, now)).fetchone() is not None
@@ -554,9 +622,94 @@ class SqlStore(abc.ABC):
         return times
 
     def history(self, job_id: str) -> List[HistoryEntry]:
-        """Every operation on the job, oldest first."""
-        rows = self._read("read history", ledger_rows.SELECT_HISTORY + " WHERE job_id = ? ORDER BY id", (job_id,))
-        return [ledger_rows.entry(r) for r in rows]
+        """Every operation on the job, oldest first, each with its settlement if it has one."""
+        rows = self._read("read history", ledger_rows.SELECT_HISTORY + " WHERE h.job_id = ? ORDER BY h.id", (job_id,))
+        return [ledger_rows.entry(r, self.path) for r in rows]
+
+    # -- settling (docs/contract.md §12) -----------------------------------------------------------
+
+    def unsettled(
+        self, now: float, *, since: float = 0.0, limit: Optional[int] = None, job_ids: Optional[Sequence[str]] = None
+    ) -> List[HistoryEntry]:
+        """The operations to settle, newest first (started_at, then id, descending), at most
+        ``limit`` (None or negative: no limit): rows without a settlement whose result is
+        unknown, or without a result that no longer run at ``now`` (their ``ends_by`` passed, or
+        their job has a later row or no unexpired lease), started at ``since`` or later; only
+        those of ``job_ids`` if given.  Reads only.
+
+        Cost: the dialect's index (``UNSETTLED``) holds only the unknown and unfinished rows, by
+        start, so one read walks those started since ``since``, newest first, and for each probes
+        the settlements' unique ``op_id`` index, the job's later rows (``history_job``) and its
+        lease: a ledger of 100,000 finished rows costs no more than an empty one, and settled
+        unknown rows cost one probe each until prune removes them."""
+        now, since = ledger_rows.finite("now", now), ledger_rows.finite("since", since)
+        where = _UNSETTLED_WHERE.format(unsettled=self.UNSETTLED)
+        order = " ORDER BY h.started_at DESC, h.id DESC"
+        tail = (" LIMIT ?", [int(limit)]) if limit is not None and limit >= 0 else ("", [])
+        if job_ids is None:
+            sql = ledger_rows.SELECT_HISTORY + where + order + tail[0]
+            rows = self._read("read unsettled", sql, [since, now, now, *tail[1]])
+            return [ledger_rows.entry(r, self.path) for r in rows]
+        ids = ledger_rows.distinct(validate_job_id(j) for j in job_ids)
+        found: List[HistoryEntry] = []
+        for piece in ledger_rows.pieces(ids):
+            sql = ledger_rows.in_list(ledger_rows.SELECT_HISTORY + where + " AND h.job_id", len(piece), "?")
+            rows = self._read("read unsettled", sql + order + tail[0], [since, now, now, *piece, *tail[1]])
+            found.extend(ledger_rows.entry(r, self.path) for r in rows)
+        found.sort(key=lambda e: (e.started_at, e.id), reverse=True)
+        return found if not tail[1] else found[: tail[1][0]]
+
+    def count_unsettled(self, now: float, edges: Sequence[float] = (3600.0, 86400.0, 604800.0)) -> List[int]:
+        """How many operations ``unsettled`` would give at ``now`` (no since, no limit), by age
+        (``now - started_at``): ``len(edges) + 1`` counts, ``[0, e0), [e0, e1), ..., [e_last, inf)``."""
+        now = ledger_rows.finite("now", now)
+        sql = _STARTED + ledger_rows.SETTLED_HISTORY + _UNSETTLED_WHERE.format(unsettled=self.UNSETTLED)
+        started = [float(r[0]) for r in self._read("count unsettled", sql, (_EVER, now, now))]
+        return ledger_rows.age_counts(started, now, edges)
+
+    def add_settlements(
+        self, verdicts: Sequence[Tuple[int, Verdict, float, Optional[JobInfo], str]], now: float, *, by: str
+    ) -> int:
+        """Append the settlements ``(op_id, verdict, looked_at, record, detail)`` settled ``by``
+        at ``now``, in ONE transaction; return how many were written.  An operation that has a
+        settlement keeps it (this one is skipped: verdicts are final, and two settlers may race);
+        an ``op_id`` with no history row, or of a finished row whose result is not unknown, is
+        LedgerError and nothing is written."""
+        checked = ledger_rows.checked_verdicts(verdicts)
+        now, who = ledger_rows.finite("now", now), ledger_rows.stored_text(by)
+        if not checked:
+            return 0
+        with self._atomic("add settlements") as cur:
+            rows = self._keyed(cur, _SETTLING_ONE, _SETTLING_ROWS, [op_id for op_id, *_ in checked])
+            written = ledger_rows.settlement_plan(self.path, checked, rows, now, who)
+            self._write_rows(cur, _SETTLE, written)
+        return len(written)
+
+    def keyed(self, job_ids: Sequence[str], op: Op, key: str) -> Dict[str, List[HistoryEntry]]:
+        """The operations ``op`` with idempotency key ``key`` on each of ``job_ids``, oldest first,
+        with their settlements; a job with none is absent.  Reads only (index ``history_key``)."""
+        op, checked = Op(op), ledger_rows.checked_key(key)
+        ids = ledger_rows.distinct(validate_job_id(j) for j in job_ids)
+        found: Dict[str, List[HistoryEntry]] = {}
+        for piece in ledger_rows.pieces(ids):
+            sql = ledger_rows.in_list(ledger_rows.SELECT_HISTORY + " WHERE h.op_key = ? AND h.op = ? AND h.job_id",
+                                      len(piece), "?", " ORDER BY h.id")
+            for r in self._read("read keyed operations", sql, [checked, op.value, *piece]):
+                e = ledger_rows.entry(r, self.path)
+                found.setdefault(e.job_id, []).append(e)
+        return found
+
+    def later_operations(self, op_ids: Sequence[int]) -> Dict[int, List[HistoryEntry]]:
+        """For each history id given, the rows of the same job with a larger id, oldest first,
+        with their settlements, their stderr left out (b""); an id with none is absent.  One
+        query per ``IN`` list of ``ledger_rows.IN_PIECE`` ids; reads only."""
+        ids = ledger_rows.distinct(int(ledger_rows.finite("op_id", i)) for i in op_ids)
+        found: Dict[int, List[HistoryEntry]] = {}
+        for piece in ledger_rows.pieces(ids):
+            sql = ledger_rows.in_list(ledger_rows.SELECT_LATER, len(piece), "?", " ORDER BY g.id, h.id")
+            for r in self._read("read later operations", sql, piece):
+                found.setdefault(int(r[0]), []).append(ledger_rows.entry(r[1:], self.path))
+        return found
 
     # -- the admin's view ------------------------------------------------------------------------
 
@@ -628,7 +781,10 @@ class SqlStore(abc.ABC):
                 if doomed and not dry_run:
                     let_in, take_back = self.PRUNING
                     cur.execute(let_in)
-                    cur.executemany(self._sql("DELETE FROM history WHERE id = ?"), [(op_id,) for op_id, _ in doomed])
+                    gone = [(op_id,) for op_id, _ in doomed]
+                    cur.executemany(self._sql("DELETE FROM history WHERE id = ?"), gone)
+                    # Their settlements go with them (the trigger lets none go whose row is there).
+                    cur.executemany(self._sql("DELETE FROM settlements WHERE op_id = ?"), gone)
                     cur.execute(take_back)
             removed += len(doomed)
             jobs.update(job_id for _, job_id in doomed)
@@ -656,20 +812,26 @@ class SqlStore(abc.ABC):
         """A page of the history, in id order, from after ``after_id``."""
         rows = self._read(
             "export history",
-            ledger_rows.SELECT_HISTORY + " WHERE id > ? ORDER BY id LIMIT ?",
+            ledger_rows.SELECT_HISTORY + " WHERE h.id > ? ORDER BY h.id LIMIT ?",
             (int(after_id), int(limit)),
         )
-        return [ledger_rows.entry(r) for r in rows]
+        return [ledger_rows.entry(r, self.path) for r in rows]
 
     def import_records(
         self, objects: Sequence[JobObject], history: Sequence[HistoryEntry], *, merge: bool
     ) -> ImportResult:
         """Another ledger's objects, then its history rows, in one transaction holding the write
         lock (``ledger.LedgerStore.import_records``).  The history's triggers let rows be appended
-        finished or not; nothing here updates or deletes one."""
+        finished or not; nothing here updates or deletes one.  Each row's settlement comes with
+        it (on its new id; one already there for the row is kept), and a ``retry_of`` is the id
+        here of the row it named there, if that row was imported (or found) by this store
+        before, else None."""
         checked = [ledger_rows.object_values(o) for o in objects]
-        rows = [ledger_rows.history_values(e, hex_stderr=self.HEX_STDERR) for e in history]
-        copied = merged = kept = added = skipped = 0
+        # Checked before the transaction: a malformed row writes nothing.
+        [ledger_rows.history_values(e, hex_stderr=self.HEX_STDERR) for e in history]
+        [ledger_rows.settlement_values(e.settlement, 1) for e in history if e.settlement is not None]
+        imported = dict(self._imported_ids)
+        copied = merged = kept = added = skipped = settled = 0
         with self._atomic("import records") as cur:
             for values in checked:
                 found = self._run(cur, self._locked(_BIT_OF_ONE), values[:1])
@@ -692,16 +854,22 @@ class SqlStore(abc.ABC):
                     merged += 1
                 else:
                     kept += 1
-            for values in rows:
-                if merge and self._run(
-                    cur,
-                    "SELECT 1 FROM history WHERE job_id = ? AND nonce = ? AND op = ? AND started_at = ?",
-                    values[:4],
-                ).fetchone() is not None:
+            for e in history:
+                retry_of = None if e.retry_of is None else imported.get(e.retry_of)
+                values = ledger_rows.history_values(e, hex_stderr=self.HEX_STDERR, retry_of=retry_of)
+                there = self._run(cur, _HISTORY_THERE, values[:4]).fetchone() if merge else None
+                if there is not None:
                     skipped += 1
-                    continue
-                self._run(cur, _IMPORT_HISTORY.format(blob=self.BLOB), values)
-                added += 1
+                    op_id = int(there[0])
+                else:
+                    self._run(cur, _IMPORT_HISTORY.format(blob=self.BLOB), values)
+                    op_id = int(cur.lastrowid)
+                    added += 1
+                imported[e.id] = op_id
+                if e.settlement is not None and (there is None or self._no_settlement(cur, op_id)):
+                    self._write_rows(cur, _SETTLE, [ledger_rows.settlement_values(e.settlement, op_id)])
+                    settled += 1
+        self._imported_ids = imported  # only once the transaction committed
         from .records import ImportResult
 
-        return ImportResult(copied, merged, kept, added, skipped)
+        return ImportResult(copied, merged, kept, added, skipped, settled)

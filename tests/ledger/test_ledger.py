@@ -164,7 +164,7 @@ def test_a_writer_waits_busy_timeout_then_ledger_error(ledger_location: str) -> 
 
 
 def test_schema_version_and_reopen_keeps_data(ledger_location: str) -> None:
-    assert len(sqlite_module.MIGRATIONS) == 2
+    assert len(sqlite_module.MIGRATIONS) == 3
     with fresh_ledger(ledger_location) as ledger:
         assert ledger.schema_version() == schema(ledger_location)
         ledger.begin_operation(JOB, Op.REQUEUE, NONCE, 1.0)
@@ -177,7 +177,7 @@ def test_schema_version_and_reopen_keeps_data(ledger_location: str) -> None:
             "SELECT table_name FROM information_schema.tables WHERE table_schema = DATABASE()"
             if is_mariadb(ledger_location) else "SELECT name FROM sqlite_master WHERE type = 'table'"
         )}
-    assert {"objects", "history", "leases", "last_sweep"} <= tables
+    assert {"objects", "history", "leases", "last_sweep", "settlements"} <= tables
 
 
 def test_a_migration_and_its_version_bump_commit_together(

@@ -222,7 +222,7 @@ except ConfigError as exc:
 
 def test_the_schema_is_innodb_utf8mb4_bin_with_double_times(mariadb_location: str) -> None:
     with open_ledger(mariadb_location) as ledger:
-        assert ledger.schema_version() == len(mariadb_module.MIGRATIONS) == 1
+        assert ledger.schema_version() == len(mariadb_module.MIGRATIONS) == 2
     with Raw(mariadb_location) as conn:
         tables = dict(conn.execute("SELECT table_name, engine FROM information_schema.tables"
                                    " WHERE table_schema = DATABASE()"))
@@ -236,7 +236,8 @@ def test_the_schema_is_innodb_utf8mb4_bin_with_double_times(mariadb_location: st
         assert columns["history", "stderr"][0] == "mediumblob"  # 64 KiB does not fit a BLOB
         triggers = {r[0] for r in conn.execute("SELECT trigger_name FROM information_schema.triggers"
                                                  " WHERE trigger_schema = DATABASE()")}
-        assert triggers == {"history_no_delete", "history_finish_once"}
+        assert triggers == {"history_no_delete", "history_finish_once", "settlements_no_update",
+                            "settlements_no_delete"}
 
 
 def _open_at_once(url: str, start: threading.Barrier, versions: List[int], errors: List[BaseException]) -> None:

@@ -25,13 +25,16 @@ import slurm_dsl.admin.view as admin_view
 import slurm_dsl.ledger.sqlite as sqlite_module
 from slurm_dsl.core import ledger_rules as rules
 from slurm_dsl.core.errors import UsageError
+from slurm_dsl.core.jobinfo import JobInfo
 from slurm_dsl.core.model import Call, CallOutcome, Op, Outcome, Reason, RequeueBit, Result
+from slurm_dsl.core.settle import Verdict
 from slurm_dsl.ledger.base import HistoryEntry, ImportResult, JobObject, LedgerError, LedgerStore
 from slurm_dsl.ledger.choose import open_ledger
 from tests.cli_run import cli
 from tests.ledger_backends import Raw, is_mariadb, shown, store_class
 
 CLEAR, MAY, SET = RequeueBit.CLEAR, RequeueBit.MAY_BE_SET, RequeueBit.SET
+BASE = JobInfo("5", "PENDING", True, 0, 4294901, "BeginTime")
 DAY = 86400.0
 NOW = 1_700_000_000.123456  # times with microseconds: a DOUBLE and a REAL keep them exactly
 OLD = NOW - 200 * DAY
@@ -107,6 +110,17 @@ def populate(location: str) -> None:
         assert ledger.prune(rules.prune_before(NOW, 90), NOW).removed == 4
         record(ledger, "5", Op.RELEASE, NOW + 2)
         record(ledger, "5", Op.REQUEUE, NOW + 3, ok(Op.REQUEUE, "5"))
+        # 5 again (schema 3): an unknown hold with a baseline and a key, settled, and its retry.
+        first = ledger.begin_operation("5", Op.HOLD, "5a" * 16, NOW + 20, actor="uid 0", baseline=BASE,
+                                       baseline_at=NOW + 19.5, key="nightly ö", ends_by=NOW + 80.25)
+        ledger.finish_operation(first, Outcome(Op.HOLD, "5", Result.UNKNOWN, None, Reason.TIMED_OUT,
+                                               (Call(1, 124, "124", b"", CallOutcome.UNKNOWN, None, Reason.TIMED_OUT),),
+                                               124), b"t", NOW + 21)
+        assert ledger.add_settlements([(first, Verdict.ABSENT, NOW + 40, BASE, "PriorityLong 4294901 > 0")],
+                                      NOW + 41, by="command uid 0") == 1
+        retry = ledger.begin_operation("5", Op.HOLD, "5b" * 16, NOW + 42, baseline=BASE, baseline_at=NOW + 41.5,
+                                       key="nightly ö", retry_of=first, ends_by=NOW + 100)
+        ledger.finish_operation(retry, ok(Op.HOLD, "5"), b"", NOW + 43)
         # 6: an object without any operation (as sweep --orphans --fix makes one), not clear.
         assert ledger.acquire_lease("6", "orphans", NOW, 60)
         assert ledger.set_bit("6", MAY, "sweep --orphans: finished at Requeue=1, not tracked; watched", NOW,
@@ -132,14 +146,27 @@ class Snapshot:
     rows: int
     not_clear: List[JobObject]
     last_sweep: Any
+    # Each row's retry_of as the (job, nonce) of the row it names (ids differ in a copy).
+    retries: Dict[Tuple[str, str], Optional[Tuple[str, str]]]
+
+
+def _without_ids(e: HistoryEntry) -> HistoryEntry:
+    settled = None if e.settlement is None else dataclasses.replace(e.settlement, id=0, op_id=0)
+    return dataclasses.replace(e, id=0, retry_of=None, settlement=settled)
 
 
 def snapshot(location: str) -> Snapshot:
     with open_ledger(location, migrate_schema=False) as ledger:
         history = {job: ledger.history(job) for job in JOBS}
+        by_id = {e.id: (e.job_id, e.nonce) for entries in history.values() for e in entries}
+        for entries in history.values():
+            for e in entries:
+                assert e.settlement is None or e.settlement.op_id == e.id
         return Snapshot(
+            retries={(e.job_id, e.nonce): None if e.retry_of is None else by_id[e.retry_of]
+                     for entries in history.values() for e in entries},
             objects={job: ledger.get(job) for job in JOBS},
-            history={job: [dataclasses.replace(e, id=0) for e in entries] for job, entries in history.items()},
+            history={job: [_without_ids(e) for e in entries] for job, entries in history.items()},
             ids={job: [e.id for e in entries] for job, entries in history.items()},
             by_bit=ledger.count_by_bit(),
             rows=ledger.count_history(),
@@ -150,7 +177,7 @@ def snapshot(location: str) -> Snapshot:
 
 def same_content(a: Snapshot, b: Snapshot) -> None:
     assert a.objects == b.objects
-    assert a.history == b.history
+    assert a.history == b.history and a.retries == b.retries
     assert (a.by_bit, a.rows, a.not_clear, a.last_sweep) == (b.by_bit, b.rows, b.not_clear, b.last_sweep)
 
 
@@ -205,6 +232,11 @@ def test_migrate_copies_everything_as_it_was(
     assert after.history["2"][0].calls[2].message == "Job has already finished"
     obj = after.objects["2"]
     assert obj is not None and (obj.bit, obj.lookup_failures, obj.lookup_error) == (MAY, 2, "again")
+    first, retry = after.history["5"][-2:]  # schema 3's columns and the settlement came too
+    assert first.settlement is not None
+    assert (first.settlement.verdict, first.settlement.record) == (Verdict.ABSENT, BASE)
+    assert (first.baseline, first.baseline_at, first.key, first.ends_by) == (BASE, NOW + 19.5, "nightly ö", NOW + 80.25)
+    assert after.retries["5", retry.nonce] == ("5", first.nonce) and retry.settlement is None
     with open_ledger(target) as ledger:
         # Leases are not copied: job 2 is free in the target, and due for its sweep.
         assert {o.job_id for o in ledger.pending(NOW + 10**6)} == {"2", "3", "4", "6"}
@@ -443,7 +475,7 @@ def test_an_older_source_file_is_refused_not_migrated(tmp_path: Path) -> None:
     conn.close()
     code, out, err = cli(["ledger", "migrate", "--from", str(source), "--to", str(tmp_path / "new.sqlite3")])
     assert (code, out) == (1, "")
-    assert f"ledger {source} has schema version 1, older than this slurm-dsl's (2)" in err
+    assert f"ledger {source} has schema version 1, older than this slurm-dsl's (3)" in err
     assert f"'slurm-dsl ledger status --ledger {source}' migrates it" in err
     conn = sqlite3.connect(str(source))
     assert conn.execute("PRAGMA user_version").fetchone() == (1,), "the source is not written"
