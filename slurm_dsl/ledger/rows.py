@@ -697,6 +697,13 @@ SettlementIn = Tuple[int, "Verdict", float, Optional[JobInfo], str]
 SettlementRow = Tuple[int, str, str, float, Optional[str], float, str, str]
 
 
+def checked_op_id(op_id: int) -> int:
+    """A history id: an integer (not a bool), else InvalidInput."""
+    if isinstance(op_id, bool) or not isinstance(op_id, int):
+        raise InvalidInput(f"an op_id must be a history id (an integer), not {shown(repr(op_id))}")
+    return op_id
+
+
 def checked_verdicts(verdicts: Sequence[SettlementIn]) -> List[Tuple[int, str, float, Optional[str], str]]:
     """``add_settlements``' items, checked (InvalidInput) and encoded: (op_id, verdict's value,
     looked_at, the record's ``job_info_text``, detail as ``stored_text``)."""
@@ -704,8 +711,7 @@ def checked_verdicts(verdicts: Sequence[SettlementIn]) -> List[Tuple[int, str, f
 
     checked = []
     for op_id, verdict, looked_at, record, detail in verdicts:
-        if isinstance(op_id, bool) or not isinstance(op_id, int):
-            raise InvalidInput(f"an op_id must be a history id (an integer), not {op_id!r}")
+        checked_op_id(op_id)
         try:
             value = Verdict(verdict).value
         except ValueError:

@@ -117,6 +117,7 @@ _IMPORT_HISTORY = (
     " reason, detail, exit_status, calls, stderr, stderr_len, actor, baseline, baseline_at, op_key, retry_of, ends_by)"
     " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, {blob}, ?, ?, ?, ?, ?, ?, ?)"
 )
+_SETTLEMENTS_OF = "DELETE FROM settlements WHERE op_id"  # prune's, with an IN list
 _HISTORY_THERE = "SELECT id FROM history WHERE job_id = ? AND nonce = ? AND op = ? AND started_at = ?"
 # The settlements (schema 3): one per operation at most, appended, never changed.
 _SETTLE = "INSERT INTO settlements (op_id, job_id, verdict, looked_at, record, settled_at, settled_by, detail)"
@@ -703,7 +704,7 @@ class SqlStore(abc.ABC):
         """For each history id given, the rows of the same job with a larger id, oldest first,
         with their settlements, their stderr left out (b""); an id with none is absent.  One
         query per ``IN`` list of ``ledger_rows.IN_PIECE`` ids; reads only."""
-        ids = ledger_rows.distinct(int(ledger_rows.finite("op_id", i)) for i in op_ids)
+        ids = ledger_rows.distinct(ledger_rows.checked_op_id(i) for i in op_ids)
         found: Dict[int, List[HistoryEntry]] = {}
         for piece in ledger_rows.pieces(ids):
             sql = ledger_rows.in_list(ledger_rows.SELECT_LATER, len(piece), "?", " ORDER BY g.id, h.id")
@@ -781,10 +782,10 @@ class SqlStore(abc.ABC):
                 if doomed and not dry_run:
                     let_in, take_back = self.PRUNING
                     cur.execute(let_in)
-                    gone = [(op_id,) for op_id, _ in doomed]
-                    cur.executemany(self._sql("DELETE FROM history WHERE id = ?"), gone)
+                    cur.executemany(self._sql("DELETE FROM history WHERE id = ?"), [(op_id,) for op_id, _ in doomed])
                     # Their settlements go with them (the trigger lets none go whose row is there).
-                    cur.executemany(self._sql("DELETE FROM settlements WHERE op_id = ?"), gone)
+                    for piece in ledger_rows.pieces([op_id for op_id, _ in doomed]):
+                        self._run(cur, ledger_rows.in_list(_SETTLEMENTS_OF, len(piece), "?"), piece)
                     cur.execute(take_back)
             removed += len(doomed)
             jobs.update(job_id for _, job_id in doomed)
@@ -827,9 +828,10 @@ class SqlStore(abc.ABC):
         here of the row it named there, if that row was imported (or found) by this store
         before, else None."""
         checked = [ledger_rows.object_values(o) for o in objects]
-        # Checked before the transaction: a malformed row writes nothing.
-        [ledger_rows.history_values(e, hex_stderr=self.HEX_STDERR) for e in history]
-        [ledger_rows.settlement_values(e.settlement, 1) for e in history if e.settlement is not None]
+        for e in history:  # checked before the transaction: a malformed row writes nothing
+            ledger_rows.history_values(e, hex_stderr=self.HEX_STDERR)
+            if e.settlement is not None:
+                ledger_rows.settlement_values(e.settlement, e.id)
         imported = dict(self._imported_ids)
         copied = merged = kept = added = skipped = settled = 0
         with self._atomic("import records") as cur:

@@ -33,7 +33,10 @@ Strategy, for one operation on many ids:
    diagnostic, its head in the ledger record of the call's first id, a short note on each id
    the call left unknown (``_unowned``); never copied into every id's record or row.
 
-A crash anywhere leaves every intent of the chunk committed: the sweeper finds them.
+Each id's record from step 1's lookup is committed with its intent as the operation's baseline
+(``tracked.start_fields``: with the lookup's start and ``ends_by`` on the ledger's clock).  A
+crash anywhere leaves every intent of the chunk committed, with its baseline: the sweeper finds
+them.
 Outcomes come back in input order, a chunk at a time (``run_many`` is a generator).
 """
 
@@ -56,7 +59,7 @@ from . import process as runner
 from .binaries import find_scontrol, find_squeue
 from .calls import execute, new_nonce, run_list_call, run_open_list, unstarted
 from .deadlines import check_deadline
-from .tracked import Tracker, lease_owner, lease_ttl
+from .tracked import LookupAnswer, Tracker, lease_owner, lease_ttl, start_fields
 
 log = logging.getLogger("slurm_dsl")
 
@@ -107,16 +110,17 @@ def run_many(
         assert timeout is not None
         deadline = tracker.clock() + timeout
     when = check_deadline(deadline, tracker.clock)
-    infos = tracker.refuse_whole_arrays(op, ids, when)
+    looked = tracker.look_up(op, ids, when)  # its answers are the baselines committed with the intents
+    infos = looked.infos
     answered_at = tracker.clock() if infos else None  # slurmctld answered the lookup just now
     done = 0
     for unit in _units(ids, infos, lambda: chunk_limit(op, when - tracker.clock())):
         if tracker.clock() >= when:
             outcomes = [unstarted(op, j) for j in unit]
         elif len(unit) == 1 and _alone(unit[0], infos):
-            outcomes = [tracker.run(op, unit[0], when, checked=True)]
+            outcomes = [tracker.run(op, unit[0], when, checked=True, looked=looked)]
         else:
-            outcomes = _run_chunk(tracker, op, unit, when, answered_at)
+            outcomes = _run_chunk(tracker, op, unit, when, answered_at, looked)
         yield from outcomes
         done += len(unit)
         if progress is not None:
@@ -152,7 +156,7 @@ def _cut(ids: List[str], limit: Callable[[], int]) -> Iterator[List[str]]:
 
 
 def _run_chunk(
-    tracker: Tracker, op: Op, chunk: List[str], deadline: float, answered_at: Optional[float]
+    tracker: Tracker, op: Op, chunk: List[str], deadline: float, answered_at: Optional[float], looked: LookupAnswer
 ) -> List[Outcome]:
     ledger = tracker.ledger()
     owner = lease_owner("bulk")
@@ -168,7 +172,10 @@ def _run_chunk(
     with ledger.batch():
         held = set(ledger.acquire_leases(chunk, owner, ledger.now(), ttl))
         listed = [j for j in chunk if j in held]
-        op_ids = ledger.begin_operations([(j, op, nonce) for j in listed], ledger.now(), actor=tracker.actor)
+        begun = ledger.now()
+        baselines, baseline_at, ends_by = start_fields(looked, listed, begun, tracker.clock(), deadline)
+        op_ids = ledger.begin_operations([(j, op, nonce) for j in listed], begun, actor=tracker.actor,
+                                         baselines=baselines, baseline_at=baseline_at, ends_by=ends_by)
     results = _run_listed(tracker, op, listed, op_ids, nonce, owner, deadline, answered_at, scontrol, squeue)
     # Jobs another operation or sweep held: each on its own, waiting for its lease.  Should the
     # ledger fail there, the outcomes already in hand travel with the error, never lost.  Once
@@ -180,7 +187,7 @@ def _run_chunk(
             results[job_id] = unstarted(op, job_id)
             continue
         try:
-            results[job_id] = tracker.run(op, job_id, deadline, checked=True)
+            results[job_id] = tracker.run(op, job_id, deadline, checked=True, looked=looked)
         except LedgerError as exc:
             ran = [results[j] for j in chunk if j in results]
             if isinstance(exc, NotRecorded):

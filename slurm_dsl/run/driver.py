@@ -134,7 +134,8 @@ def _left(ids: List[str], done: List[str]) -> Tuple[str, ...]:
 def _one_by_one(tracker: Tracker, op: Op, ids: List[str], deadline: float, parallel: int) -> Events:
     # One lookup for every id before anything runs (docs/contract.md §9.4): an array's own JobId
     # would make scontrol act on every task of the array.  WholeArray, LookupFailed: nothing ran.
-    tracker.refuse_whole_arrays(op, ids, deadline)
+    # Its answer for each job is committed with that job's intent (its baseline).
+    looked = tracker.look_up(op, ids, deadline)
     from concurrent.futures import ThreadPoolExecutor  # after the first call: see the imports
 
     # Set at the first ledger error (or if the consumer stops): from then on no new script
@@ -148,7 +149,7 @@ def _one_by_one(tracker: Tracker, op: Op, ids: List[str], deadline: float, paral
         if tracker.clock() >= deadline:
             return unstarted(op, job_id), None
         try:
-            return tracker.run(op, job_id, deadline, checked=True), None
+            return tracker.run(op, job_id, deadline, checked=True, looked=looked), None
         except NotRecorded as exc:  # it ran (the tracker logged it)
             stop.set()
             return exc.outcome, exc

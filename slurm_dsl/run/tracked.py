@@ -17,6 +17,15 @@ ids up in one squeue call, bounded by the deadline, and raises ``WholeArray``
 for any id that reaches other tasks: nothing runs.  A task addressed by its own
 JobId, and an array's own JobId that holds its one last task, are single jobs.
 
+The baseline (docs/contract.md §9.2, §12): that lookup's answer for each job is committed with
+the operation's intent, in the same transaction, as its ``baseline``, with ``baseline_at``, the
+ledger-clock time the lookup STARTED, and ``ends_by``, the ledger-clock time by which every
+process of the operation is dead whatever happens (the deadline + KILL_GRACE + GUARD_MARGIN:
+``lease_ttl``'s rule without the slack).  A requeue always looks its ids up before call 1: its
+verdict, if its result is unknown, needs the RestartCnt it started from.  A job the lookup said
+is gone, a restore, and a lookup skipped because the deadline had passed (the op then expires
+without running) have no baseline.
+
 A ledger connection is for one thread, so a ``Tracker`` opens one per thread
 (``--parallel`` runs jobs on several).  ``clock`` is the deadlines' (this host's);
 every time written to the ledger is the ledger's own (``LedgerStore.now``).
@@ -30,7 +39,7 @@ import pwd
 import re
 import threading
 import time
-from typing import Dict, List, Optional, Sequence, Union
+from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 from ..core.errors import LookupFailed, describe
 from ..core.errors import NotRecorded as NotRecorded  # re-exported: where it has always been imported from
@@ -62,6 +71,36 @@ def lease_ttl(left: float, slack: float = LEASE_SLACK) -> float:
     + KILL_GRACE + GUARD_MARGIN, even if this process is frozen, and at once if it dies), so the
     lease lasts that long, and ``slack`` more for the ledger writes around the run."""
     return max(left, 0.0) + KILL_GRACE + GUARD_MARGIN + slack
+
+
+def ends_after(left: float) -> float:
+    """Seconds from now by which every process of an operation whose deadline is ``left``
+    seconds away is dead, whatever happens: ``lease_ttl``'s rule without the slack (the ledger
+    records it as ``ends_by``)."""
+    return max(left, 0.0) + KILL_GRACE + GUARD_MARGIN
+
+
+class LookupAnswer(NamedTuple):
+    """What the lookup before an operation said of each id (``Tracker.look_up``), and when it
+    STARTED on the tracker's clock (None: no lookup was made; then ``infos`` is empty)."""
+
+    infos: Dict[str, Optional[JobInfo]]
+    started: Optional[float] = None
+
+
+NOT_LOOKED = LookupAnswer({}, None)
+
+
+def start_fields(
+    looked: LookupAnswer, ids: Sequence[str], ledger_now: float, now: float, deadline: float
+) -> Tuple[Dict[str, JobInfo], Optional[float], float]:
+    """The baselines of ``ids`` (those the lookup found), their ``baseline_at`` and ``ends_by``,
+    on the ledger's clock, for an operation beginning at ``ledger_now`` (the ledger's clock),
+    which is ``now`` on the tracker's: the ledger's may be another host's (MariaDB), so each
+    time is carried over as its distance from now."""
+    baselines = {j: info for j in ids if (info := looked.infos.get(j)) is not None}
+    baseline_at = None if looked.started is None or not baselines else ledger_now - (now - looked.started)
+    return baselines, baseline_at, ledger_now + ends_after(deadline - now)
 
 
 def ledger_path(explicit: Optional[str] = None) -> str:
@@ -156,10 +195,15 @@ class Tracker:
         (the operation then expires without running): then the answer is empty.  Else it
         is what the lookup said of each id (the bulk path keeps arrays out of its lists).
         """
+        return self.look_up(op, job_ids, deadline).infos
+
+    def look_up(self, op: Union[Op, str], job_ids: Sequence[Union[str, int]], deadline: float) -> LookupAnswer:
+        """``refuse_whole_arrays``, and when its lookup started (the baselines' time)."""
         ids = list(dict.fromkeys(validate_job_id(j) for j in job_ids))
-        left = deadline - self.clock()
+        started = self.clock()
+        left = deadline - started
         if Op(op) is Op.RESTORE or not ids or left <= 0:
-            return {}
+            return NOT_LOOKED
         squeue = find_squeue(self.squeue, self.scontrol)
         try:
             infos = SqueueLookup(squeue, timeout=min(LOOKUP_TIMEOUT, left), many=MAX_LISTED).jobs(ids)
@@ -168,7 +212,7 @@ class Tracker:
         whole = [info for info in infos.values() if info is not None and info.whole_array]
         if whole:
             raise WholeArray(whole)
-        return infos
+        return LookupAnswer(infos, started)
 
     def run(
         self,
@@ -179,12 +223,14 @@ class Tracker:
         owner: Optional[str] = None,
         checked: bool = False,
         actor: Optional[str] = None,
+        looked: LookupAnswer = NOT_LOOKED,
     ) -> Outcome:
         """One op on one job, recorded; the lease is ``owner``'s if given (a sweeper's), and the
         history says ``actor`` ran it (default: ``self.actor``, this process).
 
-        Unless ``checked`` (the caller ran ``refuse_whole_arrays`` for it), the id is
-        checked first: ``WholeArray`` or ``LookupFailed`` mean nothing ran.  A deadline more
+        Unless ``checked`` (the caller ran ``look_up`` for it and passes its answer as
+        ``looked``, whose record of the job is committed as the baseline), the id is looked up
+        first: ``WholeArray`` or ``LookupFailed`` mean nothing ran.  A deadline more
         than ``deadlines.MAX_TIMEOUT`` away is a ``ValueError``, before anything is recorded.
 
         A ``LedgerError`` before the script started means nothing ran; once it started, a
@@ -194,7 +240,7 @@ class Tracker:
         job = validate_job_id(job_id)
         deadline = check_deadline(deadline, self.clock)
         if not checked:
-            self.refuse_whole_arrays(op, [job], deadline)
+            looked = self.look_up(op, [job], deadline)
         # Refused here, a bad scontrol path writes nothing; refused by execute, it would leave the
         # intent below unfinished in the history for an operation that never ran.
         scontrol = find_scontrol(self.scontrol)
@@ -207,7 +253,11 @@ class Tracker:
             with ledger.batch():
                 leased = ledger.acquire_lease(job, owner, ledger.now(), ttl)
                 if leased:
-                    op_id = ledger.begin_operation(job, op, nonce, ledger.now(), actor=actor or self.actor)
+                    begun = ledger.now()
+                    baselines, baseline_at, ends_by = start_fields(looked, [job], begun, self.clock(), deadline)
+                    op_id = ledger.begin_operation(job, op, nonce, begun, actor=actor or self.actor,
+                                                   baseline=baselines.get(job), baseline_at=baseline_at,
+                                                   ends_by=ends_by)
             if leased:
                 break
             if self.clock() >= deadline:

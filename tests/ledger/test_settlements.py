@@ -385,6 +385,9 @@ def test_later_operations_are_the_job_s_rows_after_each(ledger_location: str) ->
         assert (later.op, later.result, later.stderr) == (Op.RELEASE, Result.UNKNOWN, b"")
         assert later.settlement is not None and later.settlement.verdict is Verdict.PRESENT
         assert ledger.later_operations([]) == {}
+        for bad in (1.5, True, "1"):
+            with pytest.raises(InvalidInput, match="an op_id must be a history id"):
+                ledger.later_operations([bad])  # type: ignore[list-item]
 
 
 # -- schema 2 -> 3 ------------------------------------------------------------------------------------
