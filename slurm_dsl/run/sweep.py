@@ -22,7 +22,9 @@ Strategy, in as few slurmctld RPCs as possible:
 6. it also settles the ledger's unknown operations (``run.settling``, docs/contract.md §12): the
    unsettled ones of the last 7 days, newest first, up to ``settle_limit``, their job ids in the
    SAME one lookup as the objects' (no extra RPC, no lease: a verdict changes no object); the
-   verdicts are appended (``add_settlements``, ``by`` the sweep), a dry run only reports them.
+   verdicts are appended (``add_settlements``, ``by`` the sweep) right after the lookup, before the
+   restores of step 3 (which begin after it, so they never hide what it read), a dry run only
+   reports them.
 
 ``decide`` is the pure rule; ``sweep`` is the edge around it.  One sweeper at
 a time per ledger: the caller holds the ledger's ``sweep_lock`` (an flock beside an
@@ -218,18 +220,14 @@ def sweep(
                 answers = lookup.jobs(asked)
             except LookupFailed as exc:
                 report.lookup_error = exc.reason
+        # The verdicts before the restores: a restore this sweep runs begins after its lookup, so it
+        # cannot have changed what the lookup read, but read as a later operation on the flag it
+        # would make an earlier unknown restore of the job undecidable for ever.
+        _verdicts(tracker, ledger, unsettled, answers, looked_at, delay, report, dry_run)
         _settle(tracker, ledger, answers, leased, owner, report, dry_run, restore_timeout)
     finally:
         if not dry_run:
             ledger.release_leases(leased, owner)
-    report.verdicts = settling.decide(ledger, unsettled, answers, looked_at, delay)
-    if not dry_run:
-        try:
-            by = f"sweep, {tracker.actor}"
-            report.verdicts_written = settling.write(ledger, report.verdicts, ledger.now(), by=by)
-        except LedgerError as exc:
-            # The restores ran and are in the report; the verdicts are found again by the next sweep.
-            log.warning("could not record the verdicts in %s: %s", ledger.path, exc)
     if orphans:
         _orphans(tracker, ledger, orphan_lookup or SqueueLookup(), report, fix and not dry_run, restore_timeout)
     report.finished = ledger.now()
@@ -241,6 +239,28 @@ def sweep(
             # "last sweep" in ``ledger status`` and this line in the journal say the rest.
             log.warning("could not record the sweep in %s: %s", ledger.path, exc)
     return report
+
+
+def _verdicts(
+    tracker: Tracker,
+    ledger: LedgerStore,
+    unsettled: List[HistoryEntry],
+    answers: Optional[Dict[str, Optional[JobInfo]]],
+    looked_at: float,
+    delay: float,
+    report: SweepReport,
+    dry_run: bool,
+) -> None:
+    """The unknown operations' verdicts from the lookup's answers (None: it could not ask), written
+    unless a dry run."""
+    report.verdicts = settling.decide(ledger, unsettled, answers, looked_at, delay)
+    if dry_run:
+        return
+    try:
+        report.verdicts_written = settling.write(ledger, report.verdicts, ledger.now(), by=f"sweep, {tracker.actor}")
+    except LedgerError as exc:
+        # The objects are still settled below; the next sweep finds these operations again.
+        log.warning("could not record the verdicts in %s: %s", ledger.path, exc)
 
 
 def _settle(

@@ -270,3 +270,17 @@ def test_metrics_text_names_the_unsettled_gauge(ledger_location: str, fake_scont
         report = sweep(t, CountingLookup({}))
     text = metrics_text(report, 0, 4)
     assert "# HELP slurm_dsl_unknown_unsettled " in text and "slurm_dsl_unknown_unsettled 4" in text
+
+
+def test_the_sweeps_own_restore_does_not_hide_what_its_lookup_saw(ledger_location: str, fake_scontrol: str) -> None:
+    # An earlier sweep's restore of job 7 timed out (unknown), its object still may_be_set.  This
+    # sweep's lookup shows Requeue=1: the restore it runs next is a later operation on the flag,
+    # but it began after the lookup, so the lookup still speaks for the earlier restore: absent.
+    with open_ledger(ledger_location) as ledger:
+        may_be_set(ledger, "7")
+        first = unknown(ledger, "7", Op.RESTORE)
+    with Tracker(ledger_location, scontrol=fake_scontrol) as t:
+        report = sweep(t, CountingLookup({"7": record("7", requeue=True)}))
+    assert [s.done for s in report.swept] == [Done.RESTORED]
+    got = {d.entry.id: d.settled for d in report.verdicts}[first]
+    assert got is not None and got.verdict is Verdict.ABSENT and got.from_operation is None, got
