@@ -284,3 +284,21 @@ def test_the_sweeps_own_restore_does_not_hide_what_its_lookup_saw(ledger_locatio
     assert [s.done for s in report.swept] == [Done.RESTORED]
     got = {d.entry.id: d.settled for d in report.verdicts}[first]
     assert got is not None and got.verdict is Verdict.ABSENT and got.from_operation is None, got
+
+
+def test_settle_shows_the_verdict_a_faster_settler_wrote(ledger_location: str) -> None:
+    """Two settlers race: the first verdict written is final, and the row shows that one."""
+    with open_ledger(ledger_location) as ledger:
+        op_id = unknown(ledger, "7", Op.HOLD)
+        real = ledger.add_settlements
+
+        def first_another(verdicts: Any, now: float, *, by: str) -> int:
+            real([(op_id, Verdict.UNDECIDABLE, now, None, "the other settler's")], now, by="sweep, elsewhere")
+            return real(verdicts, now, by=by)
+
+        ledger.add_settlements = first_another  # type: ignore[method-assign]
+        report = settling.settle_rows(ledger, CountingLookup({"7": record("7", priority=0)}), job_ids=["7"],
+                                      since=0.0, settle_delay=10.0, by="settle, me")
+    [row] = report.rows
+    assert (row.verdict, row.when, row.by, row.detail) == (Verdict.UNDECIDABLE, settling.EARLIER, "sweep, elsewhere",
+                                                           "the other settler's")
