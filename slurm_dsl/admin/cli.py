@@ -167,8 +167,12 @@ def _cmd_sweep(args: argparse.Namespace, out: IO[str]) -> int:
                 fix=args.fix,
                 orphan_lookup=SqueueLookup(squeue),
                 take_over_at=take_over_at,
+                settle_limit=args.settle_limit,
+                settle_delay=args.settle_delay,
             )
-        not_clear = tracker.ledger().count_not_clear()
+        ledger = tracker.ledger()
+        not_clear = ledger.count_not_clear()
+        unsettled = sum(ledger.count_unsettled(ledger.now()))
     for s in report.swept:
         if s.done in (Done.RESTORE_FAILED, Done.LOOKUP_FAILED):
             log.warning("sweep: job %s: %s (%s)", s.job_id, s.done.value, s.why)
@@ -176,8 +180,31 @@ def _cmd_sweep(args: argparse.Namespace, out: IO[str]) -> int:
     if report.lookup_error:
         log.warning("sweep: could not look jobs up: %s; nothing was cleared", report.lookup_error)
     if args.metrics_file:
-        write_atomically(args.metrics_file, metrics_text(report, not_clear))
+        write_atomically(args.metrics_file, metrics_text(report, not_clear, unsettled))
     return EXIT_OK if report.settled else EXIT_CODES[Result.UNKNOWN]
+
+
+def _cmd_settle(args: argparse.Namespace, out: IO[str]) -> int:
+    from ..lookups.choose import make_lookup
+    from ..run.settling import DAY, SINCE_DAYS, settle_rows
+    from ..run.tracked import current_actor
+
+    if args.job_ids and args.since is not None:
+        raise UsageError("--since goes only without JOBIDs: the given jobs' operations are settled whatever their age")
+    job_ids = list(dict.fromkeys(args.job_ids)) or None
+    days = SINCE_DAYS if args.since is None else args.since
+    lookup = make_lookup(args.lookup, find_squeue(args.squeue, find_scontrol(args.scontrol)))
+    # No lease and no sweep lock: a verdict is appended next to its row and changes no object.
+    with existing_ledger(args.ledger) as ledger:
+        report = settle_rows(ledger, lookup, job_ids=job_ids, since=ledger.now() - days * DAY,
+                             settle_delay=args.settle_delay, by=f"settle, {current_actor()}")
+    if report.lookup_error is not None:
+        log.warning("settle: could not look jobs up: %s; nothing was settled", report.lookup_error)
+    out.write(show.settle_text(report, lookup.name, days if job_ids is None else None, args.json))
+    code = max((EXIT_CODES[row.result] for row in report.rows), default=EXIT_OK)
+    if job_ids is not None and len(report.no_record) == len(job_ids):
+        code = max(code, EXIT_NO_RECORD)  # the ledger knows none of them, as history says
+    return code
 
 
 def _cmd_doctor(args: argparse.Namespace, out: IO[str]) -> int:
@@ -300,6 +327,7 @@ def _setup_logging(verbose: int) -> None:
 HANDLERS: Dict[str, Callable[[argparse.Namespace, IO[str]], int]] = {
     "op": _cmd_op,
     "sweep": _cmd_sweep,
+    "settle": _cmd_settle,
     "doctor": _cmd_doctor,
     "script": _cmd_script,
     "read": _cmd_read,

@@ -24,10 +24,14 @@ from ..core.errors import InvalidInput, UsageError
 from ..core.jobid import SHOWN_TOKEN, token, validate_job_id
 from ..core.jobinfo import LOOKUP_KINDS
 from ..core.model import Op
+from ..core.settle import DEFAULT_SETTLE_DELAY, MIN_SETTLE_DELAY, check_settle_delay
 from ..core.shown import shown
 from ..run.deadlines import MAX_TIMEOUT, TIMEOUT_HELP
 
 PROG = "slurm-dsl"
+# run.settling's: the parser imports no wing that acts (a test holds them equal).
+DEFAULT_SETTLE_LIMIT = 10_000
+SINCE_DAYS = 7
 
 _EPILOG = """\
 exit status:
@@ -264,9 +268,40 @@ def build_parser(only: Optional[str] = None) -> argparse.ArgumentParser:
         p.add_argument("--fix", action="store_true", help="with --orphans: run RestoreRequeueBit on them too")
         p.add_argument("--restore-timeout", type=_positive_seconds, default=15.0, metavar="SECONDS",
                        help="deadline of each RestoreRequeueBit (default 15)")
+        _settle_delay_option(p)
+        p.add_argument("--settle-limit", type=_at_least_one, default=DEFAULT_SETTLE_LIMIT, metavar="N",
+                       help="settle at most N unknown operations of the last 7 days, newest first (default"
+                       f" {DEFAULT_SETTLE_LIMIT:,}); the rest wait for the next sweep")
         _lookup_options(p)
         _common_options(p)
         p.set_defaults(handler="sweep")
+    if wanted("settle"):
+        p = sub.add_parser(
+            "settle",
+            help="did an unknown operation take effect? settle it now from the job's record",
+            description="Settle now the unknown operations the ledger recorded (results unknown, and operations"
+            " whose process died before their result was written): look their jobs up in one squeue (or pyslurm)"
+            " call and decide from each job's record whether the operation's effect is there: present, absent"
+            " (only from a lookup at least the settle delay after the operation ended), gone (slurmctld no longer"
+            " knows the job) or undecidable (a requeue without a baseline, or a later operation on the same field"
+            " with no record from before it). The verdict is appended to the operation's history; its result is"
+            " never changed. Every sweep does the same for the last 7 days. Given job ids: every unknown operation"
+            " of those jobs, any age, those settled earlier too (their row says 'earlier'); none: the unsettled"
+            " ones of the whole ledger started in the last 7 days (--since to widen). Needs the privileges of a"
+            " sweep: run it as root or the SlurmUser, so that the lookup sees every job.",
+            epilog=_SETTLE_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        p.add_argument("job_ids", nargs="*", type=_job_id, metavar="JOBID",
+                       help="plain decimal job id(s) (default: every unsettled operation of the last --since days)")
+        p.add_argument("--since", type=_days, metavar="DAYS",
+                       help="without JOBIDs: settle the operations started in the last DAYS days (default"
+                       f" {SINCE_DAYS}, as every sweep does); with JOBIDs their operations are settled, whatever"
+                       " their age")
+        _settle_delay_option(p)
+        _output_options(p, "one JSON object per operation (kind settle)")
+        _lookup_options(p)
+        _common_options(p)
+        p.set_defaults(handler="settle")
     if wanted("doctor"):
         p = sub.add_parser(
             "doctor",
@@ -345,6 +380,51 @@ exit status:
   1 any other error (no ledger at --from, a target that holds records without --merge, a ledger
     unavailable)
 """
+
+
+_SETTLE_EPILOG = """\
+example:
+  slurm-dsl settle 4211 4212 --json
+  slurm-dsl settle --settle-delay 2      # every unsettled operation of the last 7 days
+
+Each row: JOBID, operation id, op, result, effect (present, absent, gone, undecidable, or - when
+there is no verdict yet), when it was settled (now, earlier, not_yet, running), and why.
+
+exit status (an unknown row exits by its effect), the worst row decides:
+  0 present   11 gone (or: none of the given jobs has a record)
+  15 absent, undecidable, or no verdict yet (look again later)
+  2 usage error (a bad job id: nothing ran)   1 any other error (no ledger, ledger unreadable)
+"""
+
+
+def _settle_delay(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    try:
+        return check_settle_delay(value)
+    except InvalidInput as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _settle_delay_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--settle-delay", type=_settle_delay, default=DEFAULT_SETTLE_DELAY, metavar="SECONDS",
+        help="an operation reads absent only from a lookup made at least SECONDS after it ended, its processes"
+        f" killed (at least {MIN_SETTLE_DELAY:g}; default {DEFAULT_SETTLE_DELAY:g}, slurmctld's default"
+        " MessageTimeout: a request that reached slurmctld just before its client died may still be applied)",
+    )
+
+
+def _at_least_one(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1: {text!r}")
+    return value
 
 
 def _days(text: str) -> int:
@@ -480,7 +560,7 @@ def _stdin_words(stream: IO[str]) -> Iterable[str]:
 # The top level's options that take a value (``--scontrol PATH``, ``--scontrol=PATH``), and the
 # commands (``build_parser`` adds them in this order).
 _TOP_VALUED = ("--scontrol", "--ledger")
-COMMANDS = (*(op.value for op in Op), "sweep", "doctor", "script", "read", "history", "ledger")
+COMMANDS = (*(op.value for op in Op), "sweep", "settle", "doctor", "script", "read", "history", "ledger")
 
 
 def command_named(argv: Sequence[str]) -> Optional[str]:

@@ -21,6 +21,7 @@ from ..core.shown import shown
 
 if TYPE_CHECKING:  # only their types: an operation, the common case, does not import the sweeper nor doctor
     from ..core.jobinfo import JobInfo
+    from ..run.settling import Row, SettleReport
     from ..run.sweep import SweepReport, Swept
     from .doctor import Check
 
@@ -72,10 +73,24 @@ def orphan_text(info: JobInfo, as_json: bool) -> str:
 
 def sweep_summary(report: SweepReport, lookup: str, not_clear: int) -> Dict[str, Any]:
     """The sweep's last ``--json`` line (``kind`` ``summary``)."""
+    from ..run.settling import counts
+
     return {"kind": "summary", "summary": report.counts(), "lookup": lookup,
             "lookup_error": report.lookup_error, "orphans": len(report.orphans),
             "fixed_orphans": [o.result.value for o in report.fixed_orphans], "not_clear": not_clear,
-            "dry_run": report.dry_run, "seconds": round(report.finished - report.started, 3)}
+            "dry_run": report.dry_run, "seconds": round(report.finished - report.started, 3),
+            "verdicts": counts(report.verdicts), "verdicts_written": report.verdicts_written}
+
+
+def verdicts_line(summary: Dict[str, Any]) -> str:
+    """The sweep's one line on the unknown operations it looked at (some), from ``sweep_summary``."""
+    counted = summary["verdicts"]
+    total = sum(counted.values())
+    given = [f"{n} {v}" for v, n in counted.items() if n and v != "none"]
+    if counted["none"]:
+        given.append(f"{counted['none']} no verdict yet")
+    written = "dry run: none written" if summary["dry_run"] else f"{summary['verdicts_written']} verdict(s) written"
+    return f"unknown operations: {total} looked at: {', '.join(given)} ({written})"
 
 
 def summary_text(summary: Dict[str, Any], as_json: bool) -> str:
@@ -88,10 +103,43 @@ def summary_text(summary: Dict[str, Any], as_json: bool) -> str:
 
 
 def sweep_text(report: SweepReport, lookup: str, not_clear: int, as_json: bool) -> str:
-    """All a sweep prints: each object looked at, each orphan, then the summary."""
+    """All a sweep prints: each object looked at, each orphan, each unknown operation (--json; a
+    count line in the text), then the summary."""
+    summary = sweep_summary(report, lookup, not_clear)
     return ("".join(swept_text(s, as_json) for s in report.swept)
             + "".join(orphan_text(info, as_json) for info in report.orphans)
-            + summary_text(sweep_summary(report, lookup, not_clear), as_json))
+            + ("".join(json_line(d.to_json()) for d in report.verdicts) if as_json
+               else verdicts_line(summary) + "\n" if report.verdicts else "")
+            + summary_text(summary, as_json))
+
+
+# -- settle ---------------------------------------------------------------------------------------
+
+
+def settle_row_line(row: Row) -> str:
+    """One operation as ``slurm-dsl settle`` shows it."""
+    e = row.entry
+    effect = "-" if row.verdict is None else row.verdict.value
+    why = {"not_yet": "no verdict yet: look again later", "running": "still running: settled once it has ended"}
+    detail = row.detail or why.get(row.when, "")
+    return (f"{e.job_id:>10}  {e.id:>6}  {e.op.value:<8} {(e.result.value if e.result else 'unfinished'):<10}"
+            f" {effect:<11} {row.when:<8} {shown(detail)}").rstrip()
+
+
+def settle_text(report: SettleReport, lookup: str, days: Any, as_json: bool) -> str:
+    """All ``slurm-dsl settle`` prints: one row per operation; the jobs the ledger never saw."""
+    if as_json:
+        return ("".join(json_line(r.to_json()) for r in report.rows)
+                + "".join(json_line({"kind": "no_record", "job_id": j}) for j in report.no_record))
+    lines = [f"{'JOBID':>10}  {'ID':>6}  {'OP':<8} {'RESULT':<10} {'EFFECT':<11} {'SETTLED':<8} DETAIL"]
+    lines += [settle_row_line(r) for r in report.rows]
+    lines += [f"no record of job {j}" for j in report.no_record]
+    if not report.rows:
+        scope = "" if days is None else f" started in the last {days} day(s)"
+        lines.append(f"no unknown operation to settle{scope}")
+    if report.lookup_error is not None:
+        lines.append(f"lookup ({lookup}) could not ask: {shown(report.lookup_error)}; nothing was settled")
+    return as_lines(lines)
 
 
 # -- doctor ---------------------------------------------------------------------------------------
@@ -166,6 +214,29 @@ def history_lines(records: Sequence[Dict[str, Any]]) -> List[str]:
             lines.append(f"{pad}call {c['number']}: {shown(str(c['status']))} {c['outcome']}{said}{why}")
         if r["reason"] or r["detail"]:
             lines.append(f"{pad}why: {shown(': '.join(str(x) for x in (r['reason'], r['detail']) if x))}")
+        lines += settling_lines(r, pad)
+    return lines
+
+
+def record_words(record: Dict[str, Any]) -> str:
+    """A job's record (a baseline, or what a verdict was read from) in one phrase."""
+    return (f"{shown(str(record['state']))}, RestartCnt {record['restarts']}, PriorityLong {record['priority']},"
+            f" Requeue={int(bool(record['requeue']))}")
+
+
+def settling_lines(r: Dict[str, Any], pad: str) -> List[str]:
+    """An operation's baseline and its verdict line (docs/contract.md §12), from its JSON; each only
+    when there is one (an unknown operation without a verdict line is not settled yet)."""
+    lines = []
+    base = r.get("baseline")
+    if base is not None:
+        at = f" (looked up {r['baseline_at']})" if r.get("baseline_at") else ""
+        lines.append(f"{pad}baseline: {record_words(base)}{at}")
+    s = r.get("settlement")
+    if s is not None:
+        source = f"the record looked up {s['looked_at']}" if s.get("record") else f"a lookup at {s['looked_at']}"
+        lines.append(f"{pad}verdict: {s['verdict']} (settled {s['settled_at']} by {shown(s['by'] or '?')}, from"
+                     f" {source}): {shown(s['detail'] or '')}")
     return lines
 
 
@@ -197,6 +268,9 @@ def status_lines(status: Dict[str, Any]) -> List[str]:
                      f" ({ago(o['age_seconds'])} ago): {shown(o['why'])}")
     lines.append(f"lookup back-off: {status['backing_off']} object(s) whose last lookup failed")
     lines.append(unfinished_line(status["unfinished"]))
+    u = status["unsettled"]
+    by_age = ", ".join(f"{name} {n}" for name, n in u["by_age"].items())
+    lines.append(f"unknown operations without a verdict: {u['count']}" + (f", by age: {by_age}" if u["count"] else ""))
     s = status["last_sweep"]
     if s is None:
         lines.append("last sweep: none recorded (run slurm-dsl sweep; contrib/systemd has a timer for it)")
@@ -205,8 +279,10 @@ def status_lines(status: Dict[str, Any]) -> List[str]:
         done = ", ".join(f"{n} {what}" for what, n in summary.get("counts", {}).items()) or "nothing to do"
         settled = "settled" if summary.get("settled") else "NOT settled"
         error = f"; lookup failed: {shown(str(summary['lookup_error']))}" if summary.get("lookup_error") else ""
+        given = ", ".join(f"{n} {v}" for v, n in summary.get("verdicts", {}).items() if v != "none")
+        verdicts = f"; verdicts: {given}" if given else ""
         lines.append(f"last sweep: {s['finished_at']} ({ago(s['age_seconds'])} ago, took"
-                     f" {s['finished_at_epoch'] - s['started_at_epoch']:.1f} s): {done}; {settled}{error}")
+                     f" {s['finished_at_epoch'] - s['started_at_epoch']:.1f} s): {done}; {settled}{error}{verdicts}")
     return lines
 
 

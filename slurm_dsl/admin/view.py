@@ -53,7 +53,8 @@ def history_json(job_id: str, obj: Optional[JobObject], entries: Sequence[Histor
 def status_json(ledger: LedgerStore, now: float) -> Dict[str, Any]:
     """``ledger status --json``: objects by bit, the not-clear ones by the age of their bit, the
     oldest of them, how many are backing off after failed lookups, the operations without a
-    result (how many, how many no longer run, the oldest of those), and the last sweep."""
+    result (how many, how many no longer run, the oldest of those), the unknown and unfinished
+    operations without a verdict by age (``unsettled``), and the last sweep."""
     by_bit = ledger.count_by_bit()
     not_clear = ledger.objects_not_clear()  # oldest change first
     last = ledger.last_sweep()
@@ -70,6 +71,10 @@ def status_json(ledger: LedgerStore, now: float) -> Dict[str, Any]:
                        "started_at_epoch": started, "age_seconds": round(now - started, 3)}
     unfinished = {"count": left.count, "lapsed": left.lapsed, "lapsed_requeues": left.lapsed_requeues,
                   "oldest_lapsed": oldest_left}
+    # The unknown and unfinished operations without a verdict yet, by how long ago they started.
+    edges = [limit for _, limit in rules.AGE_BUCKETS[:-1]]
+    unsettled_counts = ledger.count_unsettled(now, edges)
+    unsettled = {name: n for (name, _), n in zip(rules.AGE_BUCKETS, unsettled_counts)}
     sweep: Optional[Dict[str, Any]] = None
     if last is not None:
         sweep = {"started_at": iso_utc(last.started_at), "started_at_epoch": last.started_at,
@@ -86,6 +91,7 @@ def status_json(ledger: LedgerStore, now: float) -> Dict[str, Any]:
         "oldest_not_clear": oldest,
         "backing_off": sum(1 for o in not_clear if o.lookup_failures > 0),
         "unfinished": unfinished,
+        "unsettled": {"count": sum(unsettled_counts), "by_age": unsettled},
         "last_sweep": sweep,
     }
 

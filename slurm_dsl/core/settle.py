@@ -35,6 +35,31 @@ How a caller tells the three "not decided" apart: ``None`` is "not now: look aga
 6); ``Verdict.UNDECIDABLE`` is for ever (Rule 4): looking again will not change it, so it is a
 verdict to record.  Every ``Verdict`` is final.
 
+Settling one recorded operation (``settle_operation``): the rules above, given what the ledger
+recorded of it and of the later operations of its job, and one lookup (its answer and the ledger-
+clock time the lookup STARTED).  The caller keeps the clocks; these rules only subtract.
+Rule 9, the end of the operation, from which the settle delay counts: a finished one's
+``finished_at`` (written after its last process ended and its group was killed); an unfinished
+one's ``ends_by`` (its backstop: every process of it is dead by then, whatever happened); an old
+unfinished row without ``ends_by``, ``started_at`` plus the longest any operation may run
+(``no_ends_by_bound``: run.deadlines' MAX_TIMEOUT + KILL_GRACE + GUARD_MARGIN, passed in as a value,
+since the core imports no run module).  ``since_end`` = the lookup's start - that end.
+Rule 10, a later operation on the same field: the record a lookup shows today says nothing about
+this operation once a later operation of the same job has acted on the field its effect is read
+from (``FIELDS``: hold, release and open act on the priority; requeue on RestartCnt and the Requeue
+flag; restore on the Requeue flag).  The record read before the first such later operation started
+(its baseline, at its ``baseline_at``) is the last one that can speak for this one: the verdict is
+read from it, by Rules 1-7, with ``since_end`` from its ``baseline_at``.  Without that record (no
+baseline, or no time it was read) the verdict is ``undecidable`` ("a later <op> on the job, no
+record from before it"), for ever.  **Decision:** so is a record read before this operation
+started (it cannot show this operation's effect) and one that does not show the effect but was read
+too soon after the end to say ``absent``: looking again will never find an earlier record, so
+"not now" would keep the operation unsettled for ever.
+Rule 11, only an ``unknown`` or unfinished operation is settled; any other result, or a record of
+another job, is ``InvalidInput``.  The answer (``Settled``) is the verdict, its detail in words,
+and what it was read from: the record (None: gone, or none was read), the time that lookup
+started, and the id of the later operation whose baseline it was (None: the lookup given).
+
 Rule 8, the exit of a settled row (``exits_as``): a row whose result is ``unknown`` exits by its
 effect, ``present`` as ``ok``, ``gone`` as ``not_found``, ``absent``, ``undecidable`` or no verdict
 as ``unknown``; a row whose result is not unknown has no effect (None) and exits as its result.
@@ -45,7 +70,8 @@ from __future__ import annotations
 
 import enum
 import math
-from typing import Mapping, Optional, Union
+from dataclasses import dataclass
+from typing import Dict, FrozenSet, Mapping, Optional, Sequence, Union
 
 from .errors import InvalidInput
 from .jobid import validate_job_id
@@ -203,3 +229,151 @@ def _record(info: object, what: str, job_id: Optional[str] = None) -> JobInfo:
     if job_id is not None and info.job_id != job_id:
         raise InvalidInput(f"{what} is job {described(info.job_id)}'s, not job {job_id}'s")
     return info
+
+
+# Rule 10: the fields of a job's record each op acts on, and the one its effect is read from.
+FIELDS: Dict[Op, FrozenSet[str]] = {
+    Op.HOLD: frozenset({"priority"}),
+    Op.RELEASE: frozenset({"priority"}),
+    Op.OPEN: frozenset({"priority"}),
+    Op.REQUEUE: frozenset({"restarts", "requeue"}),
+    Op.RESTORE: frozenset({"requeue"}),
+}
+EFFECT_FIELD: Dict[Op, str] = {
+    Op.HOLD: "priority",
+    Op.RELEASE: "priority",
+    Op.OPEN: "priority",
+    Op.REQUEUE: "restarts",
+    Op.RESTORE: "requeue",
+}
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """What the ledger recorded of one operation, as plain values (the core reads no ledger).
+
+    ``result`` None: unfinished.  ``ends_by``: by when every process of it is dead (None for rows
+    written before it was recorded).  ``baseline``: the record looked up before its first call,
+    by a lookup that started at ``baseline_at`` (ledger clock); None when there was none."""
+
+    id: int
+    job_id: str
+    op: Op
+    result: Optional[Result]
+    started_at: float
+    finished_at: Optional[float] = None
+    ends_by: Optional[float] = None
+    baseline: Optional[JobInfo] = None
+    baseline_at: Optional[float] = None
+
+
+@dataclass(frozen=True)
+class Settled:
+    """The verdict to record on one operation, and what it was read from (Rule 11)."""
+
+    verdict: Verdict
+    detail: str
+    looked_at: float  # ledger clock: when the lookup the record came from started
+    record: Optional[JobInfo]  # None: the job was gone, or no record was read
+    from_operation: Optional[int] = None  # the later operation whose baseline was read, if one was
+
+
+def operation_end(operation: Recorded, no_ends_by_bound: float) -> float:
+    """The end the settle delay counts from (Rule 9)."""
+    if operation.finished_at is not None:
+        return _finite(operation.finished_at, "finished_at")
+    if operation.ends_by is not None:
+        return _finite(operation.ends_by, "ends_by")
+    return _finite(operation.started_at, "started_at") + _finite(no_ends_by_bound, "the bound of an old row")
+
+
+def settle_operation(
+    operation: Recorded,
+    later: Sequence[Recorded],
+    looked: Looked,
+    looked_at: float,
+    *,
+    no_ends_by_bound: float,
+    settle_delay: float = DEFAULT_SETTLE_DELAY,
+) -> Optional[Settled]:
+    """The verdict to record on ``operation`` from one lookup of its job, or None: not now.
+
+    ``later``: the later operations of the same job (any order; the first by id counts);
+    ``looked``: the lookup's answer for the job, made at ``looked_at`` (ledger clock, its start).
+    Rules 1-11 of the module; ``InvalidInput`` for a bad value, before anything is decided.
+    """
+    if not isinstance(operation, Recorded):
+        raise InvalidInput(f"operation must be a Recorded, not {described(operation)}")
+    op = Op(operation.op)
+    job = validate_job_id(operation.job_id)
+    delay = check_settle_delay(settle_delay)
+    at = _finite(looked_at, "looked_at")
+    if operation.result is not None and operation.result is not Result.UNKNOWN:
+        raise InvalidInput(
+            f"only an unknown or unfinished operation is settled, not a {described(operation.result)} one"
+        )
+    end = operation_end(operation, no_ends_by_bound)
+    started = _finite(operation.started_at, "started_at")
+    if isinstance(looked, JobInfo):
+        _record(looked, "the lookup's record", job)
+    others = []
+    for other in later:
+        if not isinstance(other, Recorded) or validate_job_id(other.job_id) != job:
+            raise InvalidInput(f"a later operation must be a Recorded of job {job}, not {described(other)}")
+        if other.id <= operation.id:
+            raise InvalidInput(f"operation {other.id} is not later than operation {operation.id}")
+        others.append(other)
+    if looked is NoJob.COULD_NOT_ASK:
+        return None  # Rule 1: nothing is read from a lookup that failed, not even via a later operation
+    field = EFFECT_FIELD[op]
+    first = min((o for o in others if field in FIELDS[Op(o.op)]), key=lambda o: o.id, default=None)
+    if first is None:
+        found = verdict(op, looked, baseline=operation.baseline, since_end=at - end, settle_delay=delay)
+        if found is None:
+            return None
+        record = looked if isinstance(looked, JobInfo) else None
+        return Settled(found, _detail(op, found, record, operation.baseline, at - end), at, record)
+    what = f"a later {Op(first.op).value} on the job (operation {first.id})"
+    if first.baseline is None or first.baseline_at is None:
+        return Settled(Verdict.UNDECIDABLE, f"{what}, no record from before it", at, None, first.id)
+    before_at = _finite(first.baseline_at, "the later operation's baseline_at")
+    if before_at < started:
+        return Settled(Verdict.UNDECIDABLE, f"{what}; its record was read before this one started", before_at,
+                       first.baseline, first.id)
+    found = verdict(op, first.baseline, baseline=operation.baseline, since_end=before_at - end, settle_delay=delay)
+    if found is None:
+        return Settled(
+            Verdict.UNDECIDABLE,
+            f"{what}; the record from before it, read {before_at - end:.1f} s after the end, does not show the"
+            " effect and was read too soon to say absent",
+            before_at, first.baseline, first.id,
+        )
+    detail = _detail(op, found, first.baseline, operation.baseline, before_at - end)
+    return Settled(found, f"{what}; from the record read before it: {detail}", before_at, first.baseline, first.id)
+
+
+def _detail(op: Op, found: Verdict, record: Optional[JobInfo], baseline: Optional[JobInfo], since_end: float) -> str:
+    """The verdict in words, naming the field it was read from."""
+    if found is Verdict.GONE or record is None:
+        return "gone: slurmctld no longer knows the job"
+    if op is Op.REQUEUE:
+        if baseline is None:
+            return "no baseline: nothing says what its RestartCnt was before"
+        if found is Verdict.UNDECIDABLE:
+            return (f"RestartCnt {record.restarts} < baseline {baseline.restarts}: not the record the baseline was"
+                    " read from")
+        shows = f"RestartCnt {record.restarts} {'>' if found is Verdict.PRESENT else '='} baseline {baseline.restarts}"
+    elif op is Op.RESTORE:
+        shows = f"Requeue={int(record.requeue)}"
+    else:  # hold, release, open: the priority
+        shows = f"PriorityLong {record.priority} ({'held' if record.priority == 0 else 'not held'})"
+    if found is Verdict.ABSENT:
+        return f"{shows}, {since_end:.1f} s after the end"
+    return shows
+
+
+def _finite(value: object, what: str) -> float:
+    seconds = _seconds(value, what)
+    if seconds is None:
+        raise InvalidInput(f"{what} must be a number of seconds, not None")
+    return seconds

@@ -18,7 +18,13 @@ Strategy, in as few slurmctld RPCs as possible:
 4. a lookup that could not ask leaves every object as it was and backs off;
    "could not ask" is never read as "gone";
 5. a sweep that was not a dry run is kept in the ledger as the last one (``record_sweep``:
-   when, and its summary), which ``slurm-dsl ledger status`` shows.
+   when, and its summary), which ``slurm-dsl ledger status`` shows;
+6. it also settles the ledger's unknown operations (``run.settling``, docs/contract.md §12): the
+   unsettled ones of the last 7 days, newest first, up to ``settle_limit``, their job ids in the
+   SAME one lookup as the objects' (no extra RPC, no lease: a verdict changes no object); the
+   verdicts are appended (``add_settlements``, ``by`` the sweep) right after the lookup, before the
+   restores of step 3 (which begin after it, so they never hide what it read), a dry run only
+   reports them.
 
 ``decide`` is the pure rule; ``sweep`` is the edge around it.  One sweeper at
 a time per ledger: the caller holds the ledger's ``sweep_lock`` (an flock beside an
@@ -35,13 +41,16 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
 from ..core.combine import found_finished
+from ..core.errors import InvalidInput
 from ..core.errors import SweepBusy as SweepBusy  # re-exported: where it has always been imported from
 from ..core.jobinfo import JobInfo, Lookup, LookupFailed
 from ..core.ledger_rules import SWEEP_TAG
 from ..core.model import Op, Outcome, RequeueBit, Result
-from ..ledger.base import LedgerError, LedgerStore
+from ..core.settle import DEFAULT_SETTLE_DELAY, check_settle_delay
+from ..ledger.base import HistoryEntry, LedgerError, LedgerStore
 from ..ledger.sqlite import SweepLock as SweepLock  # re-exported: the SQLite ledger's lock
 from ..lookups.squeue import SqueueLookup
+from . import settling
 from .tracked import Tracker, lease_owner
 
 log = logging.getLogger("slurm_dsl")
@@ -124,6 +133,9 @@ class SweepReport:
     started: float = 0.0
     finished: float = 0.0
     dry_run: bool = False
+    # The unknown operations this sweep looked at, and the verdict each got (None: not yet).
+    verdicts: List[settling.Decided] = field(default_factory=list)
+    verdicts_written: int = 0
 
     def counts(self) -> Dict[str, int]:
         counts = {d.value: 0 for d in Done}
@@ -139,6 +151,8 @@ class SweepReport:
             "lookup_error": self.lookup_error,
             "orphans": len(self.orphans),
             "fixed_orphans": [o.result.value for o in self.fixed_orphans],
+            # Only when there were some: a ledger's summary of a sweep with none stays as it was.
+            **({"verdicts": {k: v for k, v in settling.counts(self.verdicts).items() if v}} if self.verdicts else {}),
         }
 
     @property
@@ -159,12 +173,19 @@ def sweep(
     fix: bool = False,
     orphan_lookup: Optional[SqueueLookup] = None,
     take_over_at: Optional[float] = None,
+    settle_limit: int = settling.DEFAULT_LIMIT,
+    settle_delay: float = DEFAULT_SETTLE_DELAY,
 ) -> SweepReport:
-    """One pass over the objects whose bit is not clear.  The caller holds the ``SweepLock``.
+    """One pass over the objects whose bit is not clear, and over the unknown operations to
+    settle.  The caller holds the ``SweepLock``.
 
     ``take_over_at``: a ``time.monotonic()`` instant (the lock taken + ``TAKE_OVER_GRACE``) from
     which the leases of other sweeps are taken over; None: they keep their objects until they
-    lapse.  The sweep waits for it only if such an object is there to take."""
+    lapse.  The sweep waits for it only if such an object is there to take.  ``settle_limit``:
+    at most so many operations settled (newest first); ``settle_delay``: core.settle's."""
+    delay = check_settle_delay(settle_delay)
+    if isinstance(settle_limit, bool) or not isinstance(settle_limit, int) or settle_limit < 1:
+        raise InvalidInput(f"settle_limit must be a whole number, at least 1, not {settle_limit!r}")
     ledger = tracker.ledger()
     report = SweepReport(started=ledger.now(), dry_run=dry_run)
     owner = lease_owner(SWEEP_TAG)
@@ -185,8 +206,25 @@ def sweep(
         leased = ledger.acquire_leases(ids, owner, ledger.now(), ttl, take_over_sweeps=take_over)
         held = set(leased)
         report.swept += [Swept(j, Done.BUSY, "an operation holds the job") for j in ids if j not in held]
+    unsettled: List[HistoryEntry] = []
+    answers: Optional[Dict[str, Optional[JobInfo]]] = None
+    looked_at = 0.0
     try:
-        _settle(tracker, ledger, lookup, leased, owner, report, dry_run, restore_timeout)
+        now = ledger.now()
+        unsettled = ledger.unsettled(now, since=now - settling.SINCE_DAYS * settling.DAY, limit=settle_limit)
+        # One lookup for the objects and the operations alike: the leased jobs first, then the rest.
+        asked = list(dict.fromkeys([*leased, *(e.job_id for e in unsettled)]))
+        looked_at = ledger.now()  # when the lookup starts: the settle delay counts to here
+        if asked:
+            try:
+                answers = lookup.jobs(asked)
+            except LookupFailed as exc:
+                report.lookup_error = exc.reason
+        # The verdicts before the restores: a restore this sweep runs begins after its lookup, so it
+        # cannot have changed what the lookup read, but read as a later operation on the flag it
+        # would make an earlier unknown restore of the job undecidable for ever.
+        _verdicts(tracker, ledger, unsettled, answers, looked_at, delay, report, dry_run)
+        _settle(tracker, ledger, answers, leased, owner, report, dry_run, restore_timeout)
     finally:
         if not dry_run:
             ledger.release_leases(leased, owner)
@@ -203,25 +241,46 @@ def sweep(
     return report
 
 
+def _verdicts(
+    tracker: Tracker,
+    ledger: LedgerStore,
+    unsettled: List[HistoryEntry],
+    answers: Optional[Dict[str, Optional[JobInfo]]],
+    looked_at: float,
+    delay: float,
+    report: SweepReport,
+    dry_run: bool,
+) -> None:
+    """The unknown operations' verdicts from the lookup's answers (None: it could not ask), written
+    unless a dry run."""
+    report.verdicts = settling.decide(ledger, unsettled, answers, looked_at, delay)
+    if dry_run:
+        return
+    try:
+        report.verdicts_written = settling.write(ledger, report.verdicts, ledger.now(), by=f"sweep, {tracker.actor}")
+    except LedgerError as exc:
+        # The objects are still settled below; the next sweep finds these operations again.
+        log.warning("could not record the verdicts in %s: %s", ledger.path, exc)
+
+
 def _settle(
     tracker: Tracker,
     ledger: LedgerStore,
-    lookup: Lookup,
+    infos: Optional[Dict[str, Optional[JobInfo]]],
     leased: List[str],
     owner: str,
     report: SweepReport,
     dry_run: bool,
     restore_timeout: float,
 ) -> None:
+    """The leased objects, from the lookup's answers (None: it could not ask, ``report.lookup_error``)."""
     if not leased:
         return
-    try:
-        infos = lookup.jobs(leased)
-    except LookupFailed as exc:
-        report.lookup_error = exc.reason
+    if infos is None:
+        reason = report.lookup_error or "the lookup could not ask"
         if not dry_run:
-            ledger.lookups_failed(leased, exc.reason, ledger.now())
-        report.swept += [Swept(job, Done.LOOKUP_FAILED, exc.reason) for job in leased]
+            ledger.lookups_failed(leased, reason, ledger.now())
+        report.swept += [Swept(job, Done.LOOKUP_FAILED, reason) for job in leased]
         return
     decided = [(job, *decide(infos.get(job))) for job in leased]
     if dry_run:
@@ -289,8 +348,10 @@ def _orphans(
             report.fixed_orphans.append(tracker.run(Op.RESTORE, job_id, tracker.clock() + restore_timeout, actor=actor))
 
 
-def metrics_text(report: SweepReport, not_clear: int) -> str:
-    """A Prometheus textfile (node_exporter's textfile collector) for one sweep."""
+def metrics_text(report: SweepReport, not_clear: int, unknown_unsettled: int) -> str:
+    """A Prometheus textfile (node_exporter's textfile collector) for one sweep; ``unknown_unsettled``:
+    the ledger's unknown and unfinished operations without a verdict after it (``count_unsettled``)."""
+    verdicts = settling.counts(report.verdicts)
     lines = [
         "# HELP slurm_dsl_sweep_objects Objects the last sweep handled, by what it did.",
         "# TYPE slurm_dsl_sweep_objects gauge",
@@ -300,6 +361,12 @@ def metrics_text(report: SweepReport, not_clear: int) -> str:
         "# HELP slurm_dsl_objects_not_clear Ledger objects whose requeue bit is not clear after the sweep.",
         "# TYPE slurm_dsl_objects_not_clear gauge",
         f"slurm_dsl_objects_not_clear {not_clear}",
+        "# HELP slurm_dsl_unknown_unsettled Unknown or unfinished operations without a verdict after the sweep.",
+        "# TYPE slurm_dsl_unknown_unsettled gauge",
+        f"slurm_dsl_unknown_unsettled {unknown_unsettled}",
+        "# HELP slurm_dsl_sweep_verdicts Verdicts the last sweep gave unknown operations (none: not yet).",
+        "# TYPE slurm_dsl_sweep_verdicts gauge",
+        *(f'slurm_dsl_sweep_verdicts{{verdict="{k}"}} {v}' for k, v in sorted(verdicts.items())),
         "# HELP slurm_dsl_sweep_lookup_failed 1 if the last sweep could not look jobs up.",
         "# TYPE slurm_dsl_sweep_lookup_failed gauge",
         f"slurm_dsl_sweep_lookup_failed {int(report.lookup_error is not None)}",

@@ -17,7 +17,7 @@ from slurm_dsl.core.jobinfo import JobInfo
 from slurm_dsl.run.sweep import Done, SweepReport, Swept
 
 ADMIN = Path(__file__).resolve().parents[2] / "slurm_dsl" / "admin"
-WITH_JSON = {"hold", "release", "requeue", "restore", "open", "sweep", "doctor", "read", "history",
+WITH_JSON = {"hold", "release", "requeue", "restore", "open", "sweep", "settle", "doctor", "read", "history",
              "ledger status", "ledger prune", "ledger migrate"}
 
 

@@ -409,7 +409,8 @@ def test_status_human_and_json(path: str, tmp_path: Path) -> None:
     assert lines[3].startswith("oldest not clear: job 2 may_be_set since ") and "10.0 d ago" in lines[3]
     assert lines[4] == "lookup back-off: 1 object(s) whose last lookup failed"
     assert lines[5] == "unfinished operations: none"
-    assert lines[6].startswith("last sweep: none recorded")
+    assert lines[6].startswith("unknown operations without a verdict: ")
+    assert lines[7].startswith("last sweep: none recorded")
 
 
 def test_a_sweep_is_recorded_for_status_and_a_dry_run_is_not(path: str, tmp_path: Path) -> None:

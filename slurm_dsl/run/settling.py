@@ -1,0 +1,257 @@
+"""Settling the ledger's unknown operations (docs/contract.md §12): what every sweep and
+``slurm-dsl settle`` do with the rules of ``core.settle``.
+
+Strategy, the order that keeps a verdict honest:
+
+1. read the operations to settle (``LedgerStore.unsettled``: unknown results, and unfinished rows
+   no longer running), newest first;
+2. look their jobs up in ONE ``Lookup.jobs`` call, the caller's (a sweep puts these ids in the
+   call it makes for its objects: no extra RPC), noting the ledger's clock when it STARTS
+   (``looked_at``: the settle delay counts to the start, the conservative end of a lookup);
+3. only then read the later operations of their jobs (``later_operations``): one that began
+   before the lookup must be seen, or today's record would be read for an operation that a later
+   hold or requeue has since overwritten; one that began after it only makes the verdict come
+   from an earlier record (its baseline), which is still a record of the job read after the op;
+4. decide each one (``core.settle.settle_operation``) and append the verdicts in one transaction
+   (``add_settlements``: a verdict is final, the first one written wins a race between two
+   settlers).  No lease is taken: a verdict is appended next to the row, it changes no object.
+
+A lookup that could not ask settles nothing.  A dry run decides and writes nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Mapping, Optional, Sequence
+
+from ..core.errors import InvalidInput
+from ..core.jobinfo import JobInfo, Lookup, LookupFailed
+from ..core.model import Result
+from ..core.script import KILL_GRACE
+from ..core.settle import (
+    DEFAULT_SETTLE_DELAY,
+    Recorded,
+    Settled,
+    Verdict,
+    exits_as,
+    looked_up,
+    settle_operation,
+)
+from ..ledger.base import HistoryEntry, LedgerStore, iso_utc
+from ..ledger.records import job_info_json
+from .calls import GUARD_MARGIN
+from .deadlines import MAX_TIMEOUT
+
+log = logging.getLogger("slurm_dsl")
+
+DAY = 86400.0
+SINCE_DAYS = 7  # a sweep, and ``settle`` without job ids, settle the operations of the last 7 days
+DEFAULT_LIMIT = 10_000  # at most so many operations per sweep (newest first; the rest the next sweep)
+# How long after its start an unfinished row without ``ends_by`` (written before it was recorded)
+# may still have had a process running: the longest deadline, the kill grace, the backstop's margin
+# (core.settle Rule 9).
+NO_ENDS_BY_BOUND = MAX_TIMEOUT + KILL_GRACE + GUARD_MARGIN
+
+
+def recorded(entry: HistoryEntry) -> Recorded:
+    """The plain values the core's rules read of one history row."""
+    return Recorded(
+        id=entry.id, job_id=entry.job_id, op=entry.op, result=entry.result, started_at=entry.started_at,
+        finished_at=entry.finished_at, ends_by=entry.ends_by, baseline=entry.baseline,
+        baseline_at=entry.baseline_at,
+    )
+
+
+@dataclass(frozen=True)
+class Decided:
+    """One operation and the verdict this settling gives it (None: not now)."""
+
+    entry: HistoryEntry
+    settled: Optional[Settled]
+
+    def to_json(self) -> Dict[str, Any]:
+        """``sweep --json``'s line for it (``kind`` ``verdict``)."""
+        s = self.settled
+        return {
+            "kind": "verdict",
+            "job_id": self.entry.job_id,
+            "id": self.entry.id,
+            "op": self.entry.op.value,
+            "verdict": None if s is None else s.verdict.value,
+            "detail": "no verdict yet: look again later" if s is None else s.detail,
+        }
+
+
+def decide(
+    ledger: LedgerStore,
+    entries: Sequence[HistoryEntry],
+    answers: Optional[Mapping[str, Optional[JobInfo]]],
+    looked_at: float,
+    settle_delay: float = DEFAULT_SETTLE_DELAY,
+) -> List[Decided]:
+    """Each operation's verdict from one lookup's ``answers`` (None: the lookup could not ask),
+    made at ``looked_at``.  Reads the later operations (step 3), writes nothing."""
+    if not entries:
+        return []
+    if answers is None:
+        return [Decided(e, None) for e in entries]  # a lookup that could not ask settles nothing
+    later = ledger.later_operations([e.id for e in entries])
+    decided = []
+    for entry in entries:
+        try:
+            looked = looked_up(answers, entry.job_id)
+            settled = settle_operation(
+                recorded(entry), [recorded(o) for o in later.get(entry.id, [])], looked, looked_at,
+                no_ends_by_bound=NO_ENDS_BY_BOUND, settle_delay=settle_delay,
+            )
+        except InvalidInput as exc:
+            # A row the rules refuse (a baseline of another job, a time that is no number) is a
+            # ledger's fault, not this sweep's: it stays unsettled, and the journal says why.
+            log.warning("cannot settle operation %s (job %s): %s", entry.id, entry.job_id, exc)
+            settled = None
+        decided.append(Decided(entry, settled))
+    return decided
+
+
+def write(ledger: LedgerStore, decided: Sequence[Decided], now: float, *, by: str) -> int:
+    """Append the verdicts given (one transaction); how many were written (a verdict already there
+    stays: another settler was first)."""
+    verdicts = [(d.entry.id, d.settled.verdict, d.settled.looked_at, d.settled.record, d.settled.detail)
+                for d in decided if d.settled is not None]
+    if not verdicts:
+        return 0
+    return ledger.add_settlements(verdicts, now, by=by)
+
+
+def counts(decided: Sequence[Decided]) -> Dict[str, int]:
+    """How many operations got each verdict, and how many none yet (``none``)."""
+    out = {v.value: 0 for v in Verdict}
+    out["none"] = 0
+    for d in decided:
+        out["none" if d.settled is None else d.settled.verdict.value] += 1
+    return out
+
+
+# -- slurm-dsl settle: one row per operation ------------------------------------------------------
+
+NOW, EARLIER, NOT_YET, RUNNING = "now", "earlier", "not_yet", "running"
+
+
+@dataclass(frozen=True)
+class Row:
+    """One operation as ``slurm-dsl settle`` shows it: its verdict, and when it was settled
+    (``when``: ``now``, ``earlier``, ``not_yet`` (no verdict from this lookup), ``running`` (an
+    unfinished operation whose process may still run: not settled yet))."""
+
+    entry: HistoryEntry
+    when: str
+    verdict: Optional[Verdict] = None
+    detail: str = ""
+    looked_at: Optional[float] = None
+    record: Optional[JobInfo] = None
+    settled_at: Optional[float] = None
+    by: Optional[str] = None
+
+    @property
+    def result(self) -> Result:
+        """What the row exits as (docs/contract.md §12): an unfinished operation counts as unknown."""
+        return exits_as(self.entry.result or Result.UNKNOWN, self.verdict)
+
+    def to_json(self) -> Dict[str, Any]:
+        e = self.entry
+        return {
+            "kind": "settle",
+            "job_id": e.job_id,
+            "id": e.id,
+            "op": e.op.value,
+            "started_at": iso_utc(e.started_at),
+            "started_at_epoch": e.started_at,
+            "result": None if e.result is None else e.result.value,
+            "effect": None if self.verdict is None else self.verdict.value,
+            "detail": self.detail or None,
+            "settled": self.when,
+            "settled_at": None if self.settled_at is None else iso_utc(self.settled_at),
+            "settled_at_epoch": self.settled_at,
+            "looked_at": None if self.looked_at is None else iso_utc(self.looked_at),
+            "looked_at_epoch": self.looked_at,
+            "record": job_info_json(self.record),
+            "by": self.by,
+        }
+
+
+def stored_row(entry: HistoryEntry) -> Row:
+    """An operation as the ledger has it: settled earlier, or not (yet)."""
+    s = entry.settlement
+    if s is None:
+        return Row(entry, NOT_YET)
+    return Row(entry, EARLIER, s.verdict, s.detail, s.looked_at, s.record, s.settled_at, s.by)
+
+
+@dataclass
+class SettleReport:
+    """What ``settle_rows`` found: a row per operation, the given jobs the ledger has never seen,
+    why the lookup could not ask (None: it could, or none was needed), how many ids it asked."""
+
+    rows: List[Row] = field(default_factory=list)
+    no_record: List[str] = field(default_factory=list)
+    lookup_error: Optional[str] = None
+    asked: int = 0
+
+
+def settle_rows(
+    ledger: LedgerStore,
+    lookup: Lookup,
+    *,
+    job_ids: Optional[Sequence[str]],
+    since: float,
+    settle_delay: float,
+    by: str,
+) -> SettleReport:
+    """``slurm-dsl settle``: the operations of ``job_ids`` (all their unknown and unfinished ones,
+    settled or not, any age) or of the whole ledger (the unsettled ones started since ``since``),
+    the unsettled ones settled now in one ``lookup`` call, written
+    ``by`` whoever settles.  Rows oldest first, per job in the order given."""
+    now = ledger.now()
+    todo = ledger.unsettled(now, job_ids=job_ids) if job_ids is not None else ledger.unsettled(now, since=since)
+    todo_ids = {e.id for e in todo}
+    report = SettleReport()
+    if job_ids is not None:
+        entries: List[HistoryEntry] = []
+        for job in job_ids:
+            history = ledger.history(job)
+            if not history:
+                report.no_record.append(job)
+            entries += [e for e in history if e.result in (None, Result.UNKNOWN)]
+    else:
+        entries = sorted(todo, key=lambda e: e.id)
+    asked = list(dict.fromkeys(e.job_id for e in todo))
+    answers: Optional[Mapping[str, Optional[JobInfo]]] = {}
+    looked_at = ledger.now()
+    if asked:
+        try:
+            answers = lookup.jobs(asked)
+        except LookupFailed as exc:
+            report.lookup_error = exc.reason
+            answers = None
+    decided = {d.entry.id: d for d in decide(ledger, todo, answers, looked_at, settle_delay)}
+    written_at = ledger.now()
+    written = write(ledger, list(decided.values()), written_at, by=by)
+    if written < sum(1 for d in decided.values() if d.settled is not None):
+        # Another settler was first for some: show what the ledger keeps, which is final.
+        stored = {e.id: e for job in dict.fromkeys(e.job_id for e in todo) for e in ledger.history(job)}
+    else:
+        stored = {}
+    for entry in entries:
+        if entry.id in stored and stored[entry.id].settlement is not None:
+            report.rows.append(stored_row(stored[entry.id]))
+        elif entry.id in decided:
+            s = decided[entry.id].settled
+            report.rows.append(Row(entry, NOT_YET) if s is None else
+                               Row(entry, NOW, s.verdict, s.detail, s.looked_at, s.record, written_at, by))
+        elif entry.settlement is not None:
+            report.rows.append(stored_row(entry))
+        else:
+            report.rows.append(Row(entry, RUNNING if entry.id not in todo_ids else NOT_YET))
+    report.asked = len(asked)
+    return report

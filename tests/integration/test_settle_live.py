@@ -1,0 +1,102 @@
+"""Settling unknown operations on the real slurmctld (docs/contract.md §12): a bulk requeue of
+four running jobs whose list call reached slurmctld for only the first two before it hung past
+the deadline ends ``unknown`` for all four; ``slurm-dsl settle`` then reads each job's record and
+says ``present`` for exactly the two that were requeued and ``absent`` for the other two.
+
+The one fault real Slurm cannot be made to show on demand, a call cut off after part of its list
+took effect, comes from an scontrol wrapper on PATH (the pattern of tests/fakes.py): every call
+goes to the real scontrol, except ``requeue <list>``, for which it runs the real ``scontrol
+requeue`` on the first half of the ids and then hangs until the deadline stops it."""
+
+from __future__ import annotations
+
+import json
+import stat
+import time
+from pathlib import Path
+from typing import Any, Dict, List
+
+import pytest
+
+from slurm_dsl.ledger.choose import open_ledger
+from tests import lab
+from tests.cli_run import cli_process
+
+pytestmark = pytest.mark.integration
+
+TIMEOUT = 6.0  # the requeue's deadline: its call 2 hangs until then
+SETTLED_WITHIN = 60.0  # seconds the settle command is polled for a verdict on every row
+
+WRAPPER = """#!/bin/sh
+# Every call to the real scontrol, except a list requeue: only its first half, then a hang.
+printf '%s\\n' "$*" >> {log}
+if [ "$1" = requeue ]; then
+    case $2 in *,*)
+        ids=$(printf '%s' "$2" | tr ',' ' ')
+        set -- $ids
+        half=$(( $# / 2 )); first=
+        i=0; for id; do i=$((i + 1)); [ $i -le $half ] && first="$first${{first:+,}}$id"; done
+        /usr/bin/scontrol requeue "$first"
+        exec sleep 3600 ;;
+    esac
+fi
+exec /usr/bin/scontrol "$@"
+"""
+
+
+def wrapper(directory: Path) -> str:
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "scontrol"
+    path.write_text(WRAPPER.format(log=f"'{directory / 'calls.log'}'"))
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    return str(path)
+
+
+def json_rows(out: str) -> List[Dict[str, Any]]:
+    return [json.loads(line) for line in out.splitlines() if line.strip()]
+
+
+def test_settle_tells_the_requeued_half_from_the_other(tmp_path: Path, ledger_location: str) -> None:
+    jobs = [lab.make_job("running_rq0") for _ in range(4)]
+    scontrol = wrapper(tmp_path / "bin")
+    common = ["--ledger", ledger_location, "--scontrol", scontrol]
+    try:
+        done = cli_process(["requeue", *jobs, "--timeout", str(TIMEOUT), "--json", *common])
+        results = {r["job_id"]: r["result"] for r in json_rows(done.stdout)}
+        assert results == dict.fromkeys(jobs, "unknown"), done.stdout + done.stderr
+        assert done.returncode == 15
+        calls = (tmp_path / "bin" / "calls.log").read_text()
+        assert f"requeue {','.join(jobs)}" in calls, calls  # one list call for the four
+
+        # Polled: a first settle may come before the settle delay has passed since the end.
+        deadline = time.monotonic() + SETTLED_WITHIN
+        while True:
+            settled = cli_process(["settle", *jobs, "--settle-delay", "2", "--json", "--lookup", "squeue", *common])
+            rows = json_rows(settled.stdout)
+            if all(r["effect"] is not None for r in rows) or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        effects = {r["job_id"]: r["effect"] for r in rows}
+        assert effects == {jobs[0]: "present", jobs[1]: "present", jobs[2]: "absent", jobs[3]: "absent"}, rows
+        assert settled.returncode == 15  # absent exits as unknown; the worst row decides
+        for r in rows:
+            assert r["result"] == "unknown" and r["op"] == "requeue"
+        present = next(r for r in rows if r["job_id"] == jobs[0])
+        assert present["record"]["restarts"] == 1 and "RestartCnt 1 > baseline 0" in present["detail"]
+
+        shown = cli_process(["history", jobs[0], *common])
+        verdict_line = next(line for line in shown.stdout.splitlines() if "verdict:" in line)
+        assert "verdict: present" in verdict_line and "RestartCnt 1 > baseline 0" in verdict_line
+        assert "baseline: RUNNING, RestartCnt 0" in shown.stdout
+        shown = cli_process(["history", jobs[2], *common])
+        assert "verdict: absent" in shown.stdout, shown.stdout
+
+        with open_ledger(ledger_location) as ledger:
+            before = [ledger.history(job)[-1].settlement for job in jobs]
+        again = cli_process(["settle", *jobs, "--settle-delay", "2", "--json", "--lookup", "squeue", *common])
+        assert {r["settled"] for r in json_rows(again.stdout)} == {"earlier"}
+        with open_ledger(ledger_location) as ledger:
+            assert [ledger.history(job)[-1].settlement for job in jobs] == before  # nothing new written
+            assert ledger.unsettled(ledger.now(), job_ids=jobs) == []
+    finally:
+        lab.cancel(*jobs)

@@ -1,0 +1,304 @@
+"""Sweeps settle the ledger's unknown operations in their one lookup, and ``slurm-dsl settle``
+does it now (docs/contract.md §9.5, §10, §12), against a real ledger (each backend), a fake
+scontrol and a counting lookup (an in-memory one, and pyslurm's adapter over its fake)."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+from pathlib import Path
+from typing import Any, Dict, Iterator, List, Optional, Sequence
+
+import pytest
+
+from slurm_dsl.core.jobinfo import JobInfo, LookupFailed
+from slurm_dsl.core.model import Op, Outcome, RequeueBit, Result
+from slurm_dsl.core.script import KILL_GRACE
+from slurm_dsl.core.settle import Verdict
+from slurm_dsl.ledger.base import LedgerStore
+from slurm_dsl.ledger.choose import open_ledger
+from slurm_dsl.lookups.pyslurm import load_pyslurm_lookup
+from slurm_dsl.run import settling
+from slurm_dsl.run.calls import GUARD_MARGIN
+from slurm_dsl.run.deadlines import MAX_TIMEOUT
+from slurm_dsl.run.sweep import Done, metrics_text, sweep
+from slurm_dsl.run.tracked import Tracker
+from tests.cli_run import cli
+from tests.fakes import calls_made, write_fake, write_fake_squeue
+
+FAKE_PYSLURM = Path(__file__).resolve().parents[1] / "fake_pyslurm"
+PRIORITY = 4294901657
+
+
+def record(job: str, *, priority: int = PRIORITY, restarts: int = 0, requeue: bool = False,
+           state: str = "RUNNING") -> JobInfo:
+    return JobInfo(job, state, requeue, restarts, priority, "None" if priority else "JobHeldAdmin")
+
+
+class CountingLookup:
+    """A Lookup that counts its calls and answers from a dict (a missing id: gone)."""
+
+    name = "memory"
+
+    def __init__(self, jobs: Dict[str, JobInfo], fail: Optional[str] = None) -> None:
+        self.known = jobs
+        self.fail = fail
+        self.asked: List[List[str]] = []
+
+    def jobs(self, job_ids: Sequence[str]) -> Dict[str, Optional[JobInfo]]:
+        self.asked.append(list(job_ids))
+        if self.fail:
+            raise LookupFailed(self.fail)
+        return {j: self.known.get(j) for j in job_ids}
+
+
+def unknown(ledger: LedgerStore, job: str, op: Op, *, ago: float = 60.0, baseline: Optional[JobInfo] = None,
+            finish: bool = True) -> int:
+    """An operation whose result is unknown (or, ``finish=False``, that never finished), ``ago``
+    seconds back on the ledger's clock, its end 1 s after its start."""
+    start = ledger.now() - ago
+    op_id = ledger.begin_operation(job, op, "0" * 32, start, baseline=baseline,
+                                   baseline_at=None if baseline is None else start - 0.2, ends_by=start + 1.0)
+    if finish:
+        bit = RequeueBit.MAY_BE_SET if op is Op.REQUEUE else None
+        ledger.finish_operation(op_id, Outcome(op, job, Result.UNKNOWN, bit), b"", start + 1.0)
+    return op_id
+
+
+def may_be_set(ledger: LedgerStore, job: str) -> None:
+    """An object a requeue left may_be_set, with an ok history row (nothing to settle)."""
+    op_id = ledger.begin_operation(job, Op.REQUEUE, "1" * 32, ledger.now())
+    ledger.finish_operation(op_id, Outcome(Op.REQUEUE, job, Result.OK, RequeueBit.MAY_BE_SET), b"", ledger.now())
+
+
+@pytest.fixture
+def fake_scontrol(tmp_path: Path) -> str:
+    return str(write_fake(tmp_path / "bin", {"clear": "exit 0"}))
+
+
+def test_the_bound_of_an_old_unfinished_row_is_the_longest_an_operation_runs() -> None:
+    assert settling.NO_ENDS_BY_BOUND == MAX_TIMEOUT + KILL_GRACE + GUARD_MARGIN
+
+
+@pytest.mark.parametrize("with_unknown", [False, True])
+def test_a_sweep_makes_one_lookup_for_its_objects_and_its_unknown_operations(
+    ledger_location: str, fake_scontrol: str, with_unknown: bool
+) -> None:
+    with open_ledger(ledger_location) as ledger:
+        for job in ("1", "2"):
+            may_be_set(ledger, job)
+        if with_unknown:
+            unknown(ledger, "7", Op.HOLD)
+            unknown(ledger, "8", Op.RELEASE)
+            unknown(ledger, "2", Op.HOLD)  # a job that is an object too: asked once
+    lookup = CountingLookup({"1": record("1"), "7": record("7", priority=0), "8": record("8", priority=0)})
+    with Tracker(ledger_location, scontrol=fake_scontrol) as t:
+        report = sweep(t, lookup)
+    assert len(lookup.asked) == 1
+    assert sorted(lookup.asked[0]) == (["1", "2", "7", "8"] if with_unknown else ["1", "2"])
+    assert {s.job_id: s.done for s in report.swept} == {"1": Done.CLEARED, "2": Done.CLEARED}
+    got = {d.entry.job_id: None if d.settled is None else d.settled.verdict for d in report.verdicts}
+    assert got == ({"7": Verdict.PRESENT, "8": Verdict.ABSENT, "2": Verdict.GONE} if with_unknown else {})
+    assert report.verdicts_written == (3 if with_unknown else 0)
+    with open_ledger(ledger_location) as ledger:
+        assert ledger.unsettled(ledger.now()) == []
+        settled = [e.settlement for e in ledger.history("7")]
+        if with_unknown:
+            assert settled[0] is not None and settled[0].verdict is Verdict.PRESENT
+            assert settled[0].by.startswith("sweep, ") and settled[0].record == record("7", priority=0)
+            assert ledger.last_sweep().summary["verdicts"] == {"present": 1, "absent": 1, "gone": 1}  # type: ignore[union-attr]
+
+
+def test_only_unknown_operations_make_the_lookup_and_no_lease_is_taken(ledger_location: str,
+                                                                       fake_scontrol: str) -> None:
+    with open_ledger(ledger_location) as ledger:
+        unknown(ledger, "7", Op.HOLD)
+        assert ledger.acquire_lease("7", "op:someone", ledger.now(), 600.0)  # a later operation holds the job
+    lookup = CountingLookup({"7": record("7", priority=0)})
+    with Tracker(ledger_location, scontrol=fake_scontrol) as t:
+        report = sweep(t, lookup)
+    assert lookup.asked == [["7"]] and report.swept == [] and report.settled
+    assert [d.settled.verdict for d in report.verdicts if d.settled] == [Verdict.PRESENT]
+    assert calls_made(Path(fake_scontrol)) == []
+
+
+def test_a_lookup_that_fails_settles_nothing(ledger_location: str, fake_scontrol: str) -> None:
+    with open_ledger(ledger_location) as ledger:
+        may_be_set(ledger, "1")
+        unknown(ledger, "7", Op.HOLD)
+    lookup = CountingLookup({}, fail="slurmctld unreachable")
+    with Tracker(ledger_location, scontrol=fake_scontrol) as t:
+        report = sweep(t, lookup)
+    assert len(lookup.asked) == 1 and not report.settled
+    assert [d.settled for d in report.verdicts] == [None] and report.verdicts_written == 0
+    with open_ledger(ledger_location) as ledger:
+        assert [e.job_id for e in ledger.unsettled(ledger.now())] == ["7"]
+
+
+def test_a_dry_run_decides_and_writes_nothing(ledger_location: str, fake_scontrol: str) -> None:
+    with open_ledger(ledger_location) as ledger:
+        unknown(ledger, "7", Op.HOLD)
+    with Tracker(ledger_location, scontrol=fake_scontrol) as t:
+        report = sweep(t, CountingLookup({"7": record("7", priority=0)}), dry_run=True)
+    assert [d.settled.verdict for d in report.verdicts if d.settled] == [Verdict.PRESENT]
+    assert report.verdicts_written == 0
+    with open_ledger(ledger_location) as ledger:
+        assert len(ledger.unsettled(ledger.now())) == 1
+
+
+def test_too_soon_for_absent_is_no_verdict_yet_and_the_delay_is_the_sweeps(ledger_location: str,
+                                                                             fake_scontrol: str) -> None:
+    with open_ledger(ledger_location) as ledger:
+        unknown(ledger, "7", Op.HOLD, ago=5.0)  # ended 4 s ago: absent needs 10 s by default
+    lookup = CountingLookup({"7": record("7")})
+    with Tracker(ledger_location, scontrol=fake_scontrol) as t:
+        first = sweep(t, lookup)
+        second = sweep(t, lookup, settle_delay=2.0)
+    assert [d.settled for d in first.verdicts] == [None] and first.verdicts_written == 0
+    assert [d.settled.verdict for d in second.verdicts if d.settled] == [Verdict.ABSENT]
+
+
+def test_the_settle_limit_takes_the_newest_first(ledger_location: str, fake_scontrol: str) -> None:
+    with open_ledger(ledger_location) as ledger:
+        for n, job in enumerate(("7", "8", "9")):
+            unknown(ledger, job, Op.HOLD, ago=300.0 - n * 100)
+    lookup = CountingLookup({})
+    with Tracker(ledger_location, scontrol=fake_scontrol) as t:
+        report = sweep(t, lookup, settle_limit=2)
+    assert lookup.asked == [["9", "8"]]
+    assert [d.entry.job_id for d in report.verdicts] == ["9", "8"]
+
+
+def test_operations_older_than_a_week_are_left_to_settle(ledger_location: str, fake_scontrol: str) -> None:
+    with open_ledger(ledger_location) as ledger:
+        unknown(ledger, "7", Op.HOLD, ago=8 * 86400.0)
+    lookup = CountingLookup({})
+    with Tracker(ledger_location, scontrol=fake_scontrol) as t:
+        report = sweep(t, lookup)
+    assert lookup.asked == [] and report.verdicts == []
+    code, out, _ = cli(["settle", "7", "--ledger", ledger_location, "--lookup", "squeue", "--squeue",
+                        str(write_fake_squeue(Path(fake_scontrol).parent / "sq", ""))])
+    assert code == 11 and "gone" in out, out  # settle given the job: any age
+
+
+def test_a_later_operation_on_the_same_field_is_read_from_its_baseline(ledger_location: str,
+                                                                      fake_scontrol: str) -> None:
+    # hold 1 unknown; a release later looked the job up (held) before it ran: present, from that record.
+    with open_ledger(ledger_location) as ledger:
+        held = record("7", priority=0)
+        first = unknown(ledger, "7", Op.HOLD, ago=120.0)
+        unknown(ledger, "7", Op.RELEASE, ago=60.0, baseline=held)
+    with Tracker(ledger_location, scontrol=fake_scontrol) as t:
+        report = sweep(t, CountingLookup({"7": record("7")}))
+    got = {d.entry.id: d.settled for d in report.verdicts}[first]
+    assert got is not None and got.verdict is Verdict.PRESENT
+    assert got.record == held and "a later release" in got.detail
+
+
+# -- pyslurm's adapter over its fake: one lookup, one RPC ----------------------------------------
+
+
+@pytest.fixture
+def fake_pyslurm(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    monkeypatch.setenv("FAKE_PYSLURM_API", "modern")
+    monkeypatch.setenv("FAKE_PYSLURM_VERSION", "22.5.3")
+    monkeypatch.setenv("FAKE_PYSLURM_IMPORT", "")
+    monkeypatch.syspath_prepend(str(FAKE_PYSLURM))
+    sys.modules.pop("pyslurm", None)
+    yield importlib.import_module("pyslurm")
+    sys.modules.pop("pyslurm", None)
+
+
+@pytest.mark.parametrize("with_unknown", [False, True])
+def test_with_pyslurm_the_sweep_is_one_rpc_with_or_without_unknown_operations(
+    ledger_location: str, fake_scontrol: str, fake_pyslurm: Any, with_unknown: bool
+) -> None:
+    # More than 4 ids: the modern adapter loads every job in one RPC (docs/contract.md §9.3).
+    objects = ["1", "2", "3", "4", "5", "6"]
+    with open_ledger(ledger_location) as ledger:
+        for job in objects:
+            may_be_set(ledger, job)
+        if with_unknown:
+            for job in ("11", "12", "13"):
+                unknown(ledger, job, Op.HOLD)
+    for number in (11, 12):
+        fake_pyslurm.add_job(number, priority=0)
+    lookup = load_pyslurm_lookup((22, 5))
+    assert lookup is not None
+    with Tracker(ledger_location, scontrol=fake_scontrol) as t:
+        report = sweep(t, lookup)
+    assert fake_pyslurm.RPCS == ["load_jobs"]
+    got = {d.entry.job_id: d.settled.verdict for d in report.verdicts if d.settled}
+    assert got == ({"11": Verdict.PRESENT, "12": Verdict.PRESENT, "13": Verdict.GONE} if with_unknown else {})
+
+
+# -- the command line ---------------------------------------------------------------------------
+
+
+def test_sweep_json_reports_each_verdict_and_the_metrics_count_the_unsettled(
+    ledger_location: str, fake_scontrol: str, tmp_path: Path
+) -> None:
+    with open_ledger(ledger_location) as ledger:
+        hold = unknown(ledger, "7", Op.HOLD)
+        unknown(ledger, "8", Op.HOLD, ago=3.0)  # too soon: no verdict yet
+    squeue = write_fake_squeue(tmp_path / "sq", f"7|RUNNING|0|0|0|JobHeldAdmin\n8|RUNNING|0|0|{PRIORITY}|None\n")
+    metrics = tmp_path / "sweep.prom"
+    code, out, _ = cli(["sweep", "--ledger", ledger_location, "--scontrol", fake_scontrol, "--squeue", str(squeue),
+                        "--lookup", "squeue", "--json", "--metrics-file", str(metrics)])
+    assert code == 0, out
+    rows = [json.loads(line) for line in out.splitlines()]
+    verdicts = [r for r in rows if r["kind"] == "verdict"]
+    assert {(r["job_id"], r["op"], r["verdict"]) for r in verdicts} == {("7", "hold", "present"), ("8", "hold", None)}
+    assert next(r["id"] for r in verdicts if r["job_id"] == "7") == hold
+    assert rows[-1]["kind"] == "summary" and rows[-1]["verdicts"]["present"] == 1 and rows[-1]["verdicts"]["none"] == 1
+    text = metrics.read_text()
+    assert "# TYPE slurm_dsl_unknown_unsettled gauge" in text and "slurm_dsl_unknown_unsettled 1\n" in text
+    assert len((tmp_path / "sq" / "squeue.log").read_text().splitlines()) == 1, "one lookup RPC"
+    code, out, _ = cli(["sweep", "--ledger", ledger_location, "--scontrol", fake_scontrol, "--squeue", str(squeue),
+                        "--lookup", "squeue", "--settle-delay", "2"])
+    assert code == 0 and "unknown operations: 1 looked at: 1 absent (1 verdict(s) written)" in out, out
+
+
+def test_sweep_refuses_a_settle_delay_below_two_seconds(ledger_location: str, fake_scontrol: str) -> None:
+    code, _, err = cli(["sweep", "--ledger", ledger_location, "--scontrol", fake_scontrol, "--settle-delay", "1.5"])
+    assert code == 2 and "at least 2 seconds" in err
+
+
+def test_metrics_text_names_the_unsettled_gauge(ledger_location: str, fake_scontrol: str) -> None:
+    with Tracker(ledger_location, scontrol=fake_scontrol) as t:
+        report = sweep(t, CountingLookup({}))
+    text = metrics_text(report, 0, 4)
+    assert "# HELP slurm_dsl_unknown_unsettled " in text and "slurm_dsl_unknown_unsettled 4" in text
+
+
+def test_the_sweeps_own_restore_does_not_hide_what_its_lookup_saw(ledger_location: str, fake_scontrol: str) -> None:
+    # An earlier sweep's restore of job 7 timed out (unknown), its object still may_be_set.  This
+    # sweep's lookup shows Requeue=1: the restore it runs next is a later operation on the flag,
+    # but it began after the lookup, so the lookup still speaks for the earlier restore: absent.
+    with open_ledger(ledger_location) as ledger:
+        may_be_set(ledger, "7")
+        first = unknown(ledger, "7", Op.RESTORE)
+    with Tracker(ledger_location, scontrol=fake_scontrol) as t:
+        report = sweep(t, CountingLookup({"7": record("7", requeue=True)}))
+    assert [s.done for s in report.swept] == [Done.RESTORED]
+    got = {d.entry.id: d.settled for d in report.verdicts}[first]
+    assert got is not None and got.verdict is Verdict.ABSENT and got.from_operation is None, got
+
+
+def test_settle_shows_the_verdict_a_faster_settler_wrote(ledger_location: str) -> None:
+    """Two settlers race: the first verdict written is final, and the row shows that one."""
+    with open_ledger(ledger_location) as ledger:
+        op_id = unknown(ledger, "7", Op.HOLD)
+        real = ledger.add_settlements
+
+        def first_another(verdicts: Any, now: float, *, by: str) -> int:
+            real([(op_id, Verdict.UNDECIDABLE, now, None, "the other settler's")], now, by="sweep, elsewhere")
+            return real(verdicts, now, by=by)
+
+        ledger.add_settlements = first_another  # type: ignore[method-assign]
+        report = settling.settle_rows(ledger, CountingLookup({"7": record("7", priority=0)}), job_ids=["7"],
+                                      since=0.0, settle_delay=10.0, by="settle, me")
+    [row] = report.rows
+    assert (row.verdict, row.when, row.by, row.detail) == (Verdict.UNDECIDABLE, settling.EARLIER, "sweep, elsewhere",
+                                                           "the other settler's")
