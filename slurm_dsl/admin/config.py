@@ -13,8 +13,8 @@ The grammar: blank lines and lines whose first non-blank character is ``#`` or `
 comments; one section, ``[slurm-dsl]``; ``key = value`` lines in it (spaces around both are
 dropped; an empty value is refused like any other bad one: leave the key out to leave it unset).
 An unknown section or key, a key given twice, a line of any other shape, a value the setting
-refuses, a NUL byte or text that is not UTF-8: each is a ``ConfigError`` naming the file and line (exit 2 at the command line, a
-usage error: nothing ran).  A file that cannot be read is a ``ConfigError`` too, with
+refuses, a NUL byte or text that is not UTF-8: each is a ``ConfigError`` naming the file and line
+(exit 2 at the command line, a usage error: nothing ran).  A file that cannot be read is a ``ConfigError`` too, with
 ``unreadable`` set (exit 1).  A missing file at the default path is no error: every setting then
 comes from the flags, the environment and the defaults; a missing file named by
 ``$SLURM_DSL_CONFIG`` or ``--config`` is.
