@@ -1,0 +1,258 @@
+"""The config file, ``/etc/slurm-dsl/slurm-dsl.conf``, and where each effective setting comes from
+(docs/contract.md §10.2).
+
+Strategy: one INI file read with a strict reader of our own (the standard library's
+``configparser`` gives no line numbers, and an error must name the file, the line and the key).
+``parse`` is pure: text in, values or ``ConfigError`` out.  ``read`` is the edge: it opens the
+file the way the ledger is opened (never through a symlink; refused if it is not root's or this
+process's account's, or if group or others may write it).  ``resolve`` puts flag, environment,
+file and built-in default in that order, per setting, and says which one won (``slurm-dsl
+config`` prints it).
+
+The grammar: blank lines and lines whose first non-blank character is ``#`` or ``;`` are
+comments; one section, ``[slurm-dsl]``; ``key = value`` lines in it (spaces around both are
+dropped; an empty value is refused like any other bad one: leave the key out to leave it unset).
+An unknown section or key, a key given twice, a line of any other shape, a value the setting
+refuses, a NUL byte or text that is not UTF-8: each is a ``ConfigError`` naming the file and line
+(exit 2 at the command line, a usage error: nothing ran).  A file that cannot be read is a ``ConfigError`` too, with
+``unreadable`` set (exit 1).  A missing file at the default path is no error: every setting then
+comes from the flags, the environment and the defaults; a missing file named by
+``$SLURM_DSL_CONFIG`` or ``--config`` is.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from dataclasses import dataclass
+from typing import Callable, Dict, List, Mapping, Optional, Tuple
+
+from ..core.errors import DSLError
+from ..core.jobinfo import LOOKUP_KINDS
+from ..core.settle import DEFAULT_SETTLE_DELAY, MIN_SETTLE_DELAY
+from ..core.shown import shown
+from ..ledger.base import DEFAULT_PATH
+from ..run.deadlines import MAX_TIMEOUT
+
+DEFAULT_CONFIG = "/etc/slurm-dsl/slurm-dsl.conf"
+SECTION = "slurm-dsl"
+MAX_CONFIG = 64 * 1024  # bytes: a config file is a few lines; anything longer is not one
+LOG_LEVELS = ("error", "warning", "info", "debug")
+
+
+class ConfigError(DSLError):
+    """A config file that cannot be used; ``unreadable``: it could not be read at all."""
+
+    def __init__(self, message: str, *, unreadable: bool = False) -> None:
+        super().__init__(message)
+        self.unreadable = unreadable
+
+
+def _q(text: str) -> str:
+    """``text`` from a config file, quoted and escaped for a message (docs/contract.md §10.1)."""
+    return f"'{shown(text, 80)}'"
+
+
+def _path(value: str) -> str:
+    if not value.startswith("/"):
+        raise ValueError("an absolute path")
+    return value
+
+
+def _location(value: str) -> str:
+    if not (value.startswith("/") or value.startswith(("sqlite:/", "mariadb://", "mysql://"))):
+        raise ValueError("an absolute path, sqlite:/PATH or a mariadb:// URL")
+    return value
+
+
+def _seconds(low: float, high: float) -> Callable[[str], str]:
+    def check(value: str) -> str:
+        try:
+            seconds = float(value)
+        except ValueError:
+            raise ValueError(f"a number of seconds from {low:g} to {high:g}") from None
+        if not low <= seconds <= high:  # NaN fails too
+            raise ValueError(f"a number of seconds from {low:g} to {high:g}")
+        return value
+
+    return check
+
+
+def _one_of(words: Tuple[str, ...]) -> Callable[[str], str]:
+    def check(value: str) -> str:
+        if value not in words:
+            raise ValueError("one of " + ", ".join(words))
+        return value
+
+    return check
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One setting: its key in the file, the environment variable that may set it, its built-in
+    default (None: unset, the command decides), and the check of a value (raises ValueError with
+    what a value must be)."""
+
+    key: str
+    env: Optional[str]
+    default: Optional[str]
+    check: Callable[[str], str]
+    help: str
+
+
+SETTINGS: Tuple[Setting, ...] = (
+    Setting("ledger", "SLURM_DSL_LEDGER", DEFAULT_PATH, _location,
+            "the ledger: an SQLite file (absolute path or sqlite:/PATH) or a mariadb:// URL"),
+    Setting("scontrol", "SLURM_DSL_SCONTROL", None, _path,
+            "the scontrol to run (unset: the first on PATH, else /usr/bin/scontrol)"),
+    Setting("squeue", "SLURM_DSL_SQUEUE", None, _path,
+            "the squeue to run (unset: the one beside the scontrol in use, else the first on PATH)"),
+    Setting("lookup", "SLURM_DSL_LOOKUP", "auto", _one_of(LOOKUP_KINDS),
+            "how sweeps and settling look jobs up: auto, squeue or pyslurm"),
+    Setting("timeout", None, None, _seconds(0.001, MAX_TIMEOUT),
+            "the whole command's deadline in seconds, for commands given no --timeout (unset: --timeout is required)"),
+    Setting("settle_delay", None, f"{DEFAULT_SETTLE_DELAY:g}", _seconds(MIN_SETTLE_DELAY, MAX_TIMEOUT),
+            "seconds after an operation's end before its effect may be judged absent (at least 2)"),
+    Setting("metrics_file", None, None, _path,
+            "the sweep's Prometheus textfile (unset: none written)"),
+    Setting("log_level", None, "warning", _one_of(LOG_LEVELS),
+            "what is logged to stderr (the journal under systemd): error, warning, info or debug"),
+)
+BY_KEY: Dict[str, Setting] = {s.key: s for s in SETTINGS}
+
+
+def parse(text: bytes, path: str) -> Dict[str, Tuple[str, int]]:
+    """The settings a config file's bytes give: key -> (value, line number).  ``ConfigError``
+    naming ``path`` and the line for anything the grammar of the module refuses."""
+    def fail(number: int, why: str) -> ConfigError:
+        return ConfigError(f"{shown(path, 200)}, line {number}: {why}")
+
+    if len(text) > MAX_CONFIG:
+        raise ConfigError(f"{shown(path, 200)}: longer than {MAX_CONFIG} bytes: not a config file")
+    try:
+        decoded = text.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise fail(text[: exc.start].count(b"\n") + 1, "not UTF-8 text") from None
+    found: Dict[str, Tuple[str, int]] = {}
+    section: Optional[str] = None
+    for number, raw in enumerate(decoded.split("\n"), 1):
+        line = raw.strip(" \t\r")
+        if "\x00" in line:
+            raise fail(number, "a NUL byte")
+        if not line or line.startswith(("#", ";")):
+            continue
+        if line.startswith("["):
+            if not line.endswith("]"):
+                raise fail(number, f"a section header must be [{SECTION}], not {_q(line)}")
+            name = line[1:-1].strip()
+            if name != SECTION:
+                raise fail(number, f"unknown section [{shown(name, 80)}]: the only one is [{SECTION}]")
+            if section is not None:
+                raise fail(number, f"[{SECTION}] given twice")
+            section = name
+            continue
+        key, equals, value = line.partition("=")
+        key, value = key.strip(" \t"), value.strip(" \t")
+        if not equals or not key:
+            raise fail(number, f"expected key = value, not {_q(line)}")
+        if section is None:
+            raise fail(number, f"{_q(key)} comes before the [{SECTION}] section")
+        setting = BY_KEY.get(key)
+        if setting is None:
+            raise fail(number, f"unknown key {_q(key)}: the keys are {', '.join(BY_KEY)}")
+        if key in found:
+            raise fail(number, f"{key} given twice (first on line {found[key][1]})")
+        try:
+            found[key] = (setting.check(value), number)
+        except ValueError as exc:
+            raise fail(number, f"{key} must be {exc}, not {_q(value)}") from None
+    return found
+
+
+def read(path: str, *, required: bool) -> Dict[str, Tuple[str, int]]:
+    """The settings of the config file at ``path`` (``parse``), read the way the ledger is opened:
+    never through a symlink, and only a regular file that is root's or this process's account's
+    and that neither group nor others may write.  A missing file gives no settings unless
+    ``required``."""
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+    except FileNotFoundError:
+        if required:
+            raise ConfigError(f"no config file at {shown(path, 200)}", unreadable=True) from None
+        return {}
+    except OSError as exc:
+        why = "a symlink: refused (a config file is never read through one)" if os.path.islink(path) else (
+            exc.strerror or str(exc))
+        raise ConfigError(f"cannot read config file {shown(path, 200)}: {why}", unreadable=True) from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise ConfigError(f"config file {shown(path, 200)} is not a regular file", unreadable=True)
+        if st.st_uid not in (0, os.geteuid()):
+            raise ConfigError(
+                f"config file {shown(path, 200)} belongs to uid {st.st_uid}, neither root nor this account"
+                f" (uid {os.geteuid()}): refused; chown root {shown(path, 200)}", unreadable=True,
+            )
+        if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+            raise ConfigError(
+                f"config file {shown(path, 200)} is writable by group or others"
+                f" (mode {stat.S_IMODE(st.st_mode):04o}): refused; chmod go-w {shown(path, 200)}", unreadable=True,
+            )
+        chunks: List[bytes] = []
+        while sum(map(len, chunks)) <= MAX_CONFIG:
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    except OSError as exc:
+        why = exc.strerror or str(exc)
+        raise ConfigError(f"cannot read config file {shown(path, 200)}: {why}", unreadable=True) from None
+    finally:
+        os.close(fd)
+    return parse(b"".join(chunks), path)
+
+
+def config_path(explicit: Optional[str], env: Mapping[str, str]) -> Tuple[str, bool]:
+    """The config file to read, and whether it must exist: ``--config``, else ``$SLURM_DSL_CONFIG``
+    (both required), else the default (optional)."""
+    if explicit:
+        return explicit, True
+    if env.get("SLURM_DSL_CONFIG"):
+        return env["SLURM_DSL_CONFIG"], True
+    return DEFAULT_CONFIG, False
+
+
+@dataclass(frozen=True)
+class Effective:
+    """One setting's effective value (None: unset) and where it came from: ``flag``, ``env``
+    (the variable's name in ``origin``), ``file`` (path and line) or ``default``."""
+
+    key: str
+    value: Optional[str]
+    source: str
+    origin: str
+
+    def to_json(self) -> Dict[str, Optional[str]]:
+        return {"key": self.key, "value": self.value, "source": self.source, "origin": self.origin}
+
+
+def resolve(
+    flags: Mapping[str, Optional[str]], env: Mapping[str, str], file: Mapping[str, Tuple[str, int]], path: str
+) -> Dict[str, Effective]:
+    """Every setting's effective value: flag, then environment, then file, then built-in default.
+    Flags were checked by the parser; a value from the environment is taken as it always was (the
+    command checks it where it uses it: a relative ``$SLURM_DSL_LEDGER`` keeps working)."""
+    out: Dict[str, Effective] = {}
+    for s in SETTINGS:
+        given = flags.get(s.key)
+        if given is not None:
+            out[s.key] = Effective(s.key, given, "flag", "--" + s.key.replace("_", "-"))
+        elif s.env is not None and env.get(s.env):
+            out[s.key] = Effective(s.key, env[s.env], "env", "$" + s.env)
+        elif s.key in file:
+            value, line = file[s.key]
+            out[s.key] = Effective(s.key, value, "file", f"{path}:{line}")
+        else:
+            out[s.key] = Effective(s.key, s.default, "default", "built in")
+    return out
