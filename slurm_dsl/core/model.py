@@ -148,6 +148,11 @@ class Call:
         }
 
 
+# How a settled unknown row exits, by its effect's value (docs/contract.md §12); any other effect
+# (absent, undecidable) and none exit as unknown.
+EXIT_OF_EFFECT = {"present": Result.OK, "gone": Result.NOT_FOUND}
+
+
 @dataclass(frozen=True)
 class Outcome:
     """What one operation on one job came to (docs/contract.md §8).
@@ -174,13 +179,12 @@ class Outcome:
 
     @property
     def exits_as(self) -> Result:
-        """The result this outcome exits and raises as: its own, or once settled, by its effect
-        (docs/contract.md §12: ``present`` as ok, ``gone`` as not_found)."""
-        if not self.settled:
+        """The result this outcome exits and raises as: its own, or once settled and unknown, by
+        its effect (docs/contract.md §12: ``present`` as ok, ``gone`` as not_found, else unknown;
+        ``core.settle.exits_as`` is the same rule, checked)."""
+        if not self.settled or self.result is not Result.UNKNOWN or self.effect is None:
             return self.result
-        from .settle import exits_as
-
-        return exits_as(self.result, self.effect)
+        return EXIT_OF_EFFECT.get(self.effect.value, Result.UNKNOWN)
 
     @property
     def ok(self) -> bool:
