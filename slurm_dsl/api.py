@@ -13,16 +13,22 @@ is recorded.  Except for ``restore``, the id is looked up first (one squeue): an
 own JobId reaching other tasks is ``WholeArray``, a lookup that fails ``LookupFailed``;
 either way nothing ran.  Every exception is a ``DSLError`` (see ``errors``).
 
+With ``key=``, ``settle=`` or ``retry=`` (docs/contract.md §12), an unknown result is settled
+first and the function returns or raises by its effect: ``present`` returns (the Outcome keeps its
+own ``unknown`` result, ``effect`` ``present``), ``gone`` raises ``NotFound``, ``absent`` and
+``undecidable`` raise ``OutcomeUnknown``.
+
 The five are written out, not generated, so that type checkers and ``help()`` see their
 real signatures: a misspelt keyword is a type error, not a runtime surprise.
 """
 
 from __future__ import annotations
 
-from typing import List, Optional, Sequence, Union
+from typing import Dict, List, Optional, Sequence, Union
 
 from .core.jobid import validate_job_id
 from .core.model import Op, Outcome
+from .core.settle import DEFAULT_SETTLE_DELAY
 from .run.deadlines import resolve_deadline
 from .run.tracked import Tracker
 
@@ -37,14 +43,26 @@ def run_op(
     deadline: Optional[float] = None,
     scontrol: Optional[str] = None,
     ledger: Union[str, Tracker, None] = None,
+    key: Optional[str] = None,
+    settle: bool = False,
+    retry: int = 0,
+    settle_delay: float = DEFAULT_SETTLE_DELAY,
 ) -> Outcome:
-    """Run ``op`` through the ledger and return its Outcome, whatever it is (never raises for it)."""
+    """Run ``op`` through the ledger and return its Outcome, whatever it is (never raises for it).
+
+    ``key``, ``settle``, ``retry``, ``settle_delay``: as ``--key``, ``--settle``, ``--retry`` and
+    ``--settle-delay`` (docs/contract.md §12); with any of them the operation runs through
+    ``run.keyed`` and the Outcome is ``settled`` (its ``effect``; ``exits_as``)."""
     job = validate_job_id(job_id)
     when = resolve_deadline(timeout, deadline)
-    if isinstance(ledger, Tracker):
-        return ledger.run(op, job, when)
-    with Tracker(ledger, scontrol=scontrol) as tracker:
-        return tracker.run(op, job, when)
+    if key is None and not settle and not retry:
+        if isinstance(ledger, Tracker):
+            return ledger.run(op, job, when)
+        with Tracker(ledger, scontrol=scontrol) as tracker:
+            return tracker.run(op, job, when)
+    (outcome,) = run_ops(op, [job], deadline=when, scontrol=scontrol, ledger=ledger, key=key, settle=settle,
+                         retry=retry, settle_delay=settle_delay)
+    return outcome
 
 
 def run_ops(
@@ -57,6 +75,10 @@ def run_ops(
     ledger: Union[str, Tracker, None] = None,
     one_by_one: bool = False,
     parallel: int = 1,
+    key: Optional[str] = None,
+    settle: bool = False,
+    retry: int = 0,
+    settle_delay: float = DEFAULT_SETTLE_DELAY,
 ) -> List[Outcome]:
     """Run ``op`` on many jobs (docs/contract.md §11) through the ledger, with the CLI's driver:
     the bulk path, or one script per job (``one_by_one``, up to ``parallel`` at once).
@@ -67,19 +89,30 @@ def run_ops(
     then is ``expired``.  Raises before anything ran as ``run_op`` does; a ledger failure once
     a job ran is ``NotRecorded`` with the outcomes it could not record in ``outcomes`` (those
     reported before it are recorded); one before is the ``LedgerError`` itself.
+
+    ``key``, ``settle``, ``retry``, ``settle_delay``: as the command line's ``--key``,
+    ``--settle``, ``--retry`` and ``--settle-delay`` (docs/contract.md §12): each Outcome is then
+    ``settled`` (``effect``, ``exits_as``), still in the order given.
     """
     from .run.driver import Stopped, drive
 
     when = resolve_deadline(timeout, deadline)
-    ids = [validate_job_id(j) for j in job_ids]
+    ids = list(dict.fromkeys(validate_job_id(j) for j in job_ids))
 
     def run(tracker: Tracker) -> List[Outcome]:
-        outcomes: List[Outcome] = []
-        for event in drive(tracker, op, ids, when, one_by_one=one_by_one, parallel=parallel):
+        if key is None and not settle and not retry:
+            events = drive(tracker, op, ids, when, one_by_one=one_by_one, parallel=parallel)
+        else:
+            from .run.keyed import run_settled
+
+            events = run_settled(tracker, op, ids, when, key=key, settle=settle, retry=retry,
+                                 settle_delay=settle_delay, one_by_one=one_by_one, parallel=parallel)
+        outcomes: Dict[str, Outcome] = {}
+        for event in events:
             if isinstance(event, Stopped):
                 raise event.error
-            outcomes.append(event.outcome)
-        return outcomes
+            outcomes[event.outcome.job_id] = event.outcome
+        return [outcomes[j] for j in ids if j in outcomes]
 
     if isinstance(ledger, Tracker):
         return run(ledger)
@@ -94,13 +127,18 @@ def hold(
     deadline: Optional[float] = None,
     scontrol: Optional[str] = None,
     ledger: Union[str, Tracker, None] = None,
+    key: Optional[str] = None,
+    settle: bool = False,
+    retry: int = 0,
+    settle_delay: float = DEFAULT_SETTLE_DELAY,
 ) -> Outcome:
     """Hold one job (``scontrol hold``) before ``deadline`` (or within ``timeout``), recorded in the ledger.
 
     A pending job stays pending; a running one keeps running, at priority 0.
     Return the ok Outcome; else raise Rejected, NotFound, Expired, OutcomeUnknown or NotRun (docs/contract.md §8).
     """
-    outcome = run_op(Op.HOLD, job_id, timeout=timeout, deadline=deadline, scontrol=scontrol, ledger=ledger)
+    outcome = run_op(Op.HOLD, job_id, timeout=timeout, deadline=deadline, scontrol=scontrol, ledger=ledger,
+                     key=key, settle=settle, retry=retry, settle_delay=settle_delay)
     outcome.raise_for_result()
     return outcome
 
@@ -112,12 +150,17 @@ def release(
     deadline: Optional[float] = None,
     scontrol: Optional[str] = None,
     ledger: Union[str, Tracker, None] = None,
+    key: Optional[str] = None,
+    settle: bool = False,
+    retry: int = 0,
+    settle_delay: float = DEFAULT_SETTLE_DELAY,
 ) -> Outcome:
     """Release one held job (``scontrol release``) before ``deadline`` (or within ``timeout``), recorded.
 
     Return the ok Outcome; else raise Rejected, NotFound, Expired, OutcomeUnknown or NotRun (docs/contract.md §8).
     """
-    outcome = run_op(Op.RELEASE, job_id, timeout=timeout, deadline=deadline, scontrol=scontrol, ledger=ledger)
+    outcome = run_op(Op.RELEASE, job_id, timeout=timeout, deadline=deadline, scontrol=scontrol, ledger=ledger,
+                     key=key, settle=settle, retry=retry, settle_delay=settle_delay)
     outcome.raise_for_result()
     return outcome
 
@@ -129,6 +172,10 @@ def requeue(
     deadline: Optional[float] = None,
     scontrol: Optional[str] = None,
     ledger: Union[str, Tracker, None] = None,
+    key: Optional[str] = None,
+    settle: bool = False,
+    retry: int = 0,
+    settle_delay: float = DEFAULT_SETTLE_DELAY,
 ) -> Outcome:
     """Requeue one job before ``deadline`` (or within ``timeout``): set Requeue=1, ``scontrol requeue``,
     then clear Requeue=0 again, recorded in the ledger (a flag that may be left set is the sweeper's).
@@ -136,7 +183,8 @@ def requeue(
     Return the ok Outcome; else raise Rejected, NotFound, Expired, OutcomeUnknown, RequeueBitSet or
     NotRun (docs/contract.md §8); ``requeue_bit_may_be_set`` says whether the job's Requeue flag may be left at 1.
     """
-    outcome = run_op(Op.REQUEUE, job_id, timeout=timeout, deadline=deadline, scontrol=scontrol, ledger=ledger)
+    outcome = run_op(Op.REQUEUE, job_id, timeout=timeout, deadline=deadline, scontrol=scontrol, ledger=ledger,
+                     key=key, settle=settle, retry=retry, settle_delay=settle_delay)
     outcome.raise_for_result()
     return outcome
 
@@ -148,6 +196,10 @@ def restore(
     deadline: Optional[float] = None,
     scontrol: Optional[str] = None,
     ledger: Union[str, Tracker, None] = None,
+    key: Optional[str] = None,
+    settle: bool = False,
+    retry: int = 0,
+    settle_delay: float = DEFAULT_SETTLE_DELAY,
 ) -> Outcome:
     """RestoreRequeueBit: clear one job's Requeue flag (``scontrol update Requeue=0``) before
     ``deadline`` (or within ``timeout``).  On ok the job's ledger object is cleared; otherwise it
@@ -155,7 +207,8 @@ def restore(
 
     Return the ok Outcome; else raise Rejected, NotFound, Expired, OutcomeUnknown or NotRun (docs/contract.md §8).
     """
-    outcome = run_op(Op.RESTORE, job_id, timeout=timeout, deadline=deadline, scontrol=scontrol, ledger=ledger)
+    outcome = run_op(Op.RESTORE, job_id, timeout=timeout, deadline=deadline, scontrol=scontrol, ledger=ledger,
+                     key=key, settle=settle, retry=retry, settle_delay=settle_delay)
     outcome.raise_for_result()
     return outcome
 
@@ -167,12 +220,17 @@ def open_job(
     deadline: Optional[float] = None,
     scontrol: Optional[str] = None,
     ledger: Union[str, Tracker, None] = None,
+    key: Optional[str] = None,
+    settle: bool = False,
+    retry: int = 0,
+    settle_delay: float = DEFAULT_SETTLE_DELAY,
 ) -> Outcome:
     """Release one job with a direct, unwrapped ``scontrol release`` under the same deadline guard
     (op ``open``), recorded in the ledger.
 
     Return the ok Outcome; else raise Rejected, NotFound, Expired, OutcomeUnknown or NotRun (docs/contract.md §8).
     """
-    outcome = run_op(Op.OPEN, job_id, timeout=timeout, deadline=deadline, scontrol=scontrol, ledger=ledger)
+    outcome = run_op(Op.OPEN, job_id, timeout=timeout, deadline=deadline, scontrol=scontrol, ledger=ledger,
+                     key=key, settle=settle, retry=retry, settle_delay=settle_delay)
     outcome.raise_for_result()
     return outcome

@@ -76,7 +76,7 @@ def _emit(outcomes: Iterable[Outcome], as_json: bool, out: IO[str]) -> int:
     for outcome in outcomes:
         out.write(show.outcome_text(outcome, as_json))
         out.flush()
-        code = max(code, EXIT_CODES[outcome.result])
+        code = max(code, EXIT_CODES[outcome.exits_as])  # a settled row exits by its effect (§12)
     return code
 
 
@@ -91,9 +91,15 @@ def _cmd_op(args: argparse.Namespace, out: IO[str]) -> int:
     bulk = not args.one_by_one and len(ids) > 1
     progress = _Progress(sys.stderr) if bulk and sys.stderr.isatty() else None
     code = EXIT_OK
-    with tracker, contextlib.closing(
-        drive(tracker, args.op, ids, deadline, one_by_one=not bulk, parallel=args.parallel, progress=progress)
-    ) as events:
+    if args.key is not None or args.settle or args.retry:
+        from ..run.keyed import run_settled
+
+        events_of = run_settled(tracker, args.op, ids, deadline, key=args.key, settle=args.settle, retry=args.retry,
+                                settle_delay=args.settle_delay, one_by_one=not bulk, parallel=args.parallel)
+    else:
+        events_of = drive(tracker, args.op, ids, deadline, one_by_one=not bulk, parallel=args.parallel,
+                          progress=progress)
+    with tracker, contextlib.closing(events_of) as events:
         try:
             # Results print as they come, in the order given, so a long run shows its progress.
             for event in events:

@@ -23,12 +23,14 @@ from .. import __version__
 from ..core.errors import InvalidInput, UsageError
 from ..core.jobid import SHOWN_TOKEN, token, validate_job_id
 from ..core.jobinfo import LOOKUP_KINDS
+from ..core.keys import check_key
 from ..core.model import Op
 from ..core.settle import DEFAULT_SETTLE_DELAY, MIN_SETTLE_DELAY, check_settle_delay
 from ..core.shown import shown
 from ..run.deadlines import MAX_TIMEOUT, TIMEOUT_HELP
 
 PROG = "slurm-dsl"
+MAX_RETRY = 100  # --retry's bound (run.keyed refuses more)
 # run.settling's: the parser imports no wing that acts (a test holds them equal).
 DEFAULT_SETTLE_LIMIT = 10_000
 SINCE_DAYS = 7
@@ -80,6 +82,14 @@ def _op_examples(op: Op) -> str:
         f"  slurm-dsl {op.value} 1234 --timeout 10\n"
         f"  slurm-dsl {op.value} 1234 1235 1236 --timeout 10 --json\n"
         f"  squeue -h -p maint -o %A | xargs slurm-dsl {op.value} --timeout 10 --parallel 8\n\n"
+        "when the result is unknown (--settle, --retry, --key):\n"
+        "  An unknown result may or may not have happened; the job's record can say later whether it did.\n"
+        "  With --settle (or --retry), each row gains effect: present, absent, gone or undecidable, and\n"
+        "  exits by it: present as 0, gone as 11, absent and undecidable as 15.\n"
+        "  What a key buys: a run that can simply be repeated. After a crash, a deadline or a failover, the\n"
+        "  same command with the same key acts only on the jobs whose effect is absent; a job an earlier\n"
+        "  run did prints that run's row instead.\n"
+        f"  slurm-dsl {op.value} - --key nightly-42 --retry 2 --timeout 120 < ids\n\n"
     )
 
 
@@ -245,6 +255,7 @@ def build_parser(only: Optional[str] = None) -> argparse.ArgumentParser:
             "--parallel", type=int, default=1, metavar="N",
             help="run up to N jobs at once (default 1); results are printed in the order given",
         )
+        _settling_options(p, op)
         _common_options(p)
         p.set_defaults(handler="op", op=op)
     if wanted("sweep"):
@@ -408,7 +419,46 @@ def _settle_delay(text: str) -> float:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def _settle_delay_option(parser: argparse.ArgumentParser) -> None:
+def _key(text: str) -> str:
+    try:
+        return check_key(text)
+    except InvalidInput as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _retries(text: str) -> int:
+    try:
+        value = int(text, 10)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= MAX_RETRY:
+        raise argparse.ArgumentTypeError(f"--retry takes a whole number from 0 to {MAX_RETRY}, not {shown(text, 40)!r}")
+    return value
+
+
+def _settling_options(parser: argparse.ArgumentParser, op: Op) -> None:
+    """``--settle``, ``--retry N``, ``--key KEY`` and ``--settle-delay`` of an op (docs/contract.md §12)."""
+    again = ("only when its effect is absent, never when it may have happened (a job is never requeued twice)"
+             if op is Op.REQUEUE else "when its effect is absent (a repeated one changes nothing)")
+    group = parser.add_argument_group("when the result is unknown (see below)")
+    group.add_argument(
+        "--settle", action="store_true",
+        help="settle each unknown result before exiting: look at once, and again once the settle delay has passed",
+    )
+    group.add_argument(
+        "--retry", type=_retries, default=0, metavar="N",
+        help=f"re-run a job whose effect is absent, at most N times (implies --settle): {again}",
+    )
+    group.add_argument(
+        "--key", type=_key, metavar="KEY",
+        help="an idempotency key naming this logical operation across runs: a job an earlier run with the same"
+        " key did (or that settles as present) is not acted on again, its row says so; one that may still be"
+        " running waits (or expires at the deadline). 1-128 letters, digits and . _ : @ / + = -",
+    )
+    _settle_delay_option(group)
+
+
+def _settle_delay_option(parser: Any) -> None:
     parser.add_argument(
         "--settle-delay", type=_settle_delay, default=DEFAULT_SETTLE_DELAY, metavar="SECONDS",
         help="an operation reads absent only from a lookup made at least SECONDS after it ended, its processes"

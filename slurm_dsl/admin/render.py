@@ -47,6 +47,11 @@ def format_outcome(outcome: Outcome) -> str:
     notes = [c.message for c in outcome.calls if c.message][-1:]
     if outcome.reason is not None:
         notes.append(f"[{outcome.reason.value}]")
+    if outcome.settled:  # --settle, --retry, --key (docs/contract.md §12): the effect, and why
+        if outcome.effect is not None:
+            notes.insert(0, f"effect {outcome.effect.value}:")
+        if outcome.detail:
+            notes.append(shown(outcome.detail, 200))
     row = f"{outcome.job_id:>10}  {outcome.op.value:<8} {outcome.result.value:<10} {bit:<10} {' '.join(notes)}"
     return row.rstrip()
 

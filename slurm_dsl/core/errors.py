@@ -187,7 +187,7 @@ _ERROR_OF_RESULT: Dict[str, Type[DSLError]] = {
 
 def error_for(outcome: Outcome) -> DSLError:
     """The exception for a non-ok outcome (``InvalidInput`` for an ok one)."""
-    cls = _ERROR_OF_RESULT.get(outcome.result.value)
+    cls = _ERROR_OF_RESULT.get(outcome.exits_as.value)
     if cls is None:
         raise InvalidInput("an ok outcome has no error")
     return cls(describe(outcome), job_id=outcome.job_id, op=outcome.op.value, outcome=outcome)

@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Any, Dict, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Optional, Tuple
 
 from .errors import InvalidInput
+
+if TYPE_CHECKING:
+    from .settle import Verdict  # settle imports this module: the type only
 
 
 class Op(str, enum.Enum):
@@ -145,12 +148,22 @@ class Call:
         }
 
 
+# How a settled unknown row exits, by its effect's value (docs/contract.md §12); any other effect
+# (absent, undecidable) and none exit as unknown.
+EXIT_OF_EFFECT = {"present": Result.OK, "gone": Result.NOT_FOUND}
+
+
 @dataclass(frozen=True)
 class Outcome:
     """What one operation on one job came to (docs/contract.md §8).
 
     ``reason`` names the rule that made the result unknown (or, for a requeue,
     why the bit is not clear); it is None for a plain ok/refusal/expiry.
+
+    ``settled``: the operation ran with ``--settle``, ``--retry`` or ``--key`` (``settle=``,
+    ``retry=``, ``key=``: docs/contract.md §12), so ``effect`` says whether an unknown result took
+    effect (``core.settle.Verdict``; None when the result is not unknown, or no verdict came in
+    time) and the row exits by it (``exits_as``).  ``result`` stays the calls' own reading.
     """
 
     op: Op
@@ -161,6 +174,17 @@ class Outcome:
     calls: Tuple[Call, ...] = ()
     exit_status: Optional[int] = None
     detail: str = ""
+    effect: Optional[Verdict] = None
+    settled: bool = False
+
+    @property
+    def exits_as(self) -> Result:
+        """The result this outcome exits and raises as: its own, or once settled and unknown, by
+        its effect (docs/contract.md §12: ``present`` as ok, ``gone`` as not_found, else unknown;
+        ``core.settle.exits_as`` is the same rule, checked)."""
+        if not self.settled or self.result is not Result.UNKNOWN or self.effect is None:
+            return self.result
+        return EXIT_OF_EFFECT.get(self.effect.value, Result.UNKNOWN)
 
     @property
     def ok(self) -> bool:
@@ -172,8 +196,9 @@ class Outcome:
         return self.requeue_bit in (RequeueBit.MAY_BE_SET, RequeueBit.SET)
 
     def raise_for_result(self) -> None:
-        """Return None when the result is ok, else raise its exception (docs/contract.md §8)."""
-        if self.result is Result.OK:
+        """Return None when the result is ok (or, settled, exits as ok), else raise its exception
+        (docs/contract.md §8, §12)."""
+        if self.exits_as is Result.OK:
             return None
         from .errors import error_for
 
@@ -190,5 +215,6 @@ class Outcome:
             "detail": self.detail or None,
             "exit_status": self.exit_status,
             "calls": [c.to_json() for c in self.calls],
+            **({"effect": None if self.effect is None else self.effect.value} if self.settled else {}),
         }
 

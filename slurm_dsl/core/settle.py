@@ -76,7 +76,7 @@ from typing import Dict, FrozenSet, Mapping, Optional, Sequence, Union
 from .errors import InvalidInput
 from .jobid import validate_job_id
 from .jobinfo import JobInfo
-from .model import Op, Result
+from .model import EXIT_OF_EFFECT, Op, Result
 from .plain import described
 
 DEFAULT_SETTLE_DELAY = 10.0  # seconds: slurmctld's default MessageTimeout (docs/settle-delay.md §3)
@@ -193,11 +193,7 @@ def exits_as(result: Result, effect: Optional[Verdict]) -> Result:
         if effect is not None:
             raise InvalidInput(f"a {result.value} row has no effect (only an unknown one is settled): {effect.value}")
         return result
-    if effect is Verdict.PRESENT:
-        return Result.OK
-    if effect is Verdict.GONE:
-        return Result.NOT_FOUND
-    return Result.UNKNOWN
+    return Result.UNKNOWN if effect is None else EXIT_OF_EFFECT.get(effect.value, Result.UNKNOWN)
 
 
 def _seconds(value: object, what: str) -> Optional[float]:

@@ -59,7 +59,7 @@ from . import process as runner
 from .binaries import find_scontrol, find_squeue
 from .calls import execute, new_nonce, run_list_call, run_open_list, unstarted
 from .deadlines import check_deadline
-from .tracked import LookupAnswer, Tracker, lease_owner, lease_ttl, start_fields
+from .tracked import NO_LINK, Link, LookupAnswer, Tracker, lease_owner, lease_ttl, start_fields
 
 log = logging.getLogger("slurm_dsl")
 
@@ -89,13 +89,15 @@ def run_many(
     *,
     deadline: Optional[float] = None,
     progress: Optional[Progress] = None,
+    link: Link = NO_LINK,
 ) -> Iterator[Outcome]:
     """One outcome per distinct id, in input order, as chunks finish; never raises for an outcome.
 
     Exactly one of ``timeout`` (counted from now) and ``deadline`` (epoch seconds): the one
     deadline of every chunk and call (docs/contract.md §10.0).  Each chunk holds what fits the
     time left when it starts; an id whose chunk comes after the deadline is ``expired`` with no
-    process started and nothing written (``calls.unstarted``).
+    process started and nothing written (``calls.unstarted``).  Every intent records ``link``'s
+    key and, per job, the operation it retries (docs/contract.md §12).
 
     Raises before anything ran: ``InvalidInput`` (a bad id or timeout), ``WholeArray``,
     ``LookupFailed`` (the ids could not be looked up), ``LedgerError``.  A ledger failure
@@ -118,9 +120,9 @@ def run_many(
         if tracker.clock() >= when:
             outcomes = [unstarted(op, j) for j in unit]
         elif len(unit) == 1 and _alone(unit[0], infos):
-            outcomes = [tracker.run(op, unit[0], when, checked=True, looked=looked)]
+            outcomes = [tracker.run(op, unit[0], when, checked=True, looked=looked, link=link)]
         else:
-            outcomes = _run_chunk(tracker, op, unit, when, answered_at, looked)
+            outcomes = _run_chunk(tracker, op, unit, when, answered_at, looked, link)
         yield from outcomes
         done += len(unit)
         if progress is not None:
@@ -156,7 +158,13 @@ def _cut(ids: List[str], limit: Callable[[], int]) -> Iterator[List[str]]:
 
 
 def _run_chunk(
-    tracker: Tracker, op: Op, chunk: List[str], deadline: float, answered_at: Optional[float], looked: LookupAnswer
+    tracker: Tracker,
+    op: Op,
+    chunk: List[str],
+    deadline: float,
+    answered_at: Optional[float],
+    looked: LookupAnswer,
+    link: Link,
 ) -> List[Outcome]:
     ledger = tracker.ledger()
     owner = lease_owner("bulk")
@@ -174,8 +182,10 @@ def _run_chunk(
         listed = [j for j in chunk if j in held]
         begun = ledger.now()
         baselines, baseline_at, ends_by = start_fields(looked, listed, begun, tracker.clock(), deadline)
+        retries = {j: link.retry_of[j] for j in listed if j in link.retry_of}
         op_ids = ledger.begin_operations([(j, op, nonce) for j in listed], begun, actor=tracker.actor,
-                                         baselines=baselines, baseline_at=baseline_at, ends_by=ends_by)
+                                         baselines=baselines, baseline_at=baseline_at, ends_by=ends_by,
+                                         key=link.key, retry_of=retries)
     results = _run_listed(tracker, op, listed, op_ids, nonce, owner, deadline, answered_at, scontrol, squeue)
     # Jobs another operation or sweep held: each on its own, waiting for its lease.  Should the
     # ledger fail there, the outcomes already in hand travel with the error, never lost.  Once
@@ -187,7 +197,7 @@ def _run_chunk(
             results[job_id] = unstarted(op, job_id)
             continue
         try:
-            results[job_id] = tracker.run(op, job_id, deadline, checked=True, looked=looked)
+            results[job_id] = tracker.run(op, job_id, deadline, checked=True, looked=looked, link=link)
         except LedgerError as exc:
             ran = [results[j] for j in chunk if j in results]
             if isinstance(exc, NotRecorded):

@@ -29,7 +29,7 @@ from ..ledger import base as ledger_module
 from . import process as runner
 from .calls import unstarted
 from .deadlines import check_deadline
-from .tracked import Tracker
+from .tracked import NO_LINK, Link, Tracker
 
 if TYPE_CHECKING:
     from .bulk import Progress
@@ -95,26 +95,30 @@ def drive(
     one_by_one: bool = False,
     parallel: int = 1,
     progress: Optional[Progress] = None,
+    link: Link = NO_LINK,
 ) -> Events:
     """Run ``op`` on each distinct id of ``job_ids`` before ``deadline`` (epoch seconds), in input
     order: the bulk path unless ``one_by_one`` or a single id.  ``progress`` (ids done, ids in
-    all) is called as bulk chunks finish."""
+    all) is called as bulk chunks finish.  Every intent records ``link`` (its key, and per job the
+    operation it retries)."""
     op = Op(op)
     ids = list(dict.fromkeys(validate_job_id(j) for j in job_ids))
     if isinstance(parallel, bool) or not isinstance(parallel, int) or parallel < 1:
         raise InvalidInput(f"parallel must be a whole number, at least 1, got {parallel!r}")
     when = check_deadline(deadline, tracker.clock)
     if one_by_one or len(ids) == 1:
-        return _one_by_one(tracker, op, ids, when, parallel)
-    return _bulk(tracker, op, ids, when, progress)
+        return _one_by_one(tracker, op, ids, when, parallel, link)
+    return _bulk(tracker, op, ids, when, progress, link)
 
 
-def _bulk(tracker: Tracker, op: Op, ids: List[str], deadline: float, progress: Optional[Progress]) -> Events:
+def _bulk(
+    tracker: Tracker, op: Op, ids: List[str], deadline: float, progress: Optional[Progress], link: Link
+) -> Events:
     from .bulk import run_many
 
     done: List[str] = []
     try:
-        for outcome in run_many(tracker, op, ids, deadline=deadline, progress=progress):
+        for outcome in run_many(tracker, op, ids, deadline=deadline, progress=progress, link=link):
             done.append(outcome.job_id)
             yield Ran(outcome)
     except NotRecorded as exc:  # they ran: each is reported all the same, then nothing more starts
@@ -131,7 +135,7 @@ def _left(ids: List[str], done: List[str]) -> Tuple[str, ...]:
     return tuple(j for j in ids if j not in seen)
 
 
-def _one_by_one(tracker: Tracker, op: Op, ids: List[str], deadline: float, parallel: int) -> Events:
+def _one_by_one(tracker: Tracker, op: Op, ids: List[str], deadline: float, parallel: int, link: Link) -> Events:
     # One lookup for every id before anything runs (docs/contract.md §9.4): an array's own JobId
     # would make scontrol act on every task of the array.  WholeArray, LookupFailed: nothing ran.
     # Its answer for each job is committed with that job's intent (its baseline).
@@ -149,7 +153,7 @@ def _one_by_one(tracker: Tracker, op: Op, ids: List[str], deadline: float, paral
         if tracker.clock() >= deadline:
             return unstarted(op, job_id), None
         try:
-            return tracker.run(op, job_id, deadline, checked=True, looked=looked), None
+            return tracker.run(op, job_id, deadline, checked=True, looked=looked, link=link), None
         except NotRecorded as exc:  # it ran (the tracker logged it)
             stop.set()
             return exc.outcome, exc

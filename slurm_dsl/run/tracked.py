@@ -39,13 +39,15 @@ import pwd
 import re
 import threading
 import time
-from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
+from types import MappingProxyType
+from typing import Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
 
 from ..core.errors import LookupFailed, describe
 from ..core.errors import NotRecorded as NotRecorded  # re-exported: where it has always been imported from
 from ..core.errors import WholeArray as WholeArray  # re-exported
 from ..core.jobid import validate_job_id
 from ..core.jobinfo import JobInfo
+from ..core.keys import check_key
 from ..core.model import Op, Outcome, RequeueBit, Result
 from ..core.script import KILL_GRACE
 from ..ledger import base as ledger_module
@@ -89,6 +91,23 @@ class LookupAnswer(NamedTuple):
 
 
 NOT_LOOKED = LookupAnswer({}, None)
+
+
+class Link(NamedTuple):
+    """What ties an operation to others, recorded with its intent (docs/contract.md §12): the
+    idempotency key it runs under (None: none) and, per job, the id of the first operation this
+    one retries (a job absent from ``retry_of``: a first run).  Made by ``Link.of``, which checks
+    the key (``core.keys.check_key``)."""
+
+    key: Optional[str] = None
+    retry_of: Mapping[str, int] = MappingProxyType({})
+
+    @classmethod
+    def of(cls, key: Optional[str] = None, retry_of: Optional[Mapping[str, int]] = None) -> Link:
+        return cls(None if key is None else check_key(key), MappingProxyType(dict(retry_of or {})))
+
+
+NO_LINK = Link()
 
 
 def start_fields(
@@ -224,9 +243,11 @@ class Tracker:
         checked: bool = False,
         actor: Optional[str] = None,
         looked: LookupAnswer = NOT_LOOKED,
+        link: Link = NO_LINK,
     ) -> Outcome:
         """One op on one job, recorded; the lease is ``owner``'s if given (a sweeper's), and the
-        history says ``actor`` ran it (default: ``self.actor``, this process).
+        history says ``actor`` ran it (default: ``self.actor``, this process), under ``link``'s key
+        and as a retry of ``link.retry_of``'s operation for the job, if any.
 
         Unless ``checked`` (the caller ran ``look_up`` for it and passes its answer as
         ``looked``, whose record of the job is committed as the baseline), the id is looked up
@@ -257,7 +278,8 @@ class Tracker:
                     baselines, baseline_at, ends_by = start_fields(looked, [job], begun, self.clock(), deadline)
                     op_id = ledger.begin_operation(job, op, nonce, begun, actor=actor or self.actor,
                                                    baseline=baselines.get(job), baseline_at=baseline_at,
-                                                   ends_by=ends_by)
+                                                   ends_by=ends_by, key=link.key,
+                                                   retry_of=link.retry_of.get(job))
             if leased:
                 break
             if self.clock() >= deadline:

@@ -1,0 +1,312 @@
+"""Operations that settle their own unknown results, retry what did not happen, and run once per
+idempotency key (docs/contract.md §12): ``--settle``, ``--retry N``, ``--key KEY``.
+
+Strategy, for one op on many jobs under the command's one deadline:
+
+1. **Keyed, first look back.**  With a key, each job's earlier operations of the same op and key
+   (``LedgerStore.keyed``) are read; those still unsettled and no longer running are settled now,
+   in one lookup (``run.settling``), and ``core.keys.decide`` says per job: ``act``, ``done`` (an
+   earlier one took effect: its row is printed, nothing runs), ``stop`` (a requeue that may have
+   happened: never run twice) or ``wait`` (one may still run, or is too recent to say: looked at
+   again when its settle delay has passed; a job still waiting at the deadline is ``expired``,
+   nothing ran).
+2. **Run** the jobs to act on (``driver.drive``: the bulk path or one by one), every intent
+   recording the key.
+3. **Settle** (``--settle`` or ``--retry``): the unknown results are looked up at once, in one
+   lookup (a ``present`` ends it), and those without a verdict again once the settle delay has
+   passed since their end; each verdict is appended to the history (``by`` ``command, <actor>``).
+4. **Retry** (``--retry N``): a job whose verdict is ``absent`` runs again, at most N times, each
+   run a new operation linked to the first (``retry_of``), then settles again.  Only ``absent``:
+   never ``undecidable`` or ``gone`` (a requeue must never run twice).
+
+Every wait and lookup keeps the deadline; what has no verdict by then keeps ``effect`` None and
+exits ``unknown``.  Rows are ``driver.Ran`` events: a job's row comes once it is final (its last
+run settled, or its earlier operation found), so with settling, unknown rows come after the
+others.  Each row's ``Outcome`` is ``settled`` (its ``effect``, and ``exits_as``).  The history
+ids of this command's own operations are found by their ``actor`` (this process) and start time.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import replace
+from typing import Dict, Iterator, List, Optional, Sequence, Set, Tuple, Union
+
+from ..core.errors import DSLError, InvalidInput, LedgerError, LookupFailed
+from ..core.jobid import validate_job_id
+from ..core.jobinfo import JobInfo
+from ..core.keys import Decision, Earlier, Step, check_key, decide, took_effect
+from ..core.model import CallOutcome, Op, Outcome, Result
+from ..core.settle import DEFAULT_SETTLE_DELAY, Verdict, check_settle_delay
+from ..ledger.base import HistoryEntry, LedgerStore
+from ..lookups.squeue import MAX_LISTED, SQUEUE_TIMEOUT, SqueueLookup
+from . import settling
+from .binaries import find_squeue
+from .calls import unstarted
+from .deadlines import check_deadline
+from .driver import Event, Events, Ran, Stopped, drive
+from .tracked import Link, Tracker
+
+log = logging.getLogger("slurm_dsl")
+
+POLL = 0.2  # seconds between looks at an earlier operation that may still be running
+AGAIN = 1.0  # seconds at least between two lookups of one settling
+
+
+def run_settled(
+    tracker: Tracker,
+    op: Union[Op, str],
+    job_ids: Sequence[Union[str, int]],
+    deadline: float,
+    *,
+    key: Optional[str] = None,
+    settle: bool = False,
+    retry: int = 0,
+    settle_delay: float = DEFAULT_SETTLE_DELAY,
+    one_by_one: bool = False,
+    parallel: int = 1,
+) -> Events:
+    """Steps 1-4 of the module for ``op`` on each distinct id of ``job_ids``; ``InvalidInput``
+    for a bad key, retry count or settle delay, before anything runs."""
+    op = Op(op)
+    ids = list(dict.fromkeys(validate_job_id(j) for j in job_ids))
+    key = None if key is None else check_key(key)
+    if isinstance(retry, bool) or not isinstance(retry, int) or not 0 <= retry <= 100:
+        raise InvalidInput(f"retry must be a whole number from 0 to 100, not {retry!r}")
+    delay = check_settle_delay(settle_delay)
+    when = check_deadline(deadline, tracker.clock)
+    run = _Run(tracker, op, when, key, delay, one_by_one, parallel)
+    act = ids
+    if key is not None:
+        act = []
+        for event in run.look_back(ids):
+            if isinstance(event, str):
+                act.append(event)
+            else:
+                yield event
+    yield from run.act(act, settle=settle or retry > 0, retry=retry)
+
+
+class _Run:
+    def __init__(
+        self, tracker: Tracker, op: Op, deadline: float, key: Optional[str], delay: float, one_by_one: bool,
+        parallel: int,
+    ) -> None:
+        self.tracker = tracker
+        self.ledger: LedgerStore = tracker.ledger()
+        self.op = op
+        self.deadline = deadline
+        self.key = key
+        self.delay = delay
+        self.one_by_one = one_by_one
+        self.parallel = parallel
+        self.by = f"command, {tracker.actor}"
+
+    # -- clocks: the ledger's (every time it stores) and the tracker's (the deadline) ----------
+
+    def left(self) -> float:
+        return self.deadline - self.tracker.clock()
+
+    def sleep_until(self, ledger_time: float) -> bool:
+        """Sleep until ``ledger_time`` on the ledger's clock, if that comes before the deadline
+        (then True); else return False at once."""
+        wait = ledger_time - self.ledger.now()
+        if wait >= self.left():
+            return False
+        if wait > 0:
+            time.sleep(wait)
+        return True
+
+    # -- lookups --------------------------------------------------------------------------------
+
+    def look(self, job_ids: Sequence[str]) -> Tuple[Optional[Dict[str, Optional[JobInfo]]], float]:
+        """One lookup of ``job_ids`` within the deadline: its answers (None: it could not ask) and
+        the ledger-clock time it started."""
+        looked_at = self.ledger.now()
+        left = self.left()
+        if left <= 0:
+            return None, looked_at
+        squeue = find_squeue(self.tracker.squeue, self.tracker.scontrol)
+        try:
+            return SqueueLookup(squeue, timeout=min(SQUEUE_TIMEOUT, left), many=MAX_LISTED).jobs(job_ids), looked_at
+        except LookupFailed as exc:
+            log.warning("settling: could not look jobs up: %s; no verdict from this look", exc.reason)
+            return None, looked_at
+
+    def settle(self, entries: Sequence[HistoryEntry]) -> Dict[int, Optional[Verdict]]:
+        """Settle ``entries`` now, in one lookup, and record the verdicts; each one's verdict
+        (None: not now).  An entry already settled keeps its verdict."""
+        out: Dict[int, Optional[Verdict]] = {e.id: e.settlement.verdict for e in entries if e.settlement is not None}
+        todo = [e for e in entries if e.settlement is None]
+        if not todo:
+            return out
+        answers, looked_at = self.look(list(dict.fromkeys(e.job_id for e in todo)))
+        try:
+            decided = settling.decide(self.ledger, todo, answers, looked_at, self.delay)
+            settling.write(self.ledger, decided, self.ledger.now(), by=self.by)
+        except LedgerError as exc:
+            # No verdict is kept that the ledger did not take: these stay unsettled (the sweep
+            # settles them later) and their rows say no effect.
+            log.warning("settling: could not record verdicts in %s: %s", self.ledger.path, exc)
+            return {e.id: out.get(e.id) for e in entries}
+        for d in decided:
+            out[d.entry.id] = None if d.settled is None else d.settled.verdict
+        # Another settler may have been first: the ledger's verdict is the final one.
+        if any(v is not None for v in out.values()):
+            for job in dict.fromkeys(e.job_id for e in todo):
+                for e in self.ledger.history(job):
+                    if e.id in out and e.settlement is not None:
+                        out[e.id] = e.settlement.verdict
+        return out
+
+    # -- step 1: keyed ---------------------------------------------------------------------------
+
+    def look_back(self, ids: List[str]) -> Iterator[Union[str, Event]]:
+        """Each job to act on (its id), or its final row (a ``Ran``), by ``core.keys.decide``."""
+        assert self.key is not None
+        waiting = ids
+        while waiting:
+            earlier = self.ledger.keyed(waiting, self.op, self.key)
+            seen = [j for j in waiting if j in earlier]
+            unsettled = self.ledger.unsettled(self.ledger.now(), job_ids=seen) if seen else []
+            lapsed = {e.id for e in unsettled if e.op is self.op and e.key == self.key}
+            to_settle = [e for j in waiting for e in earlier.get(j, []) if e.id in lapsed and e.settlement is None]
+            verdicts = self.settle(to_settle) if to_settle else {}
+            again: List[str] = []
+            due: List[float] = []
+            for job in waiting:
+                rows = earlier.get(job, [])
+                decision = decide(self.op, [self._earlier(e, lapsed, verdicts) for e in rows])
+                if decision.step is Step.ACT:
+                    yield job
+                elif decision.step is Step.WAIT:
+                    again.append(job)
+                    due.append(self._due(next(e for e in rows if e.id == decision.because)))
+                else:
+                    yield Ran(self._earlier_row(job, rows, decision, verdicts))
+            if not again:
+                return
+            if not self.sleep_until(min(due)):
+                for job in again:
+                    yield Ran(replace(
+                        unstarted(self.op, job),
+                        detail=f"an earlier {self.op.value} with key {self.key} may still act or is not settled"
+                        " yet: nothing ran (run it again later)",
+                        settled=True,
+                    ))
+                return
+            waiting = again
+
+    def _earlier(self, e: HistoryEntry, lapsed: Set[int], verdicts: Dict[int, Optional[Verdict]]) -> Earlier:
+        verdict = verdicts.get(e.id) if e.id in verdicts else (e.settlement.verdict if e.settlement else None)
+        calls = tuple(CallOutcome(c.outcome) for c in e.calls)
+        running = e.result is None and e.id not in lapsed and e.settlement is None
+        return Earlier(e.id, e.result, took_effect(self.op, e.result, calls), verdict, running)
+
+    def _due(self, e: HistoryEntry) -> float:
+        """When looking again at ``e`` can decide it: its settle delay passed since its end (for
+        an unfinished one, since ``ends_by``), at least a short poll from now."""
+        end = e.finished_at if e.finished_at is not None else (e.ends_by or e.started_at + settling.NO_ENDS_BY_BOUND)
+        return max(end + self.delay, self.ledger.now() + POLL)
+
+    def _earlier_row(
+        self, job: str, rows: List[HistoryEntry], decision: Decision, verdicts: Dict[int, Optional[Verdict]]
+    ) -> Outcome:
+        e = next(r for r in rows if r.id == decision.because)
+        verdict = verdicts.get(e.id) if e.id in verdicts else (e.settlement.verdict if e.settlement else None)
+        result = e.result or Result.UNKNOWN
+        return Outcome(
+            self.op, job, result, e.requeue_bit, e.reason, (), e.exit_status, decision.detail,
+            effect=verdict if result is Result.UNKNOWN else None, settled=True,
+        )
+
+    # -- steps 2-4: run, settle, retry ----------------------------------------------------------
+
+    def act(self, ids: List[str], *, settle: bool, retry: int) -> Iterator[Event]:
+        if not ids:
+            return
+        first: Dict[str, int] = {}  # job -> the history id of its first run here
+        runs = 0
+        todo = ids
+        link = Link.of(self.key)
+        held: Dict[str, Outcome] = {}  # the last row of each job about to run again
+        while todo:
+            started = self.ledger.now()
+            unknown: List[Outcome] = []
+            stopped: Optional[Stopped] = None
+            try:
+                for event in drive(self.tracker, self.op, todo, self.deadline, one_by_one=self.one_by_one,
+                                   parallel=self.parallel, link=link):
+                    if isinstance(event, Stopped):
+                        stopped = event
+                        continue
+                    held.pop(event.outcome.job_id, None)
+                    if settle and event.recorded and event.outcome.result is Result.UNKNOWN:
+                        unknown.append(event.outcome)
+                    elif settle:
+                        yield replace(event, outcome=replace(event.outcome, settled=True))
+                    else:
+                        yield event
+            except DSLError:
+                # A retry that could not start (its lookup failed, the ledger refused its intents):
+                # the jobs keep the rows of their last run, which did happen.
+                yield from (Ran(row) for row in held.values())
+                raise
+            yield from (Ran(row) for row in held.values())  # a retry that ran nothing for them
+            held = {}
+            if stopped is not None:
+                # The ledger failed: nothing more is written, every row that ran is printed.
+                yield from (Ran(replace(o, settled=True)) for o in unknown)
+                yield stopped
+                return
+            if not unknown:
+                return
+            mine = self._own(unknown, started)
+            for outcome in unknown:
+                if outcome.job_id in mine:
+                    first.setdefault(outcome.job_id, mine[outcome.job_id].id)
+            verdicts = self._settle_own(mine)
+            retry_now: List[str] = []
+            for outcome in unknown:
+                entry = mine.get(outcome.job_id)
+                verdict = None if entry is None else verdicts.get(entry.id)
+                row = replace(outcome, effect=verdict, settled=True)
+                # Only absent runs again: never undecidable or gone (a requeue must never run twice).
+                if verdict is Verdict.ABSENT and runs < retry and self.left() > 0 and outcome.job_id in first:
+                    retry_now.append(outcome.job_id)
+                    held[outcome.job_id] = row
+                else:
+                    yield Ran(row)
+            todo = retry_now
+            link = Link.of(self.key, {j: first[j] for j in retry_now})
+            runs += 1
+
+    def _own(self, outcomes: Sequence[Outcome], started: float) -> Dict[str, HistoryEntry]:
+        """This run's own history row of each job: the newest of this op by this process's
+        actor that started at or after ``started``."""
+        out: Dict[str, HistoryEntry] = {}
+        for outcome in outcomes:
+            rows = [e for e in self.ledger.history(outcome.job_id)
+                    if e.op is self.op and e.actor == self.tracker.actor and e.started_at >= started]
+            if rows:
+                out[outcome.job_id] = rows[-1]
+        return out
+
+    def _settle_own(self, mine: Dict[str, HistoryEntry]) -> Dict[int, Optional[Verdict]]:
+        """Look at once (a ``present`` ends it), then again once the settle delay has passed since
+        the last of them ended, within the deadline."""
+        entries = list(mine.values())
+        verdicts = self.settle(entries)
+        while True:
+            waiting = [e for e in entries if verdicts.get(e.id) is None]
+            if not waiting:
+                return verdicts
+            # A look that could not ask is not repeated at once: slurmctld may be down.
+            due = max(max(self._due(e) for e in waiting), self.ledger.now() + AGAIN)
+            if not self.sleep_until(due):
+                return verdicts
+            fresh = {job: e for job, e in mine.items() if e in waiting}
+            # Re-read: the rows as the ledger has them now (another settler may have been first).
+            rows = [r for job in fresh for r in self.ledger.history(job) if r.id == fresh[job].id]
+            verdicts.update(self.settle(rows))
