@@ -39,6 +39,7 @@ if TYPE_CHECKING:  # what a type checker sees: every public name, from its home
     from .core.model import Call, CallOutcome, Op, Outcome, Reason, RequeueBit, Result
     from .core.reader import read_outcome
     from .core.script import render
+    from .core.settle import Verdict
     from .run.calls import execute
 
 __version__ = "0.1.0"
@@ -65,6 +66,7 @@ __all__ = [
     "Result",
     "SweepBusy",
     "UsageError",
+    "Verdict",
     "WholeArray",
     "execute",
     "hold",
@@ -92,6 +94,7 @@ _HOMES: Dict[str, str] = {
     **dict.fromkeys(("Call", "CallOutcome", "Op", "Outcome", "Reason", "RequeueBit", "Result"), "core.model"),
     "read_outcome": "core.reader",
     "render": "core.script",
+    "Verdict": "core.settle",
     "execute": "run.calls",
 }
 
