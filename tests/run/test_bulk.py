@@ -390,7 +390,7 @@ def test_a_never_existed_id_and_a_finished_one_are_still_looked_up_after(
     with Tracker(str(tmp_path / "ledger.sqlite3"), scontrol=str(fake)) as t:
         out = {o.job_id: o.result for o in run_many(t, Op.HOLD, ["11", "13", "14", "17"], 10.0)}
     assert out == {"11": Result.OK, "13": Result.NOT_FOUND, "14": Result.OK, "17": Result.OK}
-    first, second = squeue_calls(tmp_path)
+    _, second = squeue_calls(tmp_path)
     assert " -j 13,17 " in f" {second} "  # only the two the array check could not vouch for
 
 
@@ -405,5 +405,5 @@ def test_without_min_job_age_or_past_it_every_ok_id_is_looked_up(
         fake.write_text(body.replace('case $1 in ping)', 'case $1 in hold) sleep 1.2 ;; esac\ncase $1 in ping)', 1))
     with Tracker(str(tmp_path / "ledger.sqlite3"), scontrol=str(fake)) as t:
         assert {o.result for o in run_many(t, Op.HOLD, ["11", "14"], 10.0)} == {Result.OK}
-    first, second = squeue_calls(tmp_path)
+    _, second = squeue_calls(tmp_path)
     assert " -j 11,14 " in f" {second} "
