@@ -27,7 +27,7 @@ import stat
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Mapping, Optional, Tuple
 
-from ..core.errors import DSLError
+from ..core.errors import ConfigError as _Unusable
 from ..core.jobinfo import LOOKUP_KINDS
 from ..core.settle import DEFAULT_SETTLE_DELAY, MIN_SETTLE_DELAY
 from ..core.shown import shown
@@ -40,8 +40,9 @@ MAX_CONFIG = 64 * 1024  # bytes: a config file is a few lines; anything longer i
 LOG_LEVELS = ("error", "warning", "info", "debug")
 
 
-class ConfigError(DSLError):
-    """A config file that cannot be used; ``unreadable``: it could not be read at all."""
+class ConfigError(_Unusable):
+    """A config file that cannot be used (the configuration is unusable: nothing ran);
+    ``unreadable``: it could not be read at all."""
 
     def __init__(self, message: str, *, unreadable: bool = False) -> None:
         super().__init__(message)
@@ -174,13 +175,19 @@ def read(path: str, *, required: bool) -> Dict[str, Tuple[str, int]]:
     never through a symlink, and only a regular file that is root's or this process's account's
     and that neither group nor others may write.  A missing file gives no settings unless
     ``required``."""
+    found = _read(path, required=required)
+    return {} if found is None else found
+
+
+def _read(path: str, *, required: bool) -> Optional[Dict[str, Tuple[str, int]]]:
+    """``read``, with None for a missing file that is not ``required`` (one failed open())."""
     flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
     try:
         fd = os.open(path, flags)
     except FileNotFoundError:
         if required:
             raise ConfigError(f"no config file at {shown(path, 200)}", unreadable=True) from None
-        return {}
+        return None
     except OSError as exc:
         why = "a symlink: refused (a config file is never read through one)" if os.path.islink(path) else (
             exc.strerror or str(exc))
@@ -221,6 +228,24 @@ def config_path(explicit: Optional[str], env: Mapping[str, str]) -> Tuple[str, b
     if env.get("SLURM_DSL_CONFIG"):
         return env["SLURM_DSL_CONFIG"], True
     return DEFAULT_CONFIG, False
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """The config file a command uses: its path, whether there was one to read (a missing default
+    file is none), and its settings."""
+
+    path: str
+    found: bool
+    settings: Dict[str, Tuple[str, int]]
+
+
+def load(explicit: Optional[str], env: Mapping[str, str]) -> Loaded:
+    """The config file named by ``--config`` (``explicit``), else ``$SLURM_DSL_CONFIG``, else the
+    default, read (``read``); ``ConfigError`` as ``read`` raises it."""
+    path, required = config_path(explicit, env)
+    found = _read(path, required=required)
+    return Loaded(path, found is not None, {} if found is None else found)
 
 
 @dataclass(frozen=True)
