@@ -268,3 +268,19 @@ def test_the_file_s_log_level_is_the_base_that_v_raises(tmp_path: Path, fake: Pa
     assert "ok" in cli([*hold, "--config", str(loud)]).err
     assert "ok" in cli([*hold, "--config", str(quiet), "-v"]).err
     assert os.environ.get("SLURM_DSL_CONFIG") is None
+
+
+# --- the shipped example ------------------------------------------------------------------------
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "contrib" / "slurm-dsl.conf"
+
+
+def test_the_shipped_file_sets_nothing_and_shows_every_key_with_its_default() -> None:
+    text = EXAMPLE.read_bytes()
+    assert config.parse(text, str(EXAMPLE)) == {}
+    shown = [line[1:] for line in text.decode().splitlines() if line.startswith("#") and " = " in line]
+    uncommented = config.parse(("[slurm-dsl]\n" + "\n".join(shown)).encode(), "example")
+    assert list(uncommented) == KEYS
+    defaults = {s.key: s.default for s in config.SETTINGS if s.default is not None}
+    assert {k: v for k, (v, _) in uncommented.items() if k in defaults} == defaults
+    assert uncommented["metrics_file"][0] == "/var/lib/prometheus/node-exporter/slurm_dsl.prom"
