@@ -129,7 +129,7 @@ def test_the_package_builds_installs_holds_a_real_job_and_purges(deb: Path) -> N
         site.chmod(0o644)
         for op, priority_zero, how in (("hold", True, ["--config", str(site)]),
                                        ("release", False, ["--ledger", ledger, "--timeout", "20"])):
-            ran = _system(["/usr/bin/slurm-dsl", *how, op, job, "--json"])
+            ran = _system(["/usr/bin/slurm-dsl", op, job, *how, "--json"])
             assert ran.returncode == 0, ran.stdout + ran.stderr
             row = json.loads(ran.stdout.strip().splitlines()[-1])
             assert (row["job_id"], row["op"], row["result"]) == (job, op, "ok")
