@@ -355,18 +355,26 @@ _SETTING_ARGS: Dict[str, Tuple[str, Callable[[str], object]]] = {
 }
 
 
+def _flag_text(given: object) -> Optional[str]:
+    """A parsed flag's value as text: a number of seconds as short as it reads back the same."""
+    if given is None:
+        return None
+    if isinstance(given, float):
+        short = f"{given:g}"
+        return short if float(short) == given else repr(given)
+    return str(given)
+
+
 def _apply_config(args: argparse.Namespace) -> None:
     """Put each setting's effective value (config.resolve: flag, then environment, then the config
     file, then the built-in default) into ``args``, the one place the commands take them from;
     ``ConfigFileError`` (before anything runs) for a config file that is bad or refused."""
     loaded = config.load(getattr(args, "config", None), os.environ)
-    flags: Dict[str, Optional[str]] = {}
-    for key, (attr, _) in _SETTING_ARGS.items():
-        given = getattr(args, attr, None)
-        flags[key] = None if given is None else f"{given:g}" if isinstance(given, float) else str(given)
+    flags = {key: _flag_text(getattr(args, attr, None)) for key, (attr, _) in _SETTING_ARGS.items()}
     settings = config.resolve(flags, os.environ, loaded.settings, loaded.path)
     for key, (attr, kind) in _SETTING_ARGS.items():
-        if hasattr(args, attr):
+        # A flag's value stays as the parser made it (its text is only for ``config`` to show).
+        if hasattr(args, attr) and settings[key].source != "flag":
             value = settings[key].value
             setattr(args, attr, None if value is None else kind(value))
     # -v raises the level the file (or the default, warning) sets, one level per v: the

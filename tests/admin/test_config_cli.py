@@ -284,3 +284,10 @@ def test_the_shipped_file_sets_nothing_and_shows_every_key_with_its_default() ->
     defaults = {s.key: s.default for s in config.SETTINGS if s.default is not None}
     assert {k: v for k, (v, _) in uncommented.items() if k in defaults} == defaults
     assert uncommented["metrics_file"][0] == "/var/lib/prometheus/node-exporter/slurm_dsl.prom"
+
+
+def test_a_flag_s_seconds_are_taken_as_given_and_shown_as_given(tmp_path: Path) -> None:
+    code, out, _ = cli(["config", "--json", "--timeout", "2.1234567", "--settle-delay", "3"])
+    assert code == 0
+    got = settings_of(out)
+    assert (got["timeout"]["value"], got["settle_delay"]["value"]) == ("2.1234567", "3")
