@@ -38,7 +38,7 @@ from ..run.driver import Stopped, drive
 from ..run.tracked import Tracker, ledger_path
 from . import config
 from . import render as show
-from .config import ConfigError as ConfigFileError
+from .config import ConfigFileError
 from .files import existing_ledger, same_location, write_atomically
 from .parser import PROG, parse_args
 from .parser import job_ids as _job_ids
