@@ -17,6 +17,7 @@ import importlib
 from typing import TYPE_CHECKING, Dict, List
 
 if TYPE_CHECKING:  # what a type checker sees: every public name, from its home
+    from .admin.config import ConfigFileError
     from .api import hold, open_job, release, requeue, restore, run_op, run_ops
     from .core.errors import (
         ConfigError,
@@ -48,6 +49,7 @@ __all__ = [
     "Call",
     "CallOutcome",
     "ConfigError",
+    "ConfigFileError",
     "DSLError",
     "Expired",
     "InvalidInput",
@@ -96,6 +98,7 @@ _HOMES: Dict[str, str] = {
     "render": "core.script",
     "Verdict": "core.settle",
     "execute": "run.calls",
+    "ConfigFileError": "admin.config",  # the config file's (docs/contract.md §10.2), a ConfigError
 }
 
 

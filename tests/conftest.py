@@ -41,6 +41,14 @@ def _no_slurm_for_the_array_check(
     return path
 
 
+@pytest.fixture(autouse=True)
+def _no_site_config(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No test in this process reads the machine's /etc/slurm-dsl/slurm-dsl.conf: the default
+    config file is one that does not exist, and $SLURM_DSL_CONFIG is unset."""
+    monkeypatch.setattr("slurm_dsl.admin.config.DEFAULT_CONFIG", str(tmp_path_factory.mktemp("etc") / "none.conf"))
+    monkeypatch.delenv("SLURM_DSL_CONFIG", raising=False)
+
+
 @pytest.fixture
 def bin_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """A directory put first on PATH, for the fake scontrol; checked empty of processes after."""

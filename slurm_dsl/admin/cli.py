@@ -36,7 +36,9 @@ from ..run.binaries import find_scontrol, find_squeue
 from ..run.calls import new_nonce
 from ..run.driver import Stopped, drive
 from ..run.tracked import Tracker, ledger_path
+from . import config
 from . import render as show
+from .config import ConfigFileError
 from .files import existing_ledger, same_location, write_atomically
 from .parser import PROG, parse_args
 from .parser import job_ids as _job_ids
@@ -64,6 +66,7 @@ EXIT_SWEEP_BUSY = 3  # another sweep holds the lock: nothing done
 # matches wins, so the more specific come first.  Not an error at all: EXIT_CODES (docs/contract.md §10).
 EXIT_OF_ERROR: Tuple[Tuple[Type[DSLError], int], ...] = (
     (UsageError, EXIT_USAGE),  # a bad flag or value, an array's own JobId: nothing ran
+    (ConfigFileError, EXIT_USAGE),  # a bad line in the config file: nothing ran (unreadable: 1, exit_status_of)
     (SweepBusy, EXIT_SWEEP_BUSY),  # another sweep is running: nothing done
     (DSLError, EXIT_ERROR),  # configuration, ledger, lookup, files...
 )
@@ -83,6 +86,10 @@ def _emit(outcomes: Iterable[Outcome], as_json: bool, out: IO[str]) -> int:
 def _cmd_op(args: argparse.Namespace, out: IO[str]) -> int:
     # The whole command's one deadline (TIMEOUT_HELP), from when it starts: reading the ids and
     # opening the ledger count, and every chunk, job and call below keeps this same instant.
+    if args.timeout is None:
+        raise UsageError(
+            f"no deadline: give --timeout SECONDS, or set timeout = SECONDS in the config file ({args.config_file})"
+        )
     deadline = time.time() + args.timeout
     if args.parallel < 1:
         raise UsageError("--parallel must be at least 1")
@@ -276,6 +283,12 @@ def _cmd_ledger_migrate(args: argparse.Namespace, out: IO[str]) -> int:
     return EXIT_OK
 
 
+def _cmd_config(args: argparse.Namespace, out: IO[str]) -> int:
+    report = show.config_json(args.config_file, args.config_found, [e.to_json() for e in args.settings.values()])
+    out.write(show.config_text(report, args.json))
+    return EXIT_OK
+
+
 def _cmd_script(args: argparse.Namespace, out: IO[str]) -> int:
     deadline = time.time() + args.timeout
     out.write(render(Op(args.op), args.job_id, deadline, new_nonce(), find_scontrol(args.scontrol)))
@@ -317,8 +330,9 @@ class _EscapingFormatter(logging.Formatter):
 _handler: Optional[_StderrHandler] = None
 
 
-def _setup_logging(verbose: int) -> None:
-    """Log records to stderr as ``slurm-dsl: message`` (under systemd: the journal).
+def _setup_logging(verbose: int, base: str = "warning") -> None:
+    """Log records at ``base`` (config.LOG_LEVELS: the config file's log_level), raised one level
+    per ``verbose``, and above, to stderr as ``slurm-dsl: message`` (under systemd: the journal).
     The library itself never configures handlers; only this entry point does, once."""
     global _handler
     root = logging.getLogger("slurm_dsl")
@@ -326,7 +340,56 @@ def _setup_logging(verbose: int) -> None:
         _handler = _StderrHandler()
         _handler.setFormatter(_EscapingFormatter(f"{PROG}: %(message)s"))
         root.addHandler(_handler)
-    root.setLevel(logging.WARNING if verbose == 0 else logging.INFO if verbose == 1 else logging.DEBUG)
+    root.setLevel(getattr(logging, _raised(base, verbose).upper()))
+
+
+def _raised(base: str, verbose: int) -> str:
+    """``base`` (a config.LOG_LEVELS word) raised ``verbose`` levels, at most to debug."""
+    levels = config.LOG_LEVELS
+    return levels[min(levels.index(base) + verbose, len(levels) - 1)]
+
+
+# Each setting's attribute on the parsed command line, and the type the command takes it in.
+_SETTING_ARGS: Dict[str, Tuple[str, Callable[[str], object]]] = {
+    "ledger": ("ledger", str),
+    "scontrol": ("scontrol", str),
+    "squeue": ("squeue", str),
+    "lookup": ("lookup", str),
+    "timeout": ("timeout", float),
+    "settle_delay": ("settle_delay", float),
+    "metrics_file": ("metrics_file", str),
+}
+
+
+def _flag_text(given: object) -> Optional[str]:
+    """A parsed flag's value as text: a number of seconds as short as it reads back the same."""
+    if given is None:
+        return None
+    if isinstance(given, float):
+        short = f"{given:g}"
+        return short if float(short) == given else repr(given)
+    return str(given)
+
+
+def _apply_config(args: argparse.Namespace) -> None:
+    """Put each setting's effective value (config.resolve: flag, then environment, then the config
+    file, then the built-in default) into ``args``, the one place the commands take them from;
+    ``ConfigFileError`` (before anything runs) for a config file that is bad or refused."""
+    loaded = config.load(getattr(args, "config", None), os.environ)
+    flags = {key: _flag_text(getattr(args, attr, None)) for key, (attr, _) in _SETTING_ARGS.items()}
+    settings = config.resolve(flags, os.environ, loaded.settings, loaded.path)
+    for key, (attr, kind) in _SETTING_ARGS.items():
+        # A flag's value stays as the parser made it (its text is only for ``config`` to show).
+        if hasattr(args, attr) and settings[key].source != "flag":
+            value = settings[key].value
+            setattr(args, attr, None if value is None else kind(value))
+    # -v raises the level the file (or the default, warning) sets, one level per v: the
+    # effective level, shown by ``config``, is the flag's then.
+    args.log_level = settings["log_level"].value or "warning"
+    if args.verbose:
+        raised = _raised(args.log_level, args.verbose)
+        settings["log_level"] = config.Effective("log_level", raised, "flag", "-" + "v" * args.verbose)
+    args.settings, args.config_file, args.config_found = settings, loaded.path, loaded.found
 
 
 # The command functions by the key ``parser`` gives each subcommand (its ``handler`` default).
@@ -335,6 +398,7 @@ HANDLERS: Dict[str, Callable[[argparse.Namespace, IO[str]], int]] = {
     "sweep": _cmd_sweep,
     "settle": _cmd_settle,
     "doctor": _cmd_doctor,
+    "config": _cmd_config,
     "script": _cmd_script,
     "read": _cmd_read,
     "history": _cmd_history,
@@ -346,6 +410,8 @@ HANDLERS: Dict[str, Callable[[argparse.Namespace, IO[str]], int]] = {
 
 def exit_status_of(error: DSLError) -> int:
     """The exit status for a library error: the first row of ``EXIT_OF_ERROR`` it is an instance of."""
+    if isinstance(error, ConfigFileError) and error.unreadable:
+        return EXIT_ERROR  # missing, refused or unreadable: not a usage error
     return next(code for cls, code in EXIT_OF_ERROR if isinstance(error, cls))
 
 
@@ -360,7 +426,8 @@ def main(argv: Optional[Sequence[str]] = None, out: Optional[IO[str]] = None) ->
     args: Optional[argparse.Namespace] = None
     try:
         args = parse_args(argv)
-        _setup_logging(args.verbose)
+        _apply_config(args)
+        _setup_logging(args.verbose, args.log_level)
         return int(HANDLERS[args.handler](args, out))
     except DSLError as exc:
         # The message may quote text from outside (a path, an id, a server's words): escaped.

@@ -25,16 +25,20 @@ _NAME = "safe, deadline-wrapped Slurm job control (hold, release, requeue, resto
 _FILES = (
     ("/var/lib/slurm-dsl/ledger.sqlite3", "the default ledger (SQLite): root's (or the service account's), in a"
      " directory of mode 0700; --ledger or $SLURM_DSL_LEDGER names another, or a mariadb:// URL"),
+    ("/etc/slurm-dsl/slurm-dsl.conf", "the config file every command reads (slurm-dsl config shows it): the"
+     " ledger, scontrol, squeue, lookup, timeout, settle_delay, metrics_file, log_level; --config or"
+     " $SLURM_DSL_CONFIG names another"),
     ("/etc/slurm-dsl/ledger.cnf", "the MariaDB option file of a mariadb:// ledger (credentials are read"
      " from it only)"),
     ("/usr/share/slurm-dsl/job_submit.lua", "the job_submit.lua companion"),
 )
 
 _ENVIRONMENT = (
-    ("SLURM_DSL_LEDGER", "the ledger, when --ledger is not given"),
+    ("SLURM_DSL_LEDGER", "the ledger, when --ledger is not given (it beats the config file)"),
     ("SLURM_DSL_SCONTROL", "the scontrol to run, when --scontrol is not given"),
     ("SLURM_DSL_SQUEUE", "the squeue to run, when --squeue is not given"),
     ("SLURM_DSL_LOOKUP", "how sweeps look jobs up (auto, squeue, pyslurm), when --lookup is not given"),
+    ("SLURM_DSL_CONFIG", "the config file, when --config is not given; it must exist"),
 )
 
 

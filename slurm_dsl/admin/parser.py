@@ -169,20 +169,34 @@ def _common_options(parser: argparse.ArgumentParser, top: bool = False) -> None:
     parser.add_argument(
         "--scontrol",
         metavar="PATH",
-        help="scontrol to run (default: $SLURM_DSL_SCONTROL, else the first on PATH, else /usr/bin/scontrol)",
+        help="scontrol to run (default: $SLURM_DSL_SCONTROL, else the config file's scontrol, else the first on"
+        " PATH, else /usr/bin/scontrol)",
         **default,  # type: ignore[arg-type]
     )
     parser.add_argument(
         "--ledger",
         metavar="PATH|URL",
         help="the object ledger: an SQLite file, or mariadb://HOST[:PORT]/DATABASE (credentials from"
-        " /etc/slurm-dsl/ledger.cnf; see contrib/README.md) (default: $SLURM_DSL_LEDGER, else"
-        " /var/lib/slurm-dsl/ledger.sqlite3)",
+        " /etc/slurm-dsl/ledger.cnf; see contrib/README.md) (default: $SLURM_DSL_LEDGER, else the config file's"
+        " ledger, else /var/lib/slurm-dsl/ledger.sqlite3)",
         **default,  # type: ignore[arg-type]
     )
     parser.add_argument(
-        "-v", "--verbose", action="count", help="more log output on stderr (-vv for debug)",
+        "-v", "--verbose", action="count", help="more log output on stderr than the config file's log_level"
+        " (default warning): -v one level more, -vv two",
         **({"default": 0} if top else default),
+    )
+    _config_options(parser, top)
+
+
+def _config_options(parser: argparse.ArgumentParser, top: bool) -> None:
+    """``--config``, accepted before and after the command as ``--ledger`` is: the config file
+    every setting not given by a flag or the environment comes from (admin/config.py)."""
+    parser.add_argument(
+        "--config", metavar="PATH",
+        help="the config file (default: $SLURM_DSL_CONFIG, else /etc/slurm-dsl/slurm-dsl.conf if there is one);"
+        " see 'slurm-dsl config --help'",
+        **({} if top else {"default": argparse.SUPPRESS}),  # type: ignore[arg-type]
     )
 
 
@@ -193,17 +207,18 @@ def _output_options(parser: argparse.ArgumentParser, objects: str = "one JSON ob
 
 
 _SQUEUE_HELP = (
-    "squeue to run (default: $SLURM_DSL_SQUEUE, else the squeue beside the scontrol in use,"
-    " else the first on PATH, else /usr/bin/squeue)"
+    "squeue to run (default: $SLURM_DSL_SQUEUE, else the config file's squeue, else the squeue beside the"
+    " scontrol in use, else the first on PATH, else /usr/bin/squeue)"
 )
 
 
 def _lookup_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--squeue", metavar="PATH", help=_SQUEUE_HELP)
     parser.add_argument(
-        "--lookup", choices=LOOKUP_KINDS, default=os.environ.get("SLURM_DSL_LOOKUP", "auto"),
+        "--lookup", choices=LOOKUP_KINDS,
         help="how sweeps look jobs up: squeue, pyslurm (an error if no pyslurm matching the running Slurm"
-        " imports), or auto: pyslurm when usable, else squeue (default: $SLURM_DSL_LOOKUP, else auto)",
+        " imports), or auto: pyslurm when usable, else squeue (default: $SLURM_DSL_LOOKUP, else the config"
+        " file's lookup, else auto)",
     )
 
 
@@ -246,8 +261,8 @@ def build_parser(only: Optional[str] = None) -> argparse.ArgumentParser:
             help="one script per job (default with several ids: the bulk path, one scontrol per chunk and call)",
         )
         p.add_argument(
-            "--timeout", required=True, type=_positive_seconds, metavar="SECONDS",
-            help=TIMEOUT_HELP,
+            "--timeout", type=_positive_seconds, metavar="SECONDS",
+            help=TIMEOUT_HELP + _TIMEOUT_FROM,
         )
         _output_options(p, "one JSON object per job on stdout")
         p.add_argument("--squeue", metavar="PATH", help=_SQUEUE_HELP + "; it checks the ids for whole arrays first")
@@ -273,7 +288,8 @@ def build_parser(only: Optional[str] = None) -> argparse.ArgumentParser:
         p.add_argument("--limit", type=int, metavar="N", help="settle at most N objects (oldest first)")
         _output_options(p, "one JSON object per line, each with a kind: job (one per object looked at), orphan (with"
                         " --orphans), then summary")
-        p.add_argument("--metrics-file", metavar="PATH", help="write a Prometheus textfile (atomically)")
+        p.add_argument("--metrics-file", metavar="PATH", help="write a Prometheus textfile (atomically) (default:"
+                       " the config file's metrics_file, else none)")
         p.add_argument("--orphans", action="store_true",
                        help="also list jobs showing Requeue=1 that the ledger does not track")
         p.add_argument("--fix", action="store_true", help="with --orphans: run RestoreRequeueBit on them too")
@@ -354,7 +370,60 @@ def build_parser(only: Optional[str] = None) -> argparse.ArgumentParser:
         _common_options(p)
         p.set_defaults(handler="read")
     _admin_parsers(sub, wanted)
+    _config_parser(sub, wanted)
     return parser
+
+
+# Where --timeout may also come from (after TIMEOUT_HELP, which says what it means).
+_TIMEOUT_FROM = (
+    " Without --timeout, the config file's timeout is the deadline; a command given neither is a usage"
+    " error (nothing runs)."
+)
+
+_CONFIG_EPILOG = """The file (/etc/slurm-dsl/slurm-dsl.conf, else --config PATH or $SLURM_DSL_CONFIG), every key
+optional; a flag beats the environment, which beats the file, which beats the built-in default:
+
+  [slurm-dsl]
+  # an SQLite file, or mariadb://HOST[:PORT]/DATABASE
+  ledger = /var/lib/slurm-dsl/ledger.sqlite3
+  scontrol = /usr/bin/scontrol
+  squeue = /usr/bin/squeue
+  # auto, squeue or pyslurm
+  lookup = auto
+  # the deadline of commands given no --timeout
+  timeout = 30
+  settle_delay = 10
+  metrics_file = /var/lib/prometheus/node-exporter/slurm_dsl.prom
+  # error, warning, info or debug
+  log_level = warning
+
+A comment is a whole line starting with # or ; (never after a value). The file must be a regular file (not a
+symlink), root's or the account's that runs slurm-dsl, and neither group- nor world-writable.
+
+exit status:
+  0 printed   2 a bad line in the file (its path, line and key are named)
+  1 the file cannot be read or is refused (a symlink, another account's, group/world-writable)
+"""
+
+
+def _config_parser(sub: argparse._SubParsersAction, wanted: Callable[[str], bool]) -> None:  # type: ignore[type-arg]
+    """``config``: every setting's effective value and where it came from."""
+    if wanted("config"):
+        p = sub.add_parser(
+            "config", help="print every setting's effective value and where it came from",
+            description="Read the config file as every command does and print each setting (ledger, scontrol,"
+            " squeue, lookup, timeout, settle_delay, metrics_file, log_level): its effective value, or unset,"
+            " and where it came from (a flag, an environment variable, the file and its line, or built in),"
+            " then the file that was read, or that there was none. Runs nothing.",
+            epilog=_CONFIG_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        _output_options(p, "one JSON object: the file, whether it was read, and every setting with its source")
+        _lookup_options(p)
+        p.add_argument("--timeout", type=_positive_seconds, metavar="SECONDS", help="show it as the effective timeout")
+        _settle_delay_option(p)
+        p.add_argument("--metrics-file", metavar="PATH", help="show it as the effective metrics_file")
+        _common_options(p)
+        p.set_defaults(handler="config")
 
 
 _HISTORY_EPILOG = """\
@@ -460,10 +529,11 @@ def _settling_options(parser: argparse.ArgumentParser, op: Op) -> None:
 
 def _settle_delay_option(parser: Any) -> None:
     parser.add_argument(
-        "--settle-delay", type=_settle_delay, default=DEFAULT_SETTLE_DELAY, metavar="SECONDS",
+        "--settle-delay", type=_settle_delay, metavar="SECONDS",
         help="an operation reads absent only from a lookup made at least SECONDS after it ended, its processes"
-        f" killed (at least {MIN_SETTLE_DELAY:g}; default {DEFAULT_SETTLE_DELAY:g}, slurmctld's default"
-        " MessageTimeout: a request that reached slurmctld just before its client died may still be applied)",
+        f" killed (at least {MIN_SETTLE_DELAY:g}; default: the config file's settle_delay, else"
+        f" {DEFAULT_SETTLE_DELAY:g}, slurmctld's default MessageTimeout: a request that reached slurmctld just"
+        " before its client died may still be applied)",
     )
 
 
@@ -609,8 +679,8 @@ def _stdin_words(stream: IO[str]) -> Iterable[str]:
 
 # The top level's options that take a value (``--scontrol PATH``, ``--scontrol=PATH``), and the
 # commands (``build_parser`` adds them in this order).
-_TOP_VALUED = ("--scontrol", "--ledger")
-COMMANDS = (*(op.value for op in Op), "sweep", "settle", "doctor", "script", "read", "history", "ledger")
+_TOP_VALUED = ("--scontrol", "--ledger", "--config")
+COMMANDS = (*(op.value for op in Op), "sweep", "settle", "doctor", "script", "read", "history", "ledger", "config")
 
 
 def command_named(argv: Sequence[str]) -> Optional[str]:

@@ -328,3 +328,39 @@ def migrate_lines(m: Dict[str, Any]) -> List[str]:
         f"  {m['not_clear']} object(s) not clear in {shown(m['to'])} now"
         + (": sweeps on that ledger settle them" if m["not_clear"] else ""),
     ]
+
+
+def _no_password(value: str) -> str:
+    """A URL's password (mariadb://user:secret@host/db) as ***: it is never shown (opening such a
+    ledger is refused anyway: credentials belong in its option file), and a screen of settings
+    gets shared."""
+    scheme, sep, rest = value.partition("://")
+    netloc, slash, path = rest.partition("/")
+    userinfo, at, host = netloc.rpartition("@")
+    if not (sep and at and ":" in userinfo):
+        return value
+    return f"{scheme}://{userinfo.partition(':')[0]}:***@{host}{slash}{path}"
+
+
+def config_json(path: str, found: bool, settings: Iterable[Dict[str, Any]]) -> Dict[str, Any]:
+    """``slurm-dsl config --json``'s one object: the file, whether one was read, and every setting
+    (key, value or null, source: flag, env, file or default, and origin: which flag, variable,
+    FILE:LINE or ``built in``), in config.SETTINGS' order."""
+    rows = []
+    for s in settings:
+        value = s["value"]
+        rows.append({**s, "value": None if value is None else _no_password(value)})
+    return {"kind": "config", "file": path, "read": found, "settings": rows}
+
+
+def config_text(report: Dict[str, Any], as_json: bool) -> str:
+    if as_json:
+        return json_line(report)
+    rows = [(s["key"], "unset" if s["value"] is None else shown(s["value"], None), shown(s["origin"], None))
+            for s in report["settings"]]
+    key_width = max(len(key) for key, _, _ in rows)
+    value_width = max(len(value) for _, value, _ in rows)
+    lines = [f"{key:<{key_width}}  {value:<{value_width}}  {origin}" for key, value, origin in rows]
+    file = shown(report["file"], None)
+    lines.append(f"config file: {file}" if report["read"] else f"config file: none ({file} does not exist)")
+    return as_lines(lines)

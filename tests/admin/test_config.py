@@ -16,7 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from slurm_dsl.admin import config
-from slurm_dsl.admin.config import SETTINGS, ConfigError, parse, read, resolve
+from slurm_dsl.admin.config import SETTINGS, ConfigFileError, parse, read, resolve
 
 PATH = "/etc/slurm-dsl/slurm-dsl.conf"
 GOOD = {
@@ -69,7 +69,7 @@ def test_every_setting_has_a_good_example_here() -> None:
     ],
 )
 def test_a_bad_line_is_named_by_file_line_and_key(text: str, line: int, words: str) -> None:
-    with pytest.raises(ConfigError) as err:
+    with pytest.raises(ConfigFileError) as err:
         parse(text.encode(), PATH)
     assert str(err.value).startswith(f"{PATH}, line {line}: ")
     assert words in str(err.value)
@@ -77,14 +77,14 @@ def test_a_bad_line_is_named_by_file_line_and_key(text: str, line: int, words: s
 
 
 def test_not_utf8_and_too_long() -> None:
-    with pytest.raises(ConfigError, match=r", line 3: not UTF-8"):
+    with pytest.raises(ConfigFileError, match=r", line 3: not UTF-8"):
         parse(b"[slurm-dsl]\n\nlookup = \xff\n", PATH)
-    with pytest.raises(ConfigError, match="longer than"):
+    with pytest.raises(ConfigFileError, match="longer than"):
         parse(b"#" * (config.MAX_CONFIG + 1), PATH)
 
 
 def test_a_hostile_value_is_shown_escaped() -> None:
-    with pytest.raises(ConfigError) as err:
+    with pytest.raises(ConfigFileError) as err:
         parse(b"[slurm-dsl]\nlookup = \x1b[31mred\n", PATH)
     assert "\x1b" not in str(err.value)
 
@@ -161,7 +161,7 @@ def test_read_gives_the_settings(tmp_path: Path) -> None:
 
 def test_a_missing_default_file_is_no_error_but_a_named_one_is(tmp_path: Path) -> None:
     assert read(str(tmp_path / "none.conf"), required=False) == {}
-    with pytest.raises(ConfigError, match="no config file at") as err:
+    with pytest.raises(ConfigFileError, match="no config file at") as err:
         read(str(tmp_path / "none.conf"), required=True)
     assert err.value.unreadable
 
@@ -169,20 +169,20 @@ def test_a_missing_default_file_is_no_error_but_a_named_one_is(tmp_path: Path) -
 def test_a_symlink_is_refused(tmp_path: Path) -> None:
     target = write(tmp_path / "real.conf")
     (tmp_path / "link.conf").symlink_to(target)
-    with pytest.raises(ConfigError, match="a symlink: refused") as err:
+    with pytest.raises(ConfigFileError, match="a symlink: refused") as err:
         read(str(tmp_path / "link.conf"), required=True)
     assert err.value.unreadable
 
 
 @pytest.mark.parametrize("mode", [0o664, 0o646, 0o666])
 def test_a_file_others_may_write_is_refused(tmp_path: Path, mode: int) -> None:
-    with pytest.raises(ConfigError, match=r"writable by group or others .* chmod go-w"):
+    with pytest.raises(ConfigFileError, match=r"writable by group or others .* chmod go-w"):
         read(str(write(tmp_path / "c.conf", mode=mode)), required=True)
 
 
 def test_a_directory_is_refused(tmp_path: Path) -> None:
     (tmp_path / "d.conf").mkdir()
-    with pytest.raises(ConfigError, match="not a regular file"):
+    with pytest.raises(ConfigFileError, match="not a regular file"):
         read(str(tmp_path / "d.conf"), required=True)
 
 
@@ -190,7 +190,7 @@ def test_a_directory_is_refused(tmp_path: Path) -> None:
 def test_a_file_of_another_account_is_refused(tmp_path: Path) -> None:
     path = write(tmp_path / "c.conf")
     os.chown(path, 65534, 65534)
-    with pytest.raises(ConfigError, match="belongs to uid 65534, neither root nor this account"):
+    with pytest.raises(ConfigFileError, match="belongs to uid 65534, neither root nor this account"):
         read(str(path), required=True)
 
 

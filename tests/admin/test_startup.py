@@ -104,10 +104,11 @@ def test_importing_the_package_loads_none_of_it(tmp_path: Path) -> None:
 
 def test_every_public_name_is_the_one_from_its_home() -> None:
     from slurm_dsl import api
+    from slurm_dsl.admin import config
     from slurm_dsl.core import errors, jobid, model, reader, script, settle
     from slurm_dsl.run import calls
 
-    homes = (api, errors, jobid, model, reader, script, settle, calls)
+    homes = (api, config, errors, jobid, model, reader, script, settle, calls)
     for name in slurm_dsl.__all__:
         value = getattr(slurm_dsl, name)
         assert any(getattr(home, name, None) is value for home in homes), name

@@ -673,8 +673,10 @@ def test_the_prune_units_run_weekly_with_the_sweeps_hardening() -> None:
     sweep_unit = (units / "slurm-dsl-sweep.service").read_text()
     assert "ExecStart=/usr/local/bin/slurm-dsl ledger prune --older-than 90\n" in service
     for line in ("ProtectSystem=strict", "ProtectHome=yes", "PrivateTmp=yes", "NoNewPrivileges=yes",
-                 "ReadWritePaths=/var/lib/slurm-dsl", "Environment=SLURM_DSL_LEDGER=/var/lib/slurm-dsl/ledger.sqlite3"):
+                 "ReadWritePaths=/var/lib/slurm-dsl"):
         assert line in sweep_unit and line in service, line
+    # The ledger (and the sweep's metrics file) come from the config file, not the units (§10.2).
+    assert "Environment=" not in sweep_unit + service and "--metrics-file" not in sweep_unit
     assert "OnCalendar=weekly\n" in timer and "Persistent=true\n" in timer
     assert "slurm-dsl-prune.timer" in (ROOT / "contrib" / "README.md").read_text()
 

@@ -4,8 +4,11 @@ One test, in order, because each step needs the one before: ``contrib/package`` 
 from the checkout (lintian must pass); its contents are what docs/packaging.md lists and nothing
 of the tests or benchmarks; apt installs it; the installed ``/usr/bin/slurm-dsl`` (Debian's
 python3, the system's dist-packages, not this venv) holds and releases a real job of the lab and
-records both in a ledger; ``contrib/demo --installed`` runs every step with it; no timer is enabled; ``dpkg --purge`` leaves nothing of the package but
-the ledger directory if it holds a ledger (kept on purpose: README.Debian).
+records both in a ledger; ``contrib/demo --installed`` runs every step with it; the config file
+/etc/slurm-dsl/slurm-dsl.conf is a conffile, root's, 0644, and what ``slurm-dsl config`` reads; no
+timer is enabled; ``dpkg --purge`` leaves nothing of the package but the ledger directory if it
+holds a ledger (kept on purpose: README.Debian), the config file included (dpkg removes a
+conffile on purge).
 
 It changes the machine (a package installed, then purged), so it runs only as root on a machine
 where slurm-dsl is not installed as a package already (an admin's own install is never purged
@@ -33,6 +36,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[2]
 SYSTEM_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
 STATE = Path("/var/lib/slurm-dsl")
+CONFIG = Path("/etc/slurm-dsl/slurm-dsl.conf")
 
 
 def _installed() -> bool:
@@ -80,8 +84,10 @@ def test_the_package_builds_installs_holds_a_real_job_and_purges(deb: Path) -> N
     for wanted in ("/usr/bin/slurm-dsl", "/usr/share/man/man1/slurm-dsl.1.gz", "/usr/share/slurm-dsl/job_submit.lua",
                    "/usr/share/bash-completion/completions/slurm-dsl",
                    "/usr/share/doc/slurm-dsl/README.Debian", "/usr/share/doc/slurm-dsl/copyright",
-                   "/usr/lib/python3/dist-packages/slurm_dsl/admin/cli.py"):
+                   "/usr/lib/python3/dist-packages/slurm_dsl/admin/cli.py", str(CONFIG)):
         assert wanted in files
+    conffiles = _system(["dpkg-deb", "-I", str(deb), "conffiles"])
+    assert conffiles.returncode == 0 and str(CONFIG) in conffiles.stdout.split(), conffiles.stdout
     assert not [f for f in files if "/tests/" in f or "/benchmarks/" in f or f.endswith(".pyc")]
 
     had_state = STATE.exists()
@@ -94,6 +100,16 @@ def test_the_package_builds_installs_holds_a_real_job_and_purges(deb: Path) -> N
     for unit in (u for u in units if u.endswith(".service")):
         body = Path(unit).read_text()
         assert "ExecStart=/usr/bin/slurm-dsl " in body and "/usr/local/bin" not in body
+        assert "Environment=" not in body and "--metrics-file" not in body  # the config file says them
+    st = CONFIG.lstat()
+    assert (st.st_uid, oct(st.st_mode)) == (0, oct(0o100644))
+    assert CONFIG.read_bytes() == (ROOT / "contrib" / "slurm-dsl.conf").read_bytes()
+    shown = _system(["/usr/bin/slurm-dsl", "config", "--json"])
+    assert shown.returncode == 0, shown.stderr
+    report = json.loads(shown.stdout)
+    assert (report["file"], report["read"]) == (str(CONFIG), True)
+    assert {s["source"] for s in report["settings"]} == {"default"}  # every key shipped commented out
+    assert _system(["/usr/bin/slurm-dsl", "config"]).stdout.splitlines()[-1] == f"config file: {CONFIG}"
     wants = Path("/etc/systemd/system/timers.target.wants")
     assert not (wants.exists() and [p for p in wants.iterdir() if p.name.startswith("slurm-dsl")])
 
@@ -108,8 +124,13 @@ def test_the_package_builds_installs_holds_a_real_job_and_purges(deb: Path) -> N
     with tempfile.TemporaryDirectory() as ledger_dir:
         os.chmod(ledger_dir, 0o700)
         ledger = f"{ledger_dir}/ledger.sqlite3"
-        for op, priority_zero in (("hold", True), ("release", False)):
-            ran = _system(["/usr/bin/slurm-dsl", "--ledger", ledger, op, job, "--timeout", "20", "--json"])
+        # The hold takes its ledger and deadline from a config file; the release from flags.
+        site = Path(ledger_dir) / "site.conf"
+        site.write_text(f"[slurm-dsl]\nledger = {ledger}\ntimeout = 20\n")
+        site.chmod(0o644)
+        for op, priority_zero, how in (("hold", True, ["--config", str(site)]),
+                                       ("release", False, ["--ledger", ledger, "--timeout", "20"])):
+            ran = _system(["/usr/bin/slurm-dsl", op, job, *how, "--json"])
             assert ran.returncode == 0, ran.stdout + ran.stderr
             row = json.loads(ran.stdout.strip().splitlines()[-1])
             assert (row["job_id"], row["op"], row["result"]) == (job, op, "ok")
@@ -146,4 +167,5 @@ def test_the_package_builds_installs_holds_a_real_job_and_purges(deb: Path) -> N
     assert not Path("/usr/bin/slurm-dsl").exists()
     assert not Path("/usr/lib/python3/dist-packages/slurm_dsl").exists()
     assert not Path("/usr/share/slurm-dsl").exists()
+    assert not CONFIG.exists()  # a conffile: purge removes it
     assert not [u for u in units if Path(u).exists()]
