@@ -163,14 +163,19 @@ LIST_MESSAGES = {
 }
 
 
-def write_list_fake(directory: Path, plan: Dict[str, Dict[str, str]], *, up: bool = True) -> Path:
+def write_list_fake(
+    directory: Path, plan: Dict[str, Dict[str, str]], *, up: bool = True, min_job_age: Optional[int] = None
+) -> Path:
     """A fake ``scontrol`` that takes id lists as real scontrol does (``hold 1,2,3``,
     ``update JobId=1,2 Requeue=1``): for each id in order, ``plan[id][call]`` (call: a KEYS
     key) is ``ok`` (silent) or a LIST_MESSAGES key (one line for that id); hold and release
     end with one ``slurm_suspend error: <last message>`` line, as in the comma form.  It exits
-    1 if any id failed.  ``ping`` answers UP (or DOWN).  Every call is logged in calls.log."""
+    1 if any id failed.  ``ping`` answers UP (or DOWN).  Every call on jobs is logged in
+    calls.log.  ``show config`` (no job call, not logged) prints ``MinJobAge = N sec`` as the
+    real one does when ``min_job_age`` is given, else nothing (then nothing is vouched for)."""
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / "scontrol"
+    config = "" if min_job_age is None else f"MinJobAge               = {int(min_job_age)} sec"
     arms = "".join(
         f"    '{job}:{call}') msg={_q(LIST_MESSAGES[b]) if b != 'ok' else ''} ;;\n"
         for job, calls in plan.items()
@@ -179,6 +184,7 @@ def write_list_fake(directory: Path, plan: Dict[str, Dict[str, str]], *, up: boo
     ping = "echo 'Slurmctld(primary) at vm is UP'; exit 0" if up else "echo 'Slurmctld(primary) at vm is DOWN'; exit 1"
     path.write_text(
         "#!/bin/sh\n"
+        f'case "$1 $2" in "show config") [ -z {_q(config)} ] || printf \'%s\\n\' {_q(config)}; exit 0 ;; esac\n'
         f"printf '%s\\n' \"$*\" >> {_q(str(directory / 'calls.log'))}\n"
         f"case $1 in ping) {ping} ;; esac\n"
         'case $1 in update) list=${2#JobId=}; key="set"; [ "$3" = Requeue=0 ] && key=clear ;;'

@@ -45,7 +45,7 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import replace
-from typing import Callable, Dict, Iterator, List, Optional, Sequence, Union
+from typing import AbstractSet, Callable, Dict, Iterator, List, Optional, Sequence, Union
 
 from ..core.bulk_reader import ListCall, combine_bulk, plan_chunks, requeue_next_calls
 from ..core.errors import InvalidInput, LedgerError, LookupFailed, NotRecorded, describe
@@ -53,13 +53,14 @@ from ..core.jobid import validate_job_id
 from ..core.jobinfo import JobInfo
 from ..core.model import Call, CallOutcome, Op, Outcome, Reason, RequeueBit, Result
 from ..core.script import list_argv
+from ..core.vouch import VOUCHING, min_job_age, vouched
 from ..ledger.base import STDERR_CAP, LedgerStore
 from ..lookups.squeue import MAX_LISTED, SQUEUE_TIMEOUT, SqueueLookup
 from . import process as runner
 from .binaries import find_scontrol, find_squeue
 from .calls import execute, new_nonce, run_list_call, run_open_list, unstarted
 from .deadlines import check_deadline
-from .tracked import NO_LINK, Link, LookupAnswer, Tracker, lease_owner, lease_ttl, start_fields
+from .tracked import NO_LINK, NOT_LOOKED, Link, LookupAnswer, Tracker, lease_owner, lease_ttl, start_fields
 
 log = logging.getLogger("slurm_dsl")
 
@@ -115,6 +116,7 @@ def run_many(
     looked = tracker.look_up(op, ids, when)  # its answers are the baselines committed with the intents
     infos = looked.infos
     answered_at = tracker.clock() if infos else None  # slurmctld answered the lookup just now
+    age = _MinJobAge(tracker, when)  # asked once, at the first chunk that can use it
     done = 0
     for unit in _units(ids, infos, lambda: chunk_limit(op, when - tracker.clock())):
         if tracker.clock() >= when:
@@ -122,7 +124,7 @@ def run_many(
         elif len(unit) == 1 and _alone(unit[0], infos):
             outcomes = [tracker.run(op, unit[0], when, checked=True, looked=looked, link=link)]
         else:
-            outcomes = _run_chunk(tracker, op, unit, when, answered_at, looked, link)
+            outcomes = _run_chunk(tracker, op, unit, when, answered_at, looked, link, age)
         yield from outcomes
         done += len(unit)
         if progress is not None:
@@ -165,6 +167,7 @@ def _run_chunk(
     answered_at: Optional[float],
     looked: LookupAnswer,
     link: Link,
+    age: _MinJobAge,
 ) -> List[Outcome]:
     ledger = tracker.ledger()
     owner = lease_owner("bulk")
@@ -186,7 +189,8 @@ def _run_chunk(
         op_ids = ledger.begin_operations([(j, op, nonce) for j in listed], begun, actor=tracker.actor,
                                          baselines=baselines, baseline_at=baseline_at, ends_by=ends_by,
                                          key=link.key, retry_of=retries)
-    results = _run_listed(tracker, op, listed, op_ids, nonce, owner, deadline, answered_at, scontrol, squeue)
+    results = _run_listed(tracker, op, listed, op_ids, nonce, owner, deadline, answered_at, scontrol, squeue,
+                          looked, age)
     # Jobs another operation or sweep held: each on its own, waiting for its lease.  Should the
     # ledger fail there, the outcomes already in hand travel with the error, never lost.  Once
     # the deadline has passed, the rest start nothing and write nothing: expired.
@@ -219,9 +223,12 @@ def _run_listed(
     answered_at: Optional[float],
     scontrol: str,
     squeue: Optional[str],
+    looked: LookupAnswer,
+    age: _MinJobAge,
 ) -> Dict[str, Outcome]:
     """Run the chunk's list calls on the ids whose intents are committed, then record the
-    results and give the leases back (one transaction).  ``squeue`` corroborates (None: not)."""
+    results and give the leases back (one transaction).  ``squeue`` corroborates (None: not) the
+    ok ids that ``looked`` (the lookup before) and MinJobAge do not vouch for (``core.vouch``)."""
     if not ids:
         return {}
     ledger = tracker.ledger()
@@ -236,7 +243,7 @@ def _run_listed(
             # intent was recorded with, read by the single reader; nothing to corroborate.
             outcomes = {ids[0]: execute(op, ids[0], deadline, scontrol=scontrol, nonce=nonce, clock=tracker.clock)}
         else:
-            outcomes = _calls(op, ids, deadline, scontrol, nonce, tracker, squeue, shared)
+            outcomes = _calls(op, ids, deadline, scontrol, nonce, tracker, squeue, shared, looked, age)
     except BaseException:
         _give_back(ledger, ids, owner)
         raise
@@ -273,14 +280,21 @@ def _calls(
     tracker: Tracker,
     squeue: Optional[str],
     shared: Dict[str, bytes],
+    looked: LookupAnswer = NOT_LOOKED,
+    age: Optional[_MinJobAge] = None,
 ) -> Dict[str, Outcome]:
     """Run the op's list calls on ``ids``, combine each id's calls as a single op would, and
-    corroborate the ids read as ok with one lookup through ``squeue`` (None: not at all).
+    corroborate the ids read as ok with one lookup through ``squeue`` (None: not at all), but
+    for those the lookup before vouches for (``core.vouch``: it saw them pending, running or
+    suspended, and the calls ended within MinJobAge of it, asked of slurmctld meanwhile).
     ``shared`` gets, per call whose stderr holds text no id owns, that text for the ledger
     record of the call's first id (``_unowned``).
 
     A requeue can end ok only where call 2 succeeded, so those ids are looked up while call 3
     runs (in a thread: both mostly wait for their process), not after it."""
+    candidates = {j for j in ids if (i := looked.infos.get(j)) is not None and i.state in VOUCHING}
+    if squeue is not None and candidates and age is not None:
+        age.ask(scontrol)  # in the background, while the calls run
     if op is Op.OPEN:  # one direct scontrol release of the list, unwrapped as open always is
         first = run_open_list(ids, deadline, scontrol, clock=tracker.clock)
     else:
@@ -291,7 +305,8 @@ def _calls(
         second_ids, third_ids = requeue_next_calls(ids, first)
         if second_ids:
             later[2] = run_list_call(op, 2, second_ids, deadline, scontrol, clock=tracker.clock)
-            may_end_ok = [j for j in second_ids if later[2][j].outcome is CallOutcome.SUCCESS]
+            may_end_ok = [j for j in second_ids if later[2][j].outcome is CallOutcome.SUCCESS
+                          and not (j in candidates and age is not None and age.known())]
             if squeue is not None and may_end_ok and third_ids:
                 early = _Background(lambda: _look_up(may_end_ok, squeue, deadline, tracker))
         if third_ids:
@@ -303,7 +318,10 @@ def _calls(
     outcomes = _unowned(op, {1: first, **later}, outcomes, shared)
     if squeue is None:
         return outcomes
-    return corroborate(outcomes, squeue, deadline, tracker, early=early.result() if early is not None else None)
+    min_age = age.result() if age is not None and candidates else None
+    sure = vouched(candidates, looked.infos, looked.started, min_age, tracker.clock())
+    return corroborate(outcomes, squeue, deadline, tracker, early=early.result() if early is not None else None,
+                       vouched=sure)
 
 
 # Bytes of a call's unowned text shown in its one diagnostic, and kept in the ledger (a third of
@@ -365,6 +383,42 @@ class _Background:
         return self._answer
 
 
+class _MinJobAge:
+    """slurmctld's MinJobAge (``core.vouch.min_job_age``), asked once per bulk operation
+    (``scontrol show config``: one small RPC), in the background of the first chunk's calls;
+    None when it could not be read: then nothing is vouched for."""
+
+    def __init__(self, tracker: Tracker, deadline: float) -> None:
+        self._tracker = tracker
+        self._deadline = deadline
+        self._asking: Optional[threading.Thread] = None
+        self._value: Optional[float] = None
+
+    def ask(self, scontrol: str) -> None:
+        if self._asking is not None:
+            return
+
+        def work() -> None:
+            left = min(PING_TIMEOUT, max(self._deadline - self._tracker.clock(), 0.0))
+            if left > 0:
+                done = runner.run_argv((scontrol, "show", "config"), timeout=left)
+                if done.returncode == 0 and not done.pipes_held:
+                    self._value = min_job_age(done.stdout)
+
+        self._asking = threading.Thread(target=work, name="slurm-dsl MinJobAge", daemon=True)
+        self._asking.start()
+
+    def known(self) -> bool:
+        """Whether MinJobAge is known now (without waiting)."""
+        return self._asking is not None and not self._asking.is_alive() and self._value is not None
+
+    def result(self) -> Optional[float]:
+        if self._asking is None:
+            return None
+        self._asking.join()
+        return self._value
+
+
 # A lookup's answer (``SqueueLookup.jobs``), or why it could not ask.
 Found = Union[Dict[str, Optional[JobInfo]], LookupFailed]
 
@@ -384,13 +438,19 @@ def _look_up(ids: List[str], squeue: str, deadline: float, tracker: Tracker) -> 
 
 
 def corroborate(
-    outcomes: Dict[str, Outcome], squeue: str, deadline: float, tracker: Tracker, *, early: Optional[Found] = None
+    outcomes: Dict[str, Outcome],
+    squeue: str,
+    deadline: float,
+    tracker: Tracker,
+    *,
+    early: Optional[Found] = None,
+    vouched: AbstractSet[str] = frozenset(),
 ) -> Dict[str, Outcome]:
-    """One lookup of the ids read as ok: one slurmctld does not know is ``not_found`` (a list
-    call can answer SUCCESS for a never-existed id, docs/slurm-bulk.md §3.4); if the lookup
-    could not ask, they stay ok, marked unverified.  ``early``: a lookup already made, used if
-    it asked about every id read as ok (else there is one more)."""
-    ok = [j for j, o in outcomes.items() if o.result is Result.OK]
+    """One lookup of the ids read as ok but not ``vouched`` for: one slurmctld does not know is
+    ``not_found`` (a list call can answer SUCCESS for a never-existed id, docs/slurm-bulk.md
+    §3.4); if the lookup could not ask, they stay ok, marked unverified.  ``early``: a lookup
+    already made, used if it asked about every such id (else there is one more)."""
+    ok = [j for j, o in outcomes.items() if o.result is Result.OK and j not in vouched]
     if not ok:
         return outcomes
     found = early if early is not None and (isinstance(early, LookupFailed) or set(ok) <= early.keys()) else None

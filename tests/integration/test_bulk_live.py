@@ -231,3 +231,35 @@ def test_bulk_requeues_killed_at_random_moments_are_all_put_right(tmp_path: Path
         report = sweep(tracker, SqueueLookup())
     assert report.settled, report
     assert [j for j in jobs if lab.job_state(j).requeue == 1] == []  # type: ignore[union-attr]
+
+
+def test_the_real_show_config_gives_min_job_age() -> None:
+    """The line core.vouch reads, as this major prints it (the lab sets MinJobAge=300)."""
+    from slurm_dsl.core.vouch import min_job_age
+
+    done = subprocess.run(["scontrol", "show", "config"], capture_output=True, timeout=30, check=True)
+    assert min_job_age(done.stdout) == 300.0
+
+
+def test_a_bulk_hold_of_known_pending_jobs_makes_one_lookup(tmp_path: Path) -> None:
+    """The array check vouches for jobs it saw pending: no corroborating lookup after the call,
+    and the jobs really are held; a missing id in the list is refused by its own line (the
+    false SUCCESS a never-existed id can get is tests/run/test_bulk.py's, with a fake)."""
+    real = subprocess.run(["sh", "-c", "command -v squeue"], capture_output=True, text=True, check=True).stdout.strip()
+    counting = tmp_path / "squeue"
+    log = tmp_path / "squeue.log"
+    counting.write_text(f"#!/bin/sh\nprintf '%s\\n' \"$*\" >> '{log}'\nexec '{real}' \"$@\"\n")
+    counting.chmod(0o755)
+    jobs = [lab.make_job("pending") for _ in range(2)]
+    with Tracker(str(tmp_path / "ledger.sqlite3"), squeue=str(counting)) as t:
+        out = {o.job_id: o.result for o in run_many(t, Op.HOLD, jobs, TIMEOUT)}
+    assert out == {j: Result.OK for j in jobs}
+    for j in jobs:
+        state = lab.job_state(j)
+        assert state is not None and state.priority == 0
+    assert len([line for line in log.read_text().splitlines() if "--version" not in line]) == 1
+    log.write_text("")
+    with Tracker(str(tmp_path / "ledger.sqlite3"), squeue=str(counting)) as t:
+        out = {o.job_id: o.result for o in run_many(t, Op.RELEASE, [*jobs, MISSING], TIMEOUT)}
+    assert out == {**{j: Result.OK for j in jobs}, MISSING: Result.NOT_FOUND}
+    assert len([line for line in log.read_text().splitlines() if "--version" not in line]) == 1

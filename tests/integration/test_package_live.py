@@ -4,10 +4,11 @@ One test, in order, because each step needs the one before: ``contrib/package`` 
 from the checkout (lintian must pass); its contents are what docs/packaging.md lists and nothing
 of the tests or benchmarks; apt installs it; the installed ``/usr/bin/slurm-dsl`` (Debian's
 python3, the system's dist-packages, not this venv) holds and releases a real job of the lab and
-records both in a ledger; the config file /etc/slurm-dsl/slurm-dsl.conf is a conffile, root's,
-0644, and what ``slurm-dsl config`` reads; no timer is enabled; ``dpkg --purge`` leaves nothing
-of the package but the ledger directory if it holds a ledger (kept on purpose: README.Debian),
-the config file included (dpkg removes a conffile on purge).
+records both in a ledger; ``contrib/demo --installed`` runs every step with it; the config file
+/etc/slurm-dsl/slurm-dsl.conf is a conffile, root's, 0644, and what ``slurm-dsl config`` reads; no
+timer is enabled; ``dpkg --purge`` leaves nothing of the package but the ledger directory if it
+holds a ledger (kept on purpose: README.Debian), the config file included (dpkg removes a
+conffile on purge).
 
 It changes the machine (a package installed, then purged), so it runs only as root on a machine
 where slurm-dsl is not installed as a package already (an admin's own install is never purged
@@ -139,6 +140,11 @@ def test_the_package_builds_installs_holds_a_real_job_and_purges(deb: Path) -> N
         ops = [json.loads(line) for line in history.stdout.splitlines()]
         recorded = [(o["op"], o["result"]) for o in ops if o.get("kind") == "operation"]
         assert recorded == [("hold", "ok"), ("release", "ok")]
+
+    # The demo, as a new admin runs it, with the installed command: every outcome as expected.
+    demo = _system([str(ROOT / "contrib" / "demo"), "--installed"], timeout=600)
+    assert demo.returncode == 0, demo.stdout[-4000:] + demo.stderr[-2000:]
+    assert "demo finished: every outcome as expected" in demo.stdout
 
     # A ledger in the package's state directory is never deleted by a purge (README.Debian).
     kept = STATE / "ledger.sqlite3"

@@ -8,7 +8,7 @@ import io
 import json
 import time
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 import pytest
 
@@ -351,3 +351,59 @@ def test_a_refusal_before_running_writes_nothing(tmp_path: Path, fakes: Path) ->
         assert [ledger.history(j) for j in ("11", "12")] == [[], []]
         assert [ledger.get(j) for j in ("11", "12")] == [None, None]
     assert calls_made(fakes) == []
+
+
+# -- one lookup where one suffices (docs/contract.md §11, core/vouch.py) ----------------------
+
+PENDING_ONES = "".join(f"{j}|PENDING|0|0|1|None\n" for j in ("11", "12", "14", "15", "16"))
+
+
+def vouching(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, plan: Plan, records: str, age: Optional[int]) -> Path:
+    monkeypatch.delenv("SLURM_DSL_SQUEUE")
+    fake = write_list_fake(tmp_path / "bin", plan, min_job_age=age)
+    write_fake_squeue(tmp_path / "bin", records)
+    return fake
+
+
+def squeue_calls(tmp_path: Path) -> List[str]:
+    return (tmp_path / "bin" / "squeue.log").read_text().splitlines()
+
+
+@pytest.mark.parametrize("op", [Op.HOLD, Op.RELEASE, Op.REQUEUE, Op.OPEN], ids=str)
+def test_ids_the_array_check_saw_pending_need_no_second_lookup(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, op: Op
+) -> None:
+    plan = {j: {"hold": "ok", "release": "ok", "set": "ok", "requeue": "ok", "clear": "ok"} for j in ("11", "14")}
+    fake = vouching(tmp_path, monkeypatch, plan, PENDING_ONES, 300)
+    with Tracker(str(tmp_path / "ledger.sqlite3"), scontrol=str(fake)) as t:
+        assert {o.result for o in run_many(t, op, ["11", "14"], 10.0)} == {Result.OK}
+    assert len(squeue_calls(tmp_path)) == 1  # the array check alone
+
+
+def test_a_never_existed_id_and_a_finished_one_are_still_looked_up_after(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # 13 never existed and 17 had finished when the array check looked: both answered SUCCESS.
+    plan = {j: {"hold": "ok"} for j in ("11", "13", "14", "17")}
+    records = PENDING_ONES + "17|COMPLETED|0|0|1|None\n"
+    fake = vouching(tmp_path, monkeypatch, plan, records, 300)
+    with Tracker(str(tmp_path / "ledger.sqlite3"), scontrol=str(fake)) as t:
+        out = {o.job_id: o.result for o in run_many(t, Op.HOLD, ["11", "13", "14", "17"], 10.0)}
+    assert out == {"11": Result.OK, "13": Result.NOT_FOUND, "14": Result.OK, "17": Result.OK}
+    _, second = squeue_calls(tmp_path)
+    assert " -j 13,17 " in f" {second} "  # only the two the array check could not vouch for
+
+
+@pytest.mark.parametrize("age", [None, 1])
+def test_without_min_job_age_or_past_it_every_ok_id_is_looked_up(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, age: Optional[int]
+) -> None:
+    plan = {j: {"hold": "ok"} for j in ("11", "14")}
+    fake = vouching(tmp_path, monkeypatch, plan, PENDING_ONES, age)
+    if age is not None:  # the call ends more than MinJobAge (1 s) after the array check began
+        body = fake.read_text()
+        fake.write_text(body.replace('case $1 in ping)', 'case $1 in hold) sleep 1.2 ;; esac\ncase $1 in ping)', 1))
+    with Tracker(str(tmp_path / "ledger.sqlite3"), scontrol=str(fake)) as t:
+        assert {o.result for o in run_many(t, Op.HOLD, ["11", "14"], 10.0)} == {Result.OK}
+    _, second = squeue_calls(tmp_path)
+    assert " -j 11,14 " in f" {second} "
