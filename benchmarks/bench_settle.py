@@ -17,13 +17,14 @@ Target: the same number of squeue runs in both, and settle / none <= 1.5x.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import shutil
 import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Sequence, Tuple
 
 from slurm_dsl import Op
 from slurm_dsl.core.jobinfo import JobInfo
@@ -31,6 +32,7 @@ from slurm_dsl.core.model import Outcome, Reason, RequeueBit, Result
 from slurm_dsl.core.settle import Verdict
 from slurm_dsl.ledger.choose import open_ledger
 from slurm_dsl.lookups.squeue import SqueueLookup
+from slurm_dsl.run import settling
 from slurm_dsl.run.process import Completed, run_argv
 from slurm_dsl.run.settling import DEFAULT_LIMIT
 from slurm_dsl.run.sweep import sweep
@@ -71,17 +73,53 @@ def build(path: str, ids: List[str], to_settle: int) -> None:
                                     for op_id in op_ids[to_settle:]], started + 20, by="bench_settle")
 
 
-def run(path: str, limit: int) -> Tuple[float, int, int, int]:
-    """One sweep of ``path``: its seconds, squeue runs, operations settled, objects done."""
-    counter = Counting()
-    with Tracker(path, scontrol="/usr/bin/scontrol") as tracker:
+class Parts:
+    """The seconds the sweep spends in each part of settling: reading the unsettled operations,
+    deciding their verdicts, writing them (wrapped around the calls the sweep makes)."""
+
+    NAMES = ("read", "decide", "write")
+
+    def __init__(self) -> None:
+        self.seconds = dict.fromkeys(self.NAMES, 0.0)
+
+    def timed(self, name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            start = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self.seconds[name] += time.perf_counter() - start
+        return call
+
+
+def run(path: str, limit: int) -> Tuple[float, int, int, int, Dict[str, float]]:
+    """One sweep of ``path``: its seconds, squeue runs, operations settled, objects done, and the
+    seconds of each part of settling (``Parts``)."""
+    counter, parts = Counting(), Parts()
+    with Tracker(path, scontrol="/usr/bin/scontrol") as tracker, timing_parts(tracker, parts):
         start = time.perf_counter()
         report = sweep(tracker, SqueueLookup(run=counter), restore_timeout=15, settle_limit=limit, settle_delay=2)
         elapsed = time.perf_counter() - start
         assert report.settled, report.lookup_error
         settled = report.verdicts_written
-        assert tracker.ledger().unsettled(tracker.ledger().now()) == [], "every unknown one settled"
-    return elapsed, counter.calls, settled, len(report.swept)
+    with open_ledger(path) as ledger:
+        assert ledger.unsettled(ledger.now()) == [], "every unknown one settled"
+    return elapsed, counter.calls, settled, len(report.swept), parts.seconds
+
+
+@contextlib.contextmanager
+def timing_parts(tracker: Tracker, parts: Parts) -> Iterator[None]:
+    """``parts`` timing the sweep's ``ledger.unsettled``, ``settling.decide`` and ``settling.write``."""
+    ledger = tracker.ledger()
+    saved = settling.decide, settling.write
+    ledger.unsettled = parts.timed("read", ledger.unsettled)  # type: ignore[method-assign]
+    settling.decide = parts.timed("decide", settling.decide)
+    settling.write = parts.timed("write", settling.write)
+    try:
+        yield
+    finally:
+        settling.decide, settling.write = saved
+        del ledger.unsettled  # type: ignore[misc]
 
 
 def main() -> int:
@@ -105,7 +143,7 @@ def main() -> int:
             for name, unknown in bases.items():
                 build(str(Path(tmp) / f"{name}.base.sqlite3"), ids, unknown)
             limit = max(DEFAULT_LIMIT, args.unknown)
-            figures: Dict[str, List[Tuple[float, int, int, int]]] = {name: [] for name in bases}
+            figures: Dict[str, List[Tuple[float, int, int, int, Dict[str, float]]]] = {name: [] for name in bases}
             for i in range(args.rounds):
                 for name in (("none", "settle") if i % 2 == 0 else ("settle", "none")):
                     path = str(Path(tmp) / f"{name}.{i}.sqlite3")
@@ -117,6 +155,8 @@ def main() -> int:
                 print(f"  {name:>6}: {rows[0][3]} objects swept, {rows[0][2]} operations settled,"
                       f" {sorted({r[1] for r in rows})} squeue runs, median {secs:.2f} s"
                       f" (all: {', '.join(f'{r[0]:.2f}' for r in rows)})")
+                print("          settling's parts, medians: " + ", ".join(
+                    f"{part} {statistics.median(r[4][part] for r in rows):.3f} s" for part in Parts.NAMES))
             none = statistics.median(r[0] for r in figures["none"])
             settle = statistics.median(r[0] for r in figures["settle"])
             same = {r[1] for r in figures["none"]} == {r[1] for r in figures["settle"]}
