@@ -25,7 +25,7 @@ import sys
 import time
 from typing import IO, Callable, Dict, Iterable, Optional, Sequence, Tuple, Type
 
-from ..core.errors import DSLError, LedgerError, SweepBusy, UsageError, describe
+from ..core.errors import DSLError, InvalidInput, LedgerError, SweepBusy, UsageError, describe
 from ..core.ledger_rules import prune_before
 from ..core.model import Op, Outcome, Result
 from ..core.reader import read_outcome
@@ -101,8 +101,13 @@ def _cmd_op(args: argparse.Namespace, out: IO[str]) -> int:
     if args.key is not None or args.settle or args.retry:
         from ..run.keyed import run_settled
 
-        events_of = run_settled(tracker, args.op, ids, deadline, key=args.key, settle=args.settle, retry=args.retry,
-                                settle_delay=args.settle_delay, one_by_one=not bulk, parallel=args.parallel)
+        try:
+            events_of = run_settled(tracker, args.op, ids, deadline, key=args.key, settle=args.settle,
+                                    retry=args.retry, settle_delay=args.settle_delay, one_by_one=not bulk,
+                                    parallel=args.parallel)
+        except InvalidInput as exc:  # a --timeout too short for --settle: nothing ran
+            tracker.close()
+            raise UsageError(str(exc)) from None
     else:
         events_of = drive(tracker, args.op, ids, deadline, one_by_one=not bulk, parallel=args.parallel,
                           progress=progress)

@@ -20,10 +20,14 @@ Strategy, for one op on many jobs under the command's one deadline:
    never ``undecidable`` or ``gone`` (a requeue must never run twice).
 
 Every wait and lookup keeps the deadline; what has no verdict by then keeps ``effect`` None and
-exits ``unknown``.  Rows are ``driver.Ran`` events: a job's row comes once it is final (its last
-run settled, or its earlier operation found), so with settling, unknown rows come after the
-others.  Each row's ``Outcome`` is ``settled`` (its ``effect``, and ``exits_as``).  The history
-ids of this command's own operations are found by their ``actor`` (this process) and start time.
+exits ``unknown``. With settling, the calls keep an earlier one: the deadline less the settle
+delay and ``SETTLE_LOOKS`` (two looks), so that a call that hangs until its own end still leaves
+the command time to look at once and once more after the delay; a deadline that leaves the calls
+less than ``MIN_CALLS`` is ``InvalidInput``, before anything runs. Rows are ``driver.Ran``
+events: a job's row comes once it is final (its last run settled, or its earlier operation
+found), so with settling, unknown rows come after the others. Each row's ``Outcome`` is
+``settled`` (its ``effect``, and ``exits_as``). The history ids of this command's own operations
+are found by their ``actor`` (this process) and start time.
 """
 
 from __future__ import annotations
@@ -51,6 +55,8 @@ from .tracked import Link, Tracker
 log = logging.getLogger("slurm_dsl")
 
 POLL = 0.2  # seconds between looks at an earlier operation that may still be running
+SETTLE_LOOKS = 2.0  # seconds kept for settling's two looks (at once, and after the settle delay)
+MIN_CALLS = 1.0  # seconds the calls get at least, with settling
 AGAIN = 1.0  # seconds at least between two lookups of one settling
 
 
@@ -68,7 +74,8 @@ def run_settled(
     parallel: int = 1,
 ) -> Events:
     """Steps 1-4 of the module for ``op`` on each distinct id of ``job_ids``; ``InvalidInput``
-    for a bad key, retry count or settle delay, before anything runs."""
+    for a bad key, retry count or settle delay, or a deadline too close to leave settling its
+    time, raised here, before anything runs (the events come from the generator returned)."""
     op = Op(op)
     ids = list(dict.fromkeys(validate_job_id(j) for j in job_ids))
     key = None if key is None else check_key(key)
@@ -76,27 +83,43 @@ def run_settled(
         raise InvalidInput(f"retry must be a whole number from 0 to 100, not {retry!r}")
     delay = check_settle_delay(settle_delay)
     when = check_deadline(deadline, tracker.clock)
-    run = _Run(tracker, op, when, key, delay, one_by_one, parallel)
+    settling = settle or retry > 0
+    calls_by = when
+    if settling:
+        # The deadline covers settling too: the calls end early enough for one look at once and
+        # one after the settle delay, so that a call that hangs until its end is still settled.
+        calls_by = when - (delay + SETTLE_LOOKS)
+        if calls_by - tracker.clock() < MIN_CALLS:
+            raise InvalidInput(
+                f"--settle and --retry need a deadline at least {delay + SETTLE_LOOKS + MIN_CALLS:g} s away (the"
+                f" settle delay, {delay:g} s, {SETTLE_LOOKS:g} s for two looks, {MIN_CALLS:g} s for the calls),"
+                f" not {max(when - tracker.clock(), 0.0):.3g} s"
+            )
+    return _events(_Run(tracker, op, when, calls_by, key, delay, one_by_one, parallel), ids, settling, retry)
+
+
+def _events(run: _Run, ids: List[str], settling: bool, retry: int) -> Events:
     act = ids
-    if key is not None:
+    if run.key is not None:
         act = []
         for event in run.look_back(ids):
             if isinstance(event, str):
                 act.append(event)
             else:
                 yield event
-    yield from run.act(act, settle=settle or retry > 0, retry=retry)
+    yield from run.act(act, settle=settling, retry=retry)
 
 
 class _Run:
     def __init__(
-        self, tracker: Tracker, op: Op, deadline: float, key: Optional[str], delay: float, one_by_one: bool,
-        parallel: int,
+        self, tracker: Tracker, op: Op, deadline: float, calls_by: float, key: Optional[str], delay: float,
+        one_by_one: bool, parallel: int,
     ) -> None:
         self.tracker = tracker
         self.ledger: LedgerStore = tracker.ledger()
         self.op = op
-        self.deadline = deadline
+        self.deadline = deadline  # the command's: every look keeps it
+        self.calls_by = calls_by  # the calls': earlier, with settling, by the time settling needs
         self.key = key
         self.delay = delay
         self.one_by_one = one_by_one
@@ -108,11 +131,11 @@ class _Run:
     def left(self) -> float:
         return self.deadline - self.tracker.clock()
 
-    def sleep_until(self, ledger_time: float) -> bool:
-        """Sleep until ``ledger_time`` on the ledger's clock, if that comes before the deadline
-        (then True); else return False at once."""
+    def sleep_until(self, ledger_time: float, by: Optional[float] = None) -> bool:
+        """Sleep until ``ledger_time`` on the ledger's clock, if that comes before ``by`` (the
+        tracker's clock; default: the deadline), then True; else return False at once."""
         wait = ledger_time - self.ledger.now()
-        if wait >= self.left():
+        if wait >= (self.deadline if by is None else by) - self.tracker.clock():
             return False
         if wait > 0:
             time.sleep(wait)
@@ -187,7 +210,7 @@ class _Run:
                     yield Ran(self._earlier_row(job, rows, decision, verdicts))
             if not again:
                 return
-            if not self.sleep_until(min(due)):
+            if not self.sleep_until(min(due), by=self.calls_by):  # waiting longer, nothing could run
                 for job in again:
                     yield Ran(replace(
                         unstarted(self.op, job),
@@ -236,7 +259,7 @@ class _Run:
             unknown: List[Outcome] = []
             stopped: Optional[Stopped] = None
             try:
-                for event in drive(self.tracker, self.op, todo, self.deadline, one_by_one=self.one_by_one,
+                for event in drive(self.tracker, self.op, todo, self.calls_by, one_by_one=self.one_by_one,
                                    parallel=self.parallel, link=link):
                     if isinstance(event, Stopped):
                         stopped = event
@@ -273,7 +296,8 @@ class _Run:
                 verdict = None if entry is None else verdicts.get(entry.id)
                 row = replace(outcome, effect=verdict, settled=True)
                 # Only absent runs again: never undecidable or gone (a requeue must never run twice).
-                if verdict is Verdict.ABSENT and runs < retry and self.left() > 0 and outcome.job_id in first:
+                if (verdict is Verdict.ABSENT and runs < retry and self.calls_by > self.tracker.clock()
+                        and outcome.job_id in first):
                     retry_now.append(outcome.job_id)
                     held[outcome.job_id] = row
                 else:

@@ -191,6 +191,25 @@ def test_a_requeue_that_may_have_happened_is_never_run_again_but_a_hold_is(tmp_p
     assert hold.result is Result.OK and [c for c in calls_made(fake) if c.startswith("hold")] == ["hold 7"]
 
 
+def test_a_call_that_hangs_until_its_end_is_still_settled_within_the_deadline(tmp_path: Path) -> None:
+    fake = setup(tmp_path, {"hold": "sleep 600"}, HELD)
+    with tracker(tmp_path, fake) as t:
+        deadline = time.time() + 6.0  # the calls get 6 - (2 + 2) = 2 s; settling the rest
+        (row,) = rows(run_settled(t, Op.HOLD, ["7"], deadline, settle=True, settle_delay=DELAY))
+        ended = time.time()
+    assert (row.result, row.effect, row.exits_as) == (Result.UNKNOWN, Verdict.PRESENT, Result.OK)
+    assert ended < deadline + 2.0  # within the deadline and the command's small overrun
+    (op,) = history(tmp_path)
+    assert op.finished_at is not None and op.settlement is not None
+
+
+def test_a_deadline_too_close_for_settling_is_refused_before_anything(tmp_path: Path) -> None:
+    fake = setup(tmp_path, {}, HELD)
+    with tracker(tmp_path, fake) as t, pytest.raises(slurm_dsl.InvalidInput, match="need a deadline at least 5 s"):
+        run_settled(t, Op.HOLD, ["7"], time.time() + 4.5, settle=True, settle_delay=DELAY)
+    assert calls_made(fake) == [] and history(tmp_path) == []
+
+
 def test_bad_values_are_refused_before_anything_runs(tmp_path: Path) -> None:
     fake = setup(tmp_path, {}, NOT_HELD)
     with tracker(tmp_path, fake) as t:
@@ -268,3 +287,5 @@ def test_the_cli_prints_the_effect_and_exits_by_it(tmp_path: Path, monkeypatch: 
     assert code == 2 and "a key is 1-128" in err
     code, _, err = cli([*base, "hold", "7", "--timeout", "60", "--retry", "x"])
     assert code == 2 and "--retry takes a whole number" in err
+    code, _, err = cli([*base, "hold", "7", "--timeout", "5", "--settle"])
+    assert code == 2 and "--settle and --retry need a deadline at least 13 s away" in err
