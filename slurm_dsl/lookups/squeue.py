@@ -44,7 +44,6 @@ from __future__ import annotations
 import os
 import re
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
 
@@ -275,6 +274,8 @@ class SqueueLookup:
     def _each(self, ids: List[str]) -> Dict[str, Optional[JobInfo]]:
         """One ``squeue -j <id>`` per id, ``parallel`` at a time, all within ``timeout``: each
         read as one id always is (gone, the job, or LookupFailed); any failure fails the whole."""
+        from concurrent.futures import ThreadPoolExecutor  # here: a hold's start-up never pays for it
+
         deadline = self.clock() + self.timeout
 
         def ask(job: str) -> Optional[JobInfo]:
