@@ -30,8 +30,9 @@ Contract:
   within the one ``timeout``, or one squeue that lists every job (``-j a,b,...`` up to ``many``
   ids, which loads every job too, else no ``-j``): whichever costs less at the number of jobs
   slurmctld holds.  That number is learned cheaply: from this lookup's last listing, else from
-  ``sdiag`` (pending + running, one cheap RPC, beside squeue); when it cannot be learned, one
-  listing, as before.  A wrong count costs time only.  Each single call is read as one id always
+  ``sdiag`` (pending + running, one cheap RPC, beside squeue), either kept a minute for every
+  lookup of the process through the same runner; when it cannot be learned, one listing, as
+  before.  A wrong count costs time only.  Each single call is read as one id always
   was: rc 1 with exactly ``slurm_load_jobs error: Invalid job id specified`` is gone, a record is
   the job, anything else could not ask; ANY single call that could not ask makes the whole
   ``jobs()`` raise ``LookupFailed``, never a partial answer.
@@ -69,6 +70,10 @@ PARALLEL = plan.SQUEUE_COSTS.parallel  # single-job squeue calls at once
 # sdiag answers from slurmctld's own counters in a few ms; longer means a slurmctld so busy that
 # the count is not worth the wait (the lookup then lists, as it did before the count was asked).
 SDIAG_TIMEOUT = 2.0  # seconds
+# A count learned is kept this long for every lookup of this process through the same runner:
+# an operation's two lookups, or a sweep's each minute, ask sdiag once, not each time.
+COUNT_MAX_AGE = 60.0  # seconds
+_COUNTS: Dict[Tuple[str, object], Tuple[float, int]] = {}  # (sdiag, run) -> (when, jobs held)
 _SDIAG_COUNT = re.compile(rb"^Jobs (pending|running):[ \t]+(0|[1-9][0-9]{0,9})[ \t]*$", re.MULTILINE)
 
 # squeue's answer for `-j <one id>` that slurmctld does not know (docs/slurm-behaviour.md §4, §9).
@@ -254,13 +259,23 @@ class SqueueLookup:
         an answer about any job)."""
         if self.jobs_held is not None:
             return self.jobs_held
+        kept = _COUNTS.get((self.sdiag_path, self.run))
+        if kept is not None and 0 <= self.clock() - kept[0] <= COUNT_MAX_AGE:
+            return kept[1]
         done = self.run((self.sdiag_path,), timeout=min(SDIAG_TIMEOUT, self.timeout), cap=1 << 20)
         if done.timed_out or done.truncated or done.pipes_held or done.returncode != 0:
             return None
         counts = _SDIAG_COUNT.findall(done.stdout)
         if sorted(kind for kind, _ in counts) != [b"pending", b"running"]:
             return None
-        return sum(int(count) for _, count in counts)
+        held = sum(int(count) for _, count in counts)
+        self._keep(held)
+        return held
+
+    def _keep(self, held: int) -> None:
+        if len(_COUNTS) >= 64:  # runners come and go (tests): never a dict that only grows
+            _COUNTS.clear()
+        _COUNTS[(self.sdiag_path, self.run)] = (self.clock(), held)
 
     def _one_by_one(self, count: int) -> bool:
         """Whether ``count`` ids (two or more) are asked each alone (``plan.one_by_one``)."""
@@ -308,6 +323,7 @@ class SqueueLookup:
             found = parse_squeue(done.stdout, nonce)
             if not ids or len(ids) > self.many:  # a listing of every job: how many it holds
                 self.jobs_held = len(found)
+                self._keep(len(found))
             if len(ids) == 1 and self.many > 0 and ids[0] not in found:
                 # `-j <one id>` that slurmctld does not know exits 1 (below); an rc 0
                 # answer without the id is not an answer squeue gives: could not ask.

@@ -262,3 +262,18 @@ def test_one_by_one_asks_at_most_parallel_at_once() -> None:
     answer_ = SqueueLookup(run=FakeSqueue(answer, sdiag=sdiag(10**6)), parallel=3).jobs(ids)
     assert list(answer_) == ids and all(info is not None for info in answer_.values())
     assert running[1] == 3
+
+
+def test_a_count_learned_serves_every_lookup_of_the_process_for_a_minute() -> None:
+    """An operation's array check and corroboration are two lookups: one sdiag between them."""
+    now = [1000.0]
+    fake = FakeSqueue(one_by_one_answer(), sdiag=sdiag(50_000))
+    for _ in range(2):
+        SqueueLookup(run=fake, clock=lambda: now[0]).jobs(["11", "12"])
+    assert len(fake.sdiag_calls) == 1 and len(fake.calls) == 4
+    now[0] += 61.0
+    SqueueLookup(run=fake, clock=lambda: now[0]).jobs(["11", "12"])
+    assert len(fake.sdiag_calls) == 2
+    other = FakeSqueue(listing(KNOWN))  # another runner: its own count (none: sdiag missing)
+    SqueueLookup(run=other, clock=lambda: now[0]).jobs(["11", "10"])
+    assert len(other.calls) == 1 and "11,10" in other.calls[0][0]
