@@ -4,7 +4,7 @@ Not a test: it prints figures.  Each shape is ~1 MiB of one kind of line (blank 
 refusal lines, another id's lines, junk, one long line, RS bytes, suspend lines, blank lines
 mixed with junk; distinct refusal lines for many other jobs, distinct junk, ``\r\n`` ends, lines
 that are almost refusals, bare `` for job `` lines, one long id, lines that are almost status
-lines) followed by a valid status line.  The single reader (``read_outcome``, hold on
+lines; lines all the call's id 5's, distinct or short copies) followed by a valid status line.  The single reader (``read_outcome``, hold on
 job 5), the list reader (``read_list_output`` on 5 and 6) read the whole output; the list
 reader's own parts (``read_list_call``, ``read_open_list``) read the shape alone.  Each figure is
 from the fastest single read in ``--rounds`` rounds of ``--seconds`` each (the least disturbed by
@@ -58,6 +58,10 @@ SHAPES: Dict[str, bytes] = {
     "bare for job": b" for job \n" * (MIB // 10),
     "one long id": b"Invalid job id specified for job " + b"9" * MIB + b"\n",
     "almost frames": f"DSL {NONCE} call 1 1\n".encode() * (MIB // 48),
+    # Below the target (docs/benchmarks.md §5): every line is the call's id 5's, so each is one
+    # of its own lines, and ``_Lines.own`` holds each as an object of its own.
+    "distinct for job 5": b"".join(b"x%d for job 5\n" % n for n in range(MIB // 16)),
+    "short for job 5": b" for job 5\n" * (MIB // 10),
 }
 
 

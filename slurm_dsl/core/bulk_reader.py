@@ -46,7 +46,7 @@ import re
 from collections import Counter
 from itertools import accumulate, chain, compress, filterfalse, repeat
 from operator import add, itemgetter, methodcaller, mul, sub
-from typing import Dict, FrozenSet, List, Mapping, Optional, Sequence, Set, Tuple, Union
+from typing import Dict, FrozenSet, List, Mapping, NamedTuple, Optional, Sequence, Set, Tuple, Union
 
 from . import combine
 from .errors import InvalidInput
@@ -371,6 +371,12 @@ class _Lines:
         found = _id_lines(ids, lines, explained) if _FOR_JOB in lines else None
         if found is None:
             return lines
+        if isinstance(found, _OneIdLines):  # many lines, all one id's: it is unknown, they are its own
+            job = found.tok.decode("ascii")
+            self.own = {job: found.owned}
+            if len(found.owned) == 1:  # its message: the line before its `` for job <id>``
+                self.message[job] = _ascii(found.owned[0][: -len(_FOR_JOB) - len(found.tok) - 1])
+            return found.loose
         keys, counts, tok_of, head_of, line_of, loose = found
         if len(counts) <= _FEW_LINES:  # Python once per distinct line found
             keys_of: Dict[bytes, List[bytes]] = {}
@@ -434,7 +440,19 @@ _REVERSED = itemgetter(slice(None, None, -1))
 _IdLines = Tuple[List[bytes], "Counter[bytes]", Dict[bytes, bytes], Dict[bytes, bytes], Dict[bytes, bytes], bytes]
 
 
-def _id_lines(ids: Sequence[str], lines: bytes, explained: FrozenSet[bytes]) -> Optional[_IdLines]:
+class _OneIdLines(NamedTuple):
+    """More than ``_FEW_LINES`` distinct lines found, all of one id: its token, its lines (each with its
+    newline, in order) and the lines left unaccounted, joined.  Found with no work per line in
+    Python and one object per line (the id's own), the least a line of ``own`` can cost."""
+
+    tok: bytes
+    owned: List[bytes]
+    loose: bytes
+
+
+def _id_lines(
+    ids: Sequence[str], lines: bytes, explained: FrozenSet[bytes]
+) -> Union[_IdLines, _OneIdLines, None]:
     """The lines of ``lines`` that end in `` for job <id>`` with an id of ``ids``, in order: each
     one's id token, its message (what precedes that `` for job ``) and the line itself; and
     ``lines`` without those whose message is ``explained``.  None if there is no such line.
@@ -462,6 +480,12 @@ def _id_lines(ids: Sequence[str], lines: bytes, explained: FrozenSet[bytes]) -> 
         return None
     found.reverse()  # in the order they came
     counts = Counter(found)
+    if len(counts) > _FEW_LINES:
+        # The lines found, forward and in order: reversing them all at once reverses their order too.
+        text = b"\n".join(found[::-1])[::-1] + b"\n"
+        holders = [job for job in known if _FOR_JOB + job + b"\n" in text]
+        if len(holders) == 1:
+            return _one_id_lines(holders[0], text, len(found), lines, back, ids_back, explained)
     seen = list(counts)  # each distinct line once, its parts in C
     parts = list(map(_REV_PARTS, seen))
     toks_of = dict(zip(seen, map(_REVERSED, map(_FIRST, parts))))
@@ -472,12 +496,33 @@ def _id_lines(ids: Sequence[str], lines: bytes, explained: FrozenSet[bytes]) -> 
         return found, counts, toks_of, heads_of, lines_of, lines
     if all(good) and sum(map(mul, map(len, seen), counts.values())) + len(found) == len(lines):
         return found, counts, toks_of, heads_of, lines_of, b""  # every line is one found, and explained
-    if all(good):  # every line found is explained: all go
+    return found, counts, toks_of, heads_of, lines_of, _cut_explained(back, ids_back, explained, all(good))
+
+
+def _cut_explained(back: bytes, ids_back: bytes, explained: FrozenSet[bytes], all_found: bool) -> bytes:
+    """The lines without the explained id lines, from them reversed (``back``): every line found
+    when ``all_found`` says each is explained, else those whose message is one of ``explained``."""
+    if all_found:
         pattern = b"\n(?:" + ids_back + b")" + _REV_FOR_JOB + b"[^\n]*"
     else:
         messages = b"|".join(re.escape(message[::-1]) for message in explained)
         pattern = b"\n(?:" + ids_back + b")" + _REV_FOR_JOB + b"(?:" + messages + b")(?=\n|\\Z)"
-    return found, counts, toks_of, heads_of, lines_of, re.sub(pattern, b"", back)[::-1]
+    return re.sub(pattern, b"", back)[::-1]
+
+
+def _one_id_lines(
+    tok: bytes, text: bytes, count: int, lines: bytes, back: bytes, ids_back: bytes, explained: FrozenSet[bytes]
+) -> _OneIdLines:
+    """``_id_lines`` when ``text`` (the ``count`` lines found, forward, each with its newline) are
+    all ``tok``'s: its lines one by one, and the explained ones cut out of ``lines``."""
+    owned = list(map(add, text.split(b"\n")[:count], repeat(b"\n")))
+    explaining = frozenset(message + _FOR_JOB + tok + b"\n" for message in explained)
+    good = list(map(explaining.__contains__, owned))
+    if not any(good):
+        return _OneIdLines(tok, owned, lines)
+    if all(good) and len(text) == len(lines):
+        return _OneIdLines(tok, owned, b"")  # every line is one found, and explained
+    return _OneIdLines(tok, owned, _cut_explained(back, ids_back, explained, all(good)))
 
 
 def _id_lines_distinct(

@@ -220,6 +220,7 @@ def test_list_reader_is_the_per_line_reading(
 WAYS: Dict[str, Dict[str, int]] = {
     "few distinct lines, read one by one": {"_SMALL": 1 << 30},
     "a regex naming the ids": {"_SMALL": 0},
+    "a regex naming the ids, many lines found": {"_SMALL": 0, "_FEW_LINES": 0},
     "split at every id line": {"_SMALL": 0, "_FEW_IDS": 0, "_FEW_LINES": 0},
     "many ids, few distinct lines": {"_FEW_IDS": 0},
     "short, many distinct lines": {"_FEW_LINES": 0},
