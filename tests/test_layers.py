@@ -22,7 +22,8 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "slurm_dsl"
 WINGS = ("core", "lookups", "ledger", "run", "admin")
 SIDE_EFFECT_FREE_STDLIB = {
-    "__future__", "re", "enum", "dataclasses", "typing", "math", "json", "itertools", "functools"
+    "__future__", "re", "enum", "dataclasses", "typing", "math", "json", "itertools", "functools", "operator",
+    "collections",
 }
 ONLY = {"subprocess": {"run.process"}, "sqlite3": {"ledger.sqlite"}, "pymysql": {"ledger.mariadb"},
         "pyslurm": {"lookups.pyslurm"}}

@@ -43,7 +43,10 @@ Never an exception for any stderr or status; a bad op, call number or id list is
 from __future__ import annotations
 
 import re
-from typing import Dict, FrozenSet, List, Mapping, Optional, Sequence, Set, Tuple, Union
+from collections import Counter
+from itertools import accumulate, chain, compress, filterfalse, repeat
+from operator import add, itemgetter, methodcaller, mul, sub
+from typing import Dict, FrozenSet, List, Mapping, NamedTuple, Optional, Sequence, Set, Tuple, Union
 
 from . import combine
 from .errors import InvalidInput
@@ -61,7 +64,6 @@ JobId = Union[str, int]
 ARG_PREFIX = "JobId="
 UNEXPECTED = "Unexpected message received"  # slurmctld not reached for that id (docs/slurm-bulk.md §4)
 
-_JOB_TOKEN = re.compile(rb"[1-9][0-9]*\Z")
 _FOR_JOB = b" for job "
 _SUSPEND = b"slurm_suspend error"
 _SUSPEND_OPS = frozenset({Op.HOLD, Op.RELEASE, Op.OPEN})
@@ -326,78 +328,259 @@ def combine_bulk(op: Union[Op, str], job_id: JobId, calls: Sequence[Call]) -> Ou
 class _Lines:
     """The non-blank lines of one list call's stderr, sorted by rule 1.
 
-    Rule 1 sorts each line by itself alone, so each DISTINCT line is sorted once (``dict.fromkeys``
-    finds them in C, in order of first sight), and where the lines stood is found again only with
-    C-level filters: a stderr of many copies of a few lines, or of a million blank lines
-    (``refusals.squeezed`` drops them first), costs about what a short one does."""
+    Every step is a C-level pass over the whole stderr (a regex, a split, ``map`` and
+    ``compress`` over its pieces); Python runs once per id of the call that has a line, never once
+    per stderr line: a stderr of many copies of a few lines, of a million blank lines
+    (``refusals.squeezed`` drops them first) or of a mebibyte of distinct lines naming other
+    jobs costs about what a short one does (issue 20 item 6; docs/benchmarks.md §5).
+
+    How: the only lines an id of the call can own end in `` for job <id>`` (the last `` for job ``
+    of the line, an id token after it); ``_ID_LINE`` splits the stderr at each line ending so and
+    keeps the token, the text before each such ending ends with that line's message.  Every other
+    line is unaccounted where it stands, so the unaccounted text is the stderr with the lines
+    that are explained (one id's allowed or ``Unexpected`` line) taken out, in order."""
 
     def __init__(self, op: Op, allowed: FrozenSet[str], ids: Sequence[str], data: bytes) -> None:
         self.own: Dict[str, List[bytes]] = {}  # each id's own lines, with their newlines
         self.message: Dict[str, Optional[str]] = {}  # an id's one line's message (None: not ASCII)
         self.unaccounted: List[bytes] = []  # lines no rule explains, as chunks: joined, the lines
-        self.any_line = False
         self.valid_id_line = False
-        self.torn = False  # a non-blank last line without its newline
-        known = set(ids)
         body = squeezed(data)
-        if _FOR_JOB not in body and not (op in _SUSPEND_OPS and _SUSPEND in body):
-            # No line can be an id's or a suspend line: every line is unaccounted, in order, as is.
-            cut = body.rfind(b"\n") + 1
-            if cut:
-                self.any_line = True
-                self.unaccounted.append(body[:cut])
-            if body[cut:].strip(BLANK):
-                self.any_line = self.torn = True
-                self.unaccounted.append(body[cut:])
-            return
-        pieces = body.split(b"\n")
-        tail = pieces.pop()
-        loose: Set[bytes] = set()  # distinct lines that are unaccounted where they stand
-        owned: Dict[str, List[bytes]] = {}  # each id's distinct lines, in order of first sight
-        for piece in dict.fromkeys(pieces):  # distinct, in order of first sight (in C)
-            if piece.strip(BLANK):
-                self._sort(op, allowed, known, piece, loose, owned)
+        cut = body.rfind(b"\n") + 1
+        lines, tail = body[:cut], body[cut:]  # the non-blank lines, each with its newline; the last piece
+        self.torn = bool(tail.strip(BLANK))  # a non-blank last line without its newline
+        self.any_line = bool(lines) or self.torn
+        if op in _SUSPEND_OPS and _SUSPEND in lines:
+            # Its text is the last RPC's errno, not any id's (docs/slurm-bulk.md §2.1): dropped.
+            lines = _SUSPEND_LINE.sub(b"", b"\n" + lines)[1:]
+        loose = self._sort(allowed, ids, lines)
         if loose:
-            stood = list(filter(loose.__contains__, pieces))  # in the order they came
-            self.unaccounted.append(b"\n".join(stood) + b"\n")
-        if tail.strip(BLANK):  # a last line without its newline: torn, it may be any id's, cut short
-            self.any_line = self.torn = True
+            self.unaccounted.append(loose)
+        if self.torn:  # it may be any id's line cut short
             self.unaccounted.append(tail)
-        owner = {piece: job for job, distinct in owned.items() for piece in distinct}
-        lines = list(filter(owner.__contains__, pieces))  # the ids' own lines, in order
-        if len(lines) == len(owner):  # no line twice: an id's lines are its distinct ones
-            self.own = {job: [piece + b"\n" for piece in distinct] for job, distinct in owned.items()}
-        elif len(owner) == 1:  # one line, many times: one id's, all alike
-            self.own = {job: [lines[0] + b"\n"] * len(lines) for job in owned}
-        else:
-            self.own = {job: [] for job in owned}
-            for piece in lines:  # some line twice among several: the ids' lines only, one by one
-                self.own[owner[piece]].append(piece + b"\n")
         for job, own in self.own.items():
             if len(own) > 1:  # never for distinct ids (docs/slurm-bulk.md §3.2): nothing is sure
                 self.unaccounted.extend(own)
             elif self.message[job] == UNEXPECTED or self.message[job] in allowed:
                 self.valid_id_line = True
 
-    def _sort(
-        self, op: Op, allowed: FrozenSet[str], known: Set[str], piece: bytes,
-        loose: Set[bytes], owned: Dict[str, List[bytes]],
-    ) -> None:
-        self.any_line = True
-        if op in _SUSPEND_OPS and (piece == _SUSPEND or piece.startswith(_SUSPEND + b":")):
-            return  # its text is the last RPC's errno, not any id's (docs/slurm-bulk.md §2.1)
-        head, sep, token = piece.rpartition(_FOR_JOB)
-        if sep and _JOB_TOKEN.match(token):
-            job = token.decode("ascii")
-            if job in known:
-                owned.setdefault(job, []).append(piece)
-                message = _ascii(head)
-                # With one line, its message; with more, the id is unknown whatever they say.
-                self.message.setdefault(job, message)
-                if message != UNEXPECTED and message not in allowed:
-                    loose.add(piece)
-                return
-        loose.add(piece)
+    def _sort(self, allowed: FrozenSet[str], ids: Sequence[str], lines: bytes) -> bytes:
+        """Fill ``own`` and ``message`` from ``lines`` (non-blank, none a suspend line, each ended
+        by its newline); return the lines unaccounted where they stand, in order, joined."""
+        explained = _explained(allowed)
+        found = _id_lines(ids, lines, explained) if _FOR_JOB in lines else None
+        if found is None:
+            return lines
+        if isinstance(found, _OneIdLines):  # many lines, all one id's: it is unknown, they are its own
+            job = found.tok.decode("ascii")
+            self.own = {job: found.owned}
+            if len(found.owned) == 1:  # its message: the line before its `` for job <id>``
+                self.message[job] = _ascii(found.owned[0][: -len(_FOR_JOB) - len(found.tok) - 1])
+            return found.loose
+        keys, counts, tok_of, head_of, line_of, loose = found
+        if len(counts) <= _FEW_LINES:  # Python once per distinct line found
+            keys_of: Dict[bytes, List[bytes]] = {}
+            for key in counts:
+                keys_of.setdefault(tok_of[key], []).append(key)
+            for tok, mine in keys_of.items():  # the ids in order of first sight
+                job = tok.decode("ascii")
+                if len(mine) == 1:  # one line, perhaps many times
+                    self.own[job] = [line_of[mine[0]]] * counts[mine[0]]
+                    if counts[mine[0]] == 1:
+                        self.message[job] = _ascii(head_of[mine[0]])
+                else:
+                    self.own[job] = list(map(line_of.__getitem__, filter(set(mine).__contains__, keys)))
+            return loose
+        # Many distinct lines: each id's lines, in order, grouped by a stable sort by id (in C).
+        toks = list(map(tok_of.__getitem__, keys))
+        owned = list(map(line_of.__getitem__, keys))
+        tally = Counter(toks)
+        order = sorted(range(len(toks)), key=toks.__getitem__)
+        group = dict(zip(sorted(tally), accumulate(map(tally.__getitem__, sorted(tally)), initial=0)))
+        last = dict(zip(toks, keys))  # an id with one line: that line
+        for tok in tally:  # the ids in order of first sight
+            at = group[tok]
+            job = tok.decode("ascii")
+            self.own[job] = list(map(owned.__getitem__, order[at : at + tally[tok]]))
+            if tally[tok] == 1:
+                self.message[job] = _ascii(head_of[last[tok]])
+        return loose
+
+
+# Up to this many ids, one regex naming them finds only their lines (~1 GB/s whatever the other
+# lines are); with more, its alternation would cost per id at every line, so the lines are split
+# at every `` for job <id>`` ending instead (~250 MB/s).
+_FEW_IDS = 16
+# The stderr reversed: a line `<message> for job <id>` reads `<di> boj rof <egassem>` right after
+# the newline that ends it, so a regex finds an id's lines from their first bytes, never
+# backtracking over a line, and each match is the line's last `` for job `` (only digits come
+# after it).  ``_REV_FOR_JOB`` is `` for job `` reversed (it reads the same).
+_REV_FOR_JOB = _FOR_JOB[::-1]
+# A line an id can own ends in `` for job <id>``, found from its last `` for job `` (only digits
+# follow it up to the newline): ``_ID_LINE`` splits there, keeping the id token.
+_ID_LINE = re.compile(rb" for job ([1-9][0-9]*)\n")
+# A suspend line (``slurm_suspend error`` alone or ``slurm_suspend error:<anything>``), with the
+# newline before it: matched in ``b"\n" + lines``, so each is found from a fixed prefix.
+_SUSPEND_LINE = re.compile(rb"\nslurm_suspend error(?::[^\n]*)?(?=\n)")
+# Up to this many distinct lines, each is read once in Python (``_id_lines_distinct``).
+_FEW_LINES = 256
+# A stderr this short is split into its lines first: the regex naming the ids costs ~70 us to
+# compile, what reading a few hundred short lines costs (the usual stderr is a line per id).
+_SMALL = 16384
+_LAST_LINE = methodcaller("rpartition", b"\n")
+_AFTER_LAST_NEWLINE = itemgetter(2)
+_REV_PARTS = methodcaller("partition", _REV_FOR_JOB)
+_FIRST = itemgetter(0)
+_THIRD = itemgetter(2)
+_REVERSED = itemgetter(slice(None, None, -1))
+
+# The lines found, each as a key (one per line, in order, equal for equal lines); each distinct
+# key, in order of first sight, with how often it came; each key's id token, message and line
+# (with its newline); the lines left unaccounted, joined.
+_IdLines = Tuple[List[bytes], "Counter[bytes]", Dict[bytes, bytes], Dict[bytes, bytes], Dict[bytes, bytes], bytes]
+
+
+class _OneIdLines(NamedTuple):
+    """More than ``_FEW_LINES`` distinct lines found, all of one id: its token, its lines (each with its
+    newline, in order) and the lines left unaccounted, joined.  Found with no work per line in
+    Python and one object per line (the id's own), the least a line of ``own`` can cost."""
+
+    tok: bytes
+    owned: List[bytes]
+    loose: bytes
+
+
+def _id_lines(
+    ids: Sequence[str], lines: bytes, explained: FrozenSet[bytes]
+) -> Union[_IdLines, _OneIdLines, None]:
+    """The lines of ``lines`` that end in `` for job <id>`` with an id of ``ids``, in order: each
+    one's id token, its message (what precedes that `` for job ``) and the line itself; and
+    ``lines`` without those whose message is ``explained``.  None if there is no such line.
+
+    Three ways, the same answer (tests/core/test_reader_speed.py checks each against the plain
+    per-line reading), chosen by what is cheap for the call at hand: up to ``_FEW_IDS`` ids, one
+    regex naming them finds their lines alone (unless the stderr is short); otherwise a stderr of
+    few distinct lines (many copies of a few) has each read once in Python and found again with
+    C-level filters, and one of many distinct lines is split at every `` for job <id>`` ending.
+    Python runs at most once per distinct line found (at most ``_FEW_LINES`` times), never once
+    per line."""
+    known = list(map(str.encode, ids))  # canonical ids: ASCII digits, nothing to escape
+    if len(known) > _FEW_IDS or len(lines) <= _SMALL:
+        pieces = lines.split(b"\n")
+        pieces.pop()  # b"": every line ends with its newline
+        distinct = dict.fromkeys(pieces)  # in order of first sight (in C)
+        if len(distinct) <= _FEW_LINES:
+            return _id_lines_distinct(set(known), pieces, list(distinct), lines, explained)
+        if len(known) > _FEW_IDS:
+            return _id_lines_split(set(known), lines, explained)
+    back = lines[::-1]
+    ids_back = b"|".join(job[::-1] for job in known)
+    found = re.findall(b"\n((?:" + ids_back + b")" + _REV_FOR_JOB + b"[^\n]*)", back)
+    if not found:
+        return None
+    found.reverse()  # in the order they came
+    counts = Counter(found)
+    if len(counts) > _FEW_LINES:
+        # The lines found, forward and in order: reversing them all at once reverses their order too.
+        text = b"\n".join(found[::-1])[::-1] + b"\n"
+        holders = [job for job in known if _FOR_JOB + job + b"\n" in text]
+        if len(holders) == 1:
+            return _one_id_lines(holders[0], text, len(found), lines, back, ids_back, explained)
+    seen = list(counts)  # each distinct line once, its parts in C
+    parts = list(map(_REV_PARTS, seen))
+    toks_of = dict(zip(seen, map(_REVERSED, map(_FIRST, parts))))
+    heads_of = dict(zip(seen, map(_REVERSED, map(_THIRD, parts))))
+    lines_of = dict(zip(seen, map(add, map(_REVERSED, seen), repeat(b"\n"))))
+    good = list(map(explained.__contains__, heads_of.values()))
+    if not any(good):
+        return found, counts, toks_of, heads_of, lines_of, lines
+    if all(good) and sum(map(mul, map(len, seen), counts.values())) + len(found) == len(lines):
+        return found, counts, toks_of, heads_of, lines_of, b""  # every line is one found, and explained
+    return found, counts, toks_of, heads_of, lines_of, _cut_explained(back, ids_back, explained, all(good))
+
+
+def _cut_explained(back: bytes, ids_back: bytes, explained: FrozenSet[bytes], all_found: bool) -> bytes:
+    """The lines without the explained id lines, from them reversed (``back``): every line found
+    when ``all_found`` says each is explained, else those whose message is one of ``explained``."""
+    if all_found:
+        pattern = b"\n(?:" + ids_back + b")" + _REV_FOR_JOB + b"[^\n]*"
+    else:
+        messages = b"|".join(re.escape(message[::-1]) for message in explained)
+        pattern = b"\n(?:" + ids_back + b")" + _REV_FOR_JOB + b"(?:" + messages + b")(?=\n|\\Z)"
+    return re.sub(pattern, b"", back)[::-1]
+
+
+def _one_id_lines(
+    tok: bytes, text: bytes, count: int, lines: bytes, back: bytes, ids_back: bytes, explained: FrozenSet[bytes]
+) -> _OneIdLines:
+    """``_id_lines`` when ``text`` (the ``count`` lines found, forward, each with its newline) are
+    all ``tok``'s: its lines one by one, and the explained ones cut out of ``lines``."""
+    owned = list(map(add, text.split(b"\n")[:count], repeat(b"\n")))
+    explaining = frozenset(message + _FOR_JOB + tok + b"\n" for message in explained)
+    good = list(map(explaining.__contains__, owned))
+    if not any(good):
+        return _OneIdLines(tok, owned, lines)
+    if all(good) and len(text) == len(lines):
+        return _OneIdLines(tok, owned, b"")  # every line is one found, and explained
+    return _OneIdLines(tok, owned, _cut_explained(back, ids_back, explained, all(good)))
+
+
+def _id_lines_distinct(
+    known: Set[bytes], pieces: List[bytes], distinct: List[bytes], lines: bytes, explained: FrozenSet[bytes]
+) -> Optional[_IdLines]:
+    """``_id_lines`` for few distinct lines: each read once, then found again among ``pieces``
+    (the lines, without their newlines) with C-level filters."""
+    toks_of: Dict[bytes, bytes] = {}
+    heads_of: Dict[bytes, bytes] = {}
+    good: Set[bytes] = set()
+    for piece in distinct:
+        head, sep, tok = piece.rpartition(_FOR_JOB)
+        if sep and tok in known:  # a canonical id: the token is one only if it matches one
+            toks_of[piece], heads_of[piece] = tok, head
+            if head in explained:
+                good.add(piece)
+    if not toks_of:
+        return None
+    found = list(filter(toks_of.__contains__, pieces))  # in the order they came
+    lines_of = {piece: piece + b"\n" for piece in toks_of}
+    counts = Counter(found)
+    if not good:
+        return found, counts, toks_of, heads_of, lines_of, lines
+    kept = list(filterfalse(good.__contains__, pieces))
+    return found, counts, toks_of, heads_of, lines_of, b"\n".join(kept) + b"\n" if kept else b""
+
+
+def _id_lines_split(known: Set[bytes], lines: bytes, explained: FrozenSet[bytes]) -> Optional[_IdLines]:
+    """``_id_lines`` for many ids: the lines are split at every `` for job <id>`` ending, the
+    tokens of the call's ids kept, and the explained lines cut out at the places the split's
+    lengths give."""
+    parts = _ID_LINE.split(lines)  # text, token, text, token, ..., text
+    texts, tokens = parts[0::2], parts[1::2]
+    flags = list(map(known.__contains__, tokens))  # which id line ends in an id of the call
+    if not any(flags):
+        return None
+    toks = list(compress(tokens, flags))
+    heads = list(map(_AFTER_LAST_NEWLINE, map(_LAST_LINE, compress(texts, flags))))
+    owned = list(map(b"".join, zip(heads, repeat(_FOR_JOB), toks, repeat(b"\n"))))
+    good = list(map(explained.__contains__, heads))
+    tok_of, head_of, line_of = dict(zip(owned, toks)), dict(zip(owned, heads)), dict(zip(owned, owned))
+    counts = Counter(owned)
+    if not any(good):
+        return owned, counts, tok_of, head_of, line_of, lines
+    # Where each id line ends: the texts and tokens up to it, and the `` for job `` and newline
+    # the split took off each match up to it.
+    step = len(_FOR_JOB) + 1
+    ends = list(compress(map(add, map(add, accumulate(map(len, texts)), accumulate(map(len, tokens))),
+                             range(step, step * (len(tokens) + 1), step)), flags))
+    starts = list(map(sub, ends, map(len, owned)))
+    # The lines without the explained ones: the spans between them, in order.
+    cuts = map(slice, chain((0,), compress(ends, good)), chain(compress(starts, good), (None,)))
+    return owned, counts, tok_of, head_of, line_of, b"".join(map(lines.__getitem__, cuts))
+
+
+def _explained(allowed: FrozenSet[str]) -> FrozenSet[bytes]:
+    """The messages that explain an id's one line: the call's allowed refusals and ``Unexpected``."""
+    return frozenset(message.encode("ascii") for message in allowed | {UNEXPECTED})
 
 
 def _line_call(

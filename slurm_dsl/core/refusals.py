@@ -56,6 +56,11 @@ ALLOWED: Dict[CallKey, FrozenSet[str]] = {
     for key, base in _ALLOWED_BASE.items()
 }
 
+# The same, as bytes: what a line's text is compared with.
+_ALLOWED_BYTES: Dict[CallKey, FrozenSet[Optional[bytes]]] = {
+    key: frozenset(message.encode("ascii") for message in messages) for key, messages in ALLOWED.items()
+}
+
 # ASCII whitespace, as bytes.strip() takes it: what a blank line may hold (the one definition;
 # the list reader uses it too).
 BLANK = b" \t\n\r\x0b\x0c"
@@ -89,6 +94,15 @@ def refusal_message(op: Op, number: int, job_id: str, stderr: bytes) -> Optional
     if allowed is None:
         return None
     suffix = b" for job " + job_id.encode("ascii")
+    # Every line must give the same allowed text, so the first non-blank line alone can refuse
+    # the whole stderr: a stderr of junk (or of a million short lines) is never split at all.
+    start = len(stderr) - len(stderr.lstrip(BLANK))
+    if start == len(stderr):
+        return None  # no non-blank line, so no ``for job`` line
+    end = stderr.find(b"\n", start)
+    first = stderr[stderr.rfind(b"\n", 0, start) + 1 : end if end >= 0 else len(stderr)]
+    if _line_text(op, first, suffix) not in _ALLOWED_BYTES[(op, number)]:
+        return None
     pieces, tail = stderr_lines(stderr)
     pieces.append(tail)  # a last line without its newline is read like any other line
     message: Optional[bytes] = None
@@ -98,17 +112,10 @@ def refusal_message(op: Op, number: int, job_id: str, stderr: bytes) -> Optional
     for line in dict.fromkeys(pieces):
         if not line.strip(BLANK):
             continue
-        if line.endswith(suffix):
-            text = line[: -len(suffix)]
-            saw_for_job = True
-        elif op in _SUSPEND_LINE and line.startswith(_SUSPEND_PREFIX):
-            # "slurm_suspend error: <m>" (up to 24.11) or "slurm_suspend error:<m>" (25.05+).
-            # No allowed message starts with a space, so dropping one is never ambiguous.
-            text = line[len(_SUSPEND_PREFIX) :]
-            if text.startswith(b" "):
-                text = text[1:]
-        else:
+        text = _line_text(op, line, suffix)
+        if text is None:
             return None
+        saw_for_job = saw_for_job or line.endswith(suffix)
         if message is None:
             message = text
         elif text != message:
@@ -117,6 +124,18 @@ def refusal_message(op: Op, number: int, job_id: str, stderr: bytes) -> Optional
         return None
     decoded = _decoded(message)
     return decoded if decoded in allowed else None
+
+
+def _line_text(op: Op, line: bytes, suffix: bytes) -> Optional[bytes]:
+    """The text of one non-blank line by rule 1 (``suffix`` is `` for job <id>``), or None."""
+    if line.endswith(suffix):
+        return line[: -len(suffix)]
+    if op in _SUSPEND_LINE and line.startswith(_SUSPEND_PREFIX):
+        # "slurm_suspend error: <m>" (up to 24.11) or "slurm_suspend error:<m>" (25.05+).
+        # No allowed message starts with a space, so dropping one is never ambiguous.
+        text = line[len(_SUSPEND_PREFIX) :]
+        return text[1:] if text.startswith(b" ") else text
+    return None
 
 
 def _decoded(raw: bytes) -> Optional[str]:

@@ -10,6 +10,10 @@ caller falls back to squeue.
 
 The adapter maps exactly the surface in docs/pyslurm.md (§2, §3):
 
+- How many ids are loaded one by one (docs/lookups.md; ``plan.one_by_one``): once this lookup
+  has loaded every job, it knows how many slurmctld holds and the rule of the squeue lookup
+  decides, with pyslurm's own costs (``PYSLURM_COSTS``, one load at a time); before that, a
+  handful (``FEW``) one by one, as ever.  A wrong count costs time only.
 - modern API (``pyslurm.Job``/``Jobs``/``RPCError``, 22.5.2+): ``Job.load(int)``
   per id for a handful of ids (``FEW``), else ``Jobs.load()`` once: each
   ``Job.load`` also loads the job's steps (10 ids took 37 ms on the lab, where
@@ -45,11 +49,15 @@ from types import ModuleType
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from ..core.jobinfo import JobInfo, Lookup, LookupFailed, canonical_ids
+from . import plan
 
 logger = logging.getLogger("slurm_dsl")
 
 INVALID_JOB_ID = 2017  # ESLURM_INVALID_JOB_ID: slurmctld does not know the id
 FEW = 4  # up to this many ids: one Job.load each; more: one Jobs.load() of every job
+# docs/pyslurm.md §4 (the lab, 22.05): a Job.load ~3.7 ms (it loads the job's steps too), one at a
+# time (pyslurm holds the GIL); Jobs.load() 5-9 ms at ~440 jobs: ~2 ms plus ~13 us a job.
+PYSLURM_COSTS = plan.Costs(batch=0.0037, parallel=1, listing=0.002, per_job=0.000013)
 _PYSLURM_VERSION = re.compile(r"([0-9]+)\.([0-9]+)\.")
 
 
@@ -99,9 +107,18 @@ class _PyslurmLookup:
 
     name = "pyslurm"
 
-    def __init__(self, mod: ModuleType, *, many: int = FEW) -> None:
+    def __init__(self, mod: ModuleType, *, many: int = FEW, costs: plan.Costs = PYSLURM_COSTS) -> None:
         self.mod = mod
         self.many = many
+        self.costs = costs
+        self.jobs_held: Optional[int] = None  # jobs in this lookup's last load of every job
+
+    def _load_all(self, count: int) -> bool:
+        """Whether ``count`` ids are one load of every job rather than one load each."""
+        if self.many <= 0:
+            return True  # a load of every job was asked for
+        choice = plan.one_by_one(count, self.jobs_held, self.costs) if self.jobs_held is not None else None
+        return count > self.many if choice is None else not choice
 
 
 class ModernPyslurmLookup(_PyslurmLookup):
@@ -110,8 +127,8 @@ class ModernPyslurmLookup(_PyslurmLookup):
     def jobs(self, job_ids: Sequence[str]) -> Dict[str, Optional[JobInfo]]:
         ids = canonical_ids(job_ids)
         every: Optional[Dict[str, Any]] = None
-        if len(ids) > self.many:
-            every = _ask(self._errno, _all_modern, self.mod)
+        if self._load_all(len(ids)):
+            every = self._all()
             found = {i: every[i] for i in ids if i in every}
         else:
             found = {}
@@ -124,11 +141,16 @@ class ModernPyslurmLookup(_PyslurmLookup):
         arrays = {i for i, info in out.items() if info is not None and info.array_job_id == i}
         if arrays:
             if every is None:
-                every = _ask(self._errno, _all_modern, self.mod)
+                every = self._all()
             # Only the arrays' own records are read: an odd record elsewhere must not fail this.
             records = [_modern(key, job) for key, job in every.items() if str(_array_id(job)) in arrays]
             out = {i: _with_reach(info, records) if info is not None else None for i, info in out.items()}
         return out
+
+    def _all(self) -> Dict[str, Any]:
+        every: Dict[str, Any] = _ask(self._errno, _all_modern, self.mod)
+        self.jobs_held = len(every)
+        return every
 
     def _errno(self, exc: Exception) -> Optional[int]:
         rpc_error = getattr(self.mod, "RPCError", None)
@@ -143,10 +165,11 @@ class OldPyslurmLookup(_PyslurmLookup):
 
     def jobs(self, job_ids: Sequence[str]) -> Dict[str, Optional[JobInfo]]:
         ids = canonical_ids(job_ids)
-        if len(ids) > self.many:
+        if self._load_all(len(ids)):
             every = _ask(_value_errno, _all_old, self.mod)
             if not isinstance(every, dict):
                 raise LookupFailed(f"pyslurm.job().get() returned {type(every).__name__}, not dict")
+            self.jobs_held = len(every)
             records = [_old(str(key), record) for key, record in every.items()]
             return {i: _with_reach(_old(i, every[int(i)]), records) if int(i) in every else None for i in ids}
         out: Dict[str, Optional[JobInfo]] = {}

@@ -24,12 +24,27 @@ Contract:
   (``JobInfo.array_tasks``).
 - ``parse_squeue`` is pure and strict: any line that is not exactly a record
   raises ``LookupFailed``; nothing is ever skipped.
+- How ``jobs(ids)`` asks (docs/lookups.md; the rule is ``plan.one_by_one``): one id is one
+  ``squeue -j <id>``, slurmctld's single-job RPC, whose cost does not grow with the jobs it
+  holds.  Two ids or more are either one ``squeue -j <id>`` each, ``parallel`` at a time, all
+  within the one ``timeout``, or one squeue that lists every job (``-j a,b,...`` up to ``many``
+  ids, which loads every job too, else no ``-j``): whichever costs less at the number of jobs
+  slurmctld holds.  That number is learned cheaply: from this lookup's last listing, else from
+  ``sdiag`` (pending + running, one cheap RPC, beside squeue), either kept a minute for every
+  lookup of the process through the same runner; when it cannot be learned, one listing, as
+  before.  A wrong count costs time only.  Each single call is read as one id always
+  was: rc 1 with exactly ``slurm_load_jobs error: Invalid job id specified`` is gone, a record is
+  the job, anything else could not ask; ANY single call that could not ask makes the whole
+  ``jobs()`` raise ``LookupFailed``, never a partial answer.
+- ``squeue --only-job-state`` (24.11+, ``slurm_load_job_state``) is not used: it answers state
+  and array structure only, and every caller reads Requeue, RestartCnt and Reason too.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import time
 from dataclasses import replace
 from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
 
@@ -37,6 +52,7 @@ from ..core.errors import InvalidInput
 from ..core.jobid import MAX_JOB_ID, validate_job_id
 from ..core.jobinfo import JobInfo, LookupFailed, canonical_ids
 from ..run import process as runner
+from . import plan
 
 SQUEUE = "/usr/bin/squeue"
 # squeue gives up after 2*(MessageTimeout-1) s when slurmctld is down (docs/slurm-behaviour.md §6).
@@ -50,6 +66,15 @@ MANY = 50  # more ids than this: one listing of all jobs instead of -j id,id,...
 # jobs (docs/slurm-bulk.md §6.1).
 MAX_LISTED = 500
 SQUEUE_CAP = 64 << 20  # bytes of squeue output kept; a longer answer is refused, never used in part
+PARALLEL = plan.SQUEUE_COSTS.parallel  # single-job squeue calls at once
+# sdiag answers from slurmctld's own counters in a few ms; longer means a slurmctld so busy that
+# the count is not worth the wait (the lookup then lists, as it did before the count was asked).
+SDIAG_TIMEOUT = 2.0  # seconds
+# A count learned is kept this long for every lookup of this process through the same runner:
+# an operation's two lookups, or a sweep's each minute, ask sdiag once, not each time.
+COUNT_MAX_AGE = 60.0  # seconds
+_COUNTS: Dict[Tuple[str, object], Tuple[float, int]] = {}  # (sdiag, run) -> (when, jobs held)
+_SDIAG_COUNT = re.compile(rb"^Jobs (pending|running):[ \t]+(0|[1-9][0-9]{0,9})[ \t]*$", re.MULTILINE)
 
 # squeue's answer for `-j <one id>` that slurmctld does not know (docs/slurm-behaviour.md §4, §9).
 GONE_STDERR = b"slurm_load_jobs error: Invalid job id specified\n"
@@ -192,12 +217,21 @@ class SqueueLookup:
         run: Run = runner.run_argv,
         many: int = MANY,
         cap: int = SQUEUE_CAP,
+        parallel: int = PARALLEL,
+        costs: plan.Costs = plan.SQUEUE_COSTS,
+        sdiag_path: Optional[str] = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.squeue_path = squeue_path
         self.timeout = timeout
         self.run = run
         self.many = many
         self.cap = cap
+        self.parallel = parallel  # 0: never one by one (the lookup as it was before issue 20)
+        self.costs = replace(costs, parallel=max(parallel, 1))
+        self.sdiag_path = sdiag_path or os.path.join(os.path.dirname(squeue_path), "sdiag")
+        self.clock = clock
+        self.jobs_held: Optional[int] = None  # records of this lookup's last listing of every job
 
     def argv(self, ids: Sequence[str], nonce: str) -> Tuple[str, ...]:
         """``-a``: hidden partitions too; ``-t all``: finished jobs too (for MinJobAge);
@@ -210,6 +244,8 @@ class SqueueLookup:
         ids = canonical_ids(job_ids)
         if not ids:
             return {}
+        if len(ids) > 1 and self._one_by_one(len(ids)):
+            return self._each(ids)
         found = self._query(ids)
         return {i: found.get(i) for i in ids}
 
@@ -217,11 +253,66 @@ class SqueueLookup:
         """Every job slurmctld knows (one squeue listing), e.g. to find orphans."""
         return self._query([])
 
-    def _query(self, ids: List[str]) -> Dict[str, JobInfo]:
+    def count_jobs(self) -> Optional[int]:
+        """How many jobs slurmctld holds, as cheaply as it can be told: this lookup's last listing,
+        else ``sdiag``'s pending + running; None when neither tells (a hint for ``plan``, never
+        an answer about any job)."""
+        if self.jobs_held is not None:
+            return self.jobs_held
+        kept = _COUNTS.get((self.sdiag_path, self.run))
+        if kept is not None and 0 <= self.clock() - kept[0] <= COUNT_MAX_AGE:
+            return kept[1]
+        done = self.run((self.sdiag_path,), timeout=min(SDIAG_TIMEOUT, self.timeout), cap=1 << 20)
+        if done.timed_out or done.truncated or done.pipes_held or done.returncode != 0:
+            return None
+        counts = _SDIAG_COUNT.findall(done.stdout)
+        if sorted(kind for kind, _ in counts) != [b"pending", b"running"]:
+            return None
+        held = sum(int(count) for _, count in counts)
+        self._keep(held)
+        return held
+
+    def _keep(self, held: int) -> None:
+        if len(_COUNTS) >= 64:  # runners come and go (tests): never a dict that only grows
+            _COUNTS.clear()
+        _COUNTS[(self.sdiag_path, self.run)] = (self.clock(), held)
+
+    def _one_by_one(self, count: int) -> bool:
+        """Whether ``count`` ids (two or more) are asked each alone (``plan.one_by_one``)."""
+        if self.many <= 0 or self.parallel <= 0:
+            return False  # a listing of every job was asked for, or no single calls
+        choice = plan.one_by_one(count, self.jobs_held, self.costs)
+        if choice is None:
+            choice = plan.one_by_one(count, self.count_jobs(), self.costs)
+        return bool(choice)  # a count that cannot be told: one listing, as before
+
+    def _each(self, ids: List[str]) -> Dict[str, Optional[JobInfo]]:
+        """One ``squeue -j <id>`` per id, ``parallel`` at a time, all within ``timeout``: each
+        read as one id always is (gone, the job, or LookupFailed); any failure fails the whole."""
+        from concurrent.futures import ThreadPoolExecutor  # here: a hold's start-up never pays for it
+
+        deadline = self.clock() + self.timeout
+
+        def ask(job: str) -> Optional[JobInfo]:
+            left = deadline - self.clock()
+            if left <= 0:
+                raise LookupFailed(f"squeue did not answer {len(ids)} single lookups within {self.timeout:g} s")
+            return self._query([job], timeout=left).get(job)
+
+        with ThreadPoolExecutor(max_workers=min(self.parallel, len(ids))) as pool:
+            futures = [pool.submit(ask, job) for job in ids]
+            try:
+                return {job: future.result() for job, future in zip(ids, futures)}
+            finally:
+                for future in futures:  # after a failure: none not yet started starts
+                    future.cancel()
+
+    def _query(self, ids: List[str], timeout: Optional[float] = None) -> Dict[str, JobInfo]:
         nonce = os.urandom(16).hex()
-        done = self.run(self.argv(ids, nonce), timeout=self.timeout, cap=self.cap)
+        timeout = self.timeout if timeout is None else timeout
+        done = self.run(self.argv(ids, nonce), timeout=timeout, cap=self.cap)
         if done.timed_out:
-            raise LookupFailed(f"squeue did not answer within {self.timeout:g} s")
+            raise LookupFailed(f"squeue did not answer within {timeout:g} s")
         if done.truncated:
             raise LookupFailed(f"squeue printed more than {self.cap} bytes")
         if done.pipes_held:
@@ -230,6 +321,9 @@ class SqueueLookup:
             # rc 0 means squeue got its answer and printed all of it; stderr then
             # holds at most warnings, and the records' framing is checked line by line.
             found = parse_squeue(done.stdout, nonce)
+            if not ids or len(ids) > self.many:  # a listing of every job: how many it holds
+                self.jobs_held = len(found)
+                self._keep(len(found))
             if len(ids) == 1 and self.many > 0 and ids[0] not in found:
                 # `-j <one id>` that slurmctld does not know exits 1 (below); an rc 0
                 # answer without the id is not an answer squeue gives: could not ask.

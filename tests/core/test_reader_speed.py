@@ -10,6 +10,7 @@ junk, suspend lines, ``\\r\\n`` ends, torn last lines, repeated runs) mixed with
 from __future__ import annotations
 
 import sys
+from contextlib import ExitStack
 from types import FrameType
 from typing import Any, Callable, Dict, FrozenSet, List, Optional, Sequence, Set, Tuple
 from unittest import mock
@@ -211,6 +212,48 @@ def test_list_reader_is_the_per_line_reading(
     assert fast == plain and fast.unowned == plain.unowned
     fast_open = bulk_reader.read_open_list(ids, stderr, status)
     assert fast_open == opened and fast_open.unowned == opened.unowned
+
+
+# The list reader finds the ids' lines one of several ways, by what is cheap for the stderr at
+# hand (bulk_reader._id_lines); each must be the per-line reading.  The thresholds are set so that
+# hypothesis's short stderrs go each way.
+WAYS: Dict[str, Dict[str, int]] = {
+    "few distinct lines, read one by one": {"_SMALL": 1 << 30},
+    "a regex naming the ids": {"_SMALL": 0},
+    "a regex naming the ids, many lines found": {"_SMALL": 0, "_FEW_LINES": 0},
+    "split at every id line": {"_SMALL": 0, "_FEW_IDS": 0, "_FEW_LINES": 0},
+    "many ids, few distinct lines": {"_FEW_IDS": 0},
+    "short, many distinct lines": {"_FEW_LINES": 0},
+}
+
+
+@st.composite
+def _many_jobs(draw: st.DrawFn) -> bytes:
+    """Refusal and other lines naming many jobs, the call's among them (issue 20 item 6's
+    ``distinct ids`` shape, small), some repeated, perhaps a torn last line."""
+    message = st.sampled_from(MESSAGES)
+    job = st.integers(min_value=1, max_value=60).map(lambda n: str(n).encode())
+    line = st.one_of(st.builds(lambda m, j: m + b" for job " + j, message, job), _line_shapes())
+    lines = draw(st.lists(line, max_size=30))
+    lines += draw(st.lists(st.sampled_from(lines), max_size=5)) if lines else []
+    tail: bytes = draw(st.one_of(st.just(b""), line))
+    return b"".join(one + b"\n" for one in lines) + tail
+
+
+@pytest.mark.parametrize("way", sorted(WAYS))
+@settings(max_examples=300, deadline=None)
+@given(call=st.sampled_from(CALLS), ids=st.lists(st.sampled_from(IDS), min_size=2, max_size=3, unique=True),
+       stderr=st.one_of(STDERR, _many_jobs()))
+def test_each_way_to_find_the_ids_lines_is_the_per_line_reading(
+    way: str, call: Tuple[Op, int], ids: List[str], stderr: bytes
+) -> None:
+    op, _ = call
+    allowed = ALLOWED[call]
+    with ExitStack() as patches:
+        for name, value in WAYS[way].items():
+            patches.enter_context(mock.patch.object(bulk_reader, name, value))
+        fast = _facts(bulk_reader._Lines(op, allowed, ids, stderr))
+    assert fast == _facts(NaiveLines(op, allowed, ids, stderr))
 
 
 # Python lines the readers may run on one of those stderrs: a few hundred whatever its size.  The

@@ -97,6 +97,27 @@ def test_a_missing_id_among_known_ones_is_gone() -> None:
         assert info is not None and info.reason == "JobHeldUser"
 
 
+def test_ids_asked_one_by_one_read_as_a_listing_does() -> None:
+    """Issue 20 item 1: among many jobs, each id is its own `squeue -j <id>` (forced here with a
+    count that says so); gone and found as the listing says, array tasks by their own ids."""
+    rq1 = lab.make_job("running_rq1")
+    held = lab.make_job("held_user")
+    done = lab.make_job("completed")
+    ids = [rq1, MISSING, held, done]
+    look = SqueueLookup()
+    look.jobs_held = 10**6
+    alone = look.jobs(ids)
+    assert alone == SqueueLookup(many=0).jobs(ids)
+    assert alone[MISSING] is None and alone[held] == expected(held) and alone[rq1] == expected(rq1)
+
+
+def test_sdiag_tells_how_many_jobs_are_pending_or_running() -> None:
+    held = lab.make_job("held_user")
+    count = SqueueLookup().count_jobs()
+    assert count is not None and count >= 1
+    assert SqueueLookup().jobs([held, MISSING])[held] == expected(held)
+
+
 def test_a_single_missing_id_is_gone() -> None:
     assert SqueueLookup().jobs([MISSING]) == {MISSING: None}
 

@@ -569,3 +569,22 @@ def test_make_lookup_is_the_admins_choice(fake: Loader, monkeypatch: pytest.Monk
         lookup_choice.make_lookup("pyslurm")
     with pytest.raises(ConfigError, match="unknown lookup"):
         lookup_choice.make_lookup("scontrol")
+
+
+@pytest.mark.parametrize("api", ["modern", "old"])
+def test_once_every_job_was_loaded_the_count_chooses_how_to_load(fake: Loader, api: str) -> None:
+    """docs/lookups.md: with 3 jobs held a load of every job costs less than 5 single loads; with
+    20,000 held, 40 single loads (~150 ms) cost less than one load of every job (~260 ms)."""
+    mod = fake(api)
+    lab_jobs(mod)
+    look = usable()
+    assert look.jobs_held is None  # type: ignore[attr-defined]
+    look.jobs([str(n) for n in range(1, 60)])
+    assert look.jobs_held == 3  # type: ignore[attr-defined]
+    mod.RPCS.clear()
+    look.jobs(["11", "10", "8"])  # 3 ids, 3 jobs held: one load of every job
+    assert mod.RPCS == [mod.RPCS[0]] and len(mod.RPCS) == 1
+    look.jobs_held = 20_000  # type: ignore[attr-defined]
+    mod.RPCS.clear()
+    answer = look.jobs([str(n) for n in range(1, 41)])
+    assert len(mod.RPCS) == 40 and len(set(mod.RPCS)) == 1 and answer["11"] is not None and answer["9"] is None

@@ -296,14 +296,23 @@ Answer = Callable[[Tuple[str, ...], str], Completed]
 
 
 class FakeSqueue:
-    """A canned ``run``: records each argv and answers with ``answer(argv, nonce)``."""
+    """A canned ``run``: records each squeue argv and answers with ``answer(argv, nonce)``.
 
-    def __init__(self, answer: Answer) -> None:
+    ``sdiag`` (the lookup's job count, asked only to choose how to ask) answers apart, in
+    ``sdiag_calls``: by default as a missing sdiag does (127), so the lookup lists as before."""
+
+    def __init__(self, answer: Answer, sdiag: Optional[Completed] = None) -> None:
         self.answer = answer
+        self.sdiag = sdiag or Completed((), 127, b"", b"sdiag: No such file or directory\n", False, False,
+                                        started=False)
         self.calls: List[Tuple[Tuple[str, ...], Dict[str, Any]]] = []
+        self.sdiag_calls: List[Tuple[Tuple[str, ...], Dict[str, Any]]] = []
 
     def __call__(self, argv: Sequence[str], **kwargs: Any) -> Completed:
         argv = tuple(argv)
+        if argv[0].endswith("/sdiag"):
+            self.sdiag_calls.append((argv, kwargs))
+            return self.sdiag
         self.calls.append((argv, kwargs))
         fmt = argv[argv.index("-O") + 1]
         match = re.search(r"[0-9a-f]{32}\Z", fmt)

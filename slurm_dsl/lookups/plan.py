@@ -1,0 +1,59 @@
+"""How a lookup of k ids asks: each id alone, or one listing of every job (docs/lookups.md).
+
+Pure: measured costs and the number of jobs slurmctld holds in, a choice out; no I/O.
+
+Rule: a single-job lookup (``squeue -j <one id>``: slurmctld's single-job RPC) costs the same
+whatever slurmctld holds; a listing (no ``-j``, or ``-j`` with two ids or more, which loads every
+job and filters on the client) costs a fixed part plus a part per job held.  Ask each id alone,
+``parallel`` at a time, when that is cheaper than one listing at the number of jobs held
+(``one_by_one``).  Either way is strict (the callers keep "gone" apart from "could not ask",
+docs/contract.md §9): a wrong choice, from a count that is missing or stale, costs time only.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Optional
+
+
+@dataclass(frozen=True)
+class Costs:
+    """What each way of asking costs, in seconds (measured: benchmarks/bench_lookup.py)."""
+
+    batch: float  # ``parallel`` single-job lookups started together, until the last ends
+    parallel: int  # single-job lookups run at once
+    listing: float  # a listing with no job held: process, RPC, reading
+    per_job: float  # what a listing adds per job slurmctld holds
+
+
+# squeue 22.05 on the 2-CPU lab (docs/lookups.md §2): one `squeue -j <id>` 6-9 ms alone, four at
+# once 25 ms; a listing (`-j` with two ids or more) 6 ms plus ~7.5 us a job held (16 ms at 1,075
+# jobs, 29 ms at 3,075).  The issue measured 1,285 ms at 100k (~13 us a job) on a bigger, busier
+# slurmctld: this rule then lists from ~120 ids where ~200 would still be cheaper one by one.
+SQUEUE_COSTS = Costs(batch=0.025, parallel=4, listing=0.006, per_job=0.0000075)
+
+
+def per_id_seconds(count: int, costs: Costs) -> float:
+    """What ``count`` single-job lookups cost, ``costs.parallel`` at a time."""
+    return math.ceil(count / costs.parallel) * costs.batch if count > 0 else 0.0
+
+
+def listing_seconds(jobs: int, costs: Costs) -> float:
+    """What one listing costs with ``jobs`` jobs held."""
+    return costs.listing + costs.per_job * max(jobs, 0)
+
+
+def one_by_one(count: int, jobs: Optional[int], costs: Costs) -> Optional[bool]:
+    """Whether to ask ``count`` ids each alone (True) or with one listing (False); None when it
+    depends on how many jobs slurmctld holds and ``jobs`` is not known (then learn it, or list).
+
+    One id is always asked alone: the single-job RPC is the cheapest lookup there is."""
+    if count <= 1:
+        return True
+    alone = per_id_seconds(count, costs)
+    if alone <= listing_seconds(0, costs):
+        return True
+    if jobs is None:
+        return None
+    return alone < listing_seconds(jobs, costs)
