@@ -1,14 +1,14 @@
 """The strict readers on hostile stderr: MB/s per 1 MiB shape and reader, against the target.
 
-Not a test: it prints figures.  Each shape is ~1 MiB of one kind of line (blank lines, spaces,
+Not a test: it prints figures. Each shape is ~1 MiB of one kind of line (blank lines, spaces,
 refusal lines, another id's lines, junk, one long line, RS bytes, suspend lines, blank lines
 mixed with junk; distinct refusal lines for many other jobs, distinct junk, ``\r\n`` ends, lines
 that are almost refusals, bare `` for job `` lines, one long id, lines that are almost status
 lines; lines all the call's id 5's, distinct or short copies) followed by a valid status line.
 The single reader (``read_outcome``, hold on job 5), the list reader (``read_list_output`` on 5
-and 6) read the whole output; the list reader's own parts (``read_list_call``, ``read_open_list``) read the shape alone.  Each figure is
-from the fastest single read in ``--rounds`` rounds of ``--seconds`` each (the least disturbed by
-other load).
+and 6) read the whole output; the list reader's own parts (``read_list_call``,
+``read_open_list``) read the shape alone. Each figure is from the fastest single read in
+``--rounds`` rounds of ``--seconds`` each (the least disturbed by other load).
 
     python -m benchmarks.bench_reader [--rounds 5] [--seconds 0.2]
 """
