@@ -537,24 +537,23 @@ def _settle_delay_option(parser: Any) -> None:
     )
 
 
-def _at_least_one(text: str) -> int:
+def _whole_at_least_one(text: str, unit: str = "") -> int:
+    """A whole number, at least 1 (``unit``: " of days", said in the messages)."""
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+        raise argparse.ArgumentTypeError(f"not a whole number{unit}: {text!r}") from None
     if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1: {text!r}")
+        raise argparse.ArgumentTypeError(f"must be at least 1{' day' if unit else ''}: {text!r}")
     return value
+
+
+def _at_least_one(text: str) -> int:
+    return _whole_at_least_one(text)
 
 
 def _days(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number of days: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1 day: {text!r}")
-    return value
+    return _whole_at_least_one(text, " of days")
 
 
 def _admin_parsers(sub: argparse._SubParsersAction, wanted: Callable[[str], bool]) -> None:  # type: ignore[type-arg]
