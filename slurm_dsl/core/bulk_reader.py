@@ -494,7 +494,8 @@ def _id_lines(
     if len(first) <= _FEW_LINES:
         found = list(map(_WHOLE_LINE, first))
     else:  # many id lines: an object each would cost ~0.1 us a line (docs/benchmarks.md §5)
-        joined = _joined_id_lines(known, lines, back, explained)
+        seen_toks = set(map(_REVERSED, map(_FIRST, map(_REV_PARTS, map(_WHOLE_LINE, first)))))
+        joined = _joined_id_lines(known, seen_toks, lines, back, explained)
         if joined is not None:
             return joined
         found = finder.findall(back)
@@ -525,13 +526,18 @@ def _cut_explained(back: bytes, ids_back: bytes, explained: FrozenSet[bytes], al
 
 
 def _joined_id_lines(
-    known: List[bytes], lines: bytes, back: bytes, explained: FrozenSet[bytes]
+    known: List[bytes], seen: Set[bytes], lines: bytes, back: bytes, explained: FrozenSet[bytes]
 ) -> Optional[_Joined]:
     """``_id_lines`` with each id's lines found joined, by C-level counts, finds and one regex
-    substitution per id with lines: no object per line.  None (read them line by line) if two ids
-    have two lines or more, which scontrol never prints (docs/slurm-bulk.md §3.2)."""
+    substitution per id with lines: no object per line.  ``seen`` holds the ids of some lines
+    found: the others are counted only if one regex finds any of their lines.  None (read them
+    line by line) if two ids have two lines or more, which scontrol never prints
+    (docs/slurm-bulk.md §3.2)."""
+    unseen = [tok for tok in known if tok not in seen]
+    if unseen and re.search(b"\n(?:" + b"|".join(tok[::-1] for tok in unseen) + b")" + _REV_FOR_JOB, back):
+        unseen = []  # one at least has a line: count them all
     ends = {tok: _FOR_JOB + tok + b"\n" for tok in known}  # an id's line ends so, and only its
-    count = {tok: lines.count(end) for tok, end in ends.items()}
+    count = {tok: 0 if tok in unseen else lines.count(end) for tok, end in ends.items()}
     first = {tok: lines.find(ends[tok]) for tok in known if count[tok]}
     holders = sorted(first, key=first.__getitem__)  # in order of first sight
     if sum(count[tok] > 1 for tok in holders) > 1:
