@@ -552,8 +552,26 @@ def _joined_id_lines(
             own[tok] = lines
         else:  # its lines alone: every other line (reversed, the newline before it) taken out
             own[tok] = re.sub(b"\n(?!" + tok[::-1] + _REV_FOR_JOB + b")[^\n]*", b"", back)[::-1]
-    loose = _cut_explained(back, b"|".join(tok[::-1] for tok in holders), explained, False)
+    loose = _cut_joined(lines, back, holders, ends, count, explained)
     return _Joined(own, {tok: count[tok] for tok in holders}, head, loose)
+
+
+def _cut_joined(
+    lines: bytes,
+    back: bytes,
+    holders: List[bytes],
+    ends: Dict[bytes, bytes],
+    count: Dict[bytes, int],
+    explained: FrozenSet[bytes],
+) -> bytes:
+    """``lines`` without the explained lines of ``holders`` (the ids with lines, ``count`` each):
+    copies of one line of one id are all explained or none is (the usual hostile shape, no cut);
+    otherwise they are cut out by one regex over the stderr reversed."""
+    tok = holders[0]
+    line = lines[: lines.find(b"\n") + 1]
+    if len(holders) == 1 and line.endswith(ends[tok]) and line * count[tok] == lines:
+        return b"" if line[: -len(ends[tok])] in explained else lines
+    return _cut_explained(back, b"|".join(tok[::-1] for tok in holders), explained, False)
 
 
 def _id_lines_distinct(

@@ -303,8 +303,8 @@ def test_hostile_stderr_costs_python_work_per_distinct_line_not_per_line(shape: 
 
 # Many lines of one id (issue 20 item 6's last two shapes, smaller): past a few hundred id lines in
 # a stderr past 16 KiB, the list reader finds each id's lines joined (bulk_reader._joined_id_lines),
-# with no object per line.  Its lines (distinct, copies, refusals, ``Unexpected``, ``\r\n`` ends)
-# are mixed with other ids' lines (repeated, so that two ids with several lines are read line by
+# with no object per line.  Its lines (distinct, copies of one, refusals, ``Unexpected``) are
+# mixed with other ids' lines (repeated, so that two ids with several lines are read line by
 # line again), frame-like lines, blank and suspend lines, a long line and perhaps a torn last line.
 MANY = 300  # id lines: more than the list reader reads one by one (asserted below)
 PAD = 17000  # bytes of one long line: a stderr longer than the list reader splits first (idem)
@@ -320,18 +320,21 @@ def _one_id_many_lines(draw: st.DrawFn) -> Tuple[List[str], bytes]:
     forms = draw(st.lists(st.sampled_from(OWN_FORMS), min_size=1, max_size=3))
     count = draw(st.integers(min_value=MANY, max_value=MANY + 40))
     lines = [forms[n % len(forms)].replace(b"%d", b"%d" % n) + b" for job " + job for n in range(count)]
+    copies = draw(st.booleans())
+    if copies:  # copies of one line, as many as make a stderr past PAD bytes with no long line
+        lines = [lines[0]] * max(count, PAD // len(lines[0]) + 1)
     other = st.one_of(_line_shapes(), st.sampled_from(FRAMES),  # other ids' lines, with ``\r\n`` ends too
                       st.builds(lambda m, j, end: m + b" for job " + j.encode() + end, st.sampled_from(MESSAGES),
                                 st.sampled_from(IDS), st.sampled_from([b"", b"\r"])))
     pad = draw(st.sampled_from([b"y" * PAD, b"z" * PAD + b" for job " + draw(st.sampled_from(IDS)).encode()]))
     inserts = draw(st.lists(st.tuples(st.integers(0, count), other, st.integers(1, 3)), max_size=12))
-    for at, line, times in [(draw(st.integers(0, count)), pad, 1), *inserts]:
+    for at, line, times in [*([] if copies else [(draw(st.integers(0, count)), pad, 1)]), *inserts]:
         lines[at:at] = [line] * times
     tail: bytes = draw(st.one_of(st.just(b""), _line_shapes()))
     return ids, b"".join(line + b"\n" for line in lines) + tail
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(st.sampled_from(CALLS), _one_id_many_lines(), STATUSES)
 def test_one_ids_many_lines_read_joined_are_the_per_line_reading(
     call: Tuple[Op, int], shaped: Tuple[List[str], bytes], status: object
