@@ -58,8 +58,9 @@ SHAPES: Dict[str, bytes] = {
     "bare for job": b" for job \n" * (MIB // 10),
     "one long id": b"Invalid job id specified for job " + b"9" * MIB + b"\n",
     "almost frames": f"DSL {NONCE} call 1 1\n".encode() * (MIB // 48),
-    # Below the target (docs/benchmarks.md §5): every line is the call's id 5's, so each is one
-    # of its own lines, and ``_Lines.own`` holds each as an object of its own.
+    # Every line is the call's id 5's, so each is one of its own lines: below the target while
+    # ``_Lines.own`` held each as an object of its own, not since it keeps them joined
+    # (docs/benchmarks.md §5).
     "distinct for job 5": b"".join(b"x%d for job 5\n" % n for n in range(MIB // 16)),
     "short for job 5": b" for job 5\n" * (MIB // 10),
 }

@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from itertools import accumulate, chain, compress, filterfalse, repeat
+from itertools import accumulate, chain, compress, filterfalse, islice, repeat
 from operator import add, itemgetter, methodcaller, mul, sub
 from typing import Dict, FrozenSet, List, Mapping, NamedTuple, Optional, Sequence, Set, Tuple, Union
 
@@ -183,7 +183,7 @@ def read_list_call(
         # A torn last line (it may be any id's line cut short), 0 with a line (scontrol never
         # prints one then), or a failure no id line explains: nothing is sure for any id.
         calls = {
-            job: Call(number, code, text, b"".join(lines.own.get(job, ())), CallOutcome.UNKNOWN, None,
+            job: Call(number, code, text, lines.own.get(job, b""), CallOutcome.UNKNOWN, None,
                       Reason.UNRECOGNISED_STDERR)
             for job in ids
         }
@@ -201,7 +201,8 @@ def read_list_call(
     for job in ids:
         own = lines.own.get(job)
         if own:
-            out[job] = _line_call(number, line_status, line_text, own, lines.message.get(job), allowed)
+            out[job] = _line_call(number, line_status, line_text, own, lines.count[job], lines.message.get(job),
+                                  allowed)
         elif done and not lines.unaccounted:
             out[job] = Call(number, 0, "0", b"", CallOutcome.SUCCESS)
         else:
@@ -338,10 +339,15 @@ class _Lines:
     of the line, an id token after it); ``_ID_LINE`` splits the stderr at each line ending so and
     keeps the token, the text before each such ending ends with that line's message.  Every other
     line is unaccounted where it stands, so the unaccounted text is the stderr with the lines
-    that are explained (one id's allowed or ``Unexpected`` line) taken out, in order."""
+    that are explained (one id's allowed or ``Unexpected`` line) taken out, in order.
+
+    An id's own lines are kept joined, with how many there are: one is read as that id's line, two
+    or more make it unknown, and joined is all its ``Call.stderr`` ever is, so a mebibyte of one
+    id's lines is one object, never one per line (docs/benchmarks.md §5)."""
 
     def __init__(self, op: Op, allowed: FrozenSet[str], ids: Sequence[str], data: bytes) -> None:
-        self.own: Dict[str, List[bytes]] = {}  # each id's own lines, with their newlines
+        self.own: Dict[str, bytes] = {}  # each id's own lines, joined, each with its newline
+        self.count: Dict[str, int] = {}  # how many lines each id in ``own`` has
         self.message: Dict[str, Optional[str]] = {}  # an id's one line's message (None: not ASCII)
         self.unaccounted: List[bytes] = []  # lines no rule explains, as chunks: joined, the lines
         self.valid_id_line = False
@@ -358,24 +364,25 @@ class _Lines:
             self.unaccounted.append(loose)
         if self.torn:  # it may be any id's line cut short
             self.unaccounted.append(tail)
-        for job, own in self.own.items():
-            if len(own) > 1:  # never for distinct ids (docs/slurm-bulk.md §3.2): nothing is sure
-                self.unaccounted.extend(own)
+        for job, count in self.count.items():
+            if count > 1:  # never for distinct ids (docs/slurm-bulk.md §3.2): nothing is sure
+                self.unaccounted.append(self.own[job])
             elif self.message[job] == UNEXPECTED or self.message[job] in allowed:
                 self.valid_id_line = True
 
     def _sort(self, allowed: FrozenSet[str], ids: Sequence[str], lines: bytes) -> bytes:
-        """Fill ``own`` and ``message`` from ``lines`` (non-blank, none a suspend line, each ended
-        by its newline); return the lines unaccounted where they stand, in order, joined."""
+        """Fill ``own``, ``count`` and ``message`` from ``lines`` (non-blank, none a suspend line,
+        each ended by its newline); return the lines unaccounted where they stand, in order, joined."""
         explained = _explained(allowed)
         found = _id_lines(ids, lines, explained) if _FOR_JOB in lines else None
         if found is None:
             return lines
-        if isinstance(found, _OneIdLines):  # many lines, all one id's: it is unknown, they are its own
-            job = found.tok.decode("ascii")
-            self.own = {job: found.owned}
-            if len(found.owned) == 1:  # its message: the line before its `` for job <id>``
-                self.message[job] = _ascii(found.owned[0][: -len(_FOR_JOB) - len(found.tok) - 1])
+        if isinstance(found, _Joined):  # each id's lines found joined already
+            for tok, text in found.own.items():  # the ids in order of first sight
+                job = tok.decode("ascii")
+                self.own[job], self.count[job] = text, found.tally[tok]
+                if found.tally[tok] == 1:
+                    self.message[job] = _ascii(found.head[tok])
             return found.loose
         keys, counts, tok_of, head_of, line_of, loose = found
         if len(counts) <= _FEW_LINES:  # Python once per distinct line found
@@ -385,11 +392,12 @@ class _Lines:
             for tok, mine in keys_of.items():  # the ids in order of first sight
                 job = tok.decode("ascii")
                 if len(mine) == 1:  # one line, perhaps many times
-                    self.own[job] = [line_of[mine[0]]] * counts[mine[0]]
+                    self.own[job], self.count[job] = line_of[mine[0]] * counts[mine[0]], counts[mine[0]]
                     if counts[mine[0]] == 1:
                         self.message[job] = _ascii(head_of[mine[0]])
                 else:
-                    self.own[job] = list(map(line_of.__getitem__, filter(set(mine).__contains__, keys)))
+                    self.own[job] = b"".join(map(line_of.__getitem__, filter(set(mine).__contains__, keys)))
+                    self.count[job] = sum(map(counts.__getitem__, mine))
             return loose
         # Many distinct lines: each id's lines, in order, grouped by a stable sort by id (in C).
         toks = list(map(tok_of.__getitem__, keys))
@@ -401,7 +409,8 @@ class _Lines:
         for tok in tally:  # the ids in order of first sight
             at = group[tok]
             job = tok.decode("ascii")
-            self.own[job] = list(map(owned.__getitem__, order[at : at + tally[tok]]))
+            self.own[job] = b"".join(map(owned.__getitem__, order[at : at + tally[tok]]))
+            self.count[job] = tally[tok]
             if tally[tok] == 1:
                 self.message[job] = _ascii(head_of[last[tok]])
         return loose
@@ -433,6 +442,7 @@ _REV_PARTS = methodcaller("partition", _REV_FOR_JOB)
 _FIRST = itemgetter(0)
 _THIRD = itemgetter(2)
 _REVERSED = itemgetter(slice(None, None, -1))
+_WHOLE_LINE = itemgetter(1)  # a match's line, reversed
 
 # The lines found, each as a key (one per line, in order, equal for equal lines); each distinct
 # key, in order of first sight, with how often it came; each key's id token, message and line
@@ -440,30 +450,32 @@ _REVERSED = itemgetter(slice(None, None, -1))
 _IdLines = Tuple[List[bytes], "Counter[bytes]", Dict[bytes, bytes], Dict[bytes, bytes], Dict[bytes, bytes], bytes]
 
 
-class _OneIdLines(NamedTuple):
-    """More than ``_FEW_LINES`` distinct lines found, all of one id: its token, its lines (each with its
-    newline, in order) and the lines left unaccounted, joined.  Found with no work per line in
-    Python and one object per line (the id's own), the least a line of ``own`` can cost."""
+class _Joined(NamedTuple):
+    """The ids' lines found joined (``_joined_id_lines``): each id with a line (its token, in order
+    of first sight) and its lines, joined, each with its newline; how many; an id with one line's
+    message; and the lines left unaccounted, joined."""
 
-    tok: bytes
-    owned: List[bytes]
+    own: Dict[bytes, bytes]
+    tally: Dict[bytes, int]
+    head: Dict[bytes, bytes]
     loose: bytes
 
 
 def _id_lines(
     ids: Sequence[str], lines: bytes, explained: FrozenSet[bytes]
-) -> Union[_IdLines, _OneIdLines, None]:
+) -> Union[_IdLines, _Joined, None]:
     """The lines of ``lines`` that end in `` for job <id>`` with an id of ``ids``, in order: each
     one's id token, its message (what precedes that `` for job ``) and the line itself; and
     ``lines`` without those whose message is ``explained``.  None if there is no such line.
 
-    Three ways, the same answer (tests/core/test_reader_speed.py checks each against the plain
+    Four ways, the same answer (tests/core/test_reader_speed.py checks each against the plain
     per-line reading), chosen by what is cheap for the call at hand: up to ``_FEW_IDS`` ids, one
-    regex naming them finds their lines alone (unless the stderr is short); otherwise a stderr of
-    few distinct lines (many copies of a few) has each read once in Python and found again with
-    C-level filters, and one of many distinct lines is split at every `` for job <id>`` ending.
-    Python runs at most once per distinct line found (at most ``_FEW_LINES`` times), never once
-    per line."""
+    regex naming them finds their lines alone (unless the stderr is short), and past
+    ``_FEW_LINES`` of them each id's lines are found joined (``_joined_id_lines``); otherwise a
+    stderr of few distinct lines (many copies of a few) has each read once in Python and found
+    again with C-level filters, and one of many distinct lines is split at every `` for job <id>``
+    ending.  Python runs at most once per distinct line found (at most ``_FEW_LINES`` times) or
+    per id, never once per line."""
     known = list(map(str.encode, ids))  # canonical ids: ASCII digits, nothing to escape
     if len(known) > _FEW_IDS or len(lines) <= _SMALL:
         pieces = lines.split(b"\n")
@@ -475,17 +487,20 @@ def _id_lines(
             return _id_lines_split(set(known), lines, explained)
     back = lines[::-1]
     ids_back = b"|".join(job[::-1] for job in known)
-    found = re.findall(b"\n((?:" + ids_back + b")" + _REV_FOR_JOB + b"[^\n]*)", back)
-    if not found:
+    finder = re.compile(b"\n((?:" + ids_back + b")" + _REV_FOR_JOB + b"[^\n]*)")
+    first = list(islice(finder.finditer(back), _FEW_LINES + 1))  # no more objects than that
+    if not first:
         return None
+    if len(first) <= _FEW_LINES:
+        found = list(map(_WHOLE_LINE, first))
+    else:  # many id lines: an object each would cost ~0.1 us a line (docs/benchmarks.md §5)
+        seen_toks = set(map(_REVERSED, map(_FIRST, map(_REV_PARTS, map(_WHOLE_LINE, first)))))
+        joined = _joined_id_lines(known, seen_toks, lines, back, explained)
+        if joined is not None:
+            return joined
+        found = finder.findall(back)
     found.reverse()  # in the order they came
     counts = Counter(found)
-    if len(counts) > _FEW_LINES:
-        # The lines found, forward and in order: reversing them all at once reverses their order too.
-        text = b"\n".join(found[::-1])[::-1] + b"\n"
-        holders = [job for job in known if _FOR_JOB + job + b"\n" in text]
-        if len(holders) == 1:
-            return _one_id_lines(holders[0], text, len(found), lines, back, ids_back, explained)
     seen = list(counts)  # each distinct line once, its parts in C
     parts = list(map(_REV_PARTS, seen))
     toks_of = dict(zip(seen, map(_REVERSED, map(_FIRST, parts))))
@@ -510,19 +525,53 @@ def _cut_explained(back: bytes, ids_back: bytes, explained: FrozenSet[bytes], al
     return re.sub(pattern, b"", back)[::-1]
 
 
-def _one_id_lines(
-    tok: bytes, text: bytes, count: int, lines: bytes, back: bytes, ids_back: bytes, explained: FrozenSet[bytes]
-) -> _OneIdLines:
-    """``_id_lines`` when ``text`` (the ``count`` lines found, forward, each with its newline) are
-    all ``tok``'s: its lines one by one, and the explained ones cut out of ``lines``."""
-    owned = list(map(add, text.split(b"\n")[:count], repeat(b"\n")))
-    explaining = frozenset(message + _FOR_JOB + tok + b"\n" for message in explained)
-    good = list(map(explaining.__contains__, owned))
-    if not any(good):
-        return _OneIdLines(tok, owned, lines)
-    if all(good) and len(text) == len(lines):
-        return _OneIdLines(tok, owned, b"")  # every line is one found, and explained
-    return _OneIdLines(tok, owned, _cut_explained(back, ids_back, explained, all(good)))
+def _joined_id_lines(
+    known: List[bytes], seen: Set[bytes], lines: bytes, back: bytes, explained: FrozenSet[bytes]
+) -> Optional[_Joined]:
+    """``_id_lines`` with each id's lines found joined, by C-level counts, finds and one regex
+    substitution per id with lines: no object per line.  ``seen`` holds the ids of some lines
+    found: the others are counted only if one regex finds any of their lines.  None (read them
+    line by line) if two ids have two lines or more, which scontrol never prints
+    (docs/slurm-bulk.md §3.2)."""
+    unseen = [tok for tok in known if tok not in seen]
+    if unseen and re.search(b"\n(?:" + b"|".join(tok[::-1] for tok in unseen) + b")" + _REV_FOR_JOB, back):
+        unseen = []  # one at least has a line: count them all
+    ends = {tok: _FOR_JOB + tok + b"\n" for tok in known}  # an id's line ends so, and only its
+    count = {tok: 0 if tok in unseen else lines.count(end) for tok, end in ends.items()}
+    first = {tok: lines.find(ends[tok]) for tok in known if count[tok]}
+    holders = sorted(first, key=first.__getitem__)  # in order of first sight
+    if sum(count[tok] > 1 for tok in holders) > 1:
+        return None
+    own: Dict[bytes, bytes] = {}
+    head: Dict[bytes, bytes] = {}
+    for tok in holders:
+        if count[tok] == 1:
+            start = lines.rfind(b"\n", 0, first[tok]) + 1
+            own[tok], head[tok] = lines[start : first[tok] + len(ends[tok])], lines[start : first[tok]]
+        elif count[tok] == lines.count(b"\n"):  # every line is its
+            own[tok] = lines
+        else:  # its lines alone: every other line (reversed, the newline before it) taken out
+            own[tok] = re.sub(b"\n(?!" + tok[::-1] + _REV_FOR_JOB + b")[^\n]*", b"", back)[::-1]
+    loose = _cut_joined(lines, back, holders, ends, count, explained)
+    return _Joined(own, {tok: count[tok] for tok in holders}, head, loose)
+
+
+def _cut_joined(
+    lines: bytes,
+    back: bytes,
+    holders: List[bytes],
+    ends: Dict[bytes, bytes],
+    count: Dict[bytes, int],
+    explained: FrozenSet[bytes],
+) -> bytes:
+    """``lines`` without the explained lines of ``holders`` (the ids with lines, ``count`` each):
+    copies of one line of one id are all explained or none is (the usual hostile shape, no cut);
+    otherwise they are cut out by one regex over the stderr reversed."""
+    tok = holders[0]
+    line = lines[: lines.find(b"\n") + 1]
+    if len(holders) == 1 and line.endswith(ends[tok]) and line * count[tok] == lines:
+        return b"" if line[: -len(ends[tok])] in explained else lines
+    return _cut_explained(back, b"|".join(tok[::-1] for tok in holders), explained, False)
 
 
 def _id_lines_distinct(
@@ -584,14 +633,20 @@ def _explained(allowed: FrozenSet[str]) -> FrozenSet[bytes]:
 
 
 def _line_call(
-    number: int, status: Optional[int], text: str, own: List[bytes], message: Optional[str], allowed: FrozenSet[str]
+    number: int,
+    status: Optional[int],
+    text: str,
+    own: bytes,
+    count: int,
+    message: Optional[str],
+    allowed: FrozenSet[str],
 ) -> Call:
-    """The call of an id with its own line(s): what the line says, if it is one allowed refusal."""
-    stderr = b"".join(own)
-    if len(own) == 1 and message is not None and message in allowed:
+    """The call of an id with its own line(s) (``count`` of them, joined in ``own``): what the
+    line says, if it is one allowed refusal."""
+    if count == 1 and message is not None and message in allowed:
         outcome = CallOutcome.NOT_FOUND if message == INVALID_JOB_ID else CallOutcome.REJECTED
-        return Call(number, status, text, stderr, outcome, message, None)
-    return Call(number, status, text, stderr, CallOutcome.UNKNOWN, None, Reason.UNRECOGNISED_STDERR)
+        return Call(number, status, text, own, outcome, message, None)
+    return Call(number, status, text, own, CallOutcome.UNKNOWN, None, Reason.UNRECOGNISED_STDERR)
 
 
 def _every(

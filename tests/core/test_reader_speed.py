@@ -10,6 +10,7 @@ junk, suspend lines, ``\\r\\n`` ends, torn last lines, repeated runs) mixed with
 from __future__ import annotations
 
 import sys
+import tracemalloc
 from contextlib import ExitStack
 from types import FrameType
 from typing import Any, Callable, Dict, FrozenSet, List, Optional, Sequence, Set, Tuple
@@ -121,11 +122,11 @@ def naive_refusal(op: Op, number: int, job: str, stderr: bytes) -> Optional[str]
 
 class NaiveLines:
     """docs/contract.md §11's line rules, one line at a time, with the list reader's facts about them: each
-    id's own lines, the lines no rule explains (then the lines of ids with two or more), whether
-    any line, a valid id line or a torn last line was seen."""
+    id's own lines (joined, and how many), the lines no rule explains (then the lines of ids with
+    two or more), whether any line, a valid id line or a torn last line was seen."""
 
     def __init__(self, op: Op, allowed: FrozenSet[str], ids: Sequence[str], data: bytes) -> None:
-        self.own: Dict[str, List[bytes]] = {}
+        own: Dict[str, List[bytes]] = {}
         self.message: Dict[str, Optional[str]] = {}
         self.unaccounted: List[bytes] = []
         self.any_line = self.valid_id_line = self.torn = False
@@ -140,7 +141,7 @@ class NaiveLines:
                 continue
             job, message = _id_line(raw)
             if job in known:
-                self.own.setdefault(job, []).append(line)
+                own.setdefault(job, []).append(line)
                 self.message[job] = message
                 if message != UNEXPECTED and message not in allowed:
                     self.unaccounted.append(line)
@@ -149,11 +150,14 @@ class NaiveLines:
         if tail.strip(BLANK) != b"":
             self.any_line = self.torn = True
             self.unaccounted.append(tail)
-        for job, own in self.own.items():
-            if len(own) > 1:
-                self.unaccounted.extend(own)
+        for job, mine in own.items():
+            if len(mine) > 1:
+                self.unaccounted.extend(mine)
             elif self.message[job] == UNEXPECTED or self.message[job] in allowed:
                 self.valid_id_line = True
+        # What the list reader reads of them: each id's lines joined, and how many.
+        self.own = {job: b"".join(mine) for job, mine in own.items()}
+        self.count = {job: len(mine) for job, mine in own.items()}
 
 
 def _id_line(raw: bytes) -> Tuple[Optional[str], Optional[str]]:
@@ -188,9 +192,9 @@ def test_squeezed_drops_only_blank_lines_before_the_last_newline(stderr: bytes) 
 def _facts(lines: object) -> Tuple[object, ...]:
     """What the list reader takes from its line sorting; an id's message only matters alone."""
     assert isinstance(lines, (bulk_reader._Lines, NaiveLines))
-    single = {job: lines.message[job] for job, own in lines.own.items() if len(own) == 1}
-    return (list(lines.own.items()), single, b"".join(lines.unaccounted), lines.any_line,
-            lines.valid_id_line, lines.torn)
+    single = {job: lines.message[job] for job, count in lines.count.items() if count == 1}
+    return (list(lines.own.items()), list(lines.count.items()), single, b"".join(lines.unaccounted),
+            lines.any_line, lines.valid_id_line, lines.torn)
 
 
 STATUSES = st.sampled_from([0, 1, 2, 124, 137, None, "x"])
@@ -295,3 +299,89 @@ def test_hostile_stderr_costs_python_work_per_distinct_line_not_per_line(shape: 
     }
     for name, read in reads.items():
         assert _python_lines(read) <= LINE_BUDGET, name
+
+
+# Many lines of one id (issue 20 item 6's last two shapes, smaller): past a few hundred id lines in
+# a stderr past 16 KiB, the list reader finds each id's lines joined (bulk_reader._joined_id_lines),
+# with no object per line.  Its lines (distinct, copies of one, refusals, ``Unexpected``) are
+# mixed with other ids' lines (repeated, so that two ids with several lines are read line by
+# line again), frame-like lines, blank and suspend lines, a long line and perhaps a torn last line.
+MANY = 300  # id lines: more than the list reader reads one by one (asserted below)
+PAD = 17000  # bytes of one long line: a stderr longer than the list reader splits first (idem)
+OWN_FORMS = [b"x%d", b"", b"Invalid job id specified", UNEXPECTED.encode(), b"scontrol: error: %d",
+             b"Job has already finished"]  # an own line's message; ``%d``: its number
+FRAMES = [f"\x1eDSL {NONCE} call 1 1".encode(), f"DSL {NONCE} call 1 1".encode(), b"\x1e"]
+
+
+@st.composite
+def _one_id_many_lines(draw: st.DrawFn) -> Tuple[List[str], bytes]:
+    ids = draw(st.lists(st.sampled_from(IDS), min_size=2, max_size=3, unique=True))
+    job = draw(st.sampled_from(ids)).encode()
+    forms = draw(st.lists(st.sampled_from(OWN_FORMS), min_size=1, max_size=3))
+    count = draw(st.integers(min_value=MANY, max_value=MANY + 40))
+    lines = [forms[n % len(forms)].replace(b"%d", b"%d" % n) + b" for job " + job for n in range(count)]
+    copies = draw(st.booleans())
+    if copies:  # copies of one line, as many as make a stderr past PAD bytes with no long line
+        lines = [lines[0]] * max(count, PAD // len(lines[0]) + 1)
+    other = st.one_of(_line_shapes(), st.sampled_from(FRAMES),  # other ids' lines, with ``\r\n`` ends too
+                      st.builds(lambda m, j, end: m + b" for job " + j.encode() + end, st.sampled_from(MESSAGES),
+                                st.sampled_from(IDS), st.sampled_from([b"", b"\r"])))
+    pad = draw(st.sampled_from([b"y" * PAD, b"z" * PAD + b" for job " + draw(st.sampled_from(IDS)).encode()]))
+    inserts = draw(st.lists(st.tuples(st.integers(0, count), other, st.integers(1, 3)), max_size=12))
+    for at, line, times in [*([] if copies else [(draw(st.integers(0, count)), pad, 1)]), *inserts]:
+        lines[at:at] = [line] * times
+    tail: bytes = draw(st.one_of(st.just(b""), _line_shapes()))
+    return ids, b"".join(line + b"\n" for line in lines) + tail
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.sampled_from(CALLS), _one_id_many_lines(), STATUSES)
+def test_one_ids_many_lines_read_joined_are_the_per_line_reading(
+    call: Tuple[Op, int], shaped: Tuple[List[str], bytes], status: object
+) -> None:
+    assert MANY > bulk_reader._FEW_LINES and PAD > bulk_reader._SMALL and len(IDS) <= bulk_reader._FEW_IDS
+    op, number = call
+    allowed = ALLOWED[call]
+    ids, stderr = shaped
+    joined = mock.patch.object(bulk_reader, "_joined_id_lines", wraps=bulk_reader._joined_id_lines)
+    with joined as spy:
+        fast_lines = _facts(bulk_reader._Lines(op, allowed, ids, stderr))
+    assert spy.called  # the way this test is aimed at
+    assert fast_lines == _facts(NaiveLines(op, allowed, ids, stderr))
+    framed = stderr + f"\x1eDSL {NONCE} call {number} 1\n".encode()
+    fast = bulk_reader.read_list_call(op, number, ids, stderr, status)
+    fast_framed = bulk_reader.read_list_output(op, number, ids, framed, 1, NONCE)
+    with mock.patch.object(bulk_reader, "_Lines", NaiveLines):
+        plain = bulk_reader.read_list_call(op, number, ids, stderr, status)
+        plain_framed = bulk_reader.read_list_output(op, number, ids, framed, 1, NONCE)
+    # Outcome, each id's stderr byte for byte (whole, however long), order, and what no id owns.
+    assert list(fast.items()) == list(plain.items()) and fast.unowned == plain.unowned
+    assert list(fast_framed.items()) == list(plain_framed.items()) and fast_framed.unowned == plain_framed.unowned
+
+
+# Shapes of one id's many lines: its own lines are held joined (what its ``Call.stderr`` is), so a
+# read holds a few copies of the stderr at its peak; an object per line held 12-17 copies.
+ONE_ID_SHAPES = ["distinct for job 5", "short for job 5", "refusal lines", "other id lines"]
+PEAK_COPIES = 8
+
+
+@pytest.mark.parametrize("shape", ONE_ID_SHAPES)
+def test_one_ids_many_lines_are_held_joined_not_as_an_object_a_line(shape: str) -> None:
+    own = SHAPES[shape]
+    data = own + f"\x1eDSL {NONCE} call 1 1\n".encode()
+    reads: Dict[str, Callable[[], bulk_reader.ListCall]] = {
+        "read_list_output": lambda: bulk_reader.read_list_output("hold", 1, ["5", "6"], data, 1, NONCE),
+        "read_list_call": lambda: bulk_reader.read_list_call("release", 1, ["5", "6"], own, 1),
+        "read_open_list": lambda: bulk_reader.read_open_list(["5", "6"], own, 1),
+    }
+    holder = own.rpartition(b" for job ")[2].strip().decode()
+    for name, read in reads.items():
+        read()  # compiled regexes cached: not counted
+        tracemalloc.start()
+        try:
+            result = read()
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert peak <= PEAK_COPIES * len(own), name
+        assert result[holder].stderr == own, name  # kept whole, as the per-line reading keeps it
