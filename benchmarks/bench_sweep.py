@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import sqlite3
 import subprocess
@@ -113,7 +112,9 @@ def child(path: str, per_job: bool) -> int:
         report = sweep(tracker, lookup, restore_timeout=15)
         elapsed = time.perf_counter() - start
         assert report.settled, report.lookup_error
-        assert tracker.ledger().count_not_clear() == 0
+        # The per-job lookup of many objects can outlast the sweep's leases (its ttl counts one
+        # lookup's timeout): the objects it could not write are left busy for the next sweep.
+        assert tracker.ledger().count_not_clear() == report.counts()["busy"]
     print(json.dumps({"seconds": elapsed, "squeue": counter.calls, "programs": counter.programs,
                       "counts": report.counts(), "rss_before_kb": rss_before, "peak_kb": _vm("VmHWM")}))
     return 0
@@ -122,11 +123,14 @@ def child(path: str, per_job: bool) -> int:
 def run(path: str, per_job: bool) -> Tuple[float, int]:
     """The sweep in a child process; its seconds and peak RSS (kB)."""
     argv = [sys.executable, "-m", "benchmarks.bench_sweep", "--child", path, *(["--per-job"] if per_job else [])]
-    proc = subprocess.run(argv, check=True, capture_output=True, text=True, cwd=lab.REPO_ROOT,
-                          env={**os.environ, "PYTHONPATH": str(lab.REPO_ROOT)})
+    # From the tree's root, which ``-m`` puts first on the child's path, after it any PYTHONPATH given.
+    proc = subprocess.run(argv, capture_output=True, text=True, cwd=lab.REPO_ROOT)
+    if proc.returncode != 0:
+        raise RuntimeError(f"the sweep's process failed ({proc.returncode}): {proc.stderr.strip()}")
     got = json.loads(proc.stdout.splitlines()[-1])
     counts = got["counts"]
-    print(f"    {counts['cleared']} cleared, {counts['restored']} restored, {got['seconds']:.2f} s,"
+    print(f"    {counts['cleared']} cleared, {counts['restored']} restored, {counts['busy']} busy,"
+          f" {got['seconds']:.2f} s,"
           f" {got['squeue']} lookup processes {got['programs']}, peak RSS {got['peak_kb'] / 1024:.1f} MB"
           f" ({got['rss_before_kb'] / 1024:.1f} MB before the sweep)")
     return float(got["seconds"]), int(got["peak_kb"])
