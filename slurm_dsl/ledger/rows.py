@@ -126,7 +126,13 @@ def checked_starts(starts: Sequence[Tuple[str, Op, str]]) -> List[Tuple[str, Op,
 def checked_changes(changes: Sequence[Tuple[str, RequeueBit, str]]) -> List[Tuple[str, RequeueBit, str]]:
     """``set_bits``' ``(job_id, bit, why)``, checked; the why as ``stored_text`` (it may quote a
     job's State or a lookup's error, and ``history`` prints it)."""
-    return [(validate_job_id(j), RequeueBit(b), stored_text(why)) for j, b, why in changes]
+    stored: Dict[str, str] = {}  # a sweep's 100,000 clears share a few whys: each made shown once
+
+    def text(why: str) -> str:
+        why = str(why)
+        return stored[why] if why in stored else stored.setdefault(why, stored_text(why))
+
+    return [(validate_job_id(j), RequeueBit(b), text(why)) for j, b, why in changes]
 
 
 def stored_text(text: str) -> str:
@@ -346,6 +352,12 @@ def held_by_another(
     return not (take_over_sweeps and rules.sweep_owned(str(row[0])))
 
 
+def holds(row: Optional[Sequence[Any]], owner: str, now: float) -> bool:
+    """Whether the lease row (owner, expires_at) is ``owner``'s and unexpired at ``now``: what a
+    sweep's write needs (``set_bits``)."""
+    return row is not None and row[0] == owner and row[1] > now
+
+
 def leases_taken(
     ids: Sequence[str], rows: Mapping[str, Sequence[Any]], owner: str, now: float, take_over_sweeps: bool = False
 ) -> List[str]:
@@ -356,30 +368,33 @@ def leases_taken(
     return [job_id for job_id in ids if not held_by_another(rows.get(job_id), owner, now, take_over_sweeps)]
 
 
-# ``pending``'s query, ``?`` placeholders; with the sweeps' leases passed over, or not.
+# ``pending``'s query, ``?`` placeholders; with the sweeps' leases passed over, or not.  ``{columns}``:
+# ``SELECT_OBJECTS``' columns, or the job id alone (``pending_ids``).
 _PENDING_UNLEASED = (
-    "SELECT job_id, bit, why, updated_at, lookup_failures, next_lookup_at, lookup_error FROM objects o"
+    "SELECT {columns} FROM objects o"
     " WHERE bit <> 'clear' AND next_lookup_at <= ?"
     " AND NOT EXISTS (SELECT 1 FROM leases l WHERE l.job_id = o.job_id AND l.expires_at > ?)"
     " ORDER BY next_lookup_at, updated_at, job_id"
 )
 _PENDING_TAKING_OVER = (
-    "SELECT job_id, bit, why, updated_at, lookup_failures, next_lookup_at, lookup_error FROM objects o"
+    "SELECT {columns} FROM objects o"
     " WHERE bit <> 'clear' AND next_lookup_at <= ?"
     " AND NOT EXISTS (SELECT 1 FROM leases l WHERE l.job_id = o.job_id AND l.expires_at > ?"
     " AND l.owner NOT LIKE ?)"
     " ORDER BY next_lookup_at, updated_at, job_id"
 )
+_OBJECT_COLUMNS = "job_id, bit, why, updated_at, lookup_failures, next_lookup_at, lookup_error"
 
 
-def pending_query(mark: str, now: float, take_over_sweeps: bool) -> Tuple[str, List[Any]]:
-    """``pending``'s query (``SELECT_OBJECTS``' columns) in a backend's placeholder ``mark``, and
-    its values: the objects whose bit is not clear, back-off elapsed at ``now``, with no lease
-    unexpired at ``now`` (with ``take_over_sweeps``, none but another sweep's:
-    ``ledger_rules.SWEEP_OWNERS``), longest waiting first; a backend adds its LIMIT."""
+def pending_query(mark: str, now: float, take_over_sweeps: bool, *, ids_only: bool = False) -> Tuple[str, List[Any]]:
+    """``pending``'s query (``SELECT_OBJECTS``' columns, or with ``ids_only`` the job id alone) in a
+    backend's placeholder ``mark``, and its values: the objects whose bit is not clear, back-off
+    elapsed at ``now``, with no lease unexpired at ``now`` (with ``take_over_sweeps``, none but
+    another sweep's: ``ledger_rules.SWEEP_OWNERS``), longest waiting first; a backend adds its LIMIT."""
+    columns = "job_id" if ids_only else _OBJECT_COLUMNS
     if take_over_sweeps:
-        return _PENDING_TAKING_OVER.replace("?", mark), [now, now, rules.SWEEP_OWNERS]
-    return _PENDING_UNLEASED.replace("?", mark), [now, now]
+        return _PENDING_TAKING_OVER.format(columns=columns).replace("?", mark), [now, now, rules.SWEEP_OWNERS]
+    return _PENDING_UNLEASED.format(columns=columns).replace("?", mark), [now, now]
 
 
 def failed_lookup(

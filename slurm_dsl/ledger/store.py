@@ -79,6 +79,8 @@ class Cursor(Protocol):
 
     def fetchall(self) -> Any: ...
 
+    def fetchmany(self, size: int, /) -> Any: ...
+
     def close(self) -> None: ...
 
 
@@ -111,6 +113,12 @@ _APPEND = (
 _HOLDS = "SELECT 1 FROM leases WHERE job_id = ? AND owner = ? AND expires_at > ?"
 _OBJECT_THERE = "SELECT 1 FROM objects WHERE job_id = ?"
 _FAILURES_OF = "SELECT lookup_failures FROM objects WHERE job_id = ?"
+_FAILURES_OF_MANY = "SELECT job_id, lookup_failures FROM objects WHERE job_id"
+_WRITE_FAILURES = "UPDATE objects SET lookup_failures = ?, next_lookup_at = ?, lookup_error = ? WHERE job_id"
+# What writing a bit also does to its object: its lookup back-off starts again (``set_bits``).
+_BACKOFF_RESET = "lookup_failures = 0, next_lookup_at = 0, lookup_error = ''"
+# The rows ``pending_ids`` fetches at a time.
+PENDING_CHUNK = 1000
 # An imported history row, every column as stored; ``{blob}`` how the dialect binds stderr.
 _IMPORT_HISTORY = (
     "INSERT INTO history (job_id, nonce, op, started_at, prior_bit, finished_at, result, requeue_bit, bit_after,"
@@ -530,12 +538,30 @@ class SqlStore(abc.ABC):
         ``take_over_sweeps``, only an operation's) and jobs whose back-off after a failed lookup
         has not elapsed.  A negative ``limit``, as None, is no limit.
         """
+        sql, args = self._pending_query(now, limit, take_over_sweeps, ids_only=False)
+        return [ledger_rows.job_object(row) for row in self._read("list pending objects", sql, args)]
+
+    def pending_ids(self, now: float, limit: Optional[int] = None, *, take_over_sweeps: bool = False) -> List[str]:
+        """``pending``'s job ids alone, in its order: all the sweep reads of them.  Fetched
+        ``PENDING_CHUNK`` rows at a time, so that a sweep of 100,000 objects holds their ids, never
+        100,000 rows or records at once (docs/benchmarks.md §4)."""
+        sql, args = self._pending_query(now, limit, take_over_sweeps, ids_only=True)
+        ids: List[str] = []
+        with self._reading("list pending objects") as cursor:
+            self._run(cursor, sql, args)
+            while chunk := cursor.fetchmany(PENDING_CHUNK):
+                ids += [str(row[0]) for row in chunk]
+        return ids
+
+    def _pending_query(
+        self, now: float, limit: Optional[int], take_over_sweeps: bool, *, ids_only: bool
+    ) -> Tuple[str, List[Any]]:
         now = ledger_rows.finite("now", now)
-        sql, args = ledger_rows.pending_query("?", now, take_over_sweeps)
+        sql, args = ledger_rows.pending_query("?", now, take_over_sweeps, ids_only=ids_only)
         if limit is not None and limit >= 0:
             sql += " LIMIT ?"
             args.append(int(limit))
-        return [ledger_rows.job_object(row) for row in self._read("list pending objects", sql, args)]
+        return sql, args
 
     def count_not_clear(self) -> int:
         """How many objects have a bit that is not clear (leased and backed-off ones included)."""
@@ -553,21 +579,23 @@ class SqlStore(abc.ABC):
     def set_bits(
         self, changes: Sequence[Tuple[str, RequeueBit, str]], now: float, *, owner: str
     ) -> List[str]:
-        """``set_bit`` for many ``(job_id, bit, why)`` in one transaction; returns the ids written."""
+        """``set_bit`` for many ``(job_id, bit, why)`` in one transaction; returns the ids written
+        (in their order).  A piece of ``ledger_rows.IN_PIECE`` changes at a time: its leases read
+        (``_keyed``) in one ``IN`` list, its bits (and the back-off reset) written in one multi-row
+        upsert, so a sweep clearing 100,000 objects makes a few hundred statements, not three per
+        object, and holds one piece's rows at a time, not 100,000."""
         checked = ledger_rows.checked_changes(changes)
         now = ledger_rows.finite("now", now)
+        upsert = self._upsert("job_id", _BIT_COLUMNS, _BACKOFF_RESET)
         written: List[str] = []
         with self._atomic("set bit") as cur:
-            for job_id, bit, why in checked:
-                if not self._holds(cur, job_id, owner, now):
-                    continue
-                self._write_rows(cur, _WRITE_BIT, [(job_id, bit.value, why, now)], self._upsert("job_id", _BIT_COLUMNS))
-                self._run(
-                    cur,
-                    "UPDATE objects SET lookup_failures = 0, next_lookup_at = 0, lookup_error = '' WHERE job_id = ?",
-                    (job_id,),
-                )
-                written.append(job_id)
+            for piece in ledger_rows.pieces(checked):
+                leases = self._keyed(cur, _LEASE_OF_ONE, _LEASES_OF, [job_id for job_id, _, _ in piece])
+                held = [change for change in piece if ledger_rows.holds(leases.get(change[0]), owner, now)]
+                # One row per job, its last change: what writing them one after the other leaves.
+                last = {job_id: (job_id, bit.value, why, now) for job_id, bit, why in held}
+                self._write_rows(cur, _WRITE_BIT, list(last.values()), upsert)
+                written += [job_id for job_id, _, _ in held]
         return written
 
     def watch(self, job_ids: Sequence[str], now: float, *, owner: str) -> List[str]:
@@ -604,22 +632,31 @@ class SqlStore(abc.ABC):
         return self.lookups_failed([job_id], why, now)[0]
 
     def lookups_failed(self, job_ids: Sequence[str], why: str, now: float) -> List[float]:
-        """``lookup_failed`` for many jobs in one transaction; returns each one's next lookup time."""
+        """``lookup_failed`` for many jobs in one transaction; returns each one's next lookup time.
+        The failure counts read (``_keyed``) in ``IN`` lists of ``ledger_rows.IN_PIECE`` ids (a job
+        named twice counts twice, as one after the other), the new ones written an ``IN`` list of
+        the jobs with the same count at a time: a lookup that could not ask for 100,000 objects
+        (they have mostly failed as often) costs a few hundred statements, not 200,000."""
+        ids = list(job_ids)
         why = ledger_rows.stored_text(why)
         now = ledger_rows.finite("now", now)
         times: List[float] = []
         with self._atomic("record failed lookup") as cur:
-            for job_id in job_ids:
-                failures, next_at = ledger_rows.failed_lookup(
-                    self.path, job_id, self._run(cur, self._locked(_FAILURES_OF), (job_id,)).fetchone(), now,
-                    self.backoff_base, self.backoff_cap,
+            rows = self._keyed(cur, _FAILURES_OF, _FAILURES_OF_MANY, ids)
+            after: Dict[str, Tuple[int, float]] = {}
+            for job_id in ids:
+                after[job_id] = ledger_rows.failed_lookup(
+                    self.path, job_id, rows.get(job_id), now, self.backoff_base, self.backoff_cap
                 )
-                self._run(
-                    cur,
-                    "UPDATE objects SET lookup_failures = ?, next_lookup_at = ?, lookup_error = ? WHERE job_id = ?",
-                    (failures, next_at, why, job_id),
-                )
-                times.append(next_at)
+                rows[job_id] = (after[job_id][0],)
+                times.append(after[job_id][1])
+            alike: Dict[Tuple[int, float], List[str]] = {}
+            for job_id, failed in after.items():
+                alike.setdefault(failed, []).append(job_id)
+            for (failures, next_at), jobs in alike.items():
+                for piece in ledger_rows.pieces(jobs):
+                    sql = ledger_rows.in_list(_WRITE_FAILURES, len(piece), "?")
+                    self._run(cur, sql, (failures, next_at, why, *piece))
         return times
 
     def history(self, job_id: str) -> List[HistoryEntry]:

@@ -107,7 +107,7 @@ def decide(info: Optional[JobInfo]) -> Tuple[Action, str]:
     return Action.RESTORE, f"the job shows Requeue=1 ({info.state})"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # slots: a sweep's report holds one per object, 100,000 of them
 class Swept:
     job_id: str
     done: Done
@@ -189,14 +189,14 @@ def sweep(
     ledger = tracker.ledger()
     report = SweepReport(started=ledger.now(), dry_run=dry_run)
     owner = lease_owner(SWEEP_TAG)
-    objects = ledger.pending(ledger.now(), limit, take_over_sweeps=take_over_at is not None)
+    # The objects' ids alone: all the sweep needs of them, and 100,000 of them fit in a few MB.
+    ids = ledger.pending_ids(ledger.now(), limit, take_over_sweeps=take_over_at is not None)
     if take_over_at is not None and not dry_run and time.monotonic() < take_over_at:
         # Too early to take a dead sweep's leases: wait for the grace only if there are any.
-        if {o.job_id for o in objects} - {o.job_id for o in ledger.pending(ledger.now(), limit)}:
+        if set(ids).difference(ledger.pending_ids(ledger.now(), limit)):
             time.sleep(max(take_over_at - time.monotonic(), 0.0))
-            objects = ledger.pending(ledger.now(), limit, take_over_sweeps=True)
+            ids = ledger.pending_ids(ledger.now(), limit, take_over_sweeps=True)
     take_over = take_over_at is not None and time.monotonic() >= take_over_at
-    ids = [o.job_id for o in objects]
     if dry_run:
         leased = ids
     else:
@@ -204,8 +204,7 @@ def sweep(
         # the lookup says stays true until the job is settled or its lease released.
         ttl = getattr(lookup, "timeout", 60.0) + restore_timeout * 2 + 60.0
         leased = ledger.acquire_leases(ids, owner, ledger.now(), ttl, take_over_sweeps=take_over)
-        held = set(leased)
-        report.swept += [Swept(j, Done.BUSY, "an operation holds the job") for j in ids if j not in held]
+        report.swept += [Swept(j, Done.BUSY, "an operation holds the job") for j in _not_held(ids, leased)]
     unsettled: List[HistoryEntry] = []
     answers: Optional[Dict[str, Optional[JobInfo]]] = None
     looked_at = 0.0
@@ -239,6 +238,15 @@ def sweep(
             # "last sweep" in ``ledger status`` and this line in the journal say the rest.
             log.warning("could not record the sweep in %s: %s", ledger.path, exc)
     return report
+
+
+def _not_held(ids: List[str], leased: List[str]) -> List[str]:
+    """The ids whose lease the sweep did not get, in their order (the set of the held ones lives
+    only here, not through the sweep; and is not made when every lease was got)."""
+    if len(leased) == len(ids):
+        return []
+    held = set(leased)
+    return [j for j in ids if j not in held]
 
 
 def _verdicts(
@@ -282,16 +290,26 @@ def _settle(
             ledger.lookups_failed(leased, reason, ledger.now())
         report.swept += [Swept(job, Done.LOOKUP_FAILED, reason) for job in leased]
         return
-    decided = [(job, *decide(infos.get(job))) for job in leased]
+    # Each job's decision is taken again where it is used (``decide`` is pure and cheap), not kept in
+    # a list beside the clears and the report: a sweep of 100,000 objects then holds at its peak the
+    # clears being written, not also 100,000 decisions (docs/benchmarks.md §4).
     if dry_run:
         would = {Action.CLEAR: Done.WOULD_CLEAR, Action.RESTORE: Done.WOULD_RESTORE, Action.WATCH: Done.WATCHING}
-        report.swept += [Swept(job, would[action], why) for job, action, why in decided]
+        report.swept += [Swept(job, would[action], why) for job in leased for action, why in [decide(infos.get(job))]]
         return
-    clears = [(job, RequeueBit.CLEAR, f"sweep: {why}") for job, action, why in decided if action is Action.CLEAR]
+    stored: Dict[str, str] = {}  # the clears share a few whys: one string each, not one per object
+    clears = [
+        (job, RequeueBit.CLEAR, stored.get(why) or stored.setdefault(why, f"sweep: {why}"))
+        for job in leased
+        for action, why in [decide(infos.get(job))]
+        if action is Action.CLEAR
+    ]
     written = set(ledger.set_bits(clears, ledger.now(), owner=owner))
-    watches = [job for job, action, _ in decided if action is Action.WATCH]
+    del clears
+    watches = [job for job in leased if decide(infos.get(job))[0] is Action.WATCH]
     watched = set(ledger.watch(watches, ledger.now(), owner=owner))
-    for job, action, why in decided:
+    for job in leased:
+        action, why = decide(infos.get(job))
         if action is not Action.RESTORE:
             if job in (written if action is Action.CLEAR else watched):
                 report.swept.append(Swept(job, Done.CLEARED if action is Action.CLEAR else Done.WATCHING, why))
