@@ -193,7 +193,8 @@ class _Run:
             earlier = self.ledger.keyed(waiting, self.op, self.key)
             seen = [j for j in waiting if j in earlier]
             unsettled = self.ledger.unsettled(self.ledger.now(), job_ids=seen) if seen else []
-            lapsed = {e.id for e in unsettled if e.op is self.op and e.key == self.key}
+            # ``unsettled`` of the jobs that have earlier keyed rows: those of them no longer running
+            lapsed = {e.id for e in unsettled}
             to_settle = [e for j in waiting for e in earlier.get(j, []) if e.id in lapsed and e.settlement is None]
             verdicts = self.settle(to_settle) if to_settle else {}
             again: List[str] = []
