@@ -50,6 +50,7 @@ from ..core import ledger_rules as rules
 from ..core.errors import InvalidInput, LedgerError
 from ..core.jobid import validate_job_id
 from ..core.jobinfo import JobInfo
+from ..core.keys import check_key
 from ..core.model import Op, Outcome, Reason, RequeueBit, Result
 from ..core.shown import shown
 from .base import STDERR_CAP
@@ -515,7 +516,6 @@ def multi_row(
 # actor, baseline (``job_info_text``), baseline_at, op_key, retry_of, ends_by.
 HistoryStart = Tuple[str, str, str, float, str, Optional[str], Optional[str], Optional[float], Optional[str],
                      Optional[int], Optional[float]]
-KEY_MAX = 255  # characters of an idempotency key
 
 
 class StartFields(NamedTuple):
@@ -531,15 +531,10 @@ class StartFields(NamedTuple):
 
 
 def checked_key(key: Optional[str]) -> Optional[str]:
-    """An idempotency key: None, or 1 to ``KEY_MAX`` characters with no control character (it is
-    matched exactly later, so it is refused rather than changed); else InvalidInput."""
-    if key is None:
-        return None
-    if not isinstance(key, str) or not 0 < len(key) <= KEY_MAX or shown(key) != key:
-        raise InvalidInput(
-            f"a key must be 1 to {KEY_MAX} printable characters, not {shown(repr(key))[:KEY_MAX + 20]}"
-        )
-    return key
+    """An idempotency key: None, or a key by the one rule the command line and the API apply
+    (``core.keys.check_key``: 1-128 letters, digits and ``._:@/+=-``; it is matched exactly
+    later, so it is refused rather than changed); else InvalidInput, before anything is written."""
+    return None if key is None else check_key(key)
 
 
 def start_fields(

@@ -368,8 +368,25 @@ def test_keyed_gives_the_earlier_operations_of_one_op_and_key(ledger_location: s
         first = found["7"][0].settlement
         assert first is not None and first.verdict is Verdict.ABSENT and found["7"][1].retry_of == a
         assert ledger.keyed(["7"], Op.HOLD, "k3") == {} and ledger.keyed([], Op.HOLD, "k1") == {}
-        with pytest.raises(InvalidInput, match="a key must be"):
+        with pytest.raises(InvalidInput, match="a key is 1-128 letters"):
             ledger.keyed(["7"], Op.HOLD, "")
+
+
+@pytest.mark.parametrize("key", ["two words", "k" * 129, "naïve", "semi;colon", "tab\tkey", ""])
+def test_the_ledger_refuses_a_key_the_command_line_would_refuse(ledger_location: str, key: str) -> None:
+    """One rule for keys (core.keys.check_key): the store refuses what the CLI and the API refuse,
+    with their words, and writes nothing."""
+    with open_ledger(ledger_location) as ledger:
+        with pytest.raises(InvalidInput, match="a key is 1-128 letters, digits and"):
+            ledger.begin_operation("7", Op.HOLD, nonce(1), T0, key=key)
+        with pytest.raises(InvalidInput, match="a key is 1-128 letters, digits and"):
+            ledger.begin_operations([("7", Op.HOLD, nonce(2)), ("8", Op.HOLD, nonce(3))], T0, key=key)
+        with pytest.raises(InvalidInput, match="a key is 1-128 letters, digits and"):
+            ledger.keyed(["7"], Op.HOLD, key)
+        assert ledger.count_history() == 0 and ledger.get("7") is None and ledger.get("8") is None
+        ok_key = "batch-2026/12:01+x=y@host.a_b"
+        ledger.begin_operation("7", Op.HOLD, nonce(4), T0, key=ok_key)
+        assert [e.key for e in ledger.keyed(["7"], Op.HOLD, ok_key)["7"]] == [ok_key]
 
 
 def test_later_operations_are_the_job_s_rows_after_each(ledger_location: str) -> None:
