@@ -204,6 +204,13 @@ class LedgerStore(Protocol):
         job with none is absent.  Reads only."""
         ...
 
+    def operations_by(
+        self, job_ids: Sequence[str], op: Op, actor: str, since: float
+    ) -> Dict[str, List[HistoryEntry]]:
+        """The operations ``op`` on each job run by ``actor``, started at ``since`` or later, per
+        job (oldest first), with settlements; a job with none is absent.  Reads only."""
+        ...
+
     def later_operations(self, op_ids: Sequence[int]) -> Dict[int, List[HistoryEntry]]:
         """For each history id, the rows of the same job with a larger id (oldest first; their
         stderr b""); an id with none is absent.  Reads only."""

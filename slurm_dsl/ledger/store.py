@@ -702,6 +702,25 @@ class SqlStore(abc.ABC):
                 found.setdefault(e.job_id, []).append(e)
         return found
 
+    def operations_by(
+        self, job_ids: Sequence[str], op: Op, actor: str, since: float
+    ) -> Dict[str, List[HistoryEntry]]:
+        """The operations ``op`` on each of ``job_ids`` run by ``actor`` and started at ``since``
+        or later, oldest first, with their settlements; a job with none is absent.  One query per
+        ``IN`` list of ``ledger_rows.IN_PIECE`` ids (index ``history_job``); reads only."""
+        op, since = Op(op), ledger_rows.finite("since", since)
+        ids = ledger_rows.distinct(validate_job_id(j) for j in job_ids)
+        found: Dict[str, List[HistoryEntry]] = {}
+        for piece in ledger_rows.pieces(ids):
+            sql = ledger_rows.in_list(
+                ledger_rows.SELECT_HISTORY + " WHERE h.op = ? AND h.actor = ? AND h.started_at >= ? AND h.job_id",
+                len(piece), "?", " ORDER BY h.id",
+            )
+            for r in self._read("read own operations", sql, [op.value, str(actor), since, *piece]):
+                e = ledger_rows.entry(r, self.path)
+                found.setdefault(e.job_id, []).append(e)
+        return found
+
     def later_operations(self, op_ids: Sequence[int]) -> Dict[int, List[HistoryEntry]]:
         """For each history id given, the rows of the same job with a larger id, oldest first,
         with their settlements, their stderr left out (b""); an id with none is absent.  One

@@ -389,6 +389,24 @@ def test_the_ledger_refuses_a_key_the_command_line_would_refuse(ledger_location:
         assert [e.key for e in ledger.keyed(["7"], Op.HOLD, ok_key)["7"]] == [ok_key]
 
 
+def test_operations_by_gives_one_actor_s_operations_of_one_op_since_a_time(ledger_location: str) -> None:
+    with open_ledger(ledger_location) as ledger:
+        a = run(ledger, "7", Op.HOLD, T0, unknown(Op.HOLD, "7"), 1, actor="me")
+        run(ledger, "7", Op.HOLD, T0 - 10, ok(Op.HOLD, "7"), 2, actor="me")  # before since
+        run(ledger, "7", Op.RELEASE, T0 + 1, ok(Op.RELEASE, "7"), 3, actor="me")  # another op
+        run(ledger, "8", Op.HOLD, T0 + 2, ok(Op.HOLD, "8"), 4, actor="another")  # another actor
+        b = run(ledger, "9", Op.HOLD, T0 + 3, None, 5, actor="me")
+        c = run(ledger, "7", Op.HOLD, T0 + 4, unknown(Op.HOLD, "7"), 6, actor="me")
+        ledger.add_settlements([(c, Verdict.PRESENT, T0 + 5, None, "")], T0 + 6, by="sweep")
+        found = ledger.operations_by(["7", "8", "9", "7", "10"], Op.HOLD, "me", T0)
+        assert {job: [e.id for e in entries] for job, entries in found.items()} == {"7": [a, c], "9": [b]}
+        last = found["7"][-1].settlement
+        assert last is not None and last.verdict is Verdict.PRESENT
+        assert ledger.operations_by([], Op.HOLD, "me", T0) == {}
+        with pytest.raises(InvalidInput):
+            ledger.operations_by(["not a job"], Op.HOLD, "me", T0)
+
+
 def test_later_operations_are_the_job_s_rows_after_each(ledger_location: str) -> None:
     with open_ledger(ledger_location) as ledger:
         a = run(ledger, "7", Op.HOLD, T0, unknown(Op.HOLD, "7"), 1)
