@@ -66,14 +66,14 @@ def run(ledger: LedgerStore, job: str, op: Op, at: float, outcome: Optional[Outc
 def test_the_start_columns_are_stored_and_read_back(ledger_location: str) -> None:
     with open_ledger(ledger_location) as ledger:
         first = ledger.begin_operation("7", Op.REQUEUE, nonce(1), T0, actor="me", baseline=PENDING,
-                                       baseline_at=T0 - 0.125, key="nightly 2026-12-01", ends_by=T0 + 95.5)
+                                       baseline_at=T0 - 0.125, key="nightly-2026-12-01", ends_by=T0 + 95.5)
         ids = ledger.begin_operations([("7", Op.HOLD, nonce(2)), ("8", Op.HOLD, nonce(3))], T0 + 1,
                                       baselines={"7": RUNNING}, baseline_at=T0 + 0.5, key="k",
                                       retry_of={"8": first}, ends_by=T0 + 50)
         plain = ledger.begin_operation("9", Op.RESTORE, nonce(4), T0 + 2)
         (a, b), (c,), (d,) = ledger.history("7"), ledger.history("8"), ledger.history("9")
     assert (a.id, a.baseline, a.baseline_at, a.key, a.retry_of, a.ends_by) == (
-        first, PENDING, T0 - 0.125, "nightly 2026-12-01", None, T0 + 95.5)
+        first, PENDING, T0 - 0.125, "nightly-2026-12-01", None, T0 + 95.5)
     assert (b.id, b.baseline, b.baseline_at, b.key, b.retry_of, b.ends_by) == (ids[0], RUNNING, T0 + 0.5, "k", None,
                                                                               T0 + 50)
     # A job without a baseline has no baseline_at either.
@@ -84,7 +84,7 @@ def test_the_start_columns_are_stored_and_read_back(ledger_location: str) -> Non
     assert blob["baseline"] == {"job_id": "7", "state": "PENDING", "requeue": True, "restarts": 0,
                                 "priority": 4294901, "reason": "BeginTime", "array_job_id": None, "array_tasks": 1}
     assert (blob["baseline_at_epoch"], blob["ends_by_epoch"], blob["key"], blob["retry_of"]) == (
-        T0 - 0.125, T0 + 95.5, "nightly 2026-12-01", None)
+        T0 - 0.125, T0 + 95.5, "nightly-2026-12-01", None)
     assert blob["baseline_at"] == "2023-11-14T22:13:20Z" and (blob["effect"], blob["settlement"]) == (None, None)
     with Raw(ledger_location) as conn:
         (text,) = conn.execute("SELECT baseline FROM history WHERE id = ?", (first,))[0]
@@ -94,9 +94,9 @@ def test_the_start_columns_are_stored_and_read_back(ledger_location: str) -> Non
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
-        ({"key": ""}, "a key must be"),
-        ({"key": "x" * 256}, "a key must be"),
-        ({"key": "a\nb"}, "a key must be"),
+        ({"key": ""}, "a key is 1-128 letters"),
+        ({"key": "x" * 256}, "a key is 1-128 letters"),
+        ({"key": "a\nb"}, "a key is 1-128 letters"),
         ({"baseline_at": float("nan")}, "baseline_at must be a finite number"),
         ({"ends_by": "soon"}, "ends_by must be a finite number"),
         ({"retry_of": 0}, "retry_of must name a history id"),
