@@ -24,8 +24,9 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterator, List, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Tuple
 
+from benchmarks._ledgers import GONE_BASE, Counting
 from slurm_dsl import Op
 from slurm_dsl.core.jobinfo import JobInfo
 from slurm_dsl.core.model import Outcome, Reason, RequeueBit, Result
@@ -33,26 +34,13 @@ from slurm_dsl.core.settle import Verdict
 from slurm_dsl.ledger.choose import open_ledger
 from slurm_dsl.lookups.squeue import SqueueLookup
 from slurm_dsl.run import settling
-from slurm_dsl.run.process import Completed, run_argv
 from slurm_dsl.run.settling import DEFAULT_LIMIT
 from slurm_dsl.run.sweep import sweep
 from slurm_dsl.run.tracked import Tracker
 from tests import lab
 
-GONE_BASE = 3_000_000  # ids the lab never reaches
 AGO = 3600.0  # the operations started so long ago: far past any settle delay
 TARGET = 1.5
-
-
-class Counting:
-    """A runner.run_argv that counts the processes it starts."""
-
-    def __init__(self) -> None:
-        self.calls = 0
-
-    def __call__(self, argv: Sequence[str], **kwargs: Any) -> Completed:
-        self.calls += 1
-        return run_argv(argv, **kwargs)
 
 
 def build(path: str, ids: List[str], to_settle: int) -> None:

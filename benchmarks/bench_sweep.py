@@ -28,30 +28,14 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from benchmarks._ledgers import GONE_BASE, Counting
 from slurm_dsl import Op
 from slurm_dsl.core.jobinfo import JobInfo
 from slurm_dsl.ledger.choose import open_ledger
 from slurm_dsl.lookups.squeue import SqueueLookup
-from slurm_dsl.run.process import Completed, run_argv
 from slurm_dsl.run.sweep import sweep
 from slurm_dsl.run.tracked import Tracker
 from tests import lab
-
-GONE_BASE = 3_000_000  # ids the lab never reaches
-
-
-class Counting:
-    """A runner.run_argv that counts the processes it starts."""
-
-    def __init__(self) -> None:
-        self.calls = 0
-        self.programs: Dict[str, int] = {}
-
-    def __call__(self, argv: Sequence[str], **kwargs: Any) -> Completed:
-        self.calls += 1
-        name = Path(argv[0]).name
-        self.programs[name] = self.programs.get(name, 0) + 1
-        return run_argv(argv, **kwargs)
 
 
 class PerJob:

@@ -7,7 +7,9 @@ from __future__ import annotations
 import os
 import stat
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Sequence
+
+from slurm_dsl.core.jobinfo import JobInfo, LookupFailed
 
 # Which call an argv is: the key the fake's plan uses.
 KEYS = {
@@ -203,3 +205,22 @@ def write_list_fake(
     )
     path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
     return path
+
+
+class MemoryLookup:
+    """A ``Lookup`` answering from a dict (an id it does not hold: gone) that keeps every call's
+    ids (``asked``: a test counts the lookups, the one RPC each); ``fail``: every call raises
+    ``LookupFailed`` with that reason, as a lookup that could not ask."""
+
+    name = "memory"
+
+    def __init__(self, jobs: Dict[str, JobInfo], fail: Optional[str] = None) -> None:
+        self.known = jobs
+        self.fail = fail
+        self.asked: List[List[str]] = []
+
+    def jobs(self, job_ids: Sequence[str]) -> Dict[str, Optional[JobInfo]]:
+        self.asked.append(list(job_ids))
+        if self.fail:
+            raise LookupFailed(self.fail)
+        return {j: self.known.get(j) for j in job_ids}

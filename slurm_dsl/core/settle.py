@@ -152,7 +152,7 @@ def verdict(
     known.  Rules 1-7 of the module.  ``InvalidInput`` for a bad op, record, baseline (another
     job's), time or delay.
     """
-    op = Op(op)
+    op = _op(op)
     delay = check_settle_delay(settle_delay)
     end = _seconds(since_end, "the time since the end")
     if not isinstance(looked, (JobInfo, NoJob)):
@@ -161,6 +161,13 @@ def verdict(
         )
     record = _record(looked, "the lookup's record") if isinstance(looked, JobInfo) else None
     base = None if baseline is None else _record(baseline, "the baseline", None if record is None else record.job_id)
+    return _checked_verdict(op, looked, record, base, end, delay)
+
+
+def _checked_verdict(
+    op: Op, looked: Looked, record: Optional[JobInfo], base: Optional[JobInfo], end: Optional[float], delay: float
+) -> Optional[Verdict]:
+    """``verdict``'s Rules 1-6, its values checked: ``record`` is ``looked`` if that is a record."""
     if looked is NoJob.COULD_NOT_ASK:
         return None  # Rule 1
     if record is None:
@@ -201,6 +208,8 @@ def _seconds(value: object, what: str) -> Optional[float]:
     an infinity is ``InvalidInput``.  Copied through its base type, so a subclass's methods never run."""
     if value is None:
         return None
+    if type(value) is float and value - value == 0.0:
+        return value  # the common case, an exact finite float: as below, only faster
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise InvalidInput(f"{what} must be a number of seconds, not {described(value)}")
     try:
@@ -210,6 +219,11 @@ def _seconds(value: object, what: str) -> Optional[float]:
     if not math.isfinite(seconds):
         raise InvalidInput(f"{what} must be a finite number of seconds, not {seconds!r}")
     return seconds
+
+
+def _op(op: object) -> Op:
+    """``Op(op)``; an exact ``Op`` as it is (the common case, faster)."""
+    return op if type(op) is Op else Op(op)
 
 
 def _record(info: object, what: str, job_id: Optional[str] = None) -> JobInfo:
@@ -297,55 +311,91 @@ def settle_operation(
     ``later``: the later operations of the same job (any order; the first by id counts);
     ``looked``: the lookup's answer for the job, made at ``looked_at`` (ledger clock, its start).
     Rules 1-11 of the module; ``InvalidInput`` for a bad value, before anything is decided.
+    The rule the reference is written in: ``OneLookup`` gives the same for many operations at
+    once, its lookup's values checked once (tests/core/test_settle_operation.py).
     """
-    if not isinstance(operation, Recorded):
-        raise InvalidInput(f"operation must be a Recorded, not {described(operation)}")
-    op = Op(operation.op)
-    job = validate_job_id(operation.job_id)
-    delay = check_settle_delay(settle_delay)
-    at = _finite(looked_at, "looked_at")
-    if operation.result is not None and operation.result is not Result.UNKNOWN:
-        raise InvalidInput(
-            f"only an unknown or unfinished operation is settled, not a {described(operation.result)} one"
+    return OneLookup(looked_at, no_ends_by_bound=no_ends_by_bound, settle_delay=settle_delay).settle(
+        operation, later, looked
+    )
+
+
+class OneLookup:
+    """``settle_operation`` for the operations settled by one lookup: the values they share (the
+    lookup's start, the bound of an old row, the settle delay) checked once, here
+    (``InvalidInput``), and ``settle`` run per operation (a sweep settles 10,000 of them:
+    docs/benchmarks.md §9)."""
+
+    __slots__ = ("looked_at", "no_ends_by_bound", "settle_delay")
+
+    def __init__(
+        self, looked_at: float, *, no_ends_by_bound: float, settle_delay: float = DEFAULT_SETTLE_DELAY
+    ) -> None:
+        self.settle_delay = check_settle_delay(settle_delay)
+        self.looked_at = _finite(looked_at, "looked_at")
+        self.no_ends_by_bound = _finite(no_ends_by_bound, "the bound of an old row")
+
+    def settle(self, operation: Recorded, later: Sequence[Recorded], looked: Looked) -> Optional[Settled]:
+        """``settle_operation(operation, later, looked, ...)`` with this lookup's values."""
+        if not isinstance(operation, Recorded):
+            raise InvalidInput(f"operation must be a Recorded, not {described(operation)}")
+        op = _op(operation.op)
+        job = validate_job_id(operation.job_id)
+        delay, at = self.settle_delay, self.looked_at
+        if operation.result is not None and operation.result is not Result.UNKNOWN:
+            raise InvalidInput(
+                f"only an unknown or unfinished operation is settled, not a {described(operation.result)} one"
+            )
+        end = operation_end(operation, self.no_ends_by_bound)
+        started = _finite(operation.started_at, "started_at")
+        if isinstance(looked, JobInfo):
+            _record(looked, "the lookup's record", job)
+        others = []
+        for other in later:
+            if not isinstance(other, Recorded) or validate_job_id(other.job_id) != job:
+                raise InvalidInput(f"a later operation must be a Recorded of job {job}, not {described(other)}")
+            if other.id <= operation.id:
+                raise InvalidInput(f"operation {other.id} is not later than operation {operation.id}")
+            others.append(other)
+        if looked is NoJob.COULD_NOT_ASK:
+            return None  # Rule 1: nothing is read from a lookup that failed, not even via a later operation
+        field = EFFECT_FIELD[op]
+        first = None if not others else min(
+            (o for o in others if field in FIELDS[_op(o.op)]), key=lambda o: o.id, default=None
         )
-    end = operation_end(operation, no_ends_by_bound)
-    started = _finite(operation.started_at, "started_at")
-    if isinstance(looked, JobInfo):
-        _record(looked, "the lookup's record", job)
-    others = []
-    for other in later:
-        if not isinstance(other, Recorded) or validate_job_id(other.job_id) != job:
-            raise InvalidInput(f"a later operation must be a Recorded of job {job}, not {described(other)}")
-        if other.id <= operation.id:
-            raise InvalidInput(f"operation {other.id} is not later than operation {operation.id}")
-        others.append(other)
-    if looked is NoJob.COULD_NOT_ASK:
-        return None  # Rule 1: nothing is read from a lookup that failed, not even via a later operation
-    field = EFFECT_FIELD[op]
-    first = min((o for o in others if field in FIELDS[Op(o.op)]), key=lambda o: o.id, default=None)
-    if first is None:
-        found = verdict(op, looked, baseline=operation.baseline, since_end=at - end, settle_delay=delay)
+        if first is None:
+            # ``verdict``'s checks, but for those made above
+            since_end = _seconds(at - end, "the time since the end")
+            if not isinstance(looked, (JobInfo, NoJob)):
+                raise InvalidInput(
+                    f"looked must be a JobInfo, NoJob.GONE or NoJob.COULD_NOT_ASK, not {described(looked)}"
+                )
+            record = looked if isinstance(looked, JobInfo) else None
+            base = operation.baseline
+            if base is not None:
+                base = _record(base, "the baseline", None if record is None else record.job_id)
+            found = _checked_verdict(op, looked, record, base, since_end, delay)
+            if found is None:
+                return None
+            return Settled(found, _detail(op, found, record, operation.baseline, at - end), at, record)
+        what = f"a later {_op(first.op).value} on the job (operation {first.id})"
+        if first.baseline is None or first.baseline_at is None:
+            return Settled(Verdict.UNDECIDABLE, f"{what}, no record from before it", at, None, first.id)
+        before_at = _finite(first.baseline_at, "the later operation's baseline_at")
+        if before_at < started:
+            return Settled(Verdict.UNDECIDABLE, f"{what}; its record was read before this one started", before_at,
+                           first.baseline, first.id)
+        found = verdict(op, first.baseline, baseline=operation.baseline, since_end=before_at - end,
+                        settle_delay=delay)
         if found is None:
-            return None
-        record = looked if isinstance(looked, JobInfo) else None
-        return Settled(found, _detail(op, found, record, operation.baseline, at - end), at, record)
-    what = f"a later {Op(first.op).value} on the job (operation {first.id})"
-    if first.baseline is None or first.baseline_at is None:
-        return Settled(Verdict.UNDECIDABLE, f"{what}, no record from before it", at, None, first.id)
-    before_at = _finite(first.baseline_at, "the later operation's baseline_at")
-    if before_at < started:
-        return Settled(Verdict.UNDECIDABLE, f"{what}; its record was read before this one started", before_at,
-                       first.baseline, first.id)
-    found = verdict(op, first.baseline, baseline=operation.baseline, since_end=before_at - end, settle_delay=delay)
-    if found is None:
-        return Settled(
-            Verdict.UNDECIDABLE,
-            f"{what}; the record from before it, read {before_at - end:.1f} s after the end, does not show the"
-            " effect and was read too soon to say absent",
-            before_at, first.baseline, first.id,
-        )
-    detail = _detail(op, found, first.baseline, operation.baseline, before_at - end)
-    return Settled(found, f"{what}; from the record read before it: {detail}", before_at, first.baseline, first.id)
+            return Settled(
+                Verdict.UNDECIDABLE,
+                f"{what}; the record from before it, read {before_at - end:.1f} s after the end, does not show the"
+                " effect and was read too soon to say absent",
+                before_at, first.baseline, first.id,
+            )
+        detail = _detail(op, found, first.baseline, operation.baseline, before_at - end)
+        return Settled(found, f"{what}; from the record read before it: {detail}", before_at, first.baseline,
+                       first.id)
 
 
 def _detail(op: Op, found: Verdict, record: Optional[JobInfo], baseline: Optional[JobInfo], since_end: float) -> str:

@@ -31,7 +31,7 @@ from ..core.model import Op, Outcome, RequeueBit
 
 if TYPE_CHECKING:
     from ..core.jobinfo import JobInfo
-    from ..core.settle import Verdict
+    from ..core.settle import Recorded, Verdict
 
 DEFAULT_PATH = "/var/lib/slurm-dsl/ledger.sqlite3"
 BUSY_TIMEOUT = 5.0  # seconds a writer waits for another one before LedgerError
@@ -181,12 +181,12 @@ class LedgerStore(Protocol):
 
     def unsettled(
         self, now: float, *, since: float = 0.0, limit: Optional[int] = None, job_ids: Optional[Sequence[str]] = None
-    ) -> List[HistoryEntry]:
+    ) -> List[Recorded]:
         """The operations to settle: rows with no settlement whose result is unknown, or without a
         result that no longer run (as ``unfinished``'s "lapsed": the job has a later row or no
         unexpired lease; also once ``now >= ends_by``); started at ``since`` or later; only
         those jobs if ``job_ids`` is given; newest first (started_at, id descending); at most
-        ``limit``.  Reads only."""
+        ``limit``.  Each as the core's ``settle.Recorded`` (what settling reads).  Reads only."""
         ...
 
     def add_settlements(
@@ -206,6 +206,13 @@ class LedgerStore(Protocol):
     def keyed(self, job_ids: Sequence[str], op: Op, key: str) -> Dict[str, List[HistoryEntry]]:
         """The operations ``op`` with that ``key``, per job (oldest first), with settlements; a
         job with none is absent.  Reads only."""
+        ...
+
+    def operations_by(
+        self, job_ids: Sequence[str], op: Op, actor: str, since: float
+    ) -> Dict[str, List[HistoryEntry]]:
+        """The operations ``op`` on each job run by ``actor``, started at ``since`` or later, per
+        job (oldest first), with settlements; a job with none is absent.  Reads only."""
         ...
 
     def later_operations(self, op_ids: Sequence[int]) -> Dict[int, List[HistoryEntry]]:

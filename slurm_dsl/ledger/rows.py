@@ -50,12 +50,13 @@ from ..core import ledger_rules as rules
 from ..core.errors import InvalidInput, LedgerError
 from ..core.jobid import validate_job_id
 from ..core.jobinfo import JobInfo
+from ..core.keys import check_key
 from ..core.model import Op, Outcome, Reason, RequeueBit, Result
 from ..core.shown import shown
 from .base import STDERR_CAP
 
 if TYPE_CHECKING:
-    from ..core.settle import Verdict
+    from ..core.settle import Recorded, Verdict
     from .records import HistoryEntry, JobObject, Settlement, SweepRecord, Unfinished
 
 # The records (``ledger.records``) are imported by the reads that build them: an operation never
@@ -86,6 +87,14 @@ SELECT_LATER = (
     " s.id, s.verdict, s.looked_at, s.record, s.settled_at, s.settled_by, s.detail"
     " FROM history g JOIN history h ON h.job_id = g.job_id AND h.id > g.id"
     " LEFT JOIN settlements s ON s.op_id = h.id WHERE g.id"
+)
+
+# ``unsettled``: what settling reads of a row (``recorded``), no more: not its calls, stderr or
+# detail (a sweep reads up to 10,000 of them: docs/benchmarks.md §9).  A backend appends its
+# WHERE (``s`` the settlement, none for these rows) and ORDER BY.
+SELECT_TO_SETTLE = (
+    "SELECT h.id, h.job_id, h.op, h.result, h.started_at, h.finished_at, h.ends_by, h.baseline, h.baseline_at"
+    " FROM history h LEFT JOIN settlements s ON s.op_id = h.id"
 )
 
 # What ``unfinished`` reads, ``{mark}`` the backend's placeholder for the time now: each row
@@ -145,8 +154,21 @@ def stored_text(text: str) -> str:
 # -- reading rows --------------------------------------------------------------------------------
 
 
+@functools.cache
+def _members(cls: Type[_E]) -> Dict[Any, _E]:
+    """``cls``'s members by value: a dict lookup costs a tenth of ``cls(value)`` (a sweep decodes
+    10,000 rows, docs/benchmarks.md §9)."""
+    return {member.value: member for member in cls}
+
+
+def _member(cls: Type[_E], value: Any) -> _E:
+    """``cls(value)``, found by value first; anything else goes to ``cls(value)``, which raises as before."""
+    found = _members(cls).get(value) if isinstance(value, str) else None
+    return cls(value) if found is None else found
+
+
 def _enum_or_none(cls: Type[_E], value: Optional[str]) -> Optional[_E]:
-    return None if value is None else cls(value)
+    return None if value is None else _member(cls, value)
 
 
 def job_object(row: Sequence[Any]) -> JobObject:
@@ -164,10 +186,10 @@ def entry(r: Sequence[Any], path: str = "") -> HistoryEntry:
     return HistoryEntry(
         id=int(r[0]),
         job_id=r[1],
-        op=Op(r[2]),
+        op=_member(Op, r[2]),
         nonce=r[3],
         started_at=float(r[4]),
-        prior_bit=RequeueBit(r[5]),
+        prior_bit=_member(RequeueBit, r[5]),
         finished_at=None if r[6] is None else float(r[6]),
         result=_enum_or_none(Result, r[7]),
         requeue_bit=_enum_or_none(RequeueBit, r[8]),
@@ -175,7 +197,7 @@ def entry(r: Sequence[Any], path: str = "") -> HistoryEntry:
         reason=_enum_or_none(Reason, r[10]),
         detail=r[11] or "",
         exit_status=r[12],
-        calls=tuple(CallRecord(**c) for c in json.loads(r[13] or "[]")),
+        calls=() if not r[13] or r[13] == "[]" else tuple(CallRecord(**c) for c in json.loads(r[13])),
         stderr=bytes(r[14] or b""),
         stderr_len=int(r[15] or 0),
         actor=r[16],
@@ -186,6 +208,27 @@ def entry(r: Sequence[Any], path: str = "") -> HistoryEntry:
         ends_by=None if r[21] is None else float(r[21]),
         settlement=None if r[22] is None else settlement(path, int(r[0]), str(r[1]), r[22:30]),
     )
+
+
+def recorded(rows: Iterable[Sequence[Any]], path: str = "") -> List[Recorded]:
+    """Rows as ``SELECT_TO_SETTLE`` reads them, as the core's ``settle.Recorded``; LedgerError
+    (naming the ledger ``path``) for a malformed baseline, as ``entry``."""
+    from ..core.settle import Recorded
+
+    return [
+        Recorded(
+            id=int(r[0]),
+            job_id=r[1],
+            op=_member(Op, r[2]),
+            result=_enum_or_none(Result, r[3]),
+            started_at=float(r[4]),
+            finished_at=None if r[5] is None else float(r[5]),
+            ends_by=None if r[6] is None else float(r[6]),
+            baseline=job_info(path, r[7]),
+            baseline_at=None if r[8] is None else float(r[8]),
+        )
+        for r in rows
+    ]
 
 
 def settlement(path: str, op_id: int, job_id: str, r: Sequence[Any]) -> Settlement:
@@ -228,6 +271,9 @@ _JOB_INFO_FIELDS: Tuple[Tuple[str, Tuple[type, ...]], ...] = (
 )
 
 
+_JOB_INFO_NAMES = frozenset(name for name, _ in _JOB_INFO_FIELDS)
+
+
 def job_info_text(info: Optional[JobInfo]) -> Optional[str]:
     """The column a record is stored in: every field of the ``JobInfo`` as compact JSON, or None.
     InvalidInput for anything but a JobInfo whose fields have their types."""
@@ -254,9 +300,10 @@ def job_info(path: str, text: Optional[str]) -> Optional[JobInfo]:
         values = json.loads(text)
     except ValueError:
         values = None
-    ok = isinstance(values, dict) and set(values) == {name for name, _ in _JOB_INFO_FIELDS} and all(
-        isinstance(values[name], types) and (bool in types or not isinstance(values[name], bool))
-        for name, types in _JOB_INFO_FIELDS
+    # json.loads gives exact types only, so an exact type check is isinstance's with bool kept
+    # apart from int (True is no RestartCnt), at a third of its cost.
+    ok = type(values) is dict and values.keys() == _JOB_INFO_NAMES and all(
+        type(values[name]) in types for name, types in _JOB_INFO_FIELDS
     )
     if not ok:
         raise LedgerError(f"ledger {path}: a stored job record is malformed: {shown(str(text)[:200])}", path=path)
@@ -484,7 +531,6 @@ def multi_row(
 # actor, baseline (``job_info_text``), baseline_at, op_key, retry_of, ends_by.
 HistoryStart = Tuple[str, str, str, float, str, Optional[str], Optional[str], Optional[float], Optional[str],
                      Optional[int], Optional[float]]
-KEY_MAX = 255  # characters of an idempotency key
 
 
 class StartFields(NamedTuple):
@@ -500,15 +546,10 @@ class StartFields(NamedTuple):
 
 
 def checked_key(key: Optional[str]) -> Optional[str]:
-    """An idempotency key: None, or 1 to ``KEY_MAX`` characters with no control character (it is
-    matched exactly later, so it is refused rather than changed); else InvalidInput."""
-    if key is None:
-        return None
-    if not isinstance(key, str) or not 0 < len(key) <= KEY_MAX or shown(key) != key:
-        raise InvalidInput(
-            f"a key must be 1 to {KEY_MAX} printable characters, not {shown(repr(key))[:KEY_MAX + 20]}"
-        )
-    return key
+    """An idempotency key: None, or a key by the one rule the command line and the API apply
+    (``core.keys.check_key``: 1-128 letters, digits and ``._:@/+=-``; it is matched exactly
+    later, so it is refused rather than changed); else InvalidInput, before anything is written."""
+    return None if key is None else check_key(key)
 
 
 def start_fields(
@@ -725,13 +766,21 @@ def checked_verdicts(verdicts: Sequence[SettlementIn]) -> List[Tuple[int, str, f
     from ..core.settle import Verdict
 
     checked = []
+    # A sweep's 10,000 verdicts share a few details ("gone: ..."): each distinct one made
+    # ``stored_text`` once (docs/benchmarks.md §9).
+    stored: Dict[str, str] = {}
     for op_id, verdict, looked_at, record, detail in verdicts:
         checked_op_id(op_id)
         try:
             value = Verdict(verdict).value
         except ValueError:
             raise InvalidInput(f"not a verdict: {shown(repr(verdict))}") from None
-        checked.append((op_id, value, finite("looked_at", looked_at), job_info_text(record), stored_text(detail)))
+        text = stored.get(detail) if type(detail) is str else None
+        if text is None:
+            text = stored_text(detail)
+            if type(detail) is str:
+                stored[detail] = text
+        checked.append((op_id, value, finite("looked_at", looked_at), job_info_text(record), text))
     return checked
 
 

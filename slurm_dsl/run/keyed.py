@@ -167,7 +167,7 @@ class _Run:
         answers, looked_at = self.look(list(dict.fromkeys(e.job_id for e in todo)))
         try:
             decided = settling.decide(self.ledger, todo, answers, looked_at, self.delay)
-            settling.write(self.ledger, decided, self.ledger.now(), by=self.by)
+            written = settling.write(self.ledger, decided, self.ledger.now(), by=self.by)
         except LedgerError as exc:
             # No verdict is kept that the ledger did not take: these stay unsettled (the sweep
             # settles them later) and their rows say no effect.
@@ -175,8 +175,10 @@ class _Run:
             return {e.id: out.get(e.id) for e in entries}
         for d in decided:
             out[d.entry.id] = None if d.settled is None else d.settled.verdict
-        # Another settler may have been first: the ledger's verdict is the final one.
-        if any(v is not None for v in out.values()):
+        # Every verdict written is the ledger's, final: what was written is what a re-read would
+        # find.  One not written means another settler was first (or the row was settled since
+        # it was read): the ledger's verdict is the final one, read back.
+        if written < sum(1 for d in decided if d.settled is not None):
             for job in dict.fromkeys(e.job_id for e in todo):
                 for e in self.ledger.history(job):
                     if e.id in out and e.settlement is not None:
@@ -193,7 +195,8 @@ class _Run:
             earlier = self.ledger.keyed(waiting, self.op, self.key)
             seen = [j for j in waiting if j in earlier]
             unsettled = self.ledger.unsettled(self.ledger.now(), job_ids=seen) if seen else []
-            lapsed = {e.id for e in unsettled if e.op is self.op and e.key == self.key}
+            # ``unsettled`` of the jobs that have earlier keyed rows: those of them no longer running
+            lapsed = {e.id for e in unsettled}
             to_settle = [e for j in waiting for e in earlier.get(j, []) if e.id in lapsed and e.settlement is None]
             verdicts = self.settle(to_settle) if to_settle else {}
             again: List[str] = []
@@ -289,7 +292,7 @@ class _Run:
             for outcome in unknown:
                 if outcome.job_id in mine:
                     first.setdefault(outcome.job_id, mine[outcome.job_id].id)
-            verdicts = self._settle_own(mine)
+            verdicts = self._settle_own(mine, started)
             retry_now: List[str] = []
             for outcome in unknown:
                 entry = mine.get(outcome.job_id)
@@ -308,18 +311,13 @@ class _Run:
 
     def _own(self, outcomes: Sequence[Outcome], started: float) -> Dict[str, HistoryEntry]:
         """This run's own history row of each job: the newest of this op by this process's
-        actor that started at or after ``started``."""
-        out: Dict[str, HistoryEntry] = {}
-        for outcome in outcomes:
-            rows = [e for e in self.ledger.history(outcome.job_id)
-                    if e.op is self.op and e.actor == self.tracker.actor and e.started_at >= started]
-            if rows:
-                out[outcome.job_id] = rows[-1]
-        return out
+        actor that started at or after ``started``; one read for them all (``operations_by``)."""
+        found = self.ledger.operations_by([o.job_id for o in outcomes], self.op, self.tracker.actor, started)
+        return {job: rows[-1] for job, rows in found.items()}
 
-    def _settle_own(self, mine: Dict[str, HistoryEntry]) -> Dict[int, Optional[Verdict]]:
+    def _settle_own(self, mine: Dict[str, HistoryEntry], started: float) -> Dict[int, Optional[Verdict]]:
         """Look at once (a ``present`` ends it), then again once the settle delay has passed since
-        the last of them ended, within the deadline."""
+        the last of them ended, within the deadline (``started``: when this run began, as ``_own``)."""
         entries = list(mine.values())
         verdicts = self.settle(entries)
         while True:
@@ -330,7 +328,8 @@ class _Run:
             due = max(max(self._due(e) for e in waiting), self.ledger.now() + AGAIN)
             if not self.sleep_until(due):
                 return verdicts
-            fresh = {job: e for job, e in mine.items() if e in waiting}
-            # Re-read: the rows as the ledger has them now (another settler may have been first).
-            rows = [r for job in fresh for r in self.ledger.history(job) if r.id == fresh[job].id]
-            verdicts.update(self.settle(rows))
+            # Re-read, in one read: the rows as the ledger has them now (another settler may have
+            # been first).
+            ids = {e.id for e in waiting}
+            now = self.ledger.operations_by([e.job_id for e in waiting], self.op, self.tracker.actor, started)
+            verdicts.update(self.settle([r for rows in now.values() for r in rows if r.id in ids]))

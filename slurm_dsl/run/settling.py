@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
 from ..core.errors import InvalidInput
 from ..core.jobinfo import JobInfo, Lookup, LookupFailed
@@ -31,12 +31,12 @@ from ..core.model import Result
 from ..core.script import KILL_GRACE
 from ..core.settle import (
     DEFAULT_SETTLE_DELAY,
+    OneLookup,
     Recorded,
     Settled,
     Verdict,
     exits_as,
     looked_up,
-    settle_operation,
 )
 from ..ledger.base import HistoryEntry, LedgerStore, iso_utc
 from ..ledger.records import job_info_json
@@ -54,8 +54,14 @@ DEFAULT_LIMIT = 10_000  # at most so many operations per sweep (newest first; th
 NO_ENDS_BY_BOUND = MAX_TIMEOUT + KILL_GRACE + GUARD_MARGIN
 
 
-def recorded(entry: HistoryEntry) -> Recorded:
+# An operation to settle: as ``LedgerStore.unsettled`` gives it, or a whole history row.
+Operation = Union[Recorded, HistoryEntry]
+
+
+def recorded(entry: Operation) -> Recorded:
     """The plain values the core's rules read of one history row."""
+    if isinstance(entry, Recorded):
+        return entry
     return Recorded(
         id=entry.id, job_id=entry.job_id, op=entry.op, result=entry.result, started_at=entry.started_at,
         finished_at=entry.finished_at, ends_by=entry.ends_by, baseline=entry.baseline,
@@ -67,7 +73,7 @@ def recorded(entry: HistoryEntry) -> Recorded:
 class Decided:
     """One operation and the verdict this settling gives it (None: not now)."""
 
-    entry: HistoryEntry
+    entry: Operation
     settled: Optional[Settled]
 
     def to_json(self) -> Dict[str, Any]:
@@ -85,26 +91,30 @@ class Decided:
 
 def decide(
     ledger: LedgerStore,
-    entries: Sequence[HistoryEntry],
+    entries: Sequence[Operation],
     answers: Optional[Mapping[str, Optional[JobInfo]]],
     looked_at: float,
     settle_delay: float = DEFAULT_SETTLE_DELAY,
 ) -> List[Decided]:
     """Each operation's verdict from one lookup's ``answers`` (None: the lookup could not ask),
-    made at ``looked_at``.  Reads the later operations (step 3), writes nothing."""
+    made at ``looked_at``.  Reads the later operations (step 3), writes nothing.  The rules are
+    ``core.settle.settle_operation``'s, the lookup's values checked once (``OneLookup``)."""
     if not entries:
         return []
     if answers is None:
         return [Decided(e, None) for e in entries]  # a lookup that could not ask settles nothing
     later = ledger.later_operations([e.id for e in entries])
+    try:
+        one = OneLookup(looked_at, no_ends_by_bound=NO_ENDS_BY_BOUND, settle_delay=settle_delay)
+    except InvalidInput as exc:
+        # As each operation would be refused: none is settled, the journal says why.
+        log.warning("cannot settle %d operations: %s", len(entries), exc)
+        return [Decided(e, None) for e in entries]
     decided = []
     for entry in entries:
         try:
             looked = looked_up(answers, entry.job_id)
-            settled = settle_operation(
-                recorded(entry), [recorded(o) for o in later.get(entry.id, [])], looked, looked_at,
-                no_ends_by_bound=NO_ENDS_BY_BOUND, settle_delay=settle_delay,
-            )
+            settled = one.settle(recorded(entry), [recorded(o) for o in later.get(entry.id, ())], looked)
         except InvalidInput as exc:
             # A row the rules refuse (a baseline of another job, a time that is no number) is a
             # ledger's fault, not this sweep's: it stays unsettled, and the journal says why.
@@ -144,7 +154,7 @@ class Row:
     (``when``: ``now``, ``earlier``, ``not_yet`` (no verdict from this lookup), ``running`` (an
     unfinished operation whose process may still run: not settled yet))."""
 
-    entry: HistoryEntry
+    entry: Operation
     when: str
     verdict: Optional[Verdict] = None
     detail: str = ""
@@ -217,7 +227,7 @@ def settle_rows(
     todo_ids = {e.id for e in todo}
     report = SettleReport()
     if job_ids is not None:
-        entries: List[HistoryEntry] = []
+        entries: List[Operation] = []
         for job in job_ids:
             history = ledger.history(job)
             if not history:
@@ -249,7 +259,7 @@ def settle_rows(
             s = decided[entry.id].settled
             report.rows.append(Row(entry, NOT_YET) if s is None else
                                Row(entry, NOW, s.verdict, s.detail, s.looked_at, s.record, written_at, by))
-        elif entry.settlement is not None:
+        elif not isinstance(entry, Recorded) and entry.settlement is not None:
             report.rows.append(stored_row(entry))
         else:
             report.rows.append(Row(entry, RUNNING if entry.id not in todo_ids else NOT_YET))

@@ -46,8 +46,8 @@ from ..core.errors import SweepBusy as SweepBusy  # re-exported: where it has al
 from ..core.jobinfo import JobInfo, Lookup, LookupFailed
 from ..core.ledger_rules import SWEEP_TAG
 from ..core.model import Op, Outcome, RequeueBit, Result
-from ..core.settle import DEFAULT_SETTLE_DELAY, check_settle_delay
-from ..ledger.base import HistoryEntry, LedgerError, LedgerStore
+from ..core.settle import DEFAULT_SETTLE_DELAY, Recorded, check_settle_delay
+from ..ledger.base import LedgerError, LedgerStore
 from ..ledger.sqlite import SweepLock as SweepLock  # re-exported: the SQLite ledger's lock
 from ..lookups.squeue import SqueueLookup
 from . import settling
@@ -205,7 +205,7 @@ def sweep(
         ttl = getattr(lookup, "timeout", 60.0) + restore_timeout * 2 + 60.0
         leased = ledger.acquire_leases(ids, owner, ledger.now(), ttl, take_over_sweeps=take_over)
         report.swept += [Swept(j, Done.BUSY, "an operation holds the job") for j in _not_held(ids, leased)]
-    unsettled: List[HistoryEntry] = []
+    unsettled: List[Recorded] = []
     answers: Optional[Dict[str, Optional[JobInfo]]] = None
     looked_at = 0.0
     try:
@@ -252,7 +252,7 @@ def _not_held(ids: List[str], leased: List[str]) -> List[str]:
 def _verdicts(
     tracker: Tracker,
     ledger: LedgerStore,
-    unsettled: List[HistoryEntry],
+    unsettled: List[Recorded],
     answers: Optional[Dict[str, Optional[JobInfo]]],
     looked_at: float,
     delay: float,

@@ -112,14 +112,14 @@ def populate(location: str) -> None:
         record(ledger, "5", Op.REQUEUE, NOW + 3, ok(Op.REQUEUE, "5"))
         # 5 again (schema 3): an unknown hold with a baseline and a key, settled, and its retry.
         first = ledger.begin_operation("5", Op.HOLD, "5a" * 16, NOW + 20, actor="uid 0", baseline=BASE,
-                                       baseline_at=NOW + 19.5, key="nightly ö", ends_by=NOW + 80.25)
+                                       baseline_at=NOW + 19.5, key="nightly-1", ends_by=NOW + 80.25)
         ledger.finish_operation(first, Outcome(Op.HOLD, "5", Result.UNKNOWN, None, Reason.TIMED_OUT,
                                                (Call(1, 124, "124", b"", CallOutcome.UNKNOWN, None, Reason.TIMED_OUT),),
                                                124), b"t", NOW + 21)
         assert ledger.add_settlements([(first, Verdict.ABSENT, NOW + 40, BASE, "PriorityLong 4294901 > 0")],
                                       NOW + 41, by="command uid 0") == 1
         retry = ledger.begin_operation("5", Op.HOLD, "5b" * 16, NOW + 42, baseline=BASE, baseline_at=NOW + 41.5,
-                                       key="nightly ö", retry_of=first, ends_by=NOW + 100)
+                                       key="nightly-1", retry_of=first, ends_by=NOW + 100)
         ledger.finish_operation(retry, ok(Op.HOLD, "5"), b"", NOW + 43)
         # 6: an object without any operation (as sweep --orphans --fix makes one), not clear.
         assert ledger.acquire_lease("6", "orphans", NOW, 60)
@@ -235,7 +235,7 @@ def test_migrate_copies_everything_as_it_was(
     first, retry = after.history["5"][-2:]  # schema 3's columns and the settlement came too
     assert first.settlement is not None
     assert (first.settlement.verdict, first.settlement.record) == (Verdict.ABSENT, BASE)
-    assert (first.baseline, first.baseline_at, first.key, first.ends_by) == (BASE, NOW + 19.5, "nightly ö", NOW + 80.25)
+    assert (first.baseline, first.baseline_at, first.key, first.ends_by) == (BASE, NOW + 19.5, "nightly-1", NOW + 80.25)
     assert after.retries["5", retry.nonce] == ("5", first.nonce) and retry.settlement is None
     with open_ledger(target) as ledger:
         # Leases are not copied: job 2 is free in the target, and due for its sweep.

@@ -66,14 +66,14 @@ def run(ledger: LedgerStore, job: str, op: Op, at: float, outcome: Optional[Outc
 def test_the_start_columns_are_stored_and_read_back(ledger_location: str) -> None:
     with open_ledger(ledger_location) as ledger:
         first = ledger.begin_operation("7", Op.REQUEUE, nonce(1), T0, actor="me", baseline=PENDING,
-                                       baseline_at=T0 - 0.125, key="nightly 2026-12-01", ends_by=T0 + 95.5)
+                                       baseline_at=T0 - 0.125, key="nightly-2026-12-01", ends_by=T0 + 95.5)
         ids = ledger.begin_operations([("7", Op.HOLD, nonce(2)), ("8", Op.HOLD, nonce(3))], T0 + 1,
                                       baselines={"7": RUNNING}, baseline_at=T0 + 0.5, key="k",
                                       retry_of={"8": first}, ends_by=T0 + 50)
         plain = ledger.begin_operation("9", Op.RESTORE, nonce(4), T0 + 2)
         (a, b), (c,), (d,) = ledger.history("7"), ledger.history("8"), ledger.history("9")
     assert (a.id, a.baseline, a.baseline_at, a.key, a.retry_of, a.ends_by) == (
-        first, PENDING, T0 - 0.125, "nightly 2026-12-01", None, T0 + 95.5)
+        first, PENDING, T0 - 0.125, "nightly-2026-12-01", None, T0 + 95.5)
     assert (b.id, b.baseline, b.baseline_at, b.key, b.retry_of, b.ends_by) == (ids[0], RUNNING, T0 + 0.5, "k", None,
                                                                               T0 + 50)
     # A job without a baseline has no baseline_at either.
@@ -84,7 +84,7 @@ def test_the_start_columns_are_stored_and_read_back(ledger_location: str) -> Non
     assert blob["baseline"] == {"job_id": "7", "state": "PENDING", "requeue": True, "restarts": 0,
                                 "priority": 4294901, "reason": "BeginTime", "array_job_id": None, "array_tasks": 1}
     assert (blob["baseline_at_epoch"], blob["ends_by_epoch"], blob["key"], blob["retry_of"]) == (
-        T0 - 0.125, T0 + 95.5, "nightly 2026-12-01", None)
+        T0 - 0.125, T0 + 95.5, "nightly-2026-12-01", None)
     assert blob["baseline_at"] == "2023-11-14T22:13:20Z" and (blob["effect"], blob["settlement"]) == (None, None)
     with Raw(ledger_location) as conn:
         (text,) = conn.execute("SELECT baseline FROM history WHERE id = ?", (first,))[0]
@@ -94,9 +94,9 @@ def test_the_start_columns_are_stored_and_read_back(ledger_location: str) -> Non
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
-        ({"key": ""}, "a key must be"),
-        ({"key": "x" * 256}, "a key must be"),
-        ({"key": "a\nb"}, "a key must be"),
+        ({"key": ""}, "a key is 1-128 letters"),
+        ({"key": "x" * 256}, "a key is 1-128 letters"),
+        ({"key": "a\nb"}, "a key is 1-128 letters"),
         ({"baseline_at": float("nan")}, "baseline_at must be a finite number"),
         ({"ends_by": "soon"}, "ends_by must be a finite number"),
         ({"retry_of": 0}, "retry_of must name a history id"),
@@ -368,8 +368,43 @@ def test_keyed_gives_the_earlier_operations_of_one_op_and_key(ledger_location: s
         first = found["7"][0].settlement
         assert first is not None and first.verdict is Verdict.ABSENT and found["7"][1].retry_of == a
         assert ledger.keyed(["7"], Op.HOLD, "k3") == {} and ledger.keyed([], Op.HOLD, "k1") == {}
-        with pytest.raises(InvalidInput, match="a key must be"):
+        with pytest.raises(InvalidInput, match="a key is 1-128 letters"):
             ledger.keyed(["7"], Op.HOLD, "")
+
+
+@pytest.mark.parametrize("key", ["two words", "k" * 129, "naïve", "semi;colon", "tab\tkey", ""])
+def test_the_ledger_refuses_a_key_the_command_line_would_refuse(ledger_location: str, key: str) -> None:
+    """One rule for keys (core.keys.check_key): the store refuses what the CLI and the API refuse,
+    with their words, and writes nothing."""
+    with open_ledger(ledger_location) as ledger:
+        with pytest.raises(InvalidInput, match="a key is 1-128 letters, digits and"):
+            ledger.begin_operation("7", Op.HOLD, nonce(1), T0, key=key)
+        with pytest.raises(InvalidInput, match="a key is 1-128 letters, digits and"):
+            ledger.begin_operations([("7", Op.HOLD, nonce(2)), ("8", Op.HOLD, nonce(3))], T0, key=key)
+        with pytest.raises(InvalidInput, match="a key is 1-128 letters, digits and"):
+            ledger.keyed(["7"], Op.HOLD, key)
+        assert ledger.count_history() == 0 and ledger.get("7") is None and ledger.get("8") is None
+        ok_key = "batch-2026/12:01+x=y@host.a_b"
+        ledger.begin_operation("7", Op.HOLD, nonce(4), T0, key=ok_key)
+        assert [e.key for e in ledger.keyed(["7"], Op.HOLD, ok_key)["7"]] == [ok_key]
+
+
+def test_operations_by_gives_one_actor_s_operations_of_one_op_since_a_time(ledger_location: str) -> None:
+    with open_ledger(ledger_location) as ledger:
+        a = run(ledger, "7", Op.HOLD, T0, unknown(Op.HOLD, "7"), 1, actor="me")
+        run(ledger, "7", Op.HOLD, T0 - 10, ok(Op.HOLD, "7"), 2, actor="me")  # before since
+        run(ledger, "7", Op.RELEASE, T0 + 1, ok(Op.RELEASE, "7"), 3, actor="me")  # another op
+        run(ledger, "8", Op.HOLD, T0 + 2, ok(Op.HOLD, "8"), 4, actor="another")  # another actor
+        b = run(ledger, "9", Op.HOLD, T0 + 3, None, 5, actor="me")
+        c = run(ledger, "7", Op.HOLD, T0 + 4, unknown(Op.HOLD, "7"), 6, actor="me")
+        ledger.add_settlements([(c, Verdict.PRESENT, T0 + 5, None, "")], T0 + 6, by="sweep")
+        found = ledger.operations_by(["7", "8", "9", "7", "10"], Op.HOLD, "me", T0)
+        assert {job: [e.id for e in entries] for job, entries in found.items()} == {"7": [a, c], "9": [b]}
+        last = found["7"][-1].settlement
+        assert last is not None and last.verdict is Verdict.PRESENT
+        assert ledger.operations_by([], Op.HOLD, "me", T0) == {}
+        with pytest.raises(InvalidInput):
+            ledger.operations_by(["not a job"], Op.HOLD, "me", T0)
 
 
 def test_later_operations_are_the_job_s_rows_after_each(ledger_location: str) -> None:

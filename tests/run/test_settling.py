@@ -8,11 +8,11 @@ import importlib
 import json
 import sys
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional, Sequence
+from typing import Any, Iterator, Optional
 
 import pytest
 
-from slurm_dsl.core.jobinfo import JobInfo, LookupFailed
+from slurm_dsl.core.jobinfo import JobInfo
 from slurm_dsl.core.model import Op, Outcome, RequeueBit, Result
 from slurm_dsl.core.script import KILL_GRACE
 from slurm_dsl.core.settle import Verdict
@@ -25,7 +25,7 @@ from slurm_dsl.run.deadlines import MAX_TIMEOUT
 from slurm_dsl.run.sweep import Done, metrics_text, sweep
 from slurm_dsl.run.tracked import Tracker
 from tests.cli_run import cli
-from tests.fakes import calls_made, write_fake, write_fake_squeue
+from tests.fakes import MemoryLookup, calls_made, write_fake, write_fake_squeue
 
 FAKE_PYSLURM = Path(__file__).resolve().parents[1] / "fake_pyslurm"
 PRIORITY = 4294901657
@@ -34,23 +34,6 @@ PRIORITY = 4294901657
 def record(job: str, *, priority: int = PRIORITY, restarts: int = 0, requeue: bool = False,
            state: str = "RUNNING") -> JobInfo:
     return JobInfo(job, state, requeue, restarts, priority, "None" if priority else "JobHeldAdmin")
-
-
-class CountingLookup:
-    """A Lookup that counts its calls and answers from a dict (a missing id: gone)."""
-
-    name = "memory"
-
-    def __init__(self, jobs: Dict[str, JobInfo], fail: Optional[str] = None) -> None:
-        self.known = jobs
-        self.fail = fail
-        self.asked: List[List[str]] = []
-
-    def jobs(self, job_ids: Sequence[str]) -> Dict[str, Optional[JobInfo]]:
-        self.asked.append(list(job_ids))
-        if self.fail:
-            raise LookupFailed(self.fail)
-        return {j: self.known.get(j) for j in job_ids}
 
 
 def unknown(ledger: LedgerStore, job: str, op: Op, *, ago: float = 60.0, baseline: Optional[JobInfo] = None,
@@ -92,7 +75,7 @@ def test_a_sweep_makes_one_lookup_for_its_objects_and_its_unknown_operations(
             unknown(ledger, "7", Op.HOLD)
             unknown(ledger, "8", Op.RELEASE)
             unknown(ledger, "2", Op.HOLD)  # a job that is an object too: asked once
-    lookup = CountingLookup({"1": record("1"), "7": record("7", priority=0), "8": record("8", priority=0)})
+    lookup = MemoryLookup({"1": record("1"), "7": record("7", priority=0), "8": record("8", priority=0)})
     with Tracker(ledger_location, scontrol=fake_scontrol) as t:
         report = sweep(t, lookup)
     assert len(lookup.asked) == 1
@@ -115,7 +98,7 @@ def test_only_unknown_operations_make_the_lookup_and_no_lease_is_taken(ledger_lo
     with open_ledger(ledger_location) as ledger:
         unknown(ledger, "7", Op.HOLD)
         assert ledger.acquire_lease("7", "op:someone", ledger.now(), 600.0)  # a later operation holds the job
-    lookup = CountingLookup({"7": record("7", priority=0)})
+    lookup = MemoryLookup({"7": record("7", priority=0)})
     with Tracker(ledger_location, scontrol=fake_scontrol) as t:
         report = sweep(t, lookup)
     assert lookup.asked == [["7"]] and report.swept == [] and report.settled
@@ -127,7 +110,7 @@ def test_a_lookup_that_fails_settles_nothing(ledger_location: str, fake_scontrol
     with open_ledger(ledger_location) as ledger:
         may_be_set(ledger, "1")
         unknown(ledger, "7", Op.HOLD)
-    lookup = CountingLookup({}, fail="slurmctld unreachable")
+    lookup = MemoryLookup({}, fail="slurmctld unreachable")
     with Tracker(ledger_location, scontrol=fake_scontrol) as t:
         report = sweep(t, lookup)
     assert len(lookup.asked) == 1 and not report.settled
@@ -140,7 +123,7 @@ def test_a_dry_run_decides_and_writes_nothing(ledger_location: str, fake_scontro
     with open_ledger(ledger_location) as ledger:
         unknown(ledger, "7", Op.HOLD)
     with Tracker(ledger_location, scontrol=fake_scontrol) as t:
-        report = sweep(t, CountingLookup({"7": record("7", priority=0)}), dry_run=True)
+        report = sweep(t, MemoryLookup({"7": record("7", priority=0)}), dry_run=True)
     assert [d.settled.verdict for d in report.verdicts if d.settled] == [Verdict.PRESENT]
     assert report.verdicts_written == 0
     with open_ledger(ledger_location) as ledger:
@@ -151,7 +134,7 @@ def test_too_soon_for_absent_is_no_verdict_yet_and_the_delay_is_the_sweeps(ledge
                                                                              fake_scontrol: str) -> None:
     with open_ledger(ledger_location) as ledger:
         unknown(ledger, "7", Op.HOLD, ago=5.0)  # ended 4 s ago: absent needs 10 s by default
-    lookup = CountingLookup({"7": record("7")})
+    lookup = MemoryLookup({"7": record("7")})
     with Tracker(ledger_location, scontrol=fake_scontrol) as t:
         first = sweep(t, lookup)
         second = sweep(t, lookup, settle_delay=2.0)
@@ -163,7 +146,7 @@ def test_the_settle_limit_takes_the_newest_first(ledger_location: str, fake_scon
     with open_ledger(ledger_location) as ledger:
         for n, job in enumerate(("7", "8", "9")):
             unknown(ledger, job, Op.HOLD, ago=300.0 - n * 100)
-    lookup = CountingLookup({})
+    lookup = MemoryLookup({})
     with Tracker(ledger_location, scontrol=fake_scontrol) as t:
         report = sweep(t, lookup, settle_limit=2)
     assert lookup.asked == [["9", "8"]]
@@ -173,7 +156,7 @@ def test_the_settle_limit_takes_the_newest_first(ledger_location: str, fake_scon
 def test_operations_older_than_a_week_are_left_to_settle(ledger_location: str, fake_scontrol: str) -> None:
     with open_ledger(ledger_location) as ledger:
         unknown(ledger, "7", Op.HOLD, ago=8 * 86400.0)
-    lookup = CountingLookup({})
+    lookup = MemoryLookup({})
     with Tracker(ledger_location, scontrol=fake_scontrol) as t:
         report = sweep(t, lookup)
     assert lookup.asked == [] and report.verdicts == []
@@ -190,7 +173,7 @@ def test_a_later_operation_on_the_same_field_is_read_from_its_baseline(ledger_lo
         first = unknown(ledger, "7", Op.HOLD, ago=120.0)
         unknown(ledger, "7", Op.RELEASE, ago=60.0, baseline=held)
     with Tracker(ledger_location, scontrol=fake_scontrol) as t:
-        report = sweep(t, CountingLookup({"7": record("7")}))
+        report = sweep(t, MemoryLookup({"7": record("7")}))
     got = {d.entry.id: d.settled for d in report.verdicts}[first]
     assert got is not None and got.verdict is Verdict.PRESENT
     assert got.record == held and "a later release" in got.detail
@@ -267,7 +250,7 @@ def test_sweep_refuses_a_settle_delay_below_two_seconds(ledger_location: str, fa
 
 def test_metrics_text_names_the_unsettled_gauge(ledger_location: str, fake_scontrol: str) -> None:
     with Tracker(ledger_location, scontrol=fake_scontrol) as t:
-        report = sweep(t, CountingLookup({}))
+        report = sweep(t, MemoryLookup({}))
     text = metrics_text(report, 0, 4)
     assert "# HELP slurm_dsl_unknown_unsettled " in text and "slurm_dsl_unknown_unsettled 4" in text
 
@@ -280,7 +263,7 @@ def test_the_sweeps_own_restore_does_not_hide_what_its_lookup_saw(ledger_locatio
         may_be_set(ledger, "7")
         first = unknown(ledger, "7", Op.RESTORE)
     with Tracker(ledger_location, scontrol=fake_scontrol) as t:
-        report = sweep(t, CountingLookup({"7": record("7", requeue=True)}))
+        report = sweep(t, MemoryLookup({"7": record("7", requeue=True)}))
     assert [s.done for s in report.swept] == [Done.RESTORED]
     got = {d.entry.id: d.settled for d in report.verdicts}[first]
     assert got is not None and got.verdict is Verdict.ABSENT and got.from_operation is None, got
@@ -297,7 +280,7 @@ def test_settle_shows_the_verdict_a_faster_settler_wrote(ledger_location: str) -
             return real(verdicts, now, by=by)
 
         ledger.add_settlements = first_another  # type: ignore[method-assign]
-        report = settling.settle_rows(ledger, CountingLookup({"7": record("7", priority=0)}), job_ids=["7"],
+        report = settling.settle_rows(ledger, MemoryLookup({"7": record("7", priority=0)}), job_ids=["7"],
                                       since=0.0, settle_delay=10.0, by="settle, me")
     [row] = report.rows
     assert (row.verdict, row.when, row.by, row.detail) == (Verdict.UNDECIDABLE, settling.EARLIER, "sweep, elsewhere",

@@ -6,40 +6,25 @@ from __future__ import annotations
 import io
 import time
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, Optional, Sequence
 
 import pytest
 
 from slurm_dsl import Op, RequeueBit
 from slurm_dsl.admin.cli import main as cli_main
-from slurm_dsl.core.jobinfo import JobInfo, LookupFailed
+from slurm_dsl.core.jobinfo import JobInfo
 from slurm_dsl.core.model import Outcome, Result
 from slurm_dsl.ledger.choose import open_ledger
 from slurm_dsl.run.sweep import Action, Done, SweepBusy, decide, metrics_text, sweep
 from slurm_dsl.run.tracked import Tracker
 from tests.cli_run import cli
-from tests.fakes import calls_made, refuse, write_fake, write_fake_squeue
+from tests.fakes import MemoryLookup, calls_made, refuse, write_fake, write_fake_squeue
 from tests.ground import ALREADY_FINISHED, INVALID_USER_ID
 from tests.ledger_backends import shown
 
 
 def info(job: str, state: str = "RUNNING", requeue: bool = True) -> JobInfo:
     return JobInfo(job, state, requeue, 0, 100, "None")
-
-
-class MemoryLookup:
-    name = "memory"
-
-    def __init__(self, jobs: Dict[str, JobInfo], fail: Optional[str] = None) -> None:
-        self.known = jobs
-        self.fail = fail
-        self.asked: List[List[str]] = []
-
-    def jobs(self, job_ids: Sequence[str]) -> Dict[str, Optional[JobInfo]]:
-        self.asked.append(list(job_ids))
-        if self.fail:
-            raise LookupFailed(self.fail)
-        return {j: self.known.get(j) for j in job_ids}
 
 
 @pytest.mark.parametrize(

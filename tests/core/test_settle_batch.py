@@ -1,0 +1,86 @@
+"""``OneLookup``: the operations one lookup settles, its values checked once (docs/contract.md §12,
+"Settling one recorded operation"; a sweep settles 10,000 with it, docs/benchmarks.md §9).
+
+The reference is the plain rule: ``settle.verdict``, every check made, and the naive second
+implementation of tests/core/test_settle_operation.py (``expected``).  For every generated batch
+(operations of several jobs, later operations, one lookup's time and delay) each operation's
+answer from one ``OneLookup`` is the one ``expected`` gives, ``settle_operation``'s, and, where no
+later operation acts on its field, ``verdict``'s on the same values."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import List, Tuple
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from slurm_dsl.core.errors import InvalidInput
+from slurm_dsl.core.jobinfo import JobInfo
+from slurm_dsl.core.model import Op
+from slurm_dsl.core.settle import (
+    EFFECT_FIELD,
+    FIELDS,
+    Looked,
+    NoJob,
+    OneLookup,
+    Recorded,
+    operation_end,
+    settle_operation,
+    verdict,
+)
+from tests.core.test_settle_operation import BOUND, HELD, JOB, T0, cases, expected, op
+
+Case = Tuple[Recorded, List[Recorded], Looked, float, float]
+
+
+def as_job(case: Case, job: str) -> Tuple[Recorded, List[Recorded], Looked]:
+    """``case`` moved to job ``job`` (its records too), so that one batch holds many jobs."""
+    operation, later, looked, _, _ = case
+
+    def moved(r: Recorded) -> Recorded:
+        return replace(r, job_id=job, baseline=None if r.baseline is None else replace(r.baseline, job_id=job))
+
+    looked_here = replace(looked, job_id=job) if isinstance(looked, JobInfo) else looked
+    return moved(operation), [moved(o) for o in later], looked_here
+
+
+@settings(max_examples=400)
+@given(st.lists(cases(), min_size=1, max_size=6), st.sampled_from([2.0, 10.0, 30.0]),
+       st.floats(-100.0, 2 * BOUND))
+def test_one_lookup_gives_the_plain_rule_s_answer_for_every_operation(
+    batch: List[Case], delay: float, at: float
+) -> None:
+    looked_at = T0 + at
+    one = OneLookup(looked_at, no_ends_by_bound=BOUND, settle_delay=delay)
+    for n, case in enumerate(batch):
+        operation, later, looked = as_job(case, str(4300 + n))
+        got = one.settle(operation, later, looked)
+        assert got == settle_operation(operation, later, looked, looked_at, no_ends_by_bound=BOUND,
+                                       settle_delay=delay)
+        want, from_op, read_at = expected(operation, later, looked, looked_at, delay)
+        assert (None if got is None else (got.verdict.value, got.from_operation, got.looked_at)) == (
+            None if want is None else (want, from_op, read_at))
+        on_field = [o for o in later if EFFECT_FIELD[operation.op] in FIELDS[o.op]]
+        if not on_field:
+            plain = verdict(operation.op, looked, baseline=operation.baseline,
+                            since_end=looked_at - operation_end(operation, BOUND), settle_delay=delay)
+            assert (None if got is None else got.verdict) == plain
+
+
+def test_one_lookup_checks_its_values_once_and_each_operation_as_before() -> None:
+    for bad in ({"looked_at": float("nan")}, {"settle_delay": 1.0}, {"no_ends_by_bound": float("inf")}):
+        args = {"looked_at": T0, "no_ends_by_bound": BOUND, "settle_delay": 10.0, **bad}
+        with pytest.raises(InvalidInput):
+            OneLookup(args.pop("looked_at"), **args)
+    one = OneLookup(T0 + 60, no_ends_by_bound=BOUND)
+    with pytest.raises(InvalidInput, match="not job 4211's"):
+        one.settle(op(1, Op.HOLD), [], replace(HELD, job_id="4212"))
+    with pytest.raises(InvalidInput, match="looked must be"):
+        one.settle(op(1, Op.HOLD), [], None)  # type: ignore[arg-type]
+    with pytest.raises(InvalidInput, match="must be a Recorded"):
+        one.settle("1", [], HELD)  # type: ignore[arg-type]
+    assert one.settle(op(1, Op.HOLD), [], NoJob.COULD_NOT_ASK) is None
+    settled = one.settle(op(1, Op.HOLD), [], HELD)
+    assert settled is not None and settled.record == HELD and JOB == "4211"
