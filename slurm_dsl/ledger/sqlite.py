@@ -280,6 +280,7 @@ def not_private(uid: int, mode: int, euid: int, path: str, chmod: str) -> str:
         whose = "root that runs slurm-dsl" if euid == 0 else f"uid {euid} that runs slurm-dsl nor by root"
         return (
             f"is owned by uid {uid}, not by {whose}, so that account could swap the ledger's files:"
+            f" run slurm-dsl as its owner (uid {uid}: the SlurmUser's ledger is used as the SlurmUser),"
             f" chown {euid} {shlex.quote(path)}, or use another ledger path"
         )
     if mode & (stat.S_IWGRP | stat.S_IWOTH):
