@@ -119,7 +119,8 @@ def caller_check(euid: int, name: str, config: Optional[Mapping[str, str]]) -> C
     user's; a non-owner's hold is refused with ``Invalid user id``): root, or slurm.conf's
     SlurmUser (``scontrol show config``: ``SlurmUser = slurm(64030)``), may act on every job.
     Anyone else may, only with an Operator or Administrator AdminLevel in slurmdbd, which is not
-    in ``show config``: with accounting on, doctor cannot tell (warn); without it, the account
+    in ``show config``: with accounting on (``AccountingStorageType`` neither
+    ``accounting_storage/none`` nor ``(null)``), doctor cannot tell (warn); without it, the account
     cannot (fail).  ``config`` is None when ``show config`` could not be read.  Pure."""
     who = f"uid {euid} ({name})"
     if euid == 0:
@@ -133,7 +134,8 @@ def caller_check(euid: int, name: str, config: Optional[Mapping[str, str]]) -> C
         return Check("caller", OK, f"{who} is slurm.conf's SlurmUser ({slurm_user}): may act on every user's job")
     fix = _run_as(found.group(1) if found else "the SlurmUser of slurm.conf")
     accounting = config.get("AccountingStorageType", "")
-    if accounting not in ("", "accounting_storage/none"):
+    # No accounting: 22.05 prints accounting_storage/none; 23.11 dropped that plugin and prints (null).
+    if accounting not in ("", "(null)", "accounting_storage/none"):
         return Check("caller", WARN, f"{who} is neither root nor the SlurmUser ({slurm_user or '?'}): it may act on"
                      f" other users' jobs only with an Operator or Administrator AdminLevel in slurmdbd"
                      f" ({accounting}), which doctor cannot see (sacctmgr show user {shlex.quote(name)}); if it has"

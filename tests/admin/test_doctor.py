@@ -230,7 +230,15 @@ def test_a_good_mariadb_ledger(tmp_path: Path, mariadb_location: str) -> None:
 
 # -- who is asking (issue 19: the SlurmUser) --------------------------------------------------------
 
-# Real lines of `scontrol show config` (Slurm 22.05, the lab): SlurmUser is "NAME(UID)".
+# Real lines of `scontrol show config` (Slurm 22.05, the lab): SlurmUser is "NAME(UID)". Slurm
+# 24.11 (trixie's lab, SlurmUser=slurm) prints, without accounting:
+SHOW_CONFIG_24_11 = (
+    "Configuration data as of 2026-12-01T18:55:06\n"
+    "AccountingStorageType   = (null)\n"
+    "PrivateData             = none\n"
+    "SlurmUser               = slurm(64030)\n"
+    "SlurmdUser              = root(0)\n"
+)
 SHOW_CONFIG = (
     "Configuration data as of 2026-12-01T18:49:18\n"
     "AccountingStorageBackupHost = (null)\n"
@@ -269,6 +277,13 @@ def test_another_account_cannot_and_is_told_how_to_fix_it() -> None:
                                         " there is no accounting (no AdminLevel): its holds and restores of other"
                                         " users' jobs are refused and lookups may not see every job; run slurm-dsl"
                                         " as root (the systemd units' User=)")
+
+
+def test_slurm_24_11_without_accounting_prints_null_and_is_read_as_no_accounting() -> None:
+    config = parse_config(SHOW_CONFIG_24_11)
+    assert caller_check(64030, "slurm", config).status == "ok"
+    check = caller_check(1000, "slurmdsl-alice", config)
+    assert check.status == "fail" and "there is no accounting" in check.detail, check
 
 
 def test_with_accounting_on_it_cannot_tell_and_names_the_adminlevel_fix() -> None:
