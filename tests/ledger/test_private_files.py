@@ -442,3 +442,42 @@ def test_the_slurm_user_refuses_another_accounts_directory_and_cannot_open_roots
     os.chown(roots, SERVICE, SERVICE)
     said = as_account(SERVICE, open_and_record(roots / "ledger.sqlite3"))
     assert "Permission denied" in said and f"uid {SERVICE} runs slurm-dsl" in said and "chown" in said, said
+
+
+def owned(path: Path, text: str, uid: int, mode: int) -> Path:
+    path.write_text(text)
+    os.chown(path, uid, uid)
+    path.chmod(mode)
+    return path
+
+
+@needs_root
+def test_the_slurm_user_reads_an_option_file_of_its_own_or_roots_and_refuses_anothers(shared_tmp: Path) -> None:
+    from slurm_dsl.ledger.mariadb_config import read_option_file
+
+    text = "[client]\nuser=slurm_dsl\npassword=secret\nsocket=/run/mysqld/mysqld.sock\n"
+
+    def read(path: Path) -> Callable[[], str]:
+        return lambda: f"user {read_option_file(str(path)).user}"
+
+    assert as_account(SERVICE, read(owned(shared_tmp / "own.cnf", text, SERVICE, 0o600))) == "user slurm_dsl"
+    # Root's, 0400 and readable only by root: the owner rule lets it through, the kernel does not.
+    said = as_account(SERVICE, read(owned(shared_tmp / "roots.cnf", text, 0, 0o400)))
+    assert said.startswith("ConfigError: cannot open option file") and "Permission denied" in said, said
+    said = as_account(SERVICE, read(owned(shared_tmp / "theirs.cnf", text, NOBODY, 0o644)))
+    assert f"is owned by uid {NOBODY}, not by uid {SERVICE} that runs slurm-dsl nor by root" in said, said
+
+
+@needs_root
+def test_the_slurm_user_reads_a_config_file_of_roots_or_its_own_and_refuses_anothers(shared_tmp: Path) -> None:
+    from slurm_dsl.admin.config import read
+
+    text = "[slurm-dsl]\ntimeout = 20\n"
+
+    def load(path: Path) -> Callable[[], str]:
+        return lambda: f"timeout {read(str(path), required=True)['timeout'][0]}"
+
+    assert as_account(SERVICE, load(owned(shared_tmp / "roots.conf", text, 0, 0o644))) == "timeout 20"
+    assert as_account(SERVICE, load(owned(shared_tmp / "own.conf", text, SERVICE, 0o644))) == "timeout 20"
+    said = as_account(SERVICE, load(owned(shared_tmp / "theirs.conf", text, NOBODY, 0o644)))
+    assert f"belongs to uid {NOBODY}, neither root nor this account (uid {SERVICE})" in said, said
