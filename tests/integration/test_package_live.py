@@ -108,7 +108,9 @@ def test_the_package_builds_installs_holds_a_real_job_and_purges(deb: Path) -> N
     for unit in (u for u in units if u.endswith(".service")):
         body = Path(unit).read_text()
         assert "ExecStart=/usr/bin/slurm-dsl " in body and "/usr/local/bin" not in body
-        assert "\nUser=slurm\nGroup=slurm\n" in body and "StateDirectory=" not in body, unit
+        lines = body.splitlines()
+        assert "User=slurm" in lines and "Group=slurm" in lines, unit
+        assert not [line for line in lines if line.startswith("StateDirectory")], unit
         assert "Environment=" not in body and "--metrics-file" not in body  # the config file says them
     st = CONFIG.lstat()
     assert (st.st_uid, oct(st.st_mode)) == (0, oct(0o100644))
