@@ -79,15 +79,16 @@ def _looked_at(location: str) -> Ledger:
     return Ledger(SQLITE, Directory(st.st_uid, st.st_mode))
 
 
-def become_ledger_owner(locations: Sequence[str]) -> None:
+def become_ledger_owner(locations: Sequence[str]) -> Optional[str]:
     """As root, on SQLite ledgers in another account's directory (``account_to_become``): become
-    that account (its groups, primary gid, uid) for the rest of the process, and log it at INFO.
-    ``DSLError``, with nothing run, if the account has no passwd entry or the switch fails."""
+    that account (its groups, primary gid, uid) for the rest of the process, log it at INFO and
+    return the directory (None: nothing changed).  ``DSLError``, with nothing run, if the account
+    has no passwd entry, the switch fails or the account cannot read this Python."""
     import pwd
 
     uid = account_to_become(os.geteuid(), [_looked_at(location) for location in locations])
     if uid is None:
-        return
+        return None
     where = os.path.abspath(ledger_directory(locations[0]))
     try:
         entry = pwd.getpwuid(uid)
@@ -116,3 +117,4 @@ def become_ledger_owner(locations: Sequence[str]) -> None:
                 f" {entry.pw_name} a slurm-dsl it can; nothing ran"
             )
     log.info("running as %s (uid %d), the owner of the ledger directory %s", entry.pw_name, uid, where)
+    return where

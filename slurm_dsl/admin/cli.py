@@ -229,7 +229,8 @@ def _cmd_settle(args: argparse.Namespace, out: IO[str]) -> int:
 def _cmd_doctor(args: argparse.Namespace, out: IO[str]) -> int:
     from .doctor import FAIL, run_checks
 
-    checks = run_checks(args.scontrol, args.squeue, ledger_path(args.ledger), args.lookup)
+    checks = run_checks(args.scontrol, args.squeue, ledger_path(args.ledger), args.lookup,
+                        became_owner_of=args.became_owner_of)
     out.write(show.checks_text(checks, args.json))
     return EXIT_ERROR if any(c.status == FAIL for c in checks) else EXIT_OK
 
@@ -443,7 +444,7 @@ def main(argv: Optional[Sequence[str]] = None, out: Optional[IO[str]] = None) ->
         _setup_logging(args.verbose, args.log_level)
         # Root on the SlurmUser's ledger (the package's) runs as its owner, before anything opens
         # it or runs: admin/account.py.
-        become_ledger_owner(_ledgers_used(args))
+        args.became_owner_of = become_ledger_owner(_ledgers_used(args))
         return int(HANDLERS[args.handler](args, out))
     except DSLError as exc:
         # The message may quote text from outside (a path, an id, a server's words): escaped.

@@ -64,8 +64,11 @@ def parse_config(text: str) -> Dict[str, str]:
 
 
 def run_checks(
-    scontrol: Optional[str], squeue: Optional[str], ledger_path: str, lookup_kind: str = "auto"
+    scontrol: Optional[str], squeue: Optional[str], ledger_path: str, lookup_kind: str = "auto", *,
+    became_owner_of: Optional[str] = None,
 ) -> List[Check]:
+    """Every check, in order.  ``became_owner_of``: the ledger directory whose owner root's
+    command became (admin/account.py), which the caller check's fix names."""
     checks: List[Check] = []
     path = find_scontrol(scontrol)
     squeue = find_squeue(squeue, path)
@@ -96,7 +99,7 @@ def run_checks(
     checks += [] if not up else _config_checks(config)
     checks += _ledger_checks(ledger_path)
     euid = os.geteuid()
-    checks.append(caller_check(euid, _account_name(euid), config))
+    checks.append(caller_check(euid, _account_name(euid), config, became_owner_of))
     return checks
 
 
@@ -109,30 +112,40 @@ def _account_name(uid: int) -> str:
         return str(uid)
 
 
-def _run_as(slurm_user: str) -> str:
+def _run_as(slurm_user: str, name: str, became_owner_of: Optional[str]) -> str:
+    if became_owner_of is not None:
+        # Root asked, and runs as the ledger directory's owner: "run as root" would not help.
+        where = shlex.quote(became_owner_of)
+        return (f"root's commands run as {name} because the ledger directory {became_owner_of} is its; to act as"
+                f" root, make it root's (chown -R root:root {where}, while no sweep runs) and run the units as root"
+                " (a systemd drop-in with User=root and Group=root: README.Debian)")
     who = "root" if slurm_user == "root" else f"root or {slurm_user}"
     return f"run slurm-dsl as {who} (the systemd units' User=)"
 
 
-def caller_check(euid: int, name: str, config: Optional[Mapping[str, str]]) -> Check:
+def caller_check(
+    euid: int, name: str, config: Optional[Mapping[str, str]], became_owner_of: Optional[str] = None
+) -> Check:
     """Whether the account running slurm-dsl may act on other users' jobs (sweeps restore any
     user's; a non-owner's hold is refused with ``Invalid user id``): root, or slurm.conf's
     SlurmUser (``scontrol show config``: ``SlurmUser = slurm(64030)``), may act on every job.
     Anyone else may, only with an Operator or Administrator AdminLevel in slurmdbd, which is not
     in ``show config``: with accounting on (``AccountingStorageType`` neither
     ``accounting_storage/none`` nor ``(null)``), doctor cannot tell (warn); without it, the account
-    cannot (fail).  ``config`` is None when ``show config`` could not be read.  Pure."""
+    cannot (fail).  ``config`` is None when ``show config`` could not be read; ``became_owner_of``
+    the ledger directory whose owner root's command became (admin/account.py): the fix then says
+    how to act as root.  Pure."""
     who = f"uid {euid} ({name})"
     if euid == 0:
         return Check("caller", OK, "root: may act on every user's job")
     if config is None:
         return Check("caller", WARN, f"{who}: cannot tell whether it may act on other users' jobs (scontrol show config"
-                     f" could not be read); {_run_as('the SlurmUser of slurm.conf')}")
+                     f" could not be read); {_run_as('the SlurmUser of slurm.conf', name, became_owner_of)}")
     slurm_user = config.get("SlurmUser", "")
     found = re.fullmatch(r"(.*)\((\d+)\)", slurm_user)
     if found and int(found.group(2)) == euid:
         return Check("caller", OK, f"{who} is slurm.conf's SlurmUser ({slurm_user}): may act on every user's job")
-    fix = _run_as(found.group(1) if found else "the SlurmUser of slurm.conf")
+    fix = _run_as(found.group(1) if found else "the SlurmUser of slurm.conf", name, became_owner_of)
     accounting = config.get("AccountingStorageType", "")
     # No accounting: 22.05 prints accounting_storage/none; 23.11 dropped that plugin and prints (null).
     if accounting not in ("", "(null)", "accounting_storage/none"):

@@ -126,8 +126,8 @@ def test_root_on_the_slurm_users_ledger_runs_as_slurm(slurms_directory: Path) ->
     for name in ("SLURM_DSL_LEDGER", "SLURM_DSL_SQUEUE", "SLURM_DSL_SCONTROL"):
         env.pop(name, None)
 
-    def slurm_dsl(*argv: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([python, "-m", "slurm_dsl", *argv, "--ledger", str(ledger), "--scontrol", str(fake),
+    def slurm_dsl(*argv: str, scontrol: Path = fake) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([python, "-m", "slurm_dsl", *argv, "--ledger", str(ledger), "--scontrol", str(scontrol),
                                "--config", str(config)],
                               capture_output=True, text=True, cwd="/", env=env, timeout=60, check=False)
 
@@ -155,6 +155,19 @@ def test_root_on_the_slurm_users_ledger_runs_as_slurm(slurms_directory: Path) ->
     assert checks["caller"]["detail"].startswith(f"uid {SERVICE} ({entry.pw_name}) is slurm.conf's SlurmUser")
     files = os.listdir(slurms_directory)
     assert {name: os.stat(slurms_directory / name).st_uid for name in files} == dict.fromkeys(files, SERVICE)
+
+    # A lab whose slurmctld runs as root (SlurmUser=root): slurm is just another account, and the
+    # fix is how to act as root, not "run as root".
+    roots = write_fake(slurms_directory.parent / "bin-root", {}, default="case $1 in ping) echo 'Slurmctld(primary)"
+                       " at vm is UP' ;; show) printf '%s' 'SlurmUser = root(0)\n' ;; esac")
+    doctor = slurm_dsl("doctor", "--json", "--lookup", "squeue", "--squeue", str(squeue), scontrol=roots)
+    checks = {c["check"]: c for c in map(json.loads, doctor.stdout.splitlines())}
+    assert doctor.returncode == 1 and checks["caller"]["status"] == "fail", checks["caller"]
+    assert checks["caller"]["detail"].endswith(
+        f"root's commands run as {entry.pw_name} because the ledger directory {slurms_directory} is its; to act as"
+        f" root, make it root's (chown -R root:root {slurms_directory}, while no sweep runs) and run the units as"
+        " root (a systemd drop-in with User=root and Group=root: README.Debian)"), checks["caller"]
+    assert checks["ledger"]["status"] == "ok", checks["ledger"]
 
 
 def free_uid() -> int:
@@ -236,3 +249,11 @@ def test_commands_without_a_ledger_do_not_switch(
     switch = Switch(monkeypatch)
     code, _, err = cli([*argv, "--ledger", str(slurms_directory / "ledger.sqlite3")])
     assert code == 0 and switch.done == [], err
+
+
+def test_the_help_and_so_the_man_page_say_it() -> None:
+    from slurm_dsl.admin.parser import build_parser
+
+    top = " ".join(build_parser().format_help().split())
+    assert "Root's commands on an SQLite ledger in a directory of another account's (the package's" in top
+    assert "run as that account, its owner" in top
