@@ -2,7 +2,8 @@
 (trixie's, ``SlurmUser=slurm`` as Debian ships it: contrib/test --majors), the command runs as
 that account (``runuser -u slurm``) on jobs root submitted, with a ledger in a directory of its
 own: hold, release, requeue (flag cleared), a bulk hold, open, a sweep that restores a flag left
-set, settle and doctor, each checked against the job's real record.  Then a plain account (the
+set, settle and doctor, each checked against the job's real record; then root's hold and doctor
+on that ledger, which run as its owner and leave its files slurm's.  Then a plain account (the
 lab's test user): doctor says it cannot act on other users' jobs and how to fix that, and its
 hold of root's job is rejected with slurmctld's own words, the job unchanged.
 
@@ -99,6 +100,8 @@ def as_account(who: Account, *argv: str) -> subprocess.CompletedProcess[str]:
     command = [sys.executable, *argv] if argv[0] == "-c" else [sys.executable, "-m", "slurm_dsl", *argv]
     env = {**os.environ, "PYTHONPATH": REPO}
     env.pop("SLURM_DSL_LEDGER", None)
+    if who.uid == 0:  # root itself, as an admin types it
+        return subprocess.run(command, capture_output=True, text=True, timeout=120, cwd="/", env=env, check=False)
     return subprocess.run(["runuser", "-u", who.name, "--", *command], capture_output=True, text=True,
                           timeout=120, cwd="/", env=env, check=False)
 
@@ -159,6 +162,22 @@ def test_the_slurm_user_operates_sweeps_and_settles_other_users_jobs(slurm: Acco
     assert checks["caller"]["detail"].startswith(f"uid {slurm.uid} ({slurm.name}) is slurm.conf's SlurmUser"
                                                  f" ({slurm.name}({slurm.uid}))")
     assert checks["ledger"]["status"] == "ok", checks["ledger"]
+
+    # Root, on the SlurmUser's ledger directory: the command runs as its owner (admin/account.py),
+    # the hold done and recorded there, doctor checking as slurm, every file still slurm's.
+    as_root = as_account(Account("root", 0, slurm.ledger), "-v", "hold", a, "--json", "--ledger", slurm.ledger,
+                         "--timeout", TIMEOUT)
+    assert as_root.returncode == 0, as_root.stdout + as_root.stderr
+    assert [json.loads(line)["result"] for line in as_root.stdout.splitlines()] == ["ok"]
+    assert f"running as {slurm.name} (uid {slurm.uid}), the owner of the ledger directory" in as_root.stderr
+    assert state(a).priority == 0
+    doctor = as_account(Account("root", 0, slurm.ledger), "doctor", "--json", "--ledger", slurm.ledger)
+    checks = {c["check"]: c for c in map(json.loads, doctor.stdout.splitlines())}
+    assert checks["caller"]["status"] == "ok" and checks["ledger"]["status"] == "ok", doctor.stdout
+    assert checks["caller"]["detail"].startswith(f"uid {slurm.uid} ({slurm.name}) is slurm.conf's SlurmUser")
+    directory = os.path.dirname(slurm.ledger)
+    assert {f: os.stat(os.path.join(directory, f)).st_uid for f in os.listdir(directory)} == dict.fromkeys(
+        os.listdir(directory), slurm.uid)
 
 
 def test_a_plain_account_is_told_it_cannot_and_its_hold_of_roots_job_is_rejected(
