@@ -38,6 +38,7 @@ from ..run.driver import Stopped, drive
 from ..run.tracked import Tracker, ledger_path
 from . import config
 from . import render as show
+from .account import become_ledger_owner
 from .config import ConfigFileError
 from .files import existing_ledger, same_location, write_atomically
 from .parser import PROG, parse_args
@@ -228,7 +229,8 @@ def _cmd_settle(args: argparse.Namespace, out: IO[str]) -> int:
 def _cmd_doctor(args: argparse.Namespace, out: IO[str]) -> int:
     from .doctor import FAIL, run_checks
 
-    checks = run_checks(args.scontrol, args.squeue, ledger_path(args.ledger), args.lookup)
+    checks = run_checks(args.scontrol, args.squeue, ledger_path(args.ledger), args.lookup,
+                        became_owner_of=args.became_owner_of)
     out.write(show.checks_text(checks, args.json))
     return EXIT_ERROR if any(c.status == FAIL for c in checks) else EXIT_OK
 
@@ -413,6 +415,13 @@ HANDLERS: Dict[str, Callable[[argparse.Namespace, IO[str]], int]] = {
 }
 
 
+def _ledgers_used(args: argparse.Namespace) -> Sequence[str]:
+    """The ledger locations a command will open (none for ``config``, ``script``, ``read``)."""
+    if args.handler == "ledger migrate":
+        return (args.source, args.target)
+    return () if args.handler in ("config", "script", "read") else (ledger_path(args.ledger),)
+
+
 def exit_status_of(error: DSLError) -> int:
     """The exit status for a library error: the first row of ``EXIT_OF_ERROR`` it is an instance of."""
     if isinstance(error, ConfigFileError) and error.unreadable:
@@ -433,6 +442,9 @@ def main(argv: Optional[Sequence[str]] = None, out: Optional[IO[str]] = None) ->
         args = parse_args(argv)
         _apply_config(args)
         _setup_logging(args.verbose, args.log_level)
+        # Root on the SlurmUser's ledger (the package's) runs as its owner, before anything opens
+        # it or runs: admin/account.py.
+        args.became_owner_of = become_ledger_owner(_ledgers_used(args))
         return int(HANDLERS[args.handler](args, out))
     except DSLError as exc:
         # The message may quote text from outside (a path, an id, a server's words): escaped.

@@ -6,8 +6,10 @@ Checks: the scontrol to run; the wrapper (/bin/sh running the script's own
 ``call`` on a probe: trap TERM, a call in the background and wait, the
 runner's TERM at a deadline); slurmctld answering ``scontrol ping``;
 the Slurm version and which lookup the sweeper will use; ``JobRequeue=0`` and
-the job_submit companion (``scontrol show config``); the ledger; who is asking.
-``parse_config`` is pure; the rest runs through ``runner`` and ``ledger``.
+the job_submit companion (``scontrol show config``); the ledger; who is asking (``caller``: root
+or slurm.conf's SlurmUser may act on other users' jobs; anyone else cannot, or, with accounting
+on, doctor cannot tell).  ``parse_config`` and ``caller_check`` are pure; the rest runs through
+``runner`` and ``ledger``.
 
 The ledger's checks depend on its backend.  An SQLite file is opened (created and migrated if
 need be) and its mode looked at.  A MariaDB URL is looked at without writing anything
@@ -22,10 +24,11 @@ newer a failure.
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import stat
 from dataclasses import dataclass
-from typing import Dict, List, Optional
+from typing import Dict, List, Mapping, Optional
 
 from ..core.errors import ConfigError, DSLError
 from ..core.jobinfo import LookupFailed
@@ -61,8 +64,11 @@ def parse_config(text: str) -> Dict[str, str]:
 
 
 def run_checks(
-    scontrol: Optional[str], squeue: Optional[str], ledger_path: str, lookup_kind: str = "auto"
+    scontrol: Optional[str], squeue: Optional[str], ledger_path: str, lookup_kind: str = "auto", *,
+    became_owner_of: Optional[str] = None,
 ) -> List[Check]:
+    """Every check, in order.  ``became_owner_of``: the ledger directory whose owner root's
+    command became (admin/account.py), which the caller check's fix names."""
     checks: List[Check] = []
     path = find_scontrol(scontrol)
     squeue = find_squeue(squeue, path)
@@ -89,14 +95,67 @@ def run_checks(
         checks.append(Check("lookup", OK, f"--lookup {lookup_kind}: sweeps look jobs up with {lookup.name} ({how})"))
     except ConfigError as exc:
         checks.append(Check("lookup", FAIL, str(exc)))
-    checks += _config_checks(path) if up else []
+    config = _show_config(path) if up else None
+    checks += [] if not up else _config_checks(config)
     checks += _ledger_checks(ledger_path)
-    if os.geteuid() == 0:
-        checks.append(Check("caller", OK, "root"))
-    else:
-        checks.append(Check("caller", WARN, f"uid {os.geteuid()}: lookups may not see every job, and restores of other"
-                            " users' jobs are refused; run as root or the SlurmUser"))
+    euid = os.geteuid()
+    checks.append(caller_check(euid, _account_name(euid), config, became_owner_of))
     return checks
+
+
+def _account_name(uid: int) -> str:
+    import pwd
+
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:  # a uid with no passwd entry (a container's): its number names it
+        return str(uid)
+
+
+def _run_as(slurm_user: str, name: str, became_owner_of: Optional[str]) -> str:
+    if became_owner_of is not None:
+        # Root asked, and runs as the ledger directory's owner: "run as root" would not help.
+        where = shlex.quote(became_owner_of)
+        return (f"root's commands run as {name} because the ledger directory {became_owner_of} is its; to act as"
+                f" root, make it root's (chown -R root:root {where}, while no sweep runs) and run the units as root"
+                " (a systemd drop-in with User=root and Group=root: README.Debian)")
+    who = "root" if slurm_user == "root" else f"root or {slurm_user}"
+    return f"run slurm-dsl as {who} (the systemd units' User=)"
+
+
+def caller_check(
+    euid: int, name: str, config: Optional[Mapping[str, str]], became_owner_of: Optional[str] = None
+) -> Check:
+    """Whether the account running slurm-dsl may act on other users' jobs (sweeps restore any
+    user's; a non-owner's hold is refused with ``Invalid user id``): root, or slurm.conf's
+    SlurmUser (``scontrol show config``: ``SlurmUser = slurm(64030)``), may act on every job.
+    Anyone else may, only with an Operator or Administrator AdminLevel in slurmdbd, which is not
+    in ``show config``: with accounting on (``AccountingStorageType`` neither
+    ``accounting_storage/none`` nor ``(null)``), doctor cannot tell (warn); without it, the account
+    cannot (fail).  ``config`` is None when ``show config`` could not be read; ``became_owner_of``
+    the ledger directory whose owner root's command became (admin/account.py): the fix then says
+    how to act as root.  Pure."""
+    who = f"uid {euid} ({name})"
+    if euid == 0:
+        return Check("caller", OK, "root: may act on every user's job")
+    if config is None:
+        return Check("caller", WARN, f"{who}: cannot tell whether it may act on other users' jobs (scontrol show config"
+                     f" could not be read); {_run_as('the SlurmUser of slurm.conf', name, became_owner_of)}")
+    slurm_user = config.get("SlurmUser", "")
+    found = re.fullmatch(r"(.*)\((\d+)\)", slurm_user)
+    if found and int(found.group(2)) == euid:
+        return Check("caller", OK, f"{who} is slurm.conf's SlurmUser ({slurm_user}): may act on every user's job")
+    fix = _run_as(found.group(1) if found else "the SlurmUser of slurm.conf", name, became_owner_of)
+    accounting = config.get("AccountingStorageType", "")
+    # No accounting: 22.05 prints accounting_storage/none; 23.11 dropped that plugin and prints (null).
+    if accounting not in ("", "(null)", "accounting_storage/none"):
+        return Check("caller", WARN, f"{who} is neither root nor the SlurmUser ({slurm_user or '?'}): it may act on"
+                     f" other users' jobs only with an Operator or Administrator AdminLevel in slurmdbd"
+                     f" ({accounting}), which doctor cannot see (sacctmgr show user {shlex.quote(name)}); if it has"
+                     f" none: sacctmgr modify user {shlex.quote(name)} set adminlevel=Operator, or {fix}")
+    return Check("caller", FAIL, f"{who} is neither root nor the SlurmUser ({slurm_user or '?'}), and there is no"
+                 " accounting (no AdminLevel): its holds and restores of other users' jobs are refused and lookups"
+                 f" may not see every job; {fix}")
 
 
 def _wrapper_check() -> Check:
@@ -110,11 +169,17 @@ def _wrapper_check() -> Check:
                  f" stderr {got[:300]!r}; want calls 1 3, 2 124, 3 75")
 
 
-def _config_checks(scontrol: str) -> List[Check]:
+def _show_config(scontrol: str) -> Optional[Dict[str, str]]:
+    """``scontrol show config`` read (``parse_config``), or None if it failed."""
     done = runner.run_argv((scontrol, "show", "config"), timeout=CHECK_TIMEOUT)
     if done.returncode != 0 or done.pipes_held:
+        return None
+    return parse_config(done.stdout.decode("utf-8", "replace"))
+
+
+def _config_checks(config: Optional[Mapping[str, str]]) -> List[Check]:
+    if config is None:
         return [Check("config", WARN, "scontrol show config failed")]
-    config = parse_config(done.stdout.decode("utf-8", "replace"))
     checks = []
     if config.get("JobRequeue") == "0":
         checks.append(Check("JobRequeue", OK, "0: jobs default to Requeue=0"))

@@ -42,6 +42,13 @@ exit status:
   With several jobs, the worst result decides (15 is worst, 0 best).
 """
 
+# Which account (admin/account.py): said once, at the top.
+_ACCOUNT_NOTE = (
+    " Run it as root or as slurm.conf's SlurmUser, who may act on every user's job. Root's commands on"
+    " an SQLite ledger in a directory of another account's (the package's /var/lib/slurm-dsl is slurm's,"
+    " which the units run as) run as that account, its owner, so that the ledger's files stay its own."
+)
+
 _LEDGER_FAILED = """\
   If the ledger fails part-way, every job whose script started is still printed, no further
   job starts, the jobs not started are listed on stderr, and the exit status is the worst
@@ -178,7 +185,8 @@ def _common_options(parser: argparse.ArgumentParser, top: bool = False) -> None:
         metavar="PATH|URL",
         help="the object ledger: an SQLite file, or mariadb://HOST[:PORT]/DATABASE (credentials from"
         " /etc/slurm-dsl/ledger.cnf; see contrib/README.md) (default: $SLURM_DSL_LEDGER, else the config file's"
-        " ledger, else /var/lib/slurm-dsl/ledger.sqlite3)",
+        " ledger, else /var/lib/slurm-dsl/ledger.sqlite3); run as root, an SQLite ledger in another account's"
+        " directory (the package's is slurm's) makes the command run as that account",
         **default,  # type: ignore[arg-type]
     )
     parser.add_argument(
@@ -232,7 +240,7 @@ def build_parser(only: Optional[str] = None) -> argparse.ArgumentParser:
     parser = _Parser(
         prog=PROG,
         description="Safe, deadline-wrapped Slurm job control. Every call's outcome is read strictly:"
-        " a result is ok or rejected only when it certainly is; anything else is unknown.",
+        " a result is ok or rejected only when it certainly is; anything else is unknown." + _ACCOUNT_NOTE,
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

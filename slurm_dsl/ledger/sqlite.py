@@ -33,9 +33,10 @@ encoded, decoded and checked by ``ledger_rows``.  Contract:
 - One sweep at a time: ``SweepLock`` is an flock on ``<ledger>.sweep.lock`` beside the file.  Enums are
   stored by their ``.value``.
   Every sqlite3 or OS error leaves as ``LedgerError`` with the path.
-- Root opens it, so nobody else may be able to choose what its names point at: the file and its
-  directory must be real (no symlink is followed), this process's own and not group/world-
-  writable, checked before SQLite opens anything (``_create_file``, ``open_private_file``).
+- Root or the SlurmUser opens it, so nobody else may be able to choose what its names point at:
+  the file and its directory must be real (no symlink is followed), this process's account's or
+  root's (``not_private``, the rule) and not group/world-writable, checked before SQLite opens
+  anything (``_create_file``, ``open_private_file``).
 
 A ``SqliteLedger`` is one connection: use it from one thread at a time (another thread may close it),
 and open a new one after a fork.
@@ -253,21 +254,38 @@ def _check_private_directory(directory: str, ledger: str) -> None:
         problem = "is not a directory"
     else:
         problem = _not_private(st, shown, "go-w")
+    if not problem and not os.access(directory, os.W_OK | os.X_OK):
+        # Root's directory passes the owner rule, but SQLite makes the -wal and -shm files (and the
+        # sweep its lock) beside the ledger: said here rather than as "readonly database".
+        euid = os.geteuid()
+        problem = (
+            f"is not writable by uid {euid} that runs slurm-dsl (the ledger's -wal, -shm and lock files"
+            f" are made there): chown {euid} {shlex.quote(shown)}, or run slurm-dsl as its owner"
+        )
     if problem:
         raise LedgerError(f"ledger directory {shown} {problem}", path=ledger)
 
 
 def _not_private(st: os.stat_result, path: str, chmod: str) -> str:
     """Why a file or directory another account could change is refused, and the fix ('' if fine)."""
-    euid = os.geteuid()
-    if st.st_uid != euid:
+    return not_private(st.st_uid, st.st_mode, os.geteuid(), path, chmod)
+
+
+def not_private(uid: int, mode: int, euid: int, path: str, chmod: str) -> str:
+    """The ledger's owner rule, pure: why a file or directory of owner ``uid`` and ``mode`` is refused
+    to a process of ``euid``, with the fix ('' if fine).  Its owner must be that account or root
+    (root can swap any name anyway; a root-owned directory is how a package may ship one), and it
+    must be writable by neither group nor others, who could otherwise swap the ledger's files."""
+    if uid not in (euid, 0):
+        whose = "root that runs slurm-dsl" if euid == 0 else f"uid {euid} that runs slurm-dsl nor by root"
         return (
-            f"is owned by uid {st.st_uid}, not by uid {euid} that runs slurm-dsl, so that account could"
-            f" swap the ledger's files: chown {euid} {shlex.quote(path)}, or use another ledger path"
+            f"is owned by uid {uid}, not by {whose}, so that account could swap the ledger's files:"
+            f" run slurm-dsl as its owner (uid {uid}: the SlurmUser's ledger is used as the SlurmUser),"
+            f" chown {euid} {shlex.quote(path)}, or use another ledger path"
         )
-    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+    if mode & (stat.S_IWGRP | stat.S_IWOTH):
         return (
-            f"is group- or world-writable (mode {stat.S_IMODE(st.st_mode):04o}), so another account could"
+            f"is group- or world-writable (mode {stat.S_IMODE(mode):04o}), so another account could"
             f" swap the ledger's files: chmod {chmod} {shlex.quote(path)}"
         )
     return ""
@@ -295,6 +313,14 @@ def open_private_file(path: str, what: str, *, ledger: str) -> int:
             raise LedgerError(
                 f"{what} {path} is a symbolic link: refusing to follow it; remove it"
                 f" (rm {shlex.quote(path)}) and check who can write its directory",
+                path=ledger,
+            ) from None
+        if exc.errno == errno.EACCES:
+            # Typically a ledger made by root, opened by the SlurmUser (or the other way round).
+            euid = os.geteuid()
+            raise LedgerError(
+                f"cannot open {what} {path}: {exc.strerror} (uid {euid} runs slurm-dsl: run it as the"
+                f" account that owns the ledger, or chown {euid} the ledger's directory and files)",
                 path=ledger,
             ) from None
         raise LedgerError(f"cannot open {what} {path}: {exc.strerror}", path=ledger) from None

@@ -14,7 +14,7 @@ import pytest
 
 import slurm_dsl.ledger.mariadb as mariadb_module
 from slurm_dsl.admin.cli import main
-from slurm_dsl.admin.doctor import CLOCK_WARN, parse_config
+from slurm_dsl.admin.doctor import CLOCK_WARN, caller_check, parse_config
 from slurm_dsl.core.model import Op
 from slurm_dsl.ledger.choose import open_ledger
 from tests.cli_run import cli
@@ -226,3 +226,90 @@ def test_a_good_mariadb_ledger(tmp_path: Path, mariadb_location: str) -> None:
         conn.execute("UPDATE schema_version SET version = ?", (schema + 1,))
     code, checks = doctor_details(tmp_path, ledger=mariadb_location)
     assert code == 1 and checks["ledger"][0] == "fail" and "newer than this slurm-dsl's" in checks["ledger"][1]
+
+
+# -- who is asking (issue 19: the SlurmUser) --------------------------------------------------------
+
+# Real lines of `scontrol show config` (Slurm 22.05, the lab): SlurmUser is "NAME(UID)". Slurm
+# 24.11 (trixie's lab, SlurmUser=slurm) prints, without accounting:
+SHOW_CONFIG_24_11 = (
+    "Configuration data as of 2026-12-01T18:55:06\n"
+    "AccountingStorageType   = (null)\n"
+    "PrivateData             = none\n"
+    "SlurmUser               = slurm(64030)\n"
+    "SlurmdUser              = root(0)\n"
+)
+SHOW_CONFIG = (
+    "Configuration data as of 2026-12-01T18:49:18\n"
+    "AccountingStorageBackupHost = (null)\n"
+    "AccountingStorageEnforce = none\n"
+    "AccountingStorageType   = {accounting}\n"
+    "JobRequeue              = 0\n"
+    "JobSubmitPlugins        = lua\n"
+    "PrivateData             = none\n"
+    "SlurmUser               = {slurm_user}\n"
+    "SlurmdUser              = root(0)\n"
+)
+
+
+def caller(euid: int, slurm_user: str = "slurm(64030)", accounting: str = "accounting_storage/none",
+           name: str = "slurm") -> Tuple[str, str]:
+    config = parse_config(SHOW_CONFIG.format(slurm_user=slurm_user, accounting=accounting))
+    check = caller_check(euid, name, config)
+    assert check.name == "caller"
+    return check.status, check.detail
+
+
+def test_root_and_the_slurm_user_may_act_on_every_job() -> None:
+    assert caller(0, "root(0)", name="root") == ("ok", "root: may act on every user's job")
+    assert caller(0) == ("ok", "root: may act on every user's job")
+    assert caller(64030) == (
+        "ok", "uid 64030 (slurm) is slurm.conf's SlurmUser (slurm(64030)): may act on every user's job")
+
+
+def test_another_account_cannot_and_is_told_how_to_fix_it() -> None:
+    status, detail = caller(1000, name="slurmdsl-alice")
+    assert status == "fail"
+    assert detail.startswith("uid 1000 (slurmdsl-alice) is neither root nor the SlurmUser (slurm(64030))")
+    assert "refused" in detail and detail.endswith("run slurm-dsl as root or slurm (the systemd units' User=)")
+    # The lab's own SlurmUser=root: an account that is not root is not it either.
+    assert caller(64030, "root(0)") == ("fail", "uid 64030 (slurm) is neither root nor the SlurmUser (root(0)), and"
+                                        " there is no accounting (no AdminLevel): its holds and restores of other"
+                                        " users' jobs are refused and lookups may not see every job; run slurm-dsl"
+                                        " as root (the systemd units' User=)")
+
+
+def test_slurm_24_11_without_accounting_prints_null_and_is_read_as_no_accounting() -> None:
+    config = parse_config(SHOW_CONFIG_24_11)
+    assert caller_check(64030, "slurm", config).status == "ok"
+    check = caller_check(1000, "slurmdsl-alice", config)
+    assert check.status == "fail" and "there is no accounting" in check.detail, check
+
+
+def test_with_accounting_on_it_cannot_tell_and_names_the_adminlevel_fix() -> None:
+    status, detail = caller(1000, accounting="accounting_storage/slurmdbd", name="ops")
+    assert status == "warn"
+    assert "Operator or Administrator AdminLevel in slurmdbd (accounting_storage/slurmdbd)" in detail
+    assert "sacctmgr modify user ops set adminlevel=Operator" in detail and "run slurm-dsl as root or slurm" in detail
+    # An account name from outside is quoted in the commands it is given.
+    status, detail = caller(1000, accounting="accounting_storage/slurmdbd", name="o'brien")
+    assert "sacctmgr modify user 'o'\"'\"'brien' set adminlevel=Operator" in detail
+
+
+def test_without_show_config_it_cannot_tell() -> None:
+    check = caller_check(64030, "slurm", None)
+    assert check.status == "warn" and "cannot tell" in check.detail and "SlurmUser" in check.detail
+
+
+def test_doctor_as_the_slurm_user_and_as_another_account(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    config = SHOW_CONFIG.format(slurm_user="slurm(64030)", accounting="accounting_storage/none")
+    fake = write_fake(tmp_path / "bin", {}, default="case $1 in ping) echo 'Slurmctld(primary) at vm is UP' ;;"
+                      f" show) printf '%s' '{config}' ;; esac")
+    squeue = write_fake_squeue(tmp_path / "sq", "")
+    argv = ["doctor", "--json", "--scontrol", str(fake), "--squeue", str(squeue), "--lookup", "squeue",
+            "--ledger", str(tmp_path / "ledger.sqlite3")]
+    for euid, code_wanted, status in ((64030, 0, "ok"), (1000, 1, "fail")):
+        monkeypatch.setattr(os, "geteuid", lambda euid=euid: euid)
+        code, out, _ = cli(argv)
+        checks = {c["check"]: c for c in map(json.loads, out.splitlines())}
+        assert (code, checks["caller"]["status"]) == (code_wanted, status), checks["caller"]

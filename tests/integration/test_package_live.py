@@ -4,7 +4,9 @@ One test, in order, because each step needs the one before: ``contrib/package`` 
 from the checkout (lintian must pass); its contents are what docs/packaging.md lists and nothing
 of the tests or benchmarks; apt installs it; the installed ``/usr/bin/slurm-dsl`` (Debian's
 python3, the system's dist-packages, not this venv) holds and releases a real job of the lab and
-records both in a ledger; ``contrib/demo --installed`` runs every step with it; the config file
+records both in a ledger; root's ``slurm-dsl doctor`` on the package's default ledger runs as the
+directory's owner, finds the ledger fine, and its caller check says what is true for the lab's
+SlurmUser; ``contrib/demo --installed`` runs every step with it; the config file
 /etc/slurm-dsl/slurm-dsl.conf is a conffile, root's, 0644, and what ``slurm-dsl config`` reads; no
 timer is enabled; ``dpkg --purge`` leaves nothing of the package but the ledger directory if it
 holds a ledger (kept on purpose: README.Debian), the config file included (dpkg removes a
@@ -20,6 +22,8 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
+import re
 import shutil
 import subprocess
 import tempfile
@@ -97,12 +101,19 @@ def test_the_package_builds_installs_holds_a_real_job_and_purges(deb: Path) -> N
     installed = _system(["apt-get", "install", "-y", "-q", "--no-install-recommends", str(deb)])
     assert installed.returncode == 0, installed.stdout[-3000:] + installed.stderr[-3000:]
     assert _installed()
-    if not had_state:
+    if not had_state:  # the units' account's (Debian's slurm, made by slurm-client's dependencies)
         st = STATE.stat()
-        assert (st.st_uid, st.st_mode & 0o7777) == (0, 0o700)
+        try:
+            owner = pwd.getpwnam("slurm").pw_uid
+        except KeyError:
+            owner = 0
+        assert (st.st_uid, st.st_mode & 0o7777) == (owner, 0o700)
     for unit in (u for u in units if u.endswith(".service")):
         body = Path(unit).read_text()
         assert "ExecStart=/usr/bin/slurm-dsl " in body and "/usr/local/bin" not in body
+        lines = body.splitlines()
+        assert "User=slurm" in lines and "Group=slurm" in lines, unit
+        assert not [line for line in lines if line.startswith("StateDirectory")], unit
         assert "Environment=" not in body and "--metrics-file" not in body  # the config file says them
     st = CONFIG.lstat()
     assert (st.st_uid, oct(st.st_mode)) == (0, oct(0o100644))
@@ -122,6 +133,25 @@ def test_the_package_builds_installs_holds_a_real_job_and_purges(deb: Path) -> N
     assert where.stdout.strip() == "/usr/lib/python3/dist-packages/slurm_dsl/__init__.py"
     if shutil.which("man") is not None:
         assert _system(["man", "-w", "slurm-dsl"]).stdout.strip().endswith("slurm-dsl.1.gz")
+
+    # Root's doctor on the package's default ledger runs as the directory's owner (slurm's, or
+    # root's without that account): the ledger is fine and its files stay that account's; the
+    # caller check is what is true for this lab's SlurmUser.
+    kept = STATE / "ledger.sqlite3"
+    planted = not kept.exists()
+    doctor = _system(["/usr/bin/slurm-dsl", "doctor", "--json"])
+    checks = {c["check"]: c for c in map(json.loads, doctor.stdout.splitlines())}
+    assert checks["ledger"]["status"] == "ok", doctor.stdout + doctor.stderr
+    owner = STATE.stat().st_uid
+    assert {f.name: f.stat().st_uid for f in STATE.iterdir()} == {f.name: owner for f in STATE.iterdir()}
+    slurm_user = re.search(r"^SlurmUser\s*=\s*\S+\((\d+)\)$", lab.run_cmd(["scontrol", "show", "config"]).stdout, re.M)
+    assert slurm_user is not None
+    if owner in (0, int(slurm_user.group(1))):  # root, or the SlurmUser (trixie's lab): may act on every job
+        assert checks["caller"]["status"] == "ok", checks["caller"]
+    else:  # the host's lab runs slurmctld as root: slurm may not, and the fix is how to act as root
+        assert checks["caller"]["status"] == "fail", checks["caller"]
+        assert f"chown -R root:root {STATE}" in checks["caller"]["detail"], checks["caller"]
+        assert "User=root and Group=root: README.Debian" in checks["caller"]["detail"], checks["caller"]
 
     job = lab.make_job("held_user")
     with tempfile.TemporaryDirectory() as ledger_dir:
@@ -149,10 +179,8 @@ def test_the_package_builds_installs_holds_a_real_job_and_purges(deb: Path) -> N
     assert demo.returncode == 0, demo.stdout[-4000:] + demo.stderr[-2000:]
     assert "demo finished: every outcome as expected" in demo.stdout
 
-    # A ledger in the package's state directory is never deleted by a purge (README.Debian).
-    kept = STATE / "ledger.sqlite3"
-    planted = not kept.exists()
-    if planted:
+    # A ledger in the package's state directory (doctor's) is never deleted by a purge (README.Debian).
+    if not kept.exists():
         kept.write_bytes(b"")
     try:
         purged = _system(["dpkg", "--purge", "slurm-dsl"])
@@ -161,7 +189,8 @@ def test_the_package_builds_installs_holds_a_real_job_and_purges(deb: Path) -> N
         assert "/var/lib/slurm-dsl is kept" in purged.stderr
     finally:
         if planted:
-            kept.unlink()
+            for made in STATE.glob("ledger.sqlite3*"):
+                made.unlink()
             if not had_state:
                 STATE.rmdir()
     assert not _installed()

@@ -1,6 +1,7 @@
 """No symlink, hard-link or ownership games around root's files (the ledger, its directory, the
 sweep lock, the metrics file), against real files.  The tests run as root; "another account" is
-uid 65534 (nobody) via chown, or a directory anyone may write (0777, 0775, 1777)."""
+uid 65534 (nobody) via chown, or a directory anyone may write (0777, 0775, 1777).  The ledger as the
+SlurmUser (uid 64030) runs in a forked child that has really become that uid."""
 
 from __future__ import annotations
 
@@ -11,9 +12,13 @@ import stat
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Dict, Iterator, Tuple
+from unittest import mock
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
+from slurm_dsl.ledger import sqlite
 from slurm_dsl.ledger.base import LedgerError
 from slurm_dsl.ledger.choose import open_ledger
 from slurm_dsl.run.sweep import SweepLock
@@ -305,3 +310,174 @@ def test_a_metrics_file_that_cannot_be_written_is_a_clean_error_and_leaves_no_te
     assert code == 1
     assert err.startswith(f"slurm-dsl: cannot write metrics file {textfiles / 'slurm_dsl.prom'}: "), err
     assert os.listdir(textfiles) == ["slurm_dsl.prom"]
+
+
+# -- as an account that is not root (issue 19: the SlurmUser) ---------------------------------------
+
+SERVICE = 64030  # Debian's slurm account's uid; any uid but root's does
+
+
+@given(uid=st.sampled_from([0, SERVICE, NOBODY, 1000]), euid=st.sampled_from([0, SERVICE, NOBODY]),
+       mode=st.integers(0, 0o7777))
+def test_the_owner_rule_is_this_account_or_root_and_never_group_or_world_writable(
+    uid: int, euid: int, mode: int
+) -> None:
+    # contract.md §9.1 in its own words: owned by the account that runs slurm-dsl or by root,
+    # writable by neither group nor others.
+    owner_ok = uid == euid or uid == 0
+    writable_by_others = bool(mode & 0o020) or bool(mode & 0o002)
+    found = os.stat_result((stat.S_IFDIR | mode, 1, 1, 2, uid, uid, 4096, 0, 0, 0))
+    with mock.patch.object(os, "geteuid", return_value=euid):  # the module reads os.geteuid()
+        problem = sqlite._not_private(found, "/var/lib/slurm-dsl", "go-w")
+    assert (problem == "") == (owner_ok and not writable_by_others), problem
+    if not owner_ok:
+        assert problem.startswith(f"is owned by uid {uid}, not by ") and f"chown {euid} /var/lib/slurm-dsl" in problem
+    elif writable_by_others:
+        assert f"(mode {mode:04o})" in problem and "chmod go-w /var/lib/slurm-dsl" in problem
+
+
+def as_account(uid: int, work: Callable[[], str]) -> str:
+    """Run ``work`` in a forked child whose every uid and gid is ``uid`` (a real non-root
+    process, not a patched geteuid) and return what it returned, or its error's text."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns into pytest
+        try:
+            os.close(read_end)
+            os.setgroups([])
+            os.setresgid(uid, uid, uid)
+            os.setresuid(uid, uid, uid)
+            try:
+                said = work()
+            except Exception as exc:  # reported to the parent, which asserts on it
+                said = f"{type(exc).__name__}: {exc}"
+            os.write(write_end, said.encode())
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as pipe:
+        said = pipe.read().decode()
+    os.waitpid(pid, 0)
+    return said
+
+
+def open_and_record(ledger: Path) -> Callable[[], str]:
+    def work() -> str:
+        with open_ledger(ledger) as store:
+            return f"schema {store.schema_version()}"
+    return work
+
+
+@pytest.fixture
+def shared_tmp() -> Iterator[Path]:
+    """A directory the child account can reach (pytest's tmp_path is under root's 0700 one)."""
+    import shutil
+    import tempfile
+
+    top = Path(tempfile.mkdtemp(prefix="slurm-dsl-account-", dir="/tmp"))
+    top.chmod(0o755)
+    try:
+        yield top
+    finally:
+        shutil.rmtree(top)
+
+
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="changes uid: needs root")
+
+
+@needs_root
+def test_the_slurm_user_creates_its_ledger_in_its_own_directory(shared_tmp: Path) -> None:
+    state = shared_tmp / "state"
+    state.mkdir(mode=0o700)
+    os.chown(state, SERVICE, SERVICE)
+    said = as_account(SERVICE, open_and_record(state / "ledger.sqlite3"))
+    assert said.startswith("schema "), said
+    st = (state / "ledger.sqlite3").stat()
+    assert (st.st_uid, stat.S_IMODE(st.st_mode)) == (SERVICE, 0o600)
+
+
+@needs_root
+def test_the_slurm_user_is_told_when_roots_directory_holds_its_ledger(shared_tmp: Path) -> None:
+    # A directory root made (0755, as a package does where there is no slurm account) passes the
+    # owner rule, but SQLite must make the -wal and -shm files there: said, with the fix.
+    state = shared_tmp / "state"
+    state.mkdir(mode=0o755)
+    said = as_account(SERVICE, open_and_record(state / "ledger.sqlite3"))
+    assert said == (f"LedgerError: ledger directory {state} is not writable by uid {SERVICE} that runs"
+                    f" slurm-dsl (the ledger's -wal, -shm and lock files are made there): chown {SERVICE}"
+                    f" {state}, or run slurm-dsl as its owner"), said
+    assert os.listdir(state) == []
+
+
+@needs_root
+def test_the_slurm_user_takes_the_sweep_lock_beside_its_ledger(shared_tmp: Path) -> None:
+    state = shared_tmp / "state"
+    state.mkdir(mode=0o700)
+    os.chown(state, SERVICE, SERVICE)
+
+    def sweep_lock() -> str:
+        with SweepLock(str(state / "ledger.sqlite3")):
+            return "locked"
+
+    assert as_account(SERVICE, sweep_lock) == "locked"
+    assert Path(f"{state}/ledger.sqlite3.sweep.lock").stat().st_uid == SERVICE
+
+
+@needs_root
+def test_the_slurm_user_refuses_another_accounts_directory_and_cannot_open_roots_ledger(
+    shared_tmp: Path
+) -> None:
+    theirs = shared_tmp / "theirs"
+    theirs.mkdir(mode=0o755)
+    os.chown(theirs, NOBODY, NOBODY)
+    said = as_account(SERVICE, open_and_record(theirs / "ledger.sqlite3"))
+    assert f"ledger directory {theirs} is owned by uid {NOBODY}, not by uid {SERVICE} that runs slurm-dsl" \
+        f" nor by root" in said and f"chown {SERVICE} {theirs}" in said, said
+    assert os.listdir(theirs) == []
+    # Root ran slurm-dsl once on the account's ledger path: the files are root's, 0600.
+    roots = shared_tmp / "roots"
+    roots.mkdir(mode=0o700)
+    with open_ledger(roots / "ledger.sqlite3"):
+        pass
+    os.chown(roots, SERVICE, SERVICE)
+    said = as_account(SERVICE, open_and_record(roots / "ledger.sqlite3"))
+    assert "Permission denied" in said and f"uid {SERVICE} runs slurm-dsl" in said and "chown" in said, said
+
+
+def owned(path: Path, text: str, uid: int, mode: int) -> Path:
+    path.write_text(text)
+    os.chown(path, uid, uid)
+    path.chmod(mode)
+    return path
+
+
+@needs_root
+def test_the_slurm_user_reads_an_option_file_of_its_own_or_roots_and_refuses_anothers(shared_tmp: Path) -> None:
+    from slurm_dsl.ledger.mariadb_config import read_option_file
+
+    text = "[client]\nuser=slurm_dsl\npassword=secret\nsocket=/run/mysqld/mysqld.sock\n"
+
+    def read(path: Path) -> Callable[[], str]:
+        return lambda: f"user {read_option_file(str(path)).user}"
+
+    assert as_account(SERVICE, read(owned(shared_tmp / "own.cnf", text, SERVICE, 0o600))) == "user slurm_dsl"
+    # Root's, 0400 and readable only by root: the owner rule lets it through, the kernel does not.
+    said = as_account(SERVICE, read(owned(shared_tmp / "roots.cnf", text, 0, 0o400)))
+    assert said.startswith("ConfigError: cannot open option file") and "Permission denied" in said, said
+    said = as_account(SERVICE, read(owned(shared_tmp / "theirs.cnf", text, NOBODY, 0o644)))
+    assert f"is owned by uid {NOBODY}, not by uid {SERVICE} that runs slurm-dsl nor by root" in said, said
+
+
+@needs_root
+def test_the_slurm_user_reads_a_config_file_of_roots_or_its_own_and_refuses_anothers(shared_tmp: Path) -> None:
+    from slurm_dsl.admin.config import read
+
+    text = "[slurm-dsl]\ntimeout = 20\n"
+
+    def load(path: Path) -> Callable[[], str]:
+        return lambda: f"timeout {read(str(path), required=True)['timeout'][0]}"
+
+    assert as_account(SERVICE, load(owned(shared_tmp / "roots.conf", text, 0, 0o644))) == "timeout 20"
+    assert as_account(SERVICE, load(owned(shared_tmp / "own.conf", text, SERVICE, 0o644))) == "timeout 20"
+    said = as_account(SERVICE, load(owned(shared_tmp / "theirs.conf", text, NOBODY, 0o644)))
+    assert f"belongs to uid {NOBODY}, neither root nor this account (uid {SERVICE})" in said, said

@@ -1,0 +1,259 @@
+"""Root's commands on another account's SQLite ledger run as that account (admin/account.py,
+docs/contract.md §9.1): the decision, pure, against the contract's words in a naive
+second implementation; the command line really switching (a subprocess of root's on a directory of
+Debian's slurm account, uid 64030), its ledger files then that account's; and the ways it
+refuses, with nothing run."""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import shutil
+import stat
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Iterator, List, Optional
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from slurm_dsl.admin.account import MARIADB, SQLITE, Directory, Ledger, account_to_become
+from tests.cli_run import cli
+from tests.fakes import calls_made, write_fake, write_fake_squeue
+
+REPO = Path(__file__).resolve().parents[2]
+SERVICE = 64030  # Debian's slurm account
+
+
+def naive(euid: int, ledgers: List[Ledger]) -> Optional[int]:
+    """The decision as the issue words it: root, an SQLite ledger in a directory that exists, is
+    not a symlink and is owned by another account U (uid != 0): become U.  Several ledgers (ledger
+    migrate) switch only when each would, to the same U."""
+    wanted = []
+    for ledger in ledgers:
+        d = ledger.directory
+        if d is None:  # no such directory
+            return None
+        is_dir = (d.mode & 0o170000) == 0o040000  # a symlink's lstat is 0o120000
+        if not (euid == 0 and ledger.backend == "sqlite" and is_dir and d.uid != 0):
+            return None
+        wanted.append(d.uid)
+    return wanted[0] if wanted and all(uid == wanted[0] for uid in wanted) else None
+
+
+kinds = st.sampled_from([stat.S_IFDIR, stat.S_IFLNK, stat.S_IFREG])
+directories = st.builds(lambda uid, kind, perm: Directory(uid, kind | perm),
+                        st.sampled_from([0, 1, 1000, SERVICE, 65534]), kinds, st.integers(0, 0o7777))
+ledgers = st.one_of(
+    st.builds(Ledger, st.just(SQLITE), st.none() | directories),
+    st.builds(Ledger, st.just(MARIADB), st.none()),
+)
+
+
+@given(st.sampled_from([0, 1000, SERVICE]), st.lists(ledgers, max_size=3))
+def test_the_decision_is_the_issues_words(euid: int, used: List[Ledger]) -> None:
+    assert account_to_become(euid, used) == naive(euid, used)
+
+
+def test_the_decision_on_the_packages_ledger() -> None:
+    slurms = Ledger(SQLITE, Directory(SERVICE, stat.S_IFDIR | 0o700))
+    assert account_to_become(0, [slurms]) == SERVICE
+    assert account_to_become(SERVICE, [slurms]) is None  # already that account
+    assert account_to_become(0, [Ledger(SQLITE, Directory(0, stat.S_IFDIR | 0o700))]) is None
+    assert account_to_become(0, [Ledger(SQLITE, Directory(SERVICE, stat.S_IFLNK | 0o777))]) is None
+    assert account_to_become(0, [Ledger(MARIADB, None)]) is None
+    assert account_to_become(0, [slurms, Ledger(MARIADB, None)]) is None
+    assert account_to_become(0, []) is None
+
+
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="switches accounts: needs root")
+
+
+def service_account() -> pwd.struct_passwd:
+    try:
+        return pwd.getpwuid(SERVICE)
+    except KeyError:
+        pytest.skip(f"no account of uid {SERVICE} (Debian's slurm) on this machine")
+
+
+def interpreter_for(name: str) -> str:
+    """A Python the account can run slurm-dsl with: this one, unless it lives where the account
+    cannot read it (a pyenv under /root), then Debian's."""
+    for python in (sys.executable, "/usr/bin/python3"):
+        probe = subprocess.run(["runuser", "-u", name, "--", python, "-c", "import sqlite3"],
+                               capture_output=True, cwd="/", check=False)
+        if probe.returncode == 0:
+            return python
+    pytest.skip(f"no Python that {name} can run")
+
+
+@pytest.fixture
+def slurms_directory() -> Iterator[Path]:
+    """A ledger directory of the account's (0700) under a 0755 one it can reach."""
+    entry = service_account()
+    top = Path(tempfile.mkdtemp(prefix="slurm-dsl-account-", dir="/tmp"))
+    top.chmod(0o755)
+    state = top / "state"
+    state.mkdir(mode=0o700)
+    os.chown(state, entry.pw_uid, entry.pw_gid)
+    try:
+        yield state
+    finally:
+        shutil.rmtree(top)
+
+
+SHOW_CONFIG = "SlurmUser               = slurm(64030)\nAccountingStorageType   = accounting_storage/none\n"
+
+
+@needs_root
+def test_root_on_the_slurm_users_ledger_runs_as_slurm(slurms_directory: Path) -> None:
+    entry = service_account()
+    python = interpreter_for(entry.pw_name)
+    bin_dir = slurms_directory.parent / "bin"
+    fake = write_fake(bin_dir, {}, default="case $1 in ping) echo 'Slurmctld(primary) at vm is UP' ;;"
+                      f" show) printf '%s' '{SHOW_CONFIG}' ;; esac")
+    bin_dir.chmod(0o777)  # the fake's calls.log, written as the account
+    squeue = write_fake_squeue(slurms_directory.parent / "sq", "")
+    squeue.parent.chmod(0o777)  # its log, too
+    ledger = slurms_directory / "ledger.sqlite3"
+    config = slurms_directory.parent / "slurm-dsl.conf"  # none of the machine's
+    config.write_text("[slurm-dsl]\n")
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    for name in ("SLURM_DSL_LEDGER", "SLURM_DSL_SQUEUE", "SLURM_DSL_SCONTROL"):
+        env.pop(name, None)
+
+    def slurm_dsl(*argv: str, scontrol: Path = fake) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([python, "-m", "slurm_dsl", *argv, "--ledger", str(ledger), "--scontrol", str(scontrol),
+                               "--config", str(config)],
+                              capture_output=True, text=True, cwd="/", env=env, timeout=60, check=False)
+
+    held = slurm_dsl("-v", "hold", "7", "--json", "--timeout", "10", "--squeue", str(squeue))
+    assert held.returncode == 0, held.stdout + held.stderr
+    assert [(r["job_id"], r["op"], r["result"]) for r in map(json.loads, held.stdout.splitlines())] == [
+        ("7", "hold", "ok")]
+    assert (f"slurm-dsl: running as {entry.pw_name} (uid {SERVICE}), the owner of the ledger directory"
+            f" {slurms_directory}\n") in held.stderr
+    assert calls_made(fake) == ["hold 7"]
+    # The ledger's files, -wal and -shm whenever SQLite left them, are the account's.
+    files = sorted(os.listdir(slurms_directory))
+    assert "ledger.sqlite3" in files and set(files) <= {"ledger.sqlite3", "ledger.sqlite3-wal",
+                                                        "ledger.sqlite3-shm"}, files
+    assert {name: os.stat(slurms_directory / name).st_uid for name in files} == dict.fromkeys(files, SERVICE)
+
+    history = slurm_dsl("history", "7", "--json")
+    assert history.returncode == 0 and '"op": "hold"' in history.stdout, history.stdout + history.stderr
+    assert f"uid {SERVICE} ({entry.pw_name})" in history.stdout, history.stdout  # who ran it
+
+    doctor = slurm_dsl("doctor", "--json", "--lookup", "squeue", "--squeue", str(squeue))
+    checks = {c["check"]: c for c in map(json.loads, doctor.stdout.splitlines())}
+    assert checks["ledger"]["status"] == "ok", checks["ledger"]
+    assert checks["caller"]["status"] == "ok", checks["caller"]
+    assert checks["caller"]["detail"].startswith(f"uid {SERVICE} ({entry.pw_name}) is slurm.conf's SlurmUser")
+    files = os.listdir(slurms_directory)
+    assert {name: os.stat(slurms_directory / name).st_uid for name in files} == dict.fromkeys(files, SERVICE)
+
+    # A lab whose slurmctld runs as root (SlurmUser=root): slurm is just another account, and the
+    # fix is how to act as root, not "run as root".
+    roots = write_fake(slurms_directory.parent / "bin-root", {}, default="case $1 in ping) echo 'Slurmctld(primary)"
+                       " at vm is UP' ;; show) printf '%s' 'SlurmUser = root(0)\n' ;; esac")
+    doctor = slurm_dsl("doctor", "--json", "--lookup", "squeue", "--squeue", str(squeue), scontrol=roots)
+    checks = {c["check"]: c for c in map(json.loads, doctor.stdout.splitlines())}
+    assert doctor.returncode == 1 and checks["caller"]["status"] == "fail", checks["caller"]
+    assert checks["caller"]["detail"].endswith(
+        f"root's commands run as {entry.pw_name} because the ledger directory {slurms_directory} is its; to act as"
+        f" root, make it root's (chown -R root:root {slurms_directory}, while no sweep runs) and run the units as"
+        " root (a systemd drop-in with User=root and Group=root: README.Debian)"), checks["caller"]
+    assert checks["ledger"]["status"] == "ok", checks["ledger"]
+
+
+def free_uid() -> int:
+    for uid in range(4_242_424, 4_242_524):
+        try:
+            pwd.getpwuid(uid)
+        except KeyError:
+            return uid
+    pytest.skip("no uid without a passwd entry")
+
+
+@needs_root
+def test_a_ledger_directory_of_a_uid_without_an_account_is_refused_with_nothing_run(tmp_path: Path) -> None:
+    uid = free_uid()
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    os.chown(state, uid, uid)
+    fake = write_fake(tmp_path / "bin", {})
+    code, out, err = cli(["hold", "7", "--timeout", "5", "--ledger", str(state / "ledger.sqlite3"),
+                          "--scontrol", str(fake)])
+    assert (code, out) == (1, ""), err
+    assert err == (f"slurm-dsl: the ledger directory {state} is owned by uid {uid}, which has no passwd entry:"
+                   " root's commands on a ledger of another account's run as that account, and there is none;"
+                   f" chown root {state}, or use another ledger path (--ledger)\n")
+    assert os.geteuid() == 0 and os.listdir(state) == [] and calls_made(fake) == []
+
+
+class Switch:
+    """os.initgroups, setgid and setuid, recorded and never done (this process stays root)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, failing: Optional[str] = None) -> None:
+        self.done: List[str] = []
+        for name in ("initgroups", "setgid", "setuid"):
+            def call(*args: object, name: str = name) -> None:
+                self.done.append(name)
+                if name == failing:
+                    raise PermissionError(1, "Operation not permitted")
+            monkeypatch.setattr(os, name, call)
+
+
+@needs_root
+def test_a_switch_that_fails_exits_1_with_nothing_run(
+    slurms_directory: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    entry = service_account()
+    switch = Switch(monkeypatch, failing="setgid")
+    fake = write_fake(slurms_directory.parent / "bin", {})
+    code, out, err = cli(["hold", "7", "--timeout", "5", "--ledger", str(slurms_directory / "ledger.sqlite3"),
+                          "--scontrol", str(fake)])
+    assert (code, out) == (1, ""), err
+    assert err == (f"slurm-dsl: cannot run as {entry.pw_name} (uid {SERVICE}), the owner of the ledger directory"
+                   f" {slurms_directory}: Operation not permitted; nothing ran\n")
+    assert switch.done == ["initgroups", "setgid"]
+    assert os.listdir(slurms_directory) == [] and calls_made(fake) == []
+
+
+@needs_root
+def test_an_account_that_cannot_read_python_is_said_before_anything_runs(
+    slurms_directory: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    entry = service_account()
+    switch = Switch(monkeypatch)
+    monkeypatch.setattr(os, "access", lambda path, mode: False)
+    fake = write_fake(slurms_directory.parent / "bin", {})
+    code, out, err = cli(["hold", "7", "--timeout", "5", "--ledger", str(slurms_directory / "ledger.sqlite3"),
+                          "--scontrol", str(fake)])
+    assert (code, out) == (1, ""), err
+    assert err.startswith(f"slurm-dsl: running as {entry.pw_name} (uid {SERVICE}), the owner of the ledger"
+                          f" directory {slurms_directory}, which cannot read {os.path.dirname(os.__file__)}:"), err
+    assert switch.done == ["initgroups", "setgid", "setuid"]
+    assert os.listdir(slurms_directory) == [] and calls_made(fake) == []
+
+
+@needs_root
+@pytest.mark.parametrize("argv", [["config"], ["script", "hold", "7", "--timeout", "5"]])
+def test_commands_without_a_ledger_do_not_switch(
+    slurms_directory: Path, monkeypatch: pytest.MonkeyPatch, argv: List[str]
+) -> None:
+    switch = Switch(monkeypatch)
+    code, _, err = cli([*argv, "--ledger", str(slurms_directory / "ledger.sqlite3")])
+    assert code == 0 and switch.done == [], err
+
+
+def test_the_help_and_so_the_man_page_say_it() -> None:
+    from slurm_dsl.admin.parser import build_parser
+
+    top = " ".join(build_parser().format_help().split())
+    assert "Root's commands on an SQLite ledger in a directory of another account's (the package's" in top
+    assert "run as that account, its owner" in top
