@@ -62,6 +62,7 @@ MAX_JOB_COUNT_VAR = "SLURM_DSL_LAB_MAX_JOB_COUNT"
 HEADROOM = 2000  # MaxJobCount above the largest size and the jobs held before: other work's jobs
 JOB_ARGS = ("--hold", "--no-requeue", "--begin=now+7days", "--time=10", "--wrap", "sleep 600")
 CANCEL_CHUNK = 2000
+SUBMIT_ATTEMPTS = 5
 
 # The rows, in the table's order: (key, what the table calls it).
 ROWS: Tuple[Tuple[str, str], ...] = (
@@ -227,6 +228,7 @@ class Jobs:
     def __init__(self) -> None:
         self.name = f"slurm-dsl-bench-scale-{os.urandom(6).hex()}"
         self.ids: List[str] = []
+        self.retries = 0
         self._lock = threading.Lock()
 
     def fill(self, count: int, parallel: int) -> float:
@@ -245,7 +247,7 @@ class Jobs:
                         return
                     todo[0] -= 1
                 try:
-                    job = lab.submit("-J", self.name, *JOB_ARGS)
+                    job = self._submit()
                 except BaseException as exc:  # handed to the main thread, which raises it
                     errors.append(exc)
                     stop.set()
@@ -270,6 +272,22 @@ class Jobs:
         if errors:
             raise SystemExit(f"bench_scale: sbatch failed: {errors[0]}")
         return time.perf_counter() - start
+
+    def _submit(self) -> str:
+        """One held job; again after a failure: with tens of thousands of jobs, slurmctld can be
+        busier than the lab's MessageTimeout (3 s) and sbatch gives up ('Socket timed out').  Such
+        a job may still have been created: the run's name finds it at the end."""
+        for attempt in range(SUBMIT_ATTEMPTS):
+            try:
+                return lab.submit("-J", self.name, *JOB_ARGS)
+            except lab.LabError as exc:
+                if attempt == SUBMIT_ATTEMPTS - 1:
+                    raise
+                with self._lock:
+                    self.retries += 1
+                    if self.retries <= 3:
+                        print(f"  sbatch failed, again: {str(exc)[-160:]}", flush=True)
+        raise AssertionError("unreachable")
 
     def cancel(self) -> None:
         """scancel exactly these jobs, by id in chunks, then by the run's name (a job whose
@@ -436,7 +454,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             print(f"filling to {size:,} jobs of this run ({args.parallel} sbatch at a time) ...", flush=True)
             fill_seconds[size] = jobs.fill(size, args.parallel)
             held[size], lag = held_when_counted(size)
-            print(f"  {size:,} submitted in {fill_seconds[size]:.0f} s; sdiag: {held[size]:,} pending + running"
+            print(f"  {size:,} submitted in {fill_seconds[size]:.0f} s ({jobs.retries} sbatch retried so far);"
+                  f" sdiag: {held[size]:,} pending + running"
                   f" ({lag:.0f} s after the last sbatch)", flush=True)
             ids = jobs.ids
             work = Work(pair=ids[0:2], single=ids[2], hundred=ids[3:103], swept=ids[103:203])
