@@ -63,6 +63,7 @@ HEADROOM = 2000  # MaxJobCount above the largest size and the jobs held before: 
 JOB_ARGS = ("--hold", "--no-requeue", "--begin=now+7days", "--time=10", "--wrap", "sleep 600")
 CANCEL_CHUNK = 2000
 SUBMIT_ATTEMPTS = 5
+UP_ATTEMPTS = 3
 
 # The rows, in the table's order: (key, what the table calls it).
 ROWS: Tuple[Tuple[str, str], ...] = (
@@ -219,7 +220,15 @@ def set_max_job_count(value: Optional[str]) -> None:
         env[MAX_JOB_COUNT_VAR] = value
     env.setdefault("SLURM_DSL_LAB_TIMEOUT", "300")  # a restart with 100k jobs saves and loads them all
     print(f"contrib/lab/up with {MAX_JOB_COUNT_VAR}={value if value is not None else '(unset)'} ...", flush=True)
-    check([str(lab.LAB_UP)], timeout=900, env=env)
+    # Again when up gives up: with many job records slurmctld can take longer to stop (it saves
+    # them all) than up waits, 30 s; it stops anyway, and the next up starts it with the new file.
+    for attempt in range(UP_ATTEMPTS):
+        done = subprocess.run([str(lab.LAB_UP)], capture_output=True, text=True, timeout=900, env=env, check=False)
+        if done.returncode == 0:
+            return
+        print(f"  contrib/lab/up exited {done.returncode} (attempt {attempt + 1} of {UP_ATTEMPTS}):"
+              f" {done.stderr.strip().splitlines()[-1:]}", flush=True)
+    raise SystemExit(f"bench_scale: contrib/lab/up failed {UP_ATTEMPTS} times: {done.stderr[-800:]}")
 
 
 class Jobs:
