@@ -3,7 +3,8 @@ the job ids their gone objects use, and the squeue runner that counts the job-in
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from pathlib import Path
+from typing import Any, Dict, Sequence
 
 from slurm_dsl.run.process import Completed, run_argv
 
@@ -15,7 +16,10 @@ class Counting:
 
     def __init__(self) -> None:
         self.calls = 0
+        self.programs: Dict[str, int] = {}  # by program name: squeue, sdiag, ...
 
     def __call__(self, argv: Sequence[str], **kwargs: Any) -> Completed:
         self.calls += 1
+        name = Path(argv[0]).name
+        self.programs[name] = self.programs.get(name, 0) + 1
         return run_argv(argv, **kwargs)

@@ -41,6 +41,8 @@ from tests import lab
 class PerJob:
     """The baseline: one squeue per job."""
 
+    name = "squeue"
+
     def __init__(self, inner: SqueueLookup) -> None:
         self.inner = inner
         self.timeout = inner.timeout

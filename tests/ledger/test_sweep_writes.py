@@ -40,14 +40,21 @@ def sqlite_statements(tmp_path: Path) -> Iterator[Tuple[LedgerStore, List[str]]]
         yield ledger, ran
 
 
+def _many_objects(ledger: LedgerStore, ran: List[str], *, leased: bool) -> List[str]:
+    """2,000 objects (leased by ME if asked), and the statements that made them forgotten."""
+    jobs = [str(1000 + n) for n in range(2000)]
+    objects(ledger, jobs, 1.0)
+    if leased:
+        assert ledger.acquire_leases(jobs, ME, 2.0, 60.0) == jobs
+    ran.clear()
+    return jobs
+
+
 def test_set_bits_of_many_jobs_makes_a_few_statements_not_three_per_job(
     sqlite_statements: Tuple[LedgerStore, List[str]],
 ) -> None:
     ledger, ran = sqlite_statements
-    jobs = [str(1000 + n) for n in range(2000)]
-    objects(ledger, jobs, 1.0)
-    assert ledger.acquire_leases(jobs, ME, 2.0, 60.0) == jobs
-    ran.clear()
+    jobs = _many_objects(ledger, ran, leased=True)
     assert ledger.set_bits([(job, CLEAR, "sweep: gone") for job in jobs], 3.0, owner=ME) == jobs
     # 2,000 changes: 4 lease reads and 64 upserts (125 rows of 4 values each) and BEGIN/COMMIT;
     # one at a time made 6,000.
@@ -59,9 +66,7 @@ def test_lookups_failed_of_many_jobs_makes_a_few_statements_not_two_per_job(
     sqlite_statements: Tuple[LedgerStore, List[str]],
 ) -> None:
     ledger, ran = sqlite_statements
-    jobs = [str(1000 + n) for n in range(2000)]
-    objects(ledger, jobs, 1.0)
-    ran.clear()
+    jobs = _many_objects(ledger, ran, leased=False)
     assert ledger.lookups_failed(jobs, "squeue timed out", 10.0) == [10.0 + 60.0] * len(jobs)
     assert len(ran) <= 40, len(ran)  # one at a time made 4,000
 
