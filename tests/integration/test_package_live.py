@@ -6,7 +6,8 @@ of the tests or benchmarks; apt installs it; the installed ``/usr/bin/slurm-dsl`
 python3, the system's dist-packages, not this venv) holds and releases a real job of the lab and
 records both in a ledger; root's ``slurm-dsl doctor`` on the package's default ledger runs as the
 directory's owner, finds the ledger fine, and its caller check says what is true for the lab's
-SlurmUser; ``contrib/demo --installed`` runs every step with it; the config file
+SlurmUser; each timer's service, run as its ``User=`` (what systemd would start), succeeds on that
+ledger; ``contrib/demo --installed`` runs every step with it; the config file
 /etc/slurm-dsl/slurm-dsl.conf is a conffile, root's, 0644, and what ``slurm-dsl config`` reads; no
 timer is enabled; ``dpkg --purge`` leaves nothing of the package but the ledger directory if it
 holds a ledger (kept on purpose: README.Debian), the config file included (dpkg removes a
@@ -152,6 +153,22 @@ def test_the_package_builds_installs_holds_a_real_job_and_purges(deb: Path) -> N
         assert checks["caller"]["status"] == "fail", checks["caller"]
         assert f"chown -R root:root {STATE}" in checks["caller"]["detail"], checks["caller"]
         assert "User=root and Group=root: README.Debian" in checks["caller"]["detail"], checks["caller"]
+
+    # What each timer starts, as systemd would start it (it is not PID 1 here): the service's
+    # ExecStart as its User= and Group=, on the package's ledger, ends in success (0, or a status
+    # its SuccessExitStatus= names).  Only where the state directory is that account's (the
+    # package made it); one an admin made before is theirs, and the units' docs say how.
+    for unit in sorted(u for u in units if u.endswith(".service")):
+        fields = dict(line.split("=", 1) for line in Path(unit).read_text().splitlines() if "=" in line
+                      and not line.startswith("#"))
+        timer = Path(unit[: -len(".service")] + ".timer").read_text()
+        assert re.search(r"^On\w+=\S", timer, re.M), unit  # the timer starts it at some time
+        if STATE.stat().st_uid != pwd.getpwnam(fields["User"]).pw_uid:
+            continue
+        started = _system(["runuser", "-u", fields["User"], "-g", fields["Group"], "--", *fields["ExecStart"].split()])
+        allowed = {0, *(int(v) for v in fields.get("SuccessExitStatus", "").split())}
+        assert started.returncode in allowed, (unit, started.returncode, started.stdout[-2000:], started.stderr[-2000:])
+        assert {f.name: f.stat().st_uid for f in STATE.iterdir()} == {f.name: owner for f in STATE.iterdir()}
 
     job = lab.make_job("held_user")
     with tempfile.TemporaryDirectory() as ledger_dir:
