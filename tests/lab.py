@@ -45,7 +45,9 @@ COMMAND_TIMEOUT = 30.0
 # 4 s with the lab's MessageTimeout=3 (docs/slurm-24.11-26.05.md §4, D4).
 # "completing" is transient (a job's epilog is running) but the node is up and
 # registered; a trailing "*" (not responding), "~" (powered off) etc. is not.
-USABLE_NODE_STATES = frozenset({"idle", "mixed", "allocated", "completing"})
+# "planned" (Slurm 23.02+): an idle node the backfill scheduler has planned for a pending job
+# (sinfo(1)); it is up and answering like "idle", and 24.11 shows it while a test's job waits.
+USABLE_NODE_STATES = frozenset({"idle", "mixed", "allocated", "completing", "planned"})
 SQUEUE_FIELDS = "JobID:|,State:|,Requeue:|,RestartCnt:|,PriorityLong:|,Reason:|"
 # Long enough for any test, bounded so that a leaked job ends by itself.
 SLEEP_JOB: Tuple[str, ...] = ("--time=10", "--wrap", "sleep 600")
