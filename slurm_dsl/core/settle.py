@@ -71,7 +71,7 @@ from __future__ import annotations
 import enum
 import math
 from dataclasses import dataclass
-from typing import Dict, FrozenSet, Mapping, Optional, Sequence, Union
+from typing import AbstractSet, Dict, FrozenSet, List, Mapping, NamedTuple, Optional, Sequence, Union
 
 from .errors import InvalidInput
 from .jobid import validate_job_id
@@ -81,6 +81,9 @@ from .plain import described
 
 DEFAULT_SETTLE_DELAY = 10.0  # seconds: slurmctld's default MessageTimeout (docs/settle-delay.md §3)
 MIN_SETTLE_DELAY = 2.0  # never below (docs/settle-delay.md §3)
+
+
+GONE_DETAIL = "gone: slurmctld no longer knows the job"  # the detail of every gone verdict read from a lookup
 
 
 class Verdict(str, enum.Enum):
@@ -277,6 +280,20 @@ class Recorded:
     baseline_at: Optional[float] = None
 
 
+class Pending(NamedTuple):
+    """An operation to settle as a sweep first reads it (``LedgerStore.to_settle``): ``Recorded``'s
+    values without the baseline, which no gone job's verdict reads (``OneLookup.gone_at_once``);
+    the others are read again whole.  A tuple: a sweep reads 10,000 of them (docs/benchmarks.md §9)."""
+
+    id: int
+    job_id: str
+    op: Op
+    result: Optional[Result]
+    started_at: float
+    finished_at: Optional[float] = None
+    ends_by: Optional[float] = None
+
+
 @dataclass(frozen=True)
 class Settled:
     """The verdict to record on one operation, and what it was read from (Rule 11)."""
@@ -325,7 +342,7 @@ class OneLookup:
     (``InvalidInput``), and ``settle`` run per operation (a sweep settles 10,000 of them:
     docs/benchmarks.md §9)."""
 
-    __slots__ = ("looked_at", "no_ends_by_bound", "settle_delay")
+    __slots__ = ("gone", "looked_at", "no_ends_by_bound", "settle_delay")
 
     def __init__(
         self, looked_at: float, *, no_ends_by_bound: float, settle_delay: float = DEFAULT_SETTLE_DELAY
@@ -333,6 +350,46 @@ class OneLookup:
         self.settle_delay = check_settle_delay(settle_delay)
         self.looked_at = _finite(looked_at, "looked_at")
         self.no_ends_by_bound = _finite(no_ends_by_bound, "the bound of an old row")
+        # What ``settle`` gives every operation of a gone job with no later operation: one value,
+        # shared (it is immutable), so a sweep that settles 10,000 makes none per operation.
+        self.gone = Settled(Verdict.GONE, GONE_DETAIL, self.looked_at, None)
+
+    def gone_at_once(
+        self,
+        operations: Sequence[Union[Pending, Recorded]],
+        answers: Mapping[str, Optional[JobInfo]],
+        later: AbstractSet[int],
+    ) -> List[bool]:
+        """For each operation, whether ``settle`` gives it ``self.gone`` whatever its baseline,
+        known without it: the lookup's ``answers`` say its job is gone (None; an id they do not
+        hold is not gone), no operation of the job is later than it (``later``: the ids of the
+        operations that have one), it is unknown or unfinished, its job id is valid and its times
+        are finite (Rules 2, 9, 10, 11).  A False decides nothing: ``settle`` it, baseline and all.
+        tests/core/test_settle_gone.py checks it against ``settle_operation`` and a naive reading."""
+        at, bound, unknown, missing = self.looked_at, self.no_ends_by_bound, Result.UNKNOWN, _MISSING
+        isfinite = math.isfinite
+        out = []
+        for o in operations:
+            job = o.job_id
+            ok = (
+                type(job) is str and answers.get(job, missing) is None and o.id not in later
+                and (o.result is None or o.result is unknown) and type(o.op) is Op
+            )
+            if ok:
+                try:
+                    validate_job_id(job)
+                except InvalidInput:
+                    ok = False
+            if ok:
+                started, end = o.started_at, o.finished_at if o.finished_at is not None else o.ends_by
+                ok = (
+                    type(started) is float and isfinite(started)
+                    and (end is None or (type(end) is float and isfinite(end)))
+                )
+                if ok:
+                    ok = isfinite(at - (started + bound if end is None else end))
+            out.append(ok)
+        return out
 
     def settle(self, operation: Recorded, later: Sequence[Recorded], looked: Looked) -> Optional[Settled]:
         """``settle_operation(operation, later, looked, ...)`` with this lookup's values."""
@@ -398,10 +455,13 @@ class OneLookup:
                        first.id)
 
 
+_MISSING = object()  # ``gone_at_once``'s default: an id the answers do not hold
+
+
 def _detail(op: Op, found: Verdict, record: Optional[JobInfo], baseline: Optional[JobInfo], since_end: float) -> str:
     """The verdict in words, naming the field it was read from."""
     if found is Verdict.GONE or record is None:
-        return "gone: slurmctld no longer knows the job"
+        return GONE_DETAIL
     if op is Op.REQUEUE:
         if baseline is None:
             return "no baseline: nothing says what its RestartCnt was before"
