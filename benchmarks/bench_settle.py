@@ -63,9 +63,10 @@ def build(path: str, ids: List[str], to_settle: int) -> None:
 
 class Parts:
     """The seconds the sweep spends in each part of settling: reading the unsettled operations,
-    deciding their verdicts, writing them (wrapped around the calls the sweep makes)."""
+    deciding their verdicts (reading their later operations included: ``later``), writing them
+    (wrapped around the calls the sweep makes)."""
 
-    NAMES = ("read", "decide", "write")
+    NAMES = ("read", "later", "decide", "write")
 
     def __init__(self) -> None:
         self.seconds = dict.fromkeys(self.NAMES, 0.0)
@@ -97,17 +98,20 @@ def run(path: str, limit: int) -> Tuple[float, int, int, int, Dict[str, float]]:
 
 @contextlib.contextmanager
 def timing_parts(tracker: Tracker, parts: Parts) -> Iterator[None]:
-    """``parts`` timing the sweep's ``ledger.unsettled``, ``settling.decide`` and ``settling.write``."""
+    """``parts`` timing the sweep's ``ledger.to_settle`` and ``later_operations``, ``settling.decide`` and
+    ``settling.write``."""
     ledger = tracker.ledger()
     saved = settling.decide, settling.write
-    ledger.unsettled = parts.timed("read", ledger.unsettled)  # type: ignore[method-assign]
+    ledger.to_settle = parts.timed("read", ledger.to_settle)  # type: ignore[method-assign]
+    ledger.later_operations = parts.timed("later", ledger.later_operations)  # type: ignore[method-assign]
     settling.decide = parts.timed("decide", settling.decide)
     settling.write = parts.timed("write", settling.write)
     try:
         yield
     finally:
         settling.decide, settling.write = saved
-        del ledger.unsettled  # type: ignore[misc]
+        del ledger.to_settle  # type: ignore[misc]
+        del ledger.later_operations  # type: ignore[misc]
 
 
 def main() -> int:

@@ -31,7 +31,7 @@ from ..core.model import Op, Outcome, RequeueBit
 
 if TYPE_CHECKING:
     from ..core.jobinfo import JobInfo
-    from ..core.settle import Recorded, Verdict
+    from ..core.settle import Pending, Recorded, Verdict
 
 DEFAULT_PATH = "/var/lib/slurm-dsl/ledger.sqlite3"
 BUSY_TIMEOUT = 5.0  # seconds a writer waits for another one before LedgerError
@@ -189,13 +189,30 @@ class LedgerStore(Protocol):
         ``limit``.  Each as the core's ``settle.Recorded`` (what settling reads).  Reads only."""
         ...
 
+    def to_settle(self, now: float, *, since: float = 0.0, limit: Optional[int] = None) -> List[Pending]:
+        """``unsettled``'s operations (no ``job_ids``) as the core's ``settle.Pending``: without
+        their baselines (a sweep reads those again, ``recorded``, only where a verdict reads one)."""
+        ...
+
+    def recorded(self, op_ids: Sequence[int]) -> Dict[int, Recorded]:
+        """The history rows ``op_ids`` as the core's ``settle.Recorded``, by id; an id with no row
+        is absent.  Reads only."""
+        ...
+
     def add_settlements(
-        self, verdicts: Sequence[Tuple[int, Verdict, float, Optional[JobInfo], str]], now: float, *, by: str
+        self,
+        verdicts: Sequence[Tuple[int, Verdict, float, Optional[JobInfo], str]],
+        now: float,
+        *,
+        by: str,
+        gone: Sequence[int] = (),
+        gone_at: float = 0.0,
     ) -> int:
-        """Append ``(op_id, verdict, looked_at, record, detail)`` each, in ONE transaction; an
-        operation that has a settlement keeps it (the new one is skipped); an ``op_id`` that is
-        no history row, or a finished row whose result is not unknown, is LedgerError and nothing
-        is written.  Returns how many were written."""
+        """Append ``(op_id, verdict, looked_at, record, detail)`` each, and ``(op_id, GONE,
+        gone_at, None, GONE_DETAIL)`` for each id of ``gone``, in ONE transaction; an operation
+        that has a settlement keeps it (the new one is skipped); an ``op_id`` that is no history
+        row, or a finished row whose result is not unknown, is LedgerError and nothing is written.
+        Returns how many were written."""
         ...
 
     def count_unsettled(self, now: float, edges: Sequence[float] = (3600.0, 86400.0, 604800.0)) -> List[int]:

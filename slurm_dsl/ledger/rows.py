@@ -56,7 +56,7 @@ from ..core.shown import shown
 from .base import STDERR_CAP
 
 if TYPE_CHECKING:
-    from ..core.settle import Recorded, Verdict
+    from ..core.settle import Pending, Recorded, Verdict
     from .records import HistoryEntry, JobObject, Settlement, SweepRecord, Unfinished
 
 # The records (``ledger.records``) are imported by the reads that build them: an operation never
@@ -94,6 +94,13 @@ SELECT_LATER = (
 # WHERE (``s`` the settlement, none for these rows) and ORDER BY.
 SELECT_TO_SETTLE = (
     "SELECT h.id, h.job_id, h.op, h.result, h.started_at, h.finished_at, h.ends_by, h.baseline, h.baseline_at"
+    " FROM history h LEFT JOIN settlements s ON s.op_id = h.id"
+)
+
+# ``to_settle``: what a sweep first reads of a row (``pending``): not even its baseline, which
+# only the verdicts of jobs still known read (they are read again whole, ``SELECT_TO_SETTLE``).
+SELECT_PENDING = (
+    "SELECT h.id, h.job_id, h.op, h.result, h.started_at, h.finished_at, h.ends_by"
     " FROM history h LEFT JOIN settlements s ON s.op_id = h.id"
 )
 
@@ -226,6 +233,25 @@ def recorded(rows: Iterable[Sequence[Any]], path: str = "") -> List[Recorded]:
             ends_by=None if r[6] is None else float(r[6]),
             baseline=job_info(path, r[7]),
             baseline_at=None if r[8] is None else float(r[8]),
+        )
+        for r in rows
+    ]
+
+
+def pending(rows: Iterable[Sequence[Any]]) -> List[Pending]:
+    """Rows as ``SELECT_PENDING`` reads them, as the core's ``settle.Pending``."""
+    from ..core.settle import Pending
+
+    ops, results = _members(Op), _members(Result)
+    return [
+        Pending(
+            int(r[0]),
+            r[1],
+            ops[r[2]] if r[2] in ops else Op(r[2]),
+            None if r[3] is None else results[r[3]] if r[3] in results else Result(r[3]),
+            float(r[4]),
+            None if r[5] is None else float(r[5]),
+            None if r[6] is None else float(r[6]),
         )
         for r in rows
     ]
@@ -758,6 +784,14 @@ def checked_op_id(op_id: int) -> int:
     if isinstance(op_id, bool) or not isinstance(op_id, int):
         raise InvalidInput(f"an op_id must be a history id (an integer), not {shown(repr(op_id))}")
     return op_id
+
+
+def checked_op_ids(op_ids: Iterable[int]) -> List[int]:
+    """History ids each once, in the order first seen (``checked_op_id`` each; InvalidInput)."""
+    ids = list(op_ids)
+    if not all(type(i) is int for i in ids):  # the common case checked at once; any other as before
+        ids = [checked_op_id(i) for i in ids]
+    return list(dict.fromkeys(ids))  # checked first: 2.0 == 2 would hide in a dict
 
 
 def checked_verdicts(verdicts: Sequence[SettlementIn]) -> List[Tuple[int, str, float, Optional[str], str]]:

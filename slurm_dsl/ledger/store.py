@@ -55,7 +55,7 @@ from .base import LedgerError
 
 if TYPE_CHECKING:
     from ..core.jobinfo import JobInfo
-    from ..core.settle import Recorded, Verdict
+    from ..core.settle import Pending, Recorded, Verdict
     from .records import HistoryEntry, ImportResult, JobObject, PruneResult, SweepRecord, Unfinished
 
 # The records (``ledger.records``) are imported by the reads and reports that build them: an
@@ -129,6 +129,14 @@ _SETTLEMENTS_OF = "DELETE FROM settlements WHERE op_id"  # prune's, with an IN l
 _HISTORY_THERE = "SELECT id FROM history WHERE job_id = ? AND nonce = ? AND op = ? AND started_at = ?"
 # The settlements (schema 3): one per operation at most, appended, never changed.
 _SETTLE = "INSERT INTO settlements (op_id, job_id, verdict, looked_at, record, settled_at, settled_by, detail)"
+# ``add_settlements``' gone ones: each row still to settle (unknown or unfinished, no settlement)
+# gets GONE, the time its lookup started, no record, the detail (parameters, then the IN list).
+_SETTLE_GONE = (
+    "INSERT INTO settlements (op_id, job_id, verdict, looked_at, record, settled_at, settled_by, detail)"
+    " SELECT h.id, h.job_id, 'gone', ?, NULL, ?, ?, ? FROM history h"
+    " WHERE (h.result = 'unknown' OR h.finished_at IS NULL)"
+    " AND NOT EXISTS (SELECT 1 FROM settlements s WHERE s.op_id = h.id) AND h.id"
+)
 # What ``add_settlements`` decides on: each operation's job, finish, result and whether it is settled.
 _SETTLING_ONE = (
     "SELECT h.job_id, h.finished_at, h.result, EXISTS (SELECT 1 FROM settlements s WHERE s.op_id = h.id)"
@@ -699,6 +707,27 @@ class SqlStore(abc.ABC):
         found.sort(key=lambda e: (e.started_at, e.id), reverse=True)
         return found if not tail[1] else found[: tail[1][0]]
 
+    def to_settle(self, now: float, *, since: float = 0.0, limit: Optional[int] = None) -> List[Pending]:
+        """``unsettled(now, since=since, limit=limit)``'s operations, as the core's
+        ``settle.Pending``: without their baselines, which a sweep reads again (``recorded``) only
+        for the operations whose verdict reads one (``OneLookup.gone_at_once``): a sweep that
+        settles 10,000 operations of gone jobs decodes no JSON (docs/benchmarks.md §9)."""
+        now, since = ledger_rows.finite("now", now), ledger_rows.finite("since", since)
+        where = _UNSETTLED_WHERE.format(unsettled=self.UNSETTLED)
+        tail = (" LIMIT ?", [int(limit)]) if limit is not None and limit >= 0 else ("", [])
+        sql = ledger_rows.SELECT_PENDING + where + " ORDER BY h.started_at DESC, h.id DESC" + tail[0]
+        return ledger_rows.pending(self._read("read unsettled", sql, [since, now, now, *tail[1]]))
+
+    def recorded(self, op_ids: Sequence[int]) -> Dict[int, Recorded]:
+        """The history rows ``op_ids`` as the core's ``settle.Recorded`` (what settling reads of
+        them, baseline and all), by id; an id with no row is absent.  Reads only."""
+        ids = ledger_rows.distinct(ledger_rows.checked_op_id(i) for i in op_ids)
+        found: Dict[int, Recorded] = {}
+        for piece in ledger_rows.pieces(ids):
+            sql = ledger_rows.in_list(ledger_rows.SELECT_TO_SETTLE + " WHERE h.id", len(piece), "?")
+            found.update((e.id, e) for e in ledger_rows.recorded(self._read("read operations", sql, piece), self.path))
+        return found
+
     def count_unsettled(self, now: float, edges: Sequence[float] = (3600.0, 86400.0, 604800.0)) -> List[int]:
         """How many operations ``unsettled`` would give at ``now`` (no since, no limit), by age
         (``now - started_at``): ``len(edges) + 1`` counts, ``[0, e0), [e0, e1), ..., [e_last, inf)``."""
@@ -708,22 +737,59 @@ class SqlStore(abc.ABC):
         return ledger_rows.age_counts(started, now, edges)
 
     def add_settlements(
-        self, verdicts: Sequence[Tuple[int, Verdict, float, Optional[JobInfo], str]], now: float, *, by: str
+        self,
+        verdicts: Sequence[Tuple[int, Verdict, float, Optional[JobInfo], str]],
+        now: float,
+        *,
+        by: str,
+        gone: Sequence[int] = (),
+        gone_at: float = 0.0,
     ) -> int:
         """Append the settlements ``(op_id, verdict, looked_at, record, detail)`` settled ``by``
-        at ``now``, in ONE transaction; return how many were written.  An operation that has a
-        settlement keeps it (this one is skipped: verdicts are final, and two settlers may race);
-        an ``op_id`` with no history row, or of a finished row whose result is not unknown, is
-        LedgerError and nothing is written."""
+        at ``now``, and for each id of ``gone`` the settlement ``(op_id, GONE, gone_at, None,
+        GONE_DETAIL)`` (what a lookup that started at ``gone_at`` and found the job gone gives:
+        ``OneLookup.gone``), in ONE transaction; return how many were written.  An operation that
+        has a settlement keeps it (this one is skipped: verdicts are final, and two settlers may
+        race; the ``verdicts`` go first); an ``op_id`` with no history row, or of a finished row
+        whose result is not unknown, is LedgerError and nothing is written.
+
+        Cost: the ``gone`` ones are written by ``INSERT ... SELECT`` from their history rows, a
+        statement per ``IN_PIECE`` ids, a tuple of none made; their rows are read one by one only
+        if fewer were written than given (to say which one is at fault, or already settled)."""
+        from ..core.settle import GONE_DETAIL
+
         checked = ledger_rows.checked_verdicts(verdicts)
         now, who = ledger_rows.finite("now", now), ledger_rows.stored_text(by)
-        if not checked:
+        gone_ids = ledger_rows.checked_op_ids(gone)
+        if gone_ids:
+            gone_at = ledger_rows.finite("gone_at", gone_at)
+        if not checked and not gone_ids:
             return 0
         with self._atomic("add settlements") as cur:
-            rows = self._keyed(cur, _SETTLING_ONE, _SETTLING_ROWS, [op_id for op_id, *_ in checked])
-            written = ledger_rows.settlement_plan(self.path, checked, rows, now, who)
-            self._write_rows(cur, _SETTLE, written)
-        return len(written)
+            written = []
+            if checked:
+                rows = self._keyed(cur, _SETTLING_ONE, _SETTLING_ROWS, [op_id for op_id, *_ in checked])
+                written = ledger_rows.settlement_plan(self.path, checked, rows, now, who)
+                self._write_rows(cur, _SETTLE, written)
+            count = len(written) + self._settle_gone(cur, gone_ids, gone_at, now, who, GONE_DETAIL)
+        return count
+
+    def _settle_gone(self, cur: Cursor, ids: Sequence[int], at: float, now: float, who: str, detail: str) -> int:
+        """``add_settlements``' ``gone`` ones (distinct, checked ids): how many were written."""
+        if not ids:
+            return 0
+        if self.FOR_UPDATE:
+            self._keyed(cur, _SETTLING_ONE, _SETTLING_ROWS, ids)  # their rows locked, as the others'
+        count = 0
+        for piece in ledger_rows.pieces(ids):
+            self._run(cur, ledger_rows.in_list(_SETTLE_GONE, len(piece), "?"), [at, now, who, detail, *piece])
+            count += max(cur.rowcount, 0)
+        if count < len(ids):
+            # Some were not written: already settled (skipped, as above), or not to settle at all
+            # (LedgerError, as above: the transaction is rolled back).
+            rows = self._keyed(cur, _SETTLING_ONE, _SETTLING_ROWS, ids)
+            ledger_rows.settlement_plan(self.path, [(i, "gone", at, None, detail) for i in ids], rows, now, who)
+        return count
 
     def keyed(self, job_ids: Sequence[str], op: Op, key: str) -> Dict[str, List[HistoryEntry]]:
         """The operations ``op`` with idempotency key ``key`` on each of ``job_ids``, oldest first,

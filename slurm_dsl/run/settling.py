@@ -3,8 +3,8 @@
 
 Strategy, the order that keeps a verdict honest:
 
-1. read the operations to settle (``LedgerStore.unsettled``: unknown results, and unfinished rows
-   no longer running), newest first;
+1. read the operations to settle (``LedgerStore.to_settle``: unknown results, and unfinished rows
+   no longer running), newest first, without their baselines (``settle.Pending``);
 2. look their jobs up in ONE ``Lookup.jobs`` call, the caller's (a sweep puts these ids in the
    call it makes for its objects: no extra RPC), noting the ledger's clock when it STARTS
    (``looked_at``: the settle delay counts to the start, the conservative end of a lookup);
@@ -12,7 +12,8 @@ Strategy, the order that keeps a verdict honest:
    before the lookup must be seen, or today's record would be read for an operation that a later
    hold or requeue has since overwritten; one that began after it only makes the verdict come
    from an earlier record (its baseline), which is still a record of the job read after the op;
-4. decide each one (``core.settle.settle_operation``) and append the verdicts in one transaction
+4. decide each one (``core.settle.settle_operation``; those of gone jobs with no later operation
+   at once, ``OneLookup.gone_at_once``, the others read again whole first) and append the verdicts in one transaction
    (``add_settlements``: a verdict is final, the first one written wins a race between two
    settlers).  No lease is taken: a verdict is appended next to the row, it changes no object.
 
@@ -22,8 +23,9 @@ A lookup that could not ask settles nothing.  A dry run decides and writes nothi
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
+from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
 
 from ..core.errors import InvalidInput
 from ..core.jobinfo import JobInfo, Lookup, LookupFailed
@@ -31,7 +33,9 @@ from ..core.model import Result
 from ..core.script import KILL_GRACE
 from ..core.settle import (
     DEFAULT_SETTLE_DELAY,
+    GONE_DETAIL,
     OneLookup,
+    Pending,
     Recorded,
     Settled,
     Verdict,
@@ -54,11 +58,11 @@ DEFAULT_LIMIT = 10_000  # at most so many operations per sweep (newest first; th
 NO_ENDS_BY_BOUND = MAX_TIMEOUT + KILL_GRACE + GUARD_MARGIN
 
 
-# An operation to settle: as ``LedgerStore.unsettled`` gives it, or a whole history row.
-Operation = Union[Recorded, HistoryEntry]
+# An operation to settle: as ``LedgerStore.to_settle`` or ``unsettled`` gives it, or a whole history row.
+Operation = Union[Pending, Recorded, HistoryEntry]
 
 
-def recorded(entry: Operation) -> Recorded:
+def recorded(entry: Union[Recorded, HistoryEntry]) -> Recorded:
     """The plain values the core's rules read of one history row."""
     if isinstance(entry, Recorded):
         return entry
@@ -69,9 +73,9 @@ def recorded(entry: Operation) -> Recorded:
     )
 
 
-@dataclass(frozen=True)
-class Decided:
-    """One operation and the verdict this settling gives it (None: not now)."""
+class Decided(NamedTuple):
+    """One operation and the verdict this settling gives it (None: not now).  A tuple: a sweep
+    decides 10,000 (docs/benchmarks.md §9)."""
 
     entry: Operation
     settled: Optional[Settled]
@@ -98,7 +102,12 @@ def decide(
 ) -> List[Decided]:
     """Each operation's verdict from one lookup's ``answers`` (None: the lookup could not ask),
     made at ``looked_at``.  Reads the later operations (step 3), writes nothing.  The rules are
-    ``core.settle.settle_operation``'s, the lookup's values checked once (``OneLookup``)."""
+    ``core.settle.settle_operation``'s, the lookup's values checked once (``OneLookup``).
+
+    Those whose verdict reads no baseline (``OneLookup.gone_at_once``: a gone job, no later
+    operation) share one ``Settled`` and cost no read; the ``Pending`` others are read again
+    whole (``LedgerStore.recorded``), after the lookup: one that has finished meanwhile other than
+    unknown, or is no longer there, is not settled."""
     if not entries:
         return []
     if answers is None:
@@ -110,11 +119,22 @@ def decide(
         # As each operation would be refused: none is settled, the journal says why.
         log.warning("cannot settle %d operations: %s", len(entries), exc)
         return [Decided(e, None) for e in entries]
+    plain = [recorded(e) if isinstance(e, HistoryEntry) else e for e in entries]
+    at_once = one.gone_at_once(plain, answers, later.keys())
+    again = [e.id for e, quick in zip(entries, at_once) if not quick and isinstance(e, Pending)]
+    whole = ledger.recorded(again) if again else {}
     decided = []
-    for entry in entries:
+    for entry, quick in zip(entries, at_once):
+        if quick:
+            decided.append(Decided(entry, one.gone))
+            continue
+        operation = whole.get(entry.id) if isinstance(entry, Pending) else recorded(entry)
+        if operation is None or operation.result not in (None, Result.UNKNOWN):
+            decided.append(Decided(entry, None))  # gone from the ledger, or finished meanwhile
+            continue
         try:
             looked = looked_up(answers, entry.job_id)
-            settled = one.settle(recorded(entry), [recorded(o) for o in later.get(entry.id, ())], looked)
+            settled = one.settle(operation, [recorded(o) for o in later.get(entry.id, ())], looked)
         except InvalidInput as exc:
             # A row the rules refuse (a baseline of another job, a time that is no number) is a
             # ledger's fault, not this sweep's: it stays unsettled, and the journal says why.
@@ -126,20 +146,35 @@ def decide(
 
 def write(ledger: LedgerStore, decided: Sequence[Decided], now: float, *, by: str) -> int:
     """Append the verdicts given (one transaction); how many were written (a verdict already there
-    stays: another settler was first)."""
-    verdicts = [(d.entry.id, d.settled.verdict, d.settled.looked_at, d.settled.record, d.settled.detail)
-                for d in decided if d.settled is not None]
-    if not verdicts:
+    stays: another settler was first).  The gone ones of one lookup go as ids alone
+    (``add_settlements``' ``gone``)."""
+    verdicts: List[Tuple[int, Verdict, float, Optional[JobInfo], str]] = []
+    gone: Dict[float, List[int]] = {}
+    shared: Optional[Settled] = None  # the last gone one seen: a sweep's are all one object
+    for d in decided:
+        s = d.settled
+        if s is None:
+            continue
+        if s is shared or (
+            s.verdict is Verdict.GONE and s.record is None and s.from_operation is None and s.detail == GONE_DETAIL
+        ):
+            shared = s
+            gone.setdefault(s.looked_at, []).append(d.entry.id)
+        else:
+            verdicts.append((d.entry.id, s.verdict, s.looked_at, s.record, s.detail))
+    if not verdicts and not gone:
         return 0
-    return ledger.add_settlements(verdicts, now, by=by)
+    gone_at, gone_ids = next(iter(gone.items()), (0.0, []))
+    for at, ids in list(gone.items())[1:]:  # another lookup's (never in a sweep): as tuples
+        verdicts += [(op_id, Verdict.GONE, at, None, GONE_DETAIL) for op_id in ids]
+    return ledger.add_settlements(verdicts, now, by=by, gone=gone_ids, gone_at=gone_at)
 
 
 def counts(decided: Sequence[Decided]) -> Dict[str, int]:
     """How many operations got each verdict, and how many none yet (``none``)."""
-    out = {v.value: 0 for v in Verdict}
-    out["none"] = 0
-    for d in decided:
-        out["none" if d.settled is None else d.settled.verdict.value] += 1
+    found = Counter(None if d.settled is None else d.settled.verdict for d in decided)
+    out = {v.value: found[v] for v in Verdict}
+    out["none"] = found[None]
     return out
 
 
@@ -259,7 +294,7 @@ def settle_rows(
             s = decided[entry.id].settled
             report.rows.append(Row(entry, NOT_YET) if s is None else
                                Row(entry, NOW, s.verdict, s.detail, s.looked_at, s.record, written_at, by))
-        elif not isinstance(entry, Recorded) and entry.settlement is not None:
+        elif isinstance(entry, HistoryEntry) and entry.settlement is not None:
             report.rows.append(stored_row(entry))
         else:
             report.rows.append(Row(entry, RUNNING if entry.id not in todo_ids else NOT_YET))

@@ -46,7 +46,7 @@ from ..core.errors import SweepBusy as SweepBusy  # re-exported: where it has al
 from ..core.jobinfo import JobInfo, Lookup, LookupFailed
 from ..core.ledger_rules import SWEEP_TAG
 from ..core.model import Op, Outcome, RequeueBit, Result
-from ..core.settle import DEFAULT_SETTLE_DELAY, Recorded, check_settle_delay
+from ..core.settle import DEFAULT_SETTLE_DELAY, Pending, check_settle_delay
 from ..ledger.base import LedgerError, LedgerStore
 from ..ledger.sqlite import SweepLock as SweepLock  # re-exported: the SQLite ledger's lock
 from ..lookups.squeue import SqueueLookup
@@ -205,12 +205,12 @@ def sweep(
         ttl = getattr(lookup, "timeout", 60.0) + restore_timeout * 2 + 60.0
         leased = ledger.acquire_leases(ids, owner, ledger.now(), ttl, take_over_sweeps=take_over)
         report.swept += [Swept(j, Done.BUSY, "an operation holds the job") for j in _not_held(ids, leased)]
-    unsettled: List[Recorded] = []
+    unsettled: List[Pending] = []
     answers: Optional[Dict[str, Optional[JobInfo]]] = None
     looked_at = 0.0
     try:
         now = ledger.now()
-        unsettled = ledger.unsettled(now, since=now - settling.SINCE_DAYS * settling.DAY, limit=settle_limit)
+        unsettled = ledger.to_settle(now, since=now - settling.SINCE_DAYS * settling.DAY, limit=settle_limit)
         # One lookup for the objects and the operations alike: the leased jobs first, then the rest.
         asked = list(dict.fromkeys([*leased, *(e.job_id for e in unsettled)]))
         looked_at = ledger.now()  # when the lookup starts: the settle delay counts to here
@@ -252,7 +252,7 @@ def _not_held(ids: List[str], leased: List[str]) -> List[str]:
 def _verdicts(
     tracker: Tracker,
     ledger: LedgerStore,
-    unsettled: List[Recorded],
+    unsettled: List[Pending],
     answers: Optional[Dict[str, Optional[JobInfo]]],
     looked_at: float,
     delay: float,

@@ -194,6 +194,62 @@ def test_a_batch_with_one_bad_id_writes_nothing(ledger_location: str) -> None:
         assert ledger.unsettled(T0 + 10, since=0.0)[0].id == a
 
 
+def test_gone_ones_are_written_by_id_alone_like_the_others(ledger_location: str) -> None:
+    """``add_settlements``' ``gone``: the settlement ``OneLookup.gone`` gives, for ids alone, in the
+    same transaction; an operation already settled (or settled by ``verdicts`` first) is skipped."""
+    with open_ledger(ledger_location) as ledger:
+        a = run(ledger, "7", Op.REQUEUE, T0, unknown(Op.REQUEUE, "7"), 1, baseline=PENDING, baseline_at=T0)
+        b = run(ledger, "8", Op.HOLD, T0, None, 2)  # unfinished
+        c = run(ledger, "9", Op.HOLD, T0, unknown(Op.HOLD, "9"), 3)
+        ledger.add_settlements([(c, Verdict.PRESENT, T0 + 5, None, "held")], T0 + 6, by="settle")
+        written = ledger.add_settlements([(b, Verdict.ABSENT, T0 + 19, None, "first")], T0 + 21, by="sweep, me",
+                                         gone=[a, b, a, c], gone_at=T0 + 20)
+        assert written == 2  # b's ABSENT (first), a's GONE; c kept its verdict
+        assert ledger.add_settlements([], T0 + 30, by="sweep", gone=[a], gone_at=T0 + 29) == 0  # a second settler
+        settled = {e.id: e.settlement for job in "789" for e in ledger.history(job)}
+    sa, sb, sc = settled[a], settled[b], settled[c]
+    assert sa is not None and (sa.verdict, sa.looked_at, sa.record, sa.settled_at, sa.by, sa.detail, sa.job_id) == (
+        Verdict.GONE, T0 + 20, None, T0 + 21, "sweep, me", "gone: slurmctld no longer knows the job", "7")
+    assert sb is not None and (sb.verdict, sb.detail) == (Verdict.ABSENT, "first")
+    assert sc is not None and (sc.verdict, sc.by) == (Verdict.PRESENT, "settle")
+
+
+def test_a_gone_batch_with_one_bad_id_writes_nothing(ledger_location: str) -> None:
+    with open_ledger(ledger_location) as ledger:
+        a = run(ledger, "7", Op.HOLD, T0, unknown(Op.HOLD, "7"), 1)
+        b = run(ledger, "8", Op.HOLD, T0, unknown(Op.HOLD, "8"), 2)
+        done = run(ledger, "9", Op.HOLD, T0, ok(Op.HOLD, "9"), 3)
+        with pytest.raises(LedgerError, match=f"no operation {b + 100} to settle"):
+            ledger.add_settlements([(a, Verdict.PRESENT, T0, None, "")], T0 + 5, by="sweep", gone=[b, b + 100],
+                                   gone_at=T0 + 4)
+        with pytest.raises(LedgerError, match=f"operation {done} finished ok, not unknown"):
+            ledger.add_settlements([], T0 + 5, by="sweep", gone=[b, done], gone_at=T0 + 4)
+        for bad in (True, "3", 2.0):
+            with pytest.raises(InvalidInput, match="must be a history id"):
+                ledger.add_settlements([], T0 + 5, by="sweep", gone=[b, bad], gone_at=T0 + 4)  # type: ignore[list-item]
+        with pytest.raises(InvalidInput, match="gone_at must be a finite number"):
+            ledger.add_settlements([], T0 + 5, by="sweep", gone=[b], gone_at=float("nan"))
+        assert [e.settlement for job in "78" for e in ledger.history(job)] == [None, None]
+
+
+def test_to_settle_is_unsettled_without_baselines_and_recorded_reads_them_again(ledger_location: str) -> None:
+    with open_ledger(ledger_location) as ledger:
+        a = run(ledger, "7", Op.REQUEUE, T0, unknown(Op.REQUEUE, "7"), 1, baseline=PENDING, baseline_at=T0 - 1,
+                ends_by=T0 + 30)
+        b = run(ledger, "8", Op.HOLD, T0 + 5, None, 2)  # unfinished, no lease: no longer runs
+        run(ledger, "9", Op.HOLD, T0 + 6, ok(Op.HOLD, "9"), 3)
+        whole = ledger.unsettled(T0 + 60, since=0.0)
+        pending = ledger.to_settle(T0 + 60, since=0.0)
+        assert [p.id for p in pending] == [e.id for e in whole] == [b, a]
+        assert [tuple(p) for p in pending] == [
+            (e.id, e.job_id, e.op, e.result, e.started_at, e.finished_at, e.ends_by) for e in whole]
+        assert [p.id for p in ledger.to_settle(T0 + 60, since=T0 + 1)] == [b]
+        assert [p.id for p in ledger.to_settle(T0 + 60, since=0.0, limit=1)] == [b]
+        again = ledger.recorded([a, b, b + 100])
+        assert sorted(again) == [a, b] and again[a] == whole[1] and again[a].baseline == PENDING
+        assert ledger.recorded([]) == {}
+
+
 def test_settlements_are_append_only(ledger_location: str) -> None:
     with open_ledger(ledger_location) as ledger:
         a = run(ledger, "7", Op.HOLD, T0, unknown(Op.HOLD, "7"), 1)

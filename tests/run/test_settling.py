@@ -275,9 +275,9 @@ def test_settle_shows_the_verdict_a_faster_settler_wrote(ledger_location: str) -
         op_id = unknown(ledger, "7", Op.HOLD)
         real = ledger.add_settlements
 
-        def first_another(verdicts: Any, now: float, *, by: str) -> int:
+        def first_another(verdicts: Any, now: float, *, by: str, **gone: Any) -> int:
             real([(op_id, Verdict.UNDECIDABLE, now, None, "the other settler's")], now, by="sweep, elsewhere")
-            return real(verdicts, now, by=by)
+            return real(verdicts, now, by=by, **gone)
 
         ledger.add_settlements = first_another  # type: ignore[method-assign]
         report = settling.settle_rows(ledger, MemoryLookup({"7": record("7", priority=0)}), job_ids=["7"],
@@ -285,3 +285,43 @@ def test_settle_shows_the_verdict_a_faster_settler_wrote(ledger_location: str) -
     [row] = report.rows
     assert (row.verdict, row.when, row.by, row.detail) == (Verdict.UNDECIDABLE, settling.EARLIER, "sweep, elsewhere",
                                                            "the other settler's")
+
+
+def test_decide_reads_baselines_only_where_a_verdict_reads_one(ledger_location: str) -> None:
+    """The gone jobs' operations without a later one are settled from the sweep's first read
+    (``to_settle``, no baseline); the others are read again whole (``recorded``), after the
+    lookup: a requeue of a job still there is read against its baseline, and an operation of a
+    job still there that finished meanwhile (ok) is not settled."""
+    with open_ledger(ledger_location) as ledger:
+        gone = unknown(ledger, "7", Op.REQUEUE, baseline=record("7"))
+        live = unknown(ledger, "8", Op.REQUEUE, baseline=record("8"))
+        finishing = unknown(ledger, "9", Op.HOLD, finish=False)
+        twice = unknown(ledger, "10", Op.HOLD)
+        after = unknown(ledger, "10", Op.RELEASE, ago=30.0)  # a later one on job 10's priority
+        pending = ledger.to_settle(ledger.now())
+        assert {p.id for p in pending} == {gone, live, finishing, twice, after}
+        ledger.finish_operation(finishing, Outcome(Op.HOLD, "9", Result.OK, None), b"", ledger.now())
+        asked = []
+        real = ledger.recorded
+
+        def counting(op_ids: Any) -> Any:
+            asked.extend(op_ids)
+            return real(op_ids)
+
+        ledger.recorded = counting  # type: ignore[method-assign]
+        answers = {"7": None, "8": record("8", restarts=1), "9": record("9", priority=0), "10": None}
+        decided = {d.entry.id: d.settled for d in settling.decide(ledger, pending, answers, ledger.now())}
+        assert sorted(asked) == sorted([live, finishing, twice]), "neither gone nor after read again"
+        s_gone, s_live, s_twice, s_after = decided[gone], decided[live], decided[twice], decided[after]
+        assert decided[finishing] is None
+        assert s_gone is not None and (s_gone.verdict, s_gone.record) == (Verdict.GONE, None)
+        assert s_after is s_gone, "one shared value for every gone one"
+        assert s_live is not None and (s_live.verdict, s_live.detail) == (Verdict.PRESENT, "RestartCnt 1 > baseline 0")
+        assert s_twice is not None and s_twice.verdict is Verdict.UNDECIDABLE  # the later release has no baseline
+        assert settling.write(ledger, list(settling.decide(ledger, pending[:0], answers, 0.0)), 0.0, by="x") == 0
+        ledger.recorded = real  # type: ignore[method-assign]
+        assert settling.write(ledger, [settling.Decided(p, decided[p.id]) for p in pending], ledger.now(),
+                              by="sweep") == 4
+        assert {e.id: e.settlement.verdict for job in ("7", "8", "10") for e in ledger.history(job)
+                if e.settlement is not None} == {gone: Verdict.GONE, live: Verdict.PRESENT,
+                                                 twice: Verdict.UNDECIDABLE, after: Verdict.GONE}
