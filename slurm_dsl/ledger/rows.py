@@ -247,8 +247,8 @@ def pending(rows: Iterable[Sequence[Any]]) -> List[Pending]:
         Pending(
             int(r[0]),
             r[1],
-            ops[r[2]] if r[2] in ops else Op(r[2]),
-            None if r[3] is None else results[r[3]] if r[3] in results else Result(r[3]),
+            ops.get(r[2]) or Op(r[2]),  # a member is a non-empty str: true
+            None if r[3] is None else results.get(r[3]) or Result(r[3]),
             float(r[4]),
             None if r[5] is None else float(r[5]),
             None if r[6] is None else float(r[6]),

@@ -360,6 +360,15 @@ class SqliteLedger(SqlStore):
 
     ANOTHER = "another ledger file"
     PRUNING = ("INSERT OR REPLACE INTO pruning (one) VALUES (1)", "DELETE FROM pruning")
+    # The settled ones skipped by the unique op_id itself, not a probe per row first (a quarter
+    # cheaper: docs/benchmarks.md §9.1).  OR IGNORE skips any constraint a row breaks; the only
+    # one these can break is that one: every other value is a checked constant or a history
+    # column that is NOT NULL there too.
+    SETTLE_GONE = (
+        "INSERT OR IGNORE INTO settlements (op_id, job_id, verdict, looked_at, record, settled_at, settled_by, detail)"
+        " SELECT h.id, h.job_id, 'gone', ?, NULL, ?, ?, ? FROM history h"
+        " WHERE (h.result = 'unknown' OR h.finished_at IS NULL) AND h.id"
+    )
 
     def __init__(
         self,

@@ -131,6 +131,7 @@ _HISTORY_THERE = "SELECT id FROM history WHERE job_id = ? AND nonce = ? AND op =
 _SETTLE = "INSERT INTO settlements (op_id, job_id, verdict, looked_at, record, settled_at, settled_by, detail)"
 # ``add_settlements``' gone ones: each row still to settle (unknown or unfinished, no settlement)
 # gets GONE, the time its lookup started, no record, the detail (parameters, then the IN list).
+# A dialect may have a cheaper way to skip the settled ones (``SqlStore.SETTLE_GONE``).
 _SETTLE_GONE = (
     "INSERT INTO settlements (op_id, job_id, verdict, looked_at, record, settled_at, settled_by, detail)"
     " SELECT h.id, h.job_id, 'gone', ?, NULL, ?, ?, ? FROM history h"
@@ -174,6 +175,7 @@ class SqlStore(abc.ABC):
     # -- what a dialect states -----------------------------------------------------------------
 
     FOR_UPDATE = ""  # appended to the reads a transaction decides on
+    SETTLE_GONE = _SETTLE_GONE  # ``add_settlements``' gone ones, the IN list of ids appended
     BLOB = "?"  # how a stderr value is bound
     HEX_STDERR = False  # stderr passed as hex text (``ledger_rows``' Rule 3)
     ANOTHER = "another ledger"  # what to use instead of a ledger too new for this code
@@ -782,7 +784,7 @@ class SqlStore(abc.ABC):
             self._keyed(cur, _SETTLING_ONE, _SETTLING_ROWS, ids)  # their rows locked, as the others'
         count = 0
         for piece in ledger_rows.pieces(ids):
-            self._run(cur, ledger_rows.in_list(_SETTLE_GONE, len(piece), "?"), [at, now, who, detail, *piece])
+            self._run(cur, ledger_rows.in_list(self.SETTLE_GONE, len(piece), "?"), [at, now, who, detail, *piece])
             count += max(cur.rowcount, 0)
         if count < len(ids):
             # Some were not written: already settled (skipped, as above), or not to settle at all

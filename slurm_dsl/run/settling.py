@@ -123,10 +123,10 @@ def decide(
     at_once = one.gone_at_once(plain, answers, later.keys())
     again = [e.id for e, quick in zip(entries, at_once) if not quick and isinstance(e, Pending)]
     whole = ledger.recorded(again) if again else {}
-    decided = []
+    decided, gone = [], one.gone
     for entry, quick in zip(entries, at_once):
         if quick:
-            decided.append(Decided(entry, one.gone))
+            decided.append(Decided(entry, gone))
             continue
         operation = whole.get(entry.id) if isinstance(entry, Pending) else recorded(entry)
         if operation is None or operation.result not in (None, Result.UNKNOWN):
