@@ -33,8 +33,9 @@ Contract:
   ``sdiag`` (pending + running, one cheap RPC, beside squeue), either kept a minute for every
   lookup of the process through the same runner, and asked only when it can change the choice
   (``plan.count_matters``: from ~120 ids on, one listing is cheaper at up to ``plan.MOST_JOBS``
-  jobs, so it is listed without asking); when it cannot be learned, one listing, as before.  A wrong count costs time only.  Each single call is read as one id always
-  was: rc 1 with exactly ``slurm_load_jobs error: Invalid job id specified`` is gone, a record is
+  jobs, so it is listed without asking); when it cannot be learned, one listing, as before.
+  A wrong count costs time only.  Each single call is read as one id always was: rc 1 with
+  exactly ``slurm_load_jobs error: Invalid job id specified`` is gone, a record is
   the job, anything else could not ask; ANY single call that could not ask makes the whole
   ``jobs()`` raise ``LookupFailed``, never a partial answer.
 - ``squeue --only-job-state`` (24.11+, ``slurm_load_job_state``) is not used: it answers state
