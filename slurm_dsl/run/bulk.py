@@ -91,6 +91,7 @@ def run_many(
     deadline: Optional[float] = None,
     progress: Optional[Progress] = None,
     link: Link = NO_LINK,
+    looked_up: Optional[Callable[[], LookupAnswer]] = None,
 ) -> Iterator[Outcome]:
     """One outcome per distinct id, in input order, as chunks finish; never raises for an outcome.
 
@@ -98,7 +99,9 @@ def run_many(
     deadline of every chunk and call (docs/contract.md §10.0).  Each chunk holds what fits the
     time left when it starts; an id whose chunk comes after the deadline is ``expired`` with no
     process started and nothing written (``calls.unstarted``).  Every intent records ``link``'s
-    key and, per job, the operation it retries (docs/contract.md §12).
+    key and, per job, the operation it retries (docs/contract.md §12).  ``looked_up``: the
+    array check's lookup already started (``driver._Looking``: ``tracker.look_up`` of these
+    ids, in this order, for this op and deadline); called for its answer before any intent.
 
     Raises before anything ran: ``InvalidInput`` (a bad id or timeout), ``WholeArray``,
     ``LookupFailed`` (the ids could not be looked up), ``LedgerError``.  A ledger failure
@@ -113,7 +116,8 @@ def run_many(
         assert timeout is not None
         deadline = tracker.clock() + timeout
     when = check_deadline(deadline, tracker.clock)
-    looked = tracker.look_up(op, ids, when)  # its answers are the baselines committed with the intents
+    # Its answers are the baselines committed with the intents.
+    looked = tracker.look_up(op, ids, when) if looked_up is None else looked_up()
     infos = looked.infos
     answered_at = tracker.clock() if infos else None  # slurmctld answered the lookup just now
     age = _MinJobAge(tracker, when)  # asked once, at the first chunk that can use it

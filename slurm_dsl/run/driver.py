@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Generator, List, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Callable, Generator, List, Optional, Sequence, Tuple, Union
 
 from ..core.errors import InvalidInput, LedgerError, NotRecorded
 from ..core.jobid import validate_job_id
@@ -29,7 +29,7 @@ from ..ledger import base as ledger_module
 from . import process as runner
 from .calls import unstarted
 from .deadlines import check_deadline
-from .tracked import NO_LINK, Link, Tracker
+from .tracked import NO_LINK, Link, LookupAnswer, Tracker
 
 if TYPE_CHECKING:
     from .bulk import Progress
@@ -108,17 +108,47 @@ def drive(
     when = check_deadline(deadline, tracker.clock)
     if one_by_one or len(ids) == 1:
         return _one_by_one(tracker, op, ids, when, parallel, link)
-    return _bulk(tracker, op, ids, when, progress, link)
+    # The array check's lookup starts now, in a thread: its squeue runs while the bulk path is
+    # imported and the caller gets going; its answer is waited for before the first intent
+    # (which commits it as the baseline), and what it raises is raised there.
+    return _bulk(tracker, op, ids, when, progress, link, _Looking(tracker, op, ids, when))
+
+
+class _Looking:
+    """``tracker.look_up(op, ids, deadline)`` in a thread of its own, started at once; calling
+    it waits for the answer (or raises what the lookup raised)."""
+
+    def __init__(self, tracker: Tracker, op: Op, ids: List[str], deadline: float) -> None:
+        self._answer: Optional[LookupAnswer] = None
+        self._error: Optional[BaseException] = None
+
+        def work() -> None:
+            try:
+                self._answer = tracker.look_up(op, ids, deadline)
+            except BaseException as exc:  # raised again in the caller's thread
+                self._error = exc
+
+        self._thread = threading.Thread(target=work, name="slurm-dsl array check", daemon=True)
+        self._thread.start()
+
+    def __call__(self) -> LookupAnswer:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        assert self._answer is not None
+        return self._answer
 
 
 def _bulk(
-    tracker: Tracker, op: Op, ids: List[str], deadline: float, progress: Optional[Progress], link: Link
+    tracker: Tracker, op: Op, ids: List[str], deadline: float, progress: Optional[Progress], link: Link,
+    looking: Callable[[], LookupAnswer],
 ) -> Events:
     from .bulk import run_many
 
     done: List[str] = []
     try:
-        for outcome in run_many(tracker, op, ids, deadline=deadline, progress=progress, link=link):
+        for outcome in run_many(tracker, op, ids, deadline=deadline, progress=progress, link=link,
+                                looked_up=looking):
             done.append(outcome.job_id)
             yield Ran(outcome)
     except NotRecorded as exc:  # they ran: each is reported all the same, then nothing more starts
