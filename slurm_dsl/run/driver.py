@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Generator, List, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Callable, Generator, Generic, List, Optional, Sequence, Tuple, TypeVar, Union
 
 from ..core.errors import InvalidInput, LedgerError, NotRecorded
 from ..core.jobid import validate_job_id
@@ -56,6 +56,7 @@ class Stopped:
 
 
 Event = Union[Ran, Stopped]
+T = TypeVar("T")
 Events = Generator[Event, None, None]  # closing it stops the run as a ledger failure does
 
 
@@ -111,32 +112,31 @@ def drive(
     # The array check's lookup starts now, in a thread: its squeue runs while the bulk path is
     # imported and the caller gets going; its answer is waited for before the first intent
     # (which commits it as the baseline), and what it raises is raised there.
-    return _bulk(tracker, op, ids, when, progress, link, _Looking(tracker, op, ids, when))
+    looking = Background(lambda: tracker.look_up(op, ids, when), "slurm-dsl array check")
+    return _bulk(tracker, op, ids, when, progress, link, looking.result)
 
 
-class _Looking:
-    """``tracker.look_up(op, ids, deadline)`` in a thread of its own, started at once; calling
-    it waits for the answer (or raises what the lookup raised)."""
+class Background(Generic[T]):
+    """``work()`` in a thread of its own, started at once; ``result()`` waits for it and gives its
+    answer, or raises in the caller's thread what it raised."""
 
-    def __init__(self, tracker: Tracker, op: Op, ids: List[str], deadline: float) -> None:
-        self._answer: Optional[LookupAnswer] = None
+    def __init__(self, work: Callable[[], T], name: str) -> None:
+        self._answer: List[T] = []
         self._error: Optional[BaseException] = None
-
-        def work() -> None:
-            try:
-                self._answer = tracker.look_up(op, ids, deadline)
-            except BaseException as exc:  # raised again in the caller's thread
-                self._error = exc
-
-        self._thread = threading.Thread(target=work, name="slurm-dsl array check", daemon=True)
+        self._thread = threading.Thread(target=self._run, args=(work,), name=name, daemon=True)
         self._thread.start()
 
-    def __call__(self) -> LookupAnswer:
+    def _run(self, work: Callable[[], T]) -> None:
+        try:
+            self._answer.append(work())
+        except BaseException as exc:  # raised again in the caller's thread, by result()
+            self._error = exc
+
+    def result(self) -> T:
         self._thread.join()
         if self._error is not None:
             raise self._error
-        assert self._answer is not None
-        return self._answer
+        return self._answer[0]
 
 
 def _bulk(
