@@ -55,12 +55,12 @@ from ..core.model import Call, CallOutcome, Op, Outcome, Reason, RequeueBit, Res
 from ..core.script import list_argv
 from ..core.vouch import VOUCHING, min_job_age, vouched
 from ..ledger.base import STDERR_CAP, LedgerStore
+from ..lookups.background import Background
 from ..lookups.squeue import MAX_LISTED, SQUEUE_TIMEOUT, SqueueLookup
 from . import process as runner
 from .binaries import find_scontrol, find_squeue
 from .calls import execute, new_nonce, run_list_call, run_open_list, unstarted
 from .deadlines import check_deadline
-from .driver import Background
 from .tracked import NO_LINK, NOT_LOOKED, Link, LookupAnswer, Tracker, lease_owner, lease_ttl, start_fields
 
 log = logging.getLogger("slurm_dsl")
@@ -101,7 +101,7 @@ def run_many(
     time left when it starts; an id whose chunk comes after the deadline is ``expired`` with no
     process started and nothing written (``calls.unstarted``).  Every intent records ``link``'s
     key and, per job, the operation it retries (docs/contract.md §12).  ``looked_up``: the
-    array check's lookup already started (``driver.Background``: ``tracker.look_up`` of these
+    array check's lookup already started (``lookups.background.Background``: ``tracker.look_up`` of these
     ids, in this order, for this op and deadline); called for its answer before any intent.
 
     Raises before anything ran: ``InvalidInput`` (a bad id or timeout), ``WholeArray``,

@@ -19,13 +19,14 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Generator, Generic, List, Optional, Sequence, Tuple, TypeVar, Union
+from typing import TYPE_CHECKING, Callable, Generator, List, Optional, Sequence, Tuple, Union
 
 from ..core.errors import InvalidInput, LedgerError, NotRecorded
 from ..core.jobid import validate_job_id
 from ..core.model import Op, Outcome
 from ..core.script import KILL_GRACE
 from ..ledger import base as ledger_module
+from ..lookups.background import Background
 from . import process as runner
 from .calls import unstarted
 from .deadlines import check_deadline
@@ -56,7 +57,6 @@ class Stopped:
 
 
 Event = Union[Ran, Stopped]
-T = TypeVar("T")
 Events = Generator[Event, None, None]  # closing it stops the run as a ledger failure does
 
 
@@ -114,29 +114,6 @@ def drive(
     # (which commits it as the baseline), and what it raises is raised there.
     looking = Background(lambda: tracker.look_up(op, ids, when), "slurm-dsl array check")
     return _bulk(tracker, op, ids, when, progress, link, looking.result)
-
-
-class Background(Generic[T]):
-    """``work()`` in a thread of its own, started at once; ``result()`` waits for it and gives its
-    answer, or raises in the caller's thread what it raised."""
-
-    def __init__(self, work: Callable[[], T], name: str) -> None:
-        self._answer: List[T] = []
-        self._error: Optional[BaseException] = None
-        self._thread = threading.Thread(target=self._run, args=(work,), name=name, daemon=True)
-        self._thread.start()
-
-    def _run(self, work: Callable[[], T]) -> None:
-        try:
-            self._answer.append(work())
-        except BaseException as exc:  # raised again in the caller's thread, by result()
-            self._error = exc
-
-    def result(self) -> T:
-        self._thread.join()
-        if self._error is not None:
-            raise self._error
-        return self._answer[0]
 
 
 def _bulk(
