@@ -18,7 +18,11 @@ also reports the peak Python memory (tracemalloc) of reading 1,000 and 10,000 id
 ``run_many`` against a fake scontrol, to show it stays flat per chunk.
 
     python -m benchmarks.bench_bulk [--jobs 1000] [--requeue 200] [--running 200] [--rounds 3]
-                                    [--python PATH | --cli PATH | --in-place]
+                                    [--python PATH | --cli PATH | --in-place] [--ops hold,release]
+                                    [--compare PATH]
+
+``--compare PATH`` measures a second ``slurm-dsl`` (e.g. main's, installed the same way) in the
+same interleaved rounds, so that before and after share slurmctld's state and the machine's load.
 
 ``slurm-dsl`` is measured as admins run it: by default this checkout is installed as
 contrib/README.md says (a venv of the system's python3, a regular pip install) in a throwaway
@@ -35,7 +39,7 @@ import tempfile
 import time
 import tracemalloc
 from pathlib import Path
-from typing import Callable, Dict, List
+from typing import Callable, Dict, List, Optional
 
 from slurm_dsl import Op
 from slurm_dsl.run.bulk import run_many
@@ -99,11 +103,16 @@ def requeue_methods(command: List[str], ids: List[str], ledger: str) -> Dict[str
     }
 
 
-def bench_op(command: List[str], name: str, ids: List[str], ledger: str, rounds: int) -> Dict[str, float]:
-    """Median seconds of each method for ``name`` (hold and release alternate to keep the jobs cycling)."""
+def bench_op(
+    command: List[str], name: str, ids: List[str], ledger: str, rounds: int, compare: Optional[List[str]] = None
+) -> Dict[str, float]:
+    """Median seconds of each method for ``name`` (hold and release alternate to keep the jobs
+    cycling); ``compare``: a second slurm-dsl measured the same way, as ``compared``."""
     joined = ",".join(ids)
     if name == "requeue":
         methods = requeue_methods(command, ids, ledger)
+        if compare is not None:
+            methods["compared"] = requeue_methods(compare, ids, ledger + ".compared")["slurm-dsl"]
         undo: Callable[[], object] = lambda: None  # noqa: E731
     else:
         other = "release" if name == "hold" else "hold"
@@ -112,6 +121,8 @@ def bench_op(command: List[str], name: str, ids: List[str], ledger: str, rounds:
             "(a) per-id loop": lambda: loop([[SCONTROL, name, i] for i in ids]),
             "(b) one list call": lambda: one([SCONTROL, name, joined]),
         }
+        if compare is not None:
+            methods["compared"] = lambda: cli(compare, name, ids, ledger + ".compared")
         undo = lambda: one([SCONTROL, other, joined])  # noqa: E731
     times: Dict[str, List[float]] = {m: [] for m in methods}
     for _ in range(rounds):
@@ -197,7 +208,15 @@ def main() -> None:
                         help="the Python to install it with (default: %(default)s)")
     parser.add_argument("--in-place", action="store_true",
                         help="measure `python -m slurm_dsl` of this checkout in the current Python instead")
+    parser.add_argument("--ops", default="hold,release,requeue",
+                        help="which of hold, release, requeue to measure (default: %(default)s)")
+    parser.add_argument("--compare", metavar="PATH",
+                        help="a second slurm-dsl command measured in the same rounds (e.g. main's)")
     args = parser.parse_args()
+    ops = args.ops.split(",")
+    if not set(ops) <= {"hold", "release", "requeue"}:
+        raise SystemExit(f"--ops: unknown operation in {args.ops!r}")
+    compare = [args.compare] if args.compare else None
     reason = lab.lab_available()
     if reason is not None:
         raise SystemExit(f"the lab is not usable: {reason}")
@@ -211,9 +230,9 @@ def main() -> None:
             )
             ledger = str(Path(tmp) / "ledger.sqlite3")
             results = {
-                f"hold {len(ids)}": bench_op(command, "hold", ids, ledger, args.rounds),
-                f"release {len(ids)}": bench_op(command, "release", ids, ledger, args.rounds),
-                f"requeue {args.requeue}": bench_op(command, "requeue", ids[: args.requeue], ledger, args.rounds),
+                f"{op} {len(chosen)}": bench_op(command, op, chosen, ledger, args.rounds, compare)
+                for op in ops
+                for chosen in [ids[: args.requeue] if op == "requeue" else ids]
             }
             if args.running:
                 lab.cancel(*ids)  # the pending jobs would take slots the running ones need
@@ -225,7 +244,9 @@ def main() -> None:
     for what, medians in results.items():
         ours, per_id, floor = medians["slurm-dsl"], medians["(a) per-id loop"], medians["(b) one list call"]
         print(f"  {what:<15} slurm-dsl {ours:7.3f}   (a) {per_id:7.3f}   (b) {floor:7.3f}"
-              f"   (a)/slurm-dsl {per_id / ours:5.2f}x   slurm-dsl/(b) {ours / floor:5.2f}x")
+              f"   (a)/slurm-dsl {per_id / ours:5.2f}x   slurm-dsl/(b) {ours / floor:5.2f}x"
+              + (f"   compared {medians['compared']:7.3f} = {medians['compared'] / floor:5.2f}x (b)"
+                 if "compared" in medians else ""))
     for count in (1000, 10000):
         print(f"  peak Python memory of run_many over {count} ids: {memory(count):.1f} MiB")
 

@@ -34,6 +34,13 @@ class Costs:
 SQUEUE_COSTS = Costs(batch=0.025, parallel=4, listing=0.006, per_job=0.0000075)
 
 
+# The most jobs a slurmctld is taken to hold when the count is worth asking (``count_matters``):
+# ten times Slurm's default MaxJobCount (10,000), and the largest queue the lab is measured at
+# (benchmarks/bench_scale.py, docs/benchmarks.md §10).  One holding more may get a listing where
+# single lookups were cheaper: time only, as any wrong count.
+MOST_JOBS = 100_000
+
+
 def per_id_seconds(count: int, costs: Costs) -> float:
     """What ``count`` single-job lookups cost, ``costs.parallel`` at a time."""
     return math.ceil(count / costs.parallel) * costs.batch if count > 0 else 0.0
@@ -57,3 +64,11 @@ def one_by_one(count: int, jobs: Optional[int], costs: Costs) -> Optional[bool]:
     if jobs is None:
         return None
     return alone < listing_seconds(jobs, costs)
+
+
+def count_matters(count: int, costs: Costs, most: int = MOST_JOBS) -> bool:
+    """Whether the number of jobs held can change ``one_by_one``'s choice for ``count`` ids at
+    any number up to ``most``: False when one listing is cheaper even at ``most`` jobs (so at
+    every number up to it: more jobs never turn single lookups into a listing), or when single
+    lookups win at no job at all.  When False there is no count to ask (``sdiag``)."""
+    return one_by_one(count, None, costs) is None and one_by_one(count, most, costs) is True

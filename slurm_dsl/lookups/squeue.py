@@ -31,9 +31,11 @@ Contract:
   ids, which loads every job too, else no ``-j``): whichever costs less at the number of jobs
   slurmctld holds.  That number is learned cheaply: from this lookup's last listing, else from
   ``sdiag`` (pending + running, one cheap RPC, beside squeue), either kept a minute for every
-  lookup of the process through the same runner; when it cannot be learned, one listing, as
-  before.  A wrong count costs time only.  Each single call is read as one id always
-  was: rc 1 with exactly ``slurm_load_jobs error: Invalid job id specified`` is gone, a record is
+  lookup of the process through the same runner, and asked only when it can change the choice
+  (``plan.count_matters``: from ~120 ids on, one listing is cheaper at up to ``plan.MOST_JOBS``
+  jobs, so it is listed without asking); when it cannot be learned, one listing, as before.
+  A wrong count costs time only.  Each single call is read as one id always was: rc 1 with
+  exactly ``slurm_load_jobs error: Invalid job id specified`` is gone, a record is
   the job, anything else could not ask; ANY single call that could not ask makes the whole
   ``jobs()`` raise ``LookupFailed``, never a partial answer.
 - ``squeue --only-job-state`` (24.11+, ``slurm_load_job_state``) is not used: it answers state
@@ -282,7 +284,7 @@ class SqueueLookup:
         if self.many <= 0 or self.parallel <= 0:
             return False  # a listing of every job was asked for, or no single calls
         choice = plan.one_by_one(count, self.jobs_held, self.costs)
-        if choice is None:
+        if choice is None and plan.count_matters(count, self.costs):
             choice = plan.one_by_one(count, self.count_jobs(), self.costs)
         return bool(choice)  # a count that cannot be told: one listing, as before
 

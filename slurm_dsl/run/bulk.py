@@ -55,6 +55,7 @@ from ..core.model import Call, CallOutcome, Op, Outcome, Reason, RequeueBit, Res
 from ..core.script import list_argv
 from ..core.vouch import VOUCHING, min_job_age, vouched
 from ..ledger.base import STDERR_CAP, LedgerStore
+from ..lookups.background import Background
 from ..lookups.squeue import MAX_LISTED, SQUEUE_TIMEOUT, SqueueLookup
 from . import process as runner
 from .binaries import find_scontrol, find_squeue
@@ -91,6 +92,7 @@ def run_many(
     deadline: Optional[float] = None,
     progress: Optional[Progress] = None,
     link: Link = NO_LINK,
+    looked_up: Optional[Callable[[], LookupAnswer]] = None,
 ) -> Iterator[Outcome]:
     """One outcome per distinct id, in input order, as chunks finish; never raises for an outcome.
 
@@ -98,7 +100,9 @@ def run_many(
     deadline of every chunk and call (docs/contract.md §10.0).  Each chunk holds what fits the
     time left when it starts; an id whose chunk comes after the deadline is ``expired`` with no
     process started and nothing written (``calls.unstarted``).  Every intent records ``link``'s
-    key and, per job, the operation it retries (docs/contract.md §12).
+    key and, per job, the operation it retries (docs/contract.md §12).  ``looked_up``: the
+    array check's lookup already started (``lookups.background.Background``: ``tracker.look_up`` of these
+    ids, in this order, for this op and deadline); called for its answer before any intent.
 
     Raises before anything ran: ``InvalidInput`` (a bad id or timeout), ``WholeArray``,
     ``LookupFailed`` (the ids could not be looked up), ``LedgerError``.  A ledger failure
@@ -113,7 +117,8 @@ def run_many(
         assert timeout is not None
         deadline = tracker.clock() + timeout
     when = check_deadline(deadline, tracker.clock)
-    looked = tracker.look_up(op, ids, when)  # its answers are the baselines committed with the intents
+    # Its answers are the baselines committed with the intents.
+    looked = tracker.look_up(op, ids, when) if looked_up is None else looked_up()
     infos = looked.infos
     answered_at = tracker.clock() if infos else None  # slurmctld answered the lookup just now
     age = _MinJobAge(tracker, when)  # asked once, at the first chunk that can use it
@@ -300,7 +305,7 @@ def _calls(
     else:
         first = run_list_call(op, 1, ids, deadline, scontrol, nonce=nonce, clock=tracker.clock)
     later: Dict[int, Dict[str, Call]] = {}
-    early: Optional[_Background] = None
+    early: Optional[Background[Found]] = None
     if op is Op.REQUEUE:
         second_ids, third_ids = requeue_next_calls(ids, first)
         if second_ids:
@@ -308,7 +313,7 @@ def _calls(
             may_end_ok = [j for j in second_ids if later[2][j].outcome is CallOutcome.SUCCESS
                           and not (j in candidates and age is not None and age.known())]
             if squeue is not None and may_end_ok and third_ids:
-                early = _Background(lambda: _look_up(may_end_ok, squeue, deadline, tracker))
+                early = Background(lambda: _look_up(may_end_ok, squeue, deadline, tracker), "slurm-dsl lookup")
         if third_ids:
             later[3] = run_list_call(op, 3, third_ids, deadline, scontrol, clock=tracker.clock)
     outcomes = {
@@ -358,29 +363,6 @@ def _unowned(
         return outcomes
     joined = {j: "; ".join(([outcomes[j].detail] if outcomes[j].detail else []) + n) for j, n in notes.items()}
     return {**outcomes, **{j: replace(outcomes[j], detail=d) for j, d in joined.items()}}
-
-
-class _Background:
-    """``work()`` in a thread of its own; ``result()`` waits for it and gives its answer."""
-
-    def __init__(self, work: Callable[[], Found]) -> None:
-        self._answer: Optional[Found] = None
-        self._error: Optional[BaseException] = None
-        self._thread = threading.Thread(target=self._run, args=(work,), name="slurm-dsl lookup", daemon=True)
-        self._thread.start()
-
-    def _run(self, work: Callable[[], Found]) -> None:
-        try:
-            self._answer = work()
-        except BaseException as exc:  # raised again in the caller's thread, by result()
-            self._error = exc
-
-    def result(self) -> Found:
-        self._thread.join()
-        if self._error is not None:
-            raise self._error
-        assert self._answer is not None
-        return self._answer
 
 
 class _MinJobAge:

@@ -19,17 +19,18 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Generator, List, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Callable, Generator, List, Optional, Sequence, Tuple, Union
 
 from ..core.errors import InvalidInput, LedgerError, NotRecorded
 from ..core.jobid import validate_job_id
 from ..core.model import Op, Outcome
 from ..core.script import KILL_GRACE
 from ..ledger import base as ledger_module
+from ..lookups.background import Background
 from . import process as runner
 from .calls import unstarted
 from .deadlines import check_deadline
-from .tracked import NO_LINK, Link, Tracker
+from .tracked import NO_LINK, Link, LookupAnswer, Tracker
 
 if TYPE_CHECKING:
     from .bulk import Progress
@@ -108,17 +109,23 @@ def drive(
     when = check_deadline(deadline, tracker.clock)
     if one_by_one or len(ids) == 1:
         return _one_by_one(tracker, op, ids, when, parallel, link)
-    return _bulk(tracker, op, ids, when, progress, link)
+    # The array check's lookup starts now, in a thread: its squeue runs while the bulk path is
+    # imported and the caller gets going; its answer is waited for before the first intent
+    # (which commits it as the baseline), and what it raises is raised there.
+    looking = Background(lambda: tracker.look_up(op, ids, when), "slurm-dsl array check")
+    return _bulk(tracker, op, ids, when, progress, link, looking.result)
 
 
 def _bulk(
-    tracker: Tracker, op: Op, ids: List[str], deadline: float, progress: Optional[Progress], link: Link
+    tracker: Tracker, op: Op, ids: List[str], deadline: float, progress: Optional[Progress], link: Link,
+    looking: Callable[[], LookupAnswer],
 ) -> Events:
     from .bulk import run_many
 
     done: List[str] = []
     try:
-        for outcome in run_many(tracker, op, ids, deadline=deadline, progress=progress, link=link):
+        for outcome in run_many(tracker, op, ids, deadline=deadline, progress=progress, link=link,
+                                looked_up=looking):
             done.append(outcome.job_id)
             yield Ran(outcome)
     except NotRecorded as exc:  # they ran: each is reported all the same, then nothing more starts

@@ -1,6 +1,10 @@
 from __future__ import annotations
 
+import re
+
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from slurm_dsl import InvalidInput, validate_job_id
 from slurm_dsl.core.jobid import MAX_JOB_ID
@@ -78,3 +82,26 @@ def test_an_int_too_large_for_its_decimal_text_is_invalid_input() -> None:
 def test_a_short_token_is_echoed_whole_as_before() -> None:
     with pytest.raises(InvalidInput, match=r"^invalid job id '12\\x00': expected"):
         validate_job_id("12\x00")
+
+
+def naive_valid(text: str) -> bool:
+    """docs/contract.md §1 word by word: ASCII digits, no leading zero, at most MAX_JOB_ID."""
+    return re.fullmatch("[1-9][0-9]*", text, re.ASCII) is not None and int(text) <= MAX_JOB_ID
+
+
+NEAR_IDS = st.one_of(
+    st.text(max_size=12),
+    st.text(alphabet="0123456789", max_size=12),
+    st.text(alphabet="0123456789\u0661\uff11\u00b2 _\n", max_size=12),
+    st.integers(MAX_JOB_ID - 10, MAX_JOB_ID + 10).map(str),
+    st.integers(0, 10**12).map(lambda n: "0" + str(n)),
+)
+
+
+@given(NEAR_IDS)
+def test_any_text_passes_exactly_when_the_rule_says_and_comes_back_as_given(text: str) -> None:
+    if naive_valid(text):
+        assert validate_job_id(text) == text
+    else:
+        with pytest.raises(InvalidInput):
+            validate_job_id(text)

@@ -94,6 +94,22 @@ def test_more_jobs_held_or_fewer_ids_never_turn_one_by_one_into_a_listing(
         assert plan.one_by_one(max(count - fewer, 0), jobs, costs)
 
 
+@given(count=st.integers(min_value=0, max_value=5000), most=st.integers(0, 10**6), costs=COSTS)
+def test_the_count_matters_only_where_the_choice_differs_between_no_job_and_the_most(
+    count: int, most: int, costs: Costs
+) -> None:
+    """Asked of the naive rule at both ends: the choice can turn between 0 and ``most`` jobs held."""
+    differs = naive_one_by_one(count, 0, costs) != naive_one_by_one(count, most, costs)
+    assert plan.count_matters(count, costs, most) == differs
+
+
+def test_from_about_120_ids_the_count_is_not_asked() -> None:
+    """At the lab's costs a listing of 100k jobs (~0.76 s) beats 121 single lookups (31 rounds)."""
+    costs = plan.SQUEUE_COSTS
+    assert plan.count_matters(120, costs) and not plan.count_matters(121, costs)
+    assert not plan.count_matters(1, costs) and not plan.count_matters(1000, costs)
+
+
 def test_the_lab_crossover() -> None:
     """docs/lookups.md §2: at 3,075 jobs up to 4 ids one by one; at 100k (extrapolated) ~120."""
     costs = plan.SQUEUE_COSTS
@@ -225,6 +241,17 @@ def test_a_listing_asked_for_or_no_single_calls_is_never_one_by_one(kwargs: dict
     fake = FakeSqueue(listing(KNOWN), sdiag=sdiag(100_000))
     SqueueLookup(run=fake, **kwargs).jobs(["11", "10"])
     assert len(fake.calls) == 1 and fake.sdiag_calls == []
+
+
+def test_ids_a_listing_serves_at_any_likely_count_are_listed_without_asking_sdiag() -> None:
+    ids = [str(n) for n in range(1, 201)]
+    fake = FakeSqueue(listing(KNOWN), sdiag=sdiag(10**6))
+    answer = SqueueLookup(run=fake).jobs(ids)
+    assert fake.sdiag_calls == [] and len(fake.calls) == 1 and "-j" not in fake.calls[0][0]
+    assert answer["11"] == JobInfo("11", "RUNNING", True, 0, 4294901753, "None") and answer["200"] is None
+    few = FakeSqueue(one_by_one_answer(), sdiag=sdiag(10**6))  # 120 ids: the count can still turn it
+    SqueueLookup(run=few).jobs(ids[:120])
+    assert len(few.sdiag_calls) == 1 and len(few.calls) == 120
 
 
 def test_an_array_asked_alone_still_says_how_many_tasks_it_reaches() -> None:

@@ -15,6 +15,7 @@ import pytest
 from slurm_dsl import Op, Reason, RequeueBit, Result
 from slurm_dsl.admin.cli import main
 from slurm_dsl.ledger.choose import open_ledger
+from slurm_dsl.lookups.background import Background
 from slurm_dsl.lookups.squeue import MAX_LISTED
 from slurm_dsl.run import bulk
 from slurm_dsl.run.bulk import chunk_limit, run_many
@@ -251,8 +252,9 @@ def test_an_error_in_the_lookup_thread_is_raised_in_the_caller() -> None:
         raise RuntimeError("a bug")
 
     with pytest.raises(RuntimeError, match="a bug"):
-        bulk._Background(broken).result()
-    assert bulk._Background(lambda: {"7": None}).result() == {"7": None}
+        Background(broken, "test").result()
+    assert Background(lambda: {"7": None}, "test").result() == {"7": None}
+    assert Background(lambda: None, "test").result() is None  # an answer of None is an answer
 
 
 def write_sh(path: Path, body: str) -> Path:

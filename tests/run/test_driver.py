@@ -17,8 +17,9 @@ from slurm_dsl import RequeueBit, Result, run_ops
 from slurm_dsl.admin.cli import main
 from slurm_dsl.ledger.choose import open_ledger
 from slurm_dsl.run.deadlines import OVERRUN
-from slurm_dsl.run.driver import overrun_seconds
-from tests.fakes import calls_made, write_fake
+from slurm_dsl.run.driver import Ran, drive, overrun_seconds
+from slurm_dsl.run.tracked import Tracker, WholeArray
+from tests.fakes import calls_made, write_fake, write_fake_squeue, write_list_fake
 
 IDS = [str(n) for n in range(11, 31)]
 
@@ -94,3 +95,46 @@ def test_run_ops_takes_one_deadline_and_starts_nothing_once_it_passed(tmp_path: 
     assert calls_made(fake) == []
     with open_ledger(tmp_path / "l.sqlite3") as ledger:
         assert ledger.history(IDS[0]) == []
+
+
+def _bulk_fakes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, records: str) -> Path:
+    monkeypatch.delenv("SLURM_DSL_SQUEUE", raising=False)
+    fake = write_list_fake(tmp_path / "bin", {j: {"hold": "ok"} for j in ("11", "12", "165")})
+    write_fake_squeue(tmp_path / "bin", records)
+    return fake
+
+
+def test_the_bulk_array_check_starts_when_drive_is_called_and_its_answer_is_the_baseline(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 20 item 3: the lookup runs while the bulk path is imported, before the first event is
+    asked for; the intents still commit its answer as their baselines, before any scontrol call."""
+    fake = _bulk_fakes(tmp_path, monkeypatch, "11|PENDING|0|0|1|JobHeldUser\n12|PENDING|0|0|1|None\n")
+    log = tmp_path / "bin" / "squeue.log"
+    with Tracker(str(tmp_path / "l.sqlite3"), scontrol=str(fake)) as tracker:
+        events = drive(tracker, "hold", ["11", "12"], time.time() + 30)
+        give_up = time.monotonic() + 20
+        while not log.exists() and time.monotonic() < give_up:  # nothing iterated yet
+            time.sleep(0.01)
+        assert log.exists() and calls_made(fake) == []
+        ran = [e for e in events if isinstance(e, Ran)]
+    assert [(r.outcome.job_id, r.outcome.result) for r in ran] == [("11", Result.OK), ("12", Result.OK)]
+    assert [c for c in calls_made(fake) if c != "ping"] == ["hold 11,12"]
+    with open_ledger(tmp_path / "l.sqlite3") as ledger:
+        first = ledger.history("11")[0]
+        assert first.baseline is not None and first.baseline.reason == "JobHeldUser"
+        assert first.baseline_at is not None
+
+
+def test_a_whole_array_the_started_lookup_finds_is_raised_at_the_first_event_and_nothing_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake = _bulk_fakes(tmp_path, monkeypatch, "11|PENDING|0|0|1|None\n165|165|2|PENDING|0|0|1|None\n"
+                       "166|165|1|PENDING|0|0|1|None\n")
+    with Tracker(str(tmp_path / "l.sqlite3"), scontrol=str(fake)) as tracker:
+        events = drive(tracker, "hold", ["11", "165"], time.time() + 30)
+        with pytest.raises(WholeArray, match="job 165"):
+            next(events)
+    assert calls_made(fake) == []
+    with open_ledger(tmp_path / "l.sqlite3") as ledger:
+        assert ledger.history("11") == [] and ledger.history("165") == []

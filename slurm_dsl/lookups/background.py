@@ -1,0 +1,36 @@
+"""A lookup in the background: ``work()`` in a thread of its own while the caller goes on.
+
+The bulk path starts its array check this way when the driver is called (``run.driver``), and
+a requeue's corroborating lookup beside its call 3 (``run.bulk``): each mostly waits for its
+process, so the thread costs the caller nothing but the wait it would have had anyway.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Callable, Generic, List, Optional, TypeVar
+
+T = TypeVar("T")
+
+
+class Background(Generic[T]):
+    """``work()`` in a thread of its own, started at once; ``result()`` waits for it and gives its
+    answer, or raises in the caller's thread what it raised."""
+
+    def __init__(self, work: Callable[[], T], name: str) -> None:
+        self._answer: List[T] = []
+        self._error: Optional[BaseException] = None
+        self._thread = threading.Thread(target=self._run, args=(work,), name=name, daemon=True)
+        self._thread.start()
+
+    def _run(self, work: Callable[[], T]) -> None:
+        try:
+            self._answer.append(work())
+        except BaseException as exc:  # raised again in the caller's thread, by result()
+            self._error = exc
+
+    def result(self) -> T:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._answer[0]
