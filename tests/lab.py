@@ -128,10 +128,25 @@ def submit(*sbatch_args: str, user: Optional[str] = None, cwd: Optional[str] = N
     return job_id
 
 
-def cancel(*job_ids: str) -> None:
-    """scancel the jobs; jobs that are already gone are fine."""
-    if job_ids:
-        run_cmd(["scancel", *job_ids])
+# The states in which a job still holds its share of the node's slots.
+HOLDING_STATES = "RUNNING,COMPLETING,CONFIGURING,SUSPENDED"
+
+
+def cancel(*job_ids: str, within: float = 60.0) -> None:
+    """scancel the jobs (jobs that are already gone are fine), then wait, polling, until none of
+    them holds a slot of the node: scancel only asks, and a job that is still completing would
+    leave the next test fewer than the node's 8 slots.  Best effort: it stops waiting after
+    ``within`` seconds, or when squeue cannot answer (the test that needs the slots says so)."""
+    if not job_ids:
+        return
+    run_cmd(["scancel", *job_ids])
+    argv = ["squeue", "-h", "-a", "-t", HOLDING_STATES, "-j", ",".join(job_ids), "-o", "%i"]
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        proc = run_cmd(argv)
+        if proc.returncode != 0 or not proc.stdout.strip():
+            return
+        time.sleep(POLL_INTERVAL)
 
 
 def cancel_submitted() -> None:

@@ -136,7 +136,7 @@ def held_jobs(count: int) -> List[str]:
     return jobs
 
 
-def jobs_to_run(count: int, within: float = 10.0) -> List[str]:
+def jobs_to_run(count: int, within: float = 30.0) -> List[str]:
     """Fresh jobs at Requeue=0, RUNNING if the node has room: another engineer's jobs may fill its
     8 slots (a benchmark), and then they stay PENDING/Resources, still jobs to requeue."""
     jobs = [lab.submit("--no-requeue", *lab.SLEEP_JOB) for _ in range(count)]
