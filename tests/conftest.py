@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Iterator
 
 import pytest
 
+import tests.examples  # noqa: F401  (loads the Hypothesis profile of this run's major)
+
 if TYPE_CHECKING:
     from tests.ledger_backends import MariaDbServer
 

@@ -28,6 +28,7 @@ from hypothesis import strategies as st
 import slurm_dsl
 from slurm_dsl.admin.parser import COMMANDS, _help_width, build_parser, command_named
 from slurm_dsl.core.errors import UsageError
+from tests.examples import examples
 
 # Modules the op path must not import before its first Slurm call.
 NOT_ON_THE_OP_PATH = (
@@ -163,7 +164,7 @@ def parsed(parser: argparse.ArgumentParser, argv: List[str]) -> Tuple[str, objec
     return "parsed", (vars(args), extra)
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(st.lists(st.sampled_from(WORDS), max_size=7))
 def test_the_pruned_grammar_parses_as_the_whole_one(argv: List[str]) -> None:
     # The naive second implementation: the whole grammar, every command built, as before.

@@ -32,6 +32,7 @@ from slurm_dsl.core.bulk_reader import (
 )
 from slurm_dsl.core.model import Call, CallOutcome
 from slurm_dsl.core.refusals import ALLOWED
+from tests.examples import examples
 from tests.ground import (
     ACCESS_DENIED,
     ALREADY_FINISHED,
@@ -697,7 +698,7 @@ ID_LISTS = st.lists(st.integers(min_value=1, max_value=99999), min_size=1, max_s
 STYLES = st.builds(Style, st.booleans(), st.booleans())
 
 
-@settings(max_examples=1500, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(1500), suppress_health_check=[HealthCheck.too_slow])
 @given(op=st.sampled_from([Op.HOLD, Op.RELEASE, Op.RESTORE]), ids=ID_LISTS, data=st.data(), style=STYLES)
 def test_a_one_call_list_is_never_surer_than_each_id_alone(
     op: Op, ids: List[str], data: st.DataObject, style: Style
@@ -713,7 +714,7 @@ def test_a_one_call_list_is_never_surer_than_each_id_alone(
         never_surer(combine_bulk(op, job, [calls[job]]), single, exact=fate.kind in EXACT)
 
 
-@settings(max_examples=1500, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(1500), suppress_health_check=[HealthCheck.too_slow])
 @given(ids=ID_LISTS, data=st.data())
 def test_a_bulk_requeue_is_never_surer_than_each_requeue_alone(ids: List[str], data: st.DataObject) -> None:
     op, style = Op.REQUEUE, Style(argv=False, new=False)
@@ -796,7 +797,7 @@ def evidence_of_success(op: Op, number: int, job: str, stderr: bytes, status: ob
     return bool(owners) and job not in owners and len(owners) == len(set(owners))
 
 
-@settings(max_examples=3000, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(3000), suppress_health_check=[HealthCheck.too_slow])
 @given(key=st.sampled_from(CALL_KEYS), stderr=STDERR, status=STATUS)
 def test_any_bytes_give_a_call_per_id_and_success_only_on_exact_evidence(
     key: Tuple[Op, int], stderr: bytes, status: object
@@ -815,7 +816,7 @@ def test_any_bytes_give_a_call_per_id_and_success_only_on_exact_evidence(
             assert got.stderr == f"{got.message} for job {job}\n".encode()
 
 
-@settings(max_examples=2000, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(2000), suppress_health_check=[HealthCheck.too_slow])
 @given(
     key=st.sampled_from([k for k in CALL_KEYS if k[0] is not Op.OPEN]),
     stderr=st.one_of(STDERR, st.lists(st.sampled_from([b"\x1eDSL ", NONCE.encode(), b" call ", b"1", b" ", b"0",
@@ -914,7 +915,7 @@ ANY_OUTPUT = st.one_of(
 )
 
 
-@settings(max_examples=3000, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(3000), suppress_health_check=[HealthCheck.too_slow])
 @given(op=st.sampled_from([Op.HOLD, Op.RELEASE, Op.RESTORE]), stderr=ANY_OUTPUT, exit_status=STATUS,
        nonce=ANY_NONCE, job=st.sampled_from(["1", "5", "12", "123"]))
 def test_a_one_id_chunk_of_a_one_call_op_is_its_single_op(
@@ -937,7 +938,7 @@ OWN_TEXT = st.one_of(st.lists(FRAGMENTS.filter(lambda f: b"\x1e" not in f), max_
 READABLE = st.one_of(st.sampled_from([0, 0, 1, 1, 75, 124, 125, 126, 127, 137, 2]), st.integers(0, 255))
 
 
-@settings(max_examples=2000, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(2000), suppress_health_check=[HealthCheck.too_slow])
 @given(job=st.sampled_from(["1", "5", "12"]), own=st.tuples(OWN_TEXT, OWN_TEXT, OWN_TEXT),
        status=st.tuples(READABLE, READABLE, READABLE))
 def test_a_one_id_requeue_flow_is_its_single_script(job: str, own: Tuple[bytes, bytes, bytes],

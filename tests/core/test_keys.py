@@ -20,6 +20,7 @@ from slurm_dsl.core.errors import InvalidInput
 from slurm_dsl.core.keys import Decision, Earlier, Step, check_key, decide, took_effect
 from slurm_dsl.core.model import CallOutcome, Op, Result
 from slurm_dsl.core.settle import Verdict
+from tests.examples import examples
 
 CERTAIN_NO = (Result.REJECTED, Result.NOT_FOUND, Result.EXPIRED, Result.NOT_RUN)
 
@@ -73,7 +74,7 @@ def raw_ops(draw: st.DrawFn, op: Op) -> Raw:
 CASES = st.sampled_from(list(Op)).flatmap(lambda op: st.tuples(st.just(op), st.lists(raw_ops(op), max_size=5)))
 
 
-@settings(max_examples=500)
+@settings(max_examples=examples(500))
 @given(CASES)
 def test_decide_follows_the_contract(case: Tuple[Op, List[Raw]]) -> None:
     op, raws = case
@@ -90,7 +91,7 @@ def test_decide_follows_the_contract(case: Tuple[Op, List[Raw]]) -> None:
         assert str(got.because) in got.detail
 
 
-@settings(max_examples=500)
+@settings(max_examples=examples(500))
 @given(CASES)
 def test_never_run_again_unless_every_earlier_one_certainly_did_nothing(case: Tuple[Op, List[Raw]]) -> None:
     op, raws = case

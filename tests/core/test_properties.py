@@ -9,6 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from slurm_dsl import Op, Result, read_outcome
+from tests.examples import examples
 from tests.ground import NONCE, frame
 
 OPS = st.sampled_from([o.value for o in Op])
@@ -67,7 +68,7 @@ def _exact(op: str, data: bytes, exit_status: object) -> bool:
     return [n for n, _ in calls] == [1] and (calls[0][1] == 0 or (op == "restore" and calls[0][1] < 124))
 
 
-@settings(max_examples=3000, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(3000), suppress_health_check=[HealthCheck.too_slow])
 @given(
     op=OPS, stderr=STDERR, exit_status=EXIT, nonce=st.one_of(st.just(NONCE), st.text(max_size=40), st.none())
 )
@@ -80,7 +81,7 @@ def test_read_outcome_never_raises(op: str, stderr: bytes, exit_status: object, 
         assert out.requeue_bit is None
 
 
-@settings(max_examples=3000, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(3000), suppress_health_check=[HealthCheck.too_slow])
 @given(op=st.sampled_from(["hold", "release", "restore", "requeue"]), stderr=STDERR, exit_status=EXIT)
 def test_never_ok_unless_framing_is_exact(op: str, stderr: bytes, exit_status: object) -> None:
     out = read_outcome(op, "7", stderr, exit_status, NONCE)

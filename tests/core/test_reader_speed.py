@@ -27,6 +27,7 @@ from slurm_dsl import read_outcome
 from slurm_dsl.core import bulk_reader
 from slurm_dsl.core.model import Op
 from slurm_dsl.core.refusals import ALLOWED, refusal_message, squeezed
+from tests.examples import examples
 
 BLANK = b" \t\n\r\x0b\x0c"  # §5 "non-blank": a line of only ASCII whitespace is blank
 SUSPEND_OPS = {Op.HOLD, Op.RELEASE, Op.OPEN}
@@ -174,14 +175,14 @@ def _id_line(raw: bytes) -> Tuple[Optional[str], Optional[str]]:
         return token.decode(), None
 
 
-@settings(max_examples=1000, deadline=None)
+@settings(max_examples=examples(1000), deadline=None)
 @given(st.sampled_from(CALLS), st.sampled_from(IDS[:1] * 3 + IDS), STDERR)
 def test_refusal_message_is_the_per_line_reading(call: Tuple[Op, int], job: str, stderr: bytes) -> None:
     op, number = call
     assert refusal_message(op, number, job, stderr) == naive_refusal(op, number, job, stderr)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(STDERR)
 def test_squeezed_drops_only_blank_lines_before_the_last_newline(stderr: bytes) -> None:
     *lines, tail = stderr.split(b"\n")
@@ -200,7 +201,7 @@ def _facts(lines: object) -> Tuple[object, ...]:
 STATUSES = st.sampled_from([0, 1, 2, 124, 137, None, "x"])
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(st.sampled_from(CALLS), st.lists(st.sampled_from(IDS), min_size=2, max_size=3, unique=True),
        STDERR, STATUSES)
 def test_list_reader_is_the_per_line_reading(
@@ -245,7 +246,7 @@ def _many_jobs(draw: st.DrawFn) -> bytes:
 
 
 @pytest.mark.parametrize("way", sorted(WAYS))
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(call=st.sampled_from(CALLS), ids=st.lists(st.sampled_from(IDS), min_size=2, max_size=3, unique=True),
        stderr=st.one_of(STDERR, _many_jobs()))
 def test_each_way_to_find_the_ids_lines_is_the_per_line_reading(
@@ -334,7 +335,7 @@ def _one_id_many_lines(draw: st.DrawFn) -> Tuple[List[str], bytes]:
     return ids, b"".join(line + b"\n" for line in lines) + tail
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(st.sampled_from(CALLS), _one_id_many_lines(), STATUSES)
 def test_one_ids_many_lines_read_joined_are_the_per_line_reading(
     call: Tuple[Op, int], shaped: Tuple[List[str], bytes], status: object

@@ -32,6 +32,7 @@ from slurm_dsl.core.script import (
 )
 from slurm_dsl.run import process as runner
 from slurm_dsl.run.process import Completed, fixed_env
+from tests.examples import examples
 from tests.fakes import calls_made, refuse, write_fake
 from tests.ground import (
     ALREADY_FINISHED,
@@ -225,7 +226,7 @@ def expected_result(op: str, plan: Dict[int, str]) -> Tuple[str, Optional[str]]:
     return "unknown", "may_be_set"  # the fake's s3 always runs
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     op=st.sampled_from(["hold", "release", "restore", "requeue"]),
     b1=st.sampled_from(sorted(BEHAVIOURS)),

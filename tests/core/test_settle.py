@@ -30,6 +30,7 @@ from slurm_dsl.core.settle import (
     looked_up,
     verdict,
 )
+from tests.examples import examples
 
 GONE, COULD_NOT_ASK = NoJob.GONE, NoJob.COULD_NOT_ASK
 LATE = 10.0  # a lookup at the default settle delay after the end
@@ -178,7 +179,7 @@ def lookups(draw: st.DrawFn) -> Tuple[Op, Looked, Optional[JobInfo], Optional[fl
     return op, looked, baseline, since_end, delay
 
 
-@settings(max_examples=1000)  # five ops by three answers by the timing: a wide space, and cheap
+@settings(max_examples=examples(1000))  # five ops by three answers by the timing: a wide space, and cheap
 @given(lookups())
 def test_the_verdict_is_the_contracts(case: Tuple[Op, Looked, Optional[JobInfo], Optional[float], float]) -> None:
     op, looked, baseline, since_end, delay = case
@@ -197,7 +198,7 @@ def test_never_absent_from_a_lookup_made_before_the_settle_delay(
         assert got is not Verdict.ABSENT
 
 
-@settings(max_examples=1000)
+@settings(max_examples=examples(1000))
 @given(lookups())
 def test_never_present_without_the_effect_on_the_record(
     case: Tuple[Op, Looked, Optional[JobInfo], Optional[float], float],

@@ -31,6 +31,7 @@ from slurm_dsl.core.settle import (
     verdict,
 )
 from tests.core.test_settle_operation import BOUND, HELD, JOB, T0, cases, expected, op
+from tests.examples import examples
 
 Case = Tuple[Recorded, List[Recorded], Looked, float, float]
 
@@ -46,7 +47,7 @@ def as_job(case: Case, job: str) -> Tuple[Recorded, List[Recorded], Looked]:
     return moved(operation), [moved(o) for o in later], looked_here
 
 
-@settings(max_examples=400)
+@settings(max_examples=examples(400))
 @given(st.lists(cases(), min_size=1, max_size=6), st.sampled_from([2.0, 10.0, 30.0]),
        st.floats(-100.0, 2 * BOUND))
 def test_one_lookup_gives_the_plain_rule_s_answer_for_every_operation(

@@ -22,6 +22,7 @@ from slurm_dsl.core.jobinfo import JobInfo
 from slurm_dsl.core.model import Op, Result
 from slurm_dsl.core.settle import GONE_DETAIL, NoJob, OneLookup, Pending, Recorded, Settled, Verdict, settle_operation
 from tests.core.test_settle_operation import BOUND, RUNNING, T0, cases
+from tests.examples import examples
 
 ANSWERS = st.sampled_from(["gone", "found", "not asked"])
 ODD_TIMES = st.sampled_from([math.inf, -math.inf, math.nan, 1e308, -1e308, 5])  # 5: an int, not a float
@@ -77,7 +78,7 @@ def answer_of(answers: Dict[str, Optional[JobInfo]], job: str) -> str:
     return "gone" if answers[job] is None else "found"
 
 
-@settings(max_examples=500)
+@settings(max_examples=examples(500))
 @given(batches())
 def test_gone_at_once_is_the_plain_rule_s_gone_whatever_the_baseline(
     batch: Tuple[List[Recorded], Dict[str, Optional[JobInfo]], Set[int], float],
@@ -98,7 +99,7 @@ def test_gone_at_once_is_the_plain_rule_s_gone_whatever_the_baseline(
                                     no_ends_by_bound=BOUND) == one.gone
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(batches())
 def test_a_value_the_plain_rule_refuses_is_never_gone_at_once(
     batch: Tuple[List[Recorded], Dict[str, Optional[JobInfo]], Set[int], float],

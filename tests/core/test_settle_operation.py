@@ -27,6 +27,7 @@ from slurm_dsl.core.settle import (
     operation_end,
     settle_operation,
 )
+from tests.examples import examples
 
 JOB = "4211"
 BOUND = 86400.0 + 1.0 + 5.0  # what run/settling passes: MAX_TIMEOUT + KILL_GRACE + GUARD_MARGIN (its test pins it)
@@ -220,7 +221,7 @@ def cases(draw: st.DrawFn) -> Tuple[Recorded, List[Recorded], Looked, float, flo
     return operation, draw(st.permutations(later)), looked, looked_at, delay
 
 
-@settings(max_examples=1500)
+@settings(max_examples=examples(1500))
 @given(cases())
 def test_the_settlement_is_the_contracts(case: Tuple[Recorded, List[Recorded], Looked, float, float]) -> None:
     operation, later, looked, looked_at, delay = case

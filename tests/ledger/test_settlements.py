@@ -30,6 +30,7 @@ from slurm_dsl.core.model import Call, CallOutcome, Op, Outcome, Reason, Requeue
 from slurm_dsl.core.settle import Verdict
 from slurm_dsl.ledger.base import HistoryEntry, LedgerStore, Settlement
 from slurm_dsl.ledger.choose import open_ledger
+from tests.examples import examples
 from tests.ledger_backends import RAW_ERRORS, Raw, is_mariadb
 
 T0 = 1_700_000_000.25
@@ -347,7 +348,7 @@ OPS = st.tuples(
 )
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(ops=st.lists(OPS, max_size=8), leased=st.sets(st.sampled_from("123")), now=st.integers(0, 80),
        since=st.integers(0, 8))
 def test_unsettled_is_rule_2(

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from slurm_dsl.core.model import Op, RequeueBit
 from slurm_dsl.ledger.base import LedgerError, LedgerStore
 from slurm_dsl.ledger.choose import open_ledger
+from tests.examples import examples
 from tests.ledger_backends import Raw
 
 NONCE = "0123456789abcdef0123456789abcdef"
@@ -142,7 +143,7 @@ def test_pending_ids_are_pendings_job_ids_in_its_order(ledger_location: str) -> 
 LEASES = ("mine", "mine, lapsed", "another's", "none")
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(
     st.lists(st.sampled_from(LEASES), min_size=4, max_size=4),
     st.lists(st.booleans(), min_size=4, max_size=4),

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from slurm_dsl import InvalidInput, Op, Result, read_outcome
 from slurm_dsl.core.bulk_reader import UNEXPECTED, combine_bulk, read_open_list
 from slurm_dsl.core.model import CallOutcome, Outcome
+from tests.examples import examples
 from tests.ground import ACCESS_DENIED, ALREADY_FINISHED, INVALID_JOB_ID, INVALID_USER_ID
 
 OPEN = Op.OPEN
@@ -89,7 +90,7 @@ IDS = st.lists(st.integers(min_value=1, max_value=99999), min_size=2, max_size=7
 )
 
 
-@settings(max_examples=1500, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(1500), suppress_health_check=[HealthCheck.too_slow])
 @given(ids=IDS, data=st.data(), new=st.booleans())
 def test_several_ids_are_never_surer_than_each_alone(ids: List[str], data: st.DataObject, new: bool) -> None:
     beh = {j: data.draw(st.sampled_from([None, *MESSAGES])) for j in ids}
@@ -116,7 +117,7 @@ STDERR = st.one_of(
 STATUS = st.one_of(st.integers(min_value=-3, max_value=260), st.sampled_from(["0", "1", "01", ""]), st.none())
 
 
-@settings(max_examples=2000, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(2000), suppress_health_check=[HealthCheck.too_slow])
 @given(stderr=STDERR, status=STATUS)
 def test_one_id_reads_exactly_as_the_single_reader(stderr: bytes, status: object) -> None:
     # docs/contract.md §11: a chunk of one id is that op's own call, read as the single reader reads
