@@ -3,6 +3,7 @@ fake scontrol and an in-memory lookup (the squeue lookup itself is tested agains
 
 from __future__ import annotations
 
+import gc
 import io
 import time
 from pathlib import Path
@@ -12,6 +13,7 @@ import pytest
 
 from slurm_dsl import Op, RequeueBit
 from slurm_dsl.admin.cli import main as cli_main
+from slurm_dsl.core.errors import InvalidInput
 from slurm_dsl.core.jobinfo import JobInfo
 from slurm_dsl.core.model import Outcome, Result
 from slurm_dsl.ledger.choose import open_ledger
@@ -305,3 +307,48 @@ def test_the_sweep_command_takes_over_a_dead_sweeps_leases(setup: tuple, tmp_pat
     code = cli_main(["sweep", "--ledger", path, "--scontrol", str(fake), "--squeue", str(squeue), "--lookup",
                      "squeue"], out=out)
     assert (code, bits(path)) == (0, {"1": "clear"}), out.getvalue()
+
+
+class CollectorSeen(MemoryLookup):
+    """A MemoryLookup that notes whether the garbage collector was enabled when it was asked."""
+
+    def __init__(self, jobs: Dict[str, JobInfo], fail: Optional[str] = None) -> None:
+        super().__init__(jobs, fail)
+        self.collector: list[bool] = []
+
+    def jobs(self, job_ids: Sequence[str]) -> Dict[str, Optional[JobInfo]]:
+        self.collector.append(gc.isenabled())
+        return super().jobs(job_ids)
+
+
+@pytest.mark.parametrize("fail", [None, "slurmctld unreachable"])
+def test_the_collector_is_paused_while_a_sweep_runs_and_enabled_again_after(setup: tuple, fail: Optional[str]) -> None:  # type: ignore[type-arg]
+    path, fake = setup
+    mark(path, ["1"])
+    lookup = CollectorSeen({}, fail)
+    assert gc.isenabled()
+    with Tracker(path, scontrol=str(fake)) as t:
+        report = sweep(t, lookup)
+    assert lookup.collector == [False], "paused during the sweep"
+    assert gc.isenabled(), "enabled again after it, whether the lookup could ask or not"
+    assert report.settled is (fail is None)
+
+
+def test_a_sweep_leaves_a_paused_collector_paused(setup: tuple) -> None:  # type: ignore[type-arg]
+    path, fake = setup
+    mark(path, ["1"])
+    lookup = CollectorSeen({})
+    gc.disable()
+    try:
+        with Tracker(path, scontrol=str(fake)) as t:
+            sweep(t, lookup)
+        assert lookup.collector == [False] and not gc.isenabled(), "the caller's choice kept"
+    finally:
+        gc.enable()
+
+
+def test_the_collector_is_enabled_again_when_a_sweep_raises(setup: tuple) -> None:  # type: ignore[type-arg]
+    path, fake = setup
+    with Tracker(path, scontrol=str(fake)) as t, pytest.raises(InvalidInput):
+        sweep(t, MemoryLookup({}), settle_limit=0)
+    assert gc.isenabled()
