@@ -14,7 +14,12 @@ drifts by up to 2x over seconds (every part of it at once: docs/benchmarks.md §
 the ratio of medians by more than what is measured, while the two sweeps of one round share the
 machine's state.
 
+Each round then runs the same two sweeps as the admin's timer does, ``slurm-dsl sweep`` in a
+process of its own, installed as contrib/README.md says (its squeue counted by a wrapper): the
+same ratios for the command, start-up and output included.
+
     python -m benchmarks.bench_settle [--objects 10000] [--unknown 10000] [--live 4] [--rounds 9]
+                                      [--no-command | --cli PATH] [--python PATH]
 
 Target: the same number of squeue runs in both, and settle / none <= 1.5x.
 """
@@ -25,6 +30,7 @@ import argparse
 import contextlib
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -32,6 +38,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Tuple
 
 from benchmarks._ledgers import GONE_BASE, Counting
+from benchmarks.bench_bulk import SYSTEM_PYTHON, installed
 from slurm_dsl import Op
 from slurm_dsl.core.jobinfo import JobInfo
 from slurm_dsl.core.model import Outcome, Reason, RequeueBit, Result
@@ -119,12 +126,54 @@ def timing_parts(tracker: Tracker, parts: Parts) -> Iterator[None]:
         del ledger.later_operations  # type: ignore[misc]
 
 
+def command_run(command: List[str], path: str, squeue: str, count: Path) -> Tuple[float, int]:
+    """One ``slurm-dsl sweep`` of ``path`` as the admin's timer runs it (a process of its own,
+    ``squeue`` the counting one): its seconds and squeue runs."""
+    before = count.stat().st_size if count.exists() else 0
+    start = time.perf_counter()
+    done = subprocess.run([*command, "sweep", "--ledger", path, "--squeue", squeue, "--settle-delay", "2"],
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=False)
+    elapsed = time.perf_counter() - start
+    if done.returncode != 0:
+        raise SystemExit(f"slurm-dsl sweep exited {done.returncode}: {done.stderr[-500:]}")
+    return elapsed, count.stat().st_size - before
+
+
+def counting_squeue(where: Path, count: Path) -> str:
+    """A squeue that adds a byte to ``count`` for each run, then runs the lab's."""
+    script = where / "squeue"
+    script.write_text(f"#!/bin/sh\nprintf . >>'{count}'\nexec /usr/bin/squeue \"$@\"\n")
+    script.chmod(0o755)
+    return str(script)
+
+
+def verdict(label: str, runs: Dict[str, List[Tuple[float, int]]]) -> None:
+    """The two ratios of ``runs`` (seconds, squeue runs per sweep, by ledger), and the target's verdict."""
+    none = statistics.median(r[0] for r in runs["none"])
+    settle = statistics.median(r[0] for r in runs["settle"])
+    same = {r[1] for r in runs["none"]} == {r[1] for r in runs["settle"]}
+    paired = [s[0] / n[0] for s, n in zip(runs["settle"], runs["none"])]
+    ratio = statistics.median(paired)
+    print(f"{label}: none {none:.3f} s, settle {settle:.3f} s; squeue runs"
+          f" {sorted({r[1] for r in runs['none']})} / {sorted({r[1] for r in runs['settle']})}"
+          f" (equal: {'yes' if same else 'NO'}); ratio of the medians: {settle / none:.2f}x;"
+          f" each round's ratio: {', '.join(f'{r:.2f}' for r in paired)}")
+    print(f"{label}: median of the rounds' ratios settle / none: {ratio:.2f}x"
+          f" (target <= {TARGET}x: {'met' if ratio <= TARGET and same else 'NOT met'})")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--objects", type=int, default=10_000, help="objects (and requeues) in each ledger")
     parser.add_argument("--unknown", type=int, default=10_000, help="of those requeues, how many are unknown")
     parser.add_argument("--live", type=int, default=4, help="live lab jobs among the objects (held, 0 CPU)")
     parser.add_argument("--rounds", type=int, default=9)
+    parser.add_argument("--no-command", action="store_true",
+                        help="measure the library's sweep() only, not also the `slurm-dsl sweep` command")
+    parser.add_argument("--cli", metavar="PATH", help="the slurm-dsl command to measure (default: this checkout,"
+                        " installed into a throwaway venv as contrib/README.md says)")
+    parser.add_argument("--python", default=SYSTEM_PYTHON if Path(SYSTEM_PYTHON).exists() else sys.executable,
+                        help="the Python to install it with (default: %(default)s)")
     args = parser.parse_args()
     if not 0 < args.unknown <= args.objects or not 0 <= args.live <= args.objects or args.rounds < 1:
         parser.error("need 0 < --unknown <= --objects, 0 <= --live <= --objects, --rounds >= 1")
@@ -135,17 +184,28 @@ def main() -> int:
     live = [lab.submit("--hold", *lab.SLEEP_JOB) for _ in range(args.live)]
     try:
         with tempfile.TemporaryDirectory() as tmp:
+            command = (
+                None if args.no_command else [args.cli] if args.cli else installed(args.python, Path(tmp) / "venv")
+            )
+            count = Path(tmp) / "squeue-runs"
+            squeue = counting_squeue(Path(tmp), count)
             ids = live + [str(GONE_BASE + i) for i in range(args.objects - len(live))]
             bases = {"none": 0, "settle": args.unknown}
             for name, unknown in bases.items():
                 build(str(Path(tmp) / f"{name}.base.sqlite3"), ids, unknown)
             limit = max(DEFAULT_LIMIT, args.unknown)
             figures: Dict[str, List[Tuple[float, int, int, int, Dict[str, float]]]] = {name: [] for name in bases}
+            commands: Dict[str, List[Tuple[float, int]]] = {name: [] for name in bases}
             for i in range(args.rounds):
                 for name in (("none", "settle") if i % 2 == 0 else ("settle", "none")):
                     path = str(Path(tmp) / f"{name}.{i}.sqlite3")
                     shutil.copy(Path(tmp) / f"{name}.base.sqlite3", path)
                     figures[name].append(run(path, limit))
+                if command is not None:
+                    for name in (("none", "settle") if i % 2 == 0 else ("settle", "none")):
+                        path = str(Path(tmp) / f"{name}.{i}.command.sqlite3")
+                        shutil.copy(Path(tmp) / f"{name}.base.sqlite3", path)
+                        commands[name].append(command_run(command, path, squeue, count))
             print(f"  {args.objects} objects ({len(live)} live lab jobs), {args.rounds} rounds, SQLite")
             for name, rows in figures.items():
                 secs = statistics.median(r[0] for r in rows)
@@ -154,15 +214,9 @@ def main() -> int:
                       f" (all: {', '.join(f'{r[0]:.2f}' for r in rows)})")
                 print("          settling's parts, medians: " + ", ".join(
                     f"{part} {statistics.median(r[4][part] for r in rows):.3f} s" for part in Parts.NAMES))
-            none = statistics.median(r[0] for r in figures["none"])
-            settle = statistics.median(r[0] for r in figures["settle"])
-            same = {r[1] for r in figures["none"]} == {r[1] for r in figures["settle"]}
-            paired = [s[0] / n[0] for s, n in zip(figures["settle"], figures["none"])]
-            ratio = statistics.median(paired)
-            print(f"squeue runs equal: {'yes' if same else 'NO'}; ratio of the medians: {settle / none:.2f}x;"
-                  f" each round's ratio: {', '.join(f'{r:.2f}' for r in paired)}")
-            print(f"median of the rounds' ratios settle / none: {ratio:.2f}x"
-                  f" (target <= {TARGET}x: {'met' if ratio <= TARGET and same else 'NOT met'})")
+            verdict("sweep()", {name: [(r[0], r[1]) for r in rows] for name, rows in figures.items()})
+            if command is not None:
+                verdict("slurm-dsl sweep", commands)
     finally:
         lab.cancel(*live)
     return 0
