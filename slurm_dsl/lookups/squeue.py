@@ -44,6 +44,7 @@ Contract:
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import time
@@ -84,6 +85,8 @@ UNREACHABLE = b"Unable to contact slurm controller"
 
 
 Run = Callable[..., runner.Completed]
+
+log = logging.getLogger("slurm_dsl")
 
 
 _FIELDS = ("JobID", "ArrayJobID", "ArrayTaskID", "State", "Requeue", "RestartCnt", "PriorityLong", "Reason")
@@ -280,12 +283,20 @@ class SqueueLookup:
         _COUNTS[(self.sdiag_path, self.run)] = (self.clock(), held)
 
     def _one_by_one(self, count: int) -> bool:
-        """Whether ``count`` ids (two or more) are asked each alone (``plan.one_by_one``)."""
+        """Whether ``count`` ids (two or more) are asked each alone (``plan.one_by_one``); the
+        choice, and the count of jobs held it was made at, logged at INFO (``-v``)."""
         if self.many <= 0 or self.parallel <= 0:
             return False  # a listing of every job was asked for, or no single calls
+        held: object = self.jobs_held
         choice = plan.one_by_one(count, self.jobs_held, self.costs)
         if choice is None and plan.count_matters(count, self.costs):
-            choice = plan.one_by_one(count, self.count_jobs(), self.costs)
+            told = self.count_jobs()
+            held = "sdiag did not tell" if told is None else told
+            choice = plan.one_by_one(count, told, self.costs)
+        how = (f"each alone, {min(self.parallel, count)} at a time" if choice
+               else "in one listing of every job" if count > self.many else "in one squeue -j list")
+        log.info("squeue: %d ids asked %s (jobs slurmctld holds: %s)", count, how,
+                 "not needed" if held is None else held)
         return bool(choice)  # a count that cannot be told: one listing, as before
 
     def _each(self, ids: List[str]) -> Dict[str, Optional[JobInfo]]:

@@ -7,6 +7,7 @@ texts of docs/slurm-behaviour.md §4, §6, §9; sdiag the lab's own output.
 
 from __future__ import annotations
 
+import logging
 import threading
 from typing import List, Optional, Tuple
 
@@ -304,3 +305,37 @@ def test_a_count_learned_serves_every_lookup_of_the_process_for_a_minute() -> No
     other = FakeSqueue(listing(KNOWN))  # another runner: its own count (none: sdiag missing)
     SqueueLookup(run=other, clock=lambda: now[0]).jobs(["11", "10"])
     assert len(other.calls) == 1 and "11,10" in other.calls[0][0]
+
+
+# --- what -v says of the choice ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("ids", "sdiag_says", "held_before", "said"),
+    [
+        (["11", "10", "8"], sdiag(100_000, 20), None,
+         "squeue: 3 ids asked each alone, 3 at a time (jobs slurmctld holds: 100020)"),
+        (["11", "10"], sdiag(40, 3), None, "squeue: 2 ids asked in one squeue -j list (jobs slurmctld holds: 43)"),
+        (["11", "10"], Completed(("/usr/bin/sdiag",), 143, b"", b"", True, False), None,
+         "squeue: 2 ids asked in one squeue -j list (jobs slurmctld holds: sdiag did not tell)"),
+        ([str(n) for n in range(1, 201)], sdiag(10**6), None,
+         "squeue: 200 ids asked in one listing of every job (jobs slurmctld holds: not needed)"),
+        (["1", "2"], sdiag(0), 4000, "squeue: 2 ids asked each alone, 2 at a time (jobs slurmctld holds: 4000)"),
+    ],
+)
+def test_the_choice_and_the_count_it_was_made_at_are_logged_at_info(
+    caplog: pytest.LogCaptureFixture, ids: List[str], sdiag_says: Completed, held_before: Optional[int], said: str
+) -> None:
+    answer = one_by_one_answer() if "each alone" in said else listing(KNOWN)
+    look = SqueueLookup(run=FakeSqueue(answer, sdiag=sdiag_says))
+    look.jobs_held = held_before
+    with caplog.at_level(logging.INFO, logger="slurm_dsl"):
+        look.jobs(ids)
+    assert [r.getMessage() for r in caplog.records] == [said]
+
+
+def test_one_id_and_a_listing_asked_for_log_no_choice(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.INFO, logger="slurm_dsl"):
+        SqueueLookup(run=FakeSqueue(one_by_one_answer(), sdiag=sdiag(0))).jobs(["11"])
+        SqueueLookup(run=FakeSqueue(listing(KNOWN), sdiag=sdiag(0)), many=0).jobs(["11", "10"])
+    assert caplog.records == []
