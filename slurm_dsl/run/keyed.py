@@ -195,7 +195,9 @@ class _Run:
             earlier = self.ledger.keyed(waiting, self.op, self.key)
             seen = [j for j in waiting if j in earlier]
             unsettled = self.ledger.unsettled(self.ledger.now(), job_ids=seen) if seen else []
-            # ``unsettled`` of the jobs that have earlier keyed rows: those of them no longer running
+            # ``unsettled`` of the jobs that have earlier keyed rows: those of them no longer running.
+            # It holds their rows of any op and key too; ``lapsed`` is only ever asked about the
+            # keyed rows' own ids (here and in ``_earlier``), so the others in it are never read.
             lapsed = {e.id for e in unsettled}
             to_settle = [e for j in waiting for e in earlier.get(j, []) if e.id in lapsed and e.settlement is None]
             verdicts = self.settle(to_settle) if to_settle else {}
