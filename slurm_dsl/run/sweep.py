@@ -174,8 +174,10 @@ def collector_paused(fn: Callable[_P, _R]) -> Callable[_P, _R]:
     settle, none of them in a reference cycle (each is freed by its count as soon as it is done
     with); at 10,000 operations their allocations set off ~90 young and a full collection, each
     walking every object the process holds, for nothing: ~15 ms, a sixth of what settling them
-    costs (docs/benchmarks.md §9.2).  The pause is process-wide, as the collector is: it lasts
-    the sweep, under a second at the sizes the sweep's limits allow."""
+    costs (docs/benchmarks.md §9.2).  The pause is process-wide, as the collector is, and lasts
+    the sweep: ~2 s for 100,000 objects, longer only by its restores' own calls (one RPC each,
+    for the rare job still at Requeue=1); what little a sweep leaves in a cycle is collected
+    after it."""
 
     @functools.wraps(fn)
     def call(*args: _P.args, **kwargs: _P.kwargs) -> _R:
