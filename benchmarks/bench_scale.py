@@ -331,14 +331,19 @@ class Work:
     swept: List[str]  # the sweep's 100 objects
 
 
+QUIET = 1.5  # seconds before each timed row (``rounds``): longer than a pass at 100k and its start's delay
+
+
 def rounds(command: List[str], work: Work, ledger: str, base: str, repeat: int) -> Dict[str, float]:
     """Median milliseconds of every row over ``repeat`` rounds.  Each round runs every row once,
     in the same order, each real work: what a release releases the next hold holds again.
 
-    Before each timed row an untimed single-job squeue (``quiet``) waits out what the row before
-    started in slurmctld: a release sets off a scheduling pass through every job (~0.5 s at 100k,
-    under the job lock), which the next call, bare or not, would otherwise wait for and be timed
-    with (the * of docs/benchmarks.md §10's first run)."""
+    Before each timed row the run pauses ``QUIET`` seconds, then an untimed single-job squeue
+    returns once slurmctld's job lock is free: what the row before set off in slurmctld is over.
+    A release queues a scheduling pass through every job (~0.5 s at 100k, under the job lock)
+    that slurmctld starts a little later, so a probe alone, right after it, may come before the
+    pass, and the next call, bare or not, would be timed with its wait (the * of
+    docs/benchmarks.md §10's first run)."""
     def dsl(*args: str) -> Callable[[], object]:
         return lambda: run_ok([*command, *args, "--timeout", "60", "--ledger", ledger])
 
@@ -380,6 +385,7 @@ def rounds(command: List[str], work: Work, ledger: str, base: str, repeat: int) 
             if key is None:
                 action()
             else:
+                time.sleep(QUIET)
                 quiet()
                 spent[key].append(timed(action) * 1e3)
     return {key: statistics.median(values) for key, values in spent.items()}
