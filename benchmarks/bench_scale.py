@@ -379,7 +379,7 @@ def rounds(command: List[str], work: Work, ledger: str, base: str, repeat: int) 
         ("dsl sweep 100", sweep),
     ]
     spent: Dict[str, List[float]] = {key: [] for key, _ in steps if key is not None}
-    quiet = squeue("-j", work.single)  # the job lock's read side: returns once the pass is over
+    quiet = squeue("-j", work.single)  # a single-job RPC: it returns once the job lock is free
     for _ in range(repeat):
         for key, action in steps:
             if key is None:
