@@ -1,6 +1,6 @@
 """Shared fixtures: every test gets its own ledger file, never the system's, and (outside
-tests/integration) a squeue that knows no jobs for the operations' array check and
-``--lookup squeue`` for sweeps, so that unit tests never ask a real slurmctld and pass
+tests/integration) a squeue that knows no jobs for the operations' array check,
+``--lookup squeue`` for sweeps and no slurm-dsl-jobinfo, so that unit tests never ask a real slurmctld and pass
 whether or not a real pyslurm is installed.
 
 ``ledger_location`` runs a test once per ledger backend: an SQLite file, and a fresh database on
@@ -38,8 +38,10 @@ def _no_slurm_for_the_array_check(
 
     path = write_empty_squeue(tmp_path_factory.mktemp("squeue"))
     monkeypatch.setenv("SLURM_DSL_SQUEUE", str(path))
-    # And sweeps look jobs up with squeue, whether or not a real pyslurm is installed here.
+    # And sweeps look jobs up with squeue, whether or not a real pyslurm is installed here, and
+    # whether or not the package's slurm-dsl-jobinfo is (tests/integration use the lab's build).
     monkeypatch.setenv("SLURM_DSL_LOOKUP", "squeue")
+    monkeypatch.setenv("SLURM_DSL_JOBINFO", "")
     return path
 
 

@@ -366,3 +366,27 @@ def start_slurmctld(timeout: float = 30.0) -> None:
     reason = lab_available()
     if reason is not None:
         raise LabError(f"{LAB_UP} succeeded but the lab is not usable: {reason}")
+
+
+# --- slurm-dsl-jobinfo --------------------------------------------------------
+
+JOBINFO_SOURCE = REPO_ROOT / "contrib" / "jobinfo" / "jobinfo.c"
+JOBINFO_BUILD = REPO_ROOT / "contrib" / "jobinfo" / "build"
+
+
+def jobinfo_helper() -> Tuple[Optional[str], str]:
+    """(path, "") of slurm-dsl-jobinfo built from this checkout against the lab's libslurm (once
+    per source, kept in the temporary directory), or (None, why) when it cannot be built here
+    (no C compiler, no libslurm-dev)."""
+    import hashlib
+
+    digest = hashlib.sha256(JOBINFO_SOURCE.read_bytes() + JOBINFO_BUILD.read_bytes()).hexdigest()[:16]
+    out = Path(tempfile.gettempdir()) / f"slurm-dsl-jobinfo-{os.getuid()}-{digest}"
+    if out.is_file() and os.access(out, os.X_OK):
+        return str(out), ""
+    proc = subprocess.run(
+        [str(JOBINFO_BUILD), str(out)], capture_output=True, text=True, timeout=120, check=False
+    )
+    if proc.returncode != 0:
+        return None, (proc.stderr.strip() or f"contrib/jobinfo/build exited {proc.returncode}")[-400:]
+    return str(out), ""

@@ -38,6 +38,13 @@ Contract:
   exactly ``slurm_load_jobs error: Invalid job id specified`` is gone, a record is
   the job, anything else could not ask; ANY single call that could not ask makes the whole
   ``jobs()`` raise ``LookupFailed``, never a partial answer.
+- ``slurm-dsl-jobinfo`` (contrib/jobinfo, docs/lookups.md §3), where installed: the same
+  single-job RPC for many ids in one process, printing squeue's records byte for byte (so
+  ``parse_squeue`` reads it), ~1 ms an id where a ``squeue -j <id>`` costs ~7.  It exits 0 only
+  when every id got its answer, an id slurmctld does not know (ESLURM_INVALID_JOB_ID) having
+  none; anything else is could not ask, as with squeue.  A helper that cannot be run (126/127:
+  missing, or built for another libslurm) is set aside with one warning and squeue asks instead.
+  Found by ``find_jobinfo``: ``$SLURM_DSL_JOBINFO`` (empty: none), else ``JOBINFO`` if there.
 - ``squeue --only-job-state`` (24.11+, ``slurm_load_job_state``) is not used: it answers state
   and array structure only, and every caller reads Requeue, RestartCnt and Reason too.
 """
@@ -58,6 +65,12 @@ from ..run import process as runner
 from . import plan
 
 SQUEUE = "/usr/bin/squeue"
+# Where the package installs slurm-dsl-jobinfo (debian/rules; contrib/jobinfo/build builds it).
+JOBINFO = "/usr/libexec/slurm-dsl/slurm-dsl-jobinfo"
+JOBINFO_ENV = "SLURM_DSL_JOBINFO"
+# The fewest ids worth a slurm-dsl-jobinfo process of their own: one starts in ~6 ms (libslurm and
+# its plugins, as squeue), about what it then takes to ask 6 ids; so a second process from 2 x 12.
+JOBINFO_SHARE = 12
 # squeue gives up after 2*(MessageTimeout-1) s when slurmctld is down (docs/slurm-behaviour.md §6).
 SQUEUE_TIMEOUT = 30.0  # seconds
 MANY = 50  # more ids than this: one listing of all jobs instead of -j id,id,...
@@ -209,6 +222,28 @@ def _parse_record_strictly(line: bytes, end: bytes, number: int) -> Tuple[JobInf
     return info, task
 
 
+def find_jobinfo(environ: Optional[Dict[str, str]] = None) -> Optional[str]:
+    """The slurm-dsl-jobinfo to use: ``$SLURM_DSL_JOBINFO`` when set (empty: none; else an
+    absolute path, used as given: one that cannot run is set aside when it is run), else
+    ``JOBINFO`` when it is an executable file there, else None (squeue alone)."""
+    env = os.environ if environ is None else environ
+    given = env.get(JOBINFO_ENV)
+    if given is not None:
+        if not given:
+            return None
+        if not given.startswith("/"):
+            raise InvalidInput(f"{JOBINFO_ENV} must be an absolute path or empty, not {given[:200]!r}")
+        return given
+    return JOBINFO if os.path.isfile(JOBINFO) and os.access(JOBINFO, os.X_OK) else None
+
+
+class _HelperUnusable(Exception):
+    """slurm-dsl-jobinfo could not be run (exit 126/127): squeue asks instead."""
+
+
+_FIND = "find"  # SqueueLookup(jobinfo=...): find_jobinfo() at construction
+
+
 class SqueueLookup:
     """Lookups through ``squeue -h -a -t all -r -O <fields>``: one process per ``jobs()`` call."""
 
@@ -226,6 +261,8 @@ class SqueueLookup:
         costs: plan.Costs = plan.SQUEUE_COSTS,
         sdiag_path: Optional[str] = None,
         clock: Callable[[], float] = time.monotonic,
+        jobinfo: Optional[str] = _FIND,
+        jobinfo_costs: plan.Costs = plan.JOBINFO_COSTS,
     ) -> None:
         self.squeue_path = squeue_path
         self.timeout = timeout
@@ -234,6 +271,8 @@ class SqueueLookup:
         self.cap = cap
         self.parallel = parallel  # 0: never one by one (the lookup as it was before issue 20)
         self.costs = replace(costs, parallel=max(parallel, 1))
+        self.jobinfo = find_jobinfo() if jobinfo == _FIND else jobinfo
+        self.jobinfo_costs = jobinfo_costs
         self.sdiag_path = sdiag_path or os.path.join(os.path.dirname(squeue_path), "sdiag")
         self.clock = clock
         self.jobs_held: Optional[int] = None  # records of this lookup's last listing of every job
@@ -249,7 +288,15 @@ class SqueueLookup:
         ids = canonical_ids(job_ids)
         if not ids:
             return {}
-        if len(ids) > 1 and self._one_by_one(len(ids)):
+        alone = len(ids) == 1 or self._one_by_one(len(ids))
+        if alone and self.jobinfo is not None and self.many > 0 and self.parallel > 0:
+            try:
+                return self._helper(ids)
+            except _HelperUnusable as exc:
+                log.warning("%s; asking squeue instead", exc)
+                self.jobinfo = None  # for this lookup's later calls too
+                alone = len(ids) == 1 or self._one_by_one(len(ids))  # squeue's costs choose again
+        if len(ids) > 1 and alone:
             return self._each(ids)
         found = self._query(ids)
         return {i: found.get(i) for i in ids}
@@ -288,16 +335,65 @@ class SqueueLookup:
         if self.many <= 0 or self.parallel <= 0:
             return False  # a listing of every job was asked for, or no single calls
         held: object = self.jobs_held
-        choice = plan.one_by_one(count, self.jobs_held, self.costs)
-        if choice is None and plan.count_matters(count, self.costs):
+        costs = self.costs if self.jobinfo is None else self.jobinfo_costs
+        choice = plan.one_by_one(count, self.jobs_held, costs)
+        if choice is None and plan.count_matters(count, costs):
             told = self.count_jobs()
             held = "sdiag did not tell" if told is None else told
-            choice = plan.one_by_one(count, told, self.costs)
-        how = (f"each alone, {min(self.parallel, count)} at a time" if choice
-               else "in one listing of every job" if count > self.many else "in one squeue -j list")
+            choice = plan.one_by_one(count, told, costs)
+        if not choice:
+            how = "in one listing of every job" if count > self.many else "in one squeue -j list"
+        elif self.jobinfo is None:
+            how = f"each alone, {min(self.parallel, count)} at a time"
+        else:
+            processes = max(1, min(costs.parallel, count // JOBINFO_SHARE))
+            how = f"each alone by slurm-dsl-jobinfo, in {processes} process{'es' if processes > 1 else ''}"
         log.info("squeue: %d ids asked %s (jobs slurmctld holds: %s)", count, how,
                  "not needed" if held is None else held)
         return bool(choice)  # a count that cannot be told: one listing, as before
+
+    def _helper(self, ids: List[str]) -> Dict[str, Optional[JobInfo]]:
+        """Every id through slurm-dsl-jobinfo: up to ``jobinfo_costs.parallel`` processes (one per
+        ``JOBINFO_SHARE`` ids), each given a contiguous share of the ids, all within ``timeout``;
+        each id read from the answer of the process that asked it (absent: gone).  Any process
+        that could not ask fails the whole; one that could not be run raises ``_HelperUnusable``."""
+        helper = self.jobinfo
+        assert helper is not None
+        processes = max(1, min(self.jobinfo_costs.parallel, len(ids) // JOBINFO_SHARE))
+        size = -(-len(ids) // processes)
+        shares = [ids[at : at + size] for at in range(0, len(ids), size)]
+        deadline = self.clock() + self.timeout
+
+        def ask(share: List[str]) -> Dict[str, Optional[JobInfo]]:
+            left = deadline - self.clock()
+            if left <= 0:
+                raise LookupFailed(f"slurm-dsl-jobinfo did not answer {len(ids)} ids within {self.timeout:g} s")
+            nonce = os.urandom(16).hex()
+            done = self.run((helper, nonce, *share), timeout=left, cap=self.cap)
+            if done.timed_out:
+                raise LookupFailed(f"slurm-dsl-jobinfo did not answer within {left:g} s")
+            if done.truncated:
+                raise LookupFailed(f"slurm-dsl-jobinfo printed more than {self.cap} bytes")
+            if done.pipes_held:
+                raise LookupFailed(_describe_failure(done, "slurm-dsl-jobinfo"))
+            if done.returncode in (126, 127):
+                first = done.stderr.strip().split(b"\n")[0][:200].decode("utf-8", "backslashreplace")
+                raise _HelperUnusable(f"{helper} could not be run (status {done.returncode}: {first})")
+            if done.returncode != 0:
+                raise LookupFailed(_describe_failure(done, "slurm-dsl-jobinfo"))
+            found = parse_squeue(done.stdout, nonce)
+            return {job: found.get(job) for job in share}
+
+        if len(shares) == 1:
+            return ask(shares[0])
+        from concurrent.futures import ThreadPoolExecutor  # here: a hold's start-up never pays for it
+
+        with ThreadPoolExecutor(max_workers=len(shares)) as pool:
+            futures = [pool.submit(ask, share) for share in shares]
+            answers: Dict[str, Optional[JobInfo]] = {}
+            for future in futures:
+                answers.update(future.result())
+        return {job: answers[job] for job in ids}
 
     def _each(self, ids: List[str]) -> Dict[str, Optional[JobInfo]]:
         """One ``squeue -j <id>`` per id, ``parallel`` at a time, all within ``timeout``: each
@@ -349,16 +445,16 @@ class SqueueLookup:
         raise LookupFailed(_describe_failure(done))
 
 
-def _describe_failure(done: runner.Completed) -> str:
+def _describe_failure(done: runner.Completed, program: str = "squeue") -> str:
     first = done.stderr.strip().split(b"\n")[0][:200].decode("utf-8", "backslashreplace")
     if done.pipes_held:
         # Whatever was read may be all of it or not: never an answer (runner.DRAIN).
-        return "squeue's output was still held open after it exited (a process that left its session?)"
+        return f"{program}'s output was still held open after it exited (a process that left its session?)"
     if UNREACHABLE in done.stderr:
         return f"slurmctld unreachable ({first})"
     if done.returncode in (126, 127):
-        return f"squeue could not be run (status {done.returncode}: {first})"
-    return f"squeue exited {done.returncode}: {first or 'no message'}"
+        return f"{program} could not be run (status {done.returncode}: {first})"
+    return f"{program} exited {done.returncode}: {first or 'no message'}"
 
 
 # --- the running Slurm's version ---------------------------------------------

@@ -22,14 +22,32 @@ from tests import lab
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "integration: needs the real Slurm lab (run contrib/lab/up as root)")
+    config.addinivalue_line("markers", "squeue_only: looks jobs up with squeue alone (no slurm-dsl-jobinfo)")
+
+
+@pytest.fixture(scope="session")
+def jobinfo_helper() -> str:
+    """slurm-dsl-jobinfo built from this checkout for the lab (contrib/jobinfo/build): skipped
+    where it cannot be built, except under CI=true, where that is a failure."""
+    path, why = lab.jobinfo_helper()
+    if path is None:
+        message = f"slurm-dsl-jobinfo cannot be built here: {why}"
+        if os.environ.get("CI") == "true":
+            pytest.fail(message, pytrace=False)
+        pytest.skip(message)
+    return path
 
 
 @pytest.fixture(autouse=True)
-def _real_squeue(monkeypatch: pytest.MonkeyPatch) -> None:
+def _real_squeue(monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> None:
     """The real squeue for the operations' array check, and the default lookup
-    (tests/conftest.py sets a fake and squeue for the unit tests)."""
+    (tests/conftest.py sets a fake and squeue for the unit tests); and slurm-dsl-jobinfo as the
+    package installs it, so that every live test looks jobs up as an installed slurm-dsl does
+    (a test marked ``squeue_only`` asks squeue alone)."""
     monkeypatch.delenv("SLURM_DSL_SQUEUE", raising=False)
     monkeypatch.delenv("SLURM_DSL_LOOKUP", raising=False)
+    if request.node.get_closest_marker("squeue_only") is None:
+        monkeypatch.setenv("SLURM_DSL_JOBINFO", request.getfixturevalue("jobinfo_helper"))
 
 
 @pytest.fixture(autouse=True)

@@ -249,8 +249,15 @@ def test_a_bulk_hold_of_known_pending_jobs_makes_one_lookup(tmp_path: Path) -> N
     real = subprocess.run(["sh", "-c", "command -v squeue"], capture_output=True, text=True, check=True).stdout.strip()
     counting = tmp_path / "squeue"
     log = tmp_path / "squeue.log"
+    log.write_text("")
     counting.write_text(f"#!/bin/sh\nprintf '%s\\n' \"$*\" >> '{log}'\nexec '{real}' \"$@\"\n")
     counting.chmod(0o755)
+    helper = os.environ.get("SLURM_DSL_JOBINFO")
+    if helper:  # the lookups slurm-dsl-jobinfo makes count too (each its own process)
+        counted = tmp_path / "jobinfo"
+        counted.write_text(f"#!/bin/sh\nprintf '%s\\n' \"$*\" >> '{log}'\nexec '{helper}' \"$@\"\n")
+        counted.chmod(0o755)
+        os.environ["SLURM_DSL_JOBINFO"] = str(counted)  # the autouse fixture restores it
     jobs = [lab.make_job("pending") for _ in range(2)]
     with Tracker(str(tmp_path / "ledger.sqlite3"), squeue=str(counting)) as t:
         out = {o.job_id: o.result for o in run_many(t, Op.HOLD, jobs, TIMEOUT)}

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import subprocess
 import time
-from typing import List
+import os
+from typing import Dict, List, Set
 
 import pytest
 
@@ -19,6 +20,14 @@ from slurm_dsl.lookups.squeue import SqueueLookup, parse_slurm_version, slurm_ve
 from tests import lab
 
 pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(autouse=True, params=["jobinfo", "squeue"])
+def asker(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, jobinfo_helper: str) -> str:
+    """Every test twice: single-job lookups through slurm-dsl-jobinfo, as an installed slurm-dsl
+    makes them, and through squeue alone (no helper installed)."""
+    monkeypatch.setenv("SLURM_DSL_JOBINFO", jobinfo_helper if request.param == "jobinfo" else "")
+    return str(request.param)
 
 MISSING = "999999"  # never reached by the lab's job ids; slurmctld does not know it
 FORGED_NAME = "x Requeue=1 Restarts=9"
@@ -140,11 +149,74 @@ def test_slurmctld_down_is_lookup_failed_never_gone() -> None:
     known = lab.make_job("held_user")
     lab.stop_slurmctld()
     try:
-        for ids in ([MISSING], [known, MISSING]):  # -j <one id>, then all jobs
+        # -j <one id> (or the helper), then all jobs; then the helper's share of many ids.
+        for ids, held in (([MISSING], None), ([known, MISSING], None), ([known, MISSING], 10**6)):
             start = time.monotonic()
+            look = SqueueLookup(timeout=30.0, many=1 if held is None else 50)
+            look.jobs_held = held
             with pytest.raises(LookupFailed, match="unreachable"):
-                SqueueLookup(timeout=30.0, many=1).jobs(ids)
+                look.jobs(ids)
             assert time.monotonic() - start < 30.0
     finally:
         lab.start_slurmctld()
     assert SqueueLookup().jobs([known])[known] is not None
+
+
+FIELDS = "JobID:|,ArrayJobID:|,ArrayTaskID:|,State:|,Requeue:|,RestartCnt:|,PriorityLong:|,Reason:|"
+
+
+def squeue_lines(job_id: str, nonce: str) -> Set[bytes]:
+    """What `squeue -j <one id>` prints for the lookup's fields (no lines: it does not know the id)."""
+    done = subprocess.run(
+        ["squeue", "-h", "-a", "-t", "all", "-r", "-j", job_id, "-O", FIELDS + nonce],
+        capture_output=True, timeout=30, check=False,
+    )
+    if done.returncode == 1 and done.stderr == b"slurm_load_jobs error: Invalid job id specified\n":
+        return set()
+    assert done.returncode == 0, done.stderr
+    return set(done.stdout.splitlines())
+
+
+@pytest.mark.parametrize("asker", ["jobinfo"], indirect=True)
+def test_the_helper_prints_what_squeue_prints_for_every_kind_of_job(jobinfo_helper: str, asker: str) -> None:
+    """contrib/jobinfo: the same records as `squeue -j <id>`, byte for byte, for plain, held, running,
+    requeued, finished, forged-name and array jobs (a pending array with a task split off by a
+    release, and a finished one); nothing for an id slurmctld does not know; asked one id at a
+    time and all in one call (each record once)."""
+    array = lab.submit("--hold", "--array=1-4", *lab.SLEEP_JOB)
+    lab.wait_for(array, lab.Expect("PENDING", "JobHeldUser"))
+    subprocess.run(["scontrol", "release", f"{array}_2"], check=True, timeout=30, capture_output=True)
+    finished_array = lab.submit("--array=1-2", "--wrap", "true")
+    jobs = [
+        lab.make_job("running_rq1"), lab.make_job("running_rq0"), lab.make_job("held_user"),
+        lab.make_job("held_admin"), lab.make_job("completed"),
+        lab.submit("-J", FORGED_NAME, "--hold", *lab.SLEEP_JOB), array, finished_array,
+    ]
+    requeued = lab.make_job("running_rq1")
+    subprocess.run(["scontrol", "requeue", requeued], check=True, timeout=30)
+    lab.wait_for(requeued, lab.Expect("PENDING"))
+    lab.wait_for(finished_array, lambda s: s.state == "COMPLETED")
+    nonce = os.urandom(16).hex()
+    tasks = {line.split(b"|")[0].decode() for job in (array, finished_array) for line in squeue_lines(job, nonce)}
+    ids = [*jobs, requeued, *sorted(tasks - {array, finished_array}), MISSING]
+    every: Dict[str, Set[bytes]] = {}
+    for job in ids:
+        alone = subprocess.run([jobinfo_helper, nonce, job], capture_output=True, timeout=30, check=False)
+        assert (alone.returncode, alone.stderr) == (0, b""), job
+        lines = alone.stdout.splitlines()
+        assert len(lines) == len(set(lines)) and set(lines) == squeue_lines(job, nonce), job
+        every[job] = set(lines)
+    assert every[MISSING] == set() and len(every[array]) >= 4
+    together = subprocess.run([jobinfo_helper, nonce, *ids, *ids], capture_output=True, timeout=30, check=False)
+    assert (together.returncode, together.stderr) == (0, b"")
+    lines = together.stdout.splitlines()
+    assert len(lines) == len(set(lines)) and set(lines) == set().union(*every.values())
+
+
+@pytest.mark.parametrize("asker", ["jobinfo"], indirect=True)
+def test_the_helper_refuses_what_is_not_a_job_id(jobinfo_helper: str, asker: str) -> None:
+    nonce = os.urandom(16).hex()
+    for argv in ([nonce], [nonce, "0"], [nonce, "12a"], [nonce, "4294967295"], [nonce, "-1"], ["NONCE", "5"]):
+        done = subprocess.run([jobinfo_helper, *argv], capture_output=True, timeout=30, check=False)
+        assert (done.returncode, done.stdout) == (2, b""), argv
+        assert done.stderr.startswith(b"slurm-dsl-jobinfo: "), argv
