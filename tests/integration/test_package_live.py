@@ -51,6 +51,9 @@ def _installed() -> bool:
     return "install ok installed" in done.stdout
 
 
+JOBINFO = "/usr/libexec/slurm-dsl/slurm-dsl-jobinfo"
+
+
 def _system(argv: List[str], timeout: float = 600, **kw: object) -> subprocess.CompletedProcess[str]:
     """``argv`` with the system's PATH only, so that /usr/bin/python3 and /usr/bin/slurm-dsl are
     the ones run (never this venv's), from /, so that no checkout is on Python's path."""
@@ -75,7 +78,8 @@ def deb() -> Iterator[Path]:
         built = _system([str(ROOT / "contrib" / "package"), "--out", str(out)], timeout=1200)
         assert built.returncode == 0, built.stderr[-4000:]
         path = Path(built.stdout.strip().splitlines()[-1])
-        assert path.parent == out and path.name == f"slurm-dsl_{slurm_dsl.__version__}_all.deb"
+        arch = _system(["dpkg", "--print-architecture"]).stdout.strip()
+        assert path.parent == out and path.name == f"slurm-dsl_{slurm_dsl.__version__}_{arch}.deb"
         yield path
     finally:
         if _installed():
@@ -97,7 +101,7 @@ def test_the_package_builds_installs_holds_a_real_job_and_purges(deb: Path) -> N
     for wanted in ("/usr/bin/slurm-dsl", "/usr/share/man/man1/slurm-dsl.1.gz", "/usr/share/slurm-dsl/job_submit.lua",
                    "/usr/share/bash-completion/completions/slurm-dsl",
                    "/usr/share/doc/slurm-dsl/README.Debian", "/usr/share/doc/slurm-dsl/copyright",
-                   "/usr/lib/python3/dist-packages/slurm_dsl/admin/cli.py", str(CONFIG)):
+                   "/usr/lib/python3/dist-packages/slurm_dsl/admin/cli.py", str(CONFIG), JOBINFO):
         assert wanted in files
     conffiles = _system(["dpkg-deb", "-I", str(deb), "conffiles"])
     assert conffiles.returncode == 0 and str(CONFIG) in conffiles.stdout.split(), conffiles.stdout
@@ -176,6 +180,14 @@ def test_the_package_builds_installs_holds_a_real_job_and_purges(deb: Path) -> N
         assert {f.name: f.stat().st_uid for f in STATE.iterdir()} == {f.name: owner for f in STATE.iterdir()}
 
     job = lab.make_job("held_user")
+    # The lookup helper, built for this release's libslurm: found by the installed package, and
+    # answering as squeue does (tests/integration/test_lookup_live.py compares the two).
+    found = _system(["/usr/bin/python3", "-c", "import slurm_dsl.lookups.squeue as q; print(q.SqueueLookup().jobinfo)"])
+    assert found.stdout.strip() == JOBINFO, found.stdout + found.stderr
+    nonce = os.urandom(16).hex()
+    asked = _system([JOBINFO, nonce, job, "999999"])
+    assert (asked.returncode, asked.stderr) == (0, "")
+    assert asked.stdout == f"{job}|{job}|N/A|PENDING|0|0|0|JobHeldUser|{nonce}\n"
     with tempfile.TemporaryDirectory() as ledger_dir:
         os.chmod(ledger_dir, 0o700)
         ledger = f"{ledger_dir}/ledger.sqlite3"
