@@ -12,6 +12,10 @@ fills slurmctld with held jobs of its own up to each size in turn, and at each s
   fresh SQLite ledger holding 100 objects whose bit is not clear (live held jobs at Requeue=0):
   the installed entry point, as an admin runs it, each size with a fresh ledger.
 
+slurm-dsl looks jobs up as the package installs it: with slurm-dsl-jobinfo (contrib/jobinfo,
+built from this checkout against the lab's libslurm, and named by ``$SLURM_DSL_JOBINFO``), or
+with squeue alone (``--jobinfo none``, as a pip install without the helper does).
+
 Then a markdown table, the issue's targets with their verdicts, and one profile at the largest
 size (``-vv``, and how many squeue, sdiag and scontrol processes each command started).  At the
 end, however it ends (an error, Ctrl-C, SIGTERM), it scancels exactly its own jobs (their ids,
@@ -25,7 +29,7 @@ time keeps a released job pending (Reason=BeginTime) so that a hold after a rele
 it pending, never started on one of the lab's few slots.
 
     python -m benchmarks.bench_scale [--sizes 1000,10000,50000,100000] [--repeat 7]
-                                     [--parallel 3] [--cli PATH]
+                                     [--parallel 3] [--cli PATH] [--jobinfo build|none|PATH]
 
 Run it on a lab of its own (it restarts slurmctld and fills it): ``contrib/lab/chroot --run
 'python -m benchmarks.bench_scale' bookworm``.
@@ -53,7 +57,7 @@ from benchmarks.bench_bulk import SYSTEM_PYTHON, installed, timed
 from benchmarks.bench_lookup import SDIAG, squeue
 from benchmarks.bench_startup import stamped
 from benchmarks.bench_sweep import build
-from slurm_dsl.lookups.squeue import SQUEUE
+from slurm_dsl.lookups.squeue import JOBINFO_ENV, SQUEUE
 from tests import lab
 
 SCONTROL = "/usr/bin/scontrol"
@@ -400,6 +404,8 @@ def profile(command: List[str], work: Work, ledger: str, base: str, tmp: Path) -
     env = dict(os.environ)
     env["SLURM_DSL_SQUEUE"] = str(stamped(bin_dir, "squeue", Path(SQUEUE), stamps))
     env["SLURM_DSL_SCONTROL"] = str(stamped(bin_dir, "scontrol", Path(SCONTROL), stamps))
+    if env.get(JOBINFO_ENV):
+        env[JOBINFO_ENV] = str(stamped(bin_dir, "slurm-dsl-jobinfo", Path(env[JOBINFO_ENV]), stamps))
     stamped(bin_dir, "sdiag", Path(SDIAG), stamps)  # found beside squeue
     sweep_ledger = str(Path(ledger).with_name("sweep.sqlite3"))
     shutil.copyfile(base, sweep_ledger)
@@ -419,13 +425,24 @@ def profile(command: List[str], work: Work, ledger: str, base: str, tmp: Path) -
         names = [line.split()[0] for line in stamps.read_text().splitlines() if line]
         shown = " ".join(args) if len(args) <= 3 else f"{args[0]} <{len(args) - 1} ids>"
         print(f"\nslurm-dsl {shown} -vv: {elapsed:.0f} ms; processes: "
-              + ", ".join(f"{names.count(n)} {n}" for n in ("squeue", "sdiag", "scontrol")))
+              + ", ".join(f"{names.count(n)} {n}" for n in ("squeue", "slurm-dsl-jobinfo", "sdiag", "scontrol")))
         # The log, less the result lines: which lookup ran shows in the processes it started.
         for line in [line for line in done.stderr.splitlines() if not line.endswith(": ok")][:12]:
             print(f"    {line[:200]}")
 
 
 # --- the run --------------------------------------------------------------------------------------
+
+
+def jobinfo(choice: str, tmp: Path) -> str:
+    """``$SLURM_DSL_JOBINFO`` for the measured commands: the helper built here, none (""), or PATH."""
+    if choice == "none":
+        return ""
+    if choice != "build":
+        return choice
+    out = tmp / "slurm-dsl-jobinfo"
+    check([str(Path(__file__).resolve().parents[1] / "contrib" / "jobinfo" / "build"), str(out)])
+    return str(out)
 
 
 def _terminate(signum: int, frame: Optional[FrameType]) -> None:
@@ -441,7 +458,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         " installed into a throwaway venv as pip installs it)")
     parser.add_argument("--python", default=SYSTEM_PYTHON if Path(SYSTEM_PYTHON).exists() else sys.executable,
                         help="the Python to install it with (default: %(default)s)")
+    parser.add_argument("--jobinfo", default="build", metavar="build|none|PATH",
+                        help="slurm-dsl-jobinfo for slurm-dsl's lookups: built from this checkout (build), none"
+                        " (squeue alone), or the one at PATH (default: %(default)s)")
     args = parser.parse_args(argv)
+    if args.jobinfo not in ("build", "none") and not args.jobinfo.startswith("/"):
+        parser.error("--jobinfo: build, none or an absolute path")
     try:
         sizes = parse_sizes(args.sizes)
     except ValueError as exc:
@@ -472,6 +494,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 raise SystemExit(f"bench_scale: MaxJobCount is still {config_value('MaxJobCount')} after"
                                  f" contrib/lab/up (is this lab's slurm.conf up's?); {wanted} needed")
         command = [args.cli] if args.cli else installed(args.python, tmp / "venv")
+        os.environ[JOBINFO_ENV] = jobinfo(args.jobinfo, tmp)
+        print(f"slurm-dsl's lookups: {os.environ[JOBINFO_ENV] or 'squeue alone (no slurm-dsl-jobinfo)'}", flush=True)
         for size in sizes:
             print(f"filling to {size:,} jobs of this run ({args.parallel} sbatch at a time) ...", flush=True)
             fill_seconds[size] = jobs.fill(size, args.parallel)
