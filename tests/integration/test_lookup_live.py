@@ -7,9 +7,9 @@ reports through tests/lab.py.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import time
-import os
 from typing import Dict, List, Set
 
 import pytest
