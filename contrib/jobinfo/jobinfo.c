@@ -26,6 +26,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* 26.05 takes a slurm_step_id_t where earlier releases take a job id; this lets slurm.h accept
+ * the job id in every release (it then fills in a step id; before 26.05 it is not looked at). */
+#define SLURM_BACKWARD_COMPAT 1
 #include <slurm/slurm.h>
 #include <slurm/slurm_errno.h>
 
@@ -186,10 +189,12 @@ int main(int argc, char **argv)
 
 		errno = 0;
 		rc = slurm_load_job(&msg, ids[i], show);
-		/* SLURM_ERROR with the code in errno, or the code slurmctld answered (job_info.c). */
-		code = rc == SLURM_ERROR ? slurm_get_errno() : rc;
-		if (rc == SLURM_SUCCESS && !msg)
-			code = SLURM_UNEXPECTED_MSG_ERROR;
+		/* SLURM_ERROR with the code in errno (slurm_get_errno() is errno; 24.11 drops its name), or
+		 * the code slurmctld answered (src/api/job_info.c, the same in 22.05 to 26.05). */
+		if (rc == SLURM_SUCCESS)
+			code = msg ? SLURM_SUCCESS : SLURM_UNEXPECTED_MSG_ERROR;
+		else if ((code = rc == SLURM_ERROR ? errno : rc) == SLURM_SUCCESS)
+			code = SLURM_ERROR; /* failed without saying why: could not ask */
 		if (code != SLURM_SUCCESS) {
 			if (code == ESLURM_INVALID_JOB_ID)
 				continue; /* slurmctld does not know the id: gone */
@@ -201,7 +206,8 @@ int main(int argc, char **argv)
 		for (uint32_t r = 0; r < msg->record_count; r++) {
 			const slurm_job_info_t *job = &msg->job_array[r];
 
-			/* What `squeue -j <id>` keeps of slurm_load_job's answer (_filter_job). */
+			/* What `squeue -j <id>` keeps of slurm_load_job's answer (_filter_job).  job_id
+			 * is set from 26.05's step_id.job_id on unpack, for programs like this one. */
 			if (job->job_id == 0 || !(job->job_id == ids[i] || job->array_job_id == ids[i] ||
 						  job->het_job_id == ids[i]))
 				continue;
