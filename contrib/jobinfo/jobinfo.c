@@ -137,15 +137,26 @@ static int print_record(const slurm_job_info_t *job)
  * RPC more each) unless SHOW_LOCAL is set; squeue lets it.  Asked once here: not in one, every
  * load is local, which is what slurm_load_job would decide each time; in one (or unsure), each
  * load decides for itself, as with squeue. */
-static uint16_t local_flags(void)
+static int local_flags(uint16_t *show)
 {
 	void *fed = NULL;
+	int rc;
 
-	if (slurm_load_federation(&fed) == SLURM_SUCCESS && !fed)
-		return SHOW_ALL | SHOW_LOCAL;
+	errno = 0;
+	rc = slurm_load_federation(&fed);
+	*show = SHOW_ALL;
+	if (rc == SLURM_SUCCESS && !fed)
+		*show |= SHOW_LOCAL;
 	if (fed)
 		slurm_destroy_federation_rec(fed);
-	return SHOW_ALL;
+	/* slurmctld could not be reached: no load would be answered either (each would wait as long
+	 * again, twice: its own federation question, then the job), so none is asked. */
+	if (rc != SLURM_SUCCESS && errno >= SLURMCTLD_COMMUNICATIONS_CONNECTION_ERROR &&
+	    errno <= SLURMCTLD_COMMUNICATIONS_SHUTDOWN_ERROR) {
+		fprintf(stderr, "slurm_load_federation error: %s\n", slurm_strerror(errno));
+		return -1;
+	}
+	return 0;
 }
 
 static int seen(const uint32_t *ids, size_t count, uint32_t id)
@@ -182,7 +193,8 @@ int main(int argc, char **argv)
 			return usage("a job id must be a number from 1 to 4294967294");
 
 	slurm_init(NULL);
-	show = local_flags();
+	if (local_flags(&show) != 0)
+		return 1;
 	for (size_t i = 0; i < count; i++) {
 		job_info_msg_t *msg = NULL;
 		int rc, code;
