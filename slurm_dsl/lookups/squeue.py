@@ -40,7 +40,7 @@ Contract:
   ``jobs()`` raise ``LookupFailed``, never a partial answer.
 - ``slurm-dsl-jobinfo`` (contrib/jobinfo, docs/lookups.md §3), where installed: the same
   single-job RPC for many ids in one process, printing squeue's records byte for byte (so
-  ``parse_squeue`` reads it), ~1 ms an id where a ``squeue -j <id>`` costs ~7.  It exits 0 only
+  ``parse_squeue`` reads it), ~0.5-0.9 ms an id where a ``squeue -j <id>`` costs ~7.  It exits 0 only
   when every id got its answer, an id slurmctld does not know (ESLURM_INVALID_JOB_ID) having
   none; anything else is could not ask, as with squeue.  A helper that cannot be run (126/127:
   missing, or built for another libslurm) is set aside with one warning and squeue asks instead.
