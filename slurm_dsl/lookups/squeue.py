@@ -56,7 +56,7 @@ import os
 import re
 import time
 from dataclasses import replace
-from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple, Union
 
 from ..core.errors import InvalidInput
 from ..core.jobid import MAX_JOB_ID, validate_job_id
@@ -237,10 +237,6 @@ def find_jobinfo(environ: Optional[Dict[str, str]] = None) -> Optional[str]:
     return JOBINFO if os.path.isfile(JOBINFO) and os.access(JOBINFO, os.X_OK) else None
 
 
-class _HelperUnusable(Exception):
-    """slurm-dsl-jobinfo could not be run (exit 126/127): squeue asks instead."""
-
-
 _FIND = "find"  # SqueueLookup(jobinfo=...): find_jobinfo() at construction
 
 
@@ -290,12 +286,12 @@ class SqueueLookup:
             return {}
         alone = len(ids) == 1 or self._one_by_one(len(ids))
         if alone and self.jobinfo is not None and self.many > 0 and self.parallel > 0:
-            try:
-                return self._helper(ids)
-            except _HelperUnusable as exc:
-                log.warning("%s; asking squeue instead", exc)
-                self.jobinfo = None  # for this lookup's later calls too
-                alone = len(ids) == 1 or self._one_by_one(len(ids))  # squeue's costs choose again
+            answer, unusable = self._helper(ids)
+            if answer is not None:
+                return answer
+            log.warning("%s; asking squeue instead", unusable)
+            self.jobinfo = None  # for this lookup's later calls too
+            alone = len(ids) == 1 or self._one_by_one(len(ids))  # squeue's costs choose again
         if len(ids) > 1 and alone:
             return self._each(ids)
         found = self._query(ids)
@@ -352,11 +348,12 @@ class SqueueLookup:
                  "not needed" if held is None else held)
         return bool(choice)  # a count that cannot be told: one listing, as before
 
-    def _helper(self, ids: List[str]) -> Dict[str, Optional[JobInfo]]:
+    def _helper(self, ids: List[str]) -> Tuple[Optional[Dict[str, Optional[JobInfo]]], str]:
         """Every id through slurm-dsl-jobinfo: up to ``jobinfo_costs.parallel`` processes (one per
         ``JOBINFO_SHARE`` ids), each given a contiguous share of the ids, all within ``timeout``;
         each id read from the answer of the process that asked it (absent: gone).  Any process
-        that could not ask fails the whole; one that could not be run raises ``_HelperUnusable``."""
+        that could not ask fails the whole (``LookupFailed``); one that could not be run (exit
+        126/127) gives no answer, and why: ``(None, why)``, and squeue asks instead."""
         helper = self.jobinfo
         assert helper is not None
         processes = max(1, min(self.jobinfo_costs.parallel, len(ids) // JOBINFO_SHARE))
@@ -364,7 +361,7 @@ class SqueueLookup:
         shares = [ids[at : at + size] for at in range(0, len(ids), size)]
         deadline = self.clock() + self.timeout
 
-        def ask(share: List[str]) -> Dict[str, Optional[JobInfo]]:
+        def ask(share: List[str]) -> Union[Dict[str, Optional[JobInfo]], str]:
             left = deadline - self.clock()
             if left <= 0:
                 raise LookupFailed(f"slurm-dsl-jobinfo did not answer {len(ids)} ids within {self.timeout:g} s")
@@ -378,22 +375,26 @@ class SqueueLookup:
                 raise LookupFailed(_describe_failure(done, "slurm-dsl-jobinfo"))
             if done.returncode in (126, 127):
                 first = done.stderr.strip().split(b"\n")[0][:200].decode("utf-8", "backslashreplace")
-                raise _HelperUnusable(f"{helper} could not be run (status {done.returncode}: {first})")
+                return f"{helper} could not be run (status {done.returncode}: {first})"
             if done.returncode != 0:
                 raise LookupFailed(_describe_failure(done, "slurm-dsl-jobinfo"))
             found = parse_squeue(done.stdout, nonce)
             return {job: found.get(job) for job in share}
 
         if len(shares) == 1:
-            return ask(shares[0])
-        from concurrent.futures import ThreadPoolExecutor  # here: a hold's start-up never pays for it
+            results = [ask(shares[0])]
+        else:
+            from concurrent.futures import ThreadPoolExecutor  # here: a hold's start-up never pays for it
 
-        with ThreadPoolExecutor(max_workers=len(shares)) as pool:
-            futures = [pool.submit(ask, share) for share in shares]
-            answers: Dict[str, Optional[JobInfo]] = {}
-            for future in futures:
-                answers.update(future.result())
-        return {job: answers[job] for job in ids}
+            with ThreadPoolExecutor(max_workers=len(shares)) as pool:
+                futures = [pool.submit(ask, share) for share in shares]
+                results = [future.result() for future in futures]
+        answers: Dict[str, Optional[JobInfo]] = {}
+        for result in results:
+            if isinstance(result, str):
+                return None, result
+            answers.update(result)
+        return {job: answers[job] for job in ids}, ""
 
     def _each(self, ids: List[str]) -> Dict[str, Optional[JobInfo]]:
         """One ``squeue -j <id>`` per id, ``parallel`` at a time, all within ``timeout``: each
