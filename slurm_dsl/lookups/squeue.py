@@ -38,7 +38,7 @@ Contract:
   exactly ``slurm_load_jobs error: Invalid job id specified`` is gone, a record is
   the job, anything else could not ask; ANY single call that could not ask makes the whole
   ``jobs()`` raise ``LookupFailed``, never a partial answer.
-- ``slurm-dsl-jobinfo`` (contrib/jobinfo, docs/lookups.md §3), where installed: the same
+- ``slurm-dsl-jobinfo`` (contrib/jobinfo, docs/lookups.md §4), where installed: the same
   single-job RPC for many ids in one process, printing squeue's records byte for byte (so
   ``parse_squeue`` reads it), ~0.5-0.9 ms an id where a ``squeue -j <id>`` costs ~7.  It exits 0 only
   when every id got its answer, an id slurmctld does not know (ESLURM_INVALID_JOB_ID) having
@@ -342,11 +342,15 @@ class SqueueLookup:
         elif self.jobinfo is None:
             how = f"each alone, {min(self.parallel, count)} at a time"
         else:
-            processes = max(1, min(costs.parallel, count // JOBINFO_SHARE))
+            processes = self._helper_processes(count)
             how = f"each alone by slurm-dsl-jobinfo, in {processes} process{'es' if processes > 1 else ''}"
         log.info("squeue: %d ids asked %s (jobs slurmctld holds: %s)", count, how,
                  "not needed" if held is None else held)
         return bool(choice)  # a count that cannot be told: one listing, as before
+
+    def _helper_processes(self, count: int) -> int:
+        """How many slurm-dsl-jobinfo processes share ``count`` ids: one per ``JOBINFO_SHARE``."""
+        return max(1, min(self.jobinfo_costs.parallel, count // JOBINFO_SHARE))
 
     def _helper(self, ids: List[str]) -> Tuple[Optional[Dict[str, Optional[JobInfo]]], str]:
         """Every id through slurm-dsl-jobinfo: up to ``jobinfo_costs.parallel`` processes (one per
@@ -356,7 +360,7 @@ class SqueueLookup:
         126/127) gives no answer, and why: ``(None, why)``, and squeue asks instead."""
         helper = self.jobinfo
         assert helper is not None
-        processes = max(1, min(self.jobinfo_costs.parallel, len(ids) // JOBINFO_SHARE))
+        processes = self._helper_processes(len(ids))
         size = -(-len(ids) // processes)
         shares = [ids[at : at + size] for at in range(0, len(ids), size)]
         deadline = self.clock() + self.timeout
