@@ -34,12 +34,12 @@ class Costs:
 SQUEUE_COSTS = Costs(batch=0.025, parallel=4, listing=0.006, per_job=0.0000075)
 
 
-# slurm-dsl-jobinfo (contrib/jobinfo) on the same lab, 100 ids, medians of 15 interleaved rounds:
-# one process 89 ms (the single-job RPC without squeue's start each time), two 59 ms, three 52,
-# four 54, six 56; each RPC waits on slurmctld and munged more than it computes, so four at once
-# (a round of 4 ids ~2 ms).  At 100,000 jobs slurmctld's locks make each wait longer, and more
-# at once hide more of it.  ``batch``: one round, ``parallel``: the processes.
-JOBINFO_COSTS = Costs(batch=0.002, parallel=4, listing=SQUEUE_COSTS.listing, per_job=SQUEUE_COSTS.per_job)
+# slurm-dsl-jobinfo (contrib/jobinfo) on the same lab, one process asking with threads, medians of
+# 11 interleaved rounds (docs/lookups.md §4): 100 ids with one thread 47 ms, two 33, four 26, eight
+# 24; 300 ids with eight 65 ms.  Each RPC waits on slurmctld and munged more than it computes, so
+# eight at once (a round of 8 ids ~1.7 ms).  At 100,000 jobs slurmctld's locks make each wait
+# longer, and more at once hide more of it.  ``batch``: one round, ``parallel``: the threads.
+JOBINFO_COSTS = Costs(batch=0.0017, parallel=8, listing=SQUEUE_COSTS.listing, per_job=SQUEUE_COSTS.per_job)
 
 
 # The most jobs a slurmctld is taken to hold when the count is worth asking (``count_matters``):

@@ -39,8 +39,9 @@ Contract:
   the job, anything else could not ask; ANY single call that could not ask makes the whole
   ``jobs()`` raise ``LookupFailed``, never a partial answer.
 - ``slurm-dsl-jobinfo`` (contrib/jobinfo, docs/lookups.md §4), where installed: the same
-  single-job RPC for many ids in one process, printing squeue's records byte for byte (so
-  ``parse_squeue`` reads it), ~0.5-0.9 ms an id where a ``squeue -j <id>`` costs ~7.  It exits 0 only
+  single-job RPC for many ids in one process, up to ``jobinfo_costs.parallel`` threads at once,
+  printing squeue's records byte for byte (so ``parse_squeue`` reads it), ~0.2-0.5 ms an id
+  where a ``squeue -j <id>`` costs ~7.  It exits 0 only
   when every id got its answer, an id slurmctld does not know (ESLURM_INVALID_JOB_ID) having
   none; anything else is could not ask, as with squeue.  A helper that cannot be run (126/127:
   missing, or built for another libslurm) is set aside with one warning and squeue asks instead.
@@ -56,7 +57,7 @@ import os
 import re
 import time
 from dataclasses import replace
-from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple, Union
+from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 from ..core.errors import InvalidInput
 from ..core.jobid import MAX_JOB_ID, validate_job_id
@@ -68,9 +69,10 @@ SQUEUE = "/usr/bin/squeue"
 # Where the package installs slurm-dsl-jobinfo (debian/rules; contrib/jobinfo/build builds it).
 JOBINFO = "/usr/libexec/slurm-dsl/slurm-dsl-jobinfo"
 JOBINFO_ENV = "SLURM_DSL_JOBINFO"
-# The fewest ids worth a slurm-dsl-jobinfo process of their own: one starts in ~6 ms (libslurm and
-# its plugins, as squeue), about what it then takes to ask 6 ids; so a second process from 2 x 12.
-JOBINFO_SHARE = 12
+# The ids each thread of slurm-dsl-jobinfo asks, at least: its process starts once (~3 ms: libslurm
+# and its plugins, as squeue), and a thread costs next to nothing, so from 8 ids on two threads
+# wait on slurmctld side by side (12 ids: one thread 8.8 ms, three 6.1; docs/lookups.md §4).
+JOBINFO_SHARE = 4
 # squeue gives up after 2*(MessageTimeout-1) s when slurmctld is down (docs/slurm-behaviour.md §6).
 SQUEUE_TIMEOUT = 30.0  # seconds
 MANY = 50  # more ids than this: one listing of all jobs instead of -j id,id,...
@@ -342,63 +344,40 @@ class SqueueLookup:
         elif self.jobinfo is None:
             how = f"each alone, {min(self.parallel, count)} at a time"
         else:
-            processes = self._helper_processes(count)
-            how = f"each alone by slurm-dsl-jobinfo, in {processes} process{'es' if processes > 1 else ''}"
+            threads = self._helper_threads(count)
+            how = f"each alone by slurm-dsl-jobinfo, {threads} at a time"
         log.info("squeue: %d ids asked %s (jobs slurmctld holds: %s)", count, how,
                  "not needed" if held is None else held)
         return bool(choice)  # a count that cannot be told: one listing, as before
 
-    def _helper_processes(self, count: int) -> int:
-        """How many slurm-dsl-jobinfo processes share ``count`` ids: one per ``JOBINFO_SHARE``."""
+    def _helper_threads(self, count: int) -> int:
+        """How many threads slurm-dsl-jobinfo asks ``count`` ids with: one per ``JOBINFO_SHARE``."""
         return max(1, min(self.jobinfo_costs.parallel, count // JOBINFO_SHARE))
 
     def _helper(self, ids: List[str]) -> Tuple[Optional[Dict[str, Optional[JobInfo]]], str]:
-        """Every id through slurm-dsl-jobinfo: up to ``jobinfo_costs.parallel`` processes (one per
-        ``JOBINFO_SHARE`` ids), each given a contiguous share of the ids, all within ``timeout``;
-        each id read from the answer of the process that asked it (absent: gone).  Any process
-        that could not ask fails the whole (``LookupFailed``); one that could not be run (exit
-        126/127) gives no answer, and why: ``(None, why)``, and squeue asks instead."""
+        """Every id through one slurm-dsl-jobinfo process, within ``timeout``, asking with up to
+        ``jobinfo_costs.parallel`` threads (one per ``JOBINFO_SHARE`` ids); each id read from its
+        answer (absent: gone).  A helper that could not ask fails the whole (``LookupFailed``); one
+        that could not be run (exit 126/127) gives no answer, and why: ``(None, why)``, and squeue
+        asks instead."""
         helper = self.jobinfo
         assert helper is not None
-        processes = self._helper_processes(len(ids))
-        size = -(-len(ids) // processes)
-        shares = [ids[at : at + size] for at in range(0, len(ids), size)]
-        deadline = self.clock() + self.timeout
-
-        def ask(share: List[str]) -> Union[Dict[str, Optional[JobInfo]], str]:
-            left = deadline - self.clock()
-            if left <= 0:
-                raise LookupFailed(f"slurm-dsl-jobinfo did not answer {len(ids)} ids within {self.timeout:g} s")
-            nonce = os.urandom(16).hex()
-            done = self.run((helper, nonce, *share), timeout=left, cap=self.cap)
-            if done.timed_out:
-                raise LookupFailed(f"slurm-dsl-jobinfo did not answer within {left:g} s")
-            if done.truncated:
-                raise LookupFailed(f"slurm-dsl-jobinfo printed more than {self.cap} bytes")
-            if done.pipes_held:
-                raise LookupFailed(_describe_failure(done, "slurm-dsl-jobinfo"))
-            if done.returncode in (126, 127):
-                first = done.stderr.strip().split(b"\n")[0][:200].decode("utf-8", "backslashreplace")
-                return f"{helper} could not be run (status {done.returncode}: {first})"
-            if done.returncode != 0:
-                raise LookupFailed(_describe_failure(done, "slurm-dsl-jobinfo"))
-            found = parse_squeue(done.stdout, nonce)
-            return {job: found.get(job) for job in share}
-
-        if len(shares) == 1:
-            results = [ask(shares[0])]
-        else:
-            from concurrent.futures import ThreadPoolExecutor  # here: a hold's start-up never pays for it
-
-            with ThreadPoolExecutor(max_workers=len(shares)) as pool:
-                futures = [pool.submit(ask, share) for share in shares]
-                results = [future.result() for future in futures]
-        answers: Dict[str, Optional[JobInfo]] = {}
-        for result in results:
-            if isinstance(result, str):
-                return None, result
-            answers.update(result)
-        return {job: answers[job] for job in ids}, ""
+        nonce = os.urandom(16).hex()
+        threads = ("-t", str(self._helper_threads(len(ids))))
+        done = self.run((helper, *threads, nonce, *ids), timeout=self.timeout, cap=self.cap)
+        if done.timed_out:
+            raise LookupFailed(f"slurm-dsl-jobinfo did not answer within {self.timeout:g} s")
+        if done.truncated:
+            raise LookupFailed(f"slurm-dsl-jobinfo printed more than {self.cap} bytes")
+        if done.pipes_held:
+            raise LookupFailed(_describe_failure(done, "slurm-dsl-jobinfo"))
+        if done.returncode in (126, 127):
+            first = done.stderr.strip().split(b"\n")[0][:200].decode("utf-8", "backslashreplace")
+            return None, f"{helper} could not be run (status {done.returncode}: {first})"
+        if done.returncode != 0:
+            raise LookupFailed(_describe_failure(done, "slurm-dsl-jobinfo"))
+        found = parse_squeue(done.stdout, nonce)
+        return {job: found.get(job) for job in ids}, ""
 
     def _each(self, ids: List[str]) -> Dict[str, Optional[JobInfo]]:
         """One ``squeue -j <id>`` per id, ``parallel`` at a time, all within ``timeout``: each

@@ -182,7 +182,7 @@ def test_the_helper_prints_what_squeue_prints_for_every_kind_of_job(jobinfo_help
     """contrib/jobinfo: the same records as `squeue -j <id>`, byte for byte, for plain, held, running,
     requeued, finished, forged-name and array jobs (a pending array with a task split off by a
     release, and a finished one); nothing for an id slurmctld does not know; asked one id at a
-    time and all in one call (each record once)."""
+    time and all in one call (each record once), the same bytes whatever the number of threads."""
     array = lab.submit("--hold", "--array=1-4", *lab.SLEEP_JOB)
     lab.wait_for(array, lab.Expect("PENDING", "JobHeldUser"))
     subprocess.run(["scontrol", "release", f"{array}_2"], check=True, timeout=30, capture_output=True)
@@ -211,12 +211,18 @@ def test_the_helper_prints_what_squeue_prints_for_every_kind_of_job(jobinfo_help
     assert (together.returncode, together.stderr) == (0, b"")
     lines = together.stdout.splitlines()
     assert len(lines) == len(set(lines)) and set(lines) == set().union(*every.values())
+    for threads in ("1", "3", "16"):
+        shared = subprocess.run([jobinfo_helper, "-t", threads, nonce, *ids, *ids], capture_output=True, timeout=30,
+                                check=False)
+        assert (shared.returncode, shared.stderr, shared.stdout) == (0, b"", together.stdout), threads
 
 
 @pytest.mark.parametrize("asker", ["jobinfo"], indirect=True)
 def test_the_helper_refuses_what_is_not_a_job_id(jobinfo_helper: str, asker: str) -> None:
     nonce = os.urandom(16).hex()
-    for argv in ([nonce], [nonce, "0"], [nonce, "12a"], [nonce, "4294967295"], [nonce, "-1"], ["NONCE", "5"]):
+    for argv in ([nonce], [nonce, "0"], [nonce, "12a"], [nonce, "4294967295"], [nonce, "-1"], ["NONCE", "5"],
+                 ["-t", "0", nonce, "5"], ["-t", "17", nonce, "5"], ["-t", "x", nonce, "5"], ["-t", nonce, "5"],
+                 ["-t", "2", nonce]):
         done = subprocess.run([jobinfo_helper, *argv], capture_output=True, timeout=30, check=False)
         assert (done.returncode, done.stdout) == (2, b""), argv
         assert done.stderr.startswith(b"slurm-dsl-jobinfo: "), argv

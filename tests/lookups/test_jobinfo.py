@@ -1,6 +1,6 @@
-"""SqueueLookup through slurm-dsl-jobinfo (contrib/jobinfo; docs/lookups.md §3): which ids each
-process is given, how its answer is read, every failure, and squeue asked instead where the
-program cannot be run.
+"""SqueueLookup through slurm-dsl-jobinfo (contrib/jobinfo; docs/lookups.md §4): one process for
+all the ids, with how many threads, how its answer is read, every failure, and squeue asked
+instead where the program cannot be run.
 
 The program is a canned ``run`` here; tests/integration/test_lookup_live.py runs the real one
 against the lab and checks its records against squeue's, byte for byte.
@@ -36,7 +36,7 @@ class Fake:
     def __init__(self, helper: Optional[Any] = None, records: Optional[Dict[str, Tuple[str, ...]]] = None) -> None:
         self.records = KNOWN if records is None else records
         self.helper = helper or self.knows
-        self.helper_calls: List[Tuple[str, ...]] = []
+        self.helper_calls: List[Tuple[str, ...]] = []  # (threads, *ids) of each call
         self.squeue_calls: List[Tuple[str, ...]] = []
 
     def knows(self, ids: Sequence[str], nonce: str) -> Completed:
@@ -46,9 +46,10 @@ class Fake:
     def __call__(self, argv: Sequence[str], **kwargs: Any) -> Completed:
         argv = tuple(argv)
         if argv[0] == HELPER:
-            self.helper_calls.append(argv)
-            assert re.fullmatch(r"[0-9a-f]{32}", argv[1])
-            return self.helper(list(argv[2:]), argv[1])
+            assert argv[1] == "-t" and re.fullmatch(r"[1-9][0-9]?", argv[2])
+            assert re.fullmatch(r"[0-9a-f]{32}", argv[3])
+            self.helper_calls.append((argv[2], *argv[4:]))
+            return self.helper(list(argv[4:]), argv[3])
         if argv[0].endswith("/sdiag"):
             return Completed(argv, 127, b"", b"", False, False, started=False)
         self.squeue_calls.append(argv)
@@ -71,7 +72,7 @@ def lookup(fake: Fake, held: Optional[int] = 100_000, **kwargs: Any) -> SqueueLo
 def test_one_id_is_one_helper_process_and_no_squeue() -> None:
     fake = Fake()
     assert lookup(fake).jobs(["11"]) == {"11": JobInfo("11", "RUNNING", True, 0, 4294901753, "None")}
-    assert [call[2:] for call in fake.helper_calls] == [("11",)]
+    assert fake.helper_calls == [("1", "11")]
     assert fake.squeue_calls == []
 
 
@@ -81,35 +82,22 @@ def test_an_id_absent_from_an_answer_that_exited_0_is_gone() -> None:
         "999999": None,
         "10": JobInfo("10", "PENDING", False, 0, 0, "JobHeldUser"),
     }
-    assert [call[2:] for call in fake.helper_calls] == [("999999", "10")]
+    assert fake.helper_calls == [("1", "999999", "10")]
 
 
-def test_a_few_ids_are_one_process_and_many_are_shared_between_processes() -> None:
-    few = [str(n) for n in range(100, 100 + 2 * JOBINFO_SHARE - 1)]
+@pytest.mark.parametrize(
+    ("count", "threads"),
+    [(1, 1), (2 * JOBINFO_SHARE - 1, 1), (2 * JOBINFO_SHARE, 2), (3 * JOBINFO_SHARE + 1, 3),
+     (plan.JOBINFO_COSTS.parallel * JOBINFO_SHARE, plan.JOBINFO_COSTS.parallel), (300, plan.JOBINFO_COSTS.parallel)],
+)
+def test_every_id_goes_to_one_process_with_a_thread_per_share_of_ids(count: int, threads: int) -> None:
+    """One thread per JOBINFO_SHARE ids, at most plan.JOBINFO_COSTS.parallel; each id asked once."""
+    ids = [str(n) for n in range(100, 100 + count)]
     fake = Fake(records={})
-    assert lookup(fake).jobs(few) == {job: None for job in few}
-    assert len(fake.helper_calls) == 1
-    many = [str(n) for n in range(100, 100 + 2 * JOBINFO_SHARE)]
-    fake = Fake(records={})
-    assert lookup(fake).jobs(many) == {job: None for job in many}
-    shares = [call[2:] for call in fake.helper_calls]
-    assert len(shares) == 2  # one process per JOBINFO_SHARE ids, up to plan.JOBINFO_COSTS.parallel
-    assert sorted(job for share in shares for job in share) == sorted(many)  # each id once, in one share
+    it = lookup(fake)
+    assert it.jobs(ids) == {job: None for job in ids}
+    assert fake.helper_calls == [(str(threads), *ids)]
     assert fake.squeue_calls == []
-
-
-def test_each_id_is_read_from_the_answer_of_the_process_that_asked_it() -> None:
-    """An array's records printed by the process that asked the array: the other's answer
-    (without them) says nothing of the array's id."""
-    ids = [str(n) for n in range(100, 100 + 2 * JOBINFO_SHARE)]
-    first = set(ids[:JOBINFO_SHARE])
-
-    def helper(asked: Sequence[str], nonce: str) -> Completed:
-        out = b"".join(line(j, "PENDING", "0", "0", "0", "None", nonce=nonce) for j in asked if j in first)
-        return Completed((), 0, out, b"", False, False)
-
-    answer = lookup(Fake(helper)).jobs(ids)
-    assert {job for job, info in answer.items() if info is not None} == first
 
 
 @pytest.mark.parametrize(
@@ -134,18 +122,6 @@ def test_a_helper_that_could_not_ask_fails_the_whole_lookup(completed: Completed
     with pytest.raises(LookupFailed, match=re.escape(message)):
         lookup(fake).jobs(["11", "10"])
     assert fake.squeue_calls == []
-
-
-def test_one_share_that_could_not_ask_fails_the_whole_lookup() -> None:
-    ids = [str(n) for n in range(100, 100 + 2 * JOBINFO_SHARE)]
-
-    def helper(asked: Sequence[str], nonce: str) -> Completed:
-        if ids[-1] in asked:
-            return Completed((), 1, b"", HELPER_DOWN, False, False)
-        return Completed((), 0, b"", b"", False, False)
-
-    with pytest.raises(LookupFailed, match="slurmctld unreachable"):
-        lookup(Fake(helper)).jobs(ids)
 
 
 @pytest.mark.parametrize(("status", "stderr"), [(127, NOT_LOADED), (126, b"Permission denied\n")])
@@ -188,7 +164,7 @@ def test_many_ids_at_many_jobs_go_to_the_helper() -> None:
     fake = Fake(records={})
     it = lookup(fake)
     assert it.jobs(ids) == {job: None for job in ids}
-    assert fake.squeue_calls == [] and len(fake.helper_calls) == plan.JOBINFO_COSTS.parallel == 4
+    assert fake.squeue_calls == [] and [call[0] for call in fake.helper_calls] == [str(plan.JOBINFO_COSTS.parallel)]
 
 
 def test_find_jobinfo_reads_the_environment_then_the_installed_path(monkeypatch: pytest.MonkeyPatch) -> None:
