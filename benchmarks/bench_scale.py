@@ -40,6 +40,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import shlex
 import shutil
 import signal
 import statistics
@@ -55,7 +56,6 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from benchmarks.bench_bulk import SYSTEM_PYTHON, installed, timed
 from benchmarks.bench_lookup import SDIAG, squeue
-from benchmarks.bench_startup import stamped
 from benchmarks.bench_sweep import build
 from slurm_dsl.lookups.squeue import JOBINFO_ENV, SQUEUE
 from tests import lab
@@ -395,18 +395,44 @@ def rounds(command: List[str], work: Work, ledger: str, base: str, repeat: int) 
     return {key: statistics.median(values) for key, values in spent.items()}
 
 
+def spanned(directory: Path, name: str, real: Path, stamps: Path) -> Path:
+    """``name`` in ``directory``: a bash script that runs ``real`` and then stamps when it started
+    and ended (``name START END``), for the profile's timeline.  Not ``exec``: a signal meant for
+    the program reaches the script; the profile's commands are never stopped, so it makes no
+    difference there."""
+    path = directory / name
+    path.write_text(
+        "#!/bin/bash\n"
+        "start=$EPOCHREALTIME\n"
+        f'{shlex.quote(str(real))} "$@"\n'
+        "status=$?\n"
+        f"printf '%s %s %s\\n' {name} \"$start\" \"$EPOCHREALTIME\" >> {shlex.quote(str(stamps))}\n"
+        'exit "$status"\n'
+    )
+    path.chmod(0o755)
+    return path
+
+
+def timeline(stamps: Path, start: float) -> str:
+    """Each stamped process as ``name start..end`` in ms from the command's start, in start order."""
+    spans = sorted((float(begun), float(ended), name) for name, begun, ended in
+                   (line.split() for line in stamps.read_text().splitlines() if line))
+    return ", ".join(f"{name} {(begun - start) * 1e3:.0f}..{(ended - start) * 1e3:.0f}" for begun, ended, name in spans)
+
+
 def profile(command: List[str], work: Work, ledger: str, base: str, tmp: Path) -> None:
     """At the largest size: each slurm-dsl command once with -vv, through stamped squeue, sdiag and
-    scontrol, to show which lookup the plan chose and how many processes each command started."""
+    scontrol, to show which lookup the plan chose, how many processes each command started and
+    when each ran (ms from the command's start)."""
     stamps = tmp / "stamps"
     bin_dir = tmp / "stamped"
     bin_dir.mkdir(exist_ok=True)
     env = dict(os.environ)
-    env["SLURM_DSL_SQUEUE"] = str(stamped(bin_dir, "squeue", Path(SQUEUE), stamps))
-    env["SLURM_DSL_SCONTROL"] = str(stamped(bin_dir, "scontrol", Path(SCONTROL), stamps))
+    env["SLURM_DSL_SQUEUE"] = str(spanned(bin_dir, "squeue", Path(SQUEUE), stamps))
+    env["SLURM_DSL_SCONTROL"] = str(spanned(bin_dir, "scontrol", Path(SCONTROL), stamps))
     if env.get(JOBINFO_ENV):
-        env[JOBINFO_ENV] = str(stamped(bin_dir, "slurm-dsl-jobinfo", Path(env[JOBINFO_ENV]), stamps))
-    stamped(bin_dir, "sdiag", Path(SDIAG), stamps)  # found beside squeue
+        env[JOBINFO_ENV] = str(spanned(bin_dir, "slurm-dsl-jobinfo", Path(env[JOBINFO_ENV]), stamps))
+    spanned(bin_dir, "sdiag", Path(SDIAG), stamps)  # found beside squeue
     sweep_ledger = str(Path(ledger).with_name("sweep.sqlite3"))
     shutil.copyfile(base, sweep_ledger)
     operation = ["--timeout", "60", "--ledger", ledger]
@@ -419,6 +445,7 @@ def profile(command: List[str], work: Work, ledger: str, base: str, tmp: Path) -
     ]
     for args, options in commands:
         stamps.write_text("")
+        began = time.time()
         start = time.perf_counter()
         done = run_ok([*command, *args, *options, "-vv"], env=env)
         elapsed = (time.perf_counter() - start) * 1e3
@@ -426,6 +453,7 @@ def profile(command: List[str], work: Work, ledger: str, base: str, tmp: Path) -
         shown = " ".join(args) if len(args) <= 3 else f"{args[0]} <{len(args) - 1} ids>"
         print(f"\nslurm-dsl {shown} -vv: {elapsed:.0f} ms; processes: "
               + ", ".join(f"{names.count(n)} {n}" for n in ("squeue", "slurm-dsl-jobinfo", "sdiag", "scontrol")))
+        print(f"    when (ms from its start): {timeline(stamps, began)}")
         # The log, less the result lines: which lookup ran shows in the processes it started.
         for line in [line for line in done.stderr.splitlines() if not line.endswith(": ok")][:12]:
             print(f"    {line[:200]}")
