@@ -30,9 +30,12 @@ it pending, never started on one of the lab's few slots.
 
     python -m benchmarks.bench_scale [--sizes 1000,10000,50000,100000] [--repeat 7]
                                      [--parallel 3] [--cli PATH] [--jobinfo build|none|PATH]
+                                     [--leave-lab]
 
 Run it on a lab of its own (it restarts slurmctld and fills it): ``contrib/lab/chroot --run
-'python -m benchmarks.bench_scale' bookworm``.
+'python -m benchmarks.bench_scale --leave-lab' bookworm``, whose lab is thrown away when the run
+ends, so that the run need not restore it (cancel its jobs, wait for slurmctld to purge them,
+restore MaxJobCount: ~12 min after 100,000 jobs).
 """
 
 from __future__ import annotations
@@ -489,6 +492,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--jobinfo", default="build", metavar="build|none|PATH",
                         help="slurm-dsl-jobinfo for slurm-dsl's lookups: built from this checkout (build), none"
                         " (squeue alone), or the one at PATH (default: %(default)s)")
+    parser.add_argument("--leave-lab", action="store_true",
+                        help="leave the lab as the run left it (its jobs queued, MaxJobCount raised), for a lab"
+                        " thrown away when the run ends: contrib/lab/chroot --run's (the restore waits ~12 min"
+                        " for slurmctld to purge 100,000 cancelled jobs)")
     args = parser.parse_args(argv)
     if args.jobinfo not in ("build", "none") and not args.jobinfo.startswith("/"):
         parser.error("--jobinfo: build, none or an absolute path")
@@ -552,8 +559,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     finally:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # the clean-up runs to its end
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        jobs.cancel()
-        if raised:
+        if args.leave_lab:
+            print("--leave-lab: the lab keeps this run's jobs and MaxJobCount", flush=True)
+        else:
+            jobs.cancel()
+        if raised and not args.leave_lab:
             _wait_for_purge(original, min_job_age)
             set_max_job_count(original_var)
             print(f"MaxJobCount back to {config_value('MaxJobCount')}", flush=True)
