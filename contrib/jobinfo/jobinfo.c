@@ -247,7 +247,10 @@ static void *ask_share(void *arg)
 }
 
 /* Every id asked, ``threads`` at a time; 0 when all were answered, else -1 with the error of the
- * first id (in the order given) that could not be asked on stderr. */
+ * first id (in the order given) that could not be asked on stderr.  Called after the federation
+ * question, made by this thread alone: that first RPC sets up what libslurm sets up lazily (the
+ * auth plugin, slurm.conf, the message timeout), so the threads only make RPCs, each with its own
+ * messages, as a threaded libslurm program (slurmrestd's workers) does. */
 static int ask_all(struct answers *all, size_t count, size_t threads)
 {
 	pthread_t tids[MAX_THREADS];
