@@ -5,7 +5,9 @@ site running slurm-dsl should) or ``fail`` (operations or sweeps cannot work).
 Checks: the scontrol to run; the wrapper (/bin/sh running the script's own
 ``call`` on a probe: trap TERM, a call in the background and wait, the
 runner's TERM at a deadline); slurmctld answering ``scontrol ping``;
-the Slurm version and which lookup the sweeper will use; ``JobRequeue=0`` and
+the Slurm version and which lookup the sweeper will use; slurm-dsl-jobinfo (``jobinfo``: asked
+for a job id no job has, it must start against this libslurm and reach slurmctld; one that
+cannot run is a warning, since every lookup then asks squeue instead); ``JobRequeue=0`` and
 the job_submit companion (``scontrol show config``); the ledger; who is asking (``caller``: root
 or slurm.conf's SlurmUser may act on other users' jobs; anyone else cannot, or, with accounting
 on, doctor cannot tell).  ``parse_config`` and ``caller_check`` are pure; the rest runs through
@@ -31,11 +33,12 @@ from dataclasses import dataclass
 from typing import Dict, List, Mapping, Optional
 
 from ..core.errors import ConfigError, DSLError
+from ..core.jobid import MAX_JOB_ID
 from ..core.jobinfo import LookupFailed
 from ..core.script import PROBE_STATUS, PROBE_STDERR, render_probe
 from ..ledger.choose import is_url, open_ledger, sqlite_path
 from ..lookups.choose import make_lookup
-from ..lookups.squeue import SqueueLookup, slurm_version
+from ..lookups.squeue import JOBINFO, JOBINFO_ENV, SqueueLookup, find_jobinfo, slurm_version
 from ..run import process as runner
 from ..run.binaries import find_scontrol, find_squeue
 
@@ -95,6 +98,7 @@ def run_checks(
         checks.append(Check("lookup", OK, f"--lookup {lookup_kind}: sweeps look jobs up with {lookup.name} ({how})"))
     except ConfigError as exc:
         checks.append(Check("lookup", FAIL, str(exc)))
+    checks.append(jobinfo_check())
     config = _show_config(path) if up else None
     checks += [] if not up else _config_checks(config)
     checks += _ledger_checks(ledger_path)
@@ -156,6 +160,31 @@ def caller_check(
     return Check("caller", FAIL, f"{who} is neither root nor the SlurmUser ({slurm_user or '?'}), and there is no"
                  " accounting (no AdminLevel): its holds and restores of other users' jobs are refused and lookups"
                  f" may not see every job; {fix}")
+
+
+def jobinfo_check(environ: Optional[Mapping[str, str]] = None) -> Check:
+    """slurm-dsl-jobinfo, as every lookup finds it (``find_jobinfo``), asked for ``MAX_JOB_ID``:
+    a job id no job has, so a working helper answers exit 0 (gone) after one RPC to slurmctld."""
+    environ = os.environ if environ is None else environ
+    try:
+        helper = find_jobinfo(dict(environ))
+    except DSLError as exc:
+        return Check("jobinfo", FAIL, str(exc))
+    if helper is None:
+        why = f"${JOBINFO_ENV} is empty" if environ.get(JOBINFO_ENV) == "" else f"not installed at {JOBINFO}"
+        return Check("jobinfo", OK, f"none ({why}): lookups of a few jobs among many ask squeue, a process per job"
+                     " (contrib/README.md says how to build slurm-dsl-jobinfo)")
+    done = runner.run_argv((helper, os.urandom(16).hex(), str(MAX_JOB_ID)), timeout=CHECK_TIMEOUT)
+    said = (done.stderr.strip().split(b"\n")[0][:200] or b"no message").decode("utf-8", "backslashreplace")
+    if done.timed_out:
+        return Check("jobinfo", WARN, f"{helper} did not answer within {CHECK_TIMEOUT:g} s")
+    if done.returncode in (126, 127):
+        return Check("jobinfo", WARN, f"{helper} cannot be run (status {done.returncode}: {said}): every lookup asks"
+                     " squeue instead, with a warning; install the slurm-dsl-jobinfo built for this Slurm (the"
+                     " package of this release, or contrib/jobinfo/build)")
+    if done.returncode != 0 or done.pipes_held:
+        return Check("jobinfo", WARN, f"{helper} could not ask slurmctld (exit {done.returncode}: {said})")
+    return Check("jobinfo", OK, f"{helper}: asks slurmctld for jobs one by one in one process")
 
 
 def _wrapper_check() -> Check:

@@ -342,8 +342,8 @@ def build_parser(only: Optional[str] = None) -> argparse.ArgumentParser:
             "doctor",
             help="check that this machine is ready for slurm-dsl",
             description="Check the scontrol to run, the deadline wrapper's tools, slurmctld, the Slurm version and"
-            " lookup, JobRequeue and the job_submit companion, the ledger, and who is asking. Exit 0 unless a"
-            " check fails (warnings do not).",
+            " lookup, the lookup helper slurm-dsl-jobinfo, JobRequeue and the job_submit companion, the ledger, and"
+            " who is asking. Exit 0 unless a check fails (warnings do not).",
         )
         _output_options(p, "one JSON object per check")
         _lookup_options(p)

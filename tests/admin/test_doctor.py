@@ -14,7 +14,7 @@ import pytest
 
 import slurm_dsl.ledger.mariadb as mariadb_module
 from slurm_dsl.admin.cli import main
-from slurm_dsl.admin.doctor import CLOCK_WARN, caller_check, parse_config
+from slurm_dsl.admin.doctor import CLOCK_WARN, caller_check, jobinfo_check, parse_config
 from slurm_dsl.core.model import Op
 from slurm_dsl.ledger.choose import open_ledger
 from tests.cli_run import cli
@@ -58,7 +58,8 @@ def test_a_ready_controller(tmp_path: Path) -> None:
     code, checks = doctor(tmp_path)
     assert code == 0
     want: List[str] = [
-        "scontrol", "wrapper", "slurmctld", "slurm", "lookup", "JobRequeue", "job_submit", "ledger", "caller"
+        "scontrol", "wrapper", "slurmctld", "slurm", "lookup", "jobinfo", "JobRequeue", "job_submit", "ledger",
+        "caller",
     ]
     assert list(checks) == want
     assert {k: v for k, v in checks.items() if k != "caller"} == dict.fromkeys(want[:-1], "ok")
@@ -313,3 +314,60 @@ def test_doctor_as_the_slurm_user_and_as_another_account(tmp_path: Path, monkeyp
         code, out, _ = cli(argv)
         checks = {c["check"]: c for c in map(json.loads, out.splitlines())}
         assert (code, checks["caller"]["status"]) == (code_wanted, status), checks["caller"]
+
+
+# --- slurm-dsl-jobinfo ----------------------------------------------------------------------------
+
+# What the dynamic loader prints for a helper built against another Slurm's libslurm, and what
+# slurm-dsl-jobinfo prints when slurmctld cannot be reached (contrib/jobinfo/jobinfo.c).
+NOT_LOADED = ("{path}: error while loading shared libraries: libslurm.so.38: cannot open shared object file:"
+              " No such file or directory")
+UNREACHABLE = "slurm_load_federation error: Unable to contact slurm controller (connect failure)"
+
+
+def fake_helper(tmp_path: Path, body: str) -> str:
+    """A slurm-dsl-jobinfo that checks it was asked for one id no job has, then runs ``body``."""
+    path = tmp_path / "slurm-dsl-jobinfo"
+    path.write_text("#!/bin/sh\n"
+                    'case "$#:$1:$2" in 2:[0-9a-f]*:4294967294) ;; *) echo "bad arguments: $*" >&2; exit 2 ;; esac\n'
+                    + body + "\n")
+    path.chmod(0o755)
+    return str(path)
+
+
+def test_jobinfo_none_is_ok_and_says_why(monkeypatch: pytest.MonkeyPatch) -> None:
+    check = jobinfo_check({"SLURM_DSL_JOBINFO": ""})
+    assert (check.name, check.status) == ("jobinfo", "ok") and "$SLURM_DSL_JOBINFO is empty" in check.detail
+    monkeypatch.setattr("os.path.isfile", lambda path: False)
+    check = jobinfo_check({})
+    assert check.status == "ok" and "not installed at /usr/libexec/slurm-dsl/slurm-dsl-jobinfo" in check.detail
+
+
+def test_jobinfo_that_answers_is_ok(tmp_path: Path) -> None:
+    helper = fake_helper(tmp_path, "exit 0")
+    check = jobinfo_check({"SLURM_DSL_JOBINFO": helper})
+    assert check.status == "ok" and check.detail.startswith(helper + ": asks slurmctld"), check
+
+
+def test_jobinfo_built_for_another_slurm_warns_with_the_fix(tmp_path: Path) -> None:
+    helper = fake_helper(tmp_path, 'echo "' + NOT_LOADED.format(path='$0') + '" >&2; exit 127')
+    check = jobinfo_check({"SLURM_DSL_JOBINFO": helper})
+    assert check.status == "warn", check
+    assert f"{helper} cannot be run (status 127: {NOT_LOADED.format(path=helper)})" in check.detail
+    assert "every lookup asks squeue instead" in check.detail and "contrib/jobinfo/build" in check.detail
+
+
+def test_jobinfo_missing_where_named_warns(tmp_path: Path) -> None:
+    check = jobinfo_check({"SLURM_DSL_JOBINFO": str(tmp_path / "nowhere")})
+    assert check.status == "warn" and "cannot be run (status 127" in check.detail, check
+
+
+def test_jobinfo_that_cannot_reach_slurmctld_warns(tmp_path: Path) -> None:
+    helper = fake_helper(tmp_path, f"echo '{UNREACHABLE}' >&2; exit 1")
+    check = jobinfo_check({"SLURM_DSL_JOBINFO": helper})
+    assert (check.status, check.detail) == ("warn", f"{helper} could not ask slurmctld (exit 1: {UNREACHABLE})")
+
+
+def test_jobinfo_named_by_a_relative_path_fails() -> None:
+    check = jobinfo_check({"SLURM_DSL_JOBINFO": "slurm-dsl-jobinfo"})
+    assert check.status == "fail" and "absolute path" in check.detail, check

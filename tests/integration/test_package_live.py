@@ -152,6 +152,9 @@ def test_the_package_builds_installs_holds_a_real_job_and_purges(deb: Path) -> N
     doctor = _system(["/usr/bin/slurm-dsl", "doctor", "--json"])
     checks = {c["check"]: c for c in map(json.loads, doctor.stdout.splitlines())}
     assert checks["ledger"]["status"] == "ok", doctor.stdout + doctor.stderr
+    # ...and asks slurmctld through the package's slurm-dsl-jobinfo, which answers.
+    assert (checks["jobinfo"]["status"], checks["jobinfo"]["detail"]) == (
+        "ok", f"{JOBINFO}: asks slurmctld for jobs one by one in one process"), checks["jobinfo"]
     owner = STATE.stat().st_uid
     assert {f.name: f.stat().st_uid for f in STATE.iterdir()} == {f.name: owner for f in STATE.iterdir()}
     slurm_user = re.search(r"^SlurmUser\s*=\s*\S+\((\d+)\)$", lab.run_cmd(["scontrol", "show", "config"]).stdout, re.M)
