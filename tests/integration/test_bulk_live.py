@@ -186,9 +186,12 @@ def test_an_unreachable_controller_costs_one_ping_not_seconds_per_id(
     conf.write_text(lab.SLURM_CONF.read_text().replace("SlurmctldPort=", "SlurmctldPort=6899\n#SlurmctldPort=") + "\n")
     logged = shim(tmp_path / "bin", 'exec /usr/bin/scontrol "$@"')
     jobs = [lab.make_job("held_user") for _ in range(3)] + [str(n) for n in range(4000100, 4000117)]
-    monkeypatch.setenv("SLURM_CONF", str(conf))
-    with Tracker(str(tmp_path / "ledger.sqlite3"), scontrol=logged) as tracker:
-        outcomes = list(run_many(tracker, Op.RESTORE, jobs, 30.0))  # a restore needs no lookup first
+    # Only for the run: the per-test clean-up (tests/integration/conftest.py) must reach slurmctld
+    # to cancel the three jobs, and monkeypatch's own undo comes after it.
+    with monkeypatch.context() as unreachable:
+        unreachable.setenv("SLURM_CONF", str(conf))
+        with Tracker(str(tmp_path / "ledger.sqlite3"), scontrol=logged) as tracker:
+            outcomes = list(run_many(tracker, Op.RESTORE, jobs, 30.0))  # a restore needs no lookup first
     assert {o.result for o in outcomes} == {Result.NOT_RUN}
     assert {o.reason.value for o in outcomes if o.reason} == {"controller_down"}
     assert calls(logged) == ["ping"], "no update was sent"
