@@ -301,7 +301,7 @@ int main(int argc, char **argv)
 {
 	uint32_t *ids, *printed;
 	size_t count, printed_count = 0, printed_room, threads = 1;
-	struct answers all;
+	struct answers all = {.lock = PTHREAD_MUTEX_INITIALIZER};
 	int first = 1;
 
 	if (argc >= 2 && strcmp(argv[1], "-t") == 0) {
@@ -332,8 +332,7 @@ int main(int argc, char **argv)
 
 	slurm_init(NULL);
 	all.ids = ids;
-	all.stop = 0;
-	if (pthread_mutex_init(&all.lock, NULL) != 0 || local_flags(&all.show) != 0)
+	if (local_flags(&all.show) != 0)
 		return 1;
 	if (ask_all(&all, count, threads > count ? count : threads) != 0)
 		return 1;
