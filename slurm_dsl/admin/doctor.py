@@ -38,7 +38,7 @@ from ..core.jobinfo import LookupFailed
 from ..core.script import PROBE_STATUS, PROBE_STDERR, render_probe
 from ..ledger.choose import is_url, open_ledger, sqlite_path
 from ..lookups.choose import make_lookup
-from ..lookups.squeue import JOBINFO, JOBINFO_ENV, SqueueLookup, find_jobinfo, slurm_version
+from ..lookups.squeue import JOBINFO, JOBINFO_ENV, SqueueLookup, find_jobinfo, first_line, slurm_version
 from ..run import process as runner
 from ..run.binaries import find_scontrol, find_squeue
 
@@ -175,7 +175,7 @@ def jobinfo_check(environ: Optional[Mapping[str, str]] = None) -> Check:
         return Check("jobinfo", OK, f"none ({why}): lookups of a few jobs among many ask squeue, a process per job"
                      " (contrib/README.md says how to build slurm-dsl-jobinfo)")
     done = runner.run_argv((helper, os.urandom(16).hex(), str(MAX_JOB_ID)), timeout=CHECK_TIMEOUT)
-    said = (done.stderr.strip().split(b"\n")[0][:200] or b"no message").decode("utf-8", "backslashreplace")
+    said = first_line(done.stderr) or "no message"
     if done.timed_out:
         return Check("jobinfo", WARN, f"{helper} did not answer within {CHECK_TIMEOUT:g} s")
     if done.returncode in (126, 127):

@@ -372,8 +372,7 @@ class SqueueLookup:
         if done.pipes_held:
             raise LookupFailed(_describe_failure(done, "slurm-dsl-jobinfo"))
         if done.returncode in (126, 127):
-            first = done.stderr.strip().split(b"\n")[0][:200].decode("utf-8", "backslashreplace")
-            return None, f"{helper} could not be run (status {done.returncode}: {first})"
+            return None, _describe_failure(done, helper)
         if done.returncode != 0:
             raise LookupFailed(_describe_failure(done, "slurm-dsl-jobinfo"))
         found = parse_squeue(done.stdout, nonce)
@@ -429,8 +428,13 @@ class SqueueLookup:
         raise LookupFailed(_describe_failure(done))
 
 
+def first_line(stderr: bytes) -> str:
+    """A program's stderr as a diagnostic shows it: its first line, at most 200 bytes, escaped."""
+    return stderr.strip().split(b"\n")[0][:200].decode("utf-8", "backslashreplace")
+
+
 def _describe_failure(done: runner.Completed, program: str = "squeue") -> str:
-    first = done.stderr.strip().split(b"\n")[0][:200].decode("utf-8", "backslashreplace")
+    first = first_line(done.stderr)
     if done.pipes_held:
         # Whatever was read may be all of it or not: never an answer (runner.DRAIN).
         return f"{program}'s output was still held open after it exited (a process that left its session?)"
