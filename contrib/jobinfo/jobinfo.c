@@ -19,9 +19,10 @@
  * lock), so a few threads hide most of the wait at the cost of one process start.
  *
  * Exit status: 0 when every id got its answer (its records, or none when slurmctld does not know
- * the id: ESLURM_INVALID_JOB_ID, which is the only error read as "gone"); 1 at the first id
- * slurmctld could not be asked about (its error on stderr, nothing more is asked: the caller
- * reads the whole call as "could not ask"); 2 for arguments it refuses.  Nothing but digits and
+ * the id: ESLURM_INVALID_JOB_ID, which is the only error read as "gone"); 1 when any id could
+ * not be asked about (no thread starts another id once one fails, nothing is printed on stdout,
+ * and the error of the first such id in the order given goes to stderr: the caller reads the
+ * whole call as "could not ask"); 2 for arguments it refuses.  Nothing but digits and
  * hex reaches it from the caller, and it prints no field a job's owner chooses except Reason
  * (state_desc), which comes last, before the nonce, as with squeue.
  */
