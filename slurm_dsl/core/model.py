@@ -153,6 +153,17 @@ class Call:
 EXIT_OF_EFFECT = {"present": Result.OK, "gone": Result.NOT_FOUND}
 
 
+def exit_of_effect(op: Op, effect: str, requeue_bit: Optional[RequeueBit]) -> Result:
+    """How a settled unknown row of ``op`` exits by its effect's value (docs/contract.md §12,
+    "The effect and the bit are two answers"): ``EXIT_OF_EFFECT``, except that a requeue whose bit
+    is not ``clear`` (None: unfinished, its intent left ``may_be_set``) exits ``present`` as
+    ``bit_set``: the job was requeued and may still be at Requeue=1 until the sweep restores it."""
+    result = EXIT_OF_EFFECT.get(effect, Result.UNKNOWN)
+    if result is Result.OK and op is Op.REQUEUE and requeue_bit is not RequeueBit.CLEAR:
+        return Result.BIT_SET
+    return result
+
+
 @dataclass(frozen=True)
 class Outcome:
     """What one operation on one job came to (docs/contract.md §8).
@@ -180,11 +191,12 @@ class Outcome:
     @property
     def exits_as(self) -> Result:
         """The result this outcome exits and raises as: its own, or once settled and unknown, by
-        its effect (docs/contract.md §12: ``present`` as ok, ``gone`` as not_found, else unknown;
-        ``core.settle.exits_as`` is the same rule, checked)."""
+        its effect (docs/contract.md §12: ``present`` as ok, or as bit_set for a requeue whose bit is
+        not clear, ``gone`` as not_found, else unknown; ``core.settle.exits_as`` is the same rule,
+        checked)."""
         if not self.settled or self.result is not Result.UNKNOWN or self.effect is None:
             return self.result
-        return EXIT_OF_EFFECT.get(self.effect.value, Result.UNKNOWN)
+        return exit_of_effect(self.op, self.effect.value, self.requeue_bit)
 
     @property
     def ok(self) -> bool:

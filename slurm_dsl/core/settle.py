@@ -19,7 +19,13 @@ above the baseline's (docs/slurm-behaviour.md §5: a successful requeue adds one
 Requeue flag 0.  Only ``requeue`` needs the baseline, the record committed with the intent.
 Rule 4, a requeue without a baseline is ``Verdict.UNDECIDABLE``: nothing says what its RestartCnt
 was.  So is one whose record shows fewer restarts than its baseline: the record is not the one the
-baseline was read from (slurmctld's state was lost and the id reused), so it cannot say.
+baseline was read from (slurmctld's state was lost and the id reused), so it cannot say.  So is
+one whose record shows more than one restart above its baseline: more than this one requeue
+happened (another admin's, a node failure's), and the record cannot say whether this one was among
+them (docs/contract.md §12, "A verdict reads the job's state, not its cause").
+
+A verdict reads the job's state, not its cause: ``present`` says the record shows the effect,
+whoever made it; ``absent`` says it does not show it now (another admin may have undone it).
 Rule 5, ``present`` may be read from any lookup, however soon after the end (or before it).
 Rule 6, ``absent`` only from a lookup made at least the settle delay after the end of the op's
 last script process, its process group killed (for ``open``, its direct scontrol process):
@@ -76,7 +82,7 @@ from typing import AbstractSet, Dict, FrozenSet, List, Mapping, NamedTuple, Opti
 from .errors import InvalidInput
 from .jobid import validate_job_id
 from .jobinfo import JobInfo
-from .model import EXIT_OF_EFFECT, Op, Result
+from .model import Op, RequeueBit, Result, exit_of_effect
 from .plain import described
 
 DEFAULT_SETTLE_DELAY = 10.0  # seconds: slurmctld's default MessageTimeout (docs/settle-delay.md §3)
@@ -182,7 +188,7 @@ def _checked_verdict(
     elif op is Op.RESTORE:
         present = not record.requeue
     else:
-        if base is None or record.restarts < base.restarts:
+        if base is None or not base.restarts <= record.restarts <= base.restarts + 1:
             return Verdict.UNDECIDABLE  # Rule 4
         present = record.restarts > base.restarts
     if present:
@@ -192,18 +198,26 @@ def _checked_verdict(
     return None  # too soon, or the end is not known: look again later
 
 
-def exits_as(result: Result, effect: Optional[Verdict]) -> Result:
+def exits_as(
+    result: Result, effect: Optional[Verdict], *, op: Optional[Op] = None, requeue_bit: Optional[RequeueBit] = None
+) -> Result:
     """The result a row exits as, once settled (Rule 8); ``InvalidInput`` for an effect on a row
-    whose result is not unknown (its effect is null by definition)."""
+    whose result is not unknown (its effect is null by definition).  ``op`` and ``requeue_bit``:
+    a requeue's ``present`` whose bit is not ``clear`` (None: unfinished) exits as ``bit_set``
+    (``model.exit_of_effect``); without ``op`` the row is read as another op's."""
     if not isinstance(result, Result):
         raise InvalidInput(f"result must be a Result, not {described(result)}")
     if effect is not None and not isinstance(effect, Verdict):
         raise InvalidInput(f"effect must be a Verdict or None, not {described(effect)}")
+    if requeue_bit is not None and not isinstance(requeue_bit, RequeueBit):
+        raise InvalidInput(f"requeue_bit must be a RequeueBit or None, not {described(requeue_bit)}")
     if result is not Result.UNKNOWN:
         if effect is not None:
             raise InvalidInput(f"a {result.value} row has no effect (only an unknown one is settled): {effect.value}")
         return result
-    return Result.UNKNOWN if effect is None else EXIT_OF_EFFECT.get(effect.value, Result.UNKNOWN)
+    if effect is None:
+        return Result.UNKNOWN
+    return exit_of_effect(Op.HOLD if op is None else _op(op), effect.value, requeue_bit)
 
 
 def _seconds(value: object, what: str) -> Optional[float]:
@@ -278,6 +292,7 @@ class Recorded:
     ends_by: Optional[float] = None
     baseline: Optional[JobInfo] = None
     baseline_at: Optional[float] = None
+    requeue_bit: Optional[RequeueBit] = None  # what its calls say of the flag (None: unfinished, or not a requeue)
 
 
 class Pending(NamedTuple):
@@ -465,9 +480,12 @@ def _detail(op: Op, found: Verdict, record: Optional[JobInfo], baseline: Optiona
     if op is Op.REQUEUE:
         if baseline is None:
             return "no baseline: nothing says what its RestartCnt was before"
-        if found is Verdict.UNDECIDABLE:
+        if found is Verdict.UNDECIDABLE and record.restarts < baseline.restarts:
             return (f"RestartCnt {record.restarts} < baseline {baseline.restarts}: not the record the baseline was"
                     " read from")
+        if found is Verdict.UNDECIDABLE:
+            return (f"RestartCnt {record.restarts} > baseline {baseline.restarts} + 1: more requeues than this one,"
+                    " so the record cannot say whether this one happened")
         shows = f"RestartCnt {record.restarts} {'>' if found is Verdict.PRESENT else '='} baseline {baseline.restarts}"
     elif op is Op.RESTORE:
         shows = f"Requeue={int(record.requeue)}"

@@ -93,8 +93,8 @@ SELECT_LATER = (
 # detail (a sweep reads up to 10,000 of them: docs/benchmarks.md §9).  A backend appends its
 # WHERE (``s`` the settlement, none for these rows) and ORDER BY.
 SELECT_TO_SETTLE = (
-    "SELECT h.id, h.job_id, h.op, h.result, h.started_at, h.finished_at, h.ends_by, h.baseline, h.baseline_at"
-    " FROM history h LEFT JOIN settlements s ON s.op_id = h.id"
+    "SELECT h.id, h.job_id, h.op, h.result, h.started_at, h.finished_at, h.ends_by, h.baseline, h.baseline_at,"
+    " h.requeue_bit FROM history h LEFT JOIN settlements s ON s.op_id = h.id"
 )
 
 # ``to_settle``: what a sweep first reads of a row (``pending``): not even its baseline, which
@@ -233,6 +233,7 @@ def recorded(rows: Iterable[Sequence[Any]], path: str = "") -> List[Recorded]:
             ends_by=None if r[6] is None else float(r[6]),
             baseline=job_info(path, r[7]),
             baseline_at=None if r[8] is None else float(r[8]),
+            requeue_bit=_enum_or_none(RequeueBit, r[9]),
         )
         for r in rows
     ]

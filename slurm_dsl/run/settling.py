@@ -69,7 +69,7 @@ def recorded(entry: Union[Recorded, HistoryEntry]) -> Recorded:
     return Recorded(
         id=entry.id, job_id=entry.job_id, op=entry.op, result=entry.result, started_at=entry.started_at,
         finished_at=entry.finished_at, ends_by=entry.ends_by, baseline=entry.baseline,
-        baseline_at=entry.baseline_at,
+        baseline_at=entry.baseline_at, requeue_bit=entry.requeue_bit,
     )
 
 
@@ -200,8 +200,12 @@ class Row:
 
     @property
     def result(self) -> Result:
-        """What the row exits as (docs/contract.md §12): an unfinished operation counts as unknown."""
-        return exits_as(self.entry.result or Result.UNKNOWN, self.verdict)
+        """What the row exits as (docs/contract.md §12): an unfinished operation counts as unknown,
+        and a requeue's ``present`` as ``bit_set`` unless its bit is known clear (a row read
+        without its bit, unfinished, is not)."""
+        e = self.entry
+        bit = None if isinstance(e, Pending) else e.requeue_bit
+        return exits_as(e.result or Result.UNKNOWN, self.verdict, op=e.op, requeue_bit=bit)
 
     def to_json(self) -> Dict[str, Any]:
         e = self.entry

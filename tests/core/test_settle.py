@@ -16,9 +16,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from slurm_dsl.core.errors import InvalidInput
+from slurm_dsl.core.errors import InvalidInput, RequeueBitSet
 from slurm_dsl.core.jobinfo import JobInfo
-from slurm_dsl.core.model import Op, Result
+from slurm_dsl.core.model import Op, Outcome, RequeueBit, Result
 from slurm_dsl.core.settle import (
     DEFAULT_SETTLE_DELAY,
     MIN_SETTLE_DELAY,
@@ -140,6 +140,8 @@ def expected(
             return "undecidable"  # "No baseline, no verdict for a requeue"
         if looked.restarts < baseline.restarts:
             return "undecidable"  # "the record cannot say": a count never goes down for one job
+        if looked.restarts > baseline.restarts + 1:
+            return "undecidable"  # "RestartCnt above baseline + 1 is undecidable, never present"
     if EFFECT_SHOWN[op](looked, baseline):
         return "present"  # "present may be read from any lookup"
     looked_late_enough = since_end is not None and since_end - delay >= 0
@@ -170,7 +172,7 @@ def lookups(draw: st.DrawFn) -> Tuple[Op, Looked, Optional[JobInfo], Optional[fl
     looked = draw(lookeds)
     baseline = draw(baselines)
     if baseline is not None and isinstance(looked, JobInfo) and draw(st.booleans()):
-        looked = replace(looked, restarts=max(0, baseline.restarts + draw(st.integers(-1, 1))))
+        looked = replace(looked, restarts=max(0, baseline.restarts + draw(st.integers(-1, 3))))
     delay = draw(delays)
     since_end = draw(st.one_of(
         st.none(), st.floats(-60.0, 1e7), st.integers(-5, 10**6),
@@ -297,6 +299,25 @@ EXIT_BY_EFFECT = {None: "unknown", "present": "ok", "gone": "not_found", "absent
 @pytest.mark.parametrize("effect", EFFECTS)
 def test_an_unknown_row_exits_by_its_effect(effect: Optional[Verdict]) -> None:
     assert exits_as(Result.UNKNOWN, effect).value == EXIT_BY_EFFECT[None if effect is None else effect.value]
+
+
+@pytest.mark.parametrize("op", list(Op))
+@pytest.mark.parametrize("bit", [None, *RequeueBit])
+@pytest.mark.parametrize("effect", EFFECTS)
+def test_a_requeue_present_with_its_bit_not_clear_exits_bit_set(
+    op: Op, bit: Optional[RequeueBit], effect: Optional[Verdict]
+) -> None:
+    # §12 "The effect and the bit are two answers": "A requeue settled present whose requeue bit is
+    # not clear (call 3 did not run or did not succeed) exits as bit_set (14) at best, never 0".
+    want = EXIT_BY_EFFECT[None if effect is None else effect.value]
+    if op is Op.REQUEUE and effect is Verdict.PRESENT and bit is not RequeueBit.CLEAR:
+        want = "bit_set"
+    assert exits_as(Result.UNKNOWN, effect, op=op, requeue_bit=bit).value == want
+    outcome = Outcome(op, JOB, Result.UNKNOWN, bit, effect=effect, settled=True)
+    assert outcome.exits_as.value == want
+    if want == "bit_set":
+        with pytest.raises(RequeueBitSet):
+            outcome.raise_for_result()
 
 
 @pytest.mark.parametrize("result", [r for r in Result if r is not Result.UNKNOWN])

@@ -141,14 +141,15 @@ READS = {"hold": "priority", "release": "priority", "open": "priority", "requeue
 
 
 def shows_effect(kind: str, record: JobInfo, before: Optional[JobInfo]) -> Optional[bool]:
-    """True/False, or None when it cannot say (a requeue with no baseline, or fewer restarts)."""
+    """True/False, or None when it cannot say (a requeue with no baseline, fewer restarts, or more
+    than one restart above the baseline: more than one requeue could explain it)."""
     if kind == "hold":
         return record.priority == 0
     if kind in ("release", "open"):
         return record.priority > 0
     if kind == "restore":
         return not record.requeue
-    if before is None or record.restarts < before.restarts:
+    if before is None or record.restarts < before.restarts or record.restarts - before.restarts > 1:
         return None
     return record.restarts > before.restarts
 

@@ -100,3 +100,40 @@ def test_settle_tells_the_requeued_half_from_the_other(tmp_path: Path, ledger_lo
             assert ledger.unsettled(ledger.now(), job_ids=jobs) == []
     finally:
         lab.cancel(*jobs)
+
+
+# A single requeue that reaches slurmctld, then hangs until the deadline stops it: call 2 took
+# effect unseen (124) and call 3, kept from starting by the deadline, never ran (75).
+HANGS_AFTER_REQUEUE = """#!/bin/sh
+printf '%s\\n' "$*" >> {log}
+if [ "$1" = requeue ]; then
+    /usr/bin/scontrol requeue "$2"
+    exec sleep 3600
+fi
+exec /usr/bin/scontrol "$@"
+"""
+
+
+def test_a_settled_requeue_whose_flag_was_left_set_exits_bit_set(tmp_path: Path, ledger_location: str) -> None:
+    # docs/contract.md §12, "The effect and the bit are two answers": the job was requeued
+    # (present), but its Requeue flag is still 1 until the sweep restores it, so the command must
+    # not exit 0.
+    job = lab.make_job("running_rq0")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    scontrol = bin_dir / "scontrol"
+    scontrol.write_text(HANGS_AFTER_REQUEUE.format(log=f"'{bin_dir / 'calls.log'}'"))
+    scontrol.chmod(0o755)
+    common = ["--ledger", ledger_location, "--scontrol", str(scontrol)]
+    try:
+        done = cli_process(["requeue", job, "--settle", "--settle-delay", "2", "--timeout", "8", "--json", *common])
+        (row,) = json_rows(done.stdout)
+        assert (row["result"], row["requeue_bit"], row["effect"]) == ("unknown", "set", "present"), done.stdout
+        assert done.returncode == 14, done.stdout + done.stderr
+        state = lab.job_state(job)
+        assert state is not None and state.requeue and state.restarts == 1  # what the row says is true
+        settled = cli_process(["settle", job, "--json", *common])
+        (srow,) = json_rows(settled.stdout)
+        assert srow["effect"] == "present" and settled.returncode == 14, settled.stdout
+    finally:
+        lab.cancel(job)
