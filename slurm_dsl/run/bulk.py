@@ -45,7 +45,7 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import replace
-from typing import AbstractSet, Callable, Dict, Iterator, List, Optional, Sequence, Union
+from typing import AbstractSet, Callable, Dict, Iterator, List, Optional, Sequence, Union, cast
 
 from ..core.bulk_reader import ListCall, combine_bulk, plan_chunks, requeue_next_calls
 from ..core.errors import InvalidInput, LedgerError, LookupFailed, NotRecorded, describe
@@ -61,7 +61,19 @@ from . import process as runner
 from .binaries import find_scontrol, find_squeue
 from .calls import execute, new_nonce, run_list_call, run_open_list, unstarted
 from .deadlines import check_deadline
-from .tracked import NO_LINK, NOT_LOOKED, Link, LookupAnswer, Tracker, lease_owner, lease_ttl, start_fields
+from .tracked import (
+    NO_LINK,
+    NOT_LOOKED,
+    KeyTaken,
+    Link,
+    LookupAnswer,
+    Taken,
+    Tracker,
+    lease_owner,
+    lease_ttl,
+    not_to_act,
+    start_fields,
+)
 
 log = logging.getLogger("slurm_dsl")
 
@@ -91,10 +103,27 @@ def run_many(
     *,
     deadline: Optional[float] = None,
     progress: Optional[Progress] = None,
-    link: Link = NO_LINK,
     looked_up: Optional[Callable[[], LookupAnswer]] = None,
 ) -> Iterator[Outcome]:
+    """``run_linked`` with no key: one outcome per distinct id (nothing is ever ``Taken``)."""
+    return cast(Iterator[Outcome], run_linked(tracker, op, job_ids, timeout, deadline=deadline, progress=progress,
+                                              looked_up=looked_up))
+
+
+def run_linked(
+    tracker: Tracker,
+    op: Union[Op, str],
+    job_ids: Sequence[Union[str, int]],
+    timeout: Optional[float] = None,
+    *,
+    deadline: Optional[float] = None,
+    progress: Optional[Progress] = None,
+    link: Link = NO_LINK,
+    looked_up: Optional[Callable[[], LookupAnswer]] = None,
+) -> Iterator[Union[Outcome, Taken]]:
     """One outcome per distinct id, in input order, as chunks finish; never raises for an outcome.
+    With a key (``link``), a job whose key, read again under its lease, says not to act is a
+    ``Taken`` instead (``tracked.not_to_act``): nothing ran for it.
 
     Exactly one of ``timeout`` (counted from now) and ``deadline`` (epoch seconds): the one
     deadline of every chunk and call (docs/contract.md §10.0).  Each chunk holds what fits the
@@ -124,16 +153,25 @@ def run_many(
     age = _MinJobAge(tracker, when)  # asked once, at the first chunk that can use it
     done = 0
     for unit in _units(ids, infos, lambda: chunk_limit(op, when - tracker.clock())):
+        outcomes: List[Union[Outcome, Taken]]
         if tracker.clock() >= when:
             outcomes = [unstarted(op, j) for j in unit]
         elif len(unit) == 1 and _alone(unit[0], infos):
-            outcomes = [tracker.run(op, unit[0], when, checked=True, looked=looked, link=link)]
+            outcomes = [_run_one(tracker, op, unit[0], when, looked, link)]
         else:
             outcomes = _run_chunk(tracker, op, unit, when, answered_at, looked, link, age)
         yield from outcomes
         done += len(unit)
         if progress is not None:
             progress(done, len(ids))
+
+
+def _run_one(tracker: Tracker, op: Op, job_id: str, deadline: float, looked: LookupAnswer,
+             link: Link) -> Union[Outcome, Taken]:
+    try:
+        return tracker.run(op, job_id, deadline, checked=True, looked=looked, link=link)
+    except KeyTaken as exc:
+        return exc.taken
 
 
 def _alone(job_id: str, infos: Dict[str, Optional[JobInfo]]) -> bool:
@@ -173,7 +211,7 @@ def _run_chunk(
     looked: LookupAnswer,
     link: Link,
     age: _MinJobAge,
-) -> List[Outcome]:
+) -> List[Union[Outcome, Taken]]:
     ledger = tracker.ledger()
     owner = lease_owner("bulk")
     ttl = lease_ttl(deadline - tracker.clock(), tracker.lease_slack)  # every script of the chunk starts after this
@@ -184,31 +222,39 @@ def _run_chunk(
     scontrol = find_scontrol(tracker.scontrol)
     squeue = None if op is Op.RESTORE else find_squeue(tracker.squeue, tracker.scontrol)
     list_argv(Op.RELEASE if op is Op.OPEN else op, 1, chunk)
-    # The leases and the intents: one transaction, committed before any script starts.
+    # The leases and the intents: one transaction, committed before any script starts.  With a
+    # key, each leased job's key is read again there: a job it now says not to act on gives its
+    # lease back in the same transaction and is ``Taken`` (docs/contract.md §12).
     with ledger.batch():
         held = set(ledger.acquire_leases(chunk, owner, ledger.now(), ttl))
         listed = [j for j in chunk if j in held]
+        taken = not_to_act(ledger, op, listed, link.key)
+        if taken:
+            ledger.release_leases(list(taken), owner)
+            listed = [j for j in listed if j not in taken]
         begun = ledger.now()
         baselines, baseline_at, ends_by = start_fields(looked, listed, begun, tracker.clock(), deadline)
         retries = {j: link.retry_of[j] for j in listed if j in link.retry_of}
         op_ids = ledger.begin_operations([(j, op, nonce) for j in listed], begun, actor=tracker.actor,
                                          baselines=baselines, baseline_at=baseline_at, ends_by=ends_by,
                                          key=link.key, retry_of=retries)
-    results = _run_listed(tracker, op, listed, op_ids, nonce, owner, deadline, answered_at, scontrol, squeue,
-                          looked, age)
+    results: Dict[str, Union[Outcome, Taken]] = {}
+    results.update(_run_listed(tracker, op, listed, op_ids, nonce, owner, deadline, answered_at, scontrol, squeue,
+                               looked, age))
+    results.update((j, Taken(j, d.detail)) for j, d in taken.items())
     # Jobs another operation or sweep held: each on its own, waiting for its lease.  Should the
     # ledger fail there, the outcomes already in hand travel with the error, never lost.  Once
     # the deadline has passed, the rest start nothing and write nothing: expired.
     for job_id in chunk:
-        if job_id in held:
+        if job_id in results:
             continue
         if tracker.clock() >= deadline:
             results[job_id] = unstarted(op, job_id)
             continue
         try:
-            results[job_id] = tracker.run(op, job_id, deadline, checked=True, looked=looked, link=link)
+            results[job_id] = _run_one(tracker, op, job_id, deadline, looked, link)
         except LedgerError as exc:
-            ran = [results[j] for j in chunk if j in results]
+            ran = [r for j in chunk if isinstance(r := results.get(j), Outcome)]
             if isinstance(exc, NotRecorded):
                 ran.append(exc.outcome)
             if not ran:

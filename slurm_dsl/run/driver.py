@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Generator, List, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Callable, Generator, List, Optional, Sequence, Tuple, Union, cast
 
 from ..core.errors import InvalidInput, LedgerError, NotRecorded
 from ..core.jobid import validate_job_id
@@ -30,7 +30,7 @@ from ..lookups.background import Background
 from . import process as runner
 from .calls import unstarted
 from .deadlines import check_deadline
-from .tracked import NO_LINK, Link, LookupAnswer, Tracker
+from .tracked import NO_LINK, KeyTaken, Link, LookupAnswer, Taken, Tracker
 
 if TYPE_CHECKING:
     from .bulk import Progress
@@ -58,6 +58,10 @@ class Stopped:
 
 Event = Union[Ran, Stopped]
 Events = Generator[Event, None, None]  # closing it stops the run as a ledger failure does
+# ``drive_linked``'s: ``Taken`` too, only under a key: a job whose key, read again under its
+# lease, said not to act (``tracked.not_to_act``); nothing ran for it, and ``run.keyed`` looks
+# back again.
+LinkedEvents = Generator[Union[Ran, Stopped, Taken], None, None]
 
 
 # Seconds of this process's own work past the deadline, beyond the waits counted below: the
@@ -96,12 +100,28 @@ def drive(
     one_by_one: bool = False,
     parallel: int = 1,
     progress: Optional[Progress] = None,
-    link: Link = NO_LINK,
 ) -> Events:
     """Run ``op`` on each distinct id of ``job_ids`` before ``deadline`` (epoch seconds), in input
     order: the bulk path unless ``one_by_one`` or a single id.  ``progress`` (ids done, ids in
-    all) is called as bulk chunks finish.  Every intent records ``link`` (its key, and per job the
-    operation it retries)."""
+    all) is called as bulk chunks finish."""
+    # Without a key nothing is ever Taken (``tracked.not_to_act`` reads no key).
+    return cast(Events, drive_linked(tracker, op, job_ids, deadline, one_by_one=one_by_one, parallel=parallel,
+                                     progress=progress))
+
+
+def drive_linked(
+    tracker: Tracker,
+    op: Union[Op, str],
+    job_ids: Sequence[Union[str, int]],
+    deadline: float,
+    *,
+    one_by_one: bool = False,
+    parallel: int = 1,
+    progress: Optional[Progress] = None,
+    link: Link = NO_LINK,
+) -> LinkedEvents:
+    """``drive``, every intent recording ``link`` (its key, and per job the operation it
+    retries); with a key, a job the key says not to act on once leased is a ``Taken`` event."""
     op = Op(op)
     ids = list(dict.fromkeys(validate_job_id(j) for j in job_ids))
     if isinstance(parallel, bool) or not isinstance(parallel, int) or parallel < 1:
@@ -119,15 +139,15 @@ def drive(
 def _bulk(
     tracker: Tracker, op: Op, ids: List[str], deadline: float, progress: Optional[Progress], link: Link,
     looking: Callable[[], LookupAnswer],
-) -> Events:
-    from .bulk import run_many
+) -> LinkedEvents:
+    from .bulk import run_linked
 
     done: List[str] = []
     try:
-        for outcome in run_many(tracker, op, ids, deadline=deadline, progress=progress, link=link,
+        for outcome in run_linked(tracker, op, ids, deadline=deadline, progress=progress, link=link,
                                 looked_up=looking):
             done.append(outcome.job_id)
-            yield Ran(outcome)
+            yield outcome if isinstance(outcome, Taken) else Ran(outcome)
     except NotRecorded as exc:  # they ran: each is reported all the same, then nothing more starts
         for outcome in exc.outcomes:
             done.append(outcome.job_id)
@@ -142,7 +162,9 @@ def _left(ids: List[str], done: List[str]) -> Tuple[str, ...]:
     return tuple(j for j in ids if j not in seen)
 
 
-def _one_by_one(tracker: Tracker, op: Op, ids: List[str], deadline: float, parallel: int, link: Link) -> Events:
+def _one_by_one(
+    tracker: Tracker, op: Op, ids: List[str], deadline: float, parallel: int, link: Link
+) -> LinkedEvents:
     # One lookup for every id before anything runs (docs/contract.md §9.4): an array's own JobId
     # would make scontrol act on every task of the array.  WholeArray, LookupFailed: nothing ran.
     # Its answer for each job is committed with that job's intent (its baseline).
@@ -154,13 +176,15 @@ def _one_by_one(tracker: Tracker, op: Op, ids: List[str], deadline: float, paral
     # recorded or not: automation must never take a job that ran for one that did not.
     stop = threading.Event()
 
-    def one(job_id: str) -> Tuple[Optional[Outcome], Optional[LedgerError]]:
+    def one(job_id: str) -> Tuple[Union[Outcome, Taken, None], Optional[LedgerError]]:
         if stop.is_set():
             return None, None
         if tracker.clock() >= deadline:
             return unstarted(op, job_id), None
         try:
             return tracker.run(op, job_id, deadline, checked=True, looked=looked, link=link), None
+        except KeyTaken as exc:  # nothing ran
+            return exc.taken, None
         except NotRecorded as exc:  # it ran (the tracker logged it)
             stop.set()
             return exc.outcome, exc
@@ -175,6 +199,8 @@ def _one_by_one(tracker: Tracker, op: Op, ids: List[str], deadline: float, paral
             for job_id, (outcome, error) in zip(ids, pool.map(one, ids)):
                 if outcome is None:
                     not_started.append(job_id)
+                elif isinstance(outcome, Taken):
+                    yield outcome
                 else:
                     yield Ran(outcome, recorded=not isinstance(error, NotRecorded))
                 if error is not None:

@@ -40,8 +40,8 @@ from typing import Dict, Iterator, List, Optional, Sequence, Set, Tuple, Union
 from ..core.errors import DSLError, InvalidInput, LedgerError, LookupFailed
 from ..core.jobid import validate_job_id
 from ..core.jobinfo import JobInfo
-from ..core.keys import Decision, Earlier, Step, check_key, decide, took_effect
-from ..core.model import CallOutcome, Op, Outcome, Result
+from ..core.keys import Decision, Earlier, Step, check_key, decide
+from ..core.model import Op, Outcome, Result
 from ..core.settle import DEFAULT_SETTLE_DELAY, Verdict, check_settle_delay
 from ..ledger.base import HistoryEntry, LedgerStore
 from ..lookups.squeue import MAX_LISTED, SQUEUE_TIMEOUT, SqueueLookup
@@ -49,8 +49,8 @@ from . import settling
 from .binaries import find_squeue
 from .calls import unstarted
 from .deadlines import check_deadline
-from .driver import Event, Events, Ran, Stopped, drive
-from .tracked import Link, Tracker
+from .driver import Event, Events, Ran, Stopped, drive_linked
+from .tracked import Link, Taken, Tracker, earlier
 
 log = logging.getLogger("slurm_dsl")
 
@@ -99,15 +99,28 @@ def run_settled(
 
 
 def _events(run: _Run, ids: List[str], settling: bool, retry: int) -> Events:
-    act = ids
-    if run.key is not None:
-        act = []
-        for event in run.look_back(ids):
-            if isinstance(event, str):
-                act.append(event)
-            else:
-                yield event
-    yield from run.act(act, settle=settling, retry=retry)
+    """Steps 1-4; a job its key, read again under its lease, says not to act on after all
+    (``tracked.Taken``: another run of the key got there between this one's look-back and its
+    lease) goes back to step 1, which reads what that run did."""
+    todo = ids
+    while todo:
+        act = todo
+        if run.key is not None:
+            act = []
+            for found in run.look_back(todo):
+                if isinstance(found, str):
+                    act.append(found)
+                else:
+                    yield found
+        todo = []
+        for event in run.act(act, settle=settling, retry=retry):
+            if isinstance(event, Taken):
+                log.info("job %s: %s; looking at its key again", event.job_id, event.detail)
+                todo.append(event.job_id)
+                continue
+            yield event
+            if isinstance(event, Stopped):
+                return  # the ledger failed: nothing more is written (the jobs taken are not started)
 
 
 class _Run:
@@ -227,10 +240,8 @@ class _Run:
             waiting = again
 
     def _earlier(self, e: HistoryEntry, lapsed: Set[int], verdicts: Dict[int, Optional[Verdict]]) -> Earlier:
-        verdict = verdicts.get(e.id) if e.id in verdicts else (e.settlement.verdict if e.settlement else None)
-        calls = tuple(CallOutcome(c.outcome) for c in e.calls)
         running = e.result is None and e.id not in lapsed and e.settlement is None
-        return Earlier(e.id, e.result, took_effect(self.op, e.result, calls), verdict, running)
+        return earlier(self.op, e, running=running, verdict=verdicts.get(e.id), settled=e.id in verdicts)
 
     def _due(self, e: HistoryEntry) -> float:
         """When looking again at ``e`` can decide it: its settle delay passed since its end (for
@@ -251,7 +262,7 @@ class _Run:
 
     # -- steps 2-4: run, settle, retry ----------------------------------------------------------
 
-    def act(self, ids: List[str], *, settle: bool, retry: int) -> Iterator[Event]:
+    def act(self, ids: List[str], *, settle: bool, retry: int) -> Iterator[Union[Event, Taken]]:
         if not ids:
             return
         first: Dict[str, int] = {}  # job -> the history id of its first run here
@@ -264,10 +275,14 @@ class _Run:
             unknown: List[Outcome] = []
             stopped: Optional[Stopped] = None
             try:
-                for event in drive(self.tracker, self.op, todo, self.calls_by, one_by_one=self.one_by_one,
-                                   parallel=self.parallel, link=link):
+                for event in drive_linked(self.tracker, self.op, todo, self.calls_by, one_by_one=self.one_by_one,
+                                          parallel=self.parallel, link=link):
                     if isinstance(event, Stopped):
                         stopped = event
+                        continue
+                    if isinstance(event, Taken):
+                        held.pop(event.job_id, None)  # its look-back again prints its row
+                        yield event
                         continue
                     held.pop(event.outcome.job_id, None)
                     if settle and event.recorded and event.outcome.result is Result.UNKNOWN:

@@ -47,11 +47,12 @@ from ..core.errors import NotRecorded as NotRecorded  # re-exported: where it ha
 from ..core.errors import WholeArray as WholeArray  # re-exported
 from ..core.jobid import validate_job_id
 from ..core.jobinfo import JobInfo
-from ..core.keys import check_key
-from ..core.model import Op, Outcome, RequeueBit, Result
+from ..core.keys import Decision, Earlier, Step, check_key, decide, took_effect
+from ..core.model import CallOutcome, Op, Outcome, RequeueBit, Result
 from ..core.script import KILL_GRACE
+from ..core.settle import Verdict
 from ..ledger import base as ledger_module
-from ..ledger.base import DEFAULT_PATH, LedgerError, LedgerStore
+from ..ledger.base import DEFAULT_PATH, HistoryEntry, LedgerError, LedgerStore
 from ..ledger.choose import open_ledger
 from ..lookups.squeue import MAX_LISTED, SqueueLookup
 from ..lookups.squeue import SQUEUE_TIMEOUT as LOOKUP_TIMEOUT
@@ -108,6 +109,53 @@ class Link(NamedTuple):
 
 
 NO_LINK = Link()
+
+
+class Taken(NamedTuple):
+    """A keyed job that, read again under its lease, is not to be acted on after all (docs/contract.md
+    §12, "A key is decided under the job's lease"): another process ran, or is settling, an
+    operation of the same op and key since this one looked back.  Nothing ran and nothing was
+    written for it; the caller looks back again (``run.keyed``).  ``detail``: ``decide``'s words."""
+
+    job_id: str
+    detail: str
+
+
+class KeyTaken(Exception):
+    """``Tracker.run``'s way of saying ``Taken`` for its one job (never out of ``run``'s callers)."""
+
+    def __init__(self, taken: Taken) -> None:
+        super().__init__(taken.detail)
+        self.taken = taken
+
+
+def earlier(
+    op: Op, entry: HistoryEntry, *, running: bool = False, verdict: Optional[Verdict] = None, settled: bool = False
+) -> Earlier:
+    """One earlier keyed operation as ``core.keys.decide`` reads it: its verdict is ``verdict`` if
+    ``settled`` (a settling just now), else the ledger's."""
+    calls = tuple(CallOutcome(c.outcome) for c in entry.calls)
+    found = verdict if settled else (entry.settlement.verdict if entry.settlement else None)
+    return Earlier(entry.id, entry.result, took_effect(op, entry.result, calls), found, running)
+
+
+def not_to_act(ledger: LedgerStore, op: Op, job_ids: Sequence[str], key: Optional[str]) -> Dict[str, Decision]:
+    """The jobs of ``job_ids`` whose key, read again now, says not to act, with why; to be called
+    in the transaction that holds their leases and commits their intents (``ledger.batch``: every
+    write of another process under the ledger's write lock is visible there, on both dialects),
+    so that two runs of one key never both act on a job (docs/contract.md §12).
+
+    Under the job's lease no earlier operation of it still runs (it held the lease, or its lease
+    lapsed after its backstop), so none is ``running``; one unfinished and unsettled still says
+    ``wait``: the look-back settles it first."""
+    if key is None or not job_ids:
+        return {}
+    out: Dict[str, Decision] = {}
+    for job, rows in ledger.keyed(job_ids, op, key).items():
+        decision = decide(op, [earlier(op, e) for e in rows])
+        if decision.step is not Step.ACT:
+            out[job] = decision
+    return out
 
 
 def start_fields(
@@ -247,7 +295,9 @@ class Tracker:
     ) -> Outcome:
         """One op on one job, recorded; the lease is ``owner``'s if given (a sweeper's), and the
         history says ``actor`` ran it (default: ``self.actor``, this process), under ``link``'s key
-        and as a retry of ``link.retry_of``'s operation for the job, if any.
+        and as a retry of ``link.retry_of``'s operation for the job, if any.  With a key, the key
+        is read again under the lease (``not_to_act``): ``KeyTaken`` if it now says not to act,
+        nothing run or written.
 
         Unless ``checked`` (the caller ran ``look_up`` for it and passes its answer as
         ``looked``, whose record of the job is committed as the baseline), the id is looked up
@@ -270,10 +320,14 @@ class Tracker:
         ttl = lease_ttl(deadline - self.clock(), self.lease_slack)
         nonce = new_nonce()
         while True:
-            # The lease and the intent in one transaction: committed before the script starts.
+            # The lease and the intent in one transaction: committed before the script starts.  A
+            # keyed job's key is read again there (``not_to_act``); if it now says not to act, the
+            # transaction is rolled back, lease and all.
             with ledger.batch():
                 leased = ledger.acquire_lease(job, owner, ledger.now(), ttl)
                 if leased:
+                    for decision in not_to_act(ledger, op, [job], link.key).values():
+                        raise KeyTaken(Taken(job, decision.detail))
                     begun = ledger.now()
                     baselines, baseline_at, ends_by = start_fields(looked, [job], begun, self.clock(), deadline)
                     op_id = ledger.begin_operation(job, op, nonce, begun, actor=actor or self.actor,

@@ -142,6 +142,35 @@ def test_a_key_runs_a_job_once(tmp_path: Path) -> None:
     assert [(o.key, o.op) for o in history(tmp_path)] == [("nightly-42", Op.HOLD), ("nightly-43", Op.HOLD)]
 
 
+@pytest.mark.parametrize("one_by_one", [True, False], ids=["one-by-one", "bulk"])
+def test_a_key_is_read_again_under_the_lease(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, one_by_one: bool) -> None:
+    # docs/contract.md §12, "A key is decided under the job's lease": another run of the key acts
+    # on the jobs after this one looked back and before it takes their leases (here: while this
+    # one looks its ids up).  This one acts on none of them and prints the other's rows.
+    fake = setup(tmp_path, {}, NOT_HELD + NOT_HELD.replace("7|", "8|"))
+    jobs = ["7", "8"] if not one_by_one else ["7"]
+    original = Tracker.look_up
+    other_ran: List[Outcome] = []
+    others: List[Tracker] = []
+
+    def look_up(self: Tracker, *args: object, **kwargs: object) -> object:
+        if not others:
+            with tracker(tmp_path, fake) as other:  # another process: its own connection
+                others.append(other)
+                other_ran.extend(rows(run_settled(other, Op.HOLD, jobs, time.time() + 60, key="nightly-42")))
+        return original(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Tracker, "look_up", look_up)
+    with tracker(tmp_path, fake) as t:
+        got = rows(run_settled(t, Op.HOLD, jobs, time.time() + 60, key="nightly-42", one_by_one=one_by_one))
+    assert [o.result for o in other_ran] == [Result.OK] * len(jobs)
+    assert [(o.job_id, o.result, o.calls) for o in got] == [(j, Result.OK, ()) for j in jobs]
+    assert all(o.detail.endswith("with this key took effect: not run again") for o in got)
+    holds = [c for c in calls_made(fake) if c.startswith("hold")]
+    assert holds == (["hold 7"] if one_by_one else ["hold 7,8"]), holds
+    assert [(o.key, o.result) for j in jobs for o in history(tmp_path, j)] == [("nightly-42", Result.OK)] * len(jobs)
+
+
 def test_a_key_after_an_unknown_run_waits_the_delay_and_acts_only_on_absent(tmp_path: Path) -> None:
     fake = setup(tmp_path, {"hold": once_killed(tmp_path)}, NOT_HELD)
     with tracker(tmp_path, fake) as t:

@@ -14,7 +14,7 @@ from slurm_dsl.core.errors import InvalidInput
 from slurm_dsl.core.model import Op, Result
 from slurm_dsl.ledger.base import HistoryEntry
 from slurm_dsl.ledger.choose import open_ledger
-from slurm_dsl.run.driver import Ran, drive
+from slurm_dsl.run.driver import Ran, drive_linked
 from slurm_dsl.run.tracked import NO_LINK, Link, Tracker
 from tests.fakes import write_fake, write_fake_squeue, write_list_fake
 
@@ -51,7 +51,7 @@ def test_every_path_records_the_key_and_the_retried_operation(tmp_path: Path, op
     link = Link.of("nightly-42", {"72": 17, "80": 19})
     with Tracker(ledger, scontrol=str(fake), squeue=str(fake.parent / "squeue")) as t:
         # 80 is an array's own JobId holding its one last task: the bulk path runs it on its own.
-        events = list(drive(t, op, ["71", "72", "73", "80"], time.time() + 60, one_by_one=one_by_one, link=link))
+        events = list(drive_linked(t, op, ["71", "72", "73", "80"], time.time() + 60, one_by_one=one_by_one, link=link))
     assert [e.outcome.result for e in events if isinstance(e, Ran)] == [Result.OK] * 4
     got = rows(ledger, "71", "72", "73", "80")
     assert [(e.job_id, e.key, e.retry_of) for e in got] == [
