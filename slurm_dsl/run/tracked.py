@@ -40,7 +40,7 @@ import re
 import threading
 import time
 from types import MappingProxyType
-from typing import Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
 
 from ..core.errors import LookupFailed, describe
 from ..core.errors import NotRecorded as NotRecorded  # re-exported: where it has always been imported from
@@ -52,13 +52,16 @@ from ..core.model import CallOutcome, Op, Outcome, RequeueBit, Result
 from ..core.script import KILL_GRACE
 from ..core.settle import Verdict
 from ..ledger import base as ledger_module
-from ..ledger.base import DEFAULT_PATH, HistoryEntry, LedgerError, LedgerStore
+from ..ledger.base import DEFAULT_PATH, LedgerError, LedgerStore
 from ..ledger.choose import open_ledger
 from ..lookups.squeue import MAX_LISTED, SqueueLookup
 from ..lookups.squeue import SQUEUE_TIMEOUT as LOOKUP_TIMEOUT
 from .binaries import find_scontrol, find_squeue
 from .calls import GUARD_MARGIN, execute, new_nonce
 from .deadlines import Clock, check_deadline
+
+if TYPE_CHECKING:
+    from ..ledger.base import HistoryEntry  # loaded by a keyed run only: one job's hold never needs it
 
 log = logging.getLogger("slurm_dsl")
 
