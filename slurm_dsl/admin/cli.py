@@ -212,13 +212,16 @@ def _cmd_settle(args: argparse.Namespace, out: IO[str]) -> int:
         raise UsageError("--since goes only without JOBIDs: the given jobs' operations are settled whatever their age")
     job_ids = list(dict.fromkeys(args.job_ids)) or None
     days = SINCE_DAYS if args.since is None else args.since
-    lookup = make_lookup(args.lookup, find_squeue(args.squeue, find_scontrol(args.scontrol)))
+    scontrol = find_scontrol(args.scontrol)
+    lookup = make_lookup(args.lookup, find_squeue(args.squeue, scontrol))
     # No lease and no sweep lock: a verdict is appended next to its row and changes no object.
     with existing_ledger(args.ledger) as ledger:
         report = settle_rows(ledger, lookup, job_ids=job_ids, since=ledger.now() - days * DAY,
-                             settle_delay=args.settle_delay, by=f"settle, {current_actor()}")
+                             settle_delay=args.settle_delay, by=f"settle, {current_actor()}", scontrol=scontrol)
     if report.lookup_error is not None:
         log.warning("settle: could not look jobs up: %s; nothing was settled", report.lookup_error)
+    if report.unseen is not None:
+        log.warning("settle: %s", report.unseen)
     out.write(show.settle_text(report, lookup.name, days if job_ids is None else None, args.json))
     code = max((EXIT_CODES[row.result] for row in report.rows), default=EXIT_OK)
     if job_ids is not None and len(report.no_record) == len(job_ids):

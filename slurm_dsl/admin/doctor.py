@@ -26,7 +26,6 @@ newer a failure.
 from __future__ import annotations
 
 import os
-import re
 import shlex
 import stat
 from dataclasses import dataclass
@@ -37,7 +36,9 @@ from ..core.jobid import MAX_JOB_ID
 from ..core.jobinfo import LookupFailed
 from ..core.script import PROBE_STATUS, PROBE_STDERR, render_probe
 from ..ledger.choose import is_url, open_ledger, sqlite_path
+from ..lookups import sight
 from ..lookups.choose import make_lookup
+from ..lookups.sight import parse_config
 from ..lookups.squeue import JOBINFO, JOBINFO_ENV, SqueueLookup, find_jobinfo, first_line, slurm_version
 from ..run import process as runner
 from ..run.binaries import find_scontrol, find_squeue
@@ -54,16 +55,6 @@ class Check:
     name: str
     status: str
     detail: str  # render.check_json is its --json object
-
-
-def parse_config(text: str) -> Dict[str, str]:
-    """``scontrol show config`` lines ``Key = value`` as a dict."""
-    config: Dict[str, str] = {}
-    for line in text.splitlines():
-        key, sep, value = line.partition("=")
-        if sep and key.strip() and " " not in key.strip():
-            config[key.strip()] = value.strip()
-    return config
 
 
 def run_checks(
@@ -146,13 +137,12 @@ def caller_check(
         return Check("caller", WARN, f"{who}: cannot tell whether it may act on other users' jobs (scontrol show config"
                      f" could not be read); {_run_as('the SlurmUser of slurm.conf', name, became_owner_of)}")
     slurm_user = config.get("SlurmUser", "")
-    found = re.fullmatch(r"(.*)\((\d+)\)", slurm_user)
-    if found and int(found.group(2)) == euid:
+    found = sight.slurm_user(config)
+    if found and found[1] == euid:
         return Check("caller", OK, f"{who} is slurm.conf's SlurmUser ({slurm_user}): may act on every user's job")
-    fix = _run_as(found.group(1) if found else "the SlurmUser of slurm.conf", name, became_owner_of)
+    fix = _run_as(found[0] if found else "the SlurmUser of slurm.conf", name, became_owner_of)
     accounting = config.get("AccountingStorageType", "")
-    # No accounting: 22.05 prints accounting_storage/none; 23.11 dropped that plugin and prints (null).
-    if accounting not in ("", "(null)", "accounting_storage/none"):
+    if sight.accounting_on(config):
         return Check("caller", WARN, f"{who} is neither root nor the SlurmUser ({slurm_user or '?'}): it may act on"
                      f" other users' jobs only with an Operator or Administrator AdminLevel in slurmdbd"
                      f" ({accounting}), which doctor cannot see (sacctmgr show user {shlex.quote(name)}); if it has"

@@ -84,7 +84,8 @@ def sweep_summary(report: SweepReport, lookup: str, not_clear: int) -> Dict[str,
             "lookup_error": report.lookup_error, "orphans": len(report.orphans),
             "fixed_orphans": [o.result.value for o in report.fixed_orphans], "not_clear": not_clear,
             "dry_run": report.dry_run, "seconds": round(report.finished - report.started, 3),
-            "verdicts": counts(report.verdicts), "verdicts_written": report.verdicts_written}
+            "verdicts": counts(report.verdicts), "verdicts_written": report.verdicts_written,
+            "unseen": report.unseen}
 
 
 def verdicts_line(summary: Dict[str, Any]) -> str:

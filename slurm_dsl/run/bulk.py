@@ -56,6 +56,7 @@ from ..core.script import list_argv
 from ..core.vouch import VOUCHING, min_job_age, vouched
 from ..ledger.base import STDERR_CAP, LedgerStore
 from ..lookups.background import Background
+from ..lookups.sight import trusted
 from ..lookups.squeue import MAX_LISTED, SQUEUE_TIMEOUT, SqueueLookup
 from . import process as runner
 from .binaries import find_scontrol, find_squeue
@@ -486,6 +487,13 @@ def corroborate(
         found = _look_up(ok, squeue, deadline, tracker)
     if isinstance(found, LookupFailed):
         return {**outcomes, **{j: replace(outcomes[j], detail=f"unverified: {found.reason}") for j in ok}}
+    # A "gone" answered to an account that may not see every job is no answer (lookups.sight).
+    found, blind = trusted(found, tracker.scontrol or find_scontrol(None))
+    if blind is not None:
+        unseen = [j for j in ok if j not in found]
+        outcomes = {**outcomes, **{j: replace(outcomes[j], detail=f"unverified: {blind.gone_note(1)}")
+                                   for j in unseen}}
+        ok = [j for j in ok if j in found]
     gone = {
         j: replace(
             outcomes[j],
@@ -494,7 +502,7 @@ def corroborate(
             detail="slurmctld does not know the job, although its list call answered SUCCESS",
         )
         for j in ok
-        if found.get(j) is None
+        if j in found and found[j] is None
     }
     return {**outcomes, **gone}
 

@@ -44,9 +44,10 @@ from ..core.keys import Decision, Earlier, Step, check_key, decide
 from ..core.model import Op, Outcome, Result
 from ..core.settle import DEFAULT_SETTLE_DELAY, Verdict, check_settle_delay
 from ..ledger.base import HistoryEntry, LedgerStore
+from ..lookups.sight import trusted
 from ..lookups.squeue import MAX_LISTED, SQUEUE_TIMEOUT, SqueueLookup
 from . import settling
-from .binaries import find_squeue
+from .binaries import find_scontrol, find_squeue
 from .calls import unstarted
 from .deadlines import check_deadline
 from .driver import Event, Events, Ran, Stopped, drive_linked
@@ -165,10 +166,15 @@ class _Run:
             return None, looked_at
         squeue = find_squeue(self.tracker.squeue, self.tracker.scontrol)
         try:
-            return SqueueLookup(squeue, timeout=min(SQUEUE_TIMEOUT, left), many=MAX_LISTED).jobs(job_ids), looked_at
+            answers = SqueueLookup(squeue, timeout=min(SQUEUE_TIMEOUT, left), many=MAX_LISTED).jobs(job_ids)
         except LookupFailed as exc:
             log.warning("settling: could not look jobs up: %s; no verdict from this look", exc.reason)
             return None, looked_at
+        # A "gone" answered to an account that may not see every job decides nothing (lookups.sight).
+        answers, blind = trusted(answers, find_scontrol(self.tracker.scontrol))
+        if blind is not None:
+            log.warning("settling: %s", blind.gone_note(len(job_ids) - len(answers)))
+        return answers, looked_at
 
     def settle(self, entries: Sequence[HistoryEntry]) -> Dict[int, Optional[Verdict]]:
         """Settle ``entries`` now, in one lookup, and record the verdicts; each one's verdict

@@ -44,6 +44,7 @@ from ..core.settle import (
 )
 from ..ledger.base import HistoryEntry, LedgerStore, iso_utc
 from ..ledger.records import job_info_json
+from ..lookups.sight import trusted
 from .calls import GUARD_MARGIN
 from .deadlines import MAX_TIMEOUT
 
@@ -246,6 +247,7 @@ class SettleReport:
     no_record: List[str] = field(default_factory=list)
     lookup_error: Optional[str] = None
     asked: int = 0
+    unseen: Optional[str] = None  # "gone" answers not trusted (lookups.sight), and whom to run as
 
 
 def settle_rows(
@@ -256,11 +258,14 @@ def settle_rows(
     since: float,
     settle_delay: float,
     by: str,
+    scontrol: str,
 ) -> SettleReport:
     """``slurm-dsl settle``: the operations of ``job_ids`` (all their unknown and unfinished ones,
     settled or not, any age) or of the whole ledger (the unsettled ones started since ``since``),
     the unsettled ones settled now in one ``lookup`` call, written
-    ``by`` whoever settles.  Rows oldest first, per job in the order given."""
+    ``by`` whoever settles.  Rows oldest first, per job in the order given.  A "gone" answered to
+    an account that may not see every job is not trusted (``lookups.sight``, asked through
+    ``scontrol``): those jobs get no verdict, and ``unseen`` says so."""
     now = ledger.now()
     todo = ledger.unsettled(now, job_ids=job_ids) if job_ids is not None else ledger.unsettled(now, since=since)
     todo_ids = {e.id for e in todo}
@@ -279,10 +284,13 @@ def settle_rows(
     looked_at = ledger.now()
     if asked:
         try:
-            answers = lookup.jobs(asked)
+            answers, blind = trusted(lookup.jobs(asked), scontrol)
         except LookupFailed as exc:
             report.lookup_error = exc.reason
             answers = None
+        else:
+            if blind is not None:
+                report.unseen = blind.gone_note(len(asked) - len(answers))
     decided = {d.entry.id: d for d in decide(ledger, todo, answers, looked_at, settle_delay)}
     written_at = ledger.now()
     written = write(ledger, list(decided.values()), written_at, by=by)

@@ -16,7 +16,10 @@ Strategy, in as few slurmctld RPCs as possible:
    until slurmctld purges it, so its object stays, looked at again on every sweep
    without a growing back-off, until the job is gone or comes back;
 4. a lookup that could not ask leaves every object as it was and backs off;
-   "could not ask" is never read as "gone";
+   "could not ask" is never read as "gone"; nor is a "gone" answered to an account that may not
+   see every job (``lookups.sight``: not root, the SlurmUser or an operator; slurmctld answers
+   the same for a job it hides, ``PrivateData=jobs``): such a job's object stays, its lookup
+   counted failed, and the sweep is not settled (``SweepReport.unseen`` says whom to run as);
 5. a sweep that was not a dry run is kept in the ledger as the last one (``record_sweep``:
    when, and its summary), which ``slurm-dsl ledger status`` shows;
 6. it also settles the ledger's unknown operations (``run.settling``, docs/contract.md §12): the
@@ -51,8 +54,10 @@ from ..core.model import Op, Outcome, RequeueBit, Result
 from ..core.settle import DEFAULT_SETTLE_DELAY, Pending, check_settle_delay
 from ..ledger.base import LedgerError, LedgerStore
 from ..ledger.sqlite import SweepLock as SweepLock  # re-exported: the SQLite ledger's lock
+from ..lookups.sight import trusted
 from ..lookups.squeue import SqueueLookup
 from . import settling
+from .binaries import find_scontrol
 from .tracked import Tracker, lease_owner
 
 log = logging.getLogger("slurm_dsl")
@@ -138,6 +143,8 @@ class SweepReport:
     # The unknown operations this sweep looked at, and the verdict each got (None: not yet).
     verdicts: List[settling.Decided] = field(default_factory=list)
     verdicts_written: int = 0
+    # "Gone" answers not trusted (lookups.sight): why, and whom to run as; None: none.
+    unseen: Optional[str] = None
 
     def counts(self) -> Dict[str, int]:
         counts = {d.value: 0 for d in Done}
@@ -152,6 +159,7 @@ class SweepReport:
             "settled": self.settled,
             "lookup_error": self.lookup_error,
             "orphans": len(self.orphans),
+            **({"unseen": self.unseen} if self.unseen else {}),
             "fixed_orphans": [o.result.value for o in self.fixed_orphans],
             # Only when there were some: a ledger's summary of a sweep with none stays as it was.
             **({"verdicts": {k: v for k, v in settling.counts(self.verdicts).items() if v}} if self.verdicts else {}),
@@ -161,7 +169,8 @@ class SweepReport:
     def settled(self) -> bool:
         """Every object looked at was settled (and every orphan fixed, if asked)."""
         fixed = all(o.result is Result.OK for o in self.fixed_orphans)
-        return self.lookup_error is None and fixed and all(s.done in SETTLED for s in self.swept)
+        return (self.lookup_error is None and self.unseen is None and fixed
+                and all(s.done in SETTLED for s in self.swept))
 
 
 _P = ParamSpec("_P")
@@ -247,9 +256,13 @@ def sweep(
         looked_at = ledger.now()  # when the lookup starts: the settle delay counts to here
         if asked:
             try:
-                answers = lookup.jobs(asked)
+                answers, blind = trusted(lookup.jobs(asked), find_scontrol(tracker.scontrol))
             except LookupFailed as exc:
                 report.lookup_error = exc.reason
+            else:
+                if blind is not None:
+                    report.unseen = blind.gone_note(len(asked) - len(answers))
+                    log.warning("sweep: %s", report.unseen)
         # The verdicts before the restores: a restore this sweep runs begins after its lookup, so it
         # cannot have changed what the lookup read, but read as a later operation on the flag it
         # would make an earlier unknown restore of the job undecidable for ever.
@@ -321,6 +334,13 @@ def _settle(
             ledger.lookups_failed(leased, reason, ledger.now())
         report.swept += [Swept(job, Done.LOOKUP_FAILED, reason) for job in leased]
         return
+    unseen = [job for job in leased if job not in infos]  # "gone" to an account that may not see it
+    if unseen:
+        why = "read as gone by an account that may not see every job: not trusted"
+        if not dry_run:
+            ledger.lookups_failed(unseen, why, ledger.now())
+        report.swept += [Swept(job, Done.LOOKUP_FAILED, why) for job in unseen]
+        leased = [job for job in leased if job in infos]
     # Each job's decision is taken again where it is used (``decide`` is pure and cheap), not kept in
     # a list beside the clears and the report: a sweep of 100,000 objects then holds at its peak the
     # clears being written, not also 100,000 decisions (docs/benchmarks.md §4).

@@ -14,9 +14,10 @@ import pytest
 
 import slurm_dsl.ledger.mariadb as mariadb_module
 from slurm_dsl.admin.cli import main
-from slurm_dsl.admin.doctor import CLOCK_WARN, caller_check, jobinfo_check, parse_config
+from slurm_dsl.admin.doctor import CLOCK_WARN, caller_check, jobinfo_check
 from slurm_dsl.core.model import Op
 from slurm_dsl.ledger.choose import open_ledger
+from slurm_dsl.lookups.sight import parse_config
 from tests.cli_run import cli
 from tests.fakes import write_fake, write_fake_squeue
 from tests.ledger_backends import Raw

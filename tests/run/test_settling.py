@@ -281,7 +281,7 @@ def test_settle_shows_the_verdict_a_faster_settler_wrote(ledger_location: str) -
 
         ledger.add_settlements = first_another  # type: ignore[method-assign]
         report = settling.settle_rows(ledger, MemoryLookup({"7": record("7", priority=0)}), job_ids=["7"],
-                                      since=0.0, settle_delay=10.0, by="settle, me")
+                                      since=0.0, settle_delay=10.0, by="settle, me", scontrol="/usr/bin/scontrol")
     [row] = report.rows
     assert (row.verdict, row.when, row.by, row.detail) == (Verdict.UNDECIDABLE, settling.EARLIER, "sweep, elsewhere",
                                                            "the other settler's")

@@ -1,0 +1,136 @@
+"""Who may read "gone" (docs/contract.md §9.3, SPEC §9 "Who may read gone").
+
+slurmctld answers ``Invalid job id specified`` both for a job it no longer knows and for one the
+asking account may not see (``PrivateData=jobs``, another user's job), byte for byte: squeue's
+``slurm_load_jobs error: Invalid job id specified`` and slurm-dsl-jobinfo's gone line alike.  So a
+lookup's "gone" counts only when the account that made it sees every job: root, slurm.conf's
+``SlurmUser``, or an account whose AdminLevel in slurmdbd makes it an operator (slurmctld's
+``validate_operator``: uid 0, the SlurmUser, or an admin level of Operator or above; without
+accounting there is no admin level).  From any other account a "gone" decides nothing: it is
+read as "could not ask" (``trusted``), so no object is cleared, no verdict ``gone`` is written and
+no keyed look-back trusts it.
+
+Strategy: the question is asked only when an answer says gone, and once per process and account
+(``sight``): root at once, with no process; anyone else with one ``scontrol show config`` (the
+SlurmUser, whether accounting is on), and with accounting on, one ``sacctmgr -n -P show user NAME
+format=adminlevel``.  Anything that cannot be read counts as "may not see every job": the safe
+side is to clear nothing.  ``parse_config``, ``slurm_user``, ``accounting_on`` and ``operator_level``
+are pure.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+from typing import Dict, Mapping, NamedTuple, Optional, Tuple
+
+from ..core.jobinfo import JobInfo
+from ..run import process as runner
+
+ASK_TIMEOUT = 10.0  # seconds for `scontrol show config` and for sacctmgr
+OPERATOR_LEVELS = ("operator", "administrator")  # sacctmgr's AdminLevel words at or above Operator
+
+
+class Sight(NamedTuple):
+    """Whether the account sees every job, who it is (``uid 1000 (alice)``), what decided it, and
+    which account to run as instead (empty when it does)."""
+
+    every_job: bool
+    who: str
+    why: str
+    run_as: str = ""
+
+    def gone_note(self, count: int) -> str:
+        """What to say of ``count`` "gone" answers this account may not trust."""
+        return (f"{count} job(s) read as gone by {self.who}, which may not see every job ({self.why}): not trusted,"
+                f" nothing cleared or settled as gone; run it as {self.run_as}")
+
+
+def parse_config(text: str) -> Dict[str, str]:
+    """``scontrol show config`` lines ``Key = value`` as a dict."""
+    config: Dict[str, str] = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        if sep and key.strip() and " " not in key.strip():
+            config[key.strip()] = value.strip()
+    return config
+
+
+def slurm_user(config: Mapping[str, str]) -> Optional[Tuple[str, int]]:
+    """slurm.conf's SlurmUser as ``show config`` prints it (``slurm(64030)``): its name and uid."""
+    found = re.fullmatch(r"(.*)\((\d+)\)", config.get("SlurmUser", ""))
+    return None if found is None else (found.group(1), int(found.group(2)))
+
+
+def accounting_on(config: Mapping[str, str]) -> bool:
+    """Whether slurmctld has accounting (and so admin levels): 22.05 prints
+    ``accounting_storage/none`` without it, 23.11 and later ``(null)``."""
+    return config.get("AccountingStorageType", "") not in ("", "(null)", "accounting_storage/none")
+
+
+def operator_level(sacctmgr_output: str) -> bool:
+    """Whether ``sacctmgr -n -P show user NAME format=adminlevel`` says Operator or Administrator
+    (one line, the level; no line: the account is not in slurmdbd)."""
+    lines = [line.strip().lower() for line in sacctmgr_output.splitlines() if line.strip()]
+    return len(lines) == 1 and lines[0] in OPERATOR_LEVELS
+
+
+def _name(uid: int) -> str:
+    import pwd
+
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return "?"
+
+
+def _ask(scontrol: str, euid: int) -> Sight:
+    who = f"uid {euid} ({_name(euid)})"
+    if euid == 0:
+        return Sight(True, who, "root")
+    done = runner.run_argv((scontrol, "show", "config"), timeout=ASK_TIMEOUT)
+    if done.returncode != 0 or done.pipes_held:
+        return Sight(False, who, "scontrol show config could not be read", "root or slurm.conf's SlurmUser")
+    config = parse_config(done.stdout.decode("utf-8", "replace"))
+    user = slurm_user(config)
+    run_as = "root" if user is None or user[1] == 0 else f"root or {user[0]}"
+    if user is not None and user[1] == euid:
+        return Sight(True, who, f"slurm.conf's SlurmUser, {user[0]}")
+    if not accounting_on(config):
+        return Sight(False, who, "neither root nor the SlurmUser, and no accounting for an AdminLevel", run_as)
+    sacctmgr = os.path.join(os.path.dirname(scontrol), "sacctmgr")
+    asked = runner.run_argv((sacctmgr, "-n", "-P", "show", "user", _name(euid), "format=adminlevel"),
+                            timeout=ASK_TIMEOUT)
+    if asked.returncode == 0 and not asked.pipes_held and operator_level(asked.stdout.decode("utf-8", "replace")):
+        return Sight(True, who, "an operator by its AdminLevel")
+    return Sight(False, who, "neither root, the SlurmUser nor an operator by AdminLevel", run_as)
+
+
+_known: Dict[Tuple[str, int], Sight] = {}
+_lock = threading.Lock()
+
+
+def sight(scontrol: str, euid: Optional[int] = None) -> Sight:
+    """Whether the account ``euid`` (default: this process's) sees every job, asked of the
+    slurmctld ``scontrol`` reaches; once per process for each (scontrol, account)."""
+    uid = os.geteuid() if euid is None else euid
+    with _lock:
+        known = _known.get((scontrol, uid))
+        if known is None:
+            known = _known[(scontrol, uid)] = _ask(scontrol, uid)
+    return known
+
+
+def trusted(
+    answers: Dict[str, Optional[JobInfo]], scontrol: str
+) -> Tuple[Dict[str, Optional[JobInfo]], Optional[Sight]]:
+    """``answers`` with every "gone" (None) left out when this process's account may not see every
+    job, and that account's ``Sight`` (None when nothing was left out).  An id left out is one the
+    lookup did not answer for: "could not ask" (``core.settle.looked_up``), never gone."""
+    if all(info is not None for info in answers.values()):
+        return answers, None
+    seen = sight(scontrol)
+    if seen.every_job:
+        return answers, None
+    return {job: info for job, info in answers.items() if info is not None}, seen
