@@ -1,4 +1,4 @@
-"""Who may read "gone" (docs/contract.md §9.3, SPEC §9 "Who may read gone").
+"""Who may read "gone" (docs/contract.md §9.3, "Who may read gone").
 
 slurmctld answers ``Invalid job id specified`` both for a job it no longer knows and for one the
 asking account may not see (``PrivateData=jobs``, another user's job), byte for byte: squeue's

@@ -1,4 +1,4 @@
-"""Who may read "gone" (SPEC §9 "Who may read gone", issue 31 item 4) on the real slurmctld with
+"""Who may read "gone" (docs/contract.md §9.3 "Who may read gone", issue 31 item 4) on the real slurmctld with
 ``PrivateData=jobs``: a lookup by an account that may not see a job answers ``Invalid job id
 specified``, byte for byte what slurmctld says of a job it no longer knows.
 

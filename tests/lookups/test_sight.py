@@ -1,6 +1,6 @@
-"""Who may read "gone" (lookups/sight.py, SPEC §9): the pure readings of ``scontrol show config``
+"""Who may read "gone" (lookups/sight.py, docs/contract.md §9.3): the pure readings of ``scontrol show config``
 and sacctmgr, the account's sight asked of a fake scontrol and sacctmgr that print the real texts,
-and ``trusted`` against the SPEC's words written apart.  The live behaviour, with PrivateData=jobs:
+and ``trusted`` against the contract's words written apart.  The live behaviour, with PrivateData=jobs:
 tests/integration/test_private_data_live.py."""
 
 from __future__ import annotations
@@ -101,8 +101,8 @@ def test_the_answer_is_asked_once_per_process(tmp_path: Path) -> None:
 
 
 def naive_trusted(answers: Dict[str, Optional[JobInfo]], every_job: bool) -> Dict[str, Optional[JobInfo]]:
-    """SPEC §9: "an answer of gone counts only from a lookup made by an account that sees every
-    job ... From any other account such an answer decides nothing (as could not ask)"."""
+    """The contract's rule (docs/contract.md §9.3): an answer of gone counts only from a lookup made
+    by an account that sees every job; from any other account it decides nothing, as could not ask."""
     if every_job:
         return dict(answers)
     return {job: info for job, info in answers.items() if info is not None}
