@@ -65,7 +65,6 @@ from .deadlines import check_deadline
 from .tracked import (
     NO_LINK,
     NOT_LOOKED,
-    KeyTaken,
     Link,
     LookupAnswer,
     Taken,
@@ -158,21 +157,13 @@ def run_linked(
         if tracker.clock() >= when:
             outcomes = [unstarted(op, j) for j in unit]
         elif len(unit) == 1 and _alone(unit[0], infos):
-            outcomes = [_run_one(tracker, op, unit[0], when, looked, link)]
+            outcomes = [tracker.run_linked(op, unit[0], when, checked=True, looked=looked, link=link)]
         else:
             outcomes = _run_chunk(tracker, op, unit, when, answered_at, looked, link, age)
         yield from outcomes
         done += len(unit)
         if progress is not None:
             progress(done, len(ids))
-
-
-def _run_one(tracker: Tracker, op: Op, job_id: str, deadline: float, looked: LookupAnswer,
-             link: Link) -> Union[Outcome, Taken]:
-    try:
-        return tracker.run(op, job_id, deadline, checked=True, looked=looked, link=link)
-    except KeyTaken as exc:
-        return exc.taken
 
 
 def _alone(job_id: str, infos: Dict[str, Optional[JobInfo]]) -> bool:
@@ -253,7 +244,7 @@ def _run_chunk(
             results[job_id] = unstarted(op, job_id)
             continue
         try:
-            results[job_id] = _run_one(tracker, op, job_id, deadline, looked, link)
+            results[job_id] = tracker.run_linked(op, job_id, deadline, checked=True, looked=looked, link=link)
         except LedgerError as exc:
             ran = [r for j in chunk if isinstance(r := results.get(j), Outcome)]
             if isinstance(exc, NotRecorded):

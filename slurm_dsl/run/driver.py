@@ -30,7 +30,7 @@ from ..lookups.background import Background
 from . import process as runner
 from .calls import unstarted
 from .deadlines import check_deadline
-from .tracked import NO_LINK, KeyTaken, Link, LookupAnswer, Taken, Tracker
+from .tracked import NO_LINK, Link, LookupAnswer, Taken, Tracker
 
 if TYPE_CHECKING:
     from .bulk import Progress
@@ -182,9 +182,7 @@ def _one_by_one(
         if tracker.clock() >= deadline:
             return unstarted(op, job_id), None
         try:
-            return tracker.run(op, job_id, deadline, checked=True, looked=looked, link=link), None
-        except KeyTaken as exc:  # nothing ran
-            return exc.taken, None
+            return tracker.run_linked(op, job_id, deadline, checked=True, looked=looked, link=link), None
         except NotRecorded as exc:  # it ran (the tracker logged it)
             stop.set()
             return exc.outcome, exc

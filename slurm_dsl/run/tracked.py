@@ -124,14 +124,6 @@ class Taken(NamedTuple):
     detail: str
 
 
-class KeyTaken(Exception):
-    """``Tracker.run``'s way of saying ``Taken`` for its one job (never out of ``run``'s callers)."""
-
-    def __init__(self, taken: Taken) -> None:
-        super().__init__(taken.detail)
-        self.taken = taken
-
-
 def earlier(
     op: Op, entry: HistoryEntry, *, running: bool = False, verdict: Optional[Verdict] = None, settled: bool = False
 ) -> Earlier:
@@ -296,10 +288,31 @@ class Tracker:
         looked: LookupAnswer = NOT_LOOKED,
         link: Link = NO_LINK,
     ) -> Outcome:
+        """``run_linked``, whose ``Taken`` (only under a key) is an ``expired`` outcome saying why
+        nothing ran."""
+        done = self.run_linked(op, job_id, deadline, owner=owner, checked=checked, actor=actor, looked=looked,
+                               link=link)
+        if isinstance(done, Taken):
+            bit = RequeueBit.CLEAR if Op(op) is Op.REQUEUE else None
+            return Outcome(Op(op), done.job_id, Result.EXPIRED, bit, None, (), None, f"nothing ran: {done.detail}")
+        return done
+
+    def run_linked(
+        self,
+        op: Union[Op, str],
+        job_id: Union[str, int],
+        deadline: float,
+        *,
+        owner: Optional[str] = None,
+        checked: bool = False,
+        actor: Optional[str] = None,
+        looked: LookupAnswer = NOT_LOOKED,
+        link: Link = NO_LINK,
+    ) -> Union[Outcome, Taken]:
         """One op on one job, recorded; the lease is ``owner``'s if given (a sweeper's), and the
         history says ``actor`` ran it (default: ``self.actor``, this process), under ``link``'s key
         and as a retry of ``link.retry_of``'s operation for the job, if any.  With a key, the key
-        is read again under the lease (``not_to_act``): ``KeyTaken`` if it now says not to act,
+        is read again under the lease (``not_to_act``): ``Taken`` if it now says not to act,
         nothing run or written.
 
         Unless ``checked`` (the caller ran ``look_up`` for it and passes its answer as
@@ -325,18 +338,21 @@ class Tracker:
         while True:
             # The lease and the intent in one transaction: committed before the script starts.  A
             # keyed job's key is read again there (``not_to_act``); if it now says not to act, the
-            # transaction is rolled back, lease and all.
+            # lease is given back in the same transaction and nothing is written.
             with ledger.batch():
                 leased = ledger.acquire_lease(job, owner, ledger.now(), ttl)
-                if leased:
-                    for decision in not_to_act(ledger, op, [job], link.key).values():
-                        raise KeyTaken(Taken(job, decision.detail))
+                taken = not_to_act(ledger, op, [job], link.key).get(job) if leased else None
+                if taken is not None:
+                    ledger.release_lease(job, owner)
+                elif leased:
                     begun = ledger.now()
                     baselines, baseline_at, ends_by = start_fields(looked, [job], begun, self.clock(), deadline)
                     op_id = ledger.begin_operation(job, op, nonce, begun, actor=actor or self.actor,
                                                    baseline=baselines.get(job), baseline_at=baseline_at,
                                                    ends_by=ends_by, key=link.key,
                                                    retry_of=link.retry_of.get(job))
+            if taken is not None:
+                return Taken(job, taken.detail)
             if leased:
                 break
             if self.clock() >= deadline:
