@@ -1,7 +1,8 @@
 """Shared fixtures: every test gets its own ledger file, never the system's, and (outside
 tests/integration) a squeue that knows no jobs for the operations' array check,
 ``--lookup squeue`` for sweeps and no slurm-dsl-jobinfo, so that unit tests never ask a real slurmctld and pass
-whether or not a real pyslurm is installed.
+whether or not a real pyslurm is installed; and a state directory whose job_state a save wrote
+after everything the test does (``_saved_state``).
 
 ``ledger_location`` runs a test once per ledger backend: an SQLite file, and a fresh database on
 the lab's MariaDB (tests/ledger_backends.py).  Without a usable MariaDB server its parameter
@@ -12,6 +13,7 @@ knowingly, even under CI.
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
 
@@ -43,6 +45,20 @@ def _no_slurm_for_the_array_check(
     monkeypatch.setenv("SLURM_DSL_LOOKUP", "squeue")
     monkeypatch.setenv("SLURM_DSL_JOBINFO", "")
     return path
+
+
+@pytest.fixture(autouse=True)
+def _saved_state(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Outside tests/integration, slurmctld's state directory is one whose job_state was written
+    by a save that began an hour from now: whatever a unit test's sweep clears is known saved
+    (docs/contract.md §13), unless the test writes another (``tests.fakes.write_job_state``).
+    tests/integration use the lab's own."""
+    from tests.fakes import write_job_state
+
+    directory = tmp_path_factory.mktemp("statesave")
+    write_job_state(directory, int(time.time()) + 3600)
+    monkeypatch.setenv("SLURM_DSL_STATE_SAVE_LOCATION", str(directory))
+    return directory
 
 
 @pytest.fixture(autouse=True)

@@ -224,3 +224,17 @@ class MemoryLookup:
         if self.fail:
             raise LookupFailed(self.fail)
         return {j: self.known.get(j) for j in job_ids}
+
+
+def write_job_state(directory: Path, started: int, protocol_version: int = 0x2600) -> Path:
+    """A ``job_state`` whose header says a save began at ``started`` (epoch seconds), as
+    slurmctld packs it (docs/contract.md §13: ``JOB_STATE_VERSION`` as a packed string, a
+    16-bit protocol version, the 64-bit start), followed by bytes no reader looks at."""
+    version = b"PROTOCOL_VERSION\0"
+    header = (len(version).to_bytes(4, "big") + version + protocol_version.to_bytes(2, "big")
+              + started.to_bytes(8, "big", signed=True))
+    path = directory / "job_state"
+    new = directory / "job_state.new"
+    new.write_bytes(header + b"\0" * 64)
+    new.replace(path)
+    return path

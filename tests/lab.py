@@ -345,6 +345,17 @@ def stop_slurmctld(timeout: float = 30.0) -> None:
 RESEND = 5.0
 
 
+def kill_slurmctld(timeout: float = 30.0) -> None:
+    """SIGKILL slurmctld (a crash: nothing saved on the way out) and wait until it is gone."""
+    pid = slurmctld_pid()
+    os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + timeout
+    while _pid_running(pid, "slurmctld"):
+        if time.monotonic() >= deadline:
+            raise LabError(f"slurmctld (pid {pid}) still running {timeout:g} s after SIGKILL")
+        time.sleep(POLL_INTERVAL / 10)
+
+
 def start_slurmctld(timeout: float = 30.0) -> None:
     """Start slurmctld (via contrib/lab/up, which starts only what is dead and
     records the pid for contrib/lab/down) and wait until the lab is usable."""

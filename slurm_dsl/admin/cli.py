@@ -198,6 +198,9 @@ def _cmd_sweep(args: argparse.Namespace, out: IO[str]) -> int:
     out.write(show.sweep_text(report, lookup.name, not_clear, args.json))
     if report.lookup_error:
         log.warning("sweep: could not look jobs up: %s; nothing was cleared", report.lookup_error)
+    if report.save_error:
+        log.warning("sweep: %s: every object whose job shows Requeue=0 is kept (docs/contract.md §13.3); run the"
+                    " sweep as root or the SlurmUser, or set $SLURM_DSL_STATE_SAVE_LOCATION", report.save_error)
     if args.metrics_file:
         write_atomically(args.metrics_file, metrics_text(report, not_clear, unsettled))
     return EXIT_OK if report.settled else EXIT_CODES[Result.UNKNOWN]

@@ -85,7 +85,8 @@ def sweep_summary(report: SweepReport, lookup: str, not_clear: int) -> Dict[str,
             "fixed_orphans": [o.result.value for o in report.fixed_orphans], "not_clear": not_clear,
             "dry_run": report.dry_run, "seconds": round(report.finished - report.started, 3),
             "verdicts": counts(report.verdicts), "verdicts_written": report.verdicts_written,
-            "unseen": report.unseen}
+            "unseen": report.unseen, "save_error": report.save_error,
+            "last_save": None if report.save is None or report.save.started is None else report.save.started}
 
 
 def verdicts_line(summary: Dict[str, Any]) -> str:

@@ -12,7 +12,11 @@ unleased objects, never an object's newest (``may_prune``).  Rule 5, merging two
 a bit that may be set is never lost nor made clearer.  Rule 6, a dead sweep's leases: a sweep
 holding the sweep lock may take over at once the leases of other *sweeps* (``sweep_owned``), never
 an operation's (docs/contract.md §9.5).  Rule 7, a late finish: an operation that finishes after
-another began on its job never makes the bit clearer (``after``; docs/contract.md §9.2).
+another began on its job never makes the bit clearer (``after``; docs/contract.md §9.2).  Rule 8,
+no object is cleared before its clear is saved (docs/contract.md §13): a requeue or restore whose
+call cleared the job's flag leaves its object ``may_be_set``, watched (``UNSAVED`` in its why),
+and the sweep clears it once a lookup made after a save that began after the object's
+``quiet_at`` shows the job at Requeue=0 or gone (``core.durable``).
 """
 
 from __future__ import annotations
@@ -21,9 +25,9 @@ import math
 from dataclasses import dataclass
 from typing import Dict, Iterable, Optional, Tuple
 
-from .combine import next_bit
+from .combine import cleared, next_bit
 from .errors import InvalidInput
-from .model import Op, Outcome, RequeueBit
+from .model import Op, Outcome, RequeueBit, Result
 
 
 @dataclass(frozen=True)
@@ -75,10 +79,27 @@ def after(
         return BitChange(bit, None)
     if later_began and UNCLEARNESS[bit] < UNCLEARNESS[RequeueBit(current)]:
         return BitChange(RequeueBit(current), None)
+    watched = bit is RequeueBit.CLEAR and cleared_by_a_call(outcome)
+    if watched:
+        bit = RequeueBit.MAY_BE_SET  # Rule 8
     why = f"{op.value} {nonce}: {outcome.result.value}"
     if outcome.reason is not None:
         why += f" ({outcome.reason.value})"
+    if watched:
+        why += f"; {UNSAVED}"
     return BitChange(bit, why)
+
+
+# Rule 8's why: the object is kept, watched, until a save proves the clear (docs/contract.md §13).
+UNSAVED = "cleared, not yet known saved by slurmctld: watched until it is"
+
+
+def cleared_by_a_call(outcome: Outcome) -> bool:
+    """Whether one of the operation's calls cleared the job's flag (or found the job gone): a
+    requeue's call 3 that did (``combine.cleared``), a restore that is ok."""
+    if outcome.op is Op.RESTORE:
+        return outcome.result is Result.OK
+    return outcome.op is Op.REQUEUE and any(c.number == 3 and cleared(c) for c in outcome.calls)
 
 
 def backoff(failures: int, base: float, cap: float) -> float:

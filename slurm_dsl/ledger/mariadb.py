@@ -229,6 +229,10 @@ MIGRATIONS: Tuple[Tuple[str, ...], ...] = (
         "DROP TRIGGER IF EXISTS settlements_no_delete",
         _SETTLEMENTS_NO_DELETE,
     ),
+    (
+        # Until when a call of slurm-dsl's may change the job's flag (docs/contract.md §13).
+        "ALTER TABLE objects ADD COLUMN IF NOT EXISTS quiet_at DOUBLE NULL",
+    ),
 )
 _VERSION_TABLE = f"""CREATE TABLE IF NOT EXISTS schema_version (
     one TINYINT NOT NULL PRIMARY KEY CHECK (one = 1),

@@ -639,6 +639,14 @@ class BeginPlan(NamedTuple):
 
     objects: List[ObjectWrite]
     history: List[HistoryStart]
+    quiet: List[QuietWrite]
+
+
+# An object's ``quiet_at``, and its job: until when a call of slurm-dsl's may still change the
+# job's flag (docs/contract.md §13): a requeue's or restore's ``ends_by`` when it begins, its
+# finish when it finishes (a late finish, Rule 7 of ledger_rules, leaves it as it is).
+QuietWrite = Tuple[float, str]
+FLAG_OPS = (Op.REQUEUE, Op.RESTORE)  # the ops whose calls change the job's flag
 
 
 def begin_plan(
@@ -657,7 +665,10 @@ def begin_plan(
     history: List[HistoryStart] = []
     who = stored_text(actor) or None
     fields = fields or StartFields()
+    quiet: Dict[str, QuietWrite] = {}
     for job_id, op, nonce in starts:
+        if op in FLAG_OPS and fields.ends_by is not None:
+            quiet[job_id] = (fields.ends_by, job_id)
         prior = current.get(job_id)
         if prior is None:  # a new object, bit clear (an intent below may overwrite it at once)
             prior = current[job_id] = RequeueBit.CLEAR
@@ -672,7 +683,7 @@ def begin_plan(
             None if baseline is None else fields.baseline_at, fields.key, fields.retry_of.get(job_id),
             fields.ends_by,
         ))
-    return BeginPlan(list(objects.values()), history)
+    return BeginPlan(list(objects.values()), history, list(quiet.values()))
 
 
 def inserted_ids(path: str, rows: Sequence[Sequence[Any]], found: Sequence[Sequence[Any]]) -> List[int]:
@@ -697,6 +708,7 @@ class FinishPlan(NamedTuple):
     bits: List[RequeueBit]
     objects: List[ObjectWrite]
     history: List[Tuple[Any, ...]]
+    quiet: List[QuietWrite]
 
 
 def finish_plan(
@@ -717,6 +729,7 @@ def finish_plan(
     objects: Dict[str, ObjectWrite] = {}
     bits: List[RequeueBit] = []
     history: List[Tuple[Any, ...]] = []
+    quiet: Dict[str, QuietWrite] = {}
     for op_id, outcome, stderr in finishes:
         stderr = bytes(stderr)
         row = rows.get(op_id)
@@ -724,13 +737,15 @@ def finish_plan(
             job, op_text, nonce, prior_text, finished_at, bit, later = row
             row = (job, op_text, nonce, prior_text, now if op_id in done else finished_at, current.get(job, bit), later)
         job_id, after = finish(path, op_id, row, outcome)
+        if outcome.op in FLAG_OPS and row is not None and not row[6]:
+            quiet[job_id] = (now, job_id)  # its calls are over, and every earlier one's too (its lease)
         done.add(op_id)
         if after.why is not None:
             current[job_id] = after.bit.value
             objects[job_id] = (job_id, after.bit.value, after.why, now)
         bits.append(after.bit)
         history.append(finished_values(now, outcome, after.bit, stderr, op_id, hex_stderr=hex_stderr))
-    return FinishPlan(bits, list(objects.values()), history)
+    return FinishPlan(bits, list(objects.values()), history, list(quiet.values()))
 
 
 # -- import: another ledger's records ------------------------------------------------------------

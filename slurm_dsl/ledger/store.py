@@ -433,7 +433,14 @@ class SqlStore(abc.ABC):
             # a new intent is news for the sweeper: an old back-off must not delay it.
             tail = self._upsert("job_id", _BIT_COLUMNS, "lookup_failures = 0, next_lookup_at = 0")
             self._write_rows(cur, _WRITE_BIT, plan.objects, tail)
+            self._write_quiet(cur, plan.quiet)
             return self._append_history(cur, plan.history)
+
+    def _write_quiet(self, cur: Cursor, quiet: Sequence[ledger_rows.QuietWrite]) -> None:
+        """The objects' ``quiet_at`` (``ledger_rows.QuietWrite``); their rows exist (written above
+        in the same transaction, or before)."""
+        if quiet:
+            cur.executemany(self._sql("UPDATE objects SET quiet_at = ? WHERE job_id = ?"), list(quiet))
 
     def _append_history(self, cur: Cursor, rows: Sequence[Tuple[Any, ...]]) -> List[int]:
         """Append the history ``rows`` (``ledger_rows.HistoryStart``); their ids
@@ -481,6 +488,7 @@ class SqlStore(abc.ABC):
             rows = self._keyed(cur, _FINISHING_ONE, _FINISHING_ROWS, [op_id for op_id, _, _ in finishes])
             plan = ledger_rows.finish_plan(self.path, finishes, rows, now, hex_stderr=self.HEX_STDERR)
             self._write_rows(cur, _WRITE_BIT, plan.objects, self._upsert("job_id", _BIT_COLUMNS))
+            self._write_quiet(cur, plan.quiet)
             self._finish_history(cur, plan.history)
         return plan.bits
 
@@ -572,6 +580,18 @@ class SqlStore(abc.ABC):
             sql += " LIMIT ?"
             args.append(int(limit))
         return sql, args
+
+    def quiet_times(self, job_ids: Sequence[str]) -> Dict[str, float]:
+        """Each object's ``quiet_at`` (docs/contract.md §13: until when a call of slurm-dsl's may
+        have changed its job's flag), or its ``updated_at`` where none was written (an object from
+        before schema 4, or one only a sweep or a merge wrote); a job without an object is
+        absent.  One query per ``IN`` list of ``ledger_rows.IN_PIECE`` ids; reads only."""
+        found: Dict[str, float] = {}
+        for piece in ledger_rows.pieces(ledger_rows.distinct(validate_job_id(j) for j in job_ids)):
+            sql = ledger_rows.in_list("SELECT job_id, coalesce(quiet_at, updated_at) FROM objects WHERE job_id",
+                                      len(piece), "?")
+            found.update((str(r[0]), float(r[1])) for r in self._read("read quiet times", sql, piece))
+        return found
 
     def count_not_clear(self) -> int:
         """How many objects have a bit that is not clear (leased and backed-off ones included)."""

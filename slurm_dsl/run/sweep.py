@@ -41,11 +41,13 @@ import enum
 import functools
 import gc
 import logging
+import math
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, ParamSpec, Tuple, TypeVar
 
 from ..core.combine import found_finished
+from ..core.durable import began_after
 from ..core.errors import InvalidInput
 from ..core.errors import SweepBusy as SweepBusy  # re-exported: where it has always been imported from
 from ..core.jobinfo import JobInfo, Lookup, LookupFailed
@@ -54,6 +56,7 @@ from ..core.model import Op, Outcome, RequeueBit, Result
 from ..core.settle import DEFAULT_SETTLE_DELAY, Pending, check_settle_delay
 from ..ledger.base import LedgerError, LedgerStore
 from ..ledger.sqlite import SweepLock as SweepLock  # re-exported: the SQLite ledger's lock
+from ..lookups.saves import LastSave, last_save
 from ..lookups.sight import trusted
 from ..lookups.squeue import SqueueLookup
 from . import settling
@@ -90,6 +93,8 @@ class Done(str, enum.Enum):
     WATCHING = "watching"  # a finished job at Requeue=1: kept, looked at again next sweep
     WOULD_CLEAR = "would_clear"  # --dry-run
     WOULD_RESTORE = "would_restore"  # --dry-run
+    UNSAVED = "unsaved"  # the job shows Requeue=0 or is gone, but that is not yet known saved: kept, watched
+
 
     def __str__(self) -> str:
         return self.value
@@ -97,7 +102,10 @@ class Done(str, enum.Enum):
 
 # Outcomes a sweep is content with: a busy job is an operation's for now, and the next sweep's;
 # a watched one is all that can be done until slurmctld purges the job or it comes back.
-SETTLED = frozenset({Done.CLEARED, Done.RESTORED, Done.WOULD_CLEAR, Done.WOULD_RESTORE, Done.BUSY, Done.WATCHING})
+# An unsaved one waits for slurmctld's next save of its job state (docs/contract.md §13), as long as
+# that save can be read at all (``SweepReport.save_error``).
+SETTLED = frozenset({Done.CLEARED, Done.RESTORED, Done.WOULD_CLEAR, Done.WOULD_RESTORE, Done.BUSY, Done.WATCHING,
+                     Done.UNSAVED})
 
 
 def decide(info: Optional[JobInfo]) -> Tuple[Action, str]:
@@ -145,6 +153,18 @@ class SweepReport:
     verdicts_written: int = 0
     # "Gone" answers not trusted (lookups.sight): why, and whom to run as; None: none.
     unseen: Optional[str] = None
+    # slurmctld's last save of its job state, read before the lookup (docs/contract.md §13).
+    save: Optional[LastSave] = None
+
+    @property
+    def save_error(self) -> Optional[str]:
+        """Why objects were kept unsaved for want of a readable save (None: the save was read, or
+        no object needed it)."""
+        if self.save is None or self.save.started is not None:
+            return None
+        if not any(s.done is Done.UNSAVED for s in self.swept):
+            return None
+        return f"cannot read when slurmctld last saved its job state ({self.save.path}: {self.save.why})"
 
     def counts(self) -> Dict[str, int]:
         counts = {d.value: 0 for d in Done}
@@ -160,6 +180,7 @@ class SweepReport:
             "lookup_error": self.lookup_error,
             "orphans": len(self.orphans),
             **({"unseen": self.unseen} if self.unseen else {}),
+            **({"save_error": self.save_error} if self.save_error else {}),
             "fixed_orphans": [o.result.value for o in self.fixed_orphans],
             # Only when there were some: a ledger's summary of a sweep with none stays as it was.
             **({"verdicts": {k: v for k, v in settling.counts(self.verdicts).items() if v}} if self.verdicts else {}),
@@ -169,7 +190,7 @@ class SweepReport:
     def settled(self) -> bool:
         """Every object looked at was settled (and every orphan fixed, if asked)."""
         fixed = all(o.result is Result.OK for o in self.fixed_orphans)
-        return (self.lookup_error is None and self.unseen is None and fixed
+        return (self.lookup_error is None and self.unseen is None and self.save_error is None and fixed
                 and all(s.done in SETTLED for s in self.swept))
 
 
@@ -253,6 +274,9 @@ def sweep(
         unsettled = ledger.to_settle(now, since=now - settling.SINCE_DAYS * settling.DAY, limit=settle_limit)
         # One lookup for the objects and the operations alike: the leased jobs first, then the rest.
         asked = list(dict.fromkeys([*leased, *(e.job_id for e in unsettled)]))
+        # slurmctld's last save, read before the lookup: an object is cleared only from a lookup
+        # made after a save that began after its quiet_at (docs/contract.md §13).
+        report.save = last_save()
         looked_at = ledger.now()  # when the lookup starts: the settle delay counts to here
         if asked:
             try:
@@ -344,28 +368,33 @@ def _settle(
     # Each job's decision is taken again where it is used (``decide`` is pure and cheap), not kept in
     # a list beside the clears and the report: a sweep of 100,000 objects then holds at its peak the
     # clears being written, not also 100,000 decisions (docs/benchmarks.md §4).
+    unsaved = _unsaved(ledger, report.save, [job for job in leased if decide(infos.get(job))[0] is Action.CLEAR])
     if dry_run:
         would = {Action.CLEAR: Done.WOULD_CLEAR, Action.RESTORE: Done.WOULD_RESTORE, Action.WATCH: Done.WATCHING}
-        report.swept += [Swept(job, would[action], why) for job in leased for action, why in [decide(infos.get(job))]]
+        report.swept += [Swept(job, Done.UNSAVED, unsaved[job]) if job in unsaved else Swept(job, would[action], why)
+                         for job in leased for action, why in [decide(infos.get(job))]]
         return
     stored: Dict[str, str] = {}  # the clears share a few whys: one string each, not one per object
     clears = [
         (job, RequeueBit.CLEAR, stored.get(why) or stored.setdefault(why, f"sweep: {why}"))
         for job in leased
         for action, why in [decide(infos.get(job))]
-        if action is Action.CLEAR
+        if action is Action.CLEAR and job not in unsaved
     ]
     written = set(ledger.set_bits(clears, ledger.now(), owner=owner))
     del clears
-    watches = [job for job in leased if decide(infos.get(job))[0] is Action.WATCH]
+    watches = [job for job in leased if decide(infos.get(job))[0] is Action.WATCH or job in unsaved]
     watched = set(ledger.watch(watches, ledger.now(), owner=owner))
     for job in leased:
         action, why = decide(infos.get(job))
         if action is not Action.RESTORE:
-            if job in (written if action is Action.CLEAR else watched):
-                report.swept.append(Swept(job, Done.CLEARED if action is Action.CLEAR else Done.WATCHING, why))
+            if job in unsaved:
+                done, why = (Done.UNSAVED, unsaved[job]) if job in watched else (Done.BUSY, LAPSED)
+            elif job in (written if action is Action.CLEAR else watched):
+                done = Done.CLEARED if action is Action.CLEAR else Done.WATCHING
             else:
-                report.swept.append(Swept(job, Done.BUSY, "the sweep's lease lapsed; left for the next sweep"))
+                done, why = Done.BUSY, LAPSED
+            report.swept.append(Swept(job, done, why))
             continue
         deadline = tracker.clock() + restore_timeout
         outcome = tracker.run(Op.RESTORE, job, deadline, owner=owner, actor=f"{tracker.actor}, sweep")
@@ -378,6 +407,29 @@ def _settle(
         else:
             ledger.lookup_failed(job, f"restore: {outcome.result.value}", ledger.now())
             report.swept.append(Swept(job, Done.RESTORE_FAILED, f"restore: {outcome.result.value}", outcome))
+
+
+LAPSED = "the sweep's lease lapsed; left for the next sweep"
+
+
+def _unsaved(ledger: LedgerStore, save: Optional[LastSave], clears: List[str]) -> Dict[str, str]:
+    """Of the jobs the lookup says to clear (Requeue=0, or gone), those not yet known saved, with
+    why: their object's ``quiet_at`` is not before a save that began before the lookup
+    (``core.durable``, docs/contract.md §13).  Their objects stay, watched without back-off."""
+    if not clears:
+        return {}
+    started = None if save is None else save.started
+    quiet = ledger.quiet_times(clears)
+    if started is None:
+        why = "its job shows Requeue=0 or is gone, but when slurmctld last saved cannot be read: kept"
+        return {job: why for job in clears}
+    last = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(started))
+    return {
+        job: f"its job shows Requeue=0 or is gone, but slurmctld's last save (begun {last}) is not after"
+             " slurm-dsl's last call on it: kept until a save is"
+        for job in clears
+        if not began_after(started, quiet.get(job, math.inf))
+    }
 
 
 def _orphans(

@@ -275,7 +275,7 @@ def test_a_version_1_ledger_is_migrated_and_keeps_its_data(tmp_path: Path) -> No
     conn.close()
 
     with open_ledger(path) as ledger:
-        assert ledger.schema_version() == len(sqlite_module.MIGRATIONS) == 3
+        assert ledger.schema_version() == len(sqlite_module.MIGRATIONS) == 4
         obj = ledger.get("8")
         assert obj is not None and obj.bit is MAY and obj.why == "requeue x started"
         hold, requeue = ledger.history("8")
@@ -307,7 +307,8 @@ def test_history_human_and_json(path: str) -> None:
     assert (code, err) == (0, "")
     lines = out.splitlines()
     restore_nonce = f"{int(NOW + 60):032x}"
-    assert lines[0] == f"job 1: bit clear since 2023-11-14T22:14:21Z (restore {restore_nonce}: ok)"
+    assert lines[0] == (f"job 1: bit may_be_set since 2023-11-14T22:14:21Z (restore {restore_nonce}: ok; cleared, not"
+                        " yet known saved by slurmctld: watched until it is)")
     assert lines[1].split() == ["ID", "STARTED", "(UTC)", "SECS", "OP", "RESULT", "REQUEUE-BIT", "BIT", "BEFORE", "->",
                                 "AFTER", "BY"]
     assert lines[2].split() == [str(first), "2023-11-14T22:13:20Z", "1.0", "requeue", "unknown", "may_be_set", "clear",
@@ -316,16 +317,18 @@ def test_history_human_and_json(path: str) -> None:
     assert lines[4].strip() == "call 3: 1 rejected: Job has already finished"
     assert lines[5].strip() == "why: timed_out"
     assert lines[6].split()[:9] == [str(second), "2023-11-14T22:14:20Z", "1.0", "restore", "ok", "-", "may_be_set",
-                                    "->", "clear"]
+                                    "->", "may_be_set"]  # cleared, watched until saved (§13.3)
     assert lines[6].endswith("pid 8, sweep")
-    assert lines[8].split()[:9] == [str(running), "2023-11-14T22:15:20Z", "-", "hold", "unfinished", "-", "clear",
-                                    "->", "?"]
+    assert lines[8].split()[:9] == [str(running), "2023-11-14T22:15:20Z", "-", "hold", "unfinished", "-",
+                                    "may_be_set", "->", "?"]
     assert lines[9].strip().startswith("not finished:")
 
     code, out, _ = cli(["history", "1", "--json", "--ledger", str(path)])
     assert code == 0
     obj, *ops = [json.loads(line) for line in out.splitlines()]
-    assert obj == {"kind": "object", "job_id": "1", "bit": "clear", "why": f"restore {restore_nonce}: ok",
+    watched = "cleared, not yet known saved by slurmctld: watched until it is"
+    assert obj == {"kind": "object", "job_id": "1", "bit": "may_be_set",
+                   "why": f"restore {restore_nonce}: ok; {watched}",
                    "since": "2023-11-14T22:14:21Z", "since_epoch": NOW + 61, "lookup_failures": 0, "lookup_error": None}
     assert [o["kind"] for o in ops] == ["operation"] * 3 and [o["id"] for o in ops] == [first, second, running]
     one = ops[0]
@@ -597,6 +600,10 @@ def _worker(path: str, count: int) -> None:
             print(f"begun {op_id} {job}", flush=True)
             time.sleep(0.002)  # its script runs: the write lock is free meanwhile, as it is for real
             ledger.finish_operation(op_id, ok_outcome(op, job), b"", time.time())
+            if op is Op.REQUEUE:  # its clear is watched until saved: a sweep clears it, as after a save
+                assert ledger.acquire_lease(job, "sweep", time.time(), 10.0)
+                assert ledger.set_bit(job, RequeueBit.CLEAR, "sweep: saved", time.time(), owner="sweep")
+                ledger.release_lease(job, "sweep")
             print(f"finished {op_id} {job}", flush=True)
             print(f"rows {ledger.count_history()} -", flush=True)
         op_id = ledger.begin_operation("1", Op.HOLD, "e" * 32, time.time(), actor="worker")

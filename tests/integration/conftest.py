@@ -40,12 +40,13 @@ def jobinfo_helper() -> str:
 
 @pytest.fixture(autouse=True)
 def _real_squeue(monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> None:
-    """The real squeue for the operations' array check, and the default lookup
-    (tests/conftest.py sets a fake and squeue for the unit tests); and slurm-dsl-jobinfo as the
+    """The real squeue for the operations' array check, the default lookup and the lab's own
+    state directory (tests/conftest.py sets a fake and squeue for the unit tests); and slurm-dsl-jobinfo as the
     package installs it, so that every live test looks jobs up as an installed slurm-dsl does
     (a test marked ``squeue_only`` asks squeue alone)."""
     monkeypatch.delenv("SLURM_DSL_SQUEUE", raising=False)
     monkeypatch.delenv("SLURM_DSL_LOOKUP", raising=False)
+    monkeypatch.delenv("SLURM_DSL_STATE_SAVE_LOCATION", raising=False)  # the lab's own job_state
     if request.node.get_closest_marker("squeue_only") is None:
         monkeypatch.setenv("SLURM_DSL_JOBINFO", request.getfixturevalue("jobinfo_helper"))
 

@@ -165,7 +165,7 @@ def test_a_writer_waits_busy_timeout_then_ledger_error(ledger_location: str) -> 
 
 
 def test_schema_version_and_reopen_keeps_data(ledger_location: str) -> None:
-    assert len(sqlite_module.MIGRATIONS) == 3
+    assert len(sqlite_module.MIGRATIONS) == 4
     with fresh_ledger(ledger_location) as ledger:
         assert ledger.schema_version() == schema(ledger_location)
         ledger.begin_operation(JOB, Op.REQUEUE, NONCE, 1.0)
@@ -237,20 +237,21 @@ def test_a_file_that_is_not_a_database_is_a_ledger_error(tmp_path: Path) -> None
 
 # -- operations -----------------------------------------------------------------------------------
 
-# (prior bit, outcome, the object's bit after).  next_bit decides; these pin what docs/contract.md §7, §9.2 require.
+# (prior bit, outcome, the object's bit after).  next_bit decides, and a clear made by a call stays
+# watched (may_be_set) until a save proves it; these pin what docs/contract.md §7, §9.2, §13.3 require.
 CASES: List[Tuple[str, RequeueBit, Outcome, RequeueBit]] = [
     ("requeue unknown -> may_be_set", CLEAR, REQUEUE_S1_UNKNOWN, MAY),
-    ("requeue ok -> clear", CLEAR, REQUEUE_OK, CLEAR),
-    ("requeue ok clears an earlier may_be_set", MAY, REQUEUE_OK, CLEAR),
-    ("requeue ok clears an earlier set", SET, REQUEUE_OK, CLEAR),
+    ("requeue ok -> watched until saved", CLEAR, REQUEUE_OK, MAY),
+    ("requeue ok on an earlier may_be_set -> watched", MAY, REQUEUE_OK, MAY),
+    ("requeue ok on an earlier set -> watched", SET, REQUEUE_OK, MAY),
     ("requeue expired before call 1 keeps may_be_set", MAY, REQUEUE_EXPIRED, MAY),
     ("requeue expired before call 1 keeps set", SET, REQUEUE_EXPIRED, SET),
     ("requeue expired before call 1 on a clear job", CLEAR, REQUEUE_EXPIRED, CLEAR),
-    ("requeue not found, call 3 found it gone", SET, REQUEUE_S1_NOT_FOUND, CLEAR),
+    ("requeue not found, call 3 found it gone -> watched", SET, REQUEUE_S1_NOT_FOUND, MAY),
     ("requeue bit_set -> set", CLEAR, REQUEUE_BIT_SET, SET),
     ("requeue clear failed -> may_be_set", CLEAR, REQUEUE_CLEAR_FAILED, MAY),
-    ("restore ok clears", SET, RESTORE_OK, CLEAR),
-    ("restore finding the job gone clears", MAY, RESTORE_GONE, CLEAR),
+    ("restore ok -> watched until saved", SET, RESTORE_OK, MAY),
+    ("restore finding the job gone -> watched", MAY, RESTORE_GONE, MAY),
     ("restore finding the job finished leaves may_be_set", MAY, RESTORE_FINISHED, MAY),
     ("requeue whose call 3 found the job finished -> may_be_set", CLEAR, REQUEUE_FINISHED_AFTER, MAY),
     ("restore unknown leaves the bit", MAY, RESTORE_UNKNOWN, MAY),
@@ -273,9 +274,13 @@ def test_begin_and_finish(
         assert during is not None
         assert during.bit is (MAY if outcome.op is Op.REQUEUE else prior)
         assert ledger.finish_operation(op_id, outcome, b"err", 11.0) is after
-        assert after is next_bit(prior, outcome)
+        watched = next_bit(prior, outcome) is CLEAR and after is MAY
+        assert after is (MAY if watched else next_bit(prior, outcome))
         obj = ledger.get(JOB)
         assert obj is not None and obj.bit is after
+        assert ("not yet known saved" in obj.why) is watched
+        if outcome.op in (Op.REQUEUE, Op.RESTORE):
+            assert ledger.quiet_times([JOB]) == {JOB: 11.0}  # its calls were over when it finished
         (entry,) = ledger.history(JOB)
         assert (entry.prior_bit, entry.bit_after, entry.result) == (prior, after, outcome.result)
         if outcome.op in (Op.REQUEUE, Op.RESTORE):
@@ -300,9 +305,11 @@ def test_a_late_finish_never_clears_what_a_newer_requeue_may_have_set(ledger_loc
         obj = ledger.get(JOB)
         assert obj is not None and obj.bit is MAY and obj.why.startswith(f"requeue {NONCE[::-1]}")
         assert [h.bit_after for h in ledger.history(JOB)] == [MAY, MAY]
-        # With nothing begun since, the same finish clears as ever.
+        # With nothing begun since, the same finish clears as ever, watched until saved (§13.3).
         again = ledger.begin_operation(JOB, late.op, NONCE, 100.0)
-        assert ledger.finish_operation(again, late, b"", 101.0) is CLEAR
+        assert ledger.finish_operation(again, late, b"", 101.0) is MAY
+        obj = ledger.get(JOB)
+        assert obj is not None and obj.why.startswith(f"{late.op.value} {NONCE}: ok; cleared, not yet known saved")
 
 
 def test_a_job_with_only_holds_has_a_clear_object(ledger_location: str) -> None:
@@ -377,7 +384,7 @@ def test_history_is_complete_and_append_only(ledger_location: str) -> None:
     ]
     assert one.calls[2].reason == "unrecognised_stderr"
     assert one.stderr == big[:STDERR_CAP] and one.stderr_len == len(big)
-    assert (two.prior_bit, two.bit_after, two.stderr) == (MAY, CLEAR, b"\x1eDSL bb call 1 0\n\xff\x00")
+    assert (two.prior_bit, two.bit_after, two.stderr) == (MAY, MAY, b"\x1eDSL bb call 1 0\n\xff\x00")  # watched
     assert two.calls[0].status_text == "0" and two.calls[0].message is None
     assert three.op is Op.HOLD and not three.finished and three.calls == ()
 
@@ -433,6 +440,11 @@ def test_pending_oldest_first_skipping_clear_leased_and_backed_off(ledger_locati
             ledger.begin_operation("2", Op.REQUEUE, NONCE, 0.5), requeue_ok_for("2"), b"", 0.6
         )
         ledger.finish_operation(ledger.begin_operation("9", Op.HOLD, NONCE, 0.5), hold_ok_for("9"), b"", 0.6)
+        # 2's requeue cleared its flag, not yet known saved: watched like the others (§13.3).
+        assert [o.job_id for o in ledger.pending(10.0)] == ["2", "1", "3", "6", "4", "5"]
+        ledger.acquire_lease("2", "sweeper", 10.0, 5.0)
+        assert ledger.set_bit("2", CLEAR, "sweep: saved", 10.0, owner="sweeper")
+        ledger.release_lease("2", "sweeper")
         assert [o.job_id for o in ledger.pending(10.0)] == ["1", "3", "6", "4", "5"]
         assert [o.job_id for o in ledger.pending(10.0, limit=2)] == ["1", "3"]
         assert ledger.acquire_lease("3", "op", 10.0, 5.0)
@@ -510,6 +522,22 @@ def test_lookup_back_off_doubles_up_to_the_cap_and_set_bit_resets_it(ledger_loca
 ANY_OUTCOME = [c[2] for c in CASES]
 
 
+def naive_cleared_by_a_call(outcome: Outcome) -> bool:
+    """docs/contract.md §13.3: "a requeue whose call 3 cleared the flag (or found the job gone), and a
+    restore that is ok"."""
+    if outcome.op is Op.RESTORE:
+        return outcome.result is Result.OK
+    return outcome.op is Op.REQUEUE and any(
+        c.number == 3 and (c.outcome is CallOutcome.SUCCESS or c.message == INVALID_JOB_ID) for c in outcome.calls
+    )
+
+
+def naive_after(prior: RequeueBit, outcome: Outcome) -> RequeueBit:
+    """The object's bit after ``outcome``: ``next_bit``, and a clear made by a call watched (§13.3)."""
+    after = next_bit(prior, outcome)
+    return MAY if after is CLEAR and naive_cleared_by_a_call(outcome) else after
+
+
 def test_the_object_follows_next_bit_over_any_sequence(ledger_location: str) -> None:
     jobs = itertools.count(1)  # each example on a job of its own, all in one ledger
 
@@ -524,8 +552,9 @@ def test_the_object_follows_next_bit_over_any_sequence(ledger_location: str) -> 
                 if outcome.op is Op.REQUEUE:
                     expected = MAY  # unfinished requeue: intent stays
                 break
-            assert ledger.finish_operation(op_id, outcome, b"", i + 0.5) is next_bit(expected, outcome)
-            expected = next_bit(expected, outcome)
+            after = naive_after(expected, outcome)
+            assert ledger.finish_operation(op_id, outcome, b"", i + 0.5) is after
+            expected = after
         obj = ledger.get(job)
         assert (obj.bit if obj else CLEAR) is expected
         entries = ledger.history(job)
@@ -718,7 +747,7 @@ def test_a_chunks_results_are_one_transaction_all_or_none(ledger_location: str) 
     with fresh_ledger(ledger_location) as ledger:
         op_ids = ledger.begin_operations([(j, Op.REQUEUE, NONCE) for j in jobs], 5.0)
         bits = ledger.finish_operations([(i, requeue_ok_for(j), b"") for i, j in zip(op_ids, jobs)], 6.0)
-        assert bits == [CLEAR] * 3 and all(ledger.get(j).bit is CLEAR for j in jobs)  # type: ignore[union-attr]
+        assert bits == [MAY] * 3 and all(ledger.get(j).bit is MAY for j in jobs)  # type: ignore[union-attr]
         again = ledger.begin_operations([(j, Op.REQUEUE, NONCE) for j in jobs], 7.0)
         finished_twice = [(again[0], requeue_ok_for("201"), b""), (op_ids[1], requeue_ok_for("202"), b"")]
         with pytest.raises(LedgerError, match="already finished"):
@@ -797,7 +826,7 @@ def test_a_chunk_of_1200_jobs_gets_every_op_id_bit_and_lease_right(ledger_locati
         stderrs = [f"call {n}\n".encode() if n % 5 else b"" for n in range(len(BIG))]
         stderrs[600] = b"\xff" * (STDERR_CAP + 10)
         bits = ledger.finish_operations(list(zip(op_ids, outcomes, stderrs)), 6.0)
-        assert bits == [next_bit(CLEAR, o) for o in outcomes]
+        assert bits == [naive_after(CLEAR, o) for o in outcomes]
         finished = {e.id: e for e in ledger.export_history(0, 10_000)}
         for op_id, job_id, outcome, stderr, bit in zip(op_ids, BIG, outcomes, stderrs, bits):
             e = finished[op_id]
@@ -825,7 +854,7 @@ def test_finishing_a_chunk_needs_no_update_from_on_an_older_sqlite(
         op_ids = ledger.begin_operations([(j, Op.REQUEUE, NONCE) for j in BIG[:700]], 1.0)
         outcomes = [for_job(REQUEUE_OK if n % 2 else REQUEUE_BIT_SET, j) for n, j in enumerate(BIG[:700])]
         bits = ledger.finish_operations([(i, o, b"e") for i, o in zip(op_ids, outcomes)], 2.0)
-        assert bits == [next_bit(CLEAR, o) for o in outcomes]
+        assert bits == [naive_after(CLEAR, o) for o in outcomes]
         entries = {e.id: e for e in ledger.export_history(0, 10_000)}
         assert [(entries[i].result, entries[i].bit_after, entries[i].stderr) for i in op_ids] == [
             (o.result, b, b"e") for o, b in zip(outcomes, bits)
@@ -905,7 +934,7 @@ def test_one_bad_entry_among_many_writes_nothing_at_all(ledger_location: str) ->
                 ledger.release_leases(BIG, "bulk")
                 ledger.finish_operations(finishes, 6.0)
         assert snapshot(ledger_location) == before
-        assert ledger.finish_operations(unfinished, 6.0) == [CLEAR] * len(unfinished)  # and then all of them
+        assert ledger.finish_operations(unfinished, 6.0) == [MAY] * len(unfinished)  # and then all of them (watched)
 
 
 def test_a_chunks_leases_skip_the_jobs_another_owner_holds(ledger_location: str) -> None:

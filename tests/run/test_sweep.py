@@ -84,11 +84,12 @@ def test_one_lookup_settles_everything(setup: tuple) -> None:  # type: ignore[ty
     assert done == {"1": Done.CLEARED, "2": Done.WATCHING, "3": Done.CLEARED, "4": Done.RESTORED,
                     "90": Done.RESTORE_FAILED}
     assert calls_made(fake) == ["update JobId=4 Requeue=0", "update JobId=90 Requeue=0"]
-    assert bits(path) == {"1": "clear", "2": "may_be_set", "3": "clear", "4": "clear", "90": "may_be_set"}
+    # 4's restore cleared its flag: watched until a save proves it (docs/contract.md §13.3).
+    assert bits(path) == {"1": "clear", "2": "may_be_set", "3": "clear", "4": "may_be_set", "90": "may_be_set"}
     assert not report.settled
     with open_ledger(path) as ledger:
-        # The failed restore backs off; the watched finished job is due again at once.
-        assert [o.job_id for o in ledger.pending(time.time())] == ["2"]
+        # The failed restore backs off; the watched finished job and the restored one are due again at once.
+        assert sorted(o.job_id for o in ledger.pending(time.time())) == ["2", "4"]
         assert [h.op.value for h in ledger.history("4")] == ["requeue", "restore"]
         assert [h.op.value for h in ledger.history("2")] == ["requeue"], "no restore of a finished job"
 
@@ -102,8 +103,11 @@ def test_a_watched_job_is_restored_once_it_comes_back(setup: tuple) -> None:  # 
             assert [s.done for s in report.swept] == [Done.WATCHING] and report.settled
         assert calls_made(fake) == []
         report = sweep(t, MemoryLookup({"5": info("5", "PENDING")}))  # its owner requeued it
-    assert [s.done for s in report.swept] == [Done.RESTORED]
-    assert calls_made(fake) == ["update JobId=5 Requeue=0"]
+        assert [s.done for s in report.swept] == [Done.RESTORED]
+        assert calls_made(fake) == ["update JobId=5 Requeue=0"]
+        assert bits(path) == {"5": "may_be_set"}  # its clear is not yet known saved
+        report = sweep(t, MemoryLookup({"5": info("5", "PENDING", requeue=False)}))  # after a save
+    assert [s.done for s in report.swept] == [Done.CLEARED]
     assert bits(path) == {"5": "clear"}
 
 
@@ -217,9 +221,10 @@ def test_cli_sweep_settles_and_writes_metrics(setup: tuple, tmp_path: Path) -> N
     rows = [json.loads(line) for line in out.splitlines()]
     jobs = [r for r in rows if r["kind"] == "job"]  # the unknown requeues' verdicts have kind verdict
     assert {r["job_id"]: r["done"] for r in jobs} == {"1": "cleared", "2": "watching", "4": "restored"}
-    assert rows[-1]["not_clear"] == 1 and rows[-1]["summary"]["restored"] == 1
+    # 2 is watched (finished at Requeue=1), 4 restored and watched until its clear is saved (§13.3).
+    assert rows[-1]["not_clear"] == 2 and rows[-1]["summary"]["restored"] == 1
     assert rows[-1]["lookup"] == "squeue"
-    assert "slurm_dsl_objects_not_clear 1" in metrics.read_text()
+    assert "slurm_dsl_objects_not_clear 2" in metrics.read_text()
     assert len((tmp_path / "sq" / "squeue.log").read_text().splitlines()) == 1, "one lookup RPC"
 
 

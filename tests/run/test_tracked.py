@@ -34,15 +34,20 @@ def ledger_path(tmp_path: Path) -> str:
     return str(tmp_path / "ledger.sqlite3")
 
 
-def test_an_ok_requeue_leaves_the_object_clear(tmp_path: Path, ledger_path: str) -> None:
+def test_an_ok_requeue_leaves_the_object_watched_until_its_clear_is_saved(tmp_path: Path, ledger_path: str) -> None:
+    # docs/contract.md §13.3: the outcome says the calls cleared the flag; the object stays
+    # may_be_set until a sweep knows slurmctld saved that.
     fake = write_fake(tmp_path / "bin", {})
     with Tracker(ledger_path, scontrol=str(fake)) as t:
         out = t.run(Op.REQUEUE, "11", time.time() + 5)
-    assert out.result is Result.OK
-    assert bit(ledger_path, "11") is RequeueBit.CLEAR
+    assert (out.result, out.requeue_bit) == (Result.OK, RequeueBit.CLEAR)
+    assert bit(ledger_path, "11") is RequeueBit.MAY_BE_SET
     with open_ledger(ledger_path) as ledger:
         (entry,) = ledger.history("11")
+        obj = ledger.get("11")
+        assert entry.finished_at is not None and ledger.quiet_times(["11"]) == {"11": entry.finished_at}
     assert entry.result == "ok" and len(entry.calls) == 3
+    assert obj is not None and obj.why.endswith("cleared, not yet known saved by slurmctld: watched until it is")
 
 
 def test_a_requeue_that_hangs_in_call_2_marks_the_object_set(tmp_path: Path, ledger_path: str) -> None:
@@ -68,7 +73,7 @@ def test_controller_down_marks_may_be_set_then_restore_clears(tmp_path: Path, le
     gone = write_fake(tmp_path / "gone", {"clear": refuse(INVALID_JOB_ID)})
     with Tracker(ledger_path, scontrol=str(gone)) as t:
         assert t.run(Op.RESTORE, "13", time.time() + 5).result is Result.OK
-    assert bit(ledger_path, "13") is RequeueBit.CLEAR
+    assert bit(ledger_path, "13") is RequeueBit.MAY_BE_SET, "gone, but its purge is not known saved (§13.3)"
 
 
 def test_a_leased_job_is_not_touched_and_the_op_expires(tmp_path: Path, ledger_path: str) -> None:

@@ -1,0 +1,78 @@
+"""When a change is known saved (core/durable.py, docs/contract.md §13.2): the header of a
+job_state as slurmctld packs it, against a naive reading of §13.1 written apart (``struct``, which
+the core may not import); and the whole-second rule."""
+
+from __future__ import annotations
+
+import struct
+from typing import Optional
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from slurm_dsl.core.durable import CLOCK_MARGIN, HEADER_BYTES, began_after, save_started
+
+
+def packed(started: int, version: bytes = b"PROTOCOL_VERSION", protocol: int = 0x2600) -> bytes:
+    """§13.1: packstr (32-bit big-endian length counting the NUL, the bytes, the NUL), pack16,
+    pack_time (64-bit big-endian), then the job id sequence and the jobs."""
+    text = version + b"\0"
+    return struct.pack(">I", len(text)) + text + struct.pack(">H", protocol) + struct.pack(">q", started) + b"\0" * 40
+
+
+def naive_started(data: bytes) -> Optional[int]:
+    if len(data) < 4:
+        return None
+    (length,) = struct.unpack(">I", data[:4])
+    if data[4:4 + length] != b"PROTOCOL_VERSION\0":
+        return None
+    at = 4 + length + 2
+    if len(data) < at + 8:
+        return None
+    (started,) = struct.unpack(">q", data[at:at + 8])
+    return started if started > 0 else None
+
+
+# The header of the lab's /var/spool/slurmctld/job_state (Slurm 22.05.8), byte for byte.
+LAB_22_05 = bytes.fromhex("00000011" "50524f544f434f4c5f56455253494f4e00" "2600" "000000006b129a39")
+
+
+def test_the_labs_file() -> None:
+    assert save_started(LAB_22_05) == 0x6B129A39 == 1796381241  # 2026-12-04T10:47:21Z
+    assert HEADER_BYTES == len(LAB_22_05)
+
+
+@given(st.integers(1, 2**62), st.integers(0, 0xFFFF))
+def test_a_header_reads_as_packed(started: int, protocol: int) -> None:
+    data = packed(started, protocol=protocol)
+    assert save_started(data) == naive_started(data) == started
+
+
+@given(st.binary(max_size=64))
+def test_any_bytes_read_as_the_naive_reading_or_nothing(data: bytes) -> None:
+    assert save_started(data) == naive_started(data)
+
+
+@pytest.mark.parametrize("data", [
+    b"", LAB_22_05[:-1],  # cut short
+    packed(1796381241, version=b"PROTOCOL_VERSIOM"),  # another string
+    packed(0), packed(-5),  # no time
+    b"\x00\x00\x00\x12" + b"PROTOCOL_VERSION\0\0" + b"\0" * 10,  # another length
+])
+def test_what_is_not_a_header_proves_nothing(data: bytes) -> None:
+    assert save_started(data) is None
+
+
+@given(st.one_of(st.none(), st.integers(0, 2**40)), st.floats(0, 2**40, allow_nan=False))
+def test_a_save_began_after_an_instant_only_past_the_margin(started: Optional[int], instant: float) -> None:
+    # §13.2 rule 2: whole seconds on the controller's clock, the instant on one within a second of it.
+    want = started is not None and started - CLOCK_MARGIN > instant
+    assert began_after(started, instant) is want
+
+
+def test_a_save_in_the_same_second_proves_nothing() -> None:
+    ack = 1796381241.3  # acknowledged at .3; the cold save right after it began in that second
+    assert not began_after(1796381241, ack)
+    assert not began_after(1796381242, ack)  # a second later is within the clocks' margin
+    assert began_after(1796381243, ack)

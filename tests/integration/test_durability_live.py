@@ -1,0 +1,120 @@
+"""slurmctld SIGKILLed right after acknowledging a requeue's call 3 (docs/contract.md §13,
+docs/durability.md §1): no job is ever left at Requeue=1 untracked.
+
+Each trial requeues a running job through ``slurm-dsl requeue`` (ok, its calls cleared the flag),
+waits ``d`` seconds from the command's end, SIGKILLs slurmctld and starts it again, then reads the
+job: whatever came back (the requeue whole, undone with the flag left at 1, or undone with the flag
+at 0), the job's ledger object is not clear while the job shows Requeue=1, and sweeps restore the
+flag and clear the object only once slurmctld has saved it.  The save thread is idle (**cold**:
+nothing saved for 6 s, so call 1 is saved at once and calls 2-3 wait) or **busy** (**warm**: another
+job's update saved just before, so all three wait).  Between the sweeps the test changes another job
+(a comment), so that slurmctld has something to save and the wait for a save is seconds, not the
+300 s of its periodic checkpoint on an idle lab.
+
+This restarts the SHARED lab's slurmctld; the ledger is SQLite (the backend changes nothing here).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Dict, Optional
+
+import pytest
+
+from slurm_dsl.core.model import RequeueBit
+from slurm_dsl.ledger.choose import open_ledger
+from slurm_dsl.lookups.saves import last_save
+from tests import lab
+from tests.cli_run import cli_process
+
+pytestmark = pytest.mark.integration
+
+COLD = 6.5  # seconds without a save: the save thread is idle
+SETTLED_WITHIN = 90.0  # seconds for the sweeps to restore and clear after the restart
+
+
+def saved_at() -> Optional[int]:
+    return last_save().started
+
+
+def make_warm(other: str, stamp: str) -> None:
+    """Another job's update acknowledged and saved just now: the next save is ~5 s away."""
+    before = saved_at()
+    lab.check(["scontrol", "update", f"JobId={other}", f"Comment=warm-{stamp}"])
+    deadline = time.monotonic() + 15
+    while saved_at() == before:
+        assert time.monotonic() < deadline, "slurmctld did not save within 15 s"
+        time.sleep(0.02)
+
+
+def make_cold() -> None:
+    deadline = time.monotonic() + 60
+    while True:
+        started = saved_at()
+        assert started is not None, last_save()
+        if time.time() - started >= COLD:
+            return
+        assert time.monotonic() < deadline, "slurmctld kept saving for a minute"
+        time.sleep(0.1)
+
+
+def object_bit(ledger: str, job: str) -> Optional[RequeueBit]:
+    with open_ledger(ledger) as opened:
+        found = opened.get(job)
+        return None if found is None else found.bit
+
+
+@pytest.mark.parametrize("warm", [False, True], ids=["cold", "warm"])
+@pytest.mark.parametrize("d", [0.0, 0.5, 2.0, 4.5])
+def test_no_flag_is_lost_when_slurmctld_dies_after_the_clear(tmp_path: Path, d: float, warm: bool) -> None:
+    if last_save().started is None:
+        pytest.fail(f"the lab's job_state cannot be read: {last_save()}")
+    ledger = str(tmp_path / "ledger.sqlite3")
+    job, other = lab.make_job("running_rq0"), lab.make_job("running_rq0")
+    try:
+        if warm:
+            make_warm(other, "before")
+        else:
+            make_cold()
+        done = cli_process(["requeue", job, "--json", "--timeout", "20", "--ledger", ledger])
+        ended = time.monotonic()
+        (row,) = [json.loads(line) for line in done.stdout.splitlines()]
+        assert (row["result"], row["requeue_bit"]) == ("ok", "clear"), done.stdout + done.stderr
+        time.sleep(max(0.0, d - (time.monotonic() - ended)))
+        lab.kill_slurmctld()
+        lab.start_slurmctld()
+
+        came_back = lab.job_state(job)
+        assert came_back is not None
+        # Whatever came back, the object is not clear: its clear was never known saved.
+        assert object_bit(ledger, job) is RequeueBit.MAY_BE_SET, came_back
+        print(f"d={d} {'warm' if warm else 'cold'}: came back {came_back.state} Requeue={came_back.requeue}"
+              f" RestartCnt={came_back.restarts}")
+
+        deadline = time.monotonic() + SETTLED_WITHIN
+        sweeps: Dict[str, int] = {}
+        stamp = 0
+        while object_bit(ledger, job) is not RequeueBit.CLEAR:
+            assert time.monotonic() < deadline, f"not settled within {SETTLED_WITHIN:g} s: {sweeps}"
+            swept = cli_process(["sweep", "--ledger", ledger, "--json"])
+            assert swept.returncode == 0, swept.stdout + swept.stderr
+            for line in swept.stdout.splitlines():
+                found = json.loads(line)
+                if found.get("kind") == "job":
+                    sweeps[found["done"]] = sweeps.get(found["done"], 0) + 1
+            state = lab.job_state(job)
+            assert state is not None
+            if object_bit(ledger, job) is RequeueBit.CLEAR:
+                assert state.requeue == 0, "cleared while the job shows Requeue=1"
+                break
+            stamp += 1
+            lab.check(["scontrol", "update", f"JobId={other}", f"Comment=save-{stamp}"])  # something to save
+            time.sleep(1.0)
+        final = lab.job_state(job)
+        assert final is not None and final.requeue == 0
+        if came_back.requeue:
+            assert sweeps.get("restored", 0) >= 1, sweeps  # the lost clear was put back by a restore
+    finally:
+        lab.cancel(job, other)
