@@ -12,7 +12,6 @@ import pwd
 import shutil
 import stat
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 from typing import Iterator, List, Optional
@@ -22,10 +21,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from slurm_dsl.admin.account import MARIADB, SQLITE, Directory, Ledger, account_to_become
+from tests.accounts import python_for, readable_package
 from tests.cli_run import cli
 from tests.fakes import calls_made, write_fake, write_fake_squeue
 
-REPO = Path(__file__).resolve().parents[2]
 SERVICE = 64030  # Debian's slurm account
 
 
@@ -80,17 +79,6 @@ def service_account() -> pwd.struct_passwd:
         pytest.skip(f"no account of uid {SERVICE} (Debian's slurm) on this machine")
 
 
-def interpreter_for(name: str) -> str:
-    """A Python the account can run slurm-dsl with: this one, unless it lives where the account
-    cannot read it (a pyenv under /root), then Debian's."""
-    for python in (sys.executable, "/usr/bin/python3"):
-        probe = subprocess.run(["runuser", "-u", name, "--", python, "-c", "import sqlite3"],
-                               capture_output=True, cwd="/", check=False)
-        if probe.returncode == 0:
-            return python
-    pytest.skip(f"no Python that {name} can run")
-
-
 @pytest.fixture
 def slurms_directory() -> Iterator[Path]:
     """A ledger directory of the account's (0700) under a 0755 one it can reach."""
@@ -112,7 +100,7 @@ SHOW_CONFIG = "SlurmUser               = slurm(64030)\nAccountingStorageType   =
 @needs_root
 def test_root_on_the_slurm_users_ledger_runs_as_slurm(slurms_directory: Path) -> None:
     entry = service_account()
-    python = interpreter_for(entry.pw_name)
+    python = python_for(entry.pw_name)
     bin_dir = slurms_directory.parent / "bin"
     fake = write_fake(bin_dir, {}, default="case $1 in ping) echo 'Slurmctld(primary) at vm is UP' ;;"
                       f" show) printf '%s' '{SHOW_CONFIG}' ;; esac")
@@ -122,7 +110,8 @@ def test_root_on_the_slurm_users_ledger_runs_as_slurm(slurms_directory: Path) ->
     ledger = slurms_directory / "ledger.sqlite3"
     config = slurms_directory.parent / "slurm-dsl.conf"  # none of the machine's
     config.write_text("[slurm-dsl]\n")
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    # The checkout may be where the account cannot read it (a clone under /root): a copy it can.
+    env = {**os.environ, "PYTHONPATH": str(readable_package(slurms_directory.parent))}
     for name in ("SLURM_DSL_LEDGER", "SLURM_DSL_SQUEUE", "SLURM_DSL_SCONTROL"):
         env.pop(name, None)
 
