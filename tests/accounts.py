@@ -11,6 +11,7 @@ copy is the checkout's own files, made fresh for each test: what runs is what is
 
 from __future__ import annotations
 
+import importlib
 import os
 import shutil
 import subprocess
@@ -22,12 +23,20 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "slurm_dsl"
 
 
-def readable_package(top: Path) -> Path:
+def readable_package(top: Path, *also: str) -> Path:
     """A copy of this checkout's ``slurm_dsl`` in ``top/python`` (directories 0755, files 0644,
-    whatever modes the clone has), for PYTHONPATH: ``top`` itself must be reachable by the account."""
+    whatever modes the clone has), for PYTHONPATH: ``top`` itself must be reachable by the account.
+    ``also`` names pure-Python packages of this interpreter to copy beside it (``pymysql``: the
+    account's Python may be Debian's, without this venv's packages)."""
     where = top / "python"
-    shutil.copytree(PACKAGE, where / "slurm_dsl", ignore=shutil.ignore_patterns("__pycache__"),
-                    copy_function=shutil.copyfile)
+    sources = {"slurm_dsl": PACKAGE}
+    for name in also:
+        module = importlib.import_module(name)
+        assert module.__file__ is not None, name
+        sources[name] = Path(module.__file__).parent
+    for name, source in sources.items():
+        shutil.copytree(source, where / name, ignore=shutil.ignore_patterns("__pycache__"),
+                        copy_function=shutil.copyfile)
     for directory, _, files in os.walk(where):
         os.chmod(directory, 0o755)
         for name in files:
