@@ -156,3 +156,24 @@ def test_the_meaning_of_timeout_is_one_sentence_everywhere() -> None:
         with contextlib.redirect_stdout(out), pytest.raises(SystemExit):
             main([op.value, "--help"])
         assert sentence in _words(out.getvalue()), op.value
+
+
+def test_the_readme_names_the_supported_slurm_majors_as_testing_md_does() -> None:
+    """The README's table of supported majors (issue 31, item 10) and docs/testing.md §2's, where
+    the exact versions are: the same Slurm majors on the same Debian and Python, each with the
+    command that tests it."""
+
+    def rows(text: str, after: str) -> List[List[str]]:
+        table = next(block for block in text[text.index(after):].split("\n\n") if block.startswith("|"))
+        return [[cell.strip() for cell in line.strip("|").split("|")] for line in table.splitlines()[2:]]
+
+    testing = {(r[0], ".".join(r[1].split(".")[:2]), ".".join(r[3].split()[0].split(".")[:2]))
+               for r in rows(read(DOCS / "testing.md"), "## 2. Where it is tested")}
+    readme = read(ROOT / "README.md")
+    supported = rows(readme, "## Supported Slurm majors")
+    assert {(r[1], r[0], r[2]) for r in supported} == testing
+    assert {"22.05", "24.11", "26.05"} <= {r[0] for r in supported}
+    majors = {"12 (bookworm)": "`contrib/test`", "13 (trixie)": "`contrib/test --majors trixie`",
+              "sid": "`contrib/test --majors sid`"}
+    assert {r[1]: r[3].split(":")[0] for r in supported} == majors
+    assert "`contrib/test --majors all`" in readme[readme.index("## Supported Slurm majors"):]

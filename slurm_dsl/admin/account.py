@@ -11,9 +11,12 @@ ledger or runs anything.  Dropping privilege is always safe: the account can do 
 not before, and Slurm applies its rights (the SlurmUser may act on every job; another account's
 operations are honestly ``rejected``, and doctor's caller check says so).
 
-Not for a MariaDB ledger: its option file is root's or the account's, and the rules stay as they
-are.  ``account_to_become`` is the pure decision; ``become_ledger_owner`` the thin edge (the
-passwd entry, ``os.initgroups``/``setgid``/``setuid``), a ``DSLError`` when it cannot.
+A MariaDB ledger has no directory and decides nothing: a command on it alone stays as it is, and
+``ledger migrate`` between the package's SQLite ledger and MariaDB runs as the SQLite ledger's
+owner, who reads the option file as the units do (root's, readable by their group:
+contrib/README.md §5; issue 31, item 8).  ``account_to_become`` is the pure decision;
+``become_ledger_owner`` the thin edge (the passwd entry, ``os.initgroups``/``setgid``/``setuid``),
+a ``DSLError`` when it cannot.
 """
 
 from __future__ import annotations
@@ -49,16 +52,19 @@ class Ledger(NamedTuple):
 def account_to_become(euid: int, ledgers: Sequence[Ledger]) -> Optional[int]:
     """The uid a command run as ``euid`` on ``ledgers`` becomes, or None to stay.  Pure.
 
-    Only root changes, and only when every ledger is SQLite in a directory that exists, is a
-    directory (lstat: a symlink is not) and belongs to one and the same account other than root.
-    Anything else (a MariaDB ledger, a missing or root's directory, two owners, no ledger) stays:
-    the ledger's own rules then apply as they always did."""
-    if euid != 0 or not ledgers:
+    Only root changes, and only when every SQLite ledger (there must be one) is in a directory that
+    exists, is a directory (lstat: a symlink is not) and belongs to one and the same account other
+    than root; MariaDB ledgers are left out of it.  Anything else (MariaDB alone, a missing or
+    root's directory, two owners, no ledger) stays: the ledger's own rules then apply as they
+    always did."""
+    if euid != 0:
         return None
     owners = set()
     for ledger in ledgers:
         found = ledger.directory
-        if ledger.backend != SQLITE or found is None or not stat.S_ISDIR(found.mode) or found.uid == 0:
+        if ledger.backend != SQLITE:
+            continue
+        if found is None or not stat.S_ISDIR(found.mode) or found.uid == 0:
             return None
         owners.add(found.uid)
     return owners.pop() if len(owners) == 1 else None

@@ -254,7 +254,7 @@ def _mariadb_checks(url: str) -> List[Check]:
         return [Check("ledger", FAIL, str(exc))]
     cnf = where.option_file
     try:
-        mariadb_config.read_option_file(cnf)  # its checks: a regular file of ours or root's, 0600/0400
+        mariadb_config.read_option_file(cnf)  # its checks: a regular file of ours or root's, 0600 (root's: 0640)
         st = os.stat(cnf)
     except ConfigError as exc:
         return [Check("ledger-cnf", FAIL, str(exc))]

@@ -5,8 +5,9 @@ Contract: ``mariadb://[HOST[:PORT]]/DATABASE[?option_file=PATH]`` (or ``mysql://
 ``Location`` (``parse_url``); no credentials in the URL, argv or the environment: they come from
 the option file's ``[client]`` group (``user``, ``password``, ``host``, ``port``, ``socket``;
 default ``/etc/slurm-dsl/ledger.cnf``), which must be a regular file (no symlink followed), owned
-by this uid or root and 0600/0400 (``read_option_file``, a ``ClientOptions``).  Anything else is
-``ConfigError`` saying what is wrong, never repeating a password or the URL's query.
+by this uid or root, 0600/0400, or 0640/0440 when root's (``read_option_file``, a
+``ClientOptions``).  Anything else is ``ConfigError`` saying what is wrong, never repeating a
+password or the URL's query.
 """
 
 from __future__ import annotations
@@ -122,14 +123,33 @@ def parse_url(url: str) -> Location:
     )
 
 
+def _group_name(gid: int) -> str:
+    import grp
+
+    try:
+        return grp.getgrgid(gid).gr_name
+    except KeyError:  # a gid with no group entry: its number names it
+        return str(gid)
+
+
+def _layout(path: str, group: int) -> str:
+    """The fix that serves root's commands and the units' account alike (contrib/README.md §5)."""
+    quoted = shlex.quote(path)
+    return (f"chown root:{_group_name(group)} {quoted} && chmod 640 {quoted} (root's, and readable by the units'"
+            " group: contrib/README.md §5)")
+
+
 def read_option_file(path: str) -> ClientOptions:
     """The ``[client]`` group of the option file at ``path``, checked first (ConfigError).
 
     It holds the password, and root reads it: it must be a regular file, opened without following
-    a symlink, owned by this process's uid or root, and neither readable nor writable by group or
-    others.  ``!include`` is refused (an included file would escape these checks).  Keys are read
-    as the MariaDB client does (``-`` or ``_``, ``# comments``, quotes, ``\\`` escapes); keys other
-    than user, password, host, port and socket are ignored.
+    a symlink, owned by this process's uid or root, never writable by group or others nor readable
+    by others.  Readable by its group only when root owns it: root's commands and the units (run
+    as the SlurmUser, through its group) then read one file that neither can change,
+    ``root:slurm 0640`` (issue 31, item 8); an account's own file has no reason to share its
+    password.  ``!include`` is refused (an included file would escape these checks).  Keys are
+    read as the MariaDB client does (``-`` or ``_``, ``# comments``, quotes, ``\\`` escapes); keys
+    other than user, password, host, port and socket are ignored.
     """
     flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
     quoted = shlex.quote(path)
@@ -146,6 +166,12 @@ def read_option_file(path: str) -> ClientOptions:
                 f"no option file at {path}: create it (mode 0600) with a [client] group holding user= and"
                 " password= of the ledger's account, or name another with ?option_file=PATH"
             ) from None
+        if exc.errno == errno.EACCES:
+            # Typically the units' account on a file of root's 0600 (issue 31, item 8).
+            raise ConfigError(
+                f"cannot open option file {path}: {exc.strerror} (uid {os.geteuid()} runs slurm-dsl): make it"
+                f" readable by this account and root alike: {_layout(path, os.getegid())}"
+            ) from None
         raise ConfigError(f"cannot open option file {path}: {exc.strerror}") from None
     try:
         st = os.fstat(fd)
@@ -153,14 +179,21 @@ def read_option_file(path: str) -> ClientOptions:
         if not stat.S_ISREG(st.st_mode):
             raise ConfigError(f"option file {path} is not a regular file")
         if st.st_uid not in (euid, 0):
+            # chown to the caller would lock the other side out (root's commands, or the units):
+            # root's, readable by the group of the file's account (or of this one, not root).
             raise ConfigError(
                 f"option file {path} is owned by uid {st.st_uid}, not by uid {euid} that runs slurm-dsl nor"
-                f" by root, so that account could change the ledger's account: chown {euid} {quoted}"
+                f" by root, so that account could change the ledger's account:"
+                f" {_layout(path, st.st_gid if euid == 0 else os.getegid())}"
             )
-        if st.st_mode & 0o077:
+        shared = stat.S_IRGRP if st.st_uid == 0 else 0
+        if st.st_mode & 0o077 & ~shared:
+            fix = f"chmod 600 {quoted}"
+            if shared:
+                fix = f"chmod 640 {quoted} (readable by its group, {_group_name(st.st_gid)}, alone) or {fix}"
             raise ConfigError(
                 f"option file {path} has mode {stat.S_IMODE(st.st_mode):04o}: other accounts may read or change"
-                f" the ledger's password: chmod 600 {quoted}"
+                f" the ledger's password: {fix}"
             )
         data = os.read(fd, OPTION_FILE_MAX + 1)
     except OSError as exc:

@@ -6,13 +6,13 @@ refuses, with nothing run."""
 
 from __future__ import annotations
 
+import grp
 import json
 import os
 import pwd
 import shutil
 import stat
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 from typing import Iterator, List, Optional
@@ -22,19 +22,23 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from slurm_dsl.admin.account import MARIADB, SQLITE, Directory, Ledger, account_to_become
+from tests.accounts import python_for, readable_package
 from tests.cli_run import cli
 from tests.fakes import calls_made, write_fake, write_fake_squeue
+from tests.ledger_backends import MariaDbServer
 
-REPO = Path(__file__).resolve().parents[2]
 SERVICE = 64030  # Debian's slurm account
 
 
 def naive(euid: int, ledgers: List[Ledger]) -> Optional[int]:
     """The decision as the issue words it: root, an SQLite ledger in a directory that exists, is
     not a symlink and is owned by another account U (uid != 0): become U.  Several ledgers (ledger
-    migrate) switch only when each would, to the same U."""
+    migrate) switch only when each SQLite one would, to the same U; a MariaDB ledger has no
+    directory and has no say (issue 31, item 8: its option file is root's, readable by U's group)."""
     wanted = []
     for ledger in ledgers:
+        if ledger.backend == "mariadb":
+            continue
         d = ledger.directory
         if d is None:  # no such directory
             return None
@@ -66,7 +70,9 @@ def test_the_decision_on_the_packages_ledger() -> None:
     assert account_to_become(0, [Ledger(SQLITE, Directory(0, stat.S_IFDIR | 0o700))]) is None
     assert account_to_become(0, [Ledger(SQLITE, Directory(SERVICE, stat.S_IFLNK | 0o777))]) is None
     assert account_to_become(0, [Ledger(MARIADB, None)]) is None
-    assert account_to_become(0, [slurms, Ledger(MARIADB, None)]) is None
+    # ledger migrate between the package's ledger and MariaDB: as its owner, as the units would.
+    assert account_to_become(0, [slurms, Ledger(MARIADB, None)]) == SERVICE
+    assert account_to_become(0, [Ledger(MARIADB, None), slurms]) == SERVICE
     assert account_to_become(0, []) is None
 
 
@@ -78,17 +84,6 @@ def service_account() -> pwd.struct_passwd:
         return pwd.getpwuid(SERVICE)
     except KeyError:
         pytest.skip(f"no account of uid {SERVICE} (Debian's slurm) on this machine")
-
-
-def interpreter_for(name: str) -> str:
-    """A Python the account can run slurm-dsl with: this one, unless it lives where the account
-    cannot read it (a pyenv under /root), then Debian's."""
-    for python in (sys.executable, "/usr/bin/python3"):
-        probe = subprocess.run(["runuser", "-u", name, "--", python, "-c", "import sqlite3"],
-                               capture_output=True, cwd="/", check=False)
-        if probe.returncode == 0:
-            return python
-    pytest.skip(f"no Python that {name} can run")
 
 
 @pytest.fixture
@@ -112,7 +107,7 @@ SHOW_CONFIG = "SlurmUser               = slurm(64030)\nAccountingStorageType   =
 @needs_root
 def test_root_on_the_slurm_users_ledger_runs_as_slurm(slurms_directory: Path) -> None:
     entry = service_account()
-    python = interpreter_for(entry.pw_name)
+    python = python_for(entry.pw_name)
     bin_dir = slurms_directory.parent / "bin"
     fake = write_fake(bin_dir, {}, default="case $1 in ping) echo 'Slurmctld(primary) at vm is UP' ;;"
                       f" show) printf '%s' '{SHOW_CONFIG}' ;; esac")
@@ -122,7 +117,8 @@ def test_root_on_the_slurm_users_ledger_runs_as_slurm(slurms_directory: Path) ->
     ledger = slurms_directory / "ledger.sqlite3"
     config = slurms_directory.parent / "slurm-dsl.conf"  # none of the machine's
     config.write_text("[slurm-dsl]\n")
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    # The checkout may be where the account cannot read it (a clone under /root): a copy it can.
+    env = {**os.environ, "PYTHONPATH": str(readable_package(slurms_directory.parent))}
     for name in ("SLURM_DSL_LEDGER", "SLURM_DSL_SQUEUE", "SLURM_DSL_SCONTROL"):
         env.pop(name, None)
 
@@ -168,6 +164,78 @@ def test_root_on_the_slurm_users_ledger_runs_as_slurm(slurms_directory: Path) ->
         f" root, make it root's (chown -R root:root {slurms_directory}, while no sweep runs) and run the units as"
         " root (a systemd drop-in with User=root and Group=root: README.Debian)"), checks["caller"]
     assert checks["ledger"]["status"] == "ok", checks["ledger"]
+
+
+@needs_root
+def test_the_documented_mariadb_layout_serves_root_the_units_account_and_ledger_migrate(
+    slurms_directory: Path, mariadb_server: MariaDbServer
+) -> None:
+    """contrib/README.md §5 (issue 31, item 8): one option file, root's and readable by the units'
+    group (root:slurm 0640), on the lab's real MariaDB: root's hold reads it as root; the account
+    the units run as reads it for history and a sweep; ``ledger migrate`` as root from the
+    package's SQLite ledger (a directory of slurm's) runs as slurm and reads it too.  Root's 0600
+    file, the old advice, shuts the account out, and its error says the layout."""
+    entry = service_account()
+    top = slurms_directory.parent
+    python = python_for(entry.pw_name)
+    env = {**os.environ, "PYTHONPATH": str(readable_package(top, "pymysql"))}
+    for name in ("SLURM_DSL_LEDGER", "SLURM_DSL_SQUEUE", "SLURM_DSL_SCONTROL"):
+        env.pop(name, None)
+    fake = write_fake(top / "bin", {}, default="case $1 in ping) echo 'Slurmctld(primary) at vm is UP' ;; esac")
+    squeue = write_fake_squeue(top / "sq", "")
+    for log_dir in (fake.parent, squeue.parent):
+        log_dir.chmod(0o777)  # the fakes' logs, written as the account too
+    config = top / "slurm-dsl.conf"
+    config.write_text(f"[slurm-dsl]\nscontrol = {fake}\nsqueue = {squeue}\nlookup = squeue\n")
+    config.chmod(0o644)
+    cnf = top / "ledger.cnf"
+    cnf.write_bytes(Path(mariadb_server.option_file).read_bytes())
+    os.chown(cnf, 0, entry.pw_gid)
+    cnf.chmod(0o640)
+    database = mariadb_server.create()
+    url = f"mariadb://localhost/{database}?option_file={cnf}"
+
+    def slurm_dsl(*argv: str, account: Optional[str] = None) -> subprocess.CompletedProcess[str]:
+        command = [python, "-m", "slurm_dsl", "--config", str(config), *argv]
+        if account is not None:
+            command = ["runuser", "-u", account, "--", *command]
+        return subprocess.run(command, capture_output=True, text=True, cwd="/", env=env, timeout=60, check=False)
+
+    try:
+        # The package's SQLite ledger, slurm's (root's hold on it runs as slurm), moved over by root.
+        sqlite = slurms_directory / "ledger.sqlite3"
+        held = slurm_dsl("hold", "7", "--timeout", "10", "--ledger", str(sqlite))
+        assert held.returncode == 0 and os.stat(sqlite).st_uid == SERVICE, held.stdout + held.stderr
+        moved = slurm_dsl("-v", "ledger", "migrate", "--from", f"sqlite:{sqlite}", "--to", url)
+        assert moved.returncode == 0, moved.stdout + moved.stderr
+        assert f"running as {entry.pw_name} (uid {SERVICE}), the owner of the ledger directory" in moved.stderr
+
+        # Root's own command on the MariaDB ledger: as root, reading the same file.
+        held = slurm_dsl("-v", "hold", "8", "--timeout", "10", "--json", "--ledger", url)
+        assert held.returncode == 0, held.stdout + held.stderr
+        assert "running as" not in held.stderr
+        assert [json.loads(line)["result"] for line in held.stdout.splitlines()] == ["ok"]
+
+        # The units' account: both holds in the history (the migrated one and root's), and a sweep.
+        for job, who in (("7", f"uid {SERVICE} ({entry.pw_name})"), ("8", "uid 0 (root)")):
+            history = slurm_dsl("history", job, "--json", "--ledger", url, account=entry.pw_name)
+            assert history.returncode == 0 and '"op": "hold"' in history.stdout, history.stdout + history.stderr
+            assert who in history.stdout, history.stdout
+        swept = slurm_dsl("sweep", "--ledger", url, account=entry.pw_name)
+        assert swept.returncode == 0, swept.stdout + swept.stderr
+
+        # Root's 0600 file: root reads it, the units' account cannot, and is told the layout.
+        cnf.chmod(0o600)
+        os.chown(cnf, 0, 0)
+        assert slurm_dsl("ledger", "status", "--ledger", url).returncode == 0
+        refused = slurm_dsl("ledger", "status", "--ledger", url, account=entry.pw_name)
+        assert refused.returncode == 1, refused.stdout + refused.stderr
+        assert refused.stderr == (
+            f"slurm-dsl: cannot open option file {cnf}: Permission denied (uid {SERVICE} runs slurm-dsl): make it"
+            f" readable by this account and root alike: chown root:{grp.getgrgid(entry.pw_gid).gr_name} {cnf} &&"
+            f" chmod 640 {cnf} (root's, and readable by the units' group: contrib/README.md §5)\n")
+    finally:
+        mariadb_server.drop(database)
 
 
 def free_uid() -> int:

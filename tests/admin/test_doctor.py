@@ -131,8 +131,8 @@ def ledger_checks(checks: Dict[str, Tuple[str, str]]) -> Dict[str, Tuple[str, st
 @pytest.mark.parametrize(
     ("make", "says"),
     [
-        (lambda d: option_file(d, 0o640), "has mode 0640: other accounts may read or change the ledger's password:"
-                                          " chmod 600 {cnf}"),
+        (lambda d: option_file(d, 0o644), "has mode 0644: other accounts may read or change the ledger's password:"),
+        (lambda d: option_file(d, 0o644), "chmod 600 {cnf}"),
         (lambda d: option_file(d, 0o604), "chmod 600 {cnf}"),
         (lambda d: option_file(d, 0o660), "chmod 600 {cnf}"),
         (lambda d: d / "ledger.cnf", "no option file at {cnf}"),
@@ -153,13 +153,16 @@ def test_an_option_file_that_is_not_private_fails_with_the_fix(tmp_path: Path, m
     assert status == "fail" and says.format(cnf=cnf) in detail
 
 
-def test_an_option_file_of_another_account_fails_with_the_chown(tmp_path: Path) -> None:
+def test_an_option_file_of_another_account_fails_with_the_layout_that_serves_root_and_the_units(
+    tmp_path: Path
+) -> None:
     if os.geteuid() != 0:
         pytest.skip("only root can give a file away")
     cnf = option_file(tmp_path)
-    os.chown(cnf, 4242, -1)
+    os.chown(cnf, 4242, 4243)
     code, checks = doctor_details(tmp_path, ledger=f"mariadb://127.0.0.1/slurm?option_file={cnf}")
-    assert code == 1 and checks["ledger-cnf"][0] == "fail" and f"chown 0 {cnf}" in checks["ledger-cnf"][1]
+    assert code == 1 and checks["ledger-cnf"][0] == "fail"
+    assert f"chown root:4243 {cnf} && chmod 640 {cnf}" in checks["ledger-cnf"][1]  # not chown 0 (issue 31, item 8)
 
 
 @pytest.mark.parametrize(("url", "says"), [("mariadb://root:pw@127.0.0.1/slurm", "no user or password in the URL"),

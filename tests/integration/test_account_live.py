@@ -18,7 +18,6 @@ import pwd
 import re
 import shutil
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, NamedTuple
@@ -26,11 +25,11 @@ from typing import Any, Dict, Iterator, List, NamedTuple
 import pytest
 
 from tests import lab
+from tests.accounts import python_for, readable_package
 
 pytestmark = pytest.mark.integration
 
 TIMEOUT = "20"
-REPO = str(Path(__file__).resolve().parents[2])
 
 # As the account, the ledger API (the sweeper tests' way to leave a flag "may be set"): an
 # unknown outcome recorded for a job, its end a minute ago (long past any settle delay).
@@ -50,6 +49,7 @@ class Account(NamedTuple):
     name: str
     uid: int
     ledger: str
+    pythonpath: str  # where it imports slurm_dsl from: a copy it can read (``readable``)
 
 
 def slurm_user() -> str:
@@ -73,32 +73,47 @@ def service() -> str:
     return name
 
 
-def account(name: str) -> Iterator[Account]:
+def account(name: str, pythonpath: str) -> Iterator[Account]:
     """``name`` with a ledger path in a directory of its own (0700), removed afterwards."""
     entry = pwd.getpwnam(name)
     top = tempfile.mkdtemp(prefix="slurm-dsl-account-")
     os.chmod(top, 0o700)
     os.chown(top, entry.pw_uid, entry.pw_gid)
     try:
-        yield Account(name, entry.pw_uid, f"{top}/ledger.sqlite3")
+        yield Account(name, entry.pw_uid, f"{top}/ledger.sqlite3", pythonpath)
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def readable() -> Iterator[str]:
+    """This checkout's slurm_dsl where every account can read it (a clone under /root is 0700)."""
+    top = Path(tempfile.mkdtemp(prefix="slurm-dsl-account-python-"))
+    top.chmod(0o755)
+    try:
+        yield str(readable_package(top))
     finally:
         shutil.rmtree(top, ignore_errors=True)
 
 
 @pytest.fixture
-def slurm(service: str) -> Iterator[Account]:
-    yield from account(service)
+def slurm(service: str, readable: str) -> Iterator[Account]:
+    yield from account(service, readable)
 
 
 @pytest.fixture
-def plain(service: str) -> Iterator[Account]:
-    yield from account(lab.TEST_USER)
+def plain(service: str, readable: str) -> Iterator[Account]:
+    yield from account(lab.TEST_USER, readable)
 
 
 def as_account(who: Account, *argv: str) -> subprocess.CompletedProcess[str]:
-    """``python -m slurm_dsl ARGV --ledger``, or ``python -c`` with ``-c``, as ``who``, from /."""
-    command = [sys.executable, *argv] if argv[0] == "-c" else [sys.executable, "-m", "slurm_dsl", *argv]
-    env = {**os.environ, "PYTHONPATH": REPO}
+    """``python -m slurm_dsl ARGV --ledger``, or ``python -c`` with ``-c``, as ``who``, from /, with
+    the module's readable copy of the package (``readable``) and a Python the account can run."""
+    # Root's command on another account's ledger runs as that account: a Python it can run too.
+    runs_as = who.name if who.uid != 0 else pwd.getpwuid(os.stat(os.path.dirname(who.ledger)).st_uid).pw_name
+    python = python_for(runs_as)
+    command = [python, *argv] if argv[0] == "-c" else [python, "-m", "slurm_dsl", *argv]
+    env = {**os.environ, "PYTHONPATH": who.pythonpath}
     env.pop("SLURM_DSL_LEDGER", None)
     if who.uid == 0:  # root itself, as an admin types it
         return subprocess.run(command, capture_output=True, text=True, timeout=120, cwd="/", env=env, check=False)
@@ -165,13 +180,13 @@ def test_the_slurm_user_operates_sweeps_and_settles_other_users_jobs(slurm: Acco
 
     # Root, on the SlurmUser's ledger directory: the command runs as its owner (admin/account.py),
     # the hold done and recorded there, doctor checking as slurm, every file still slurm's.
-    as_root = as_account(Account("root", 0, slurm.ledger), "-v", "hold", a, "--json", "--ledger", slurm.ledger,
-                         "--timeout", TIMEOUT)
+    root = slurm._replace(name="root", uid=0)
+    as_root = as_account(root, "-v", "hold", a, "--json", "--ledger", slurm.ledger, "--timeout", TIMEOUT)
     assert as_root.returncode == 0, as_root.stdout + as_root.stderr
     assert [json.loads(line)["result"] for line in as_root.stdout.splitlines()] == ["ok"]
     assert f"running as {slurm.name} (uid {slurm.uid}), the owner of the ledger directory" in as_root.stderr
     assert state(a).priority == 0
-    doctor = as_account(Account("root", 0, slurm.ledger), "doctor", "--json", "--ledger", slurm.ledger)
+    doctor = as_account(root, "doctor", "--json", "--ledger", slurm.ledger)
     checks = {c["check"]: c for c in map(json.loads, doctor.stdout.splitlines())}
     assert checks["caller"]["status"] == "ok" and checks["ledger"]["status"] == "ok", doctor.stdout
     assert checks["caller"]["detail"].startswith(f"uid {slurm.uid} ({slurm.name}) is slurm.conf's SlurmUser")

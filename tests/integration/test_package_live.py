@@ -4,14 +4,18 @@ One test, in order, because each step needs the one before: ``contrib/package`` 
 from the checkout (lintian must pass); its contents are what docs/packaging.md lists and nothing
 of the tests or benchmarks; apt installs it; the installed ``/usr/bin/slurm-dsl`` (Debian's
 python3, the system's dist-packages, not this venv) holds and releases a real job of the lab and
-records both in a ledger; root's ``slurm-dsl doctor`` on the package's default ledger runs as the
-directory's owner, finds the ledger fine, and its caller check says what is true for the lab's
-SlurmUser; each timer's service, run as its ``User=`` (what systemd would start), succeeds on that
-ledger; ``contrib/demo --installed`` runs every step with it; the config file
-/etc/slurm-dsl/slurm-dsl.conf is a conffile, root's, 0644, and what ``slurm-dsl config`` reads; no
-timer is enabled; ``dpkg --purge`` leaves nothing of the package but the ledger directory if it
-holds a ledger (kept on purpose: README.Debian), the config file included (dpkg removes a
-conffile on purge).
+records both in a ledger; the package follows the lab's SlurmUser (issue 31, item 7: root on the
+host's lab and bookworm's, slurm on trixie's): the state directory is that account's and the
+postinst's drop-in runs the units as it; root's ``slurm-dsl doctor`` on the package's default
+ledger finds the ledger fine and may act on every job; root's ``slurm-dsl hold`` of another
+user's job with nothing but the package's defaults is ``ok``; each timer's service, run as the
+account its unit and drop-ins name (what systemd would start), succeeds on that ledger; a
+configure with another SlurmUser hands the directory and its ledger over, and
+``dpkg-reconfigure`` hands them back; ``contrib/demo --installed`` runs every step with it; the
+config file /etc/slurm-dsl/slurm-dsl.conf is a conffile, root's, 0644, and what ``slurm-dsl
+config`` reads; no timer is enabled; ``dpkg --purge`` leaves nothing of the package, /etc/slurm-dsl
+and the drop-ins included, but the ledger directory if it holds a ledger (kept on purpose:
+README.Debian).
 
 It changes the machine (a package installed, then purged), so it runs only as root on a machine
 where slurm-dsl is not installed as a package already (an admin's own install is never purged
@@ -21,15 +25,17 @@ dependencies).
 
 from __future__ import annotations
 
+import grp
 import json
 import os
 import pwd
 import re
 import shutil
+import stat
 import subprocess
 import tempfile
 from pathlib import Path
-from typing import Iterator, List
+from typing import Dict, Iterator, List, Set
 
 import pytest
 
@@ -41,7 +47,16 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[2]
 SYSTEM_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
 STATE = Path("/var/lib/slurm-dsl")
-CONFIG = Path("/etc/slurm-dsl/slurm-dsl.conf")
+ETC = Path("/etc/slurm-dsl")
+CONFIG = ETC / "slurm-dsl.conf"
+# The lab's MariaDB account (contrib/lab/up), in the directory a purge removes: put back after it.
+LAB_CNF = ETC / "ledger.cnf"
+DROPINS = Path("/etc/systemd/system")
+DROPIN = "10-slurm-user.conf"
+# Where systemd reads a unit's drop-ins from (systemd.unit(5)), every directory's .conf files
+# merged in the order of their names.
+DROPIN_DIRS = (Path("/etc/systemd/system"), Path("/run/systemd/system"), Path("/usr/lib/systemd/system"),
+               Path("/lib/systemd/system"))
 
 
 def _installed() -> bool:
@@ -59,6 +74,35 @@ def _system(argv: List[str], timeout: float = 600, **kw: object) -> subprocess.C
     the ones run (never this venv's), from /, so that no checkout is on Python's path."""
     env = {"PATH": SYSTEM_PATH, "LC_ALL": "C.UTF-8", "DEBIAN_FRONTEND": "noninteractive", **kw.pop("env", {})}  # type: ignore[dict-item]
     return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env, check=False, cwd="/", **kw)  # type: ignore[call-overload, no-any-return]
+
+
+def effective(unit: str) -> Dict[str, str]:
+    """The unit's [Service] settings as systemd would read them: its file, then its drop-ins
+    (by file name, across DROPIN_DIRS, /etc's winning a name clash); the last assignment wins."""
+    name = Path(unit).name
+    found: Dict[str, Path] = {}
+    for directory in reversed(DROPIN_DIRS):
+        for conf in sorted((directory / f"{name}.d").glob("*.conf")):
+            found[conf.name] = conf
+    fields: Dict[str, str] = {}
+    for path in [Path(unit), *(found[key] for key in sorted(found))]:
+        for line in path.read_text().splitlines():
+            if "=" in line and not line.startswith(("#", ";")):
+                key, value = line.split("=", 1)
+                fields[key.strip()] = value.strip()
+    return fields
+
+
+def lab_slurm_user() -> pwd.struct_passwd:
+    """The lab's SlurmUser, as slurmctld says it (``SlurmUser = slurm(64030)``)."""
+    shown = lab.run_cmd(["scontrol", "show", "config"]).stdout
+    found = re.search(r"^SlurmUser\s*=\s*(\S+)\((\d+)\)$", shown, re.M)
+    assert found is not None, shown
+    return pwd.getpwuid(int(found.group(2)))
+
+
+def uids_in(directory: Path) -> Set[int]:
+    return {directory.stat().st_uid, *(f.stat().st_uid for f in directory.iterdir())}
 
 
 @pytest.fixture
@@ -100,31 +144,36 @@ def test_the_package_builds_installs_holds_a_real_job_and_purges(deb: Path) -> N
     }
     for wanted in ("/usr/bin/slurm-dsl", "/usr/share/man/man1/slurm-dsl.1.gz", "/usr/share/slurm-dsl/job_submit.lua",
                    "/usr/share/bash-completion/completions/slurm-dsl",
-                   "/usr/share/doc/slurm-dsl/README.Debian", "/usr/share/doc/slurm-dsl/copyright",
+                   "/usr/share/doc/slurm-dsl/copyright",
                    "/usr/lib/python3/dist-packages/slurm_dsl/admin/cli.py", str(CONFIG), JOBINFO):
         assert wanted in files
+    # Compressed by dh_compress once it is over 4 kB, as Debian policy §12.3 asks.
+    assert files & {"/usr/share/doc/slurm-dsl/README.Debian", "/usr/share/doc/slurm-dsl/README.Debian.gz"}
     conffiles = _system(["dpkg-deb", "-I", str(deb), "conffiles"])
     assert conffiles.returncode == 0 and str(CONFIG) in conffiles.stdout.split(), conffiles.stdout
     assert not [f for f in files if "/tests/" in f or "/benchmarks/" in f or f.endswith(".pyc")]
 
     had_state = STATE.exists()
+    slurm_user = lab_slurm_user()  # root on the host's and bookworm's lab, slurm on trixie's
+    group = grp.getgrgid(slurm_user.pw_gid).gr_name
     installed = _system(["apt-get", "install", "-y", "-q", "--no-install-recommends", str(deb)])
     assert installed.returncode == 0, installed.stdout[-3000:] + installed.stderr[-3000:]
     assert _installed()
-    if not had_state:  # the units' account's (Debian's slurm, made by slurm-client's dependencies)
+    if not had_state:  # slurm.conf's SlurmUser's, whichever account exists besides (issue 31, item 7)
         st = STATE.stat()
-        try:
-            owner = pwd.getpwnam("slurm").pw_uid
-        except KeyError:
-            owner = 0
-        assert (st.st_uid, st.st_mode & 0o7777) == (owner, 0o700)
+        assert (st.st_uid, st.st_gid, st.st_mode & 0o7777) == (slurm_user.pw_uid, slurm_user.pw_gid, 0o700)
+        assert "slurm-dsl:" not in installed.stderr, installed.stderr  # nothing to warn about
     for unit in (u for u in units if u.endswith(".service")):
         body = Path(unit).read_text()
         assert "ExecStart=/usr/bin/slurm-dsl " in body and "/usr/local/bin" not in body
         lines = body.splitlines()
-        assert "User=slurm" in lines and "Group=slurm" in lines, unit
+        assert "User=slurm" in lines and "Group=slurm" in lines, unit  # the shipped default, for the venv route
         assert not [line for line in lines if line.startswith("StateDirectory")], unit
         assert "Environment=" not in body and "--metrics-file" not in body  # the config file says them
+        # The postinst's drop-in makes them run as the SlurmUser, an admin's override.conf after it.
+        dropin = DROPINS / f"{Path(unit).name}.d" / DROPIN
+        assert dropin.read_text().splitlines()[-3:] == ["[Service]", f"User={slurm_user.pw_name}", f"Group={group}"]
+        assert (effective(unit)["User"], effective(unit)["Group"]) == (slurm_user.pw_name, group), unit
     st = CONFIG.lstat()
     assert (st.st_uid, oct(st.st_mode)) == (0, oct(0o100644))
     assert CONFIG.read_bytes() == (ROOT / "contrib" / "slurm-dsl.conf").read_bytes()
@@ -144,9 +193,9 @@ def test_the_package_builds_installs_holds_a_real_job_and_purges(deb: Path) -> N
     if shutil.which("man") is not None:
         assert _system(["man", "-w", "slurm-dsl"]).stdout.strip().endswith("slurm-dsl.1.gz")
 
-    # Root's doctor on the package's default ledger runs as the directory's owner (slurm's, or
-    # root's without that account): the ledger is fine and its files stay that account's; the
-    # caller check is what is true for this lab's SlurmUser.
+    # Root's doctor on the package's default ledger runs as the directory's owner, the SlurmUser
+    # (root's commands stay root where that is root): the ledger is fine, its files stay that
+    # account's, and it may act on every job.
     kept = STATE / "ledger.sqlite3"
     planted = not kept.exists()
     doctor = _system(["/usr/bin/slurm-dsl", "doctor", "--json"])
@@ -156,23 +205,33 @@ def test_the_package_builds_installs_holds_a_real_job_and_purges(deb: Path) -> N
     assert (checks["jobinfo"]["status"], checks["jobinfo"]["detail"]) == (
         "ok", f"{JOBINFO}: asks slurmctld for jobs one by one in one process"), checks["jobinfo"]
     owner = STATE.stat().st_uid
-    assert {f.name: f.stat().st_uid for f in STATE.iterdir()} == {f.name: owner for f in STATE.iterdir()}
-    slurm_user = re.search(r"^SlurmUser\s*=\s*\S+\((\d+)\)$", lab.run_cmd(["scontrol", "show", "config"]).stdout, re.M)
-    assert slurm_user is not None
-    if owner in (0, int(slurm_user.group(1))):  # root, or the SlurmUser (trixie's lab): may act on every job
-        assert checks["caller"]["status"] == "ok", checks["caller"]
-    else:  # the host's lab runs slurmctld as root: slurm may not, and the fix is how to act as root
-        assert checks["caller"]["status"] == "fail", checks["caller"]
-        assert f"chown -R root:root {STATE}" in checks["caller"]["detail"], checks["caller"]
-        assert "User=root and Group=root: README.Debian" in checks["caller"]["detail"], checks["caller"]
+    assert uids_in(STATE) == {owner}
+    assert checks["caller"]["status"] == "ok", checks["caller"]
+    if not had_state:
+        assert owner == slurm_user.pw_uid
+
+    # Root's hold of another user's pending job, with nothing but the package's defaults (the
+    # config file, the ledger in /var/lib/slurm-dsl): ok, exit 0, the job held, recorded there.
+    # Where the package took slurm for the units on a SlurmUser=root lab, this was "rejected:
+    # Invalid user id" (issue 31, item 7).
+    theirs = lab.make_job("pending", user=lab.TEST_USER)
+    for op, priority_zero in (("hold", True), ("release", False)):
+        ran = _system(["/usr/bin/slurm-dsl", op, theirs, "--timeout", "20"])
+        assert ran.returncode == 0, ran.stdout + ran.stderr
+        assert ran.stdout.split()[:3] == [theirs, op, "ok"], ran.stdout
+        state = lab.job_state(theirs)
+        assert state is not None and (state.priority == 0) is priority_zero
+    history = _system(["/usr/bin/slurm-dsl", "history", theirs, "--json"])
+    ops = [json.loads(line) for line in history.stdout.splitlines()]
+    assert [(o["op"], o["result"]) for o in ops if o.get("kind") == "operation"] == [("hold", "ok"), ("release", "ok")]
+    assert uids_in(STATE) == {owner}
 
     # What each timer starts, as systemd would start it (it is not PID 1 here): the service's
     # ExecStart as its User= and Group=, on the package's ledger, ends in success (0, or a status
     # its SuccessExitStatus= names).  Only where the state directory is that account's (the
     # package made it); one an admin made before is theirs, and the units' docs say how.
     for unit in sorted(u for u in units if u.endswith(".service")):
-        fields = dict(line.split("=", 1) for line in Path(unit).read_text().splitlines() if "=" in line
-                      and not line.startswith("#"))
+        fields = effective(unit)
         timer = Path(unit[: -len(".service")] + ".timer").read_text()
         assert re.search(r"^On\w+=\S", timer, re.M), unit  # the timer starts it at some time
         if STATE.stat().st_uid != pwd.getpwnam(fields["User"]).pw_uid:
@@ -180,7 +239,33 @@ def test_the_package_builds_installs_holds_a_real_job_and_purges(deb: Path) -> N
         started = _system(["runuser", "-u", fields["User"], "-g", fields["Group"], "--", *fields["ExecStart"].split()])
         allowed = {0, *(int(v) for v in fields.get("SuccessExitStatus", "").split())}
         assert started.returncode in allowed, (unit, started.returncode, started.stdout[-2000:], started.stderr[-2000:])
-        assert {f.name: f.stat().st_uid for f in STATE.iterdir()} == {f.name: owner for f in STATE.iterdir()}
+        assert uids_in(STATE) == {owner}
+
+    if not had_state:
+        # slurm.conf's SlurmUser changes (the other account: slurm where it was root, root where it
+        # was slurm; slurmctld not answering, slurm.conf saying it): a configure hands the
+        # directory and its ledger over, and the drop-ins follow; dpkg-reconfigure with the lab's
+        # own slurm.conf hands them back.
+        other = pwd.getpwnam("root" if slurm_user.pw_uid else "slurm")
+        with tempfile.TemporaryDirectory() as elsewhere:
+            shim = Path(elsewhere) / "scontrol"
+            shim.write_text("#!/bin/sh\necho 'Unable to contact slurm controller (connect failure)' >&2\nexit 1\n")
+            shim.chmod(0o755)
+            conf = Path(elsewhere) / "slurm.conf"
+            conf.write_text(f"ClusterName=elsewhere\nSlurmUser={other.pw_name}\n")
+            moved = _system(["dpkg-reconfigure", "-fnoninteractive", "slurm-dsl"],
+                            env={"PATH": f"{elsewhere}:{SYSTEM_PATH}", "SLURM_CONF": str(conf)})
+        assert moved.returncode == 0, moved.stdout + moved.stderr
+        said = f"/var/lib/slurm-dsl and its files were {slurm_user.pw_name}'s and are now {other.pw_name}'s"
+        assert said in moved.stderr, moved.stderr
+        assert uids_in(STATE) == {other.pw_uid}
+        assert {effective(u)["User"] for u in units if u.endswith(".service")} == {other.pw_name}
+        back = _system(["dpkg-reconfigure", "-fnoninteractive", "slurm-dsl"])
+        assert back.returncode == 0, back.stdout + back.stderr
+        assert uids_in(STATE) == {slurm_user.pw_uid}
+        assert {effective(u)["User"] for u in units if u.endswith(".service")} == {slurm_user.pw_name}
+        held = _system(["/usr/bin/slurm-dsl", "hold", theirs, "--timeout", "20"])
+        assert held.returncode == 0 and held.stdout.split()[:3] == [theirs, "hold", "ok"], held.stdout + held.stderr
 
     job = lab.make_job("held_user")
     # The lookup helper, built for this release's libslurm: found by the installed package, and
@@ -216,15 +301,25 @@ def test_the_package_builds_installs_holds_a_real_job_and_purges(deb: Path) -> N
     assert demo.returncode == 0, demo.stdout[-4000:] + demo.stderr[-2000:]
     assert "demo finished: every outcome as expected" in demo.stdout
 
-    # A ledger in the package's state directory (doctor's) is never deleted by a purge (README.Debian).
+    # A ledger in the package's state directory (doctor's) is never deleted by a purge
+    # (README.Debian); /etc/slurm-dsl is, whole: the lab's own ledger.cnf is put back after it.
     if not kept.exists():
         kept.write_bytes(b"")
+    lab_cnf = (LAB_CNF.read_bytes(), LAB_CNF.stat()) if LAB_CNF.is_file() else None
     try:
         purged = _system(["dpkg", "--purge", "slurm-dsl"])
         assert purged.returncode == 0, purged.stderr
         assert kept.exists()
         assert "/var/lib/slurm-dsl is kept" in purged.stderr
+        assert not ETC.exists(), sorted(os.listdir(ETC))
+        assert not [d for d in DROPINS.glob("slurm-dsl-*.service.d") if d.exists()]
     finally:
+        if lab_cnf is not None and not LAB_CNF.exists():
+            data, st = lab_cnf
+            ETC.mkdir(mode=0o755, exist_ok=True)
+            LAB_CNF.write_bytes(data)
+            os.chown(LAB_CNF, st.st_uid, st.st_gid)
+            LAB_CNF.chmod(stat.S_IMODE(st.st_mode))
         if planted:
             for made in STATE.glob("ledger.sqlite3*"):
                 made.unlink()

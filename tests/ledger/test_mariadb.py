@@ -148,13 +148,43 @@ def test_an_unusable_option_file_is_a_config_error(tmp_path: Path, text: str, sa
     assert str(cnf) in str(info.value)
 
 
-@pytest.mark.parametrize("mode", [0o644, 0o640, 0o604, 0o620, 0o660, 0o606])
-def test_an_option_file_others_may_read_or_write_is_refused(tmp_path: Path, mode: int) -> None:
+@pytest.mark.parametrize("mode", [0o644, 0o640, 0o440, 0o604, 0o620, 0o660, 0o606], ids=lambda mode: f"{mode:04o}")
+def test_an_option_file_of_the_callers_own_others_may_read_or_write_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: int
+) -> None:
     cnf = write_cnf(tmp_path / "ledger.cnf", mode=mode)
+    if os.geteuid() == 0:  # root's file may be group-readable: this one is another caller's own
+        os.chown(cnf, 54321, 54321)
+        monkeypatch.setattr(os, "geteuid", lambda: 54321)
     with pytest.raises(ConfigError) as info:
         open_ledger(url_for(cnf))
-    assert f"mode {mode:04o}" in str(info.value) and f"chmod 600 {cnf}" in str(info.value)
+    assert f"mode {mode:04o}" in str(info.value) and str(info.value).endswith(f"the ledger's password: chmod 600 {cnf}")
     assert SECRET not in str(info.value)
+
+
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="giving a file to another uid needs root")
+
+
+@needs_root
+@pytest.mark.parametrize("mode", [0o644, 0o604, 0o620, 0o660, 0o606, 0o650, 0o641], ids=lambda mode: f"{mode:04o}")
+def test_an_option_file_of_roots_others_may_read_or_its_group_write_is_refused(tmp_path: Path, mode: int) -> None:
+    cnf = write_cnf(tmp_path / "ledger.cnf", mode=mode)
+    os.chown(cnf, 0, 54321)
+    with pytest.raises(ConfigError) as info:
+        open_ledger(url_for(cnf))
+    assert f"mode {mode:04o}" in str(info.value)
+    assert str(info.value).endswith(f"chmod 640 {cnf} (readable by its group, 54321, alone) or chmod 600 {cnf}")
+    assert SECRET not in str(info.value)
+
+
+@needs_root
+@pytest.mark.parametrize("mode", [0o640, 0o440, 0o600, 0o400], ids=lambda mode: f"{mode:04o}")
+def test_an_option_file_of_roots_readable_by_its_group_is_read(tmp_path: Path, mode: int) -> None:
+    """Root's commands and the units' account (through its group) read one file neither can
+    change: root:slurm 0640, contrib/README.md §5 (issue 31, item 8)."""
+    cnf = write_cnf(tmp_path / "ledger.cnf", mode=mode)
+    os.chown(cnf, 0, 54321)
+    assert read_option_file(str(cnf)).user == "slurm_dsl"
 
 
 def test_a_symlinked_option_file_is_not_followed(tmp_path: Path) -> None:
@@ -166,13 +196,17 @@ def test_a_symlinked_option_file_is_not_followed(tmp_path: Path) -> None:
     assert str(link) in str(info.value)
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="giving a file to another uid needs root")
-def test_an_option_file_of_another_account_is_refused(tmp_path: Path) -> None:
+@needs_root
+def test_an_option_file_of_another_account_is_refused_with_a_fix_that_serves_root_and_the_units(
+    tmp_path: Path
+) -> None:
     cnf = write_cnf(tmp_path / "ledger.cnf")
     os.chown(cnf, 54321, 54321)
     with pytest.raises(ConfigError, match=f"owned by uid 54321, not by uid {os.geteuid()}") as info:
         open_ledger(url_for(cnf))
-    assert f"chown {os.geteuid()} {cnf}" in str(info.value)
+    # Not "chown 0": root's 0600 file would lock the units' account out (issue 31, item 8).
+    assert str(info.value).endswith(f"chown root:54321 {cnf} && chmod 640 {cnf} (root's, and readable by the"
+                                    " units' group: contrib/README.md §5)")
 
 
 def test_a_missing_option_file_a_directory_and_a_fifo_are_refused_without_waiting(tmp_path: Path) -> None:
