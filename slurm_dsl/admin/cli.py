@@ -92,8 +92,6 @@ def _cmd_op(args: argparse.Namespace, out: IO[str]) -> int:
             f"no deadline: give --timeout SECONDS, or set timeout = SECONDS in the config file ({args.config_file})"
         )
     deadline = time.time() + args.timeout
-    if args.parallel < 1:
-        raise UsageError("--parallel must be at least 1")
     ids = _job_ids(args.job_ids)
     tracker = Tracker(args.ledger, scontrol=find_scontrol(args.scontrol), squeue=args.squeue)
     bulk = not args.one_by_one and len(ids) > 1
@@ -165,8 +163,6 @@ def _cmd_sweep(args: argparse.Namespace, out: IO[str]) -> int:
     from ..lookups.squeue import SqueueLookup
     from ..run.sweep import TAKE_OVER_GRACE, Done, metrics_text, sweep
 
-    if args.limit is not None and args.limit < 1:
-        raise UsageError("--limit must be at least 1")
     if args.fix and not args.orphans:
         raise UsageError("--fix only goes with --orphans")
     scontrol = find_scontrol(args.scontrol)

@@ -29,6 +29,7 @@ from typing import Callable, Dict, List, Mapping, Optional, Tuple
 
 from ..core.errors import ConfigError
 from ..core.jobinfo import LOOKUP_KINDS
+from ..core.numbers import seconds
 from ..core.settle import DEFAULT_SETTLE_DELAY, MIN_SETTLE_DELAY
 from ..core.shown import shown
 from ..ledger.base import DEFAULT_PATH
@@ -68,12 +69,8 @@ def _location(value: str) -> str:
 
 def _seconds(low: float, high: float) -> Callable[[str], str]:
     def check(value: str) -> str:
-        try:
-            seconds = float(value)
-        except ValueError:
-            raise ValueError(f"a number of seconds from {low:g} to {high:g}") from None
-        if not low <= seconds <= high:  # NaN fails too
-            raise ValueError(f"a number of seconds from {low:g} to {high:g}")
+        if seconds(value, low, high) is None:  # core.numbers' ASCII rule: no 1_0, no ٥, no nan
+            raise ValueError(f"a number of seconds from {low:g} to {high:g}, in ASCII digits")
         return value
 
     return check

@@ -25,6 +25,7 @@ from ..core.jobid import SHOWN_TOKEN, token, validate_job_id
 from ..core.jobinfo import LOOKUP_KINDS
 from ..core.keys import check_key
 from ..core.model import Op
+from ..core.numbers import seconds, whole_number
 from ..core.settle import DEFAULT_SETTLE_DELAY, MIN_SETTLE_DELAY, check_settle_delay
 from ..core.shown import shown
 from ..run.deadlines import MAX_TIMEOUT, TIMEOUT_HELP
@@ -146,14 +147,13 @@ def _help_width() -> int:
 
 
 def _positive_seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
-    # deadlines.MAX_TIMEOUT: the runner's poll() could not wait much longer (NaN fails both tests).
-    if not (value > 0 and value <= MAX_TIMEOUT):
+    # deadlines.MAX_TIMEOUT: the runner's poll() could not wait much longer.  core.numbers' ASCII
+    # rule: no 1_0, no Arabic-Indic digits, no inf or nan.
+    value = seconds(text, 0.0, MAX_TIMEOUT)
+    if value is None or value == 0:
         raise argparse.ArgumentTypeError(
-            f"must be a positive number of seconds, at most {MAX_TIMEOUT:g} (one day): {text!r}"
+            f"must be a positive number of seconds, at most {MAX_TIMEOUT:g} (one day), in ASCII digits:"
+            f" {shown(text, 40)!r}"
         )
     return value
 
@@ -275,8 +275,9 @@ def build_parser(only: Optional[str] = None) -> argparse.ArgumentParser:
         _output_options(p, "one JSON object per job on stdout")
         p.add_argument("--squeue", metavar="PATH", help=_SQUEUE_HELP + "; it checks the ids for whole arrays first")
         p.add_argument(
-            "--parallel", type=int, default=1, metavar="N",
-            help="run up to N jobs at once (default 1); results are printed in the order given",
+            "--parallel", type=_parallel, default=1, metavar="N",
+            help=f"run up to N jobs at once (default 1, at most {MAX_PARALLEL}); results are printed in the"
+            " order given",
         )
         _settling_options(p, op)
         _common_options(p)
@@ -293,7 +294,7 @@ def build_parser(only: Optional[str] = None) -> argparse.ArgumentParser:
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
         p.add_argument("--dry-run", action="store_true", help="look up and report, change nothing")
-        p.add_argument("--limit", type=int, metavar="N", help="settle at most N objects (oldest first)")
+        p.add_argument("--limit", type=_count, metavar="N", help="settle at most N objects (oldest first)")
         _output_options(p, "one JSON object per line, each with a kind: job (one per object looked at), orphan (with"
                         " --orphans), then summary")
         p.add_argument("--metrics-file", metavar="PATH", help="write a Prometheus textfile (atomically) (default:"
@@ -304,7 +305,7 @@ def build_parser(only: Optional[str] = None) -> argparse.ArgumentParser:
         p.add_argument("--restore-timeout", type=_positive_seconds, default=15.0, metavar="SECONDS",
                        help="deadline of each RestoreRequeueBit (default 15)")
         _settle_delay_option(p)
-        p.add_argument("--settle-limit", type=_at_least_one, default=DEFAULT_SETTLE_LIMIT, metavar="N",
+        p.add_argument("--settle-limit", type=_count, default=DEFAULT_SETTLE_LIMIT, metavar="N",
                        help="settle at most N unknown operations of the last 7 days, newest first (default"
                        f" {DEFAULT_SETTLE_LIMIT:,}); the rest wait for the next sweep")
         _lookup_options(p)
@@ -486,10 +487,13 @@ exit status (an unknown row exits by its effect), the worst row decides:
 
 
 def _settle_delay(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    # At most a day, as the config file's settle_delay; its floor is check_settle_delay's, which says so.
+    value = seconds(text, 0.0, MAX_TIMEOUT)
+    if value is None:
+        raise argparse.ArgumentTypeError(
+            f"must be a number of seconds from {MIN_SETTLE_DELAY:g} to {MAX_TIMEOUT:g}, in ASCII digits:"
+            f" {shown(text, 40)!r}"
+        )
     try:
         return check_settle_delay(value)
     except InvalidInput as exc:
@@ -504,11 +508,8 @@ def _key(text: str) -> str:
 
 
 def _retries(text: str) -> int:
-    try:
-        value = int(text, 10)
-    except ValueError:
-        value = -1
-    if not 0 <= value <= MAX_RETRY:
+    value = whole_number(text, 0, MAX_RETRY)
+    if value is None:
         raise argparse.ArgumentTypeError(f"--retry takes a whole number from 0 to {MAX_RETRY}, not {shown(text, 40)!r}")
     return value
 
@@ -545,23 +546,29 @@ def _settle_delay_option(parser: Any) -> None:
     )
 
 
-def _whole_at_least_one(text: str, unit: str = "") -> int:
-    """A whole number, at least 1 (``unit``: " of days", said in the messages)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number{unit}: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1{' day' if unit else ''}: {text!r}")
-    return value
+def _whole(what: str, high: int) -> Callable[[str], int]:
+    """The type of an option taking a whole number from 1 to ``high`` (core.numbers' ASCII rule);
+    ``what`` names it in the message ("a whole number of days")."""
+
+    def check(text: str) -> int:
+        value = whole_number(text, 1, high)
+        if value is None:
+            raise argparse.ArgumentTypeError(f"must be {what} from 1 to {high}, in ASCII digits: {shown(text, 40)!r}")
+        return value
+
+    return check
 
 
-def _at_least_one(text: str) -> int:
-    return _whole_at_least_one(text)
-
-
-def _days(text: str) -> int:
-    return _whole_at_least_one(text, " of days")
+# The bounds of the whole numbers the command line takes, each far beyond any use, and each small
+# enough for what the number feeds: a cutoff date the ledger can write (a prune of 9999999 days
+# went back past year 1: a traceback), an SQL LIMIT (SQLite's is a 64-bit integer: a traceback
+# above it), threads and scontrol processes on this host.
+MAX_DAYS = 36_500  # a century: older than any ledger
+MAX_COUNT = 1_000_000_000  # objects or operations: more than any ledger holds
+MAX_PARALLEL = 1_000  # jobs at once, each a thread and a process of this host's
+_days = _whole("a whole number of days", MAX_DAYS)
+_count = _whole("a whole number", MAX_COUNT)
+_parallel = _whole("a whole number of jobs at once", MAX_PARALLEL)
 
 
 def _admin_parsers(sub: argparse._SubParsersAction, wanted: Callable[[str], bool]) -> None:  # type: ignore[type-arg]
@@ -605,7 +612,7 @@ def _admin_parsers(sub: argparse._SubParsersAction, wanted: Callable[[str], bool
             epilog=_PRUNE_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
         )
         p.add_argument("--older-than", required=True, type=_days, metavar="DAYS",
-                       help="remove rows that finished more than DAYS days ago (a whole number, at least 1)")
+                       help=f"remove rows that finished more than DAYS days ago (a whole number from 1 to {MAX_DAYS})")
         p.add_argument("--dry-run", action="store_true", help="count what would be removed, remove nothing")
         _output_options(p)
         _common_options(p)

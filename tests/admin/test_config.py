@@ -60,6 +60,11 @@ def test_every_setting_has_a_good_example_here() -> None:
         ("[slurm-dsl]\ntimeout = nan\n", 2, "timeout must be a number of seconds"),
         ("[slurm-dsl]\ntimeout = soon\n", 2, "timeout must be a number of seconds"),
         ("[slurm-dsl]\nsettle_delay = 1.5\n", 2, "settle_delay must be a number of seconds from 2"),
+        # core.numbers' ASCII rule: float() takes these, a job id would not.
+        ("[slurm-dsl]\ntimeout = 1_0\n", 2, "timeout must be a number of seconds from 0.001 to 86400, in ASCII"),
+        ("[slurm-dsl]\ntimeout = \u0661\u0660\n", 2, "timeout must be a number of seconds"),
+        ("[slurm-dsl]\nsettle_delay = \uff15\n", 2, "settle_delay must be a number of seconds from 2"),
+        ("[slurm-dsl]\ntimeout = infinity\n", 2, "timeout must be a number of seconds"),
         ("[slurm-dsl]\nlookup = slurmrestd\n", 2, "lookup must be one of auto, squeue, pyslurm"),
         ("[slurm-dsl]\nscontrol = scontrol\n", 2, "scontrol must be an absolute path"),
         ("[slurm-dsl]\nledger = ledger.sqlite3\n", 2, "ledger must be an absolute path, sqlite:/PATH or a mariadb://"),
