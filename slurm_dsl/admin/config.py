@@ -55,6 +55,16 @@ def _q(text: str) -> str:
     return f"'{shown(text, 80)}'"
 
 
+def _masked(value: str) -> str:
+    """A refused value as a message may quote it: a URL's password never (a ledger URL whose
+    scheme is mistyped may still hold one; ``mariadb_config.shown_url``)."""
+    if "@" not in value:
+        return value
+    from ..ledger.mariadb_config import shown_url
+
+    return shown_url(value)
+
+
 def _path(value: str) -> str:
     if not value.startswith("/"):
         raise ValueError("an absolute path")
@@ -172,7 +182,7 @@ def parse(text: bytes, path: str) -> Dict[str, Tuple[str, int]]:
         try:
             found[key] = (setting.check(value), number)
         except ValueError as exc:
-            raise fail(number, f"{key} must be {exc}, not {_q(value)}") from None
+            raise fail(number, f"{key} must be {exc}, not {_q(_masked(value))}") from None
     return found
 
 
