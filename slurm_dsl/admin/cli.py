@@ -40,7 +40,7 @@ from . import config
 from . import render as show
 from .account import become_ledger_owner
 from .config import ConfigFileError
-from .files import existing_ledger, same_location, write_atomically
+from .files import check_metrics_path, existing_ledger, same_location, write_atomically
 from .parser import PROG, parse_args
 from .parser import job_ids as _job_ids
 
@@ -165,6 +165,8 @@ def _cmd_sweep(args: argparse.Namespace, out: IO[str]) -> int:
 
     if args.fix and not args.orphans:
         raise UsageError("--fix only goes with --orphans")
+    if args.metrics_file:
+        check_metrics_path(args.metrics_file)  # before anything runs; write_atomically checks it again
     scontrol = find_scontrol(args.scontrol)
     squeue = find_squeue(args.squeue, scontrol)
     with Tracker(args.ledger, scontrol=scontrol, squeue=squeue) as tracker:
