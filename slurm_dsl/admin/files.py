@@ -14,17 +14,16 @@ from typing import List, Optional
 from ..core.errors import DSLError, LedgerError
 from ..ledger.base import LedgerStore
 from ..ledger.choose import is_url, open_ledger, sqlite_path
-from ..run.tracked import ledger_path
 
 
-def existing_ledger(explicit: Optional[str]) -> LedgerStore:
-    """Open the ledger for an admin command, which never creates one: a mistyped ``--ledger``
-    must not leave a fresh, empty ledger (and its directory) behind, nor report that as clean."""
-    path = ledger_path(explicit)
+def existing_ledger(path: str) -> LedgerStore:
+    """Open the ledger at ``path`` (the command's effective ledger) for an admin command, which
+    never creates one: a mistyped ``--ledger`` must not leave a fresh, empty ledger (and its
+    directory) behind, nor report that as clean."""
     if not is_url(path) and not os.path.lexists(sqlite_path(path)):
         raise LedgerError(
-            f"no ledger at {path}: nothing has been recorded there (--ledger PATH or $SLURM_DSL_LEDGER"
-            " names another)",
+            f"no ledger at {path}: nothing has been recorded there (--ledger PATH, $SLURM_DSL_LEDGER or the"
+            " config file's ledger names another; slurm-dsl config shows which is used)",
             path=path,
         )
     return open_ledger(path)

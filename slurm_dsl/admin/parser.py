@@ -158,6 +158,17 @@ def _positive_seconds(text: str) -> float:
     return value
 
 
+def _given(text: str) -> str:
+    """A path or location option's value: an empty one (a script's unset variable) is refused,
+    never taken as given nor as not given (core.plain.not_empty, the library's rule too)."""
+    if text == "":
+        raise argparse.ArgumentTypeError(
+            "an empty value is refused: give one, or leave the option out to take the environment's, the config"
+            " file's or the built-in one (slurm-dsl config shows which)"
+        )
+    return text
+
+
 def _job_id_or_stdin(text: str) -> str:
     return text if text == "-" else _job_id(text)
 
@@ -176,6 +187,7 @@ def _common_options(parser: argparse.ArgumentParser, top: bool = False) -> None:
     parser.add_argument(
         "--scontrol",
         metavar="PATH",
+        type=_given,
         help="scontrol to run (default: $SLURM_DSL_SCONTROL, else the config file's scontrol, else the first on"
         " PATH, else /usr/bin/scontrol)",
         **default,  # type: ignore[arg-type]
@@ -183,6 +195,7 @@ def _common_options(parser: argparse.ArgumentParser, top: bool = False) -> None:
     parser.add_argument(
         "--ledger",
         metavar="PATH|URL",
+        type=_given,
         help="the object ledger: an SQLite file, or mariadb://HOST[:PORT]/DATABASE (credentials from"
         " /etc/slurm-dsl/ledger.cnf; see contrib/README.md) (default: $SLURM_DSL_LEDGER, else the config file's"
         " ledger, else /var/lib/slurm-dsl/ledger.sqlite3); run as root, an SQLite ledger in another account's"
@@ -199,9 +212,9 @@ def _common_options(parser: argparse.ArgumentParser, top: bool = False) -> None:
 
 def _config_options(parser: argparse.ArgumentParser, top: bool) -> None:
     """``--config``, accepted before and after the command as ``--ledger`` is: the config file
-    every setting not given by a flag or the environment comes from (admin/config.py)."""
+    every setting not given by a flag or the environment comes from (run/config.py)."""
     parser.add_argument(
-        "--config", metavar="PATH",
+        "--config", metavar="PATH", type=_given,
         help="the config file (default: $SLURM_DSL_CONFIG, else /etc/slurm-dsl/slurm-dsl.conf if there is one);"
         " see 'slurm-dsl config --help'",
         **({} if top else {"default": argparse.SUPPRESS}),  # type: ignore[arg-type]
@@ -221,7 +234,7 @@ _SQUEUE_HELP = (
 
 
 def _lookup_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--squeue", metavar="PATH", help=_SQUEUE_HELP)
+    parser.add_argument("--squeue", metavar="PATH", type=_given, help=_SQUEUE_HELP)
     parser.add_argument(
         "--lookup", choices=LOOKUP_KINDS,
         help="how sweeps look jobs up: squeue, pyslurm (an error if no pyslurm matching the running Slurm"
@@ -273,7 +286,8 @@ def build_parser(only: Optional[str] = None) -> argparse.ArgumentParser:
             help=TIMEOUT_HELP + _TIMEOUT_FROM,
         )
         _output_options(p, "one JSON object per job on stdout")
-        p.add_argument("--squeue", metavar="PATH", help=_SQUEUE_HELP + "; it checks the ids for whole arrays first")
+        p.add_argument("--squeue", metavar="PATH", type=_given,
+                       help=_SQUEUE_HELP + "; it checks the ids for whole arrays first")
         p.add_argument(
             "--parallel", type=_parallel, default=1, metavar="N",
             help=f"run up to N jobs at once (default 1, at most {MAX_PARALLEL}); results are printed in the"
@@ -297,7 +311,8 @@ def build_parser(only: Optional[str] = None) -> argparse.ArgumentParser:
         p.add_argument("--limit", type=_count, metavar="N", help="settle at most N objects (oldest first)")
         _output_options(p, "one JSON object per line, each with a kind: job (one per object looked at), orphan (with"
                         " --orphans), then summary")
-        p.add_argument("--metrics-file", metavar="PATH", help="write a Prometheus textfile (atomically) (default:"
+        p.add_argument("--metrics-file", metavar="PATH", type=_given,
+                       help="write a Prometheus textfile (atomically) (default:"
                        " the config file's metrics_file, else none)")
         p.add_argument("--orphans", action="store_true",
                        help="also list jobs showing Requeue=1 that the ledger does not track")
@@ -430,7 +445,7 @@ def _config_parser(sub: argparse._SubParsersAction, wanted: Callable[[str], bool
         _lookup_options(p)
         p.add_argument("--timeout", type=_positive_seconds, metavar="SECONDS", help="show it as the effective timeout")
         _settle_delay_option(p)
-        p.add_argument("--metrics-file", metavar="PATH", help="show it as the effective metrics_file")
+        p.add_argument("--metrics-file", metavar="PATH", type=_given, help="show it as the effective metrics_file")
         _common_options(p)
         p.set_defaults(handler="config")
 
@@ -624,10 +639,10 @@ def _admin_parsers(sub: argparse._SubParsersAction, wanted: Callable[[str], bool
             " another. The source is only read. Leases are not copied. The target must be empty unless --merge.",
             epilog=_MIGRATE_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
         )
-        p.add_argument("--from", dest="source", required=True, metavar="LOCATION",
+        p.add_argument("--from", dest="source", required=True, metavar="LOCATION", type=_given,
                        help="the ledger to copy: PATH, sqlite:PATH or mariadb://HOST[:PORT]/DATABASE[?option_file=PATH]"
                        " (it must exist; it is never written)")
-        p.add_argument("--to", dest="target", required=True, metavar="LOCATION",
+        p.add_argument("--to", dest="target", required=True, metavar="LOCATION", type=_given,
                        help="the ledger to copy into, in the same forms (an SQLite file is created if need be; a"
                        " MariaDB database must exist)")
         p.add_argument("--merge", action="store_true",

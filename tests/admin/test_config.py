@@ -15,8 +15,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from slurm_dsl.admin import config
-from slurm_dsl.admin.config import SETTINGS, ConfigFileError, parse, read, resolve
+from slurm_dsl.run import config
+from slurm_dsl.run.config import SETTINGS, ConfigFileError, parse, read, resolve
 
 PATH = "/etc/slurm-dsl/slurm-dsl.conf"
 GOOD = {

@@ -17,8 +17,8 @@ from typing import Dict, List
 
 import pytest
 
-from slurm_dsl.admin import config
 from slurm_dsl.admin.cli import main
+from slurm_dsl.run import config
 from tests.cli_run import cli
 from tests.fakes import calls_made, write_fake
 

@@ -540,7 +540,7 @@ def test_the_slurm_user_reads_an_option_file_of_its_own_or_roots_and_refuses_ano
 
 @needs_root
 def test_the_slurm_user_reads_a_config_file_of_roots_or_its_own_and_refuses_anothers(shared_tmp: Path) -> None:
-    from slurm_dsl.admin.config import read
+    from slurm_dsl.run.config import read
 
     text = "[slurm-dsl]\ntimeout = 20\n"
 

@@ -1,5 +1,9 @@
-"""The config file, ``/etc/slurm-dsl/slurm-dsl.conf``, and where each effective setting comes from
-(docs/contract.md §10.2).
+"""The configuration: the config file, ``/etc/slurm-dsl/slurm-dsl.conf``, the environment, and
+where each effective setting comes from (docs/contract.md §8, §10.2).  One reading for the
+command line and the library: ``configure`` is what ``slurm-dsl`` runs after parsing its flags,
+and what the library runs at its doors (``api``, ``tracked.Tracker``, ``calls.execute``) with the
+caller's own arguments as the flags, so that a site plugin and the command on the same host use
+the same ledger, scontrol, squeue and defaults.
 
 Strategy: one INI file read with a strict reader of our own (the standard library's
 ``configparser`` gives no line numbers, and an error must name the file, the line and the key).
@@ -7,7 +11,7 @@ Strategy: one INI file read with a strict reader of our own (the standard librar
 file the way the ledger is opened (never through a symlink; refused if it is not root's or this
 process's account's, or if group or others may write it).  ``resolve`` puts flag, environment,
 file and built-in default in that order, per setting, and says which one won (``slurm-dsl
-config`` prints it).
+config`` prints it).  ``configure`` is ``load`` then ``resolve``: a ``Configuration``.
 
 The grammar: blank lines and lines whose first non-blank character is ``#`` or ``;`` are
 comments; one section, ``[slurm-dsl]``; ``key = value`` lines in it (spaces around both are
@@ -19,6 +23,11 @@ line (exit 2 at the command line, a usage error: nothing ran).  A file that cann
 no error: every setting then comes from the flags, the environment and the defaults; a missing
 file named by ``$SLURM_DSL_CONFIG`` or ``--config`` is.  ``ConfigFileError`` is a ``ConfigError``
 (the configuration is unusable), exported by the package as every exception class is.
+
+Empty values, one rule everywhere: an empty variable (``SLURM_DSL_LEDGER=``) is an unset one, as
+it always was; an empty flag or argument (``--ledger ""``, ``ledger=""``: a script's unset
+variable) is refused (``core.plain.not_empty``: a usage error at the command line, ``InvalidInput`` in the
+library), never taken as "given" while another ledger is opened, nor silently as "not given".
 """
 
 from __future__ import annotations
@@ -30,10 +39,11 @@ from typing import Callable, Dict, List, Mapping, Optional, Tuple
 from ..core.errors import ConfigError
 from ..core.jobinfo import LOOKUP_KINDS
 from ..core.numbers import seconds
+from ..core.plain import not_empty
 from ..core.settle import DEFAULT_SETTLE_DELAY, MIN_SETTLE_DELAY
 from ..core.shown import shown
 from ..ledger.base import DEFAULT_PATH
-from ..run.deadlines import MAX_TIMEOUT
+from .deadlines import MAX_TIMEOUT
 
 DEFAULT_CONFIG = "/etc/slurm-dsl/slurm-dsl.conf"
 SECTION = "slurm-dsl"
@@ -304,3 +314,82 @@ def resolve(
         else:
             out[s.key] = Effective(s.key, s.default, "default", "built in")
     return out
+
+
+class Configuration:
+    """What one command or one library call uses: every setting's effective value and where it
+    came from (``Effective``, by key, in ``SETTINGS``' order; ``value(key)``), and the config file:
+    its path and whether there was one to read.  Typed views of the values the library takes below."""
+
+    __slots__ = ("file", "found", "settings")
+
+    def __init__(self, file: str, found: bool, settings: Dict[str, Effective]) -> None:
+        self.file, self.found, self.settings = file, found, settings
+
+    def __repr__(self) -> str:
+        return f"Configuration({self.file!r}, {self.found!r}, {list(self.settings.values())!r})"
+
+    def value(self, key: str) -> Optional[str]:
+        return self.settings[key].value
+
+    @property
+    def ledger(self) -> str:
+        return self.value("ledger") or DEFAULT_PATH  # it has a default, so it is never unset
+
+    @property
+    def scontrol(self) -> Optional[str]:
+        return self.value("scontrol")
+
+    @property
+    def squeue(self) -> Optional[str]:
+        return self.value("squeue")
+
+    @property
+    def timeout(self) -> Optional[float]:
+        text = self.value("timeout")
+        return None if text is None else float(text)
+
+    @property
+    def settle_delay(self) -> float:
+        return float(self.value("settle_delay") or DEFAULT_SETTLE_DELAY)
+
+    @property
+    def log_level(self) -> str:
+        return self.value("log_level") or "warning"
+
+    @property
+    def scontrol_path(self) -> str:
+        """The scontrol an operation runs: the configured one, else the first on PATH, else
+        ``/usr/bin/scontrol``, as an absolute path (``binaries.find_scontrol``)."""
+        from .binaries import find_scontrol
+
+        return find_scontrol(self.scontrol)
+
+    @property
+    def squeue_path(self) -> str:
+        """The squeue a lookup runs: the configured one, else the one beside the scontrol in use,
+        else the first on PATH, else ``/usr/bin/squeue`` (``binaries.find_squeue``)."""
+        from .binaries import find_squeue
+
+        return find_squeue(self.squeue, self.scontrol_path)
+
+
+def configure(
+    flags: Optional[Mapping[str, Optional[str]]] = None,
+    *,
+    config: Optional[str] = None,
+    env: Optional[Mapping[str, str]] = None,
+) -> Configuration:
+    """The settings, read as every command reads them: the config file named by ``config``
+    (``--config``), else ``$SLURM_DSL_CONFIG``, else the default if there is one (``load``), then
+    per setting the flag, the environment (``env``, default ``os.environ``), the file, the built-in
+    default (``resolve``).  ``flags``: the caller's own values by key (None: not given).
+    ``ConfigFileError`` for a config file that is bad or refused, ``InvalidInput`` for an empty
+    flag or ``config``; either way before anything runs."""
+    environ: Mapping[str, str] = os.environ if env is None else env
+    given = dict(flags or {})
+    for key, value in given.items():
+        if value is not None:
+            not_empty(value, f"{key}=")
+    loaded = load(None if config is None else not_empty(config, "config="), environ)
+    return Configuration(loaded.path, loaded.found, resolve(given, environ, loaded.settings, loaded.path))
