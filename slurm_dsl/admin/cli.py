@@ -444,9 +444,12 @@ def main(argv: Optional[Sequence[str]] = None, out: Optional[IO[str]] = None) ->
         args = parse_args(argv)
         _apply_config(args)
         _setup_logging(args.verbose, args.log_level)
-        # Root on the SlurmUser's ledger (the package's) runs as its owner, before anything opens
-        # it or runs: admin/account.py.
-        args.became_owner_of = become_ledger_owner(_ledgers_used(args))
+        # Root on the service account's ledger (the package's) runs as that account, and refuses
+        # another account's, before anything opens it or runs: admin/account.py.
+        args.became_owner_of = become_ledger_owner(
+            _ledgers_used(args), scontrol=args.scontrol, service_account=args.configuration.value("service_account"),
+            config_file=args.configuration.file,
+        )
         return int(HANDLERS[args.handler](args, out))
     except DSLError as exc:
         # The message may quote text from outside (a path, an id, a server's words): escaped.

@@ -10,8 +10,8 @@ for a job id no job has, it must start against this libslurm and reach slurmctld
 cannot run is a warning, since every lookup then asks squeue instead); ``JobRequeue=0`` and
 the job_submit companion (``scontrol show config``); the ledger; who is asking (``caller``: root
 or slurm.conf's SlurmUser may act on other users' jobs; anyone else cannot, or, with accounting
-on, doctor cannot tell).  ``parse_config`` and ``caller_check`` are pure; the rest runs through
-``runner`` and ``ledger``.
+on, doctor cannot tell).  ``caller_check`` is pure (``show config`` is read by
+``account.parse_show_config``); the rest runs through ``runner`` and ``ledger``.
 
 The ledger's checks depend on its backend.  An SQLite file is opened (created and migrated if
 need be) and its mode looked at.  A MariaDB URL is looked at without writing anything
@@ -26,7 +26,6 @@ newer a failure.
 from __future__ import annotations
 
 import os
-import re
 import shlex
 import stat
 from dataclasses import dataclass
@@ -41,6 +40,7 @@ from ..lookups.choose import make_lookup
 from ..lookups.squeue import JOBINFO, JOBINFO_ENV, SqueueLookup, find_jobinfo, first_line, slurm_version
 from ..run import process as runner
 from ..run.binaries import find_scontrol, find_squeue
+from . import account
 
 OK, WARN, FAIL = "ok", "warn", "fail"
 CHECK_TIMEOUT = 20.0  # seconds each check may take
@@ -54,16 +54,6 @@ class Check:
     name: str
     status: str
     detail: str  # render.check_json is its --json object
-
-
-def parse_config(text: str) -> Dict[str, str]:
-    """``scontrol show config`` lines ``Key = value`` as a dict."""
-    config: Dict[str, str] = {}
-    for line in text.splitlines():
-        key, sep, value = line.partition("=")
-        if sep and key.strip() and " " not in key.strip():
-            config[key.strip()] = value.strip()
-    return config
 
 
 def run_checks(
@@ -146,10 +136,10 @@ def caller_check(
         return Check("caller", WARN, f"{who}: cannot tell whether it may act on other users' jobs (scontrol show config"
                      f" could not be read); {_run_as('the SlurmUser of slurm.conf', name, became_owner_of)}")
     slurm_user = config.get("SlurmUser", "")
-    found = re.fullmatch(r"(.*)\((\d+)\)", slurm_user)
-    if found and int(found.group(2)) == euid:
+    found = account.slurm_user(config)
+    if found and found[1] == euid:
         return Check("caller", OK, f"{who} is slurm.conf's SlurmUser ({slurm_user}): may act on every user's job")
-    fix = _run_as(found.group(1) if found else "the SlurmUser of slurm.conf", name, became_owner_of)
+    fix = _run_as(found[0] if found else "the SlurmUser of slurm.conf", name, became_owner_of)
     accounting = config.get("AccountingStorageType", "")
     # No accounting: 22.05 prints accounting_storage/none; 23.11 dropped that plugin and prints (null).
     if accounting not in ("", "(null)", "accounting_storage/none"):
@@ -199,11 +189,11 @@ def _wrapper_check() -> Check:
 
 
 def _show_config(scontrol: str) -> Optional[Dict[str, str]]:
-    """``scontrol show config`` read (``parse_config``), or None if it failed."""
+    """``scontrol show config`` read (``account.parse_show_config``), or None if it failed."""
     done = runner.run_argv((scontrol, "show", "config"), timeout=CHECK_TIMEOUT)
     if done.returncode != 0 or done.pipes_held:
         return None
-    return parse_config(done.stdout.decode("utf-8", "replace"))
+    return account.parse_show_config(done.stdout.decode("utf-8", "replace"))
 
 
 def _config_checks(config: Optional[Mapping[str, str]]) -> List[Check]:

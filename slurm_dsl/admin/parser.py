@@ -46,8 +46,11 @@ exit status:
 # Which account (admin/account.py): said once, at the top.
 _ACCOUNT_NOTE = (
     " Run it as root or as slurm.conf's SlurmUser, who may act on every user's job. Root's commands on"
-    " an SQLite ledger in a directory of another account's (the package's /var/lib/slurm-dsl is slurm's,"
-    " which the units run as) run as that account, its owner, so that the ledger's files stay its own."
+    " an SQLite ledger in a directory of the service account's (the package's /var/lib/slurm-dsl is slurm's,"
+    " which the units run as) run as that account, so that the ledger's files stay its own; the service"
+    " account is the config file's service_account, else slurm.conf's SlurmUser (scontrol show config)."
+    " A ledger directory of any other account is refused: root never becomes an account that could have"
+    " written the ledger it would trust."
 )
 
 _LEDGER_FAILED = """\
@@ -198,8 +201,9 @@ def _common_options(parser: argparse.ArgumentParser, top: bool = False) -> None:
         type=_given,
         help="the object ledger: an SQLite file, or mariadb://HOST[:PORT]/DATABASE (credentials from"
         " /etc/slurm-dsl/ledger.cnf; see contrib/README.md) (default: $SLURM_DSL_LEDGER, else the config file's"
-        " ledger, else /var/lib/slurm-dsl/ledger.sqlite3); run as root, an SQLite ledger in another account's"
-        " directory (the package's is slurm's) makes the command run as that account",
+        " ledger, else /var/lib/slurm-dsl/ledger.sqlite3); run as root, an SQLite ledger in the service account's"
+        " directory (the package's is slurm's) makes the command run as that account, and one in any other"
+        " account's is refused",
         **default,  # type: ignore[arg-type]
     )
     parser.add_argument(
@@ -420,6 +424,8 @@ optional; a flag beats the environment, which beats the file, which beats the bu
   metrics_file = /var/lib/prometheus/node-exporter/slurm_dsl.prom
   # error, warning, info or debug
   log_level = warning
+  # root's commands on a ledger in its directory run as it (unset: slurm.conf's SlurmUser)
+  service_account = slurm
 
 A comment is a whole line starting with # or ; (never after a value). The file must be a regular file (not a
 symlink), root's or the account's that runs slurm-dsl, and neither group- nor world-writable.
@@ -436,7 +442,8 @@ def _config_parser(sub: argparse._SubParsersAction, wanted: Callable[[str], bool
         p = sub.add_parser(
             "config", help="print every setting's effective value and where it came from",
             description="Read the config file as every command does and print each setting (ledger, scontrol,"
-            " squeue, lookup, timeout, settle_delay, metrics_file, log_level): its effective value, or unset,"
+            " squeue, lookup, timeout, settle_delay, metrics_file, log_level, service_account): its effective"
+            " value, or unset,"
             " and where it came from (a flag, an environment variable, the file and its line, or built in),"
             " then the file that was read, or that there was none. Runs nothing.",
             epilog=_CONFIG_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,

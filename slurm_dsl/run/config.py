@@ -33,6 +33,7 @@ library), never taken as "given" while another ledger is opened, nor silently as
 from __future__ import annotations
 
 import os
+import re
 import stat
 from typing import Callable, Dict, List, Mapping, Optional, Tuple
 
@@ -96,6 +97,15 @@ def _seconds(low: float, high: float) -> Callable[[str], str]:
     return check
 
 
+def _account(value: str) -> str:
+    if not _ACCOUNT.fullmatch(value):
+        raise ValueError("an account name (letters, digits, _ . -)")
+    return value
+
+
+_ACCOUNT = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,31}", re.ASCII)
+
+
 def _one_of(words: Tuple[str, ...]) -> Callable[[str], str]:
     def check(value: str) -> str:
         if value not in words:
@@ -144,6 +154,9 @@ SETTINGS: Tuple[Setting, ...] = (
             "the sweep's Prometheus textfile (unset: none written)"),
     Setting("log_level", None, "warning", _one_of(LOG_LEVELS),
             "what is logged to stderr (the journal under systemd): error, warning, info or debug"),
+    Setting("service_account", None, None, _account,
+            "the account root's commands run as on an SQLite ledger in its directory (unset: slurm.conf's"
+            " SlurmUser, asked of scontrol show config only then); another account's directory is refused"),
 )
 BY_KEY: Dict[str, Setting] = {s.key: s for s in SETTINGS}
 

@@ -28,6 +28,7 @@ GOOD = {
     "settle_delay": "10",
     "metrics_file": "/var/lib/prometheus/node-exporter/slurm_dsl.prom",
     "log_level": "info",
+    "service_account": "slurm",
 }
 
 
@@ -69,6 +70,8 @@ def test_every_setting_has_a_good_example_here() -> None:
         ("[slurm-dsl]\nscontrol = scontrol\n", 2, "scontrol must be an absolute path"),
         ("[slurm-dsl]\nledger = ledger.sqlite3\n", 2, "ledger must be an absolute path, sqlite:/PATH or a mariadb://"),
         ("[slurm-dsl]\nlog_level = loud\n", 2, "log_level must be one of error, warning, info, debug"),
+        ("[slurm-dsl]\nservice_account = slurm user\n", 2, "service_account must be an account name"),
+        ("[slurm-dsl]\nservice_account = -slurm\n", 2, "service_account must be an account name"),
         ("[slurm-dsl]\nmetrics_file =\n", 2, "metrics_file must be an absolute path, not ''"),
         ("[slurm-dsl]\nlookup = a\x00b\n", 2, "a NUL byte"),
     ],

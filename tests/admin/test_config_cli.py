@@ -22,7 +22,8 @@ from slurm_dsl.run import config
 from tests.cli_run import cli
 from tests.fakes import calls_made, write_fake
 
-KEYS = ["ledger", "scontrol", "squeue", "lookup", "timeout", "settle_delay", "metrics_file", "log_level"]
+KEYS = ["ledger", "scontrol", "squeue", "lookup", "timeout", "settle_delay", "metrics_file", "log_level",
+        "service_account"]
 
 
 def conf(path: Path, *lines: str, mode: int = 0o644) -> Path:
@@ -212,6 +213,7 @@ def test_config_json_lists_every_setting_with_its_source(tmp_path: Path, monkeyp
         "settle_delay": ("10", "default", "built in"),
         "metrics_file": ("/srv/m.prom", "file", f"{path}:5"),
         "log_level": ("warning", "flag", "-v"),  # the file's error, raised one level
+        "service_account": (None, "default", "built in"),
     }
 
 

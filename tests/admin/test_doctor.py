@@ -13,8 +13,9 @@ from typing import Dict, List, Optional, Tuple
 import pytest
 
 import slurm_dsl.ledger.mariadb as mariadb_module
+from slurm_dsl.admin.account import parse_show_config as parse_config
 from slurm_dsl.admin.cli import main
-from slurm_dsl.admin.doctor import CLOCK_WARN, caller_check, jobinfo_check, parse_config
+from slurm_dsl.admin.doctor import CLOCK_WARN, caller_check, jobinfo_check
 from slurm_dsl.core.model import Op
 from slurm_dsl.ledger.choose import open_ledger
 from tests.cli_run import cli
