@@ -340,7 +340,8 @@ class Configuration:
         self.file, self.found, self.settings = file, found, settings
 
     def __repr__(self) -> str:
-        return f"Configuration({self.file!r}, {self.found!r}, {list(self.settings.values())!r})"
+        # No values: a ledger URL may hold a password, and a plugin may log what it was given.
+        return f"Configuration(file={self.file!r}, found={self.found!r})"
 
     def value(self, key: str) -> Optional[str]:
         return self.settings[key].value

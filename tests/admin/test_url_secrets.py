@@ -102,3 +102,11 @@ def test_a_mistyped_scheme_in_the_config_file_is_refused_without_its_password(tm
     config.write_text(f"[slurm-dsl]\nledger = maria://slurm:{MARK}/{MARK}@db1/l\n")
     code, out, err = cli(["config", "--config", str(config)])
     assert (code, out) == (2, "") and "line 2: ledger must be an absolute path" in err and MARK not in err, err
+
+
+def test_the_library_s_reading_does_not_show_it_either(monkeypatch: pytest.MonkeyPatch) -> None:
+    import slurm_dsl
+
+    monkeypatch.setenv("SLURM_DSL_LEDGER", FORMS[0].format(MARK + "/" + MARK))
+    configured = slurm_dsl.configuration()
+    assert configured.ledger.startswith("mariadb://") and MARK not in repr(configured)
