@@ -40,7 +40,7 @@ from ..run.driver import Stopped, drive
 from ..run.tracked import Tracker
 from . import render as show
 from .account import become_ledger_owner
-from .files import check_metrics_path, existing_ledger, same_location, write_atomically
+from .files import existing_ledger, same_location, write_atomically
 from .parser import PROG, parse_args
 from .parser import job_ids as _job_ids
 
@@ -167,8 +167,6 @@ def _cmd_sweep(args: argparse.Namespace, out: IO[str]) -> int:
 
     if args.fix and not args.orphans:
         raise UsageError("--fix only goes with --orphans")
-    if args.metrics_file:
-        check_metrics_path(args.metrics_file)  # before anything runs; write_atomically checks it again
     scontrol = find_scontrol(args.scontrol)
     squeue = find_squeue(args.squeue, scontrol)
     with Tracker(args.ledger, scontrol=scontrol, squeue=squeue, configuration=args.configuration) as tracker:
@@ -199,6 +197,8 @@ def _cmd_sweep(args: argparse.Namespace, out: IO[str]) -> int:
     if report.lookup_error:
         log.warning("sweep: could not look jobs up: %s; nothing was cleared", report.lookup_error)
     if args.metrics_file:
+        # After the sweep's work, never before it: a metrics path that is missing or refused
+        # (files.check_metrics_path) must not keep flags from being restored; it is exit 1.
         write_atomically(args.metrics_file, metrics_text(report, not_clear, unsettled))
     return EXIT_OK if report.settled else EXIT_CODES[Result.UNKNOWN]
 

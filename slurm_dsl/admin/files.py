@@ -74,7 +74,8 @@ def path_directories(directory: str) -> List[str]:
 
 def check_metrics_path(path: str) -> str:
     """The metrics file's absolute path (``..`` resolved by name, as the checks read it), once
-    every directory on it passes ``directory_problem``; ``DSLError`` naming the first that does not."""
+    every directory on it passes ``directory_problem``; ``DSLError`` naming the first that does
+    not, or one that cannot be looked at (missing)."""
     absolute = os.path.abspath(path)
     own = os.path.dirname(absolute)
     for directory in path_directories(own):
