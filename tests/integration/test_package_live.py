@@ -5,9 +5,10 @@ from the checkout (lintian must pass); its contents are what docs/packaging.md l
 of the tests or benchmarks; apt installs it; the installed ``/usr/bin/slurm-dsl`` (Debian's
 python3, the system's dist-packages, not this venv) holds and releases a real job of the lab and
 records both in a ledger; root's ``slurm-dsl doctor`` on the package's default ledger runs as the
-directory's owner, finds the ledger fine, and its caller check says what is true for the lab's
-SlurmUser; each timer's service, run as its ``User=`` (what systemd would start), succeeds on that
-ledger; ``contrib/demo --installed`` runs every step with it; the config file
+directory's owner when that is the service account (else it is refused, until a config file names
+it), finds the ledger fine, and its caller check says what is true for the lab's SlurmUser; each
+timer's service, run as its ``User=`` (what systemd would start), succeeds on that ledger;
+``contrib/demo --installed`` runs every step with it; the config file
 /etc/slurm-dsl/slurm-dsl.conf is a conffile, root's, 0644, and what ``slurm-dsl config`` reads; no
 timer is enabled; ``dpkg --purge`` leaves nothing of the package but the ledger directory if it
 holds a ledger (kept on purpose: README.Debian), the config file included (dpkg removes a
@@ -145,20 +146,35 @@ def test_the_package_builds_installs_holds_a_real_job_and_purges(deb: Path) -> N
         assert _system(["man", "-w", "slurm-dsl"]).stdout.strip().endswith("slurm-dsl.1.gz")
 
     # Root's doctor on the package's default ledger runs as the directory's owner (slurm's, or
-    # root's without that account): the ledger is fine and its files stay that account's; the
-    # caller check is what is true for this lab's SlurmUser.
+    # root's without that account) when that is the service account: the ledger is fine and its
+    # files stay that account's; the caller check is what is true for this lab's SlurmUser.
     kept = STATE / "ledger.sqlite3"
     planted = not kept.exists()
-    doctor = _system(["/usr/bin/slurm-dsl", "doctor", "--json"])
+    owner = STATE.stat().st_uid
+    slurm_user = re.search(r"^SlurmUser\s*=\s*\S+\((\d+)\)$", lab.run_cmd(["scontrol", "show", "config"]).stdout, re.M)
+    assert slurm_user is not None
+    doctor_argv = ["/usr/bin/slurm-dsl", "doctor", "--json"]
+    named = Path(tempfile.mkdtemp(prefix="slurm-dsl-service-"))
+    if owner not in (0, int(slurm_user.group(1))):
+        # The host's lab runs slurmctld as root: slurm is just another account, whose ledger root's
+        # commands refuse, nothing run (issue 31), until the config file names it the service account.
+        refused = _system(doctor_argv)
+        assert (refused.returncode, refused.stdout) == (1, ""), refused.stdout + refused.stderr
+        assert (f"the ledger directory {STATE} belongs to uid {owner} ({pwd.getpwuid(owner).pw_name}), not to the"
+                " service account, root (uid 0, slurm.conf's SlurmUser): ") in refused.stderr, refused.stderr
+        assert kept.exists() != planted  # nothing opened, nothing made
+        service = named / "service.conf"
+        service.write_text(f"[slurm-dsl]\nservice_account = {pwd.getpwuid(owner).pw_name}\n")
+        service.chmod(0o644)
+        doctor_argv += ["--config", str(service)]
+    doctor = _system(doctor_argv)
+    shutil.rmtree(named)
     checks = {c["check"]: c for c in map(json.loads, doctor.stdout.splitlines())}
     assert checks["ledger"]["status"] == "ok", doctor.stdout + doctor.stderr
     # ...and asks slurmctld through the package's slurm-dsl-jobinfo, which answers.
     assert (checks["jobinfo"]["status"], checks["jobinfo"]["detail"]) == (
         "ok", f"{JOBINFO}: asks slurmctld for jobs one by one in one process"), checks["jobinfo"]
-    owner = STATE.stat().st_uid
     assert {f.name: f.stat().st_uid for f in STATE.iterdir()} == {f.name: owner for f in STATE.iterdir()}
-    slurm_user = re.search(r"^SlurmUser\s*=\s*\S+\((\d+)\)$", lab.run_cmd(["scontrol", "show", "config"]).stdout, re.M)
-    assert slurm_user is not None
     if owner in (0, int(slurm_user.group(1))):  # root, or the SlurmUser (trixie's lab): may act on every job
         assert checks["caller"]["status"] == "ok", checks["caller"]
     else:  # the host's lab runs slurmctld as root: slurm may not, and the fix is how to act as root
