@@ -125,7 +125,7 @@ def parse_show_config(text: str) -> Dict[str, str]:
 def slurm_user(config: Mapping[str, str]) -> Optional[Tuple[str, int]]:
     """slurm.conf's SlurmUser from ``show config``'s ``SlurmUser = slurm(64030)``: (name, uid), or
     None if it says no such thing.  Pure."""
-    found = re.fullmatch(r"(.*)\((\d+)\)", config.get("SlurmUser", ""))
+    found = re.fullmatch(r"(.*)\(([0-9]+)\)", config.get("SlurmUser", ""))
     return None if found is None else (found.group(1), int(found.group(2)))
 
 
