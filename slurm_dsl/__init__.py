@@ -17,8 +17,7 @@ import importlib
 from typing import TYPE_CHECKING, Dict, List
 
 if TYPE_CHECKING:  # what a type checker sees: every public name, from its home
-    from .admin.config import ConfigFileError
-    from .api import hold, open_job, release, requeue, restore, run_op, run_ops
+    from .api import configuration, hold, open_job, release, requeue, restore, run_op, run_ops
     from .core.errors import (
         ConfigError,
         DSLError,
@@ -42,6 +41,7 @@ if TYPE_CHECKING:  # what a type checker sees: every public name, from its home
     from .core.script import render
     from .core.settle import Verdict
     from .run.calls import execute
+    from .run.config import ConfigFileError, Configuration
 
 __version__ = "0.1.0"
 
@@ -50,6 +50,7 @@ __all__ = [
     "CallOutcome",
     "ConfigError",
     "ConfigFileError",
+    "Configuration",
     "DSLError",
     "Expired",
     "InvalidInput",
@@ -70,6 +71,7 @@ __all__ = [
     "UsageError",
     "Verdict",
     "WholeArray",
+    "configuration",
     "execute",
     "hold",
     "open_job",
@@ -85,7 +87,8 @@ __all__ = [
 
 # The module each public name is imported from, on first use.
 _HOMES: Dict[str, str] = {
-    **dict.fromkeys(("hold", "open_job", "release", "requeue", "restore", "run_op", "run_ops"), "api"),
+    **dict.fromkeys(("configuration", "hold", "open_job", "release", "requeue", "restore", "run_op", "run_ops"),
+                    "api"),
     **dict.fromkeys(
         ("ConfigError", "DSLError", "Expired", "InvalidInput", "LedgerError", "LookupFailed", "NotFound",
          "NotRecorded", "NotRun", "OutcomeUnknown", "Rejected", "RequeueBitSet", "SweepBusy", "UsageError",
@@ -98,7 +101,8 @@ _HOMES: Dict[str, str] = {
     "render": "core.script",
     "Verdict": "core.settle",
     "execute": "run.calls",
-    "ConfigFileError": "admin.config",  # the config file's (docs/contract.md §10.2), a ConfigError
+    "ConfigFileError": "run.config",  # the config file's (docs/contract.md §10.2), a ConfigError
+    "Configuration": "run.config",  # what ``configuration()`` returns (docs/contract.md §8)
 }
 
 

@@ -2,14 +2,22 @@
 
 Each takes a job id and a deadline (epoch seconds) or a timeout (seconds), runs
 through the ledger (``tracked.Tracker``: lease, intent first, record), returns
-the ok ``Outcome`` and raises the exception of docs/contract.md §8 for anything else.  The
-ledger is ``ledger`` (a path or an open ``Tracker``), else ``$SLURM_DSL_LEDGER``,
-else ``/var/lib/slurm-dsl/ledger.sqlite3``; a ledger that cannot be opened
+the ok ``Outcome`` and raises the exception of docs/contract.md §8 for anything else.
+
+One configuration (docs/contract.md §8): each call reads the settings as the ``slurm-dsl``
+command does (``run.config.configure``: the config file, ``$SLURM_DSL_CONFIG`` naming another,
+and the environment), its own arguments standing for the command's flags.  So the ledger is
+``ledger`` (a path or an open ``Tracker``, whose reading is used), else ``$SLURM_DSL_LEDGER``,
+else the config file's ``ledger``, else ``/var/lib/slurm-dsl/ledger.sqlite3``: the ledger the
+host's sweeps read.  scontrol and squeue likewise; no ``timeout`` nor ``deadline`` is the config
+file's ``timeout``; no ``settle_delay`` its ``settle_delay``.  A bad config file is
+``ConfigFileError``, before anything runs.  A ledger that cannot be opened
 raises ``LedgerError`` before anything runs; one that fails once the script
 started raises ``NotRecorded`` (a ``LedgerError``) carrying the outcome.
-A bad job id, a timeout over ``deadlines.MAX_TIMEOUT`` (one day), a deadline further
-away, or not exactly one of them, is ``InvalidInput`` (a ``ValueError``) before anything
-is recorded.  Except for ``restore``, the id is looked up first (one squeue): an array's
+A bad job id, an empty ``ledger`` or ``scontrol``, a timeout over ``deadlines.MAX_TIMEOUT`` (one
+day), a deadline further away, both of them, or neither with no ``timeout`` in the config file,
+is ``InvalidInput`` (a ``ValueError``) before anything is recorded.
+Except for ``restore``, the id is looked up first (one squeue): an array's
 own JobId reaching other tasks is ``WholeArray``, a lookup that fails ``LookupFailed``;
 either way nothing ran.  Every exception is a ``DSLError`` (see ``errors``).
 
@@ -24,11 +32,13 @@ real signatures: a misspelt keyword is a type error, not a runtime surprise.
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Sequence, Union
+import contextlib
+from typing import ContextManager, Dict, List, Optional, Sequence, Union
 
+from .core.errors import InvalidInput
 from .core.jobid import validate_job_id
 from .core.model import Op, Outcome
-from .core.settle import DEFAULT_SETTLE_DELAY
+from .run.config import Configuration, configure
 from .run.deadlines import resolve_deadline
 from .run.tracked import Tracker
 
@@ -46,7 +56,7 @@ def run_op(
     key: Optional[str] = None,
     settle: bool = False,
     retry: int = 0,
-    settle_delay: float = DEFAULT_SETTLE_DELAY,
+    settle_delay: Optional[float] = None,
 ) -> Outcome:
     """Run ``op`` through the ledger and return its Outcome, whatever it is (never raises for it).
 
@@ -54,15 +64,20 @@ def run_op(
     ``--settle-delay`` (docs/contract.md §12); with any of them the operation runs through
     ``run.keyed`` and the Outcome is ``settled`` (its ``effect``; ``exits_as``)."""
     job = validate_job_id(job_id)
-    when = resolve_deadline(timeout, deadline)
-    if key is None and not settle and not retry:
-        if isinstance(ledger, Tracker):
-            return ledger.run(op, job, when)
-        with Tracker(ledger, scontrol=scontrol) as tracker:
+    configured = _configuration(ledger, scontrol)
+    when = _deadline(timeout, deadline, configured)
+    opened: ContextManager[object]
+    if isinstance(ledger, Tracker):  # the caller's, which it closes
+        tracker, opened = ledger, contextlib.nullcontext()
+    else:
+        tracker = Tracker(ledger, scontrol=scontrol, configuration=configured)
+        opened = contextlib.closing(tracker)
+    with opened:
+        if key is None and not settle and not retry:
             return tracker.run(op, job, when)
-    (outcome,) = run_ops(op, [job], deadline=when, scontrol=scontrol, ledger=ledger, key=key, settle=settle,
-                         retry=retry, settle_delay=settle_delay)
-    return outcome
+        (outcome,) = run_ops(op, [job], deadline=when, ledger=tracker, key=key, settle=settle, retry=retry,
+                             settle_delay=settle_delay)
+        return outcome
 
 
 def run_ops(
@@ -78,17 +93,18 @@ def run_ops(
     key: Optional[str] = None,
     settle: bool = False,
     retry: int = 0,
-    settle_delay: float = DEFAULT_SETTLE_DELAY,
+    settle_delay: Optional[float] = None,
 ) -> List[Outcome]:
     """Run ``op`` on many jobs (docs/contract.md §11) through the ledger, with the CLI's driver:
     the bulk path, or one script per job (``one_by_one``, up to ``parallel`` at once).
 
     One Outcome per distinct id, in the order given, whatever each is (never raises for an
-    outcome).  Exactly one of ``timeout`` and ``deadline``: the deadline of the whole call,
-    computed once when it starts (docs/contract.md §10.0); a job whose call has not started by
-    then is ``expired``.  Raises before anything ran as ``run_op`` does; a ledger failure once
-    a job ran is ``NotRecorded`` with the outcomes it could not record in ``outcomes`` (those
-    reported before it are recorded); one before is the ``LedgerError`` itself.
+    outcome).  At most one of ``timeout`` and ``deadline``, neither only when the config file
+    sets ``timeout``: the deadline of the whole call, computed once when it starts
+    (docs/contract.md §10.0); a job whose call has not started by then is ``expired``.  Raises
+    before anything ran as ``run_op`` does; a ledger failure once a job ran is ``NotRecorded``
+    with the outcomes it could not record in ``outcomes`` (those reported before it are
+    recorded); one before is the ``LedgerError`` itself.
 
     ``key``, ``settle``, ``retry``, ``settle_delay``: as the command line's ``--key``,
     ``--settle``, ``--retry`` and ``--settle-delay`` (docs/contract.md §12): each Outcome is then
@@ -96,8 +112,10 @@ def run_ops(
     """
     from .run.driver import Stopped, drive
 
-    when = resolve_deadline(timeout, deadline)
+    configured = _configuration(ledger, scontrol)
+    when = _deadline(timeout, deadline, configured)
     ids = list(dict.fromkeys(validate_job_id(j) for j in job_ids))
+    delay = configured.settle_delay if settle_delay is None else settle_delay
 
     def run(tracker: Tracker) -> List[Outcome]:
         if key is None and not settle and not retry:
@@ -106,7 +124,7 @@ def run_ops(
             from .run.keyed import run_settled
 
             events = run_settled(tracker, op, ids, when, key=key, settle=settle, retry=retry,
-                                 settle_delay=settle_delay, one_by_one=one_by_one, parallel=parallel)
+                                 settle_delay=delay, one_by_one=one_by_one, parallel=parallel)
         outcomes: Dict[str, Outcome] = {}
         for event in events:
             if isinstance(event, Stopped):
@@ -116,8 +134,41 @@ def run_ops(
 
     if isinstance(ledger, Tracker):
         return run(ledger)
-    with Tracker(ledger, scontrol=scontrol) as tracker:
+    with Tracker(ledger, scontrol=scontrol, configuration=configured) as tracker:
         return run(tracker)
+
+
+def configuration(*, config: Optional[str] = None) -> Configuration:
+    """The settings this host's slurm-dsl uses, read as every command and every call above reads
+    them (docs/contract.md §8, §10.2): the config file ``config``, else ``$SLURM_DSL_CONFIG``, else
+    ``/etc/slurm-dsl/slurm-dsl.conf`` if there is one, and the environment.  ``.ledger``,
+    ``.scontrol_path``, ``.squeue_path``, ``.timeout``, ``.settle_delay``...; ``.settings`` says
+    where each came from, as ``slurm-dsl config`` prints it.  For a site plugin that runs Slurm's
+    own commands too: the scontrol and squeue the operations run.  ``ConfigFileError`` for a bad
+    config file."""
+    return configure(config=config)
+
+
+def _configuration(ledger: Union[str, Tracker, None], scontrol: Optional[str]) -> Configuration:
+    """What a call uses (docs/contract.md §8, "One configuration"): an open Tracker's, else read
+    now as the command line reads it, the caller's own ``ledger`` and ``scontrol`` as its flags.
+    ``ConfigFileError`` for a bad config file, ``InvalidInput`` for an empty argument: nothing ran."""
+    if isinstance(ledger, Tracker):
+        return ledger.configuration
+    return configure({"ledger": ledger, "scontrol": scontrol})
+
+
+def _deadline(timeout: Optional[float], deadline: Optional[float], configured: Configuration) -> float:
+    """The call's deadline: from ``timeout`` or ``deadline``, else from the config file's
+    ``timeout`` (as a command given no ``--timeout``); neither: ``InvalidInput``."""
+    if timeout is None and deadline is None:
+        if configured.timeout is None:
+            raise InvalidInput(
+                "no deadline: give timeout= (seconds) or deadline= (epoch seconds), or set timeout = SECONDS in the"
+                f" config file ({configured.file})"
+            )
+        timeout = configured.timeout
+    return resolve_deadline(timeout, deadline)
 
 
 def hold(
@@ -130,7 +181,7 @@ def hold(
     key: Optional[str] = None,
     settle: bool = False,
     retry: int = 0,
-    settle_delay: float = DEFAULT_SETTLE_DELAY,
+    settle_delay: Optional[float] = None,
 ) -> Outcome:
     """Hold one job (``scontrol hold``) before ``deadline`` (or within ``timeout``), recorded in the ledger.
 
@@ -153,7 +204,7 @@ def release(
     key: Optional[str] = None,
     settle: bool = False,
     retry: int = 0,
-    settle_delay: float = DEFAULT_SETTLE_DELAY,
+    settle_delay: Optional[float] = None,
 ) -> Outcome:
     """Release one held job (``scontrol release``) before ``deadline`` (or within ``timeout``), recorded.
 
@@ -175,7 +226,7 @@ def requeue(
     key: Optional[str] = None,
     settle: bool = False,
     retry: int = 0,
-    settle_delay: float = DEFAULT_SETTLE_DELAY,
+    settle_delay: Optional[float] = None,
 ) -> Outcome:
     """Requeue one job before ``deadline`` (or within ``timeout``): set Requeue=1, ``scontrol requeue``,
     then clear Requeue=0 again, recorded in the ledger (a flag that may be left set is the sweeper's).
@@ -199,7 +250,7 @@ def restore(
     key: Optional[str] = None,
     settle: bool = False,
     retry: int = 0,
-    settle_delay: float = DEFAULT_SETTLE_DELAY,
+    settle_delay: Optional[float] = None,
 ) -> Outcome:
     """RestoreRequeueBit: clear one job's Requeue flag (``scontrol update Requeue=0``) before
     ``deadline`` (or within ``timeout``).  On ok the job's ledger object is cleared; otherwise it
@@ -223,7 +274,7 @@ def open_job(
     key: Optional[str] = None,
     settle: bool = False,
     retry: int = 0,
-    settle_delay: float = DEFAULT_SETTLE_DELAY,
+    settle_delay: Optional[float] = None,
 ) -> Outcome:
     """Release one job with a direct, unwrapped ``scontrol release`` under the same deadline guard
     (op ``open``), recorded in the ledger.

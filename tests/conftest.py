@@ -65,7 +65,7 @@ def _saved_state(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.M
 def _no_site_config(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
     """No test in this process reads the machine's /etc/slurm-dsl/slurm-dsl.conf: the default
     config file is one that does not exist, and $SLURM_DSL_CONFIG is unset."""
-    monkeypatch.setattr("slurm_dsl.admin.config.DEFAULT_CONFIG", str(tmp_path_factory.mktemp("etc") / "none.conf"))
+    monkeypatch.setattr("slurm_dsl.run.config.DEFAULT_CONFIG", str(tmp_path_factory.mktemp("etc") / "none.conf"))
     monkeypatch.delenv("SLURM_DSL_CONFIG", raising=False)
 
 

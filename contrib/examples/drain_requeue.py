@@ -8,7 +8,11 @@ A site plugin as a site would write it, on slurm-dsl's public API only (``import
 
 It lists the jobs running on NODE (``squeue -h -r -t RUNNING -w NODE -o %A``: one id per job,
 array tasks by their own JobId), refuses a node that is not draining unless ``--any-state``, and
-requeues them all with ``slurm_dsl.run_ops("requeue", ..., key=KEY, retry=N)``.  The key defaults
+requeues them all with ``slurm_dsl.run_ops("requeue", ..., key=KEY, retry=N)``.  It uses what the
+``slurm-dsl`` command on the host uses (``slurm_dsl.configuration()``: /etc/slurm-dsl/slurm-dsl.conf,
+``$SLURM_DSL_CONFIG``, the environment): the same scontrol and squeue for its own questions, and,
+unless ``--ledger`` names another, the same ledger, the one the host's sweeps read; an intent
+recorded anywhere else would protect no Requeue flag.  The key defaults
 to ``drain:NODE:<the node's drain reason time>`` (``scontrol show node``'s ``Reason=... [root@T]``
 stamp), so one drain is one logical operation: if this program, or its host, dies half-way, running
 it again requeues only the jobs whose requeue is absent, and never a job twice (docs/contract.md
@@ -21,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import re
-import shutil
 import subprocess
 import sys
 from typing import List, Optional
@@ -56,17 +59,15 @@ def run(argv: List[str], timeout: float = 30.0) -> str:
     return done.stdout
 
 
-def node_state(node: str) -> tuple[str, Optional[str]]:
+def node_state(scontrol: str, node: str) -> tuple[str, Optional[str]]:
     """The node's State= word and its drain reason's time stamp (None: no reason set)."""
-    scontrol = shutil.which("scontrol") or "/usr/bin/scontrol"
     shown = run([scontrol, "show", "node", node, "-o"])
     state = re.search(r"\bState=(\S+)", shown)
     stamp = re.search(r"\bReason=.*\[[^@\]]+@([0-9T:-]+)\]", shown)
     return (state.group(1) if state else "?"), (stamp.group(1) if stamp else None)
 
 
-def running_jobs(node: str, user: Optional[str], name: Optional[str]) -> List[str]:
-    squeue = shutil.which("squeue") or "/usr/bin/squeue"
+def running_jobs(squeue: str, node: str, user: Optional[str], name: Optional[str]) -> List[str]:
     argv = [squeue, "-h", "-r", "-t", "RUNNING", "-w", node, "-o", "%A"]
     if user is not None:
         argv += ["-u", user]
@@ -85,23 +86,32 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--timeout", type=float, default=300.0, help="the whole run's deadline (default 300 s)")
     parser.add_argument("--settle-delay", type=float, help=argparse.SUPPRESS)  # the tests' short delay
     parser.add_argument("--any-state", action="store_true", help="requeue even if the node is not draining")
-    parser.add_argument("--ledger", help="the slurm-dsl ledger (default: slurm-dsl's)")
+    parser.add_argument("--ledger", help="the slurm-dsl ledger (default: the one slurm-dsl uses: $SLURM_DSL_LEDGER,"
+                        " else the config file's ledger, else the built-in one; slurm-dsl config shows it)")
     args = parser.parse_args(argv)
 
-    state, stamp = node_state(args.node)
+    try:
+        # The scontrol and squeue slurm-dsl runs; a bad config file stops everything here.
+        configured = slurm_dsl.configuration()
+        scontrol, squeue = configured.scontrol_path, configured.squeue_path
+    except slurm_dsl.DSLError as exc:
+        print(f"drain_requeue: {exc}", file=sys.stderr)
+        return 1
+    state, stamp = node_state(scontrol, args.node)
     if "DRAIN" not in state and not args.any_state:
         print(f"drain_requeue: {args.node} is {state}, not draining: nothing done (--any-state to go on)",
               file=sys.stderr)
         return 2
     key = args.key or f"drain:{args.node}:{stamp or 'no-reason'}"
-    jobs = running_jobs(args.node, args.user, args.name)
+    jobs = running_jobs(squeue, args.node, args.user, args.name)
     if not jobs:
         print(f"drain_requeue: no running job on {args.node}", file=sys.stderr)
         return 0
     try:
-        delay = {} if args.settle_delay is None else {"settle_delay": args.settle_delay}
+        # ledger=None (no --ledger) and settle_delay=None are slurm-dsl's own, read as its command reads them.
         outcomes = slurm_dsl.run_ops(
-            "requeue", jobs, timeout=args.timeout, ledger=args.ledger, key=key, retry=args.retry, **delay
+            "requeue", jobs, timeout=args.timeout, ledger=args.ledger, key=key, retry=args.retry,
+            settle_delay=args.settle_delay,
         )
     except slurm_dsl.DSLError as exc:  # nothing ran (a lookup that could not ask, the ledger)
         print(f"drain_requeue: {exc}", file=sys.stderr)

@@ -32,14 +32,14 @@ from ..core.reader import read_outcome
 from ..core.script import render
 from ..core.shown import shown
 from ..ledger.choose import open_ledger
+from ..run import config
 from ..run.binaries import find_scontrol, find_squeue
 from ..run.calls import new_nonce
+from ..run.config import ConfigFileError
 from ..run.driver import Stopped, drive
-from ..run.tracked import Tracker, ledger_path
-from . import config
+from ..run.tracked import Tracker
 from . import render as show
 from .account import become_ledger_owner
-from .config import ConfigFileError
 from .files import existing_ledger, same_location, write_atomically
 from .parser import PROG, parse_args
 from .parser import job_ids as _job_ids
@@ -89,13 +89,13 @@ def _cmd_op(args: argparse.Namespace, out: IO[str]) -> int:
     # opening the ledger count, and every chunk, job and call below keeps this same instant.
     if args.timeout is None:
         raise UsageError(
-            f"no deadline: give --timeout SECONDS, or set timeout = SECONDS in the config file ({args.config_file})"
+            f"no deadline: give --timeout SECONDS, or set timeout = SECONDS in the config file"
+            f" ({args.configuration.file})"
         )
     deadline = time.time() + args.timeout
-    if args.parallel < 1:
-        raise UsageError("--parallel must be at least 1")
     ids = _job_ids(args.job_ids)
-    tracker = Tracker(args.ledger, scontrol=find_scontrol(args.scontrol), squeue=args.squeue)
+    tracker = Tracker(args.ledger, scontrol=find_scontrol(args.scontrol), squeue=args.squeue,
+                      configuration=args.configuration)
     bulk = not args.one_by_one and len(ids) > 1
     progress = _Progress(sys.stderr) if bulk and sys.stderr.isatty() else None
     code = EXIT_OK
@@ -165,13 +165,11 @@ def _cmd_sweep(args: argparse.Namespace, out: IO[str]) -> int:
     from ..lookups.squeue import SqueueLookup
     from ..run.sweep import TAKE_OVER_GRACE, Done, metrics_text, sweep
 
-    if args.limit is not None and args.limit < 1:
-        raise UsageError("--limit must be at least 1")
     if args.fix and not args.orphans:
         raise UsageError("--fix only goes with --orphans")
     scontrol = find_scontrol(args.scontrol)
     squeue = find_squeue(args.squeue, scontrol)
-    with Tracker(args.ledger, scontrol=scontrol, squeue=squeue) as tracker:
+    with Tracker(args.ledger, scontrol=scontrol, squeue=squeue, configuration=args.configuration) as tracker:
         with tracker.ledger().sweep_lock():  # SweepBusy if another sweep holds it: main exits 3
             # Holding the lock, this is the only sweep: the leases of any other are a dead one's.
             take_over_at = time.monotonic() + TAKE_OVER_GRACE
@@ -202,6 +200,8 @@ def _cmd_sweep(args: argparse.Namespace, out: IO[str]) -> int:
         log.warning("sweep: %s: every object whose job shows Requeue=0 is kept (docs/contract.md §13.3); run the"
                     " sweep as root or the SlurmUser, or set $SLURM_DSL_STATE_SAVE_LOCATION", report.save_error)
     if args.metrics_file:
+        # After the sweep's work, never before it: a metrics path that is missing or refused
+        # (files.check_metrics_path) must not keep flags from being restored; it is exit 1.
         write_atomically(args.metrics_file, metrics_text(report, not_clear, unsettled))
     return EXIT_OK if report.settled else EXIT_CODES[Result.UNKNOWN]
 
@@ -235,7 +235,7 @@ def _cmd_settle(args: argparse.Namespace, out: IO[str]) -> int:
 def _cmd_doctor(args: argparse.Namespace, out: IO[str]) -> int:
     from .doctor import FAIL, run_checks
 
-    checks = run_checks(args.scontrol, args.squeue, ledger_path(args.ledger), args.lookup,
+    checks = run_checks(args.scontrol, args.squeue, args.ledger, args.lookup,
                         became_owner_of=args.became_owner_of)
     out.write(show.checks_text(checks, args.json))
     return EXIT_ERROR if any(c.status == FAIL for c in checks) else EXIT_OK
@@ -297,7 +297,8 @@ def _cmd_ledger_migrate(args: argparse.Namespace, out: IO[str]) -> int:
 
 
 def _cmd_config(args: argparse.Namespace, out: IO[str]) -> int:
-    report = show.config_json(args.config_file, args.config_found, [e.to_json() for e in args.settings.values()])
+    configured = args.configuration
+    report = show.config_json(configured.file, configured.found, [e.to_json() for e in configured.settings.values()])
     out.write(show.config_text(report, args.json))
     return EXIT_OK
 
@@ -385,12 +386,13 @@ def _flag_text(given: object) -> Optional[str]:
 
 
 def _apply_config(args: argparse.Namespace) -> None:
-    """Put each setting's effective value (config.resolve: flag, then environment, then the config
-    file, then the built-in default) into ``args``, the one place the commands take them from;
+    """Put each setting's effective value (``config.configure``: flag, then environment, then the
+    config file, then the built-in default, as the library reads them) into ``args``, the one
+    place the commands take them from, and the whole reading into ``args.configuration``;
     ``ConfigFileError`` (before anything runs) for a config file that is bad or refused."""
-    loaded = config.load(getattr(args, "config", None), os.environ)
     flags = {key: _flag_text(getattr(args, attr, None)) for key, (attr, _) in _SETTING_ARGS.items()}
-    settings = config.resolve(flags, os.environ, loaded.settings, loaded.path)
+    configured = config.configure(flags, config=getattr(args, "config", None))
+    settings = configured.settings
     for key, (attr, kind) in _SETTING_ARGS.items():
         # A flag's value stays as the parser made it (its text is only for ``config`` to show).
         if hasattr(args, attr) and settings[key].source != "flag":
@@ -398,11 +400,11 @@ def _apply_config(args: argparse.Namespace) -> None:
             setattr(args, attr, None if value is None else kind(value))
     # -v raises the level the file (or the default, warning) sets, one level per v: the
     # effective level, shown by ``config``, is the flag's then.
-    args.log_level = settings["log_level"].value or "warning"
+    args.log_level = configured.log_level
     if args.verbose:
         raised = _raised(args.log_level, args.verbose)
         settings["log_level"] = config.Effective("log_level", raised, "flag", "-" + "v" * args.verbose)
-    args.settings, args.config_file, args.config_found = settings, loaded.path, loaded.found
+    args.configuration = configured
 
 
 # The command functions by the key ``parser`` gives each subcommand (its ``handler`` default).
@@ -425,7 +427,7 @@ def _ledgers_used(args: argparse.Namespace) -> Sequence[str]:
     """The ledger locations a command will open (none for ``config``, ``script``, ``read``)."""
     if args.handler == "ledger migrate":
         return (args.source, args.target)
-    return () if args.handler in ("config", "script", "read") else (ledger_path(args.ledger),)
+    return () if args.handler in ("config", "script", "read") else (args.ledger,)
 
 
 def exit_status_of(error: DSLError) -> int:
@@ -448,9 +450,12 @@ def main(argv: Optional[Sequence[str]] = None, out: Optional[IO[str]] = None) ->
         args = parse_args(argv)
         _apply_config(args)
         _setup_logging(args.verbose, args.log_level)
-        # Root on the SlurmUser's ledger (the package's) runs as its owner, before anything opens
-        # it or runs: admin/account.py.
-        args.became_owner_of = become_ledger_owner(_ledgers_used(args))
+        # Root on the service account's ledger (the package's) runs as that account, and refuses
+        # another account's, before anything opens it or runs: admin/account.py.
+        args.became_owner_of = become_ledger_owner(
+            _ledgers_used(args), scontrol=args.scontrol, service_account=args.configuration.value("service_account"),
+            config_file=args.configuration.file,
+        )
         return int(HANDLERS[args.handler](args, out))
     except DSLError as exc:
         # The message may quote text from outside (a path, an id, a server's words): escaped.

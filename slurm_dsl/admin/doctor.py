@@ -10,8 +10,8 @@ for a job id no job has, it must start against this libslurm and reach slurmctld
 cannot run is a warning, since every lookup then asks squeue instead); ``JobRequeue=0`` and
 the job_submit companion (``scontrol show config``); the ledger; who is asking (``caller``: root
 or slurm.conf's SlurmUser may act on other users' jobs; anyone else cannot, or, with accounting
-on, doctor cannot tell).  ``parse_config`` and ``caller_check`` are pure; the rest runs through
-``runner`` and ``ledger``.
+on, doctor cannot tell).  ``caller_check`` is pure (``show config`` is read by
+``lookups.sight.parse_config``); the rest runs through ``runner`` and ``ledger``.
 
 The ledger's checks depend on its backend.  An SQLite file is opened (created and migrated if
 need be) and its mode looked at.  A MariaDB URL is looked at without writing anything
@@ -38,7 +38,6 @@ from ..core.script import PROBE_STATUS, PROBE_STDERR, render_probe
 from ..ledger.choose import is_url, open_ledger, sqlite_path
 from ..lookups import sight
 from ..lookups.choose import make_lookup
-from ..lookups.sight import parse_config
 from ..lookups.squeue import JOBINFO, JOBINFO_ENV, SqueueLookup, find_jobinfo, first_line, slurm_version
 from ..run import process as runner
 from ..run.binaries import find_scontrol, find_squeue
@@ -189,11 +188,11 @@ def _wrapper_check() -> Check:
 
 
 def _show_config(scontrol: str) -> Optional[Dict[str, str]]:
-    """``scontrol show config`` read (``parse_config``), or None if it failed."""
+    """``scontrol show config`` read (``sight.parse_config``), or None if it failed."""
     done = runner.run_argv((scontrol, "show", "config"), timeout=CHECK_TIMEOUT)
     if done.returncode != 0 or done.pipes_held:
         return None
-    return parse_config(done.stdout.decode("utf-8", "replace"))
+    return sight.parse_config(done.stdout.decode("utf-8", "replace"))
 
 
 def _config_checks(config: Optional[Mapping[str, str]]) -> List[Check]:

@@ -1,28 +1,29 @@
 """The files the admin's commands touch beyond the ledger's own store: the ledger an admin
 command opens (never creating one), whether two ledger locations name one ledger, and the sweep's
-metrics textfile, written atomically.  Nothing here prints: errors are ``DSLError`` for ``cli``.
+metrics textfile, written atomically in a directory reached through directories no other account
+controls.  Nothing here prints: errors are ``DSLError`` for ``cli``.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-from typing import Optional
+import stat
+from typing import List, Optional
 
 from ..core.errors import DSLError, LedgerError
 from ..ledger.base import LedgerStore
 from ..ledger.choose import is_url, open_ledger, sqlite_path
-from ..run.tracked import ledger_path
 
 
-def existing_ledger(explicit: Optional[str]) -> LedgerStore:
-    """Open the ledger for an admin command, which never creates one: a mistyped ``--ledger``
-    must not leave a fresh, empty ledger (and its directory) behind, nor report that as clean."""
-    path = ledger_path(explicit)
+def existing_ledger(path: str) -> LedgerStore:
+    """Open the ledger at ``path`` (the command's effective ledger) for an admin command, which
+    never creates one: a mistyped ``--ledger`` must not leave a fresh, empty ledger (and its
+    directory) behind, nor report that as clean."""
     if not is_url(path) and not os.path.lexists(sqlite_path(path)):
         raise LedgerError(
-            f"no ledger at {path}: nothing has been recorded there (--ledger PATH or $SLURM_DSL_LEDGER"
-            " names another)",
+            f"no ledger at {path}: nothing has been recorded there (--ledger PATH, $SLURM_DSL_LEDGER or the"
+            " config file's ledger names another; slurm-dsl config shows which is used)",
             path=path,
         )
     return open_ledger(path)
@@ -39,21 +40,73 @@ def same_location(a: str, b: str) -> bool:
     return name(a) == name(b)
 
 
+def directory_problem(uid: int, mode: int, euid: int, *, own: bool) -> str:
+    """Why a directory on the metrics file's path (``lstat``'s ``uid`` and ``mode``) is refused to
+    a process of ``euid``, '' if it is fine.  Pure.
+
+    No directory on the path may be a symlink: whoever can change a link, or the directory holding
+    it, chooses where the file lands.  Every directory above the file's ``own`` must be root's or
+    this account's and writable by neither group nor others, as the ledger's directory is
+    (``ledger.sqlite.not_private``): otherwise another account could put a link or a directory of
+    its own in place of the next one down.  A sticky directory (``/tmp``) is the exception: others
+    cannot rename or remove there what is not theirs.  The file's own directory may be anyone's
+    (node_exporter's, shared through an ACL): no name in it is trusted (``write_atomically``)."""
+    if stat.S_ISLNK(mode):
+        return "is a symbolic link: name the metrics file by its real path"
+    if not stat.S_ISDIR(mode):
+        return "is not a directory"
+    if own:
+        return ""
+    if uid not in (0, euid):
+        return (f"belongs to uid {uid}, neither root nor uid {euid} that runs slurm-dsl, which could put a link"
+                " in place of the directory below it")
+    if mode & (stat.S_IWGRP | stat.S_IWOTH) and not mode & stat.S_ISVTX:
+        return (f"is writable by group or others (mode {stat.S_IMODE(mode):04o}), who could put a link in place of"
+                " the directory below it")
+    return ""
+
+
+def path_directories(directory: str) -> List[str]:
+    """``/`` and every directory below it down to the absolute ``directory``, in that order."""
+    parts = [part for part in directory.split("/") if part]
+    return ["/"] + ["/" + "/".join(parts[: i + 1]) for i in range(len(parts))]
+
+
+def check_metrics_path(path: str) -> str:
+    """The metrics file's absolute path (``..`` resolved by name, as the checks read it), once
+    every directory on it passes ``directory_problem``; ``DSLError`` naming the first that does
+    not, or one that cannot be looked at (missing)."""
+    absolute = os.path.abspath(path)
+    own = os.path.dirname(absolute)
+    for directory in path_directories(own):
+        try:
+            st = os.lstat(directory)
+        except OSError as exc:
+            raise DSLError(f"cannot write metrics file {path}: {directory}: {exc.strerror or exc}") from None
+        problem = directory_problem(st.st_uid, st.st_mode, os.geteuid(), own=directory == own)
+        if problem:
+            raise DSLError(f"cannot write metrics file {path}: the directory {directory} {problem}; nothing written")
+    return absolute
+
+
 def write_atomically(path: str, text: str) -> None:
     """Replace ``path`` with ``text``, mode 0644 (node_exporter reads it as another user).
 
-    Root runs the sweep and the directory may be another account's, so no name there is trusted:
-    the temp file is a new one (``mkstemp``: random name, O_EXCL, never through a symlink) in the
-    target's directory, named so that a textfile collector (``*.prom``) skips it, chmod-ed through
-    its fd; ``os.replace`` then swaps the name itself, so a symlink at ``path`` is replaced, never
-    written through.  The temp file is removed on any failure.
+    Every directory on the way there is checked first (``check_metrics_path``): none a symlink,
+    none above the file's own that another account could change.  The file's own directory may
+    be another account's, so no name there is trusted: the temp file is a new one (``mkstemp``:
+    random name, O_EXCL, never through a symlink) in the target's directory, named so that a
+    textfile collector (``*.prom``) skips it, chmod-ed through its fd; ``os.replace`` then swaps
+    the name itself, so a symlink at ``path`` is replaced, never written through.  The temp file
+    is removed on any failure.
     """
     import tempfile
 
+    path = check_metrics_path(path)
     directory, name = os.path.split(path)
     tmp: Optional[str] = None
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=directory or ".")
+        fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=directory)
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             os.fchmod(f.fileno(), 0o644)
             f.write(text)

@@ -25,6 +25,7 @@ from ..core.jobid import SHOWN_TOKEN, token, validate_job_id
 from ..core.jobinfo import LOOKUP_KINDS
 from ..core.keys import check_key
 from ..core.model import Op
+from ..core.numbers import seconds, whole_number
 from ..core.settle import DEFAULT_SETTLE_DELAY, MIN_SETTLE_DELAY, check_settle_delay
 from ..core.shown import shown
 from ..run.deadlines import MAX_TIMEOUT, TIMEOUT_HELP
@@ -45,8 +46,11 @@ exit status:
 # Which account (admin/account.py): said once, at the top.
 _ACCOUNT_NOTE = (
     " Run it as root or as slurm.conf's SlurmUser, who may act on every user's job. Root's commands on"
-    " an SQLite ledger in a directory of another account's (the package's /var/lib/slurm-dsl is slurm's,"
-    " which the units run as) run as that account, its owner, so that the ledger's files stay its own."
+    " an SQLite ledger in a directory of the service account's (the package's /var/lib/slurm-dsl is slurm's,"
+    " which the units run as) run as that account, so that the ledger's files stay its own; the service"
+    " account is the config file's service_account, else slurm.conf's SlurmUser (scontrol show config)."
+    " A ledger directory of any other account is refused: root never becomes an account that could have"
+    " written the ledger it would trust."
 )
 
 _LEDGER_FAILED = """\
@@ -150,16 +154,26 @@ def _help_width() -> int:
 
 
 def _positive_seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
-    # deadlines.MAX_TIMEOUT: the runner's poll() could not wait much longer (NaN fails both tests).
-    if not (value > 0 and value <= MAX_TIMEOUT):
+    # deadlines.MAX_TIMEOUT: the runner's poll() could not wait much longer.  core.numbers' ASCII
+    # rule: no 1_0, no Arabic-Indic digits, no inf or nan.
+    value = seconds(text, 0.0, MAX_TIMEOUT)
+    if value is None or value == 0:
         raise argparse.ArgumentTypeError(
-            f"must be a positive number of seconds, at most {MAX_TIMEOUT:g} (one day): {text!r}"
+            f"must be a positive number of seconds, at most {MAX_TIMEOUT:g} (one day), in ASCII digits:"
+            f" {shown(text, 40)!r}"
         )
     return value
+
+
+def _given(text: str) -> str:
+    """A path or location option's value: an empty one (a script's unset variable) is refused,
+    never taken as given nor as not given (core.plain.not_empty, the library's rule too)."""
+    if text == "":
+        raise argparse.ArgumentTypeError(
+            "an empty value is refused: give one, or leave the option out to take the environment's, the config"
+            " file's or the built-in one (slurm-dsl config shows which)"
+        )
+    return text
 
 
 def _job_id_or_stdin(text: str) -> str:
@@ -180,6 +194,7 @@ def _common_options(parser: argparse.ArgumentParser, top: bool = False) -> None:
     parser.add_argument(
         "--scontrol",
         metavar="PATH",
+        type=_given,
         help="scontrol to run (default: $SLURM_DSL_SCONTROL, else the config file's scontrol, else the first on"
         " PATH, else /usr/bin/scontrol)",
         **default,  # type: ignore[arg-type]
@@ -187,10 +202,12 @@ def _common_options(parser: argparse.ArgumentParser, top: bool = False) -> None:
     parser.add_argument(
         "--ledger",
         metavar="PATH|URL",
+        type=_given,
         help="the object ledger: an SQLite file, or mariadb://HOST[:PORT]/DATABASE (credentials from"
         " /etc/slurm-dsl/ledger.cnf; see contrib/README.md) (default: $SLURM_DSL_LEDGER, else the config file's"
-        " ledger, else /var/lib/slurm-dsl/ledger.sqlite3); run as root, an SQLite ledger in another account's"
-        " directory (the package's is slurm's) makes the command run as that account",
+        " ledger, else /var/lib/slurm-dsl/ledger.sqlite3); run as root, an SQLite ledger in the service account's"
+        " directory (the package's is slurm's) makes the command run as that account, and one in any other"
+        " account's is refused",
         **default,  # type: ignore[arg-type]
     )
     parser.add_argument(
@@ -203,9 +220,9 @@ def _common_options(parser: argparse.ArgumentParser, top: bool = False) -> None:
 
 def _config_options(parser: argparse.ArgumentParser, top: bool) -> None:
     """``--config``, accepted before and after the command as ``--ledger`` is: the config file
-    every setting not given by a flag or the environment comes from (admin/config.py)."""
+    every setting not given by a flag or the environment comes from (run/config.py)."""
     parser.add_argument(
-        "--config", metavar="PATH",
+        "--config", metavar="PATH", type=_given,
         help="the config file (default: $SLURM_DSL_CONFIG, else /etc/slurm-dsl/slurm-dsl.conf if there is one);"
         " see 'slurm-dsl config --help'",
         **({} if top else {"default": argparse.SUPPRESS}),  # type: ignore[arg-type]
@@ -225,7 +242,7 @@ _SQUEUE_HELP = (
 
 
 def _lookup_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--squeue", metavar="PATH", help=_SQUEUE_HELP)
+    parser.add_argument("--squeue", metavar="PATH", type=_given, help=_SQUEUE_HELP)
     parser.add_argument(
         "--lookup", choices=LOOKUP_KINDS,
         help="how sweeps look jobs up: squeue, pyslurm (an error if no pyslurm matching the running Slurm"
@@ -277,10 +294,12 @@ def build_parser(only: Optional[str] = None) -> argparse.ArgumentParser:
             help=TIMEOUT_HELP + _TIMEOUT_FROM,
         )
         _output_options(p, "one JSON object per job on stdout")
-        p.add_argument("--squeue", metavar="PATH", help=_SQUEUE_HELP + "; it checks the ids for whole arrays first")
+        p.add_argument("--squeue", metavar="PATH", type=_given,
+                       help=_SQUEUE_HELP + "; it checks the ids for whole arrays first")
         p.add_argument(
-            "--parallel", type=int, default=1, metavar="N",
-            help="run up to N jobs at once (default 1); results are printed in the order given",
+            "--parallel", type=_parallel, default=1, metavar="N",
+            help=f"run up to N jobs at once (default 1, at most {MAX_PARALLEL}); results are printed in the"
+            " order given",
         )
         _settling_options(p, op)
         _common_options(p)
@@ -297,10 +316,11 @@ def build_parser(only: Optional[str] = None) -> argparse.ArgumentParser:
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
         p.add_argument("--dry-run", action="store_true", help="look up and report, change nothing")
-        p.add_argument("--limit", type=int, metavar="N", help="settle at most N objects (oldest first)")
+        p.add_argument("--limit", type=_count, metavar="N", help="settle at most N objects (oldest first)")
         _output_options(p, "one JSON object per line, each with a kind: job (one per object looked at), orphan (with"
                         " --orphans), then summary")
-        p.add_argument("--metrics-file", metavar="PATH", help="write a Prometheus textfile (atomically) (default:"
+        p.add_argument("--metrics-file", metavar="PATH", type=_given,
+                       help="write a Prometheus textfile (atomically) (default:"
                        " the config file's metrics_file, else none)")
         p.add_argument("--orphans", action="store_true",
                        help="also list jobs showing Requeue=1 that the ledger does not track")
@@ -308,7 +328,7 @@ def build_parser(only: Optional[str] = None) -> argparse.ArgumentParser:
         p.add_argument("--restore-timeout", type=_positive_seconds, default=15.0, metavar="SECONDS",
                        help="deadline of each RestoreRequeueBit (default 15)")
         _settle_delay_option(p)
-        p.add_argument("--settle-limit", type=_at_least_one, default=DEFAULT_SETTLE_LIMIT, metavar="N",
+        p.add_argument("--settle-limit", type=_count, default=DEFAULT_SETTLE_LIMIT, metavar="N",
                        help="settle at most N unknown operations of the last 7 days, newest first (default"
                        f" {DEFAULT_SETTLE_LIMIT:,}); the rest wait for the next sweep")
         _lookup_options(p)
@@ -408,6 +428,8 @@ optional; a flag beats the environment, which beats the file, which beats the bu
   metrics_file = /var/lib/prometheus/node-exporter/slurm_dsl.prom
   # error, warning, info or debug
   log_level = warning
+  # root's commands on a ledger in its directory run as it (unset: slurm.conf's SlurmUser)
+  service_account = slurm
 
 A comment is a whole line starting with # or ; (never after a value). The file must be a regular file (not a
 symlink), root's or the account's that runs slurm-dsl, and neither group- nor world-writable.
@@ -424,7 +446,8 @@ def _config_parser(sub: argparse._SubParsersAction, wanted: Callable[[str], bool
         p = sub.add_parser(
             "config", help="print every setting's effective value and where it came from",
             description="Read the config file as every command does and print each setting (ledger, scontrol,"
-            " squeue, lookup, timeout, settle_delay, metrics_file, log_level): its effective value, or unset,"
+            " squeue, lookup, timeout, settle_delay, metrics_file, log_level, service_account): its effective"
+            " value, or unset,"
             " and where it came from (a flag, an environment variable, the file and its line, or built in),"
             " then the file that was read, or that there was none. Runs nothing.",
             epilog=_CONFIG_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -433,7 +456,7 @@ def _config_parser(sub: argparse._SubParsersAction, wanted: Callable[[str], bool
         _lookup_options(p)
         p.add_argument("--timeout", type=_positive_seconds, metavar="SECONDS", help="show it as the effective timeout")
         _settle_delay_option(p)
-        p.add_argument("--metrics-file", metavar="PATH", help="show it as the effective metrics_file")
+        p.add_argument("--metrics-file", metavar="PATH", type=_given, help="show it as the effective metrics_file")
         _common_options(p)
         p.set_defaults(handler="config")
 
@@ -490,10 +513,13 @@ exit status (an unknown row exits by its effect), the worst row decides:
 
 
 def _settle_delay(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    # At most a day, as the config file's settle_delay; its floor is check_settle_delay's, which says so.
+    value = seconds(text, 0.0, MAX_TIMEOUT)
+    if value is None:
+        raise argparse.ArgumentTypeError(
+            f"must be a number of seconds from {MIN_SETTLE_DELAY:g} to {MAX_TIMEOUT:g}, in ASCII digits:"
+            f" {shown(text, 40)!r}"
+        )
     try:
         return check_settle_delay(value)
     except InvalidInput as exc:
@@ -508,11 +534,8 @@ def _key(text: str) -> str:
 
 
 def _retries(text: str) -> int:
-    try:
-        value = int(text, 10)
-    except ValueError:
-        value = -1
-    if not 0 <= value <= MAX_RETRY:
+    value = whole_number(text, 0, MAX_RETRY)
+    if value is None:
         raise argparse.ArgumentTypeError(f"--retry takes a whole number from 0 to {MAX_RETRY}, not {shown(text, 40)!r}")
     return value
 
@@ -549,23 +572,29 @@ def _settle_delay_option(parser: Any) -> None:
     )
 
 
-def _whole_at_least_one(text: str, unit: str = "") -> int:
-    """A whole number, at least 1 (``unit``: " of days", said in the messages)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number{unit}: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1{' day' if unit else ''}: {text!r}")
-    return value
+def _whole(what: str, high: int) -> Callable[[str], int]:
+    """The type of an option taking a whole number from 1 to ``high`` (core.numbers' ASCII rule);
+    ``what`` names it in the message ("a whole number of days")."""
+
+    def check(text: str) -> int:
+        value = whole_number(text, 1, high)
+        if value is None:
+            raise argparse.ArgumentTypeError(f"must be {what} from 1 to {high}, in ASCII digits: {shown(text, 40)!r}")
+        return value
+
+    return check
 
 
-def _at_least_one(text: str) -> int:
-    return _whole_at_least_one(text)
-
-
-def _days(text: str) -> int:
-    return _whole_at_least_one(text, " of days")
+# The bounds of the whole numbers the command line takes, each far beyond any use, and each small
+# enough for what the number feeds: a cutoff date the ledger can write (a prune of 9999999 days
+# went back past year 1: a traceback), an SQL LIMIT (SQLite's is a 64-bit integer: a traceback
+# above it), threads and scontrol processes on this host.
+MAX_DAYS = 36_500  # a century: older than any ledger
+MAX_COUNT = 1_000_000_000  # objects or operations: more than any ledger holds
+MAX_PARALLEL = 1_000  # jobs at once, each a thread and a process of this host's
+_days = _whole("a whole number of days", MAX_DAYS)
+_count = _whole("a whole number", MAX_COUNT)
+_parallel = _whole("a whole number of jobs at once", MAX_PARALLEL)
 
 
 def _admin_parsers(sub: argparse._SubParsersAction, wanted: Callable[[str], bool]) -> None:  # type: ignore[type-arg]
@@ -609,7 +638,7 @@ def _admin_parsers(sub: argparse._SubParsersAction, wanted: Callable[[str], bool
             epilog=_PRUNE_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
         )
         p.add_argument("--older-than", required=True, type=_days, metavar="DAYS",
-                       help="remove rows that finished more than DAYS days ago (a whole number, at least 1)")
+                       help=f"remove rows that finished more than DAYS days ago (a whole number from 1 to {MAX_DAYS})")
         p.add_argument("--dry-run", action="store_true", help="count what would be removed, remove nothing")
         _output_options(p)
         _common_options(p)
@@ -621,10 +650,10 @@ def _admin_parsers(sub: argparse._SubParsersAction, wanted: Callable[[str], bool
             " another. The source is only read. Leases are not copied. The target must be empty unless --merge.",
             epilog=_MIGRATE_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
         )
-        p.add_argument("--from", dest="source", required=True, metavar="LOCATION",
+        p.add_argument("--from", dest="source", required=True, metavar="LOCATION", type=_given,
                        help="the ledger to copy: PATH, sqlite:PATH or mariadb://HOST[:PORT]/DATABASE[?option_file=PATH]"
                        " (it must exist; it is never written)")
-        p.add_argument("--to", dest="target", required=True, metavar="LOCATION",
+        p.add_argument("--to", dest="target", required=True, metavar="LOCATION", type=_given,
                        help="the ledger to copy into, in the same forms (an SQLite file is created if need be; a"
                        " MariaDB database must exist)")
         p.add_argument("--merge", action="store_true",

@@ -332,26 +332,19 @@ def migrate_lines(m: Dict[str, Any]) -> List[str]:
     ]
 
 
-def _no_password(value: str) -> str:
-    """A URL's password (mariadb://user:secret@host/db) as ***: it is never shown (opening such a
-    ledger is refused anyway: credentials belong in its option file), and a screen of settings
-    gets shared."""
-    scheme, sep, rest = value.partition("://")
-    netloc, slash, path = rest.partition("/")
-    userinfo, at, host = netloc.rpartition("@")
-    if not (sep and at and ":" in userinfo):
-        return value
-    return f"{scheme}://{userinfo.partition(':')[0]}:***@{host}{slash}{path}"
-
-
 def config_json(path: str, found: bool, settings: Iterable[Dict[str, Any]]) -> Dict[str, Any]:
     """``slurm-dsl config --json``'s one object: the file, whether one was read, and every setting
     (key, value or null, source: flag, env, file or default, and origin: which flag, variable,
     FILE:LINE or ``built in``), in config.SETTINGS' order."""
+    from ..ledger.choose import is_url
+    from ..ledger.mariadb_config import shown_url
+
     rows = []
     for s in settings:
+        # A URL's password as ***, wherever it was put: it is never shown (opening such a ledger is
+        # refused anyway: credentials belong in its option file), and a screen of settings gets shared.
         value = s["value"]
-        rows.append({**s, "value": None if value is None else _no_password(value)})
+        rows.append({**s, "value": shown_url(value, query=True) if value is not None and is_url(value) else value})
     return {"kind": "config", "file": path, "read": found, "settings": rows}
 
 

@@ -78,3 +78,13 @@ def described(value: object) -> str:
     if isinstance(value, str) and issubclass(type(value), str):
         return repr(str.__str__(value)[:40])
     return f"<{type.__dict__['__name__'].__get__(type(value))}>"
+
+
+def not_empty(value: str, name: str) -> str:
+    """``value``, unless it is empty: then ``InvalidInput`` naming ``name`` (``--ledger``,
+    ``ledger=``).  An empty flag or argument is refused, never taken as given nor as not given
+    (run/config.py): a script's unset variable must not open another ledger than ``config`` shows."""
+    if value == "":
+        raise InvalidInput(f"{name} is empty: give a value, or leave it out to take the environment's, the config"
+                           " file's or the built-in one (slurm-dsl config shows which)")
+    return value

@@ -7,7 +7,8 @@ the option file's ``[client]`` group (``user``, ``password``, ``host``, ``port``
 default ``/etc/slurm-dsl/ledger.cnf``), which must be a regular file (no symlink followed), owned
 by this uid or root, 0600/0400, or 0640/0440 when root's (``read_option_file``, a
 ``ClientOptions``).  Anything else is ``ConfigError`` saying what is wrong, never repeating a
-password or the URL's query.
+password or the URL's query: every URL a message or ``slurm-dsl config`` shows goes through
+``shown_url``.
 """
 
 from __future__ import annotations
@@ -54,22 +55,48 @@ _DATABASE = re.compile(r"[A-Za-z0-9_]{1,64}\Z")
 _HOSTNAME = re.compile(r"[A-Za-z0-9]([A-Za-z0-9.-]{0,252}[A-Za-z0-9])?\Z|\[[0-9A-Fa-f:.]+\]\Z")
 
 
-def _shown(url: str) -> str:
-    """The URL as it may appear in a message: without anything before an ``@`` nor a query."""
+def shown_url(url: str, *, query: bool = False) -> str:
+    """``url`` as a message or ``slurm-dsl config`` may show it: never a password, wherever one was
+    put (docs/contract.md §9.1.1).
+
+    A password may hold any character (``/``, ``@``, ``?``, ``#``, ``:``...), so nothing in the
+    URL says for sure where one starts or ends.  Everything up to the URL's last ``@`` is hidden,
+    the account name too (``***@``); when a ``?`` or ``#`` comes before that ``@``, what follows it
+    may be a query value or the rest of a password, so only the scheme is shown (``mariadb://***``).
+    The query is dropped, or, with ``query``, kept when it names ``option_file`` alone: any other
+    key may hold a password (``?password=...``): ``?***``.
+    """
     scheme, sep, rest = url.partition("://")
-    netloc, slash, tail = rest.partition("/")
-    if "@" in netloc:
-        netloc = "***@" + netloc.rsplit("@", 1)[1]
-    return scheme + sep + netloc + slash + tail.split("?", 1)[0].split("#", 1)[0]
+    if not sep:
+        return "***"
+    at = rest.rfind("@")
+    if at >= 0:
+        if "?" in rest[:at] or "#" in rest[:at]:
+            return f"{scheme}://***"
+        rest = "***@" + rest[at + 1:]
+    base, mark, tail = rest.split("#", 1)[0].partition("?")
+    if not (query and mark):
+        return f"{scheme}://{base}"
+    keys = {key for key, _ in parse_qsl(tail, keep_blank_values=True)}
+    return f"{scheme}://{base}?{tail if keys == {'option_file'} else '***'}"
 
 
 def parse_url(url: str) -> Location:
     """``mariadb://[HOST[:PORT]]/DATABASE[?option_file=PATH]``, or ConfigError saying what is wrong.
 
     Credentials in the URL are refused (they would show in ``ps``, logs and shell histories), as
-    is any query key but ``option_file``; neither is ever repeated in the message.
+    is any query key but ``option_file``; neither is ever repeated in the message.  Any ``@`` is
+    refused first, before anything else is read: a password may hold ``/`` or ``?``, which end the
+    URL's host part early, so only an ``@``-free URL is read further (an option file's path may
+    hold none either).
     """
-    shown = _shown(url)
+    shown = shown_url(url)
+    if "@" in url:
+        raise ConfigError(
+            f"ledger URL {shown}: no user or password in the URL (they would show in ps, logs and shell"
+            " history): put user= and password= in the [client] group of the option file"
+            f" (default {DEFAULT_OPTION_FILE}, mode 0600)"
+        )
     try:
         parts = urlsplit(url)
         port = parts.port
@@ -77,12 +104,6 @@ def parse_url(url: str) -> Location:
         raise ConfigError(f"ledger URL {shown}: {exc}") from None
     if parts.scheme not in SCHEMES:
         raise ConfigError(f"ledger URL {shown}: the scheme must be mariadb:// or mysql://")
-    if "@" in parts.netloc:
-        raise ConfigError(
-            f"ledger URL {shown}: no user or password in the URL (they would show in ps, logs and shell"
-            " history): put user= and password= in the [client] group of the option file"
-            f" (default {DEFAULT_OPTION_FILE}, mode 0600)"
-        )
     host = parts.netloc.rsplit(":", 1)[0] if port is not None else parts.netloc
     if host and not _HOSTNAME.match(host):
         raise ConfigError(f"ledger URL {shown}: {host!r} is not a host name or address")

@@ -59,7 +59,7 @@ def parse_config(text: str) -> Dict[str, str]:
 
 def slurm_user(config: Mapping[str, str]) -> Optional[Tuple[str, int]]:
     """slurm.conf's SlurmUser as ``show config`` prints it (``slurm(64030)``): its name and uid."""
-    found = re.fullmatch(r"(.*)\((\d+)\)", config.get("SlurmUser", ""))
+    found = re.fullmatch(r"(.*)\(([0-9]+)\)", config.get("SlurmUser", ""))  # ASCII digits, as every number read
     return None if found is None else (found.group(1), int(found.group(2)))
 
 

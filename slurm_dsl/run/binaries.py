@@ -1,7 +1,9 @@
-"""Which scontrol and squeue to run: an explicit path, the environment, PATH, or Debian's.
+"""Which scontrol and squeue to run: the configured path, PATH, or Debian's.
 
-Each is resolved once to an absolute path and then fixed, so a later change of PATH
-cannot swap the program under a running operation.
+The configured path is the caller's: a flag or an argument, else ``$SLURM_DSL_SCONTROL`` /
+``$SLURM_DSL_SQUEUE``, else the config file's, read once by ``config.configure`` (never here, so
+that the command line and the library read them one way).  Each is resolved once to an absolute
+path and then fixed, so a later change of PATH cannot swap the program under a running operation.
 """
 
 from __future__ import annotations
@@ -9,7 +11,7 @@ from __future__ import annotations
 import os
 from typing import Optional
 
-from ..core.plain import plain_str
+from ..core.plain import not_empty, plain_str
 from ..core.script import check_scontrol_path
 
 DEFAULT_SCONTROL = "/usr/bin/scontrol"
@@ -32,19 +34,20 @@ def _on_path(name: str) -> Optional[str]:
     return None
 
 
-def find_scontrol(explicit: Optional[str] = None) -> str:
-    """The absolute scontrol path: explicit, else $SLURM_DSL_SCONTROL, else the
-    first on the caller's PATH, else /usr/bin/scontrol.  Resolved once, then fixed."""
-    if explicit is not None:
-        explicit = plain_str(os.fspath(explicit), "scontrol path")  # a str subclass's methods never run
-    path = explicit or os.environ.get("SLURM_DSL_SCONTROL") or _on_path("scontrol") or DEFAULT_SCONTROL
+def find_scontrol(configured: Optional[str] = None) -> str:
+    """The absolute scontrol path: the configured one, else the first on the caller's PATH, else
+    /usr/bin/scontrol.  Resolved once, then fixed."""
+    if configured is not None:
+        # A str subclass's methods never run; an empty path is refused, never taken as none given.
+        configured = not_empty(plain_str(os.fspath(configured), "scontrol path"), "the scontrol path")
+    path = configured or _on_path("scontrol") or DEFAULT_SCONTROL
     return check_scontrol_path(os.path.abspath(path))
 
 
-def find_squeue(explicit: Optional[str] = None, scontrol: Optional[str] = None) -> str:
-    """The absolute squeue path: explicit, else $SLURM_DSL_SQUEUE, else the squeue beside the
-    scontrol in use (one Slurm install), else the first on the caller's PATH, else /usr/bin/squeue."""
-    path = explicit or os.environ.get("SLURM_DSL_SQUEUE")
+def find_squeue(configured: Optional[str] = None, scontrol: Optional[str] = None) -> str:
+    """The absolute squeue path: the configured one, else the squeue beside the scontrol in use
+    (one Slurm install), else the first on the caller's PATH, else /usr/bin/squeue."""
+    path = None if configured is None else not_empty(plain_str(os.fspath(configured), "squeue path"), "the squeue path")
     if not path and scontrol:
         sibling = os.path.join(os.path.dirname(find_scontrol(scontrol)), "squeue")
         path = sibling if os.access(sibling, os.X_OK) else None

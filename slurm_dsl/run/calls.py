@@ -74,10 +74,16 @@ def execute(
     nonce: Optional[str] = None,
     clock: Clock = time.time,
 ) -> Outcome:
-    """Run one op on one job until ``deadline`` and read what it came to."""
+    """Run one op on one job until ``deadline`` and read what it came to.  ``scontrol`` not given
+    is the configured one, read as the command line reads it (``config.configure``: a bad config
+    file is ``ConfigFileError`` before anything runs)."""
     op = Op(op)
     job = validate_job_id(job_id)
     deadline = check_deadline(deadline, clock)
+    if scontrol is None:
+        from .config import configure
+
+        scontrol = configure().scontrol
     path = find_scontrol(scontrol)
     left = deadline - clock()
     if not op.wrapped:

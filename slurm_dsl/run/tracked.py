@@ -52,12 +52,13 @@ from ..core.model import CallOutcome, Op, Outcome, RequeueBit, Result
 from ..core.script import KILL_GRACE
 from ..core.settle import Verdict
 from ..ledger import base as ledger_module
-from ..ledger.base import DEFAULT_PATH, LedgerError, LedgerStore
+from ..ledger.base import LedgerError, LedgerStore
 from ..ledger.choose import open_ledger
 from ..lookups.squeue import MAX_LISTED, SqueueLookup
 from ..lookups.squeue import SQUEUE_TIMEOUT as LOOKUP_TIMEOUT
 from .binaries import find_scontrol, find_squeue
 from .calls import GUARD_MARGIN, execute, new_nonce
+from .config import Configuration, configure
 from .deadlines import Clock, check_deadline
 
 if TYPE_CHECKING:
@@ -165,11 +166,6 @@ def start_fields(
     return baselines, baseline_at, ledger_now + ends_after(deadline - now)
 
 
-def ledger_path(explicit: Optional[str] = None) -> str:
-    """The ledger to use: explicit, else $SLURM_DSL_LEDGER, else the default under /var/lib."""
-    return explicit or os.environ.get("SLURM_DSL_LEDGER") or DEFAULT_PATH
-
-
 def current_actor() -> str:
     """Who runs this process, as the history records it: ``uid 0 (root) on ctl1, pid 4711``.
 
@@ -196,6 +192,12 @@ def lease_owner(tag: str = "op") -> str:
 class Tracker:
     """Runs operations against one ledger, one connection per thread.
 
+    The ledger, scontrol and squeue are ``path``, ``scontrol`` and ``squeue`` where given, else
+    the configuration's (docs/contract.md §8): ``configuration`` if given (the command line
+    passes the one it read), else read now as the command line reads it (``config.configure``,
+    with these arguments as its flags), so that a library caller uses the ledger every
+    ``slurm-dsl`` command and sweep on the host uses.  A bad config file is ``ConfigFileError``,
+    an empty argument ``InvalidInput``, before anything is opened.
     ``busy_timeout`` is how long a ledger write waits for another writer before it fails
     (default: ``ledger.BUSY_TIMEOUT``, read when each connection opens).
     """
@@ -209,11 +211,15 @@ class Tracker:
         clock: Clock = time.time,
         lease_slack: float = LEASE_SLACK,
         busy_timeout: Optional[float] = None,
+        configuration: Optional[Configuration] = None,
     ) -> None:
-        self.path = ledger_path(path)
+        if configuration is None:
+            configuration = configure({"ledger": path, "scontrol": scontrol, "squeue": squeue})
+        self.configuration = configuration
+        self.path = path if path is not None else configuration.ledger
         self.busy_timeout = busy_timeout
-        self.scontrol = scontrol
-        self.squeue = squeue
+        self.scontrol = scontrol if scontrol is not None else configuration.scontrol
+        self.squeue = squeue if squeue is not None else configuration.squeue
         self.clock = clock
         self.lease_slack = lease_slack
         self.actor = current_actor()  # recorded with every operation this tracker runs

@@ -1,8 +1,11 @@
-"""Root's commands on another account's SQLite ledger run as that account (admin/account.py,
-docs/contract.md §9.1): the decision, pure, against the contract's words in a naive
-second implementation; the command line really switching (a subprocess of root's on a directory of
-Debian's slurm account, uid 64030), its ledger files then that account's; and the ways it
-refuses, with nothing run."""
+"""Root's commands on the service account's SQLite ledger run as that account, and on another
+account's are refused (admin/account.py, docs/contract.md §9.1, issues 19 and 31): the decision,
+pure, against the contract's words in a naive second implementation; the command line really
+switching (a subprocess of root's on a directory of Debian's slurm account, uid 64030, the
+SlurmUser a fake scontrol reports), its ledger files then that account's; and the ways it
+refuses, with nothing run: a directory of an account that is not the service account (with a
+forged ok row for a key: the attack of issue 31), a service account that cannot be told, one
+without a passwd entry, a switch that fails."""
 
 from __future__ import annotations
 
@@ -14,6 +17,7 @@ import shutil
 import stat
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 from typing import Iterator, List, Optional
 
@@ -21,59 +25,76 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from slurm_dsl.admin.account import MARIADB, SQLITE, Directory, Ledger, account_to_become
+from slurm_dsl.admin.account import MARIADB, SQLITE, Decision, Directory, Ledger, account_to_become
+from slurm_dsl.core.model import Op, Outcome, Result
+from slurm_dsl.ledger.choose import open_ledger
 from tests.accounts import python_for, readable_package
-from tests.cli_run import cli
+from tests.cli_run import cli, cli_process
 from tests.fakes import calls_made, write_fake, write_fake_squeue
 from tests.ledger_backends import MariaDbServer
 
+REPO = Path(__file__).resolve().parents[2]
 SERVICE = 64030  # Debian's slurm account
+NOBODY = 65534
 
 
-def naive(euid: int, ledgers: List[Ledger]) -> Optional[int]:
-    """The decision as the issue words it: root, an SQLite ledger in a directory that exists, is
-    not a symlink and is owned by another account U (uid != 0): become U.  Several ledgers (ledger
-    migrate) switch only when each SQLite one would, to the same U; a MariaDB ledger has no
-    directory and has no say (issue 31, item 8: its option file is root's, readable by U's group)."""
-    wanted = []
+def naive(euid: int, ledgers: List[Ledger], service: Optional[int]) -> Decision:
+    """The decision as the issues word it: only root changes.  An SQLite ledger in a directory
+    that exists and is not a symlink, owned by an account U other than root: U must be the service
+    account, or the command is refused (the first such U named); root becomes the service account
+    only when every SQLite ledger is one of those, all of the service account's.  A MariaDB ledger
+    has no directory and has no say (issue 31, item 8: ``ledger migrate`` between the package's
+    ledger and MariaDB runs as the units would).  Anything else stays."""
+    if euid != 0:
+        return Decision()
+    others = []
+    sqlite = 0
     for ledger in ledgers:
         if ledger.backend == "mariadb":
             continue
         d = ledger.directory
-        if d is None:  # no such directory
-            return None
-        is_dir = (d.mode & 0o170000) == 0o040000  # a symlink's lstat is 0o120000
-        if not (euid == 0 and ledger.backend == "sqlite" and is_dir and d.uid != 0):
-            return None
-        wanted.append(d.uid)
-    return wanted[0] if wanted and all(uid == wanted[0] for uid in wanted) else None
+        sqlite += 1
+        is_dir = d is not None and (d.mode & 0o170000) == 0o040000  # a symlink's lstat is 0o120000
+        if ledger.backend == "sqlite" and is_dir and d is not None and d.uid != 0:
+            others.append(d.uid)
+    for uid in others:
+        if service is None or uid != service:
+            return Decision(refuse=uid)
+    if others and len(others) == sqlite:
+        return Decision(become=service)
+    return Decision()
 
 
 kinds = st.sampled_from([stat.S_IFDIR, stat.S_IFLNK, stat.S_IFREG])
 directories = st.builds(lambda uid, kind, perm: Directory(uid, kind | perm),
-                        st.sampled_from([0, 1, 1000, SERVICE, 65534]), kinds, st.integers(0, 0o7777))
+                        st.sampled_from([0, 1, 1000, SERVICE, NOBODY]), kinds, st.integers(0, 0o7777))
 ledgers = st.one_of(
     st.builds(Ledger, st.just(SQLITE), st.none() | directories),
     st.builds(Ledger, st.just(MARIADB), st.none()),
 )
 
 
-@given(st.sampled_from([0, 1000, SERVICE]), st.lists(ledgers, max_size=3))
-def test_the_decision_is_the_issues_words(euid: int, used: List[Ledger]) -> None:
-    assert account_to_become(euid, used) == naive(euid, used)
+@given(st.sampled_from([0, 1000, SERVICE]), st.lists(ledgers, max_size=3), st.sampled_from([None, 0, SERVICE, 1000]))
+def test_the_decision_is_the_issues_words(euid: int, used: List[Ledger], service: Optional[int]) -> None:
+    assert account_to_become(euid, used, service) == naive(euid, used, service)
 
 
 def test_the_decision_on_the_packages_ledger() -> None:
     slurms = Ledger(SQLITE, Directory(SERVICE, stat.S_IFDIR | 0o700))
-    assert account_to_become(0, [slurms]) == SERVICE
-    assert account_to_become(SERVICE, [slurms]) is None  # already that account
-    assert account_to_become(0, [Ledger(SQLITE, Directory(0, stat.S_IFDIR | 0o700))]) is None
-    assert account_to_become(0, [Ledger(SQLITE, Directory(SERVICE, stat.S_IFLNK | 0o777))]) is None
-    assert account_to_become(0, [Ledger(MARIADB, None)]) is None
+    assert account_to_become(0, [slurms], SERVICE) == Decision(become=SERVICE)
+    assert account_to_become(SERVICE, [slurms], SERVICE) == Decision()  # already that account
+    assert account_to_become(0, [slurms], None) == Decision(refuse=SERVICE)  # the service account unknown
+    assert account_to_become(0, [slurms], 0) == Decision(refuse=SERVICE)  # SlurmUser=root: slurm is anyone
+    alices = Ledger(SQLITE, Directory(1000, stat.S_IFDIR | 0o700))
+    assert account_to_become(0, [alices], SERVICE) == Decision(refuse=1000)  # issue 31: never alice
+    assert account_to_become(0, [slurms, alices], SERVICE) == Decision(refuse=1000)
+    assert account_to_become(0, [Ledger(SQLITE, Directory(0, stat.S_IFDIR | 0o700))], SERVICE) == Decision()
+    assert account_to_become(0, [Ledger(SQLITE, Directory(1000, stat.S_IFLNK | 0o777))], SERVICE) == Decision()
+    assert account_to_become(0, [Ledger(MARIADB, None)], SERVICE) == Decision()
     # ledger migrate between the package's ledger and MariaDB: as its owner, as the units would.
-    assert account_to_become(0, [slurms, Ledger(MARIADB, None)]) == SERVICE
-    assert account_to_become(0, [Ledger(MARIADB, None), slurms]) == SERVICE
-    assert account_to_become(0, []) is None
+    assert account_to_become(0, [slurms, Ledger(MARIADB, None)], SERVICE) == Decision(become=SERVICE)
+    assert account_to_become(0, [Ledger(MARIADB, None), slurms], SERVICE) == Decision(become=SERVICE)
+    assert account_to_become(0, [], SERVICE) == Decision()
 
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="switches accounts: needs root")
@@ -112,6 +133,9 @@ def test_root_on_the_slurm_users_ledger_runs_as_slurm(slurms_directory: Path) ->
     fake = write_fake(bin_dir, {}, default="case $1 in ping) echo 'Slurmctld(primary) at vm is UP' ;;"
                       f" show) printf '%s' '{SHOW_CONFIG}' ;; esac")
     bin_dir.chmod(0o777)  # the fake's calls.log, written as the account
+    # ... and first as root: root asks the fake's show config for the SlurmUser before it switches.
+    (bin_dir / "calls.log").touch(mode=0o666)
+    (bin_dir / "calls.log").chmod(0o666)
     squeue = write_fake_squeue(slurms_directory.parent / "sq", "")
     squeue.parent.chmod(0o777)  # its log, too
     ledger = slurms_directory / "ledger.sqlite3"
@@ -133,7 +157,7 @@ def test_root_on_the_slurm_users_ledger_runs_as_slurm(slurms_directory: Path) ->
         ("7", "hold", "ok")]
     assert (f"slurm-dsl: running as {entry.pw_name} (uid {SERVICE}), the owner of the ledger directory"
             f" {slurms_directory}\n") in held.stderr
-    assert calls_made(fake) == ["hold 7"]
+    assert calls_made(fake) == ["show config", "hold 7"]
     # The ledger's files, -wal and -shm whenever SQLite left them, are the account's.
     files = sorted(os.listdir(slurms_directory))
     assert "ledger.sqlite3" in files and set(files) <= {"ledger.sqlite3", "ledger.sqlite3-wal",
@@ -152,10 +176,18 @@ def test_root_on_the_slurm_users_ledger_runs_as_slurm(slurms_directory: Path) ->
     files = os.listdir(slurms_directory)
     assert {name: os.stat(slurms_directory / name).st_uid for name in files} == dict.fromkeys(files, SERVICE)
 
-    # A lab whose slurmctld runs as root (SlurmUser=root): slurm is just another account, and the
-    # fix is how to act as root, not "run as root".
+    # A lab whose slurmctld runs as root (SlurmUser=root): slurm is just another account, whom root
+    # never becomes (issue 31): refused, nothing run.
     roots = write_fake(slurms_directory.parent / "bin-root", {}, default="case $1 in ping) echo 'Slurmctld(primary)"
                        " at vm is UP' ;; show) printf '%s' 'SlurmUser = root(0)\n' ;; esac")
+    doctor = slurm_dsl("doctor", "--json", "--lookup", "squeue", "--squeue", str(squeue), scontrol=roots)
+    assert (doctor.returncode, doctor.stdout) == (1, ""), doctor.stderr
+    assert doctor.stderr.startswith(f"slurm-dsl: the ledger directory {slurms_directory} belongs to uid {SERVICE}"
+                                    f" ({entry.pw_name}), not to the service account, root (uid 0, slurm.conf's"
+                                    " SlurmUser): "), doctor.stderr
+    # Unless the config file names slurm the service account: then root's commands run as slurm,
+    # and the fix is how to act as root, not "run as root".
+    config.write_text(f"[slurm-dsl]\nservice_account = {entry.pw_name}\n")
     doctor = slurm_dsl("doctor", "--json", "--lookup", "squeue", "--squeue", str(squeue), scontrol=roots)
     checks = {c["check"]: c for c in map(json.loads, doctor.stdout.splitlines())}
     assert doctor.returncode == 1 and checks["caller"]["status"] == "fail", checks["caller"]
@@ -186,7 +218,9 @@ def test_the_documented_mariadb_layout_serves_root_the_units_account_and_ledger_
     for log_dir in (fake.parent, squeue.parent):
         log_dir.chmod(0o777)  # the fakes' logs, written as the account too
     config = top / "slurm-dsl.conf"
-    config.write_text(f"[slurm-dsl]\nscontrol = {fake}\nsqueue = {squeue}\nlookup = squeue\n")
+    # The service account named in the file (root's commands switch to it only: issue 31, item 6).
+    config.write_text(f"[slurm-dsl]\nscontrol = {fake}\nsqueue = {squeue}\nlookup = squeue\n"
+                      f"service_account = {entry.pw_name}\n")
     config.chmod(0o644)
     cnf = top / "ledger.cnf"
     cnf.write_bytes(Path(mariadb_server.option_file).read_bytes())
@@ -247,20 +281,76 @@ def free_uid() -> int:
     pytest.skip("no uid without a passwd entry")
 
 
+def show_config(slurm_user: str) -> str:
+    """A fake scontrol's default arm: ``show config`` names ``slurm_user``, every other call succeeds."""
+    return f"case $1 in show) printf 'SlurmUser               = %s\\n' '{slurm_user}' ;; esac"
+
+
+def site_config(tmp_path: Path, *lines: str) -> Path:
+    config = tmp_path / "slurm-dsl.conf"
+    config.write_text("[slurm-dsl]\n" + "".join(line + "\n" for line in lines))
+    config.chmod(0o644)
+    return config
+
+
 @needs_root
-def test_a_ledger_directory_of_a_uid_without_an_account_is_refused_with_nothing_run(tmp_path: Path) -> None:
+def test_a_service_account_without_a_passwd_entry_is_refused_with_nothing_run(tmp_path: Path) -> None:
     uid = free_uid()
     state = tmp_path / "state"
     state.mkdir(mode=0o700)
     os.chown(state, uid, uid)
-    fake = write_fake(tmp_path / "bin", {})
+    fake = write_fake(tmp_path / "bin", {}, default=show_config(f"ghost({uid})"))
     code, out, err = cli(["hold", "7", "--timeout", "5", "--ledger", str(state / "ledger.sqlite3"),
                           "--scontrol", str(fake)])
     assert (code, out) == (1, ""), err
-    assert err == (f"slurm-dsl: the ledger directory {state} is owned by uid {uid}, which has no passwd entry:"
-                   " root's commands on a ledger of another account's run as that account, and there is none;"
-                   f" chown root {state}, or use another ledger path (--ledger)\n")
-    assert os.geteuid() == 0 and os.listdir(state) == [] and calls_made(fake) == []
+    assert err == (f"slurm-dsl: the ledger directory {state} belongs to the service account, ghost (uid {uid},"
+                   " slurm.conf's SlurmUser), which has no passwd entry: root's commands on its ledger run as that"
+                   f" account, and there is none; chown root {state}, or use another ledger path (--ledger); nothing"
+                   " ran\n")
+    assert os.geteuid() == 0 and os.listdir(state) == [] and calls_made(fake) == ["show config"]
+
+
+def forged_ledger(tmp_path: Path) -> Path:
+    """Issue 31's attack: a ledger in a directory of another account's (nobody), holding an ok row
+    that account wrote for job 1's hold under the key nightly-7."""
+    state = tmp_path / "alice"
+    state.mkdir(mode=0o700)
+    ledger = state / "ledger.sqlite3"
+    with open_ledger(str(ledger)) as opened:
+        op_id = opened.begin_operation("1", Op.HOLD, "0" * 32, time.time() - 60, key="nightly-7")
+        opened.finish_operation(op_id, Outcome(Op.HOLD, "1", Result.OK, None), b"", time.time() - 59)
+    for path in (state, *state.iterdir()):
+        os.chown(path, NOBODY, NOBODY)
+    return ledger
+
+
+@needs_root
+@pytest.mark.parametrize("told", ["slurm.conf's SlurmUser", "service_account", "unknown"])
+def test_root_never_becomes_another_account_that_owns_a_ledger_directory(tmp_path: Path, told: str) -> None:
+    ledger = forged_ledger(tmp_path)
+    before = {name: os.stat(ledger.parent / name).st_mtime_ns for name in os.listdir(ledger.parent)}
+    fake = write_fake(tmp_path / "bin", {}, default=show_config("slurm(64030)" if told != "unknown" else "(null)"))
+    extra = ["service_account = root"] if told == "service_account" else []
+    config = site_config(tmp_path, *extra)
+    # A process of its own: were root to become nobody, this test's process must not.
+    done = cli_process(["hold", "1", "--key", "nightly-7", "--timeout", "5", "--ledger", str(ledger),
+                        "--scontrol", str(fake), "--config", str(config)],
+                       env={**os.environ, "PYTHONPATH": str(REPO)}, cwd="/", timeout=60)
+    code, out, err = done.returncode, done.stdout, done.stderr
+    assert (code, out) == (1, ""), out + err
+    service = {"slurm.conf's SlurmUser": "slurm (uid 64030, slurm.conf's SlurmUser)",
+               "service_account": f"root (uid 0, service_account in {config})",
+               "unknown": f"unknown: {fake} show config named no SlurmUser (exit 0); set service_account = NAME in"
+                          f" {config}"}[told]
+    assert err == (f"slurm-dsl: the ledger directory {ledger.parent} belongs to uid {NOBODY}"
+                   f" ({pwd.getpwuid(NOBODY).pw_name}), not to the service account, {service}: root's commands run as"
+                   " the service account only, never as whoever owns a ledger directory (that account could have"
+                   " written the ledger root would trust); use a ledger of root's or the service account's (--ledger,"
+                   f" or ledger in {config}), or if this is the service account's ledger, chown -R it to that"
+                   " account; nothing ran\n")
+    assert os.geteuid() == 0
+    assert calls_made(fake) == ([] if told == "service_account" else ["show config"])  # no hold ran
+    assert {name: os.stat(ledger.parent / name).st_mtime_ns for name in os.listdir(ledger.parent)} == before
 
 
 class Switch:
@@ -283,8 +373,9 @@ def test_a_switch_that_fails_exits_1_with_nothing_run(
     entry = service_account()
     switch = Switch(monkeypatch, failing="setgid")
     fake = write_fake(slurms_directory.parent / "bin", {})
+    config = site_config(slurms_directory.parent, f"service_account = {entry.pw_name}")
     code, out, err = cli(["hold", "7", "--timeout", "5", "--ledger", str(slurms_directory / "ledger.sqlite3"),
-                          "--scontrol", str(fake)])
+                          "--scontrol", str(fake), "--config", str(config)])
     assert (code, out) == (1, ""), err
     assert err == (f"slurm-dsl: cannot run as {entry.pw_name} (uid {SERVICE}), the owner of the ledger directory"
                    f" {slurms_directory}: Operation not permitted; nothing ran\n")
@@ -300,8 +391,9 @@ def test_an_account_that_cannot_read_python_is_said_before_anything_runs(
     switch = Switch(monkeypatch)
     monkeypatch.setattr(os, "access", lambda path, mode: False)
     fake = write_fake(slurms_directory.parent / "bin", {})
+    config = site_config(slurms_directory.parent, f"service_account = {entry.pw_name}")
     code, out, err = cli(["hold", "7", "--timeout", "5", "--ledger", str(slurms_directory / "ledger.sqlite3"),
-                          "--scontrol", str(fake)])
+                          "--scontrol", str(fake), "--config", str(config)])
     assert (code, out) == (1, ""), err
     assert err.startswith(f"slurm-dsl: running as {entry.pw_name} (uid {SERVICE}), the owner of the ledger"
                           f" directory {slurms_directory}, which cannot read {os.path.dirname(os.__file__)}:"), err
@@ -323,5 +415,6 @@ def test_the_help_and_so_the_man_page_say_it() -> None:
     from slurm_dsl.admin.parser import build_parser
 
     top = " ".join(build_parser().format_help().split())
-    assert "Root's commands on an SQLite ledger in a directory of another account's (the package's" in top
-    assert "run as that account, its owner" in top
+    assert "Root's commands on an SQLite ledger in a directory of the service account's (the package's" in top
+    assert "the service account is the config file's service_account, else slurm.conf's SlurmUser" in top
+    assert "A ledger directory of any other account is refused" in top

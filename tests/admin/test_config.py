@@ -15,8 +15,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from slurm_dsl.admin import config
-from slurm_dsl.admin.config import SETTINGS, ConfigFileError, parse, read, resolve
+from slurm_dsl.run import config
+from slurm_dsl.run.config import SETTINGS, ConfigFileError, parse, read, resolve
 
 PATH = "/etc/slurm-dsl/slurm-dsl.conf"
 GOOD = {
@@ -28,6 +28,7 @@ GOOD = {
     "settle_delay": "10",
     "metrics_file": "/var/lib/prometheus/node-exporter/slurm_dsl.prom",
     "log_level": "info",
+    "service_account": "slurm",
 }
 
 
@@ -60,10 +61,17 @@ def test_every_setting_has_a_good_example_here() -> None:
         ("[slurm-dsl]\ntimeout = nan\n", 2, "timeout must be a number of seconds"),
         ("[slurm-dsl]\ntimeout = soon\n", 2, "timeout must be a number of seconds"),
         ("[slurm-dsl]\nsettle_delay = 1.5\n", 2, "settle_delay must be a number of seconds from 2"),
+        # core.numbers' ASCII rule: float() takes these, a job id would not.
+        ("[slurm-dsl]\ntimeout = 1_0\n", 2, "timeout must be a number of seconds from 0.001 to 86400, in ASCII"),
+        ("[slurm-dsl]\ntimeout = \u0661\u0660\n", 2, "timeout must be a number of seconds"),
+        ("[slurm-dsl]\nsettle_delay = \uff15\n", 2, "settle_delay must be a number of seconds from 2"),
+        ("[slurm-dsl]\ntimeout = infinity\n", 2, "timeout must be a number of seconds"),
         ("[slurm-dsl]\nlookup = slurmrestd\n", 2, "lookup must be one of auto, squeue, pyslurm"),
         ("[slurm-dsl]\nscontrol = scontrol\n", 2, "scontrol must be an absolute path"),
         ("[slurm-dsl]\nledger = ledger.sqlite3\n", 2, "ledger must be an absolute path, sqlite:/PATH or a mariadb://"),
         ("[slurm-dsl]\nlog_level = loud\n", 2, "log_level must be one of error, warning, info, debug"),
+        ("[slurm-dsl]\nservice_account = slurm user\n", 2, "service_account must be an account name"),
+        ("[slurm-dsl]\nservice_account = -slurm\n", 2, "service_account must be an account name"),
         ("[slurm-dsl]\nmetrics_file =\n", 2, "metrics_file must be an absolute path, not ''"),
         ("[slurm-dsl]\nlookup = a\x00b\n", 2, "a NUL byte"),
     ],

@@ -17,12 +17,13 @@ from typing import Dict, List
 
 import pytest
 
-from slurm_dsl.admin import config
 from slurm_dsl.admin.cli import main
+from slurm_dsl.run import config
 from tests.cli_run import cli
 from tests.fakes import calls_made, write_fake
 
-KEYS = ["ledger", "scontrol", "squeue", "lookup", "timeout", "settle_delay", "metrics_file", "log_level"]
+KEYS = ["ledger", "scontrol", "squeue", "lookup", "timeout", "settle_delay", "metrics_file", "log_level",
+        "service_account"]
 
 
 def conf(path: Path, *lines: str, mode: int = 0o644) -> Path:
@@ -212,6 +213,7 @@ def test_config_json_lists_every_setting_with_its_source(tmp_path: Path, monkeyp
         "settle_delay": ("10", "default", "built in"),
         "metrics_file": ("/srv/m.prom", "file", f"{path}:5"),
         "log_level": ("warning", "flag", "-v"),  # the file's error, raised one level
+        "service_account": (None, "default", "built in"),
     }
 
 
@@ -232,7 +234,7 @@ def test_config_never_shows_a_url_s_password(tmp_path: Path, monkeypatch: pytest
     monkeypatch.setenv("SLURM_DSL_LEDGER", "mariadb://slurm:s3cret@db1:3306/slurm_dsl")
     for argv in (["config"], ["config", "--json"]):
         out = cli(argv).out
-        assert "s3cret" not in out and "mariadb://slurm:***@db1:3306/slurm_dsl" in out
+        assert "s3cret" not in out and "mariadb://***@db1:3306/slurm_dsl" in out
 
 
 def test_a_bad_file_is_an_error_for_config_too(tmp_path: Path) -> None:

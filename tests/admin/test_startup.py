@@ -105,9 +105,8 @@ def test_importing_the_package_loads_none_of_it(tmp_path: Path) -> None:
 
 def test_every_public_name_is_the_one_from_its_home() -> None:
     from slurm_dsl import api
-    from slurm_dsl.admin import config
     from slurm_dsl.core import errors, jobid, model, reader, script, settle
-    from slurm_dsl.run import calls
+    from slurm_dsl.run import calls, config
 
     homes = (api, config, errors, jobid, model, reader, script, settle, calls)
     for name in slurm_dsl.__all__:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from slurm_dsl.ledger.choose import open_ledger
 from tests import lab
 
 pytestmark = pytest.mark.integration
@@ -64,6 +65,30 @@ def test_a_drain_requeue_run_twice_with_its_key_requeues_each_job_once(tmp_path:
     for j in jobs:
         state, was = lab.job_state(j), before[j]
         assert state is not None and was is not None and state.restarts == was.restarts + 1  # not twice
+
+
+def test_without_ledger_the_example_records_in_the_config_file_s_ledger(tmp_path: Path) -> None:
+    # Issue 31, item 5: with the documented ledger in the config file, the example's intents land
+    # there, the ledger the host's sweeps read, not in a built-in one of its own.
+    name = f"sdsl-drain-{uuid.uuid4().hex[:8]}"
+    jobs = [lab.make_job("running_rq0", f"--job-name={name}") for _ in range(2)]
+    ledger_dir = tmp_path / "ledger"
+    ledger_dir.mkdir(mode=0o700)
+    ledger = ledger_dir / "ledger.sqlite3"
+    config = tmp_path / "slurm-dsl.conf"
+    config.write_text(f"[slurm-dsl]\nledger = {ledger}\n")
+    config.chmod(0o644)
+    env = {k: v for k, v in os.environ.items() if k != "SLURM_DSL_LEDGER"}
+    done = subprocess.run(
+        [sys.executable, str(EXAMPLE), node(), "--name", name, "--any-state", "--key", f"test:{name}", "--timeout",
+         "60"],
+        capture_output=True, text=True, timeout=180, check=False,
+        env={**env, "PYTHONPATH": str(lab.REPO_ROOT), "SLURM_DSL_CONFIG": str(config)},
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    with open_ledger(str(ledger)) as opened:
+        assert sorted((j, h.op.value, h.key) for j in jobs for h in opened.history(j)) == sorted(
+            (j, "requeue", f"test:{name}") for j in jobs)
 
 
 def test_a_node_that_is_not_draining_is_refused() -> None:

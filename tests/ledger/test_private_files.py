@@ -18,6 +18,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from slurm_dsl.admin.files import directory_problem, path_directories
 from slurm_dsl.ledger import sqlite
 from slurm_dsl.ledger.base import LedgerError
 from slurm_dsl.ledger.choose import open_ledger
@@ -26,6 +27,7 @@ from tests.cli_run import cli
 from tests.fakes import write_fake
 
 NOBODY = 65534
+SERVICE = 64030  # Debian's slurm account's uid; any uid but root's does
 PRECIOUS = b"root:secret\n"
 
 
@@ -312,9 +314,77 @@ def test_a_metrics_file_that_cannot_be_written_is_a_clean_error_and_leaves_no_te
     assert os.listdir(textfiles) == ["slurm_dsl.prom"]
 
 
-# -- as an account that is not root (issue 19: the SlurmUser) ---------------------------------------
+def through(tmp_path: Path, kind: str) -> Tuple[Path, Path]:
+    """A metrics path whose way down another account could change (issue 31), and the directory
+    it would land in if that account had: a symlinked directory, a directory of nobody's above the
+    file's own, a group-writable one above it."""
+    real = tmp_path / "real"
+    real.mkdir()
+    if kind == "symlinked directory":
+        (tmp_path / "link").symlink_to(real)
+        return tmp_path / "link" / "slurm_dsl.prom", real
+    above = tmp_path / "above"
+    above.mkdir()
+    below = above / "textfiles"
+    below.mkdir()
+    if kind == "nobody's directory above":
+        os.chown(above, NOBODY, NOBODY)
+    else:
+        above.chmod(0o775)
+    return below / "slurm_dsl.prom", below
 
-SERVICE = 64030  # Debian's slurm account's uid; any uid but root's does
+
+@pytest.mark.parametrize("kind", ["symlinked directory", "nobody's directory above", "group-writable directory above"])
+def test_a_metrics_path_another_account_could_redirect_is_refused(tmp_path: Path, kind: str) -> None:
+    metrics, landing = through(tmp_path, kind)
+    code, err = sweep_with_metrics(tmp_path, metrics)
+    assert code == 1, err
+    assert err.startswith(f"slurm-dsl: cannot write metrics file {metrics}: the directory "), err
+    assert err.endswith("; nothing written\n") and err.count("\n") == 1, err
+    assert os.listdir(landing) == []
+    assert (tmp_path / "ledger.sqlite3").exists(), "the sweep did its work first: a metrics path never stops it"
+
+
+def test_the_metrics_file_s_own_directory_may_be_another_account_s(tmp_path: Path) -> None:
+    # node_exporter's textfile directory, shared with the sweep through an ACL (contrib/README.md):
+    # no name in it is trusted, so its owner decides nothing.
+    textfiles = tmp_path / "node-exporter"
+    textfiles.mkdir()
+    os.chown(textfiles, NOBODY, NOBODY)
+    textfiles.chmod(0o777)
+    code, err = sweep_with_metrics(tmp_path, textfiles / "slurm_dsl.prom")
+    assert code == 0, err
+    assert "slurm_dsl_objects_not_clear 0" in (textfiles / "slurm_dsl.prom").read_text()
+
+
+def naive_directory_problem(uid: int, mode: int, euid: int, own: bool) -> bool:
+    """contrib/README.md and the issue in their own words: no directory on the way is a symlink;
+    every directory above the file's own is root's or this account's, and neither group nor others
+    may write it unless it is sticky; the file's own directory just has to be a directory."""
+    kind = mode & 0o170000
+    if kind == 0o120000 or kind != 0o040000:
+        return True
+    if own:
+        return False
+    writable = bool(mode & 0o022)
+    sticky = bool(mode & 0o1000)
+    return uid not in (0, euid) or (writable and not sticky)
+
+
+@given(uid=st.sampled_from([0, SERVICE, NOBODY]), euid=st.sampled_from([0, SERVICE]),
+       kind=st.sampled_from([stat.S_IFDIR, stat.S_IFLNK, stat.S_IFREG]), perm=st.integers(0, 0o7777),
+       own=st.booleans())
+def test_the_metrics_path_rule_is_its_words(uid: int, euid: int, kind: int, perm: int, own: bool) -> None:
+    refused = directory_problem(uid, kind | perm, euid, own=own) != ""
+    assert refused == naive_directory_problem(uid, kind | perm, euid, own)
+
+
+def test_the_directories_of_a_path_are_walked_from_the_root() -> None:
+    assert path_directories("/var/lib/prometheus") == ["/", "/var", "/var/lib", "/var/lib/prometheus"]
+    assert path_directories("/") == ["/"]
+
+
+# -- as an account that is not root (issue 19: the SlurmUser) ---------------------------------------
 
 
 @given(uid=st.sampled_from([0, SERVICE, NOBODY, 1000]), euid=st.sampled_from([0, SERVICE, NOBODY]),
@@ -470,7 +540,7 @@ def test_the_slurm_user_reads_an_option_file_of_its_own_or_roots_and_refuses_ano
 
 @needs_root
 def test_the_slurm_user_reads_a_config_file_of_roots_or_its_own_and_refuses_anothers(shared_tmp: Path) -> None:
-    from slurm_dsl.admin.config import read
+    from slurm_dsl.run.config import read
 
     text = "[slurm-dsl]\ntimeout = 20\n"
 

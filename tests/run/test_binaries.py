@@ -5,12 +5,14 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
-from typing import List
+from typing import Callable, List
 
 import pytest
 
+from slurm_dsl.core.errors import InvalidInput
 from slurm_dsl.run import binaries
 from slurm_dsl.run.binaries import DEFAULT_SCONTROL, find_scontrol, find_squeue
+from slurm_dsl.run.config import configure
 
 
 def _tool(folder: Path, name: str, mode: int = 0o755) -> Path:
@@ -55,20 +57,29 @@ def test_an_empty_path_finds_nothing_and_no_path_is_the_default(monkeypatch: pyt
     assert binaries._on_path("sh") == shutil.which("sh", path=os.defpath)
 
 
-def test_scontrol_comes_from_the_argument_then_the_environment_then_path(
+def test_scontrol_comes_from_the_configuration_then_path(
     layout: List[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("SLURM_DSL_SCONTROL", raising=False)
     monkeypatch.setenv("PATH", layout[3])
     assert find_scontrol() == os.path.join(layout[3], "scontrol")
     other = _tool(tmp_path / "env", "scontrol")
+    # The environment is the configuration's to read (run/config.py), not find_scontrol's.
     monkeypatch.setenv("SLURM_DSL_SCONTROL", str(other))
-    assert find_scontrol() == str(other)
+    assert find_scontrol() == os.path.join(layout[3], "scontrol")
+    assert configure().scontrol_path == str(other)
     explicit = _tool(tmp_path / "explicit", "scontrol")
     assert find_scontrol(str(explicit)) == str(explicit)
+    assert configure({"scontrol": str(explicit)}).scontrol_path == str(explicit)
     monkeypatch.delenv("SLURM_DSL_SCONTROL")
     monkeypatch.setenv("PATH", layout[0])
-    assert find_scontrol() == DEFAULT_SCONTROL
+    assert find_scontrol() == DEFAULT_SCONTROL == configure().scontrol_path
+
+
+@pytest.mark.parametrize("find", [find_scontrol, find_squeue])
+def test_an_empty_path_is_refused_not_taken_as_none(find: Callable[[str], str]) -> None:
+    with pytest.raises(InvalidInput, match="path is empty"):
+        find("")
 
 
 def test_squeue_is_the_one_beside_the_scontrol_in_use(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

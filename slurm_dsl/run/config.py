@@ -1,5 +1,9 @@
-"""The config file, ``/etc/slurm-dsl/slurm-dsl.conf``, and where each effective setting comes from
-(docs/contract.md §10.2).
+"""The configuration: the config file, ``/etc/slurm-dsl/slurm-dsl.conf``, the environment, and
+where each effective setting comes from (docs/contract.md §8, §10.2).  One reading for the
+command line and the library: ``configure`` is what ``slurm-dsl`` runs after parsing its flags,
+and what the library runs at its doors (``api``, ``tracked.Tracker``, ``calls.execute``) with the
+caller's own arguments as the flags, so that a site plugin and the command on the same host use
+the same ledger, scontrol, squeue and defaults.
 
 Strategy: one INI file read with a strict reader of our own (the standard library's
 ``configparser`` gives no line numbers, and an error must name the file, the line and the key).
@@ -7,7 +11,7 @@ Strategy: one INI file read with a strict reader of our own (the standard librar
 file the way the ledger is opened (never through a symlink; refused if it is not root's or this
 process's account's, or if group or others may write it).  ``resolve`` puts flag, environment,
 file and built-in default in that order, per setting, and says which one won (``slurm-dsl
-config`` prints it).
+config`` prints it).  ``configure`` is ``load`` then ``resolve``: a ``Configuration``.
 
 The grammar: blank lines and lines whose first non-blank character is ``#`` or ``;`` are
 comments; one section, ``[slurm-dsl]``; ``key = value`` lines in it (spaces around both are
@@ -19,20 +23,28 @@ line (exit 2 at the command line, a usage error: nothing ran).  A file that cann
 no error: every setting then comes from the flags, the environment and the defaults; a missing
 file named by ``$SLURM_DSL_CONFIG`` or ``--config`` is.  ``ConfigFileError`` is a ``ConfigError``
 (the configuration is unusable), exported by the package as every exception class is.
+
+Empty values, one rule everywhere: an empty variable (``SLURM_DSL_LEDGER=``) is an unset one, as
+it always was; an empty flag or argument (``--ledger ""``, ``ledger=""``: a script's unset
+variable) is refused (``core.plain.not_empty``: a usage error at the command line, ``InvalidInput`` in the
+library), never taken as "given" while another ledger is opened, nor silently as "not given".
 """
 
 from __future__ import annotations
 
 import os
+import re
 import stat
 from typing import Callable, Dict, List, Mapping, Optional, Tuple
 
 from ..core.errors import ConfigError
 from ..core.jobinfo import LOOKUP_KINDS
+from ..core.numbers import seconds
+from ..core.plain import not_empty
 from ..core.settle import DEFAULT_SETTLE_DELAY, MIN_SETTLE_DELAY
 from ..core.shown import shown
 from ..ledger.base import DEFAULT_PATH
-from ..run.deadlines import MAX_TIMEOUT
+from .deadlines import MAX_TIMEOUT
 
 DEFAULT_CONFIG = "/etc/slurm-dsl/slurm-dsl.conf"
 SECTION = "slurm-dsl"
@@ -54,6 +66,16 @@ def _q(text: str) -> str:
     return f"'{shown(text, 80)}'"
 
 
+def _masked(value: str) -> str:
+    """A refused value as a message may quote it: a URL's password never (a ledger URL whose
+    scheme is mistyped may still hold one; ``mariadb_config.shown_url``)."""
+    if "@" not in value:
+        return value
+    from ..ledger.mariadb_config import shown_url
+
+    return shown_url(value)
+
+
 def _path(value: str) -> str:
     if not value.startswith("/"):
         raise ValueError("an absolute path")
@@ -68,15 +90,20 @@ def _location(value: str) -> str:
 
 def _seconds(low: float, high: float) -> Callable[[str], str]:
     def check(value: str) -> str:
-        try:
-            seconds = float(value)
-        except ValueError:
-            raise ValueError(f"a number of seconds from {low:g} to {high:g}") from None
-        if not low <= seconds <= high:  # NaN fails too
-            raise ValueError(f"a number of seconds from {low:g} to {high:g}")
+        if seconds(value, low, high) is None:  # core.numbers' ASCII rule: no 1_0, no ٥, no nan
+            raise ValueError(f"a number of seconds from {low:g} to {high:g}, in ASCII digits")
         return value
 
     return check
+
+
+def _account(value: str) -> str:
+    if not _ACCOUNT.fullmatch(value):
+        raise ValueError("an account name (letters, digits, _ . -)")
+    return value
+
+
+_ACCOUNT = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,31}", re.ASCII)
 
 
 def _one_of(words: Tuple[str, ...]) -> Callable[[str], str]:
@@ -127,6 +154,9 @@ SETTINGS: Tuple[Setting, ...] = (
             "the sweep's Prometheus textfile (unset: none written)"),
     Setting("log_level", None, "warning", _one_of(LOG_LEVELS),
             "what is logged to stderr (the journal under systemd): error, warning, info or debug"),
+    Setting("service_account", None, None, _account,
+            "the account root's commands run as on an SQLite ledger in its directory (unset: slurm.conf's"
+            " SlurmUser, asked of scontrol show config only then); another account's directory is refused"),
 )
 BY_KEY: Dict[str, Setting] = {s.key: s for s in SETTINGS}
 
@@ -175,7 +205,7 @@ def parse(text: bytes, path: str) -> Dict[str, Tuple[str, int]]:
         try:
             found[key] = (setting.check(value), number)
         except ValueError as exc:
-            raise fail(number, f"{key} must be {exc}, not {_q(value)}") from None
+            raise fail(number, f"{key} must be {exc}, not {_q(_masked(value))}") from None
     return found
 
 
@@ -297,3 +327,83 @@ def resolve(
         else:
             out[s.key] = Effective(s.key, s.default, "default", "built in")
     return out
+
+
+class Configuration:
+    """What one command or one library call uses: every setting's effective value and where it
+    came from (``Effective``, by key, in ``SETTINGS``' order; ``value(key)``), and the config file:
+    its path and whether there was one to read.  Typed views of the values the library takes below."""
+
+    __slots__ = ("file", "found", "settings")
+
+    def __init__(self, file: str, found: bool, settings: Dict[str, Effective]) -> None:
+        self.file, self.found, self.settings = file, found, settings
+
+    def __repr__(self) -> str:
+        # No values: a ledger URL may hold a password, and a plugin may log what it was given.
+        return f"Configuration(file={self.file!r}, found={self.found!r})"
+
+    def value(self, key: str) -> Optional[str]:
+        return self.settings[key].value
+
+    @property
+    def ledger(self) -> str:
+        return self.value("ledger") or DEFAULT_PATH  # it has a default, so it is never unset
+
+    @property
+    def scontrol(self) -> Optional[str]:
+        return self.value("scontrol")
+
+    @property
+    def squeue(self) -> Optional[str]:
+        return self.value("squeue")
+
+    @property
+    def timeout(self) -> Optional[float]:
+        text = self.value("timeout")
+        return None if text is None else float(text)
+
+    @property
+    def settle_delay(self) -> float:
+        return float(self.value("settle_delay") or DEFAULT_SETTLE_DELAY)
+
+    @property
+    def log_level(self) -> str:
+        return self.value("log_level") or "warning"
+
+    @property
+    def scontrol_path(self) -> str:
+        """The scontrol an operation runs: the configured one, else the first on PATH, else
+        ``/usr/bin/scontrol``, as an absolute path (``binaries.find_scontrol``)."""
+        from .binaries import find_scontrol
+
+        return find_scontrol(self.scontrol)
+
+    @property
+    def squeue_path(self) -> str:
+        """The squeue a lookup runs: the configured one, else the one beside the scontrol in use,
+        else the first on PATH, else ``/usr/bin/squeue`` (``binaries.find_squeue``)."""
+        from .binaries import find_squeue
+
+        return find_squeue(self.squeue, self.scontrol_path)
+
+
+def configure(
+    flags: Optional[Mapping[str, Optional[str]]] = None,
+    *,
+    config: Optional[str] = None,
+    env: Optional[Mapping[str, str]] = None,
+) -> Configuration:
+    """The settings, read as every command reads them: the config file named by ``config``
+    (``--config``), else ``$SLURM_DSL_CONFIG``, else the default if there is one (``load``), then
+    per setting the flag, the environment (``env``, default ``os.environ``), the file, the built-in
+    default (``resolve``).  ``flags``: the caller's own values by key (None: not given).
+    ``ConfigFileError`` for a config file that is bad or refused, ``InvalidInput`` for an empty
+    flag or ``config``; either way before anything runs."""
+    environ: Mapping[str, str] = os.environ if env is None else env
+    given = dict(flags or {})
+    for key, value in given.items():
+        if value is not None:
+            not_empty(value, f"{key}=")
+    loaded = load(None if config is None else not_empty(config, "config="), environ)
+    return Configuration(loaded.path, loaded.found, resolve(given, environ, loaded.settings, loaded.path))
