@@ -345,6 +345,38 @@ def stop_slurmctld(timeout: float = 30.0) -> None:
 RESEND = 5.0
 
 
+def saved_after(instant: float, timeout: float = 60.0) -> int:
+    """Wait until slurmctld has written its job state in a save that began after ``instant`` (more
+    than the clock margin after it: docs/contract.md §13.2), and return that save's start.  An
+    idle lab saves only when something changes (else every 300 s), so a held job of the test's
+    own is submitted and its comment changed each second until then, then cancelled: each change
+    makes the save thread write within a save window (5 s)."""
+    from slurm_dsl.core.durable import began_after
+    from slurm_dsl.lookups.saves import last_save
+
+    deadline = time.monotonic() + timeout
+    saver: Optional[str] = None
+    changes = 0
+    try:
+        while True:
+            started = last_save().started
+            if began_after(started, instant):
+                assert started is not None
+                return started
+            if time.monotonic() >= deadline:
+                raise LabError(f"slurmctld wrote no job_state begun after {instant:.1f} within {timeout:g} s"
+                               f" (last: {last_save()})")
+            if saver is None:
+                saver = submit("--hold", *SLEEP_JOB)
+            else:
+                changes += 1
+                check(["scontrol", "update", f"JobId={saver}", f"Comment=save-{changes}"])
+            time.sleep(1.0)
+    finally:
+        if saver is not None:
+            cancel(saver)
+
+
 def kill_slurmctld(timeout: float = 30.0) -> None:
     """SIGKILL slurmctld (a crash: nothing saved on the way out) and wait until it is gone."""
     pid = slurmctld_pid()

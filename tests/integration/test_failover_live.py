@@ -88,6 +88,9 @@ def sweep_on_b_until_settled(url: str) -> Tuple[int, List[Dict[str, Any]]]:
         if summary["not_clear"] == 0:
             return sweeps, swept
         assert time.monotonic() < deadline, f"not settled after {sweeps} sweeps: {summary}"
+        if any(j["done"] in ("unsaved", "restored") for j in jobs):
+            # Cleared (or restored) flags are watched until slurmctld saves them (§13.3).
+            lab.saved_after(time.time())
         time.sleep(0.2)  # the poll interval of this loop: the leases lapse by the server's clock
 
 
@@ -359,7 +362,9 @@ def test_sweeps_on_both_hosts_never_act_on_a_job_twice(url: str) -> None:
         rows = history(url, job)
         assert restores_per_period(rows) == [1] * RACES, rows
         assert all(r.result is Result.OK for r in rows if r.op is Op.RESTORE)
-        assert bit(url, job) is RequeueBit.CLEAR
+        assert bit(url, job) is RequeueBit.MAY_BE_SET  # restored: watched until saved (§13.3)
+    sweep_on_b_until_settled(url)
+    assert all(bit(url, job) is RequeueBit.CLEAR for job in jobs)
 
 
 def test_a_sweep_killed_on_one_host_leaves_the_lock_and_the_work_to_the_other(url: str, tmp_path: Path) -> None:
@@ -403,12 +408,13 @@ def test_a_sweep_killed_on_one_host_leaves_the_lock_and_the_work_to_the_other(ur
     assert ":ctl-a:" in lease[0] and lease[0].startswith("sweep:")
     # The server released the dead host's lock with its connection: ctl-b's next sweep runs, takes
     # over the dead sweep's lease (docs/contract.md §9.5) and settles everything, within 10 s.
-    done, swept, summary = sweep_on_b(url)
+    done, swept, _ = sweep_on_b(url)
     took = time.monotonic() - killed
     assert done.returncode == 0, done
     assert took < 10.0, f"settled {took:.1f} s after ctl-a's sweep died"
-    assert summary["not_clear"] == 0, summary
     assert [s["job_id"] for s in swept if s["done"] == "restored"] == [last]
+    # What it cleared or restored is watched until slurmctld saves it (§13.3): the next sweeps.
+    sweep_on_b_until_settled(url)
     assert [j for j in jobs if flag(j) == 1] == []
     for job in jobs:
         restores = [r for r in history(url, job) if r.op is Op.RESTORE]
@@ -473,7 +479,7 @@ def test_a_lease_is_kept_and_lapses_by_the_servers_clock_not_the_other_hosts(url
     assert restore.op is Op.RESTORE and restore.result is Result.OK and " on ctl-b, " in (restore.actor or "")
     assert restore.started_at >= expires, (restore.started_at, expires)
     assert calls(logged) == [f"update JobId={job} Requeue=0"]
-    assert flag(job) == 0 and bit(url, job) is RequeueBit.CLEAR
+    assert flag(job) == 0 and bit(url, job) is RequeueBit.MAY_BE_SET  # watched until saved (§13.3)
 
 
 # -- 4. the ledger's server stopped or restarted ---------------------------------------------------
@@ -526,7 +532,9 @@ def test_a_ledger_server_lost_while_the_script_runs_loses_no_outcome_and_no_inte
     if server == "restart":
         # The server was back before the result: the dropped connection is replaced, the result recorded.
         assert done.returncode == 10 and "ledger error" not in done.stderr, done
-        assert all(history(url, j)[-1].result is Result.REJECTED and bit(url, j) is RequeueBit.CLEAR for j in jobs)
+        # Call 3 cleared each flag: watched until saved (§13.3).
+        assert all(history(url, j)[-1].result is Result.REJECTED and bit(url, j) is RequeueBit.MAY_BE_SET
+                   for j in jobs)
         return
     assert done.returncode >= 1, done
     # The log has each outcome, naming the ledger as every message does: the URL without its query
@@ -547,7 +555,8 @@ def test_a_ledger_server_lost_while_the_script_runs_loses_no_outcome_and_no_inte
             assert time.monotonic() < deadline, "the lost host's leases never lapsed"
             time.sleep(0.1)
         assert ledger.now() >= max(e for _, e in held.values())
-    done, swept, summary = sweep_on_b(url)  # one sweep settles them
+    lab.saved_after(time.time())  # the flags the requeues cleared are saved: one sweep settles them (§13.3)
+    done, swept, summary = sweep_on_b(url)
     assert done.returncode == 0, done
     assert sorted((s["job_id"], s["done"]) for s in swept) == sorted((j, "cleared") for j in jobs)
     assert summary["not_clear"] == 0
