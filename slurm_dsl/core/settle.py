@@ -61,10 +61,18 @@ record from before it"), for ever.  **Decision:** so is a record read before thi
 started (it cannot show this operation's effect) and one that does not show the effect but was read
 too soon after the end to say ``absent``: looking again will never find an earlier record, so
 "not now" would keep the operation unsettled for ever.
-Rule 11, only an ``unknown`` or unfinished operation is settled; any other result, or a record of
-another job, is ``InvalidInput``.  The answer (``Settled``) is the verdict, its detail in words,
-and what it was read from: the record (None: gone, or none was read), the time that lookup
-started, and the id of the later operation whose baseline it was (None: the lookup given).
+Rule 11, only an ``unknown`` or unfinished operation is settled, or an acknowledged one (Rule
+12); any other result, or a record of another job, is ``InvalidInput``.  The answer
+(``Settled``) is the verdict, its detail in words, and what it was read from: the record (None:
+gone, or none was read), the time that lookup started, and the id of the later operation whose
+baseline it was (None: the lookup given).
+
+Rule 12, an acknowledged operation read again (docs/contract.md §13.4): slurmctld replies before
+it saves, so an ``ok`` (or a requeue's ``bit_set``) can be lost by a controller that dies before
+its next save, or a backup that takes over from the last one.  Such an operation is settled by the
+same rules as an unknown one (the effect, the settle delay, a later operation on the field), and
+``absent`` then means "acknowledged, then lost" (its detail says so): the job was as asked and no
+longer is, whoever undid it.
 
 Rule 8, the exit of a settled row (``exits_as``): a row whose result is ``unknown`` exits by its
 effect, ``present`` as ``ok``, ``gone`` as ``not_found``, ``absent``, ``undecidable`` or no verdict
@@ -413,9 +421,10 @@ class OneLookup:
         op = _op(operation.op)
         job = validate_job_id(operation.job_id)
         delay, at = self.settle_delay, self.looked_at
-        if operation.result is not None and operation.result is not Result.UNKNOWN:
+        if operation.result not in SETTLED_RESULTS:
             raise InvalidInput(
-                f"only an unknown or unfinished operation is settled, not a {described(operation.result)} one"
+                "only an unknown, unfinished or acknowledged (ok, bit_set) operation is settled, not a"
+                f" {described(operation.result)} one"
             )
         end = operation_end(operation, self.no_ends_by_bound)
         started = _finite(operation.started_at, "started_at")
@@ -448,7 +457,8 @@ class OneLookup:
             found = _checked_verdict(op, looked, record, base, since_end, delay)
             if found is None:
                 return None
-            return Settled(found, _detail(op, found, record, operation.baseline, at - end), at, record)
+            return Settled(found, _lost(operation, found, _detail(op, found, record, operation.baseline, at - end)),
+                           at, record)
         what = f"a later {_op(first.op).value} on the job (operation {first.id})"
         if first.baseline is None or first.baseline_at is None:
             return Settled(Verdict.UNDECIDABLE, f"{what}, no record from before it", at, None, first.id)
@@ -466,11 +476,23 @@ class OneLookup:
                 before_at, first.baseline, first.id,
             )
         detail = _detail(op, found, first.baseline, operation.baseline, before_at - end)
-        return Settled(found, f"{what}; from the record read before it: {detail}", before_at, first.baseline,
-                       first.id)
+        return Settled(found, _lost(operation, found, f"{what}; from the record read before it: {detail}"),
+                       before_at, first.baseline, first.id)
 
 
 _MISSING = object()  # ``gone_at_once``'s default: an id the answers do not hold
+
+# Rule 12: what may be settled: an unknown or unfinished operation, and one slurmctld acknowledged
+# (``ok``, or ``bit_set``), read again after a controller may have lost it (docs/contract.md §13.4).
+SETTLED_RESULTS = (None, Result.UNKNOWN, Result.OK, Result.BIT_SET)
+LOST = "acknowledged, then lost (the controller came back, or another took over, without it; or it was undone)"
+
+
+def _lost(operation: Recorded, found: Verdict, detail: str) -> str:
+    """Rule 12's words on an acknowledged operation whose effect is absent."""
+    if found is Verdict.ABSENT and operation.result in (Result.OK, Result.BIT_SET):
+        return f"{LOST}: {detail}"
+    return detail
 
 
 def _detail(op: Op, found: Verdict, record: Optional[JobInfo], baseline: Optional[JobInfo], since_end: float) -> str:

@@ -868,8 +868,9 @@ def settlement_plan(
     """The settlement rows ``add_settlements`` writes, given the operations' rows there (op id ->
     (job_id, finished_at, result, whether it has a settlement)): an operation that has one, or
     that an earlier item of the batch settles, is skipped (verdicts are final); LedgerError for
-    an id with no history row, or for a finished operation whose result is not unknown, so that
-    nothing of the batch is written."""
+    an id with no history row, or for a finished operation whose result is not unknown (but an
+    acknowledged one found lost: ``ok`` or ``bit_set``, absent or gone), so that nothing of the
+    batch is written."""
     settled: Set[int] = set()
     written: List[SettlementRow] = []
     for op_id, verdict, looked_at, record, detail in checked:
@@ -877,7 +878,10 @@ def settlement_plan(
         if row is None:
             raise LedgerError(f"ledger {path}: no operation {op_id} to settle", path=path)
         job_id, finished_at, result, has_one = row
-        if finished_at is not None and result != Result.UNKNOWN.value:
+        # An acknowledged one (ok, bit_set) takes only a final "lost" verdict: absent, or gone
+        # (docs/contract.md §13.4).
+        lost = result in (Result.OK.value, Result.BIT_SET.value) and verdict in ("absent", "gone")
+        if finished_at is not None and result != Result.UNKNOWN.value and not lost:
             raise LedgerError(
                 f"ledger {path}: operation {op_id} finished {result}, not unknown: it has nothing to settle",
                 path=path,

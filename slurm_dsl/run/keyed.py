@@ -51,7 +51,8 @@ from .binaries import find_scontrol, find_squeue
 from .calls import unstarted
 from .deadlines import check_deadline
 from .driver import Event, Events, Ran, Stopped, drive_linked
-from .tracked import Link, Taken, Tracker, earlier
+from .tracked import Link, Taken, Tracker
+from .tracked import earlier as as_earlier
 
 log = logging.getLogger("slurm_dsl")
 
@@ -176,16 +177,26 @@ class _Run:
             log.warning("settling: %s", blind.gone_note(len(job_ids) - len(answers)))
         return answers, looked_at
 
-    def settle(self, entries: Sequence[HistoryEntry]) -> Dict[int, Optional[Verdict]]:
+    def settle(
+        self, entries: Sequence[HistoryEntry], acknowledged: Sequence[HistoryEntry] = ()
+    ) -> Dict[int, Optional[Verdict]]:
         """Settle ``entries`` now, in one lookup, and record the verdicts; each one's verdict
-        (None: not now).  An entry already settled keeps its verdict."""
+        (None: not now).  An entry already settled keeps its verdict.  ``acknowledged``: earlier
+        operations slurmctld acknowledged, read again in the same lookup (``settling.recheck``,
+        docs/contract.md §13.4); of their verdicts only the final ones are recorded (``absent``:
+        acknowledged, then lost; ``gone``), a ``present`` never (a crash may still undo it)."""
         out: Dict[int, Optional[Verdict]] = {e.id: e.settlement.verdict for e in entries if e.settlement is not None}
         todo = [e for e in entries if e.settlement is None]
-        if not todo:
+        if not todo and not acknowledged:
             return out
-        answers, looked_at = self.look(list(dict.fromkeys(e.job_id for e in todo)))
+        answers, looked_at = self.look(list(dict.fromkeys(e.job_id for e in (*todo, *acknowledged))))
         try:
             decided = settling.decide(self.ledger, todo, answers, looked_at, self.delay)
+            again = settling.recheck(self.ledger, acknowledged, answers, looked_at, self.delay)
+            for d in again:
+                out[d.entry.id] = None if d.settled is None else d.settled.verdict
+            decided += [d for d in again if d.settled is not None and d.settled.verdict in (Verdict.ABSENT,
+                                                                                            Verdict.GONE)]
             written = settling.write(self.ledger, decided, self.ledger.now(), by=self.by)
         except LedgerError as exc:
             # No verdict is kept that the ledger did not take: these stay unsettled (the sweep
@@ -219,7 +230,11 @@ class _Run:
             # keyed rows' own ids (here and in ``_earlier``), so the others in it are never read.
             lapsed = {e.id for e in unsettled}
             to_settle = [e for j in waiting for e in earlier.get(j, []) if e.id in lapsed and e.settlement is None]
-            verdicts = self.settle(to_settle) if to_settle else {}
+            # Those slurmctld acknowledged are read again in the same lookup: a controller that died
+            # before saving them, or a backup that took over, may have lost them (§13.4).
+            acknowledged = [e for j in waiting for e in earlier.get(j, [])
+                            if e.settlement is None and as_earlier(self.op, e).took_effect is True]
+            verdicts = self.settle(to_settle, acknowledged) if to_settle or acknowledged else {}
             again: List[str] = []
             due: List[float] = []
             for job in waiting:
@@ -247,7 +262,7 @@ class _Run:
 
     def _earlier(self, e: HistoryEntry, lapsed: Set[int], verdicts: Dict[int, Optional[Verdict]]) -> Earlier:
         running = e.result is None and e.id not in lapsed and e.settlement is None
-        return earlier(self.op, e, running=running, verdict=verdicts.get(e.id), settled=e.id in verdicts)
+        return as_earlier(self.op, e, running=running, verdict=verdicts.get(e.id), settled=e.id in verdicts)
 
     def _due(self, e: HistoryEntry) -> float:
         """When looking again at ``e`` can decide it: its settle delay passed since its end (for

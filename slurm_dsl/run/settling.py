@@ -145,6 +145,34 @@ def decide(
     return decided
 
 
+def recheck(
+    ledger: LedgerStore,
+    entries: Sequence[HistoryEntry],
+    answers: Optional[Mapping[str, Optional[JobInfo]]],
+    looked_at: float,
+    settle_delay: float = DEFAULT_SETTLE_DELAY,
+) -> List[Decided]:
+    """Acknowledged operations (``ok``, a requeue's ``bit_set``) read again from one lookup's
+    ``answers`` (None: it could not ask), made at ``looked_at`` (docs/contract.md §13.4, core.settle
+    Rule 12): a controller that died before its next save, or a backup that took over, may have lost
+    them.  Each one's verdict (None: not now); ``absent`` is "acknowledged, then lost".  Reads the
+    later operations; writes nothing."""
+    if not entries or answers is None:
+        return [Decided(e, None) for e in entries]
+    later = ledger.later_operations([e.id for e in entries])
+    one = OneLookup(looked_at, no_ends_by_bound=NO_ENDS_BY_BOUND, settle_delay=settle_delay)
+    decided = []
+    for entry in entries:
+        try:
+            settled = one.settle(recorded(entry), [recorded(o) for o in later.get(entry.id, ())],
+                                 looked_up(answers, entry.job_id))
+        except InvalidInput as exc:
+            log.warning("cannot read operation %s (job %s) again: %s", entry.id, entry.job_id, exc)
+            settled = None
+        decided.append(Decided(entry, settled))
+    return decided
+
+
 def write(ledger: LedgerStore, decided: Sequence[Decided], now: float, *, by: str) -> int:
     """Append the verdicts given (one transaction); how many were written (a verdict already there
     stays: another settler was first).  The gone ones of one lookup go as ids alone

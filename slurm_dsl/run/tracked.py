@@ -129,10 +129,17 @@ def earlier(
     op: Op, entry: HistoryEntry, *, running: bool = False, verdict: Optional[Verdict] = None, settled: bool = False
 ) -> Earlier:
     """One earlier keyed operation as ``core.keys.decide`` reads it: its verdict is ``verdict`` if
-    ``settled`` (a settling just now), else the ledger's."""
+    ``settled`` (a settling, or for an acknowledged one a reading again, just now), else the
+    ledger's.  An acknowledged operation (its calls say it took effect) whose record no longer
+    shows the effect (``absent``: acknowledged, then lost; ``gone``), or was read again too soon to
+    say (``settled``, no verdict), counts as one whose effect is unknown (docs/contract.md §13.4):
+    a keyed run then waits, or acts again exactly where it was lost."""
     calls = tuple(CallOutcome(c.outcome) for c in entry.calls)
     found = verdict if settled else (entry.settlement.verdict if entry.settlement else None)
-    return Earlier(entry.id, entry.result, took_effect(op, entry.result, calls), found, running)
+    effect = took_effect(op, entry.result, calls)
+    if effect is True and (found in (Verdict.ABSENT, Verdict.GONE) or (settled and found is None)):
+        effect = None
+    return Earlier(entry.id, entry.result, effect, found, running)
 
 
 def not_to_act(ledger: LedgerStore, op: Op, job_ids: Sequence[str], key: Optional[str]) -> Dict[str, Decision]:

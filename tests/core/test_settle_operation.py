@@ -110,10 +110,19 @@ def test_a_later_baseline_read_too_soon_or_before_the_start_is_undecidable() -> 
     assert got is not None and got.verdict is Verdict.UNDECIDABLE and "before this one started" in got.detail
 
 
-@pytest.mark.parametrize("result", [r for r in Result if r is not Result.UNKNOWN])
-def test_only_unknown_or_unfinished_operations_are_settled(result: Result) -> None:
-    with pytest.raises(InvalidInput, match="only an unknown or unfinished"):
+@pytest.mark.parametrize("result", [r for r in Result if r not in (Result.UNKNOWN, Result.OK, Result.BIT_SET)])
+def test_only_unknown_unfinished_or_acknowledged_operations_are_settled(result: Result) -> None:
+    with pytest.raises(InvalidInput, match="only an unknown, unfinished or acknowledged"):
         settle_operation(op(1, Op.HOLD, result=result), [], HELD, T0, no_ends_by_bound=BOUND)
+
+
+@pytest.mark.parametrize(("record", "want"), [(HELD, Verdict.PRESENT), (RUNNING, Verdict.ABSENT)])
+def test_an_acknowledged_hold_read_again_says_whether_it_was_lost(record: JobInfo, want: Verdict) -> None:
+    # docs/contract.md §13.4: an ok hold whose job is no longer held (a controller that died before
+    # saving it came back without it) is absent: "acknowledged, then lost".
+    got = settle_operation(op(1, Op.HOLD, result=Result.OK), [], record, T0 + 99.0, no_ends_by_bound=BOUND)
+    assert got is not None and got.verdict is want
+    assert got.detail.startswith("acknowledged, then lost") is (want is Verdict.ABSENT), got.detail
 
 
 def test_bad_input_is_invalid_input() -> None:

@@ -118,3 +118,61 @@ def test_no_flag_is_lost_when_slurmctld_dies_after_the_clear(tmp_path: Path, d: 
             assert sweeps.get("restored", 0) >= 1, sweeps  # the lost clear was put back by a restore
     finally:
         lab.cancel(job, other)
+
+
+LOGGED = """#!/bin/sh
+printf '%s\\n' "$*" >> {log}
+exec /usr/bin/scontrol "$@"
+"""
+
+
+@pytest.mark.parametrize("op", ["hold", "requeue"])
+def test_a_keyed_run_redoes_an_acknowledged_change_a_crash_lost_once(tmp_path: Path, op: str) -> None:
+    """docs/contract.md §13.4: the change acknowledged in a busy save window, slurmctld SIGKILLed
+    0.5 s later; it comes back without it (docs/durability.md §1: warm, lost 5/5).  The same
+    command with its key reads the job again, records "acknowledged, then lost", and does it again,
+    once; run a third time, it finds the second one there."""
+    ledger = str(tmp_path / "ledger.sqlite3")
+    scontrol = tmp_path / "scontrol"
+    scontrol.write_text(LOGGED.format(log=f"'{tmp_path / 'calls.log'}'"))
+    scontrol.chmod(0o755)
+    job, other = lab.make_job("running_rq0"), lab.make_job("running_rq0")
+    argv = [op, job, "--key", "lost-32", "--json", "--timeout", "60", "--settle-delay", "2", "--ledger", ledger,
+            "--scontrol", str(scontrol)]
+    verb = "hold" if op == "hold" else "requeue"
+
+    def shows_it() -> bool:
+        state = lab.job_state(job)
+        assert state is not None
+        return state.priority == 0 if op == "hold" else state.restarts >= 1
+
+    try:
+        make_warm(other, op)
+        first = cli_process(argv)
+        (row,) = [json.loads(line) for line in first.stdout.splitlines()]
+        assert row["result"] == "ok", first.stdout + first.stderr
+        time.sleep(0.5)
+        lab.kill_slurmctld()
+        lab.start_slurmctld()
+        if shows_it():
+            pytest.skip("slurmctld saved the change before the kill: nothing lost this time")
+
+        again = cli_process(argv)
+        (row,) = [json.loads(line) for line in again.stdout.splitlines()]
+        assert row["result"] == "ok" and row["calls"], again.stdout + again.stderr
+        lab.wait_for(job, lambda s: shows_it())
+        with open_ledger(ledger) as opened:
+            lost, redone = opened.history(job)
+        assert lost.settlement is not None and lost.settlement.verdict.value == "absent", lost
+        assert lost.settlement.detail.startswith("acknowledged, then lost"), lost.settlement.detail
+        assert redone.result is not None and redone.result.value == "ok" and redone.settlement is None
+
+        third = cli_process(argv)
+        (row,) = [json.loads(line) for line in third.stdout.splitlines()]
+        assert row["calls"] == [] and "took effect" in row["detail"], third.stdout
+        made = [line for line in (tmp_path / "calls.log").read_text().splitlines() if line.split()[0] == verb]
+        assert made == [f"{verb} {job}", f"{verb} {job}"], made  # once lost, once again, never a third time
+        final = lab.job_state(job)
+        assert final is not None and (final.restarts == 1 if op == "requeue" else final.priority == 0)
+    finally:
+        lab.cancel(job, other)

@@ -219,12 +219,16 @@ def test_a_gone_batch_with_one_bad_id_writes_nothing(ledger_location: str) -> No
     with open_ledger(ledger_location) as ledger:
         a = run(ledger, "7", Op.HOLD, T0, unknown(Op.HOLD, "7"), 1)
         b = run(ledger, "8", Op.HOLD, T0, unknown(Op.HOLD, "8"), 2)
-        done = run(ledger, "9", Op.HOLD, T0, ok(Op.HOLD, "9"), 3)
+        done = run(ledger, "9", Op.HOLD, T0, Outcome(Op.HOLD, "9", Result.REJECTED, None), 3)
+        acked = run(ledger, "10", Op.HOLD, T0, ok(Op.HOLD, "10"), 4)
         with pytest.raises(LedgerError, match=f"no operation {b + 100} to settle"):
             ledger.add_settlements([(a, Verdict.PRESENT, T0, None, "")], T0 + 5, by="sweep", gone=[b, b + 100],
                                    gone_at=T0 + 4)
-        with pytest.raises(LedgerError, match=f"operation {done} finished ok, not unknown"):
+        with pytest.raises(LedgerError, match=f"operation {done} finished rejected, not unknown"):
             ledger.add_settlements([], T0 + 5, by="sweep", gone=[b, done], gone_at=T0 + 4)
+        # An acknowledged one takes a final "lost" verdict only (docs/contract.md §13.4), never present.
+        with pytest.raises(LedgerError, match=f"operation {acked} finished ok, not unknown"):
+            ledger.add_settlements([(acked, Verdict.PRESENT, T0, None, "")], T0 + 5, by="keyed")
         for bad in (True, "3", 2.0):
             with pytest.raises(InvalidInput, match="must be a history id"):
                 ledger.add_settlements([], T0 + 5, by="sweep", gone=[b, bad], gone_at=T0 + 4)  # type: ignore[list-item]

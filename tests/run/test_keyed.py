@@ -129,7 +129,7 @@ def test_a_requeue_whose_restarts_rose_is_present_and_never_run_again(tmp_path: 
 
 
 def test_a_key_runs_a_job_once(tmp_path: Path) -> None:
-    fake = setup(tmp_path, {}, NOT_HELD)
+    fake = setup(tmp_path, {}, HELD)  # the record shows what the hold did: read again, it is there
     with tracker(tmp_path, fake) as t:
         (first,) = rows(run_settled(t, Op.HOLD, ["7"], time.time() + 60, key="nightly-42"))
         (again,) = rows(run_settled(t, Op.HOLD, ["7"], time.time() + 60, key="nightly-42"))
@@ -147,7 +147,7 @@ def test_a_key_is_read_again_under_the_lease(tmp_path: Path, monkeypatch: pytest
     # docs/contract.md §12, "A key is decided under the job's lease": another run of the key acts
     # on the jobs after this one looked back and before it takes their leases (here: while this
     # one looks its ids up).  This one acts on none of them and prints the other's rows.
-    fake = setup(tmp_path, {}, NOT_HELD + NOT_HELD.replace("7|", "8|"))
+    fake = setup(tmp_path, {}, HELD + HELD.replace("7|", "8|"))  # held, as the other run left them
     jobs = ["7", "8"] if not one_by_one else ["7"]
     original = Tracker.look_up
     other_ran: List[Outcome] = []
@@ -169,6 +169,44 @@ def test_a_key_is_read_again_under_the_lease(tmp_path: Path, monkeypatch: pytest
     holds = [c for c in calls_made(fake) if c.startswith("hold")]
     assert holds == (["hold 7"] if one_by_one else ["hold 7,8"]), holds
     assert [(o.key, o.result) for j in jobs for o in history(tmp_path, j)] == [("nightly-42", Result.OK)] * len(jobs)
+
+
+def test_a_key_acts_again_where_an_acknowledged_hold_was_lost(tmp_path: Path) -> None:
+    # docs/contract.md §13.4: the hold was ok, then the controller came back without it (the fake
+    # squeue shows the job not held).  The same command with the key reads the job again, records
+    # "acknowledged, then lost" and holds it again, once; a third run finds the second held.
+    fake = setup(tmp_path, {}, NOT_HELD)
+    with tracker(tmp_path, fake) as t:
+        (first,) = rows(run_settled(t, Op.HOLD, ["7"], time.time() + 60, key="nightly-42"))
+        assert first.result is Result.OK
+        (again,) = rows(run_settled(t, Op.HOLD, ["7"], time.time() + 60, key="nightly-42", settle_delay=DELAY))
+        assert again.result is Result.OK and again.calls, again  # run again: its own row, its own calls
+        write_fake_squeue(fake.parent, HELD)  # the second hold is there
+        (third,) = rows(run_settled(t, Op.HOLD, ["7"], time.time() + 60, key="nightly-42", settle_delay=DELAY))
+    assert (third.result, third.calls) == (Result.OK, ()) and "took effect" in third.detail, third
+    assert [c for c in calls_made(fake) if c.startswith("hold")] == ["hold 7", "hold 7"]
+    lost, redone = history(tmp_path)
+    assert lost.settlement is not None and lost.settlement.verdict is Verdict.ABSENT
+    assert lost.settlement.detail.startswith("acknowledged, then lost"), lost.settlement.detail
+    assert redone.settlement is None and redone.result is Result.OK
+
+
+def test_a_key_requeues_a_lost_requeue_once(tmp_path: Path) -> None:
+    # The requeue was ok, and came back undone (RestartCnt as it was before it): requeued again,
+    # once; the run after finds that one present (RestartCnt one above its own baseline).
+    fake = setup(tmp_path, {}, RUNNING.replace("|0|1|", "|0|0|"))
+    with tracker(tmp_path, fake) as t:
+        (first,) = rows(run_settled(t, Op.REQUEUE, ["7"], time.time() + 60, key="k"))
+        assert first.result is Result.OK
+        (again,) = rows(run_settled(t, Op.REQUEUE, ["7"], time.time() + 60, key="k", settle_delay=DELAY))
+        assert again.result is Result.OK and again.calls, again
+        write_fake_squeue(fake.parent, "7|PENDING|0|1|4294901|BeginTime\n")  # the second one is there
+        (third,) = rows(run_settled(t, Op.REQUEUE, ["7"], time.time() + 60, key="k", settle_delay=DELAY))
+    assert third.calls == () and "took effect" in third.detail, third
+    assert [c for c in calls_made(fake) if c.startswith("requeue")] == ["requeue 7", "requeue 7"]
+    lost, redone = history(tmp_path)
+    assert redone.result is Result.OK and redone.settlement is None
+    assert lost.settlement is not None and lost.settlement.verdict is Verdict.ABSENT
 
 
 def test_a_key_after_an_unknown_run_waits_the_delay_and_acts_only_on_absent(tmp_path: Path) -> None:
@@ -285,7 +323,7 @@ def test_the_api_returns_a_present_and_raises_an_absent(tmp_path: Path, monkeypa
 
 
 def test_run_ops_with_a_key_keeps_the_order_given(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    fake = setup(tmp_path, {}, NOT_HELD + "8|PENDING|0|0|4294901|Priority\n")
+    fake = setup(tmp_path, {}, HELD + "8|PENDING|0|0|0|JobHeldAdmin\n")  # as the holds left them
     monkeypatch.setenv("SLURM_DSL_SQUEUE", str(fake.parent / "squeue"))
     ledger = str(tmp_path / "ledger.sqlite3")
     kw = {"timeout": 60.0, "scontrol": str(fake), "ledger": ledger, "key": "k", "one_by_one": True}
