@@ -33,6 +33,7 @@ real signatures: a misspelt keyword is a type error, not a runtime surprise.
 from __future__ import annotations
 
 import contextlib
+import time
 from typing import ContextManager, Dict, List, Optional, Sequence, Union
 
 from .core.errors import InvalidInput
@@ -57,6 +58,7 @@ def run_op(
     settle: bool = False,
     retry: int = 0,
     settle_delay: Optional[float] = None,
+    durable: bool = False,
 ) -> Outcome:
     """Run ``op`` through the ledger and return its Outcome, whatever it is (never raises for it).
 
@@ -73,10 +75,10 @@ def run_op(
         tracker = Tracker(ledger, scontrol=scontrol, configuration=configured)
         opened = contextlib.closing(tracker)
     with opened:
-        if key is None and not settle and not retry:
+        if key is None and not settle and not retry and not durable:
             return tracker.run(op, job, when)
         (outcome,) = run_ops(op, [job], deadline=when, ledger=tracker, key=key, settle=settle, retry=retry,
-                             settle_delay=settle_delay)
+                             settle_delay=settle_delay, durable=durable)
         return outcome
 
 
@@ -94,6 +96,7 @@ def run_ops(
     settle: bool = False,
     retry: int = 0,
     settle_delay: Optional[float] = None,
+    durable: bool = False,
 ) -> List[Outcome]:
     """Run ``op`` on many jobs (docs/contract.md §11) through the ledger, with the CLI's driver:
     the bulk path, or one script per job (``one_by_one``, up to ``parallel`` at once).
@@ -108,7 +111,9 @@ def run_ops(
 
     ``key``, ``settle``, ``retry``, ``settle_delay``: as the command line's ``--key``,
     ``--settle``, ``--retry`` and ``--settle-delay`` (docs/contract.md §12): each Outcome is then
-    ``settled`` (``effect``, ``exits_as``), still in the order given.
+    ``settled`` (``effect``, ``exits_as``), still in the order given.  ``durable``: as
+    ``--durable`` (docs/contract.md §13.5), return once slurmctld has saved the changes, each
+    Outcome's ``saved`` saying whether it was by the deadline (one not saved exits as unknown).
     """
     from .run.driver import Stopped, drive
 
@@ -130,7 +135,12 @@ def run_ops(
             if isinstance(event, Stopped):
                 raise event.error
             outcomes[event.outcome.job_id] = event.outcome
-        return [outcomes[j] for j in ids if j in outcomes]
+        found = [outcomes[j] for j in ids if j in outcomes]
+        if not durable:
+            return found
+        from .run.durable import confirm_saved
+
+        return confirm_saved(tracker, found, time.time(), when)
 
     if isinstance(ledger, Tracker):
         return run(ledger)
@@ -182,6 +192,7 @@ def hold(
     settle: bool = False,
     retry: int = 0,
     settle_delay: Optional[float] = None,
+    durable: bool = False,
 ) -> Outcome:
     """Hold one job (``scontrol hold``) before ``deadline`` (or within ``timeout``), recorded in the ledger.
 
@@ -189,7 +200,7 @@ def hold(
     Return the ok Outcome; else raise Rejected, NotFound, Expired, OutcomeUnknown or NotRun (docs/contract.md §8).
     """
     outcome = run_op(Op.HOLD, job_id, timeout=timeout, deadline=deadline, scontrol=scontrol, ledger=ledger,
-                     key=key, settle=settle, retry=retry, settle_delay=settle_delay)
+                     key=key, settle=settle, retry=retry, settle_delay=settle_delay, durable=durable)
     outcome.raise_for_result()
     return outcome
 
@@ -205,13 +216,14 @@ def release(
     settle: bool = False,
     retry: int = 0,
     settle_delay: Optional[float] = None,
+    durable: bool = False,
 ) -> Outcome:
     """Release one held job (``scontrol release``) before ``deadline`` (or within ``timeout``), recorded.
 
     Return the ok Outcome; else raise Rejected, NotFound, Expired, OutcomeUnknown or NotRun (docs/contract.md §8).
     """
     outcome = run_op(Op.RELEASE, job_id, timeout=timeout, deadline=deadline, scontrol=scontrol, ledger=ledger,
-                     key=key, settle=settle, retry=retry, settle_delay=settle_delay)
+                     key=key, settle=settle, retry=retry, settle_delay=settle_delay, durable=durable)
     outcome.raise_for_result()
     return outcome
 
@@ -227,6 +239,7 @@ def requeue(
     settle: bool = False,
     retry: int = 0,
     settle_delay: Optional[float] = None,
+    durable: bool = False,
 ) -> Outcome:
     """Requeue one job before ``deadline`` (or within ``timeout``): set Requeue=1, ``scontrol requeue``,
     then clear Requeue=0 again, recorded in the ledger (a flag that may be left set is the sweeper's).
@@ -235,7 +248,7 @@ def requeue(
     NotRun (docs/contract.md §8); ``requeue_bit_may_be_set`` says whether the job's Requeue flag may be left at 1.
     """
     outcome = run_op(Op.REQUEUE, job_id, timeout=timeout, deadline=deadline, scontrol=scontrol, ledger=ledger,
-                     key=key, settle=settle, retry=retry, settle_delay=settle_delay)
+                     key=key, settle=settle, retry=retry, settle_delay=settle_delay, durable=durable)
     outcome.raise_for_result()
     return outcome
 
@@ -251,6 +264,7 @@ def restore(
     settle: bool = False,
     retry: int = 0,
     settle_delay: Optional[float] = None,
+    durable: bool = False,
 ) -> Outcome:
     """RestoreRequeueBit: clear one job's Requeue flag (``scontrol update Requeue=0``) before
     ``deadline`` (or within ``timeout``).  On ok the job's ledger object is cleared; otherwise it
@@ -259,7 +273,7 @@ def restore(
     Return the ok Outcome; else raise Rejected, NotFound, Expired, OutcomeUnknown or NotRun (docs/contract.md §8).
     """
     outcome = run_op(Op.RESTORE, job_id, timeout=timeout, deadline=deadline, scontrol=scontrol, ledger=ledger,
-                     key=key, settle=settle, retry=retry, settle_delay=settle_delay)
+                     key=key, settle=settle, retry=retry, settle_delay=settle_delay, durable=durable)
     outcome.raise_for_result()
     return outcome
 
@@ -275,6 +289,7 @@ def open_job(
     settle: bool = False,
     retry: int = 0,
     settle_delay: Optional[float] = None,
+    durable: bool = False,
 ) -> Outcome:
     """Release one job with a direct, unwrapped ``scontrol release`` under the same deadline guard
     (op ``open``), recorded in the ledger.
@@ -282,6 +297,6 @@ def open_job(
     Return the ok Outcome; else raise Rejected, NotFound, Expired, OutcomeUnknown or NotRun (docs/contract.md §8).
     """
     outcome = run_op(Op.OPEN, job_id, timeout=timeout, deadline=deadline, scontrol=scontrol, ledger=ledger,
-                     key=key, settle=settle, retry=retry, settle_delay=settle_delay)
+                     key=key, settle=settle, retry=retry, settle_delay=settle_delay, durable=durable)
     outcome.raise_for_result()
     return outcome

@@ -23,7 +23,7 @@ import os
 import signal
 import sys
 import time
-from typing import IO, Callable, Dict, Iterable, Optional, Sequence, Tuple, Type
+from typing import IO, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Type
 
 from ..core.errors import DSLError, InvalidInput, LedgerError, SweepBusy, UsageError, describe
 from ..core.ledger_rules import prune_before
@@ -112,6 +112,7 @@ def _cmd_op(args: argparse.Namespace, out: IO[str]) -> int:
     else:
         events_of = drive(tracker, args.op, ids, deadline, one_by_one=not bulk, parallel=args.parallel,
                           progress=progress)
+    held: List[Outcome] = []  # with --durable: the rows, printed once their save is confirmed
     with tracker, contextlib.closing(events_of) as events:
         try:
             # Results print as they come, in the order given, so a long run shows its progress.
@@ -121,10 +122,21 @@ def _cmd_op(args: argparse.Namespace, out: IO[str]) -> int:
                     continue
                 if event.recorded:  # one that was not is logged already, as not recorded
                     _log_outcome(event.outcome)
-                code = max(code, _emit([event.outcome], args.json, out))
+                if args.durable:
+                    held.append(event.outcome)
+                else:
+                    code = max(code, _emit([event.outcome], args.json, out))
         finally:
             if progress is not None:
                 progress.close()
+        if held:
+            from ..run.durable import confirm_saved
+
+            held = confirm_saved(tracker, held, time.time(), deadline)
+            for outcome in held:
+                if outcome.saved is False:
+                    log.warning("%s %s: %s", outcome.op.value, outcome.job_id, outcome.detail)
+            code = max(code, _emit(held, args.json, out))
     return code
 
 

@@ -560,6 +560,12 @@ def _settling_options(parser: argparse.ArgumentParser, op: Op) -> None:
         " running waits (or expires at the deadline). 1-128 letters, digits and . _ : @ / + = -",
     )
     _settle_delay_option(group)
+    parser.add_argument(
+        "--durable", action="store_true",
+        help="return only once slurmctld has saved the changes (docs/contract.md §13.5): slurmctld answers"
+        " before it writes its state, at most once per 5 s, and a crash before then undoes what it acknowledged;"
+        " a row not known saved by the deadline says so, and exits 15 (give --timeout room for one save window)",
+    )
 
 
 def _settle_delay_option(parser: Any) -> None:

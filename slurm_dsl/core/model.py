@@ -175,6 +175,9 @@ class Outcome:
     ``retry=``, ``key=``: docs/contract.md §12), so ``effect`` says whether an unknown result took
     effect (``core.settle.Verdict``; None when the result is not unknown, or no verdict came in
     time) and the row exits by it (``exits_as``).  ``result`` stays the calls' own reading.
+
+    ``saved``: asked to wait for slurmctld's save (``--durable``, docs/contract.md §13.5), whether
+    the change was known saved by the deadline (None: not asked, or nothing to save).
     """
 
     op: Op
@@ -187,16 +190,23 @@ class Outcome:
     detail: str = ""
     effect: Optional[Verdict] = None
     settled: bool = False
+    saved: Optional[bool] = None
 
     @property
     def exits_as(self) -> Result:
         """The result this outcome exits and raises as: its own, or once settled and unknown, by
         its effect (docs/contract.md §12: ``present`` as ok, or as bit_set for a requeue whose bit is
         not clear, ``gone`` as not_found, else unknown; ``core.settle.exits_as`` is the same rule,
-        checked)."""
+        checked).  Asked to wait for slurmctld's save (``saved`` not None, docs/contract.md §13.5), a
+        row that would exit ok but whose change is not known saved (``saved`` False) exits as
+        unknown: a crash could still undo it."""
         if not self.settled or self.result is not Result.UNKNOWN or self.effect is None:
-            return self.result
-        return exit_of_effect(self.op, self.effect.value, self.requeue_bit)
+            result = self.result
+        else:
+            result = exit_of_effect(self.op, self.effect.value, self.requeue_bit)
+        if self.saved is False and result is Result.OK:
+            return Result.UNKNOWN
+        return result
 
     @property
     def ok(self) -> bool:
@@ -228,5 +238,6 @@ class Outcome:
             "exit_status": self.exit_status,
             "calls": [c.to_json() for c in self.calls],
             **({"effect": None if self.effect is None else self.effect.value} if self.settled else {}),
+            **({"saved": self.saved} if self.saved is not None else {}),
         }
 

@@ -1,0 +1,105 @@
+"""Waiting for slurmctld's save (``--durable``, run/durable.py, docs/contract.md §13.5): a fake
+scontrol, a fake squeue that shows the job's record in the real ``-O`` shape, and a state directory
+whose job_state header the test writes (when slurmctld's last save began).  The expected answers
+follow §13.5's words: a changed row is saved once a save began after the calls and a lookup after
+it still shows the change; else ``saved`` False, and the row exits as unknown."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+import slurm_dsl
+from slurm_dsl.core.errors import OutcomeUnknown
+from slurm_dsl.core.model import Op, Result
+from tests.cli_run import cli
+from tests.fakes import refuse, write_fake, write_fake_squeue, write_job_state
+from tests.ground import INVALID_USER_ID
+
+HELD = "7|PENDING|0|0|0|JobHeldAdmin\n"
+NOT_HELD = "7|PENDING|0|0|4294901|Priority\n"
+
+
+@pytest.fixture
+def state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    directory = tmp_path / "statesave"
+    directory.mkdir()
+    monkeypatch.setenv("SLURM_DSL_STATE_SAVE_LOCATION", str(directory))
+    return directory
+
+
+def fakes(tmp_path: Path, record: str, plan: dict) -> Path:  # type: ignore[type-arg]
+    fake = write_fake(tmp_path / "bin", plan)
+    write_fake_squeue(tmp_path / "bin", record)
+    return fake
+
+
+def hold(tmp_path: Path, fake: Path, *extra: str) -> tuple:  # type: ignore[type-arg]
+    code, out, err = cli(["hold", "7", "--durable", "--json", "--scontrol", str(fake), "--squeue",
+                          str(fake.parent / "squeue"), "--ledger", str(tmp_path / "ledger.sqlite3"), *extra])
+    return code, [json.loads(line) for line in out.splitlines()], err
+
+
+def test_a_change_saved_after_its_calls_and_still_there_is_saved(tmp_path: Path, state: Path) -> None:
+    write_job_state(state, int(time.time()) + 3)  # a save that began after the calls
+    code, (row,), _ = hold(tmp_path, fakes(tmp_path, HELD, {}), "--timeout", "10")
+    assert (code, row["result"], row["saved"]) == (0, "ok", True), row
+    assert row["detail"] == "saved by slurmctld"
+
+
+def test_no_save_by_the_deadline_is_said_and_exits_unknown(tmp_path: Path, state: Path) -> None:
+    write_job_state(state, int(time.time()) - 60)  # the last save was long before
+    started = time.monotonic()
+    code, (row,), err = hold(tmp_path, fakes(tmp_path, HELD, {}), "--timeout", "2")
+    assert (code, row["result"], row["saved"]) == (15, "ok", False), row
+    assert "no save of slurmctld's state began after its calls by the deadline" in row["detail"]
+    assert "not known saved" in err
+    assert time.monotonic() - started < 10  # the deadline's bound, generously
+
+
+def test_a_change_no_longer_there_after_the_save_is_not_saved(tmp_path: Path, state: Path) -> None:
+    write_job_state(state, int(time.time()) + 3)
+    code, (row,), _ = hold(tmp_path, fakes(tmp_path, NOT_HELD, {}), "--timeout", "10")
+    assert (code, row["saved"]) == (15, False) and "not known saved" in row["detail"], row
+
+
+def test_a_save_that_cannot_be_read_confirms_nothing(tmp_path: Path, state: Path) -> None:
+    code, (row,), _ = hold(tmp_path, fakes(tmp_path, HELD, {}), "--timeout", "2")
+    assert (code, row["saved"]) == (15, False) and "cannot be read" in row["detail"], row
+
+
+def test_a_refused_row_has_nothing_to_save(tmp_path: Path, state: Path) -> None:
+    write_job_state(state, int(time.time()) - 60)
+    code, (row,), _ = hold(tmp_path, fakes(tmp_path, HELD, {"hold": refuse(INVALID_USER_ID)}), "--timeout", "10")
+    assert (code, row["result"]) == (10, "rejected") and "saved" not in row, row
+
+
+def test_a_requeue_whose_clear_was_lost_is_not_saved(tmp_path: Path, state: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    # Requeued (RestartCnt above its baseline), but the job shows Requeue=1 again: the clear is gone.
+    write_job_state(state, int(time.time()) + 3)
+    before = write_fake_squeue(tmp_path / "sq", "7|RUNNING|0|0|4294901|None\n")
+    after = write_fake_squeue(tmp_path / "after", "7|PENDING|1|1|4294901|BeginTime\n")
+    fake = write_fake(tmp_path / "bin", {"requeue": f"cp '{after}' '{before}'; exit 0"})
+    monkeypatch.setenv("SLURM_DSL_SQUEUE", str(before))
+    done = slurm_dsl.run_op("requeue", "7", timeout=10, scontrol=str(fake), ledger=str(tmp_path / "l.sqlite3"),
+                            durable=True)
+    assert (done.result, done.saved) == (Result.OK, False), done
+    assert "Requeue=1 again" in done.detail and done.exits_as is Result.UNKNOWN
+
+
+def test_the_api_raises_a_change_not_known_saved(tmp_path: Path, state: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    write_job_state(state, int(time.time()) - 60)
+    fake = fakes(tmp_path, HELD, {})
+    monkeypatch.setenv("SLURM_DSL_SQUEUE", str(fake.parent / "squeue"))
+    with pytest.raises(OutcomeUnknown) as info:
+        slurm_dsl.hold("7", timeout=2, scontrol=str(fake), ledger=str(tmp_path / "ledger.sqlite3"), durable=True)
+    refused = info.value.outcome
+    assert refused is not None and refused.saved is False and refused.op is Op.HOLD
+    write_job_state(state, int(time.time()) + 3)
+    done = slurm_dsl.hold("7", timeout=10, scontrol=str(fake), ledger=str(tmp_path / "ledger.sqlite3"), durable=True)
+    assert done.saved is True
