@@ -17,6 +17,7 @@ This restarts the SHARED lab's slurmctld; the ledger is SQLite (the backend chan
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 from typing import Dict, Optional
@@ -69,6 +70,10 @@ def object_bit(ledger: str, job: str) -> Optional[RequeueBit]:
 @pytest.mark.parametrize("warm", [False, True], ids=["cold", "warm"])
 @pytest.mark.parametrize("d", [0.0, 0.5, 2.0, 4.5])
 def test_no_flag_is_lost_when_slurmctld_dies_after_the_clear(tmp_path: Path, d: float, warm: bool) -> None:
+    if d != 0.5 and os.environ.get("SLURM_DSL_TEST_MAJOR", "host") != "host":
+        # The whole matrix on the host's major; every major runs d=0.5, idle and busy (the
+        # suite's time budget, docs/testing.md).  slurmctld's saving is the same code on each.
+        pytest.skip("the full matrix of kill times runs on the host's major")
     if last_save().started is None:
         pytest.fail(f"the lab's job_state cannot be read: {last_save()}")
     ledger = str(tmp_path / "ledger.sqlite3")

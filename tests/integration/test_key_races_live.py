@@ -37,6 +37,7 @@ from slurm_dsl.core.model import Op, Result
 from slurm_dsl.ledger.choose import open_ledger
 from tests import lab
 from tests.cli_run import COMMAND
+from tests.integration.test_keys_live import on_one_major_for_mariadb
 
 pytestmark = pytest.mark.integration
 
@@ -118,6 +119,7 @@ VERB = {Op.HOLD: "hold", Op.REQUEUE: "requeue"}
 @pytest.mark.parametrize("jobs", [1, 2], ids=["single", "bulk"])
 @pytest.mark.parametrize("op", [Op.HOLD, Op.REQUEUE], ids=str)
 def test_two_runs_of_one_key_at_once_act_once(tmp_path: Path, ledger_location: str, op: Op, jobs: int) -> None:
+    on_one_major_for_mariadb(ledger_location)
     ids = [lab.make_job("running_rq0") for _ in range(jobs)]
     bin_dir = tmp_path / "bin"
     made = tools(bin_dir)
@@ -155,6 +157,7 @@ def test_two_runs_of_one_key_at_once_act_once(tmp_path: Path, ledger_location: s
 def test_a_requeue_frozen_between_its_look_back_and_its_lease_never_requeues_twice(
     tmp_path: Path, ledger_location: str
 ) -> None:
+    on_one_major_for_mariadb(ledger_location)
     job = lab.make_job("running_rq0")
     bin_dir = tmp_path / "bin"
     made = tools(bin_dir)
