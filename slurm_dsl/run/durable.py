@@ -6,12 +6,15 @@ are over (``ended``, this host's clock), the header of slurmctld's job_state is 
 ``POLL`` seconds until a save that began after ``ended`` (``core.durable.began_after``, its clock
 margin included); then one lookup of those rows' jobs, made after reading it, must still show each
 change, read as ``core.settle`` reads an acknowledged operation (Rule 12: its baseline and the
-later operations of its job from the ledger).  A requeue's row also needs its job at Requeue=0
-when its calls cleared the flag.  So the command returns within ``POLL`` of the start of
-slurmctld's first save after its calls, plus one lookup; a row not confirmed by the deadline (no
-such save began, the lookup could not ask, the change is no longer there: "acknowledged, then
-lost") says so (``Outcome.saved`` False, and it exits as unknown).  Nothing is written: a lost
-change's verdict is for the next keyed run or the sweep to record.
+later operations of its job from the ledger).  With no such save yet, their last call is made
+again (one list call of the same op on the same jobs, ``AGAIN``, which changes nothing): at once,
+and after each save that still does not prove them, so that slurmctld saves in its next save
+window.  A requeue's row also
+needs its job at Requeue=0 when its calls cleared the flag.  So the command returns within
+``POLL`` of the start of slurmctld's first save that proves its calls, plus one lookup; a row not
+confirmed by the deadline (no such save began, the lookup could not ask, the change is no longer
+there: "acknowledged, then lost") says so (``Outcome.saved`` False, and it exits as unknown).
+Nothing is written: a lost change's verdict is for the next keyed run or the sweep to record.
 """
 
 from __future__ import annotations
@@ -26,10 +29,12 @@ from ..core.errors import LookupFailed
 from ..core.jobinfo import JobInfo
 from ..core.keys import took_effect
 from ..core.model import Op, Outcome, RequeueBit, Result
+from ..core.script import list_argv
 from ..core.settle import Verdict
 from ..lookups.saves import last_save
 from ..lookups.sight import trusted
 from ..lookups.squeue import MAX_LISTED, SQUEUE_TIMEOUT, SqueueLookup
+from . import process as runner
 from . import settling
 from .binaries import find_scontrol, find_squeue
 from .tracked import Tracker
@@ -38,6 +43,15 @@ log = logging.getLogger("slurm_dsl")
 
 POLL = 0.2  # seconds between two reads of job_state's header
 LOOKUP_FLOOR = 1.0  # seconds the confirming lookup gets at least, even at the deadline
+# Why the last call is made again at once when no save proves the calls yet: the save that
+# followed them may have begun in their own second (an idle save thread writes at once, and a
+# busy machine's may take all of a requeue's calls in that one save), or too close to them for the
+# clocks' margin; an idle slurmctld then writes again only on its next change, or its checkpoint
+# (300 s).  Made again, the call is saved in slurmctld's next save window: within ~5 s.
+# The call made again, per op: the one that left the job as asked (docs/contract.md §13.5): what it
+# sets is what the job holds already, so slurmctld answers it without change, and saves.
+AGAIN = {Op.HOLD: (Op.HOLD, 1), Op.RELEASE: (Op.RELEASE, 1), Op.OPEN: (Op.RELEASE, 1),
+         Op.REQUEUE: (Op.REQUEUE, 3), Op.RESTORE: (Op.RESTORE, 1)}
 
 
 def changed(outcome: Outcome) -> bool:
@@ -54,7 +68,7 @@ def confirm_saved(tracker: Tracker, outcomes: Sequence[Outcome], ended: float, d
     todo = [o for o in outcomes if changed(o)]
     if not todo:
         return list(outcomes)
-    why = _wait_for_a_save(tracker, ended, deadline)
+    why = _wait_for_a_save(tracker, todo, ended, deadline)
     verdicts: Dict[str, Optional[str]] = {}
     if why is None:
         verdicts = _look(tracker, todo, deadline)
@@ -70,8 +84,17 @@ def confirm_saved(tracker: Tracker, outcomes: Sequence[Outcome], ended: float, d
     return confirmed
 
 
-def _wait_for_a_save(tracker: Tracker, ended: float, deadline: float) -> Optional[str]:
-    """None once a save of job_state began after ``ended``; else why not, at the deadline."""
+def _wait_for_a_save(tracker: Tracker, outcomes: Sequence[Outcome], ended: float, deadline: float) -> Optional[str]:
+    """None once a save of job_state began after ``ended``; else why not, at the deadline.
+
+    While none proves the calls, their last call is made again (one list call, ``AGAIN``) at
+    once, and again after each save that still does not prove them: a call made after a save was
+    written comes after that save cleared slurmctld's count of what to save (contract §13.1), so
+    the save it brings begins at least a save window (5 s) after that one, after ``ended``; one made
+    while a save is about to begin may be taken into that very save (a busy machine's save thread
+    can take a whole requeue into the save its call 1 woke), hence the repeat.  At most one call a
+    save window."""
+    seen: Optional[int] = -1  # the save the last call made again followed (-1: none made yet)
     while True:
         save = last_save()
         if began_after(save.started, ended):
@@ -80,6 +103,13 @@ def _wait_for_a_save(tracker: Tracker, ended: float, deadline: float) -> Optiona
             if save.started is None:
                 return f"when slurmctld last saved cannot be read ({save.path}: {save.why})"
             return "no save of slurmctld's state began after its calls by the deadline"
+        if save.started is not None and save.started != seen:
+            seen = save.started
+            op, number = AGAIN[outcomes[0].op]
+            argv = (find_scontrol(tracker.scontrol), *list_argv(op, number, [o.job_id for o in outcomes]))
+            done = runner.run_argv(argv, timeout=max(min(deadline - tracker.clock(), 10.0), 0.1))
+            log.info("no save proves the calls yet: %s again, so that slurmctld saves (exit %s)",
+                     " ".join(argv[1:2]), done.returncode)
         time.sleep(POLL)
 
 
