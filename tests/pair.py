@@ -1,11 +1,12 @@
 """Helpers for live tests on the lab's primary/backup slurmctld pair (contrib/lab/pair).
 
 Strategy: the pair is a second cluster beside the single-node lab, reached by setting
-``SLURM_CONF`` to its slurm.conf (``use``), so that tests/lab.py's helpers and slurm-dsl itself
-talk to it unchanged.  Which controller is in control is read from the heartbeat file that the
-controller in control writes into the shared StateSaveLocation every second (two big-endian
-64-bit numbers: the time and its SlurmctldHost index; src/slurmctld/heartbeat.c, the same on 22.05
-and 24.11): ``scontrol ping`` cannot tell, since a backup in standby answers it UP as well.
+``SLURM_CONF`` to its slurm.conf (``env()``; tests/integration/test_pair_live.py sets it for a
+whole test), so that tests/lab.py's helpers and slurm-dsl itself talk to it unchanged.  Which
+controller is in control is read from the heartbeat file that the controller in control writes
+into the shared StateSaveLocation every second (two big-endian 64-bit numbers: the time and its
+SlurmctldHost index; src/slurmctld/heartbeat.c, the same from 22.05 to 26.05): ``scontrol ping``
+cannot tell, since a backup in standby answers it UP as well.
 Every wait polls an observable condition (the heartbeat, a pid, ``job_state``'s mtime) with a
 bound, and a timeout fails with the controllers' state and the tails of their logs.
 
@@ -137,9 +138,9 @@ def available() -> Optional[str]:
     missing = [n for n, comm in (("holder-ctl-a", "sleep"), ("holder-ctl-b", "sleep"), ("slurmd", "slurmd"))
                if running(n, comm) is None]
     if missing:
-        return f"the pair is not up: {', '.join(missing)} not running (contrib/lab/pair up)"
+        return f"{', '.join(missing)} not running (contrib/lab/pair up)"
     if all(controller_pid(c) is None for c in CONTROLLERS):
-        return "neither of the pair's controllers runs (contrib/lab/pair up)"
+        return "neither controller runs (contrib/lab/pair up)"
     return None
 
 

@@ -99,7 +99,7 @@ def two_running_jobs() -> Tuple[str, str]:
 def test_both_controllers_answer(on_pair: None) -> None:
     pair.nominal()
     assert pair.ping() == {"ctl-a": True, "ctl-b": True}
-    assert pair.in_control() == "ctl-a"
+    pair.wait_in_control("ctl-a", 10)
     pids = {c: pair.controller_pid(c) for c in pair.CONTROLLERS}
     assert None not in pids.values()
     # Each in a network and UTS namespace of its own, neither the clients'.
@@ -145,7 +145,7 @@ def test_a_restarted_primary_takes_control_back(on_pair: None) -> None:
     lab.wait_for(job, lab.Expect("PENDING", "JobHeldUser"))
     # ctl-b went back to standby: it answers, and the heartbeat is ctl-a's.
     pair.wait_answering()
-    assert pair.in_control() == "ctl-a"
+    pair.wait_in_control("ctl-a", 10)
     assert pair.controller_pid("ctl-b") is not None
 
 
@@ -184,6 +184,6 @@ def test_down_leaves_nothing_running(on_pair: None) -> None:
     # up brings it back, with its state: the job is still known (cancelled by down).
     took = pair.up()
     print(f"contrib/lab/pair up after down: {took:.1f} s")
-    assert pair.in_control() == "ctl-a"
+    pair.wait_in_control("ctl-a", 10)
     after = lab.job_state(job)
     assert after is not None and after.state == "CANCELLED", after
