@@ -5,7 +5,8 @@
 # the daemons that up recorded, by the same tests. Sourced by both through the
 # path of the script itself (readlink -f, so a symlink to up or down works), never
 # run. Sourcing it only defines constants and functions, and T0, the moment that
-# the progress lines count from.
+# the progress lines count from. contrib/lab/mariadb and contrib/lab/pair source
+# it too.
 
 readonly STATE_DIR=/run/slurm-dsl-lab
 # $STARTED/NAME: "<pid> <token> <pid file>" of the NAME daemon that up started.
