@@ -193,3 +193,27 @@ def test_only_the_cli_prints() -> None:
             ):
                 printing.add(name)
     assert printing <= {"admin.cli"}
+
+
+def test_every_module_is_on_the_map() -> None:
+    """docs/wings.md names every module of each wing in that wing's section (a module the map does
+    not name is one nobody knows where to put), and no module that is not there."""
+    import re
+
+    text = (PACKAGE.parent / "docs" / "wings.md").read_text()
+    sections = re.split(r"^## ", text, flags=re.M)
+    named: Dict[str, Set[str]] = {}
+    for section in sections:
+        found = re.match(r"\d+\. `slurm_dsl/(\w+)/`", section)
+        wing = found.group(1) if found else ("" if section.startswith("6. The top level") else None)
+        if wing is None:
+            continue
+        named[wing] = set(re.findall(r"`(\w+\.py)`", section))
+    for wing in (*WINGS, ""):
+        folder = PACKAGE / wing if wing else PACKAGE
+        present = {p.name for p in folder.glob("*.py") if wing or p.name in ("__init__.py", "api.py", "__main__.py")}
+        if wing:
+            present.discard("__init__.py")
+        where = wing or "the top level"
+        assert present - named.get(wing, set()) == set(), f"docs/wings.md does not name these in {where}"
+        assert named.get(wing, set()) - present - {"__init__.py"} == set(), f"docs/wings.md names modules {wing} lacks"
