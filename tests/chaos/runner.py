@@ -552,8 +552,13 @@ class Runner:
             self.replace(e.slot, "replace")
 
     def replace(self, slot: int, why: str) -> None:
+        """A fresh job in ``slot``; the old one is cancelled (its CPU is the new one's), unless it is
+        retired to be looked at in the end as it is."""
         kind = sched.SLOTS[slot]
         old = self.slots.get(slot)
+        if old is not None and why == "replace":
+            done = lab.run_cmd(["scancel", old])
+            self.history.write("env", t=time.time(), kind="cancel", job=old, exit=done.returncode)
         (job,) = self.submit("running" if kind == "array-task" else kind, slot)
         self.slots[slot] = job
         self.history.write("env", t=time.time(), kind=why, job=job, replaces=old, slot=slot)
@@ -733,8 +738,8 @@ class Runner:
             self.gate.clear()
             time.sleep(6.0)
             running = [s for s, j in sorted(self.slots.items())
-                       if sched.SLOTS[s] == "running" and j in self.latest and self.latest[j].state == "RUNNING"
-                       and self.latest[j].requeue == 0]
+                       if sched.SLOTS[s] in ("running", "array-task") and j in self.latest
+                       and self.latest[j].state == "RUNNING" and self.latest[j].requeue == 0]
             if not running:
                 self.skip(e, "no running job at Requeue=0")
                 return None
