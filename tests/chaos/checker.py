@@ -360,6 +360,8 @@ def claims_of(op: str, row: Mapping[str, Any]) -> List[Claim]:
         result == "unknown" and effect == "absent")
     why = str(result) if effect is None else f"{result}, settled {effect}"
     out: List[Claim] = []
+    if result == "not_found" or effect == "gone":  # §5: slurmctld does not know the job
+        out.append(Claim("exists", "gone", why))
     if op == "hold":
         if done:
             out.append(Claim("prio", "eq0", why))
@@ -388,6 +390,8 @@ def claims_of(op: str, row: Mapping[str, Any]) -> List[Claim]:
 
 
 def _holds(claim: Claim, before: Optional[Mapping[str, Any]], after: Mapping[str, Any]) -> Optional[bool]:
+    if claim.kind == "gone":  # the job's record before and after: it was known all along
+        return before is None
     prio, flag, restarts = int(after["priority"]), int(after["requeue"]), int(after["restarts"])
     if claim.kind == "eq0":
         return (prio if claim.field == "prio" else flag) == 0
@@ -428,6 +432,9 @@ def check_claims(h: History, out: List[Violation], figures: Counter[str]) -> Non
                 after = h.after(job, inv.end)
                 before = h.before(job, inv.start) if needs_before else None
                 missing = needs_before and (before is None or before.record is None)
+                if claim.kind == "gone" and after is not None and after.record is None:
+                    figures["claims checked"] += 1  # gone after it: nothing to contradict
+                    continue
                 if after is None or after.record is None or missing:
                     figures["claims not checkable (no record before and after)"] += 1
                     continue

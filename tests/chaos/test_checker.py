@@ -141,7 +141,19 @@ def test_an_op_that_says_it_did_nothing_is_contradicted_by_its_effect(result: st
     h.see(0.5, j7=("RUNNING", "None", 0, 3, 100))
     h.invoke("o1", "requeue", ["7"], 1.0, 1.5, rows=[row("requeue", "7", result, ((1, 1),), requeue_bit="clear")])
     h.see(2.0, j7=("PENDING", "BeginTime", 0, 4, 100))
-    assert kinds(h.check()) == ["false-claim"]
+    found = h.check()
+    assert {v.kind for v in found} == {"false-claim"}
+    assert any("RestartCnt=4" in v.message for v in found)
+
+
+@pytest.mark.parametrize(("after", "expected"), [(RUNNING, ["false-claim"]), (None, [])])
+def test_not_found_for_a_job_known_before_and_after_is_false(after: Optional[Sequence[Any]],
+                                                              expected: List[str]) -> None:
+    h = H()
+    h.see(0.5, j7=RUNNING)
+    h.invoke("o1", "hold", ["7"], 1.0, 1.5, rows=[row("hold", "7", "not_found", ((1, 1),))])
+    h.see(2.0, j7=after)
+    assert kinds(h.check()) == expected
 
 
 def test_a_settled_absent_is_a_claim_of_no_effect_and_present_of_the_effect() -> None:
