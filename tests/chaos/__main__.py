@@ -17,8 +17,9 @@ import random
 import shlex
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
-from typing import Any, Dict, FrozenSet, List, Optional, Sequence, Tuple
+from typing import Any, Dict, FrozenSet, Iterator, List, Optional, Sequence, Tuple
 
 from tests.chaos import checker
 from tests.chaos import schedule as sched
@@ -127,41 +128,45 @@ def implicated(report: checker.Report, lines: List[Dict[str, Any]]) -> Tuple[Fro
 
 def shrink(options: sched.Options, report: checker.Report, lines: List[Dict[str, Any]], runs: int,
            directory: Path, settle_delay: float) -> Tuple[sched.Options, str]:
-    """Smaller schedules that still give a violation of the same kind: fewer job slots, a shorter
-    schedule, half the faults at a time; at most ``runs`` runs.  The smallest found, and how far."""
+    """Smaller schedules that still give a violation of the same kind, greedily: only the job
+    slots the violations name, a schedule cut 20 s after the last line they cite, then half the
+    faults at a time; at most ``runs`` runs.  The smallest found, and how far it got."""
     kinds = {v.kind for v in report.violations}
-    best = options
-    full = sched.make(options)
-    size = (len(sched.SLOTS), len(full.faults()), options.minutes)
     slots, last = implicated(report, lines)
-    tries: List[sched.Options] = []
-    if slots:
-        tries.append(sched.Options(**{**options.__dict__, "only_slots": slots}))
-    if last < options.minutes * 60 - 20:
-        tries.append(sched.Options(**{**options.__dict__, "minutes": math.ceil((last + 20) / 6) / 10}))
-    attempt = 0
+
+    def candidates(best: sched.Options) -> Iterator[sched.Options]:
+        if slots and best.only_slots is None:
+            yield replace(best, only_slots=slots)
+        shorter = math.ceil((last + 20) / 6) / 10
+        if shorter < best.minutes:
+            yield replace(best, minutes=shorter)
+        faults = sorted(f.number for f in sched.make(best).faults())
+        if len(faults) >= 2:
+            half = len(faults) // 2
+            yield replace(best, only_faults=frozenset(faults[:half]))
+            yield replace(best, only_faults=frozenset(faults[half:]))
+
+    best, tried, attempt = options, {options}, 0
     while attempt < runs:
-        if not tries:
-            numbers_now = sorted(f.number for f in sched.make(best).faults())
-            if len(numbers_now) < 2:
-                break
-            half = len(numbers_now) // 2
-            tries = [sched.Options(**{**best.__dict__, "only_faults": frozenset(numbers_now[:half])}),
-                     sched.Options(**{**best.__dict__, "only_faults": frozenset(numbers_now[half:])})]
-        candidate = tries.pop(0)
+        candidate = next((c for c in candidates(best) if c not in tried), None)
+        if candidate is None:
+            break
+        tried.add(candidate)
         attempt += 1
         print(f"chaos: shrinking, run {attempt} of at most {runs}: {replay(candidate, '', settle_delay)}",
               file=sys.stderr)
         got, _ = play(candidate, directory / f"shrink-{attempt}", settle_delay)
         if kinds & {v.kind for v in got.violations}:
             best = candidate
-            tries = [t for t in tries if t.minutes <= best.minutes]
-    shrunk = sched.make(best)
-    now = (len(best.only_slots) if best.only_slots is not None else len(sched.SLOTS), len(shrunk.faults()),
-           best.minutes)
-    how = (f"shrunk in {attempt} run(s) from {size[0]} job slots, {size[1]} faults, {size[2]:g} min"
-           f" to {now[0]} job slots, {now[1]} faults, {now[2]:g} min")
+    before, after = size(options), size(best)
+    how = (f"shrunk in {attempt} run(s) from {before[0]} job slots, {before[1]} faults, {before[2]:g} min"
+           f" to {after[0]} job slots, {after[1]} faults, {after[2]:g} min")
     return best, how
+
+
+def size(options: sched.Options) -> Tuple[int, int, float]:
+    slots = len(options.only_slots) if options.only_slots is not None else len(sched.SLOTS)
+    return slots, len(sched.make(options).faults()), options.minutes
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

@@ -422,3 +422,28 @@ def test_unknown_fault_kinds_are_refused() -> None:
     with pytest.raises(ValueError, match="unknown fault kind"):
         sched.expand(frozenset({"slurmctld-kil"}))
     assert sched.expand(frozenset({"durability-13"})) == {"slurmctld-kill", "slurmctld-kill-after-ack"}
+
+
+def test_shrinking_keeps_the_smallest_schedule_that_still_fails(monkeypatch: pytest.MonkeyPatch,
+                                                              tmp_path: Path) -> None:
+    # A fake lab: the violation comes back while fault `needed` and job slot 3 are in the schedule.
+    from tests.chaos import __main__ as chaos
+
+    options = sched.Options(seed=11, minutes=2.0)
+    needed = sched.make(options).faults()[5].number
+    lines = [{"n": 1, "type": "run", "t": T}, {"n": 2, "type": "job", "job": "7", "slot": 3},
+             {"n": 3, "type": "fault", "t": T + 30.0, "id": f"f{needed}", "kind": "cli-kill"}]
+    found = checker.Report([checker.Violation("lost-flag", "...", (3,), "7")], {})
+
+    def play(candidate: sched.Options, directory: Path, settle_delay: float) -> Any:
+        kept = {f.number for f in sched.make(candidate).faults()}
+        fails = needed in kept and (candidate.only_slots is None or 3 in candidate.only_slots)
+        return (found if fails else checker.Report([], {})), []
+
+    monkeypatch.setattr(chaos, "play", play)
+    best, how = chaos.shrink(options, found, lines, 12, tmp_path, 2.0)
+    assert best.only_slots == frozenset({3}) and best.minutes == 0.9  # 30 s + 20 s, in tenths of a minute
+    assert best.only_faults is not None and needed in best.only_faults
+    assert len(sched.make(best).faults()) <= 3
+    assert how.startswith("shrunk in ") and "from 14 job slots" in how and "to 1 job slots" in how
+    assert "--only-slots 3" in chaos.replay(best, "", 2.0)
