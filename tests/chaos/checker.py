@@ -548,10 +548,16 @@ def check_keys(h: History, out: List[Violation], figures: Counter[str]) -> None:
         jobs = sorted({j for m in members for j in m.jobs})
         for job in jobs:
             figures["key groups checked (op, key, job)"] += 1
-            ok_rows = {m.id for m in members for r in m.rows
-                       if str(r.get("job_id")) == job and r.get("result") == "ok" and r.get("calls")}
-            acks = [c for c in h.calls_by_job.get(job, ()) if c.inv in ids and c.action == EFFECT_ACTION[op]
-                    and job in c.acked and c.t1 is not None and (op == "requeue" or c.inv in ok_rows)]
+            effects = [c for c in h.calls_by_job.get(job, ()) if c.inv in ids and c.action == EFFECT_ACTION[op]]
+            if op == "requeue":  # RestartCnt never goes back: any acknowledged requeue took effect
+                acks = [c for c in effects if job in c.acked and c.t1 is not None]
+            else:
+                # A hold may be settled absent (another command released the job) and run again
+                # (§12): what took effect for good is the last call of a run whose row said ok.
+                ok_rows = {m.id for m in members for r in m.rows
+                           if str(r.get("job_id")) == job and r.get("result") == "ok" and r.get("calls")}
+                last = {c.inv: c for c in sorted(effects, key=lambda c: c.t0)}
+                acks = [c for inv, c in last.items() if inv in ok_rows and job in c.acked and c.t1 is not None]
             acts = [c for c in h.calls_by_job.get(job, ()) if c.inv in ids and c.action == FIRST_ACTION[op]]
             found = False
             for ack in sorted(acks, key=lambda c: c.t1 or 0.0):

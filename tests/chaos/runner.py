@@ -419,7 +419,7 @@ class Runner:
               key: Optional[str] = None, retry: int = 0, settle: bool = False, one_by_one: bool = False,
               parallel: int = 1, fault: Optional[str] = None, squeue_only: bool = False, squeue_slow: float = 0.0,
               number: Optional[int] = None, episode: Optional[int] = None, phase: str = "run",
-              prefix: str = "i") -> Optional[Live]:
+              prefix: str = "i") -> Live:
         inv = self.next_id(prefix)
         bin_dir = self.shim(inv, fault, squeue_slow)
         common = ["--ledger", self.ledger, "--scontrol", str(bin_dir / "scontrol"),
@@ -746,7 +746,6 @@ class Runner:
             slot = running[int(e.pick * len(running))]
             job = self.slots[slot]
             live = self.start(kind="cli", op="requeue", jobs=[job], timeout=10.0, fault="update-0:mark", prefix="d")
-            assert live is not None
             mark = self.dir / f"mark.{live.id}"
             deadline = time.time() + 15
             while not mark.exists() and time.time() < deadline:
@@ -857,8 +856,11 @@ class Runner:
         if self.options.ledger == "mariadb":
             subprocess.run([str(REPO / "contrib" / "lab" / "mariadb"), "start"], capture_output=True, timeout=120,
                            check=False)
-        for live in self.ops_live():
-            if not live.done.wait(live.start + live.timeout + 40 - time.time()):
+        with self.lock:
+            running = list(self.live.values())
+        for live in running:  # a sweep has no deadline of its own: its restores' are 15 s each
+            bound = live.start + (live.timeout + 40 if live.kind != "sweep" else 300)
+            if not live.done.wait(bound - time.time()):
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(live.proc.pid, signal.SIGKILL)
                 self.history.write("note", t=time.time(), text=f"{live.id} still running long past its bound: killed")
@@ -873,7 +875,6 @@ class Runner:
         looked = 0
         for _ in range(4):
             sweep = self.start(kind="sweep", op="sweep", jobs=(), phase="final", prefix="f")
-            assert sweep is not None
             sweep.done.wait(300)
             ended = self.last_end_line(sweep.id)
             if ended is not None and any(r.get("kind") == "summary" and r.get("lookup_error") is None

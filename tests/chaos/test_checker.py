@@ -288,6 +288,16 @@ def test_a_retry_of_a_hold_after_another_command_released_it_is_no_double() -> N
     assert h.check() == []
 
 
+def test_a_hold_retried_after_its_first_call_was_undone_is_no_double() -> None:
+    # The first call was acknowledged but read unknown (killed after it), another command released
+    # the job, the verdict absent, and the command's own retry held it again (docs/contract.md §12).
+    h = H()
+    h.invoke("o1", "hold", ["7"], 1.0, 9.0, retry=1, rows=[row("hold", "7", "ok")])
+    h.call("o1", "hold 7", 1.5, 1.51)
+    h.call("o1", "hold 7", 6.5, 6.51)
+    assert h.check() == []
+
+
 # -- commands ------------------------------------------------------------------------------------
 
 
