@@ -173,7 +173,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parse(argv)
     if args.check is not None:
         lines = read(args.check)
-        report = checker.check(lines)
+        try:
+            report = checker.check(lines)
+        except ValueError as exc:
+            print(f"chaos: {args.check}: {exc}", file=sys.stderr)
+            return 2
         print(json.dumps({"figures": report.figures, "violations": [v.__dict__ for v in report.violations]},
                          default=list) if args.json else render(report, lines))
         return 1 if report.violations else 0

@@ -938,6 +938,7 @@ class Runner:
             err = self.dir / "err" / call["call"]
             stderr = err.read_text(errors="replace")[:2000] if err.exists() else ""
             self.history.write("call", stderr=stderr, **call)
+        self.history.write("phase", t=time.time(), name="calls", calls=len(calls))
 
     def cleanup(self) -> None:
         with contextlib.suppress(lab.LabError):

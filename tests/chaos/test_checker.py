@@ -56,7 +56,10 @@ class H:
             self.add("fault_end", id=fid, t=T + end)
 
     def check(self) -> List[checker.Violation]:
-        return checker.check(self.lines).violations
+        return checker.check(self.ended()).violations
+
+    def ended(self) -> List[Dict[str, Any]]:
+        return [*self.lines, {"n": len(self.lines) + 1, "type": "phase", "name": "calls", "t": T + 99}]
 
 
 RUNNING = ("RUNNING", "None", 0, 0, 100)
@@ -95,7 +98,7 @@ def test_a_claim_with_another_call_on_that_field_in_flight_is_not_checkable(othe
     h.invoke("o2", "release", ["7"], 1.1, 1.8, rows=[row("release", "7", "ok")])
     h.call("o2", other, 1.6, 1.61)
     h.see(2.0, j7=RUNNING)
-    report = checker.check(h.lines)
+    report = checker.check(h.ended())
     assert "false-claim" not in kinds(report.violations)
     assert report.figures["claims not checkable (something else in flight)"] >= 1
 
@@ -229,7 +232,7 @@ def test_an_unknown_operation_without_a_verdict_after_two_sweeps_is_unsettled() 
 def test_one_sweep_is_not_enough_to_call_an_operation_unsettled() -> None:
     h = H()
     final(h, 0, "clear", sweeps=1, settled=False)
-    report = checker.check(h.lines)
+    report = checker.check(h.ended())
     assert report.violations == []
     assert report.figures["unsettled check not made (fewer than two sweeps past the settle delay)"] == 1
 
@@ -383,6 +386,11 @@ def test_the_checker_imports_nothing_of_the_product() -> None:
                 continue
             for module in modules:
                 assert not module.startswith(("slurm_dsl", "tests")), f"{name} imports {module}"
+
+
+def test_a_history_whose_run_has_not_ended_is_not_checked() -> None:
+    with pytest.raises(ValueError, match="has not ended"):
+        checker.check(H().lines)
 
 
 def test_a_history_round_trips(tmp_path: Path) -> None:
