@@ -41,6 +41,9 @@ def parse(argv: Optional[Sequence[str]]) -> argparse.Namespace:
                    help="another rate for random fault kinds (0: none), e.g. slurmctld-kill-after-ack=4")
     p.add_argument("--only-slots", default=None, metavar="N,...", help="shrunk: only operations on these job slots")
     p.add_argument("--only-faults", default=None, metavar="N,...", help="shrunk: only these faults, by number")
+    p.add_argument("--pair", action="store_true",
+                   help="on contrib/lab/pair's primary/backup pair (brought up first): slurmctld faults and"
+                   " takeovers hit its primary, which each fault starts again")
     p.add_argument("--settle-delay", type=float, default=2.0, help="the commands' and sweeps' --settle-delay")
     p.add_argument("--dir", type=Path, help=f"where the run's files go (default {ROOT}/SEED-TIME)")
     p.add_argument("--shrink", type=int, default=0, metavar="RUNS",
@@ -74,9 +77,11 @@ def options_of(args: argparse.Namespace, seed: int) -> sched.Options:
                          fault_rates=rates(args.rate))
 
 
-def replay(options: sched.Options, without: str, settle_delay: float) -> str:
+def replay(options: sched.Options, without: str, settle_delay: float, pair: bool = False) -> str:
     words = ["python", "-m", "tests.chaos", "--seed", str(options.seed), "--minutes", f"{options.minutes:g}",
              "--ledger", options.ledger]
+    if pair:
+        words += ["--pair"]
     if without:
         words += ["--without", without]
     if settle_delay != 2.0:
@@ -100,14 +105,15 @@ def render(report: checker.Report, lines: List[Dict[str, Any]]) -> str:
     return "\n".join(out)
 
 
-def play(options: sched.Options, directory: Path, settle_delay: float) -> Tuple[checker.Report, List[Dict[str, Any]]]:
+def play(options: sched.Options, directory: Path, settle_delay: float,
+         pair: bool = False) -> Tuple[checker.Report, List[Dict[str, Any]]]:
     from tests.chaos.runner import Runner
 
     directory.mkdir(parents=True, exist_ok=True)
     schedule = sched.make(options)
     print(f"chaos: seed {options.seed}, {options.minutes:g} min, {options.ledger} ledger,"
           f" {len(schedule.events)} events, {len(schedule.faults())} faults; files in {directory}", file=sys.stderr)
-    path = Runner(schedule, directory, settle_delay=settle_delay).run()
+    path = Runner(schedule, directory, settle_delay=settle_delay, pair=pair).run()
     lines = read(path)
     report = checker.check(lines)
     (directory / "report.json").write_text(json.dumps(
@@ -127,7 +133,7 @@ def implicated(report: checker.Report, lines: List[Dict[str, Any]]) -> Tuple[Fro
 
 
 def shrink(options: sched.Options, report: checker.Report, lines: List[Dict[str, Any]], runs: int,
-           directory: Path, settle_delay: float) -> Tuple[sched.Options, str]:
+           directory: Path, settle_delay: float, pair: bool = False) -> Tuple[sched.Options, str]:
     """Smaller schedules that still give a violation of the same kind, greedily: only the job
     slots the violations name, a schedule cut 20 s after the last line they cite, then half the
     faults at a time; at most ``runs`` runs.  The smallest found, and how far it got."""
@@ -153,9 +159,9 @@ def shrink(options: sched.Options, report: checker.Report, lines: List[Dict[str,
             break
         tried.add(candidate)
         attempt += 1
-        print(f"chaos: shrinking, run {attempt} of at most {runs}: {replay(candidate, '', settle_delay)}",
+        print(f"chaos: shrinking, run {attempt} of at most {runs}: {replay(candidate, '', settle_delay, pair)}",
               file=sys.stderr)
-        got, _ = play(candidate, directory / f"shrink-{attempt}", settle_delay)
+        got, _ = play(candidate, directory / f"shrink-{attempt}", settle_delay, pair)
         if kinds & {v.kind for v in got.violations}:
             best = candidate
     before, after = size(options), size(best)
@@ -191,7 +197,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     from tests import lab
 
     try:
-        report, lines = play(options, directory, args.settle_delay)
+        report, lines = play(options, directory, args.settle_delay, args.pair)
     except lab.LabError as exc:
         print(f"chaos: {exc}", file=sys.stderr)
         return 3
@@ -199,12 +205,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                      default=list) if args.json else render(report, lines))
     if not report.violations:
         return 0
-    print(f"chaos: replay: {replay(options, args.without, args.settle_delay)}", file=sys.stderr)
+    command = replay(options, args.without, args.settle_delay, args.pair)
+    print(f"chaos: replay: {command}", file=sys.stderr)
     if args.shrink > 0:
-        best, how = shrink(options, report, lines, args.shrink, directory, args.settle_delay)
-        print(f"chaos: {how}; replay the smallest: {replay(best, args.without, args.settle_delay)}", file=sys.stderr)
-    print("chaos: in a chroot lab: contrib/lab/chroot --run " + shlex.quote(replay(options, args.without,
-          args.settle_delay)) + " bookworm", file=sys.stderr)
+        best, how = shrink(options, report, lines, args.shrink, directory, args.settle_delay, args.pair)
+        print(f"chaos: {how}; replay the smallest: {replay(best, args.without, args.settle_delay, args.pair)}",
+              file=sys.stderr)
+    print(f"chaos: in a chroot lab: contrib/lab/chroot --run {shlex.quote(command)} bookworm", file=sys.stderr)
     return 1
 
 

@@ -158,14 +158,80 @@ class Record:
     array_task: str
 
 
+class Controller:
+    """The lab's slurmctld: killed (or stopped) and started again by the faults."""
+
+    name = "single"
+
+    def setup(self) -> None:
+        """Nothing: contrib/lab/up brought it up."""
+
+    def kill(self, sig: int) -> Dict[str, Any]:
+        """Bring the controller in charge down with ``sig`` (SIGKILL, or SIGTERM: a graceful stop
+        that saves); what was done, for the history."""
+        pid = lab.slurmctld_pid()
+        if sig == signal.SIGTERM:
+            lab.stop_slurmctld()
+        else:
+            os.kill(pid, sig)
+        return {"pid": pid, "signal": signal.Signals(sig).name}
+
+    def start(self) -> None:
+        """Every controller running again (contrib/lab/up starts only what is dead)."""
+        lab.start_slurmctld(timeout=60)
+
+    def takeover(self) -> Optional[List[str]]:
+        """The argv that makes the backup take over, or None: no pair here."""
+        ping = lab.run_cmd([REAL_SCONTROL, "ping"], timeout=15).stdout
+        if "(backup)" not in ping or ping.count(" is UP") < 2:
+            return None
+        command = os.environ.get("SLURM_DSL_CHAOS_TAKEOVER", "")
+        return ["sh", "-c", command] if command else [REAL_SCONTROL, "takeover"]
+
+
+class Pair(Controller):
+    """The primary/backup pair of contrib/lab/pair (its SLURM_CONF for this process and every
+    command): ctl-a, the primary, is the one killed, stopped or taken over from, and started again
+    by the same fault (a hand-back once ctl-b is in control), so ctl-a is in charge between faults."""
+
+    name = "pair"
+    SCRIPT = REPO / "contrib" / "lab" / "pair"
+    CONF = "/etc/slurm-pair/slurm.conf"
+
+    def run(self, *args: str) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run([str(self.SCRIPT), *args], stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                              timeout=240, check=False)
+        if done.returncode != 0:
+            raise lab.LabError(f"{self.SCRIPT} {' '.join(args)} exited {done.returncode}: {done.stderr[-1000:]}")
+        return done
+
+    def setup(self) -> None:
+        if not self.SCRIPT.exists():
+            raise lab.LabError(f"--pair: no {self.SCRIPT} in this checkout")
+        self.run("up")
+        os.environ["SLURM_CONF"] = self.CONF  # lab.run_cmd, sbatch, squeue and every command from now on
+
+    def kill(self, sig: int) -> Dict[str, Any]:
+        self.run("kill", "ctl-a", signal.Signals(sig).name.removeprefix("SIG"))
+        return {"controller": "ctl-a", "signal": signal.Signals(sig).name}
+
+    def start(self) -> None:
+        self.run("up")
+
+    def takeover(self) -> Optional[List[str]]:
+        command = os.environ.get("SLURM_DSL_CHAOS_TAKEOVER", "")
+        return ["sh", "-c", command] if command else [REAL_SCONTROL, "takeover"]
+
+
 class Runner:
     def __init__(self, schedule: sched.Schedule, directory: Path, *, settle_delay: float = 2.0,
-                 keep: bool = False, log: Callable[[str], None] = print) -> None:
+                 keep: bool = False, pair: bool = False, log: Callable[[str], None] = print) -> None:
         self.schedule = schedule
         self.options = schedule.options
         self.dir = directory
         self.settle_delay = settle_delay
         self.keep = keep
+        self.controller = Pair() if pair else Controller()
         self.log = log
         self.history = History(directory / "history.jsonl")
         self.rng = random.Random(self.options.seed ^ 0x5EED)  # only for choices the schedule left open
@@ -207,6 +273,7 @@ class Runner:
         return self.history.path
 
     def setup(self) -> None:
+        self.controller.setup()
         reason = lab.lab_available()
         if reason is not None:
             raise lab.LabError(f"the lab is not usable: {reason} (contrib/lab/up)")
@@ -239,6 +306,7 @@ class Runner:
             only_slots=sorted(o.only_slots) if o.only_slots is not None else None,
             only_faults=sorted(o.only_faults) if o.only_faults is not None else None,
             settle_delay=self.settle_delay, startup_tolerance=STARTUP_TOLERANCE, slurm=version, commit=commit,
+            controller=self.controller.name,
             jobinfo=self.jobinfo or f"none: {why}", ledger_location=self.ledger.split("?")[0],
             events=len(self.schedule.events))
         self.make_jobs()
@@ -696,30 +764,20 @@ class Runner:
         self.history.write("fault", t=self.last_controller_event, id=fid, kind=e.kind, **fields)
         time.sleep(restart)
         try:
-            lab.start_slurmctld(timeout=60)
+            self.controller.start()
         finally:
             self.last_controller_event = time.time()
             self.history.write("fault_end", t=self.last_controller_event, id=fid)
 
     def fault_slurmctld_kill(self, e: sched.Fault) -> None:
-        def kill() -> Dict[str, Any]:
-            pid = lab.slurmctld_pid()
-            os.kill(pid, signal.SIGKILL)
-            return {"pid": pid, "signal": "KILL"}
-
         with self.alone(e) as go:
             if go:
-                self.controller_event(e, kill, e.seconds)
+                self.controller_event(e, lambda: self.controller.kill(signal.SIGKILL), e.seconds)
 
     def fault_slurmctld_restart(self, e: sched.Fault) -> None:
-        def stop() -> Dict[str, Any]:
-            pid = lab.slurmctld_pid()
-            lab.stop_slurmctld()
-            return {"pid": pid, "signal": "TERM"}
-
         with self.alone(e) as go:
             if go:
-                self.controller_event(e, stop, e.seconds)
+                self.controller_event(e, lambda: self.controller.kill(signal.SIGTERM), e.seconds)
 
     def fault_slurmctld_kill_after_ack(self, e: sched.Fault) -> None:
         """docs/testing.md §6.4's window: a requeue of a running job after ~6 s with nothing
@@ -757,9 +815,7 @@ class Runner:
             time.sleep(max(0.0, acked + e.seconds - time.time()))
 
             def kill() -> Dict[str, Any]:
-                pid = lab.slurmctld_pid()
-                os.kill(pid, signal.SIGKILL)
-                return {"pid": pid, "signal": "KILL", "target": live.id, "job": job, "acked": acked}
+                return {**self.controller.kill(signal.SIGKILL), "target": live.id, "job": job, "acked": acked}
             self.controller_event(e, kill, 0.5)
         finally:
             self.gate.set()
@@ -818,24 +874,26 @@ class Runner:
             conn.close()
 
     def fault_takeover(self, e: sched.Fault) -> None:
-        ping = lab.run_cmd([REAL_SCONTROL, "ping"], timeout=15).stdout
-        if "(backup)" not in ping or ping.count(" is UP") < 2:
-            self.skip(e, "no primary/backup pair up (scontrol ping: " + " / ".join(ping.split("\n")[:2]) + ")")
+        """The backup takes over (``scontrol takeover``: the primary saves and exits), and the
+        primary is started again ``seconds`` later: a hand-back."""
+        argv = self.controller.takeover()
+        if argv is None:
+            self.skip(e, "no primary/backup pair up (scontrol ping names no backup; --pair runs on one)")
             return
         fid = f"f{e.number}"
         with self.alone(e) as go:
             if not go:
                 return
-            command = os.environ.get("SLURM_DSL_CHAOS_TAKEOVER", "")
-            argv = ["sh", "-c", command] if command else [REAL_SCONTROL, "takeover"]
             self.last_controller_event = time.time()
             self.history.write("fault", t=self.last_controller_event, id=fid, kind=e.kind, command=argv)
             done = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
-            deadline = time.time() + 60
-            while lab.lab_available() is not None and time.time() < deadline:
-                time.sleep(0.2)
-            self.last_controller_event = time.time()
-            self.history.write("fault_end", t=self.last_controller_event, id=fid, exit=done.returncode)
+            time.sleep(e.seconds)
+            try:
+                self.controller.start()
+            finally:
+                self.last_controller_event = time.time()
+                self.history.write("fault_end", t=self.last_controller_event, id=fid, exit=done.returncode,
+                                   stderr=done.stderr[-500:])
 
     # -- the end ---------------------------------------------------------------------------------
 
@@ -850,9 +908,9 @@ class Runner:
         for thread in threads:  # faults still under way (a restart, a lock) end first
             thread.join(timeout=180)
         self.continue_all()
-        if lab.lab_available() is not None:
-            lab.start_slurmctld(timeout=60)
-            self.last_controller_event = time.time()
+        if lab.lab_available() is not None or self.controller.name == "pair":
+            self.controller.start()
+            self.last_controller_event = max(self.last_controller_event, time.time())
         if self.options.ledger == "mariadb":
             subprocess.run([str(REPO / "contrib" / "lab" / "mariadb"), "start"], capture_output=True, timeout=120,
                            check=False)

@@ -55,7 +55,7 @@ RANDOM_FAULTS = {
     "slurmctld-restart": (0.5, (0.2, 3.0)),
     "mariadb-kill": (0.5, (0.5, 4.0)),
     "ledger-lock": (1.0, (1.0, 8.0)),
-    "takeover": (0.3, (0.0, 0.0)),
+    "takeover": (0.3, (3.0, 10.0)),
 }
 FAULT_KINDS: Tuple[str, ...] = (*RANDOM_FAULTS, *WRAPPER_FAULTS, "squeue-slow")
 

@@ -453,7 +453,7 @@ def test_shrinking_keeps_the_smallest_schedule_that_still_fails(monkeypatch: pyt
              {"n": 3, "type": "fault", "t": T + 30.0, "id": f"f{needed}", "kind": "cli-kill"}]
     found = checker.Report([checker.Violation("lost-flag", "...", (3,), "7")], {})
 
-    def play(candidate: sched.Options, directory: Path, settle_delay: float) -> Any:
+    def play(candidate: sched.Options, directory: Path, settle_delay: float, pair: bool = False) -> Any:
         kept = {f.number for f in sched.make(candidate).faults()}
         fails = needed in kept and (candidate.only_slots is None or 3 in candidate.only_slots)
         return (found if fails else checker.Report([], {})), []
