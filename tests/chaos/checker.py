@@ -349,6 +349,17 @@ class Claim:
     why: str
 
 
+# §12's table of each op's effect: the field, what the record shows when it took effect, and what
+# it must not show when it did nothing (a move the op would have made).
+EFFECTS = {
+    "hold": ("prio", "eq0", "not_to_0"),
+    "release": ("prio", "gt0", "not_from_0"),
+    "open": ("prio", "gt0", "not_from_0"),
+    "restore": ("flag", "eq0", "not_from_1_to_0"),
+    "requeue": ("restarts", "increased", "not_increased"),
+}
+
+
 def claims_of(op: str, row: Mapping[str, Any]) -> List[Claim]:
     """What a row says of the job's record (§7, §12's effect table)."""
     result = row.get("result")
@@ -362,30 +373,15 @@ def claims_of(op: str, row: Mapping[str, Any]) -> List[Claim]:
     out: List[Claim] = []
     if result == "not_found" or effect == "gone":  # §5: slurmctld does not know the job
         out.append(Claim("exists", "gone", why))
-    if op == "hold":
-        if done:
-            out.append(Claim("prio", "eq0", why))
-        elif nothing:
-            out.append(Claim("prio", "not_to_0", why))
-    elif op in ("release", "open"):
-        if done:
-            out.append(Claim("prio", "gt0", why))
-        elif nothing:
-            out.append(Claim("prio", "not_from_0", why))
-    elif op == "restore":
-        if done and any(c.get("status") == 0 for c in calls):
-            out.append(Claim("flag", "eq0", why))
-        elif nothing:
-            out.append(Claim("flag", "not_from_1_to_0", why))
-    elif op == "requeue":
-        if done:
-            out.append(Claim("restarts", "increased", why))
-        elif nothing:
-            out.append(Claim("restarts", "not_increased", why))
-        if any(c.get("number") == 3 and c.get("status") == 0 for c in calls):
-            out.append(Claim("flag", "eq0", f"{why}, call 3 (Requeue=0) succeeded"))
-        elif result == "bit_set":
-            out.append(Claim("flag", "eq1", why))
+    field, took, did_not = EFFECTS[op]
+    if done and (op != "restore" or any(c.get("status") == 0 for c in calls)):  # a restore of a gone job: ok
+        out.append(Claim(field, took, why))
+    elif nothing:
+        out.append(Claim(field, did_not, why))
+    if op == "requeue" and any(c.get("number") == 3 and c.get("status") == 0 for c in calls):
+        out.append(Claim("flag", "eq0", f"{why}, call 3 (Requeue=0) succeeded"))
+    elif op == "requeue" and result == "bit_set":
+        out.append(Claim("flag", "eq1", why))
     return out
 
 
@@ -628,7 +624,14 @@ def check_commands(h: History, out: List[Violation], figures: Counter[str]) -> N
         if inv.exit == 2 and mine:
             out.append(Violation("usage-ran", f"{inv.id} exited 2 (a usage error) but made {len(mine)} op call(s)",
                                  (inv.line, mine[0].line)))
-        deadline = inv.deadline if inv.deadline is not None else inv.start + inv.timeout + h.tolerance
+        # Its deadline: a library call's own; a command's, set when its handler started, before any
+        # process it started (a lookup or a call), and at most its start-up tolerance after it began.
+        deadline = inv.start + inv.timeout + h.tolerance
+        first = min((c.t0 for c in h.calls if c.inv == inv.id), default=None)
+        if first is not None:
+            deadline = min(deadline, first + inv.timeout)
+        if inv.deadline is not None:
+            deadline = inv.deadline
         for call in mine:
             if call.t0 > deadline + 0.5:
                 out.append(Violation(

@@ -119,8 +119,10 @@ esac
 cat "$d/err/$id" >&2
 exit "$rc"
 """
-SQUEUE_WRAPPER = """#!/bin/sh
-# The chaos run's squeue: the real one, after the command's delay (a slow lookup).
+LOOKUP_WRAPPER = """#!/bin/sh
+# The chaos run's squeue (or slurm-dsl-jobinfo): logged (L: when the command started it: its
+# deadline was set before), then the real one, after the command's delay (a slow lookup).
+printf 'L %s %s\\n' "$CHAOS_INV.$$" "$(date +%s.%N)" >> "$CHAOS_DIR/calls.log"
 if [ -n "$CHAOS_SQUEUE_SLOW" ]; then sleep "$CHAOS_SQUEUE_SLOW"; fi
 exec @REAL@ "$@"
 """
@@ -282,7 +284,7 @@ class Runner:
         os.chmod(self.dir / "ledger", 0o700)
         (self.dir / "calls.log").touch()
         self.write_tool("chaos-scontrol", WRAPPER.replace("@REAL@", quote(REAL_SCONTROL)))
-        self.write_tool("chaos-squeue", SQUEUE_WRAPPER.replace("@REAL@", quote(REAL_SQUEUE)))
+        self.write_tool("chaos-squeue", LOOKUP_WRAPPER.replace("@REAL@", quote(REAL_SQUEUE)))
         if self.options.ledger == "mariadb":
             from tests.ledger_backends import MariaDbServer
 
@@ -295,6 +297,8 @@ class Runner:
         else:
             self.ledger = str(self.dir / "ledger" / "ledger.sqlite3")
         helper, why = lab.jobinfo_helper()
+        if helper:
+            self.write_tool("chaos-jobinfo", LOOKUP_WRAPPER.replace("@REAL@", quote(helper)))
         self.jobinfo = helper or ""
         version = lab.run_cmd([REAL_SCONTROL, "-V"]).stdout.strip()
         commit = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True,
@@ -475,7 +479,7 @@ class Runner:
     def shim(self, inv: str, fault: Optional[str], slow: float) -> Path:
         directory = self.dir / "inv" / inv
         directory.mkdir(parents=True, exist_ok=True)
-        for name, target in (("scontrol", "chaos-scontrol"), ("squeue", "chaos-squeue")):
+        for name, target in (("scontrol", "chaos-scontrol"), ("squeue", "chaos-squeue"), ("jobinfo", "chaos-jobinfo")):
             path = directory / name
             path.write_text(SHIM.format(dir=quote(str(self.dir)), inv=quote(inv), fault=quote(fault or ""),
                                         slow=quote(f"{slow:g}" if slow else ""),
@@ -510,7 +514,7 @@ class Runner:
             else:
                 argv = [*CALLER, op, *jobs, "--timeout", f"{timeout:g}", *common, *extra]
         env = dict(os.environ, SLURM_DSL_SQUEUE=str(bin_dir / "squeue"),
-                   SLURM_DSL_JOBINFO="" if squeue_only else self.jobinfo)
+                   SLURM_DSL_JOBINFO="" if squeue_only or not self.jobinfo else str(bin_dir / "jobinfo"))
         command = list(argv)
         if host:
             command = ["unshare", "--uts", "--", "sh", "-c", 'hostname "$0" && exec "$@"', host, *command]
@@ -992,6 +996,9 @@ class Runner:
                                   "argv": parts[3].split(" ") if len(parts) > 3 else [], "t1": None, "exit": None}
                 elif kind == "E" and cid in calls:
                     calls[cid]["t1"], calls[cid]["exit"] = float(parts[2]), int(parts[3])
+                elif kind == "L":  # a lookup started: it writes nothing, but dates its command's deadline
+                    calls[cid] = {"call": cid, "inv": cid.split(".")[0], "t0": float(parts[2]), "argv": ["lookup"],
+                                  "t1": None, "exit": None}
         for call in sorted(calls.values(), key=lambda c: c["t0"]):
             err = self.dir / "err" / call["call"]
             stderr = err.read_text(errors="replace")[:2000] if err.exists() else ""

@@ -325,6 +325,17 @@ def test_a_call_after_the_deadline_is_found() -> None:
     assert kinds(found) == ["deadline"] and "after its deadline" in found[0].message
 
 
+def test_a_commands_deadline_is_dated_by_its_first_lookup() -> None:
+    # Set when its handler started (docs/contract.md §10.0), before any process it starts: a call
+    # more than the timeout after its first lookup started after the deadline, however slow the
+    # command's start-up was.
+    h = H()
+    h.invoke("o1", "requeue", ["7"], 1.0, 9.0, timeout=5.0, rows=[row("requeue", "7", "unknown", ((1, 0), (2, 124)))])
+    h.call("o1", "lookup", 1.4, None, None)
+    h.call("o1", "update JobId=7 Requeue=0", 7.0, 7.01)  # 1.4 + 5 = 6.4 < 7.0 < 1 + 5 + 2
+    assert kinds(h.check()) == ["deadline"]
+
+
 def test_a_traceback_a_usage_error_that_ran_and_a_wrong_exit_status() -> None:
     h = H()
     h.invoke("o1", "hold", ["7"], 1.0, 1.5, exit=1, stderr="Traceback (most recent call last):\n  File ...")
