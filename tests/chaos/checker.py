@@ -365,10 +365,13 @@ def claims_of(op: str, row: Mapping[str, Any]) -> List[Claim]:
     result = row.get("result")
     effect = row.get("effect")
     calls = row.get("calls") or []
-    own = bool(calls)
-    done = (result == "ok" and own) or (result == "unknown" and effect == "present")
-    nothing = (result in ("expired", "not_run")) or (result in ("rejected", "not_found") and own) or (
-        result == "unknown" and effect == "absent")
+    # A row with no call of its own, but for expired and not_run (nothing was started), reports an
+    # earlier operation of its key (§12: "its row says so (result of that earlier operation,
+    # detail naming it)"): a claim about that operation's moment, not this command's.
+    if not calls and result not in ("expired", "not_run"):
+        return []
+    done = result == "ok" or (result == "unknown" and effect == "present")
+    nothing = result in ("expired", "not_run", "rejected", "not_found") or (result == "unknown" and effect == "absent")
     why = str(result) if effect is None else f"{result}, settled {effect}"
     out: List[Claim] = []
     if result == "not_found" or effect == "gone":  # §5: slurmctld does not know the job
