@@ -686,6 +686,12 @@ def summary(h: History) -> Dict[str, Any]:
     for inv in h.invocations.values():
         ops[f"{inv.kind} {inv.op}" + (" (final)" if inv.phase == "final" else "")] += 1
     faults = Counter(f.kind for f in h.faults)
+    # The faults an operation carries in its own scontrol wrapper and lookups (schedule.py).
+    for x in h.lines:
+        if x["type"] == "invoke" and x.get("fault") and not str(x["fault"]).endswith(":mark"):
+            faults["scontrol " + str(x["fault"]).split(":")[1]] += 1
+        if x["type"] == "invoke" and x.get("squeue_slow"):
+            faults["lookups slowed"] += 1
     skipped = Counter(x["kind"] for x in h.lines if x["type"] == "fault" and x.get("skipped"))
     rows = sum(len(i.rows) for i in h.invocations.values() if i.kind != "sweep")
     last = max((float(x.get("t", x.get("t1", 0.0)) or 0.0) for x in h.lines), default=h.t_start)
