@@ -203,6 +203,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 3
     print(json.dumps({"figures": report.figures, "violations": [v.__dict__ for v in report.violations]},
                      default=list) if args.json else render(report, lines))
+    sys.stdout.flush()  # the report before what stderr says of it
     if not report.violations:
         return 0
     command = replay(options, args.without, args.settle_delay, args.pair)
