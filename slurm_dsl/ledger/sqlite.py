@@ -242,8 +242,44 @@ def _create_file(path: str) -> None:
         except OSError as exc:
             raise LedgerError(f"cannot create ledger {path}: {exc}", path=path) from None
     _check_private_directory(parent or ".", path)
-    # SQLite gives the -wal and -shm files the database file's permissions.
-    os.close(open_private_file(path, "ledger", ledger=path))
+    # An existing file is checked by its name, never opened: closing any descriptor of it would
+    # drop every POSIX lock this process holds on it, those of a connection already open on it
+    # included (fcntl(2)); another process would then take itself for the last connection and
+    # checkpoint and delete the WAL this one still writes to.  The directory is private (just
+    # checked), so nobody else can change what the name points at before SQLite opens it.
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        st = None
+    except OSError as exc:
+        raise LedgerError(f"cannot use ledger {path}: {exc.strerror}", path=path) from None
+    if st is None:
+        # Created here, so no connection of this process has it open yet.  SQLite gives the
+        # -wal and -shm files the database file's permissions.
+        os.close(open_private_file(path, "ledger", ledger=path))
+        return
+    if stat.S_ISLNK(st.st_mode):
+        raise LedgerError(
+            f"ledger {path} is a symbolic link: refusing to follow it; remove it"
+            f" (rm {shlex.quote(path)}) and check who can write its directory",
+            path=path,
+        )
+    if stat.S_ISDIR(st.st_mode):
+        raise LedgerError(f"cannot open ledger {path}: {os.strerror(errno.EISDIR)}", path=path)
+    problem = _file_problem(st, path)
+    if problem:
+        raise LedgerError(f"ledger {path} {problem}", path=path)
+    if not os.access(path, os.R_OK | os.W_OK, effective_ids=True):
+        raise _denied("ledger", path, path)
+
+
+def _file_problem(st: os.stat_result, path: str) -> str:
+    """Why a file with this status may not be a ledger or a lock file, or "" when it may."""
+    if not stat.S_ISREG(st.st_mode):
+        return f"is {_kind(st.st_mode)}, not a regular file: remove it"
+    if st.st_nlink != 1:
+        return f"has {st.st_nlink} hard links, so it may be another file's: remove it"
+    return _not_private(st, path, "600")
 
 
 def _check_private_directory(directory: str, ledger: str) -> None:
@@ -321,28 +357,27 @@ def open_private_file(path: str, what: str, *, ledger: str) -> int:
                 path=ledger,
             ) from None
         if exc.errno == errno.EACCES:
-            # Typically a ledger made by root, opened by the SlurmUser (or the other way round).
-            euid = os.geteuid()
-            raise LedgerError(
-                f"cannot open {what} {path}: {exc.strerror} (uid {euid} runs slurm-dsl: run it as the"
-                f" account that owns the ledger, or chown {euid} the ledger's directory and files)",
-                path=ledger,
-            ) from None
+            raise _denied(what, path, ledger) from None
         raise LedgerError(f"cannot open {what} {path}: {exc.strerror}", path=ledger) from None
     try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            problem = f"is {_kind(st.st_mode)}, not a regular file: remove it"
-        elif st.st_nlink != 1:
-            problem = f"has {st.st_nlink} hard links, so it may be another file's: remove it"
-        else:
-            problem = _not_private(st, path, "600")
+        problem = _file_problem(os.fstat(fd), path)
         if problem:
             raise LedgerError(f"{what} {path} {problem}", path=ledger)
     except BaseException:
         os.close(fd)
         raise
     return fd
+
+
+def _denied(what: str, path: str, ledger: str) -> LedgerError:
+    """The error for a file this account may not open: typically a ledger made by root, opened by
+    the SlurmUser (or the other way round)."""
+    euid = os.geteuid()
+    return LedgerError(
+        f"cannot open {what} {path}: {os.strerror(errno.EACCES)} (uid {euid} runs slurm-dsl: run it as"
+        f" the account that owns the ledger, or chown {euid} the ledger's directory and files)",
+        path=ledger,
+    )
 
 
 def _refuse_older(path: str, version: int, current: int) -> None:
