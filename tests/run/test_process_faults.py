@@ -12,7 +12,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Callable, Dict, Iterator, List, Tuple, TypeVar
+from typing import Callable, Dict, Iterator, List, Optional, Tuple, TypeVar
 
 import pytest
 
@@ -117,14 +117,22 @@ def test_a_deadline_in_the_shells_first_moments_is_never_a_bare_unknown(bin_dir:
     # started nothing, and execute runs the expired script instead (75).  Or the trap is set and
     # the call is cut short (124).  Never an output with no status line.  (The fake ends by
     # itself well within the grace: a TERM that lands in its fork-to-exec window is lost, and
-    # the call then runs on to its end, still 124; a hung one would wait for the KILL.)
+    # the call then runs on to its end, still 124; a hung one would wait for the KILL.)  On a
+    # loaded machine the runner's TERM may come only after call 1 has ended (it started before
+    # the deadline, which the script checks itself before each call): call 1 then counts, calls 2
+    # and 3 are past the deadline and never start, and the flag is known set.
     write_fake(bin_dir, {}, default="sleep 0.2")
     seen = set()
+    allowed: Dict[Tuple[Result, Tuple[Optional[int], ...]], RequeueBit] = {
+        (Result.EXPIRED, (75,)): RequeueBit.CLEAR,
+        (Result.UNKNOWN, (124, 75)): RequeueBit.MAY_BE_SET,
+        (Result.BIT_SET, (0, 75, 75)): RequeueBit.SET,
+    }
     for left in (0.0002, 0.0005, 0.001, 0.002, 0.004) * 4:
         out = execute(Op.REQUEUE, "5", time.time() + left)
         statuses = tuple(c.status for c in out.calls)
-        assert (out.result, statuses) in ((Result.EXPIRED, (75,)), (Result.UNKNOWN, (124, 75))), out
-        assert out.requeue_bit is (RequeueBit.CLEAR if out.result is Result.EXPIRED else RequeueBit.MAY_BE_SET)
+        assert (out.result, statuses) in allowed, out
+        assert out.requeue_bit is allowed[out.result, statuses]
         seen.add(out.result)
     assert Result.EXPIRED in seen  # the first case at least, at 0.2 ms
 
