@@ -5,6 +5,7 @@ SlurmUser (uid 64030) runs in a forked child that has really become that uid."""
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import signal
@@ -409,6 +410,11 @@ def test_the_owner_rule_is_this_account_or_root_and_never_group_or_world_writabl
 def as_account(uid: int, work: Callable[[], str]) -> str:
     """Run ``work`` in a forked child whose every uid and gid is ``uid`` (a real non-root
     process, not a patched geteuid) and return what it returned, or its error's text."""
+    # What the work imports lazily is imported here, as root: the child, another account, may not
+    # be able to read every directory on sys.path (a checkout under /root), and would otherwise
+    # pass or fail by what an earlier test happened to import.
+    for module in ("grp", "pwd"):
+        importlib.import_module(module)
     read_end, write_end = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: never returns into pytest
