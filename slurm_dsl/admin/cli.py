@@ -31,9 +31,9 @@ from ..core.model import Op, Outcome, Result
 from ..core.reader import read_outcome
 from ..core.script import render
 from ..core.shown import shown
+from ..host.binaries import find_scontrol, find_squeue
 from ..ledger.choose import open_ledger
 from ..run import config
-from ..run.binaries import find_scontrol, find_squeue
 from ..run.calls import new_nonce
 from ..run.config import ConfigFileError
 from ..run.driver import Stopped, drive

@@ -54,12 +54,12 @@ from ..core.jobinfo import JobInfo
 from ..core.model import Call, CallOutcome, Op, Outcome, Reason, RequeueBit, Result
 from ..core.script import list_argv
 from ..core.vouch import VOUCHING, min_job_age, vouched
+from ..host import process
+from ..host.binaries import find_scontrol, find_squeue
 from ..ledger.base import STDERR_CAP, LedgerStore
-from ..lookups.background import Background
 from ..lookups.sight import trusted
 from ..lookups.squeue import MAX_LISTED, SQUEUE_TIMEOUT, SqueueLookup
-from . import process as runner
-from .binaries import find_scontrol, find_squeue
+from .background import Background
 from .calls import execute, new_nonce, run_list_call, run_open_list, unstarted
 from .deadlines import check_deadline
 from .tracked import (
@@ -130,7 +130,7 @@ def run_linked(
     time left when it starts; an id whose chunk comes after the deadline is ``expired`` with no
     process started and nothing written (``calls.unstarted``).  Every intent records ``link``'s
     key and, per job, the operation it retries (docs/contract.md §12).  ``looked_up``: the
-    array check's lookup already started (``lookups.background.Background``: ``tracker.look_up`` of these
+    array check's lookup already started (``run.background.Background``: ``tracker.look_up`` of these
     ids, in this order, for this op and deadline); called for its answer before any intent.
 
     Raises before anything ran: ``InvalidInput`` (a bad id or timeout), ``WholeArray``,
@@ -421,7 +421,7 @@ class _MinJobAge:
         def work() -> None:
             left = min(PING_TIMEOUT, max(self._deadline - self._tracker.clock(), 0.0))
             if left > 0:
-                done = runner.run_argv((scontrol, "show", "config"), timeout=left)
+                done = process.run_argv((scontrol, "show", "config"), timeout=left)
                 if done.returncode == 0 and not done.pipes_held:
                     self._value = min_job_age(done.stdout)
 
@@ -502,7 +502,7 @@ def controller_up(scontrol: str, timeout: float) -> bool:
     """Whether `scontrol ping` says slurmctld is UP (a probe that cannot tell counts as down)."""
     if timeout <= 0:
         return True  # past the deadline: the calls will expire unstarted anyway
-    done = runner.run_argv((scontrol, "ping"), timeout=timeout)
+    done = process.run_argv((scontrol, "ping"), timeout=timeout)
     return done.returncode == 0 and not done.pipes_held and b" is UP" in done.stdout
 
 

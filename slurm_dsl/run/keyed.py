@@ -43,11 +43,11 @@ from ..core.jobinfo import JobInfo
 from ..core.keys import Decision, Earlier, Step, check_key, decide
 from ..core.model import Op, Outcome, Result
 from ..core.settle import DEFAULT_SETTLE_DELAY, Verdict, check_settle_delay
+from ..host.binaries import find_scontrol, find_squeue
 from ..ledger.base import HistoryEntry, LedgerStore
 from ..lookups.sight import trusted
 from ..lookups.squeue import MAX_LISTED, SQUEUE_TIMEOUT, SqueueLookup
 from . import settling
-from .binaries import find_scontrol, find_squeue
 from .calls import unstarted
 from .deadlines import check_deadline
 from .driver import Event, Events, Ran, Stopped, drive_linked

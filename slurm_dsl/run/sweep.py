@@ -54,13 +54,13 @@ from ..core.jobinfo import JobInfo, Lookup, LookupFailed
 from ..core.ledger_rules import SWEEP_TAG
 from ..core.model import Op, Outcome, RequeueBit, Result
 from ..core.settle import DEFAULT_SETTLE_DELAY, Pending, check_settle_delay
+from ..host.binaries import find_scontrol
 from ..ledger.base import LedgerError, LedgerStore
 from ..ledger.sqlite import SweepLock as SweepLock  # re-exported: the SQLite ledger's lock
 from ..lookups.saves import LastSave, last_save
 from ..lookups.sight import trusted
 from ..lookups.squeue import SqueueLookup
 from . import settling
-from .binaries import find_scontrol
 from .tracked import Tracker, lease_owner
 
 log = logging.getLogger("slurm_dsl")

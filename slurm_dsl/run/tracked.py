@@ -51,12 +51,12 @@ from ..core.keys import Decision, Earlier, Step, check_key, decide, took_effect
 from ..core.model import CallOutcome, Op, Outcome, RequeueBit, Result
 from ..core.script import KILL_GRACE
 from ..core.settle import Verdict
+from ..host.binaries import find_scontrol, find_squeue
 from ..ledger import base as ledger_module
 from ..ledger.base import LedgerError, LedgerStore
 from ..ledger.choose import open_ledger
 from ..lookups.squeue import MAX_LISTED, SqueueLookup
 from ..lookups.squeue import SQUEUE_TIMEOUT as LOOKUP_TIMEOUT
-from .binaries import find_scontrol, find_squeue
 from .calls import GUARD_MARGIN, execute, new_nonce
 from .config import Configuration, configure
 from .deadlines import Clock, check_deadline
@@ -74,7 +74,7 @@ def lease_ttl(left: float, slack: float = LEASE_SLACK) -> float:
     """The ttl of a lease taken ``left`` seconds before the deadline of the runs it covers.
 
     The rule: a lease never lapses while a call of it may still run.  Every process of a run
-    started before the deadline is gone by its backstop (``runner.backstop``: at most the deadline
+    started before the deadline is gone by its backstop (``host.process.backstop``: at most the deadline
     + KILL_GRACE + GUARD_MARGIN, even if this process is frozen, and at once if it dies), so the
     lease lasts that long, and ``slack`` more for the ledger writes around the run."""
     return max(left, 0.0) + KILL_GRACE + GUARD_MARGIN + slack

@@ -15,9 +15,9 @@ import pytest
 from slurm_dsl import Op, Reason, RequeueBit, Result
 from slurm_dsl.admin.cli import main
 from slurm_dsl.ledger.choose import open_ledger
-from slurm_dsl.lookups.background import Background
 from slurm_dsl.lookups.squeue import MAX_LISTED
 from slurm_dsl.run import bulk
+from slurm_dsl.run.background import Background
 from slurm_dsl.run.bulk import chunk_limit, run_many
 from slurm_dsl.run.tracked import Tracker
 from tests.cli_run import cli

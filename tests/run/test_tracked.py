@@ -19,10 +19,10 @@ import slurm_dsl
 from slurm_dsl import Op, RequeueBit, Result
 from slurm_dsl.admin.cli import main
 from slurm_dsl.core.script import KILL_GRACE
+from slurm_dsl.host.process import backstop
 from slurm_dsl.ledger.choose import open_ledger
 from slurm_dsl.ledger.sqlite import SqliteLedger
 from slurm_dsl.run.deadlines import MAX_TIMEOUT
-from slurm_dsl.run.process import backstop
 from slurm_dsl.run.tracked import Tracker, WholeArray, lease_ttl
 from tests.fakes import calls_made, descendants, refuse, write_fake, write_fake_squeue
 from tests.ground import ALREADY_FINISHED, INVALID_JOB_ID, UNEXPECTED
