@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import ast
 from pathlib import Path
-from typing import Dict, List, Set
+from typing import Dict, List, Optional, Set
 
 import pytest
 
@@ -63,14 +63,12 @@ def is_package(name: str) -> bool:
     return source(name).name == "__init__.py"
 
 
-def imports(name: str) -> Set[str]:
-    """Every module ``name`` imports at run time, top level or not (``importlib.import_module``
-    of a literal name too): the package's own by their name under ``slurm_dsl`` prefixed with
-    ``slurm_dsl.``, others by their top-level name.  ``if TYPE_CHECKING:`` blocks are skipped."""
-    tree = ast.parse(source(name).read_text())
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
-            node.body = []
+def imports(name: str, text: Optional[str] = None) -> Set[str]:
+    """Every module ``name`` imports, top level or not (``importlib.import_module`` of a literal
+    name too), type-only imports under ``if TYPE_CHECKING:`` included: the package's own by their
+    name under ``slurm_dsl`` prefixed with ``slurm_dsl.``, others by their top-level name.  ``text``:
+    read it in place of the module's source."""
+    tree = ast.parse(source(name).read_text() if text is None else text)
     here = name.split(".") if name else []
     package = here if is_package(name) else here[:-1]
     known = set(module_names())
@@ -215,3 +213,12 @@ def test_every_module_is_on_the_map() -> None:
         where = wing or "the top level"
         assert present - named.get(wing, set()) == set(), f"docs/wings.md does not name these in {where}"
         assert named.get(wing, set()) - present - {"__init__.py"} == set(), f"docs/wings.md names modules {wing} lacks"
+
+
+
+def test_a_type_only_import_counts() -> None:
+    """An import under ``if TYPE_CHECKING:`` is a dependency like any other: a circle closed by one
+    is still a circle for whoever reads the code, and a wing that names a higher one's types
+    depends on it."""
+    text = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..run.calls import execute\n"
+    assert imports("core.model", text) == {"typing", "slurm_dsl.run.calls"}

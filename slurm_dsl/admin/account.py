@@ -33,7 +33,7 @@ import os
 import stat
 from typing import List, NamedTuple, Optional, Sequence, Tuple
 
-from ..core.errors import DSLError
+from ..core.model import DSLError
 from ..ledger.choose import is_url, sqlite_path
 from ..lookups.sight import parse_config, slurm_user
 

@@ -25,9 +25,8 @@ import sys
 import time
 from typing import IO, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Type
 
-from ..core.errors import DSLError, InvalidInput, LedgerError, SweepBusy, UsageError, describe
 from ..core.ledger_rules import prune_before
-from ..core.model import Op, Outcome, Result
+from ..core.model import DSLError, InvalidInput, LedgerError, Op, Outcome, Result, SweepBusy, UsageError, describe
 from ..core.reader import read_outcome
 from ..core.script import render
 from ..core.shown import shown

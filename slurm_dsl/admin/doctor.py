@@ -31,9 +31,8 @@ import stat
 from dataclasses import dataclass
 from typing import Dict, List, Mapping, Optional
 
-from ..core.errors import ConfigError, DSLError
 from ..core.jobid import MAX_JOB_ID
-from ..core.jobinfo import LookupFailed
+from ..core.model import ConfigError, DSLError, LookupFailed
 from ..core.script import PROBE_STATUS, PROBE_STDERR, render_probe
 from ..host import process
 from ..host.binaries import find_scontrol, find_squeue

@@ -14,8 +14,7 @@ import dataclasses
 from typing import Any, Dict, List, Optional, Sequence
 
 from ..core import ledger_rules as rules
-from ..core.errors import InvalidInput, UsageError
-from ..core.model import RequeueBit
+from ..core.model import InvalidInput, RequeueBit, UsageError
 from ..ledger.base import (
     HistoryEntry,
     ImportResult,

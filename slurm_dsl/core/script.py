@@ -78,9 +78,8 @@ import math
 import re
 from typing import List, Optional, Sequence, Set, Tuple, Union
 
-from .errors import InvalidInput
 from .jobid import validate_job_id
-from .model import Op
+from .model import InvalidInput, Op
 from .plain import plain_float, plain_str
 
 KILL_GRACE = 1  # seconds between the runner's TERM at the deadline and its KILL

@@ -26,12 +26,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, ContextManager, Dict, List, Mapping, Optional, Protocol, Sequence, Tuple
 
-from ..core.errors import LedgerError as LedgerError  # re-exported: where it has always been imported from
+from ..core.model import LedgerError as LedgerError  # re-exported: where it has always been imported from
 from ..core.model import Op, Outcome, RequeueBit
 
 if TYPE_CHECKING:
     from ..core.jobinfo import JobInfo
-    from ..core.settle import Pending, Recorded, Verdict
+    from ..core.model import Verdict
+    from ..core.settle import Pending, Recorded
 
 DEFAULT_PATH = "/var/lib/slurm-dsl/ledger.sqlite3"
 BUSY_TIMEOUT = 5.0  # seconds a writer waits for another one before LedgerError

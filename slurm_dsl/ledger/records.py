@@ -13,8 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, Mapping, Optional, Tuple
 
 from ..core.jobinfo import JobInfo
-from ..core.model import Op, Reason, RequeueBit, Result
-from ..core.settle import Verdict
+from ..core.model import Op, Reason, RequeueBit, Result, Verdict
 
 
 @dataclass(frozen=True)

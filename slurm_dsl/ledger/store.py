@@ -55,7 +55,8 @@ from .base import LedgerError
 
 if TYPE_CHECKING:
     from ..core.jobinfo import JobInfo
-    from ..core.settle import Pending, Recorded, Verdict
+    from ..core.model import Verdict
+    from ..core.settle import Pending, Recorded
     from .records import HistoryEntry, ImportResult, JobObject, PruneResult, SweepRecord, Unfinished
 
 # The records (``ledger.records``) are imported by the reads and reports that build them: an

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import logging
 
-from ..core.errors import ConfigError
 from ..core.jobinfo import LOOKUP_KINDS as LOOKUP_KINDS  # re-exported: where it has always been imported from
-from ..core.jobinfo import Lookup, LookupFailed
+from ..core.jobinfo import Lookup
+from ..core.model import ConfigError, LookupFailed
 from ..host.binaries import DEFAULT_SQUEUE
 from .pyslurm import find_pyslurm_lookup
 from .squeue import SQUEUE_TIMEOUT, SqueueLookup, slurm_version

@@ -59,9 +59,9 @@ import time
 from dataclasses import replace
 from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
 
-from ..core.errors import InvalidInput
-from ..core.jobid import MAX_JOB_ID, validate_job_id
-from ..core.jobinfo import JobInfo, LookupFailed, canonical_ids
+from ..core.jobid import MAX_JOB_ID, canonical_ids, validate_job_id
+from ..core.jobinfo import JobInfo
+from ..core.model import InvalidInput, LookupFailed
 from ..host import process
 from ..host.binaries import DEFAULT_SQUEUE
 from . import plan

@@ -48,10 +48,22 @@ from dataclasses import replace
 from typing import AbstractSet, Callable, Dict, Iterator, List, Optional, Sequence, Union, cast
 
 from ..core.bulk_reader import ListCall, combine_bulk, plan_chunks, requeue_next_calls
-from ..core.errors import InvalidInput, LedgerError, LookupFailed, NotRecorded, describe
 from ..core.jobid import validate_job_id
 from ..core.jobinfo import JobInfo
-from ..core.model import Call, CallOutcome, Op, Outcome, Reason, RequeueBit, Result
+from ..core.model import (
+    Call,
+    CallOutcome,
+    InvalidInput,
+    LedgerError,
+    LookupFailed,
+    NotRecorded,
+    Op,
+    Outcome,
+    Reason,
+    RequeueBit,
+    Result,
+    describe,
+)
 from ..core.script import list_argv
 from ..core.vouch import VOUCHING, min_job_age, vouched
 from ..host import process

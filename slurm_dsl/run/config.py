@@ -37,8 +37,8 @@ import re
 import stat
 from typing import Callable, Dict, List, Mapping, Optional, Tuple
 
-from ..core.errors import ConfigError
 from ..core.jobinfo import LOOKUP_KINDS
+from ..core.model import ConfigError
 from ..core.numbers import seconds
 from ..core.plain import not_empty
 from ..core.settle import DEFAULT_SETTLE_DELAY, MIN_SETTLE_DELAY

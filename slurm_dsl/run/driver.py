@@ -21,9 +21,8 @@ import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Generator, List, Optional, Sequence, Tuple, Union, cast
 
-from ..core.errors import InvalidInput, LedgerError, NotRecorded
 from ..core.jobid import validate_job_id
-from ..core.model import Op, Outcome
+from ..core.model import InvalidInput, LedgerError, NotRecorded, Op, Outcome
 from ..core.script import KILL_GRACE
 from ..host import process
 from ..ledger import base as ledger_module

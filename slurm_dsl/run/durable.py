@@ -25,12 +25,10 @@ from dataclasses import replace
 from typing import Dict, List, Optional, Sequence
 
 from ..core.durable import began_after
-from ..core.errors import LookupFailed
 from ..core.jobinfo import JobInfo
 from ..core.keys import took_effect
-from ..core.model import Op, Outcome, RequeueBit, Result
+from ..core.model import LookupFailed, Op, Outcome, RequeueBit, Result, Verdict
 from ..core.script import list_argv
-from ..core.settle import Verdict
 from ..host import process
 from ..host.binaries import find_scontrol, find_squeue
 from ..lookups.saves import last_save

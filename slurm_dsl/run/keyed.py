@@ -37,12 +37,11 @@ import time
 from dataclasses import replace
 from typing import Dict, Iterator, List, Optional, Sequence, Set, Tuple, Union
 
-from ..core.errors import DSLError, InvalidInput, LedgerError, LookupFailed
 from ..core.jobid import validate_job_id
 from ..core.jobinfo import JobInfo
 from ..core.keys import Decision, Earlier, Step, check_key, decide
-from ..core.model import Op, Outcome, Result
-from ..core.settle import DEFAULT_SETTLE_DELAY, Verdict, check_settle_delay
+from ..core.model import DSLError, InvalidInput, LedgerError, LookupFailed, Op, Outcome, Result, Verdict
+from ..core.settle import DEFAULT_SETTLE_DELAY, check_settle_delay
 from ..host.binaries import find_scontrol, find_squeue
 from ..ledger.base import HistoryEntry, LedgerStore
 from ..lookups.sight import trusted

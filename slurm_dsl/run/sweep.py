@@ -48,11 +48,10 @@ from typing import Callable, Dict, List, Optional, ParamSpec, Tuple, TypeVar
 
 from ..core.combine import found_finished
 from ..core.durable import began_after
-from ..core.errors import InvalidInput
-from ..core.errors import SweepBusy as SweepBusy  # re-exported: where it has always been imported from
-from ..core.jobinfo import JobInfo, Lookup, LookupFailed
+from ..core.jobinfo import JobInfo, Lookup
 from ..core.ledger_rules import SWEEP_TAG
-from ..core.model import Op, Outcome, RequeueBit, Result
+from ..core.model import InvalidInput, LookupFailed, Op, Outcome, RequeueBit, Result
+from ..core.model import SweepBusy as SweepBusy  # re-exported: where it has always been imported from
 from ..core.settle import DEFAULT_SETTLE_DELAY, Pending, check_settle_delay
 from ..host.binaries import find_scontrol
 from ..ledger.base import LedgerError, LedgerStore

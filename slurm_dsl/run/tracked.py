@@ -42,15 +42,13 @@ import time
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
 
-from ..core.errors import LookupFailed, describe
-from ..core.errors import NotRecorded as NotRecorded  # re-exported: where it has always been imported from
-from ..core.errors import WholeArray as WholeArray  # re-exported
 from ..core.jobid import validate_job_id
 from ..core.jobinfo import JobInfo
 from ..core.keys import Decision, Earlier, Step, check_key, decide, took_effect
-from ..core.model import CallOutcome, Op, Outcome, RequeueBit, Result
+from ..core.model import CallOutcome, LookupFailed, Op, Outcome, RequeueBit, Result, Verdict, describe
+from ..core.model import NotRecorded as NotRecorded  # re-exported: where it has always been imported from
+from ..core.model import WholeArray as WholeArray  # re-exported
 from ..core.script import KILL_GRACE
-from ..core.settle import Verdict
 from ..host.binaries import find_scontrol, find_squeue
 from ..ledger import base as ledger_module
 from ..ledger.base import LedgerError, LedgerStore

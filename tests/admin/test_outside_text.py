@@ -22,8 +22,7 @@ from hypothesis import strategies as st
 
 from slurm_dsl.admin import render
 from slurm_dsl.admin import view as admin_view
-from slurm_dsl.core.errors import LookupFailed
-from slurm_dsl.core.model import Call, CallOutcome, Op, Outcome, Reason, RequeueBit, Result
+from slurm_dsl.core.model import Call, CallOutcome, LookupFailed, Op, Outcome, Reason, RequeueBit, Result
 from slurm_dsl.core.shown import SHOWN_CAP, shown
 from slurm_dsl.ledger.choose import open_ledger
 from tests.cli_run import cli_process

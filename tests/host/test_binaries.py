@@ -9,7 +9,7 @@ from typing import Callable, List
 
 import pytest
 
-from slurm_dsl.core.errors import InvalidInput
+from slurm_dsl.core.model import InvalidInput
 from slurm_dsl.host import binaries
 from slurm_dsl.host.binaries import DEFAULT_SCONTROL, find_scontrol, find_squeue
 from slurm_dsl.run.config import configure

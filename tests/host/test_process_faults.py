@@ -18,8 +18,7 @@ import pytest
 
 from slurm_dsl import Op, Reason, RequeueBit, Result, execute, read_outcome, render
 from slurm_dsl.admin.doctor import run_checks
-from slurm_dsl.core.jobinfo import LookupFailed
-from slurm_dsl.core.model import Call, CallOutcome, Outcome
+from slurm_dsl.core.model import Call, CallOutcome, LookupFailed, Outcome
 from slurm_dsl.core.script import KILL_GRACE
 from slurm_dsl.host import process
 from slurm_dsl.host.process import run_argv, run_script

@@ -24,10 +24,8 @@ import pytest
 import slurm_dsl.admin.view as admin_view
 import slurm_dsl.ledger.sqlite as sqlite_module
 from slurm_dsl.core import ledger_rules as rules
-from slurm_dsl.core.errors import UsageError
 from slurm_dsl.core.jobinfo import JobInfo
-from slurm_dsl.core.model import Call, CallOutcome, Op, Outcome, Reason, RequeueBit, Result
-from slurm_dsl.core.settle import Verdict
+from slurm_dsl.core.model import Call, CallOutcome, Op, Outcome, Reason, RequeueBit, Result, UsageError, Verdict
 from slurm_dsl.ledger.base import HistoryEntry, ImportResult, JobObject, LedgerError, LedgerStore
 from slurm_dsl.ledger.choose import open_ledger
 from tests.cli_run import cli

@@ -24,10 +24,19 @@ from hypothesis import strategies as st
 
 import slurm_dsl.ledger.sqlite as sqlite_module
 from slurm_dsl.core import ledger_rules as rules
-from slurm_dsl.core.errors import InvalidInput, LedgerError
 from slurm_dsl.core.jobinfo import JobInfo
-from slurm_dsl.core.model import Call, CallOutcome, Op, Outcome, Reason, RequeueBit, Result
-from slurm_dsl.core.settle import Verdict
+from slurm_dsl.core.model import (
+    Call,
+    CallOutcome,
+    InvalidInput,
+    LedgerError,
+    Op,
+    Outcome,
+    Reason,
+    RequeueBit,
+    Result,
+    Verdict,
+)
 from slurm_dsl.ledger.base import HistoryEntry, LedgerStore, Settlement
 from slurm_dsl.ledger.choose import open_ledger
 from tests.examples import examples

@@ -14,8 +14,7 @@ import pytest
 from slurm_dsl.admin import render
 from slurm_dsl.admin import view as admin_view
 from slurm_dsl.admin.cli import main
-from slurm_dsl.core.errors import LedgerError, NotRecorded
-from slurm_dsl.core.model import Op, RequeueBit, Result
+from slurm_dsl.core.model import LedgerError, NotRecorded, Op, RequeueBit, Result
 from slurm_dsl.ledger.base import Unfinished, iso_utc
 from slurm_dsl.ledger.choose import open_ledger
 from slurm_dsl.run.tracked import Tracker

@@ -15,7 +15,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from slurm_dsl.core.jobinfo import JobInfo, LookupFailed
+from slurm_dsl.core.jobinfo import JobInfo
+from slurm_dsl.core.model import LookupFailed
 from slurm_dsl.host.process import Completed
 from slurm_dsl.lookups import plan
 from slurm_dsl.lookups.plan import Costs

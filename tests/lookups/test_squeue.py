@@ -16,7 +16,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from slurm_dsl.core.jobinfo import JobInfo, LookupFailed
+from slurm_dsl.core.jobinfo import JobInfo
+from slurm_dsl.core.model import LookupFailed
 from slurm_dsl.host.process import Completed
 from slurm_dsl.lookups import choose as lookup_choice
 from slurm_dsl.lookups import squeue as squeue_lookup

@@ -161,7 +161,7 @@ def test_cli_refuses_bad_stdin_before_anything_runs(tmp_path: Path, fakes: Path,
 def test_a_ledger_failure_after_a_chunk_ran_prints_it_and_starts_no_other(
     tmp_path: Path, fakes: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from slurm_dsl.core.errors import LedgerError
+    from slurm_dsl.core.model import LedgerError
     from slurm_dsl.ledger.sqlite import SqliteLedger
 
     def full_disk(self: SqliteLedger, *args: object, **kwargs: object) -> List[RequeueBit]:

@@ -10,8 +10,7 @@ from typing import List
 
 import pytest
 
-from slurm_dsl.core.errors import InvalidInput
-from slurm_dsl.core.model import Op, Result
+from slurm_dsl.core.model import InvalidInput, Op, Result
 from slurm_dsl.ledger.base import HistoryEntry
 from slurm_dsl.ledger.choose import open_ledger
 from slurm_dsl.run.driver import Ran, drive_linked
