@@ -54,7 +54,7 @@ from .model import Call, CallOutcome, InvalidInput, Op, Outcome, Reason
 from .plain import described, plain_bytes
 from .reader import nonce_bytes, read_call, read_op, read_outcome, split_status_lines, unknown
 from .refusals import ALLOWED, BLANK, INVALID_JOB_ID, squeezed
-from .script import MAX_ARG_BYTES as MAX_ARG_BYTES  # re-exported: one argument's limit, defined once there
+from .script import MAX_ARG_BYTES
 from .statuses import FIXED_OUTCOME, StatusClass, classify, parse_status
 
 JobId = Union[str, int]

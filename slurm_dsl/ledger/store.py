@@ -49,9 +49,8 @@ from typing import (
 )
 
 from ..core.jobid import validate_job_id
-from ..core.model import Op, Outcome, RequeueBit
+from ..core.model import LedgerError, Op, Outcome, RequeueBit
 from . import rows as ledger_rows
-from .base import LedgerError
 
 if TYPE_CHECKING:
     from ..core.jobinfo import JobInfo

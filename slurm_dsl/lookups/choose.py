@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import logging
 
-from ..core.jobinfo import LOOKUP_KINDS as LOOKUP_KINDS  # re-exported: where it has always been imported from
-from ..core.jobinfo import Lookup
+from ..core.jobinfo import LOOKUP_KINDS, Lookup
 from ..core.model import ConfigError, LookupFailed
 from ..host.binaries import DEFAULT_SQUEUE
 from .pyslurm import find_pyslurm_lookup

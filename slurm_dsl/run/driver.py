@@ -25,7 +25,7 @@ from ..core.jobid import validate_job_id
 from ..core.model import InvalidInput, LedgerError, NotRecorded, Op, Outcome
 from ..core.script import KILL_GRACE
 from ..host import process
-from ..ledger import base as ledger_module
+from ..ledger import base
 from .background import Background
 from .calls import unstarted
 from .deadlines import check_deadline
@@ -84,7 +84,7 @@ def overrun_seconds(busy_timeout: Optional[float] = None) -> float:
     """
     from .bulk import LOOKUP_FLOOR
 
-    busy = ledger_module.BUSY_TIMEOUT if busy_timeout is None else busy_timeout
+    busy = base.BUSY_TIMEOUT if busy_timeout is None else busy_timeout
     stop_call = KILL_GRACE + 2 * process.DRAIN
     lookup = LOOKUP_FLOOR + KILL_GRACE + 2 * process.DRAIN
     return max(busy, stop_call + lookup) + 2 * busy + OWN_WORK

@@ -43,7 +43,8 @@ from ..core.keys import Decision, Earlier, Step, check_key, decide
 from ..core.model import DSLError, InvalidInput, LedgerError, LookupFailed, Op, Outcome, Result, Verdict
 from ..core.settle import DEFAULT_SETTLE_DELAY, check_settle_delay
 from ..host.binaries import find_scontrol, find_squeue
-from ..ledger.base import HistoryEntry, LedgerStore
+from ..ledger.base import LedgerStore
+from ..ledger.records import HistoryEntry
 from ..lookups.sight import trusted
 from ..lookups.squeue import MAX_LISTED, SQUEUE_TIMEOUT, SqueueLookup
 from . import settling

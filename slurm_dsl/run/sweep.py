@@ -50,12 +50,10 @@ from ..core.combine import found_finished
 from ..core.durable import began_after
 from ..core.jobinfo import JobInfo, Lookup
 from ..core.ledger_rules import SWEEP_TAG
-from ..core.model import InvalidInput, LookupFailed, Op, Outcome, RequeueBit, Result
-from ..core.model import SweepBusy as SweepBusy  # re-exported: where it has always been imported from
+from ..core.model import InvalidInput, LedgerError, LookupFailed, Op, Outcome, RequeueBit, Result
 from ..core.settle import DEFAULT_SETTLE_DELAY, Pending, check_settle_delay
 from ..host.binaries import find_scontrol
-from ..ledger.base import LedgerError, LedgerStore
-from ..ledger.sqlite import SweepLock as SweepLock  # re-exported: the SQLite ledger's lock
+from ..ledger.base import LedgerStore
 from ..lookups.saves import LastSave, last_save
 from ..lookups.sight import trusted
 from ..lookups.squeue import SqueueLookup

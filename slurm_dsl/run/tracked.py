@@ -45,13 +45,23 @@ from typing import TYPE_CHECKING, Dict, List, Mapping, NamedTuple, Optional, Seq
 from ..core.jobid import validate_job_id
 from ..core.jobinfo import JobInfo
 from ..core.keys import Decision, Earlier, Step, check_key, decide, took_effect
-from ..core.model import CallOutcome, LookupFailed, Op, Outcome, RequeueBit, Result, Verdict, describe
-from ..core.model import NotRecorded as NotRecorded  # re-exported: where it has always been imported from
-from ..core.model import WholeArray as WholeArray  # re-exported
+from ..core.model import (
+    CallOutcome,
+    LedgerError,
+    LookupFailed,
+    NotRecorded,
+    Op,
+    Outcome,
+    RequeueBit,
+    Result,
+    Verdict,
+    WholeArray,
+    describe,
+)
 from ..core.script import KILL_GRACE
 from ..host.binaries import find_scontrol, find_squeue
-from ..ledger import base as ledger_module
-from ..ledger.base import LedgerError, LedgerStore
+from ..ledger import base
+from ..ledger.base import LedgerStore
 from ..ledger.choose import open_ledger
 from ..lookups.squeue import MAX_LISTED, SqueueLookup
 from ..lookups.squeue import SQUEUE_TIMEOUT as LOOKUP_TIMEOUT
@@ -60,7 +70,7 @@ from .config import Configuration, configure
 from .deadlines import Clock, check_deadline
 
 if TYPE_CHECKING:
-    from ..ledger.base import HistoryEntry  # loaded by a keyed run only: one job's hold never needs it
+    from ..ledger.records import HistoryEntry  # loaded by a keyed run only: one job's hold never needs it
 
 log = logging.getLogger("slurm_dsl")
 
@@ -237,7 +247,7 @@ class Tracker:
         """This thread's connection to the ledger (opened on first use)."""
         ledger: Optional[LedgerStore] = getattr(self._local, "ledger", None)
         if ledger is None:
-            busy = ledger_module.BUSY_TIMEOUT if self.busy_timeout is None else self.busy_timeout
+            busy = base.BUSY_TIMEOUT if self.busy_timeout is None else self.busy_timeout
             ledger = open_ledger(self.path, busy_timeout=busy)
             self._local.ledger = ledger
             with self._lock:

@@ -116,18 +116,14 @@ def test_every_public_name_is_the_one_from_its_home() -> None:
     assert slurm_dsl.__version__ == "0.1.0"
 
 
-def test_the_ledger_s_records_are_where_they_always_were() -> None:
+def test_the_ledger_s_records_have_one_home() -> None:
+    """The records a ledger's reads return are imported from ``ledger.records`` only: the interface
+    (``ledger.base``) names them for its types and holds none of them."""
     from slurm_dsl.ledger import base, records
 
     for name in ("JobObject", "CallRecord", "HistoryEntry", "SweepRecord", "PruneResult", "Unfinished",
                  "ImportResult", "iso_utc"):
-        assert getattr(base, name) is getattr(records, name)
-    try:
-        base.NoSuchRecord  # noqa: B018
-    except AttributeError as exc:
-        assert "NoSuchRecord" in str(exc)
-    else:
-        raise AssertionError("no AttributeError")
+        assert hasattr(records, name) and not hasattr(base, name), name
 
 
 def test_an_unknown_name_is_an_attribute_error() -> None:

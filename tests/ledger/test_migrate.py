@@ -25,9 +25,21 @@ import slurm_dsl.admin.view as admin_view
 import slurm_dsl.ledger.sqlite as sqlite_module
 from slurm_dsl.core import ledger_rules as rules
 from slurm_dsl.core.jobinfo import JobInfo
-from slurm_dsl.core.model import Call, CallOutcome, Op, Outcome, Reason, RequeueBit, Result, UsageError, Verdict
-from slurm_dsl.ledger.base import HistoryEntry, ImportResult, JobObject, LedgerError, LedgerStore
+from slurm_dsl.core.model import (
+    Call,
+    CallOutcome,
+    LedgerError,
+    Op,
+    Outcome,
+    Reason,
+    RequeueBit,
+    Result,
+    UsageError,
+    Verdict,
+)
+from slurm_dsl.ledger.base import LedgerStore
 from slurm_dsl.ledger.choose import open_ledger
+from slurm_dsl.ledger.records import HistoryEntry, ImportResult, JobObject
 from tests.cli_run import cli
 from tests.ledger_backends import Raw, is_mariadb, shown, store_class
 

@@ -37,8 +37,9 @@ from slurm_dsl.core.model import (
     Result,
     Verdict,
 )
-from slurm_dsl.ledger.base import HistoryEntry, LedgerStore, Settlement
+from slurm_dsl.ledger.base import LedgerStore
 from slurm_dsl.ledger.choose import open_ledger
+from slurm_dsl.ledger.records import HistoryEntry, Settlement
 from tests.examples import examples
 from tests.ledger_backends import RAW_ERRORS, Raw, is_mariadb
 

@@ -15,8 +15,8 @@ from slurm_dsl.admin import render
 from slurm_dsl.admin import view as admin_view
 from slurm_dsl.admin.cli import main
 from slurm_dsl.core.model import LedgerError, NotRecorded, Op, RequeueBit, Result
-from slurm_dsl.ledger.base import Unfinished, iso_utc
 from slurm_dsl.ledger.choose import open_ledger
+from slurm_dsl.ledger.records import Unfinished, iso_utc
 from slurm_dsl.run.tracked import Tracker
 from tests.fakes import write_fake
 from tests.ledger_backends import store_class
