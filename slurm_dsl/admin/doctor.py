@@ -15,7 +15,7 @@ on, doctor cannot tell).  ``caller_check`` is pure (``show config`` is read by
 
 The ledger's checks depend on its backend.  An SQLite file is opened (created and migrated if
 need be) and its mode looked at.  A MariaDB URL is looked at without writing anything
-(``mariadb_ledger.probe``): the option file (``ledger-cnf``: a regular file of this uid or
+(``ledger.mariadb.probe``): the option file (``ledger-cnf``: a regular file of this uid or
 root, readable by nobody else), the server (``ledger-db``: reachable within the connect and
 read timeouts, its version), its clock against this host's (``ledger-time``: leases and
 back-offs use the server's, so an offset is no fault, but an admin wants to see it), and the
@@ -45,7 +45,7 @@ OK, WARN, FAIL = "ok", "warn", "fail"
 CHECK_TIMEOUT = 20.0  # seconds each check may take
 PROBE_DEADLINE = 0.5  # seconds: the wrapper probe's call 1 is long done by then, its call 2 still asleep
 CLOCK_WARN = 60.0  # seconds between this host's clock and a MariaDB ledger server's worth a warning
-DB_BUSY_TIMEOUT = 1.0  # the probe's lock wait, so its read timeout is this + mariadb_ledger.READ_SLACK
+DB_BUSY_TIMEOUT = 1.0  # the probe's lock wait, so its read timeout is this + ledger.mariadb.READ_SLACK
 
 
 @dataclass(frozen=True)

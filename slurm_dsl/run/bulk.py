@@ -18,16 +18,16 @@ Strategy, for one operation on many ids:
    lookup of step 1 less than ``ANSWER_FRESH`` ago (a chunk is not started against a
    controller that is down: its ids are ``not_run``, reason ``controller_down``,
    instead of ~(MessageTimeout-1) s each); the list calls, each a framed script of its
-   own (``ops.run_list_call``), read per id (``bulk_reader.read_list_call``; for ``open``,
+   own (``calls.run_list_call``), read per id (``bulk_reader.read_list_call``; for ``open``,
    never wrapped, one direct ``scontrol release <list>`` under the runner's guard at the
-   deadline, ``ops.run_open_list``); per id the
+   deadline, ``calls.run_open_list``); per id the
    same combination as a single operation (``combine``); one lookup of the ids read as
    ok (``corroborate``: a never-existed id can get SUCCESS, docs/slurm-bulk.md §3.4; for a
    requeue, of the ids whose call 2 succeeded, while call 3 runs);
    the results and the leases back (one transaction).
 4. Requeue runs the flow of docs/contract.md §2 per id: call 1 on every id, call 2 on the
    ids whose call 1 succeeded, call 3 on every id whose call 1 was not certainly unstarted.
-5. One id is a single op: a chunk left with one id runs the op's own script (``ops.execute``)
+5. One id is a single op: a chunk left with one id runs the op's own script (``calls.execute``)
    under the nonce of its intent, read by the single reader, not corroborated.
 6. Text a list call prints that no id owns (``ListCall.unowned``) is the call's, once: one
    diagnostic, its head in the ledger record of the call's first id, a short note on each id

@@ -3,7 +3,7 @@
 Contract: ``Tracker.run`` takes the job's lease (waiting for it until the
 deadline; a job still leased then is ``expired``: nothing ran), commits the
 operation's start (for a requeue: the object becomes ``may_be_set``) *before*
-the script starts, runs it with ``ops.execute``, and records the outcome, which
+the script starts, runs it with ``calls.execute``, and records the outcome, which
 sets the object's bit to what docs/contract.md §7 says (``combine.next_bit``).  A crash
 anywhere in between leaves ``may_be_set`` and a lease that lapses, so the
 sweeper finds the job.  The lease outlasts the script's deadline and the runner's KILL after it.  Once the
@@ -214,7 +214,7 @@ class Tracker:
     ``slurm-dsl`` command and sweep on the host uses.  A bad config file is ``ConfigFileError``,
     an empty argument ``InvalidInput``, before anything is opened.
     ``busy_timeout`` is how long a ledger write waits for another writer before it fails
-    (default: ``ledger.BUSY_TIMEOUT``, read when each connection opens).
+    (default: ``ledger.base.BUSY_TIMEOUT``, read when each connection opens).
     """
 
     def __init__(
