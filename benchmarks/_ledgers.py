@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Dict, Sequence
 
-from slurm_dsl.run.process import Completed, run_argv
+from slurm_dsl.host.process import Completed, run_argv
 
 GONE_BASE = 3_000_000  # ids the lab never reaches: objects for jobs slurmctld no longer knows
 

@@ -20,10 +20,11 @@ from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import Callable, List, Optional, Sequence
 
-from slurm_dsl.lookups.squeue import SQUEUE, SqueueLookup, squeue_format
-from slurm_dsl.run.process import run_argv
+from slurm_dsl.host.binaries import DEFAULT_SQUEUE
+from slurm_dsl.host.process import run_argv
+from slurm_dsl.lookups.squeue import SqueueLookup, squeue_format
 
-SDIAG = os.path.join(os.path.dirname(SQUEUE), "sdiag")
+SDIAG = os.path.join(os.path.dirname(DEFAULT_SQUEUE), "sdiag")
 
 
 def ms(action: Callable[[], object], repeat: int) -> float:
@@ -37,7 +38,7 @@ def ms(action: Callable[[], object], repeat: int) -> float:
 
 
 def squeue(*select: str) -> Callable[[], object]:
-    argv = (SQUEUE, "-h", "-a", "-t", "all", "-r", *select, "-O", squeue_format(os.urandom(16).hex()))
+    argv = (DEFAULT_SQUEUE, "-h", "-a", "-t", "all", "-r", *select, "-O", squeue_format(os.urandom(16).hex()))
     return lambda: run_argv(argv, timeout=60.0, cap=256 << 20)
 
 

@@ -60,7 +60,8 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 from benchmarks.bench_bulk import SYSTEM_PYTHON, installed, timed
 from benchmarks.bench_lookup import SDIAG, squeue
 from benchmarks.bench_sweep import build
-from slurm_dsl.lookups.squeue import JOBINFO_ENV, SQUEUE
+from slurm_dsl.host.binaries import DEFAULT_SQUEUE
+from slurm_dsl.lookups.squeue import JOBINFO_ENV
 from tests import lab
 
 SCONTROL = "/usr/bin/scontrol"
@@ -216,7 +217,7 @@ def held_when_counted(at_least: int, timeout: float = 180.0) -> Tuple[int, float
 
 def records_now() -> int:
     """Every job record slurmctld holds, finished ones kept for MinJobAge included."""
-    return len(check([SQUEUE, "-h", "-a", "-t", "all", "-r", "-o", "%i"], timeout=600).split())
+    return len(check([DEFAULT_SQUEUE, "-h", "-a", "-t", "all", "-r", "-o", "%i"], timeout=600).split())
 
 
 def set_max_job_count(value: Optional[str]) -> None:
@@ -431,7 +432,7 @@ def profile(command: List[str], work: Work, ledger: str, base: str, tmp: Path) -
     bin_dir = tmp / "stamped"
     bin_dir.mkdir(exist_ok=True)
     env = dict(os.environ)
-    env["SLURM_DSL_SQUEUE"] = str(spanned(bin_dir, "squeue", Path(SQUEUE), stamps))
+    env["SLURM_DSL_SQUEUE"] = str(spanned(bin_dir, "squeue", Path(DEFAULT_SQUEUE), stamps))
     env["SLURM_DSL_SCONTROL"] = str(spanned(bin_dir, "scontrol", Path(SCONTROL), stamps))
     if env.get(JOBINFO_ENV):
         env[JOBINFO_ENV] = str(spanned(bin_dir, "slurm-dsl-jobinfo", Path(env[JOBINFO_ENV]), stamps))

@@ -41,8 +41,7 @@ from benchmarks._ledgers import GONE_BASE, Counting
 from benchmarks.bench_bulk import SYSTEM_PYTHON, installed
 from slurm_dsl import Op
 from slurm_dsl.core.jobinfo import JobInfo
-from slurm_dsl.core.model import Outcome, Reason, RequeueBit, Result
-from slurm_dsl.core.settle import Verdict
+from slurm_dsl.core.model import Outcome, Reason, RequeueBit, Result, Verdict
 from slurm_dsl.ledger.choose import open_ledger
 from slurm_dsl.lookups.squeue import SqueueLookup
 from slurm_dsl.run import settling

@@ -23,8 +23,8 @@ import time
 from typing import Callable, Dict, List
 
 from slurm_dsl import Op, Result, execute, render
+from slurm_dsl.host.process import fixed_env, run_argv, run_script
 from slurm_dsl.run.calls import new_nonce
-from slurm_dsl.run.process import fixed_env, run_argv, run_script
 from slurm_dsl.run.tracked import Tracker
 from tests import lab
 

@@ -18,7 +18,10 @@ from typing import TYPE_CHECKING, Dict, List
 
 if TYPE_CHECKING:  # what a type checker sees: every public name, from its home
     from .api import configuration, hold, open_job, release, requeue, restore, run_op, run_ops
-    from .core.errors import (
+    from .core.jobid import validate_job_id
+    from .core.model import (
+        Call,
+        CallOutcome,
         ConfigError,
         DSLError,
         Expired,
@@ -28,18 +31,21 @@ if TYPE_CHECKING:  # what a type checker sees: every public name, from its home
         NotFound,
         NotRecorded,
         NotRun,
+        Op,
+        Outcome,
         OutcomeUnknown,
+        Reason,
         Rejected,
+        RequeueBit,
         RequeueBitSet,
+        Result,
         SweepBusy,
         UsageError,
+        Verdict,
         WholeArray,
     )
-    from .core.jobid import validate_job_id
-    from .core.model import Call, CallOutcome, Op, Outcome, Reason, RequeueBit, Result
     from .core.reader import read_outcome
     from .core.script import render
-    from .core.settle import Verdict
     from .run.calls import execute
     from .run.config import ConfigFileError, Configuration
 
@@ -93,13 +99,13 @@ _HOMES: Dict[str, str] = {
         ("ConfigError", "DSLError", "Expired", "InvalidInput", "LedgerError", "LookupFailed", "NotFound",
          "NotRecorded", "NotRun", "OutcomeUnknown", "Rejected", "RequeueBitSet", "SweepBusy", "UsageError",
          "WholeArray"),
-        "core.errors",
+        "core.model",
     ),
     "validate_job_id": "core.jobid",
     **dict.fromkeys(("Call", "CallOutcome", "Op", "Outcome", "Reason", "RequeueBit", "Result"), "core.model"),
     "read_outcome": "core.reader",
     "render": "core.script",
-    "Verdict": "core.settle",
+    "Verdict": "core.model",
     "execute": "run.calls",
     "ConfigFileError": "run.config",  # the config file's (docs/contract.md §10.2), a ConfigError
     "Configuration": "run.config",  # what ``configuration()`` returns (docs/contract.md §8)

@@ -19,7 +19,7 @@ day), a deadline further away, both of them, or neither with no ``timeout`` in t
 is ``InvalidInput`` (a ``ValueError``) before anything is recorded.
 Except for ``restore``, the id is looked up first (one squeue): an array's
 own JobId reaching other tasks is ``WholeArray``, a lookup that fails ``LookupFailed``;
-either way nothing ran.  Every exception is a ``DSLError`` (see ``errors``).
+either way nothing ran.  Every exception is a ``DSLError`` (see ``core.model``).
 
 With ``key=``, ``settle=`` or ``retry=`` (docs/contract.md §12), an unknown result is settled
 first and the function returns or raises by its effect: ``present`` returns (the Outcome keeps its
@@ -36,9 +36,8 @@ import contextlib
 import time
 from typing import ContextManager, Dict, List, Optional, Sequence, Union
 
-from .core.errors import InvalidInput
 from .core.jobid import validate_job_id
-from .core.model import Op, Outcome
+from .core.model import InvalidInput, Op, Outcome
 from .run.config import Configuration, configure
 from .run.deadlines import resolve_deadline
 from .run.tracked import Tracker

@@ -9,7 +9,8 @@ import stat
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
-from slurm_dsl.core.jobinfo import JobInfo, LookupFailed
+from slurm_dsl.core.jobinfo import JobInfo
+from slurm_dsl.core.model import LookupFailed
 
 # Which call an argv is: the key the fake's plan uses.
 KEYS = {

@@ -19,8 +19,7 @@ from typing import Any, Iterator, List, Optional, Sequence, Set, Tuple, Type
 
 import slurm_dsl.ledger.mariadb as mariadb_module
 import slurm_dsl.ledger.sqlite as sqlite_module
-from slurm_dsl.core.errors import DSLError
-from slurm_dsl.core.model import RequeueBit
+from slurm_dsl.core.model import DSLError, RequeueBit
 from slurm_dsl.ledger.choose import is_url, open_ledger
 
 try:

@@ -33,7 +33,7 @@ import os
 import stat
 from typing import List, NamedTuple, Optional, Sequence, Tuple
 
-from ..core.errors import DSLError
+from ..core.model import DSLError
 from ..ledger.choose import is_url, sqlite_path
 from ..lookups.sight import parse_config, slurm_user
 
@@ -126,9 +126,9 @@ def _service_account(configured: Optional[str], scontrol: Optional[str], config_
         except KeyError:
             raise DSLError(f"service_account = {configured} in {config_file}: no such account; nothing ran") from None
         return uid, f"{configured} (uid {uid}, service_account in {config_file})"
+    from ..host import process
+    from ..host.binaries import find_scontrol
     from ..lookups.squeue import first_line
-    from ..run import process
-    from ..run.binaries import find_scontrol
 
     program = find_scontrol(scontrol)
     done = process.run_argv((program, "show", "config"), timeout=SHOW_CONFIG_TIMEOUT)

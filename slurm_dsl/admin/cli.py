@@ -25,15 +25,14 @@ import sys
 import time
 from typing import IO, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Type
 
-from ..core.errors import DSLError, InvalidInput, LedgerError, SweepBusy, UsageError, describe
 from ..core.ledger_rules import prune_before
-from ..core.model import Op, Outcome, Result
+from ..core.model import DSLError, InvalidInput, LedgerError, Op, Outcome, Result, SweepBusy, UsageError, describe
 from ..core.reader import read_outcome
 from ..core.script import render
 from ..core.shown import shown
+from ..host.binaries import find_scontrol, find_squeue
 from ..ledger.choose import open_ledger
 from ..run import config
-from ..run.binaries import find_scontrol, find_squeue
 from ..run.calls import new_nonce
 from ..run.config import ConfigFileError
 from ..run.driver import Stopped, drive
@@ -259,12 +258,12 @@ EXIT_NO_RECORD = EXIT_CODES[Result.NOT_FOUND]
 
 
 def _cmd_history(args: argparse.Namespace, out: IO[str]) -> int:
-    from . import view as admin_view
+    from . import view
 
     found = False
     with existing_ledger(args.ledger) as ledger:
         for job_id in dict.fromkeys(args.job_ids):
-            records = admin_view.history_json(job_id, ledger.get(job_id), ledger.history(job_id))
+            records = view.history_json(job_id, ledger.get(job_id), ledger.history(job_id))
             found = found or records[0]["kind"] != "no_record"
             out.write(show.history_text(records, args.json))
             out.flush()
@@ -272,22 +271,22 @@ def _cmd_history(args: argparse.Namespace, out: IO[str]) -> int:
 
 
 def _cmd_ledger_status(args: argparse.Namespace, out: IO[str]) -> int:
-    from . import view as admin_view
+    from . import view
 
     with existing_ledger(args.ledger) as ledger:
-        status = admin_view.status_json(ledger, ledger.now())
+        status = view.status_json(ledger, ledger.now())
     out.write(show.status_text(status, args.json))
     return EXIT_OK
 
 
 def _cmd_ledger_prune(args: argparse.Namespace, out: IO[str]) -> int:
-    from . import view as admin_view
+    from . import view
 
     with existing_ledger(args.ledger) as ledger:
         now = ledger.now()
         before = prune_before(now, args.older_than)
         result = ledger.prune(before, now, dry_run=args.dry_run)
-    report = admin_view.prune_json(result, args.older_than, before, args.dry_run)
+    report = view.prune_json(result, args.older_than, before, args.dry_run)
     if result.checkpointed is False:
         log.warning("prune: the WAL checkpoint could not finish (the ledger was busy)")
     out.write(show.prune_text(report, args.json))
@@ -295,7 +294,7 @@ def _cmd_ledger_prune(args: argparse.Namespace, out: IO[str]) -> int:
 
 
 def _cmd_ledger_migrate(args: argparse.Namespace, out: IO[str]) -> int:
-    from . import view as admin_view
+    from . import view
 
     if same_location(args.source, args.target):
         # Not repeated: a URL may hold what must not be shown (opening it refuses that, quietly).
@@ -303,7 +302,7 @@ def _cmd_ledger_migrate(args: argparse.Namespace, out: IO[str]) -> int:
     # The source first, never created nor migrated (a mistyped --from leaves nothing behind), and
     # only then the target, created (an SQLite file) or migrated if need be.
     with open_ledger(args.source, migrate_schema=False) as source, open_ledger(args.target) as target:
-        report = admin_view.migrate(source, target, merge=args.merge)
+        report = view.migrate(source, target, merge=args.merge)
     out.write(show.migrate_text(report, args.json))
     return EXIT_OK
 

@@ -11,11 +11,11 @@ cannot run is a warning, since every lookup then asks squeue instead); ``JobRequ
 the job_submit companion (``scontrol show config``); the ledger; who is asking (``caller``: root
 or slurm.conf's SlurmUser may act on other users' jobs; anyone else cannot, or, with accounting
 on, doctor cannot tell).  ``caller_check`` is pure (``show config`` is read by
-``lookups.sight.parse_config``); the rest runs through ``runner`` and ``ledger``.
+``lookups.sight.parse_config``); the rest runs through ``host.process`` and the ledger.
 
 The ledger's checks depend on its backend.  An SQLite file is opened (created and migrated if
 need be) and its mode looked at.  A MariaDB URL is looked at without writing anything
-(``mariadb_ledger.probe``): the option file (``ledger-cnf``: a regular file of this uid or
+(``ledger.mariadb.probe``): the option file (``ledger-cnf``: a regular file of this uid or
 root, readable by nobody else), the server (``ledger-db``: reachable within the connect and
 read timeouts, its version), its clock against this host's (``ledger-time``: leases and
 back-offs use the server's, so an offset is no fault, but an admin wants to see it), and the
@@ -31,22 +31,21 @@ import stat
 from dataclasses import dataclass
 from typing import Dict, List, Mapping, Optional
 
-from ..core.errors import ConfigError, DSLError
 from ..core.jobid import MAX_JOB_ID
-from ..core.jobinfo import LookupFailed
+from ..core.model import ConfigError, DSLError, LookupFailed
 from ..core.script import PROBE_STATUS, PROBE_STDERR, render_probe
+from ..host import process
+from ..host.binaries import find_scontrol, find_squeue
 from ..ledger.choose import is_url, open_ledger, sqlite_path
 from ..lookups import sight
 from ..lookups.choose import make_lookup
 from ..lookups.squeue import JOBINFO, JOBINFO_ENV, SqueueLookup, find_jobinfo, first_line, slurm_version
-from ..run import process as runner
-from ..run.binaries import find_scontrol, find_squeue
 
 OK, WARN, FAIL = "ok", "warn", "fail"
 CHECK_TIMEOUT = 20.0  # seconds each check may take
 PROBE_DEADLINE = 0.5  # seconds: the wrapper probe's call 1 is long done by then, its call 2 still asleep
 CLOCK_WARN = 60.0  # seconds between this host's clock and a MariaDB ledger server's worth a warning
-DB_BUSY_TIMEOUT = 1.0  # the probe's lock wait, so its read timeout is this + mariadb_ledger.READ_SLACK
+DB_BUSY_TIMEOUT = 1.0  # the probe's lock wait, so its read timeout is this + ledger.mariadb.READ_SLACK
 
 
 @dataclass(frozen=True)
@@ -70,7 +69,7 @@ def run_checks(
     else:
         checks.append(Check("scontrol", FAIL, f"{path} is missing or not executable (--scontrol PATH)"))
     checks.append(_wrapper_check())
-    ping = runner.run_argv((path, "ping"), timeout=CHECK_TIMEOUT)
+    ping = process.run_argv((path, "ping"), timeout=CHECK_TIMEOUT)
     up = ping.returncode == 0 and b" is UP" in ping.stdout and not ping.pipes_held
     text = (ping.stdout or ping.stderr).decode("utf-8", "replace").strip().splitlines()
     said = text[0] if text else f"scontrol ping exited {ping.returncode}"
@@ -163,7 +162,7 @@ def jobinfo_check(environ: Optional[Mapping[str, str]] = None) -> Check:
         why = f"${JOBINFO_ENV} is empty" if environ.get(JOBINFO_ENV) == "" else f"not installed at {JOBINFO}"
         return Check("jobinfo", OK, f"none ({why}): lookups of a few jobs among many ask squeue, a process per job"
                      " (contrib/README.md says how to build slurm-dsl-jobinfo)")
-    done = runner.run_argv((helper, os.urandom(16).hex(), str(MAX_JOB_ID)), timeout=CHECK_TIMEOUT)
+    done = process.run_argv((helper, os.urandom(16).hex(), str(MAX_JOB_ID)), timeout=CHECK_TIMEOUT)
     said = first_line(done.stderr) or "no message"
     if done.timed_out:
         return Check("jobinfo", WARN, f"{helper} did not answer within {CHECK_TIMEOUT:g} s")
@@ -179,7 +178,7 @@ def jobinfo_check(environ: Optional[Mapping[str, str]] = None) -> Check:
 def _wrapper_check() -> Check:
     """Run the wrapper's own ``call`` on a probe (``script.render_probe``) to a short deadline:
     a call's own status, 124 for the one the runner's TERM cuts short, 75 for the next."""
-    probe = runner.run_script(render_probe(), timeout=PROBE_DEADLINE)
+    probe = process.run_script(render_probe(), timeout=PROBE_DEADLINE)
     if (probe.stderr, probe.returncode, probe.timed_out, probe.pipes_held) == (PROBE_STDERR, PROBE_STATUS, True, False):
         return Check("wrapper", OK, "/bin/sh traps the deadline's TERM: calls 1 3, 2 124 (stopped), 3 75 (not started)")
     got = probe.stderr.replace(b"\x1e", b"<RS>").decode("utf-8", "replace").strip().replace("\n", " | ")
@@ -189,7 +188,7 @@ def _wrapper_check() -> Check:
 
 def _show_config(scontrol: str) -> Optional[Dict[str, str]]:
     """``scontrol show config`` read (``sight.parse_config``), or None if it failed."""
-    done = runner.run_argv((scontrol, "show", "config"), timeout=CHECK_TIMEOUT)
+    done = process.run_argv((scontrol, "show", "config"), timeout=CHECK_TIMEOUT)
     if done.returncode != 0 or done.pipes_held:
         return None
     return sight.parse_config(done.stdout.decode("utf-8", "replace"))

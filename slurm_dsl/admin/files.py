@@ -11,7 +11,7 @@ import os
 import stat
 from typing import List, Optional
 
-from ..core.errors import DSLError, LedgerError
+from ..core.model import DSLError, LedgerError
 from ..ledger.base import LedgerStore
 from ..ledger.choose import is_url, open_ledger, sqlite_path
 

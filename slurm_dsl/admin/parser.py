@@ -20,11 +20,10 @@ import sys
 from typing import IO, Any, Callable, Iterable, List, NoReturn, Optional, Sequence
 
 from .. import __version__
-from ..core.errors import InvalidInput, UsageError
 from ..core.jobid import SHOWN_TOKEN, token, validate_job_id
 from ..core.jobinfo import LOOKUP_KINDS
 from ..core.keys import check_key
-from ..core.model import Op
+from ..core.model import InvalidInput, Op, UsageError
 from ..core.numbers import seconds, whole_number
 from ..core.settle import DEFAULT_SETTLE_DELAY, MIN_SETTLE_DELAY, check_settle_delay
 from ..core.shown import shown

@@ -14,17 +14,9 @@ import dataclasses
 from typing import Any, Dict, List, Optional, Sequence
 
 from ..core import ledger_rules as rules
-from ..core.errors import InvalidInput, UsageError
-from ..core.model import RequeueBit
-from ..ledger.base import (
-    HistoryEntry,
-    ImportResult,
-    JobObject,
-    LedgerError,
-    LedgerStore,
-    PruneResult,
-    iso_utc,
-)
+from ..core.model import InvalidInput, LedgerError, RequeueBit, UsageError
+from ..ledger.base import LedgerStore
+from ..ledger.records import HistoryEntry, ImportResult, JobObject, PruneResult, iso_utc
 
 
 def object_json(obj: JobObject) -> Dict[str, Any]:

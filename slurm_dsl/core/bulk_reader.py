@@ -49,13 +49,12 @@ from operator import add, itemgetter, methodcaller, mul, sub
 from typing import Dict, FrozenSet, List, Mapping, NamedTuple, Optional, Sequence, Set, Tuple, Union
 
 from . import combine
-from .errors import InvalidInput
 from .jobid import validate_job_id
-from .model import Call, CallOutcome, Op, Outcome, Reason
+from .model import Call, CallOutcome, InvalidInput, Op, Outcome, Reason
 from .plain import described, plain_bytes
 from .reader import nonce_bytes, read_call, read_op, read_outcome, split_status_lines, unknown
 from .refusals import ALLOWED, BLANK, INVALID_JOB_ID, squeezed
-from .script import MAX_ARG_BYTES as MAX_ARG_BYTES  # re-exported: one argument's limit, defined once there
+from .script import MAX_ARG_BYTES
 from .statuses import FIXED_OUTCOME, StatusClass, classify, parse_status
 
 JobId = Union[str, int]

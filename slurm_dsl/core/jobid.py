@@ -11,9 +11,9 @@ What comes out is an exact ``str`` of the value checked, whatever subclass came 
 from __future__ import annotations
 
 import re
-from typing import Union
+from typing import List, Sequence, Union
 
-from .errors import InvalidInput
+from .model import InvalidInput
 
 MAX_JOB_ID = 4294967294
 _JOB_ID = re.compile(r"[1-9][0-9]*\Z", re.ASCII)
@@ -74,3 +74,10 @@ def token(text: str) -> str:
     if len(text) <= SHOWN_TOKEN:
         return repr(text)
     return f"{text[:SHOWN_TOKEN]!r}... ({len(text)} characters)"
+
+
+def canonical_ids(job_ids: Sequence[str]) -> List[str]:
+    """The ids as canonical strings, first occurrence first; ``ValueError`` for a bad one (docs/contract.md §1)."""
+    if isinstance(job_ids, (str, bytes)):
+        raise InvalidInput("job_ids must be a sequence of job ids, not one string")
+    return list(dict.fromkeys(validate_job_id(j) for j in job_ids))

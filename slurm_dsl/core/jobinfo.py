@@ -33,11 +33,7 @@ word as not finished costs at most one restore call, refused with
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Protocol, Sequence
-
-from .errors import InvalidInput
-from .errors import LookupFailed as LookupFailed  # re-exported: where it has always been imported from
-from .jobid import validate_job_id
+from typing import Dict, Optional, Protocol, Sequence
 
 FINISHED_STATES = frozenset(
     {
@@ -97,10 +93,3 @@ class Lookup(Protocol):
         Raises ``LookupFailed`` if it could not ask, ``ValueError`` for a bad job id.
         """
         ...
-
-
-def canonical_ids(job_ids: Sequence[str]) -> List[str]:
-    """The ids as canonical strings, first occurrence first; ``ValueError`` for a bad one (docs/contract.md §1)."""
-    if isinstance(job_ids, (str, bytes)):
-        raise InvalidInput("job_ids must be a sequence of job ids, not one string")
-    return list(dict.fromkeys(validate_job_id(j) for j in job_ids))

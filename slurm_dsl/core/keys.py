@@ -37,10 +37,8 @@ import re
 from dataclasses import dataclass
 from typing import Optional, Sequence, Tuple
 
-from .errors import InvalidInput
-from .model import CallOutcome, Op, Result
+from .model import CallOutcome, InvalidInput, Op, Result, Verdict
 from .plain import described
-from .settle import Verdict
 
 MAX_KEY = 128
 _KEY = re.compile(rf"[A-Za-z0-9._:@/+=-]{{1,{MAX_KEY}}}")

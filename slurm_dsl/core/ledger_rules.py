@@ -26,8 +26,7 @@ from dataclasses import dataclass
 from typing import Dict, Iterable, Optional, Tuple
 
 from .combine import cleared, next_bit
-from .errors import InvalidInput
-from .model import Op, Outcome, RequeueBit, Result
+from .model import InvalidInput, Op, Outcome, RequeueBit, Result
 
 
 @dataclass(frozen=True)

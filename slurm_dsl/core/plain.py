@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from .errors import InvalidInput
+from .model import InvalidInput
 
 
 def plain_str(value: object, what: str) -> str:

@@ -18,9 +18,8 @@ import re
 from typing import List, Optional, Tuple, Union
 
 from . import combine
-from .errors import InvalidInput
 from .jobid import validate_job_id
-from .model import Call, CallOutcome, Op, Outcome, Reason, RequeueBit, Result
+from .model import Call, CallOutcome, InvalidInput, Op, Outcome, Reason, RequeueBit, Result
 from .plain import described, plain_bytes
 from .refusals import INVALID_JOB_ID, refusal_message
 from .statuses import FIXED_OUTCOME, StatusClass, classify, parse_status

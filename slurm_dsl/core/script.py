@@ -4,7 +4,7 @@ Contract: ``render`` is a pure function of (op, job id, deadline, nonce,
 scontrol path, expired); ``render_list`` the same for ONE call of an op on a
 list of job ids (the bulk path, docs/contract.md §11).  The scripts run under
 dash and bash.  A script keeps no clock: the runner is the deadline's clock
-(``run.calls.run_wrapped``: ``run.process.run_script`` with the time left), and at the
+(``run.calls.run_wrapped``: ``host.process.run_script`` with the time left), and at the
 deadline sends TERM to the script's process group, then KILL ``KILL_GRACE``
 seconds later.  The deadline is in the script as a comment only.
 
@@ -78,9 +78,8 @@ import math
 import re
 from typing import List, Optional, Sequence, Set, Tuple, Union
 
-from .errors import InvalidInput
 from .jobid import validate_job_id
-from .model import Op
+from .model import InvalidInput, Op
 from .plain import plain_float, plain_str
 
 KILL_GRACE = 1  # seconds between the runner's TERM at the deadline and its KILL

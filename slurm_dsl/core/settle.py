@@ -87,10 +87,9 @@ import math
 from dataclasses import dataclass
 from typing import AbstractSet, Dict, FrozenSet, List, Mapping, NamedTuple, Optional, Sequence, Union
 
-from .errors import InvalidInput
 from .jobid import validate_job_id
 from .jobinfo import JobInfo
-from .model import Op, RequeueBit, Result, exit_of_effect
+from .model import InvalidInput, Op, RequeueBit, Result, Verdict, exit_of_effect
 from .plain import described
 
 DEFAULT_SETTLE_DELAY = 10.0  # seconds: slurmctld's default MessageTimeout (docs/settle-delay.md §3)
@@ -98,18 +97,6 @@ MIN_SETTLE_DELAY = 2.0  # never below (docs/settle-delay.md §3)
 
 
 GONE_DETAIL = "gone: slurmctld no longer knows the job"  # the detail of every gone verdict read from a lookup
-
-
-class Verdict(str, enum.Enum):
-    """Whether an unknown operation took effect, as the job's record says (docs/contract.md §12)."""
-
-    PRESENT = "present"  # the record shows the effect
-    ABSENT = "absent"  # it does not, looked at least the settle delay after the end
-    GONE = "gone"  # slurmctld no longer knows the job
-    UNDECIDABLE = "undecidable"  # the record can never say (a requeue without a baseline)
-
-    def __str__(self) -> str:
-        return self.value
 
 
 class NoJob(str, enum.Enum):

@@ -1,9 +1,8 @@
 """The ledger (docs/contract.md §9): what slurm-dsl may have left in each job's Requeue flag, and why.
 
-This module is the interface: the values a ledger holds (``JobObject``, ``HistoryEntry``: defined
-in ``ledger.records``, re-exported here on first use), what every storage backend provides
-(``LedgerStore``), and ``open_ledger``, which opens the
-one a location names: a path (or ``sqlite:PATH``) is an SQLite file (``ledger.sqlite``), a
+This module is the interface: what every storage backend provides (``LedgerStore``); the
+records its reads return are ``ledger.records``.  ``ledger.choose.open_ledger`` opens the one a
+location names: a path (or ``sqlite:PATH``) is an SQLite file (``ledger.sqlite``), a
 ``mariadb://`` (or ``mysql://``) URL a database on a MariaDB/MySQL server (``ledger.mariadb``,
 the ``slurm-dsl[mariadb]`` extra).  ``ledger_rules`` decides what operations do to objects; the
 backends only store them, through one store written once over their dialects (``ledger.store``),
@@ -26,49 +25,19 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, ContextManager, Dict, List, Mapping, Optional, Protocol, Sequence, Tuple
 
-from ..core.errors import LedgerError as LedgerError  # re-exported: where it has always been imported from
 from ..core.model import Op, Outcome, RequeueBit
 
 if TYPE_CHECKING:
     from ..core.jobinfo import JobInfo
-    from ..core.settle import Pending, Recorded, Verdict
+    from ..core.model import Verdict
+    from ..core.settle import Pending, Recorded
+    from .records import HistoryEntry, ImportResult, JobObject, PruneResult, SweepRecord, Unfinished
 
 DEFAULT_PATH = "/var/lib/slurm-dsl/ledger.sqlite3"
 BUSY_TIMEOUT = 5.0  # seconds a writer waits for another one before LedgerError
 STDERR_CAP = 64 * 1024  # bytes of a script's stderr kept in the history (the head)
 BACKOFF_BASE = 60.0  # seconds before the sweeper looks a job up again after one failed lookup
 BACKOFF_CAP = 3600.0  # the back-off doubles per failed lookup up to this
-
-
-
-# The records of a ledger's reads live in ``ledger.records``, imported on first use (below).
-_RECORDS = frozenset(
-    (
-        "JobObject", "CallRecord", "HistoryEntry", "Settlement", "SweepRecord", "PruneResult", "Unfinished",
-        "ImportResult", "iso_utc",
-    )
-)
-
-if TYPE_CHECKING:
-    from .records import CallRecord as CallRecord
-    from .records import HistoryEntry as HistoryEntry
-    from .records import ImportResult as ImportResult
-    from .records import JobObject as JobObject
-    from .records import PruneResult as PruneResult
-    from .records import Settlement as Settlement
-    from .records import SweepRecord as SweepRecord
-    from .records import Unfinished as Unfinished
-    from .records import iso_utc as iso_utc
-
-
-def __getattr__(name: str) -> object:
-    if name not in _RECORDS:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from . import records
-
-    value = getattr(records, name)
-    globals()[name] = value  # once loaded, an ordinary attribute
-    return value
 
 
 class LedgerStore(Protocol):

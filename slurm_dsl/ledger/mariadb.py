@@ -50,7 +50,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional, Sequence, Tuple, final
 
-from ..core.errors import ConfigError, LedgerError, SweepBusy
+from ..core.model import ConfigError, LedgerError, SweepBusy
 from . import rows as ledger_rows
 from . import store
 from .base import BACKOFF_BASE, BACKOFF_CAP, BUSY_TIMEOUT

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Dict, Optional
 from urllib.parse import parse_qsl, urlsplit
 
-from ..core.errors import ConfigError
+from ..core.model import ConfigError
 
 DEFAULT_OPTION_FILE = "/etc/slurm-dsl/ledger.cnf"
 SCHEMES = ("mariadb", "mysql")

@@ -1,8 +1,8 @@
 """The records a ledger's reads return (docs/contract.md §9.1): a job's object, its history, the
 last sweep, what a prune or an import did, the operations without a result.
 
-Kept out of ``ledger.base``, which re-exports them on first use (where they have always been
-imported from), because an operation never reads them back: each frozen dataclass costs about
+Kept out of ``ledger.base`` and imported only by the modules that read them, because an
+operation never reads them back: each frozen dataclass costs about
 half a millisecond to create, and a hold need not build seven at every start (docs/benchmarks.md
 §7).
 """
@@ -13,8 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, Mapping, Optional, Tuple
 
 from ..core.jobinfo import JobInfo
-from ..core.model import Op, Reason, RequeueBit, Result
-from ..core.settle import Verdict
+from ..core.model import Op, Reason, RequeueBit, Result, Verdict
 
 
 @dataclass(frozen=True)

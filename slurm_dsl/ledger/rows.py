@@ -47,16 +47,16 @@ from typing import (
 )
 
 from ..core import ledger_rules as rules
-from ..core.errors import InvalidInput, LedgerError
 from ..core.jobid import validate_job_id
 from ..core.jobinfo import JobInfo
 from ..core.keys import check_key
-from ..core.model import Op, Outcome, Reason, RequeueBit, Result
+from ..core.model import InvalidInput, LedgerError, Op, Outcome, Reason, RequeueBit, Result
 from ..core.shown import shown
 from .base import STDERR_CAP
 
 if TYPE_CHECKING:
-    from ..core.settle import Pending, Recorded, Verdict
+    from ..core.model import Verdict
+    from ..core.settle import Pending, Recorded
     from .records import HistoryEntry, JobObject, Settlement, SweepRecord, Unfinished
 
 # The records (``ledger.records``) are imported by the reads that build them: an operation never
@@ -262,7 +262,7 @@ def settlement(path: str, op_id: int, job_id: str, r: Sequence[Any]) -> Settleme
     """A ``settlements`` row (id, verdict, looked_at, record, settled_at, settled_by, detail, as
     ``SELECT_HISTORY`` reads it) of operation ``op_id`` as a ``Settlement``; LedgerError if its
     verdict or record is malformed."""
-    from ..core.settle import Verdict
+    from ..core.model import Verdict
     from .records import Settlement
 
     try:
@@ -837,7 +837,7 @@ def checked_op_ids(op_ids: Iterable[int]) -> List[int]:
 def checked_verdicts(verdicts: Sequence[SettlementIn]) -> List[Tuple[int, str, float, Optional[str], str]]:
     """``add_settlements``' items, checked (InvalidInput) and encoded: (op_id, verdict's value,
     looked_at, the record's ``job_info_text``, detail as ``stored_text``)."""
-    from ..core.settle import Verdict
+    from ..core.model import Verdict
 
     checked = []
     # A sweep's 10,000 verdicts share a few details ("gone: ..."): each distinct one made
@@ -895,7 +895,7 @@ def settlement_plan(
 
 def settlement_values(s: Settlement, op_id: int) -> SettlementRow:
     """An imported settlement's columns (``SettlementRow``), of the history row ``op_id`` here."""
-    from ..core.settle import Verdict
+    from ..core.model import Verdict
 
     return (
         op_id,

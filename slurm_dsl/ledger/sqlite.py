@@ -54,9 +54,9 @@ import time
 from contextlib import contextmanager
 from typing import Any, Callable, ContextManager, Iterator, Optional, Sequence, Tuple, Union, final
 
-from ..core.errors import SweepBusy
+from ..core.model import LedgerError, SweepBusy
 from . import rows as ledger_rows
-from .base import BACKOFF_BASE, BACKOFF_CAP, BUSY_TIMEOUT, DEFAULT_PATH, LedgerError
+from .base import BACKOFF_BASE, BACKOFF_CAP, BUSY_TIMEOUT, DEFAULT_PATH
 from .store import Cursor, SqlStore
 
 _BITS = "'clear', 'may_be_set', 'set'"

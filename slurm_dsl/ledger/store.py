@@ -49,13 +49,13 @@ from typing import (
 )
 
 from ..core.jobid import validate_job_id
-from ..core.model import Op, Outcome, RequeueBit
+from ..core.model import LedgerError, Op, Outcome, RequeueBit
 from . import rows as ledger_rows
-from .base import LedgerError
 
 if TYPE_CHECKING:
     from ..core.jobinfo import JobInfo
-    from ..core.settle import Pending, Recorded, Verdict
+    from ..core.model import Verdict
+    from ..core.settle import Pending, Recorded
     from .records import HistoryEntry, ImportResult, JobObject, PruneResult, SweepRecord, Unfinished
 
 # The records (``ledger.records``) are imported by the reads and reports that build them: an

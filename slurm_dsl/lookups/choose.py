@@ -8,16 +8,16 @@ from __future__ import annotations
 
 import logging
 
-from ..core.errors import ConfigError
-from ..core.jobinfo import LOOKUP_KINDS as LOOKUP_KINDS  # re-exported: where it has always been imported from
-from ..core.jobinfo import Lookup, LookupFailed
+from ..core.jobinfo import LOOKUP_KINDS, Lookup
+from ..core.model import ConfigError, LookupFailed
+from ..host.binaries import DEFAULT_SQUEUE
 from .pyslurm import find_pyslurm_lookup
-from .squeue import SQUEUE, SQUEUE_TIMEOUT, SqueueLookup, slurm_version
+from .squeue import SQUEUE_TIMEOUT, SqueueLookup, slurm_version
 
 logger = logging.getLogger("slurm_dsl")
 
 
-def make_lookup(kind: str = "auto", squeue_path: str = SQUEUE, timeout: float = SQUEUE_TIMEOUT) -> Lookup:
+def make_lookup(kind: str = "auto", squeue_path: str = DEFAULT_SQUEUE, timeout: float = SQUEUE_TIMEOUT) -> Lookup:
     """The lookup an admin chose: ``squeue``, ``pyslurm``, or ``auto``.
 
     ``auto`` is pyslurm where it imports and matches the running Slurm, else squeue.
@@ -44,6 +44,6 @@ def make_lookup(kind: str = "auto", squeue_path: str = SQUEUE, timeout: float = 
     return SqueueLookup(squeue_path, timeout)
 
 
-def default_lookup(squeue_path: str = SQUEUE, timeout: float = SQUEUE_TIMEOUT) -> Lookup:
+def default_lookup(squeue_path: str = DEFAULT_SQUEUE, timeout: float = SQUEUE_TIMEOUT) -> Lookup:
     """``make_lookup("auto")``: pyslurm where it imports and matches the running Slurm, else squeue."""
     return make_lookup("auto", squeue_path, timeout)

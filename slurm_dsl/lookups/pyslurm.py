@@ -48,7 +48,9 @@ from dataclasses import replace
 from types import ModuleType
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from ..core.jobinfo import JobInfo, Lookup, LookupFailed, canonical_ids
+from ..core.jobid import canonical_ids
+from ..core.jobinfo import JobInfo, Lookup
+from ..core.model import LookupFailed
 from . import plan
 
 logger = logging.getLogger("slurm_dsl")

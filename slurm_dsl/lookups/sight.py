@@ -26,7 +26,7 @@ import threading
 from typing import Dict, Mapping, NamedTuple, Optional, Tuple
 
 from ..core.jobinfo import JobInfo
-from ..run import process as runner
+from ..host import process
 
 ASK_TIMEOUT = 10.0  # seconds for `scontrol show config` and for sacctmgr
 OPERATOR_LEVELS = ("operator", "administrator")  # sacctmgr's AdminLevel words at or above Operator
@@ -89,7 +89,7 @@ def _ask(scontrol: str, euid: int) -> Sight:
     who = f"uid {euid} ({_name(euid)})"
     if euid == 0:
         return Sight(True, who, "root")
-    done = runner.run_argv((scontrol, "show", "config"), timeout=ASK_TIMEOUT)
+    done = process.run_argv((scontrol, "show", "config"), timeout=ASK_TIMEOUT)
     if done.returncode != 0 or done.pipes_held:
         return Sight(False, who, "scontrol show config could not be read", "root or slurm.conf's SlurmUser")
     config = parse_config(done.stdout.decode("utf-8", "replace"))
@@ -100,7 +100,7 @@ def _ask(scontrol: str, euid: int) -> Sight:
     if not accounting_on(config):
         return Sight(False, who, "neither root nor the SlurmUser, and no accounting for an AdminLevel", run_as)
     sacctmgr = os.path.join(os.path.dirname(scontrol), "sacctmgr")
-    asked = runner.run_argv((sacctmgr, "-n", "-P", "show", "user", _name(euid), "format=adminlevel"),
+    asked = process.run_argv((sacctmgr, "-n", "-P", "show", "user", _name(euid), "format=adminlevel"),
                             timeout=ASK_TIMEOUT)
     if asked.returncode == 0 and not asked.pipes_held and operator_level(asked.stdout.decode("utf-8", "replace")):
         return Sight(True, who, "an operator by its AdminLevel")

@@ -59,13 +59,13 @@ import time
 from dataclasses import replace
 from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
 
-from ..core.errors import InvalidInput
-from ..core.jobid import MAX_JOB_ID, validate_job_id
-from ..core.jobinfo import JobInfo, LookupFailed, canonical_ids
-from ..run import process as runner
+from ..core.jobid import MAX_JOB_ID, canonical_ids, validate_job_id
+from ..core.jobinfo import JobInfo
+from ..core.model import InvalidInput, LookupFailed
+from ..host import process
+from ..host.binaries import DEFAULT_SQUEUE
 from . import plan
 
-SQUEUE = "/usr/bin/squeue"
 # Where the package installs slurm-dsl-jobinfo (debian/rules; contrib/jobinfo/build builds it).
 JOBINFO = "/usr/libexec/slurm-dsl/slurm-dsl-jobinfo"
 JOBINFO_ENV = "SLURM_DSL_JOBINFO"
@@ -99,7 +99,7 @@ GONE_STDERR = b"slurm_load_jobs error: Invalid job id specified\n"
 UNREACHABLE = b"Unable to contact slurm controller"
 
 
-Run = Callable[..., runner.Completed]
+Run = Callable[..., process.Completed]
 
 log = logging.getLogger("slurm_dsl")
 
@@ -249,10 +249,10 @@ class SqueueLookup:
 
     def __init__(
         self,
-        squeue_path: str = SQUEUE,
+        squeue_path: str = DEFAULT_SQUEUE,
         timeout: float = SQUEUE_TIMEOUT,
         *,
-        run: Run = runner.run_argv,
+        run: Run = process.run_argv,
         many: int = MANY,
         cap: int = SQUEUE_CAP,
         parallel: int = PARALLEL,
@@ -433,10 +433,10 @@ def first_line(stderr: bytes) -> str:
     return stderr.strip().split(b"\n")[0][:200].decode("utf-8", "backslashreplace")
 
 
-def _describe_failure(done: runner.Completed, program: str = "squeue") -> str:
+def _describe_failure(done: process.Completed, program: str = "squeue") -> str:
     first = first_line(done.stderr)
     if done.pipes_held:
-        # Whatever was read may be all of it or not: never an answer (runner.DRAIN).
+        # Whatever was read may be all of it or not: never an answer (process.DRAIN).
         return f"{program}'s output was still held open after it exited (a process that left its session?)"
     if UNREACHABLE in done.stderr:
         return f"slurmctld unreachable ({first})"
@@ -460,7 +460,7 @@ def parse_slurm_version(stdout: bytes) -> Tuple[int, int]:
 
 
 def slurm_version(
-    squeue_path: str = SQUEUE, timeout: float = 10.0, *, run: Run = runner.run_argv
+    squeue_path: str = DEFAULT_SQUEUE, timeout: float = 10.0, *, run: Run = process.run_argv
 ) -> Tuple[int, int]:
     """The running Slurm's ``(major, minor)``, e.g. ``(22, 5)``; ``LookupFailed`` if it cannot tell."""
     done = run((squeue_path, "--version"), timeout=timeout)

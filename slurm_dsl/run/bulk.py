@@ -18,16 +18,16 @@ Strategy, for one operation on many ids:
    lookup of step 1 less than ``ANSWER_FRESH`` ago (a chunk is not started against a
    controller that is down: its ids are ``not_run``, reason ``controller_down``,
    instead of ~(MessageTimeout-1) s each); the list calls, each a framed script of its
-   own (``ops.run_list_call``), read per id (``bulk_reader.read_list_call``; for ``open``,
+   own (``calls.run_list_call``), read per id (``bulk_reader.read_list_call``; for ``open``,
    never wrapped, one direct ``scontrol release <list>`` under the runner's guard at the
-   deadline, ``ops.run_open_list``); per id the
+   deadline, ``calls.run_open_list``); per id the
    same combination as a single operation (``combine``); one lookup of the ids read as
    ok (``corroborate``: a never-existed id can get SUCCESS, docs/slurm-bulk.md §3.4; for a
    requeue, of the ids whose call 2 succeeded, while call 3 runs);
    the results and the leases back (one transaction).
 4. Requeue runs the flow of docs/contract.md §2 per id: call 1 on every id, call 2 on the
    ids whose call 1 succeeded, call 3 on every id whose call 1 was not certainly unstarted.
-5. One id is a single op: a chunk left with one id runs the op's own script (``ops.execute``)
+5. One id is a single op: a chunk left with one id runs the op's own script (``calls.execute``)
    under the nonce of its intent, read by the single reader, not corroborated.
 6. Text a list call prints that no id owns (``ListCall.unowned``) is the call's, once: one
    diagnostic, its head in the ledger record of the call's first id, a short note on each id
@@ -48,18 +48,30 @@ from dataclasses import replace
 from typing import AbstractSet, Callable, Dict, Iterator, List, Optional, Sequence, Union, cast
 
 from ..core.bulk_reader import ListCall, combine_bulk, plan_chunks, requeue_next_calls
-from ..core.errors import InvalidInput, LedgerError, LookupFailed, NotRecorded, describe
 from ..core.jobid import validate_job_id
 from ..core.jobinfo import JobInfo
-from ..core.model import Call, CallOutcome, Op, Outcome, Reason, RequeueBit, Result
+from ..core.model import (
+    Call,
+    CallOutcome,
+    InvalidInput,
+    LedgerError,
+    LookupFailed,
+    NotRecorded,
+    Op,
+    Outcome,
+    Reason,
+    RequeueBit,
+    Result,
+    describe,
+)
 from ..core.script import list_argv
 from ..core.vouch import VOUCHING, min_job_age, vouched
+from ..host import process
+from ..host.binaries import find_scontrol, find_squeue
 from ..ledger.base import STDERR_CAP, LedgerStore
-from ..lookups.background import Background
 from ..lookups.sight import trusted
 from ..lookups.squeue import MAX_LISTED, SQUEUE_TIMEOUT, SqueueLookup
-from . import process as runner
-from .binaries import find_scontrol, find_squeue
+from .background import Background
 from .calls import execute, new_nonce, run_list_call, run_open_list, unstarted
 from .deadlines import check_deadline
 from .tracked import (
@@ -130,7 +142,7 @@ def run_linked(
     time left when it starts; an id whose chunk comes after the deadline is ``expired`` with no
     process started and nothing written (``calls.unstarted``).  Every intent records ``link``'s
     key and, per job, the operation it retries (docs/contract.md §12).  ``looked_up``: the
-    array check's lookup already started (``lookups.background.Background``: ``tracker.look_up`` of these
+    array check's lookup already started (``run.background.Background``: ``tracker.look_up`` of these
     ids, in this order, for this op and deadline); called for its answer before any intent.
 
     Raises before anything ran: ``InvalidInput`` (a bad id or timeout), ``WholeArray``,
@@ -421,7 +433,7 @@ class _MinJobAge:
         def work() -> None:
             left = min(PING_TIMEOUT, max(self._deadline - self._tracker.clock(), 0.0))
             if left > 0:
-                done = runner.run_argv((scontrol, "show", "config"), timeout=left)
+                done = process.run_argv((scontrol, "show", "config"), timeout=left)
                 if done.returncode == 0 and not done.pipes_held:
                     self._value = min_job_age(done.stdout)
 
@@ -502,7 +514,7 @@ def controller_up(scontrol: str, timeout: float) -> bool:
     """Whether `scontrol ping` says slurmctld is UP (a probe that cannot tell counts as down)."""
     if timeout <= 0:
         return True  # past the deadline: the calls will expire unstarted anyway
-    done = runner.run_argv((scontrol, "ping"), timeout=timeout)
+    done = process.run_argv((scontrol, "ping"), timeout=timeout)
     return done.returncode == 0 and not done.pipes_held and b" is UP" in done.stdout
 
 

@@ -1,7 +1,7 @@
 """Running one operation on one job, untracked (docs/contract.md §1, §2, §6).
 
 Contract: ``execute`` validates the job id before any process starts, renders
-the op's script with a fresh nonce, runs it through ``runner`` with the time
+the op's script with a fresh nonce, runs it through ``host.process`` with the time
 left to the deadline (the runner is the deadline's clock: TERM to the script's
 group then, KILL ``KILL_GRACE`` later), and reads the output with
 ``read_outcome``; it returns the ``Outcome`` and never raises for what scontrol
@@ -26,8 +26,8 @@ from ..core.model import Op, Outcome, Reason, RequeueBit, Result
 from ..core.reader import read_outcome, unknown
 from ..core.script import KILL_GRACE, list_argv, render, render_list
 from ..core.statuses import COMMAND_NOT_EXECUTABLE, COMMAND_NOT_FOUND, EXPIRED, WRAPPER_FAILED
-from . import process as runner
-from .binaries import find_scontrol
+from ..host import process
+from ..host.binaries import find_scontrol
 from .deadlines import Clock, check_deadline
 
 if TYPE_CHECKING:
@@ -37,11 +37,11 @@ if TYPE_CHECKING:
 # (docs/benchmarks.md §7).
 
 # How long after the deadline plus KILL_GRACE (the runner's KILL) a process of a run may still be
-# alive: until its backstop (``runner.backstop``: BACKSTOP_MARGIN past the KILL, rounded up to
+# alive: until its backstop (``process.backstop``: BACKSTOP_MARGIN past the KILL, rounded up to
 # whole seconds), even if the runner is frozen; a runner that keeps time is done well before (its
 # drain windows, the reaping).  Not a wait of execute's (the runner keeps the deadline itself);
 # leases add it, so that a lease never lapses while a call of it may still run.
-GUARD_MARGIN = runner.BACKSTOP_MARGIN + 1.0
+GUARD_MARGIN = process.BACKSTOP_MARGIN + 1.0
 # The guard of a script rendered expired: it starts nothing, so this only bounds a broken shell.
 # Never 0: a TERM before the script's trap is set would kill it before it could say 75.
 EXPIRED_GUARD = float(KILL_GRACE)
@@ -89,7 +89,7 @@ def execute(
     if not op.wrapped:
         if left <= 0:
             return read_outcome(op, job, b"", 75)
-        done = runner.run_argv((path, "release", job), timeout=left)
+        done = process.run_argv((path, "release", job), timeout=left)
         if done.truncated:
             return unknown(op, job, Reason.OUTPUT_TOO_LARGE, exit_status=done.returncode)
         if done.pipes_held:
@@ -163,7 +163,7 @@ def run_open_list(
     left = deadline - clock()
     if left <= 0:
         return read_open_list(ids, b"", EXPIRED)
-    done = runner.run_argv((path, *args), timeout=left)
+    done = process.run_argv((path, *args), timeout=left)
     if done.truncated:
         return unknown_list_call(1, ids, Reason.OUTPUT_TOO_LARGE)
     if done.pipes_held:
@@ -172,7 +172,7 @@ def run_open_list(
     return read_open_list(ids, done.stderr, direct_status(done))
 
 
-def direct_status(done: runner.Completed) -> int:
+def direct_status(done: process.Completed) -> int:
     """The status of a direct (unwrapped) call as docs/contract.md §4 reads it.  75, 126 and 127
     say the call never started, which only a spawn that failed may say (``Completed.started``):
     a program that ran and exited with one of them itself (a site wrapper behind ``--scontrol``)
@@ -182,7 +182,7 @@ def direct_status(done: runner.Completed) -> int:
     return done.returncode
 
 
-def run_wrapped(render_script: Callable[[bool], str], left: float) -> runner.Completed:
+def run_wrapped(render_script: Callable[[bool], str], left: float) -> process.Completed:
     """Run a wrapped script ``left`` seconds before its deadline; ``render_script(expired)``
     renders it (``script.render`` or ``script.render_list``).
 
@@ -199,11 +199,11 @@ def run_wrapped(render_script: Callable[[bool], str], left: float) -> runner.Com
     return done
 
 
-def _run_rendered(script: str, left: float) -> runner.Completed:
-    return runner.run_script(script, timeout=left if left > 0 else EXPIRED_GUARD, kill_grace=KILL_GRACE)
+def _run_rendered(script: str, left: float) -> process.Completed:
+    return process.run_script(script, timeout=left if left > 0 else EXPIRED_GUARD, kill_grace=KILL_GRACE)
 
 
-def _not_closed(op: Op, job: str, done: runner.Completed) -> Outcome:
+def _not_closed(op: Op, job: str, done: process.Completed) -> Outcome:
     """Unknown: a process that escaped the call held its output open, so what was read
     may not be all of it, however well it frames (the runner stopped reading, ``DRAIN``)."""
     if done.timed_out:

@@ -37,8 +37,8 @@ import re
 import stat
 from typing import Callable, Dict, List, Mapping, Optional, Tuple
 
-from ..core.errors import ConfigError
 from ..core.jobinfo import LOOKUP_KINDS
+from ..core.model import ConfigError
 from ..core.numbers import seconds
 from ..core.plain import not_empty
 from ..core.settle import DEFAULT_SETTLE_DELAY, MIN_SETTLE_DELAY
@@ -375,7 +375,7 @@ class Configuration:
     def scontrol_path(self) -> str:
         """The scontrol an operation runs: the configured one, else the first on PATH, else
         ``/usr/bin/scontrol``, as an absolute path (``binaries.find_scontrol``)."""
-        from .binaries import find_scontrol
+        from ..host.binaries import find_scontrol
 
         return find_scontrol(self.scontrol)
 
@@ -383,7 +383,7 @@ class Configuration:
     def squeue_path(self) -> str:
         """The squeue a lookup runs: the configured one, else the one beside the scontrol in use,
         else the first on PATH, else ``/usr/bin/squeue`` (``binaries.find_squeue``)."""
-        from .binaries import find_squeue
+        from ..host.binaries import find_squeue
 
         return find_squeue(self.squeue, self.scontrol_path)
 

@@ -12,7 +12,7 @@ import math
 import time
 from typing import Callable, Optional
 
-from ..core.errors import InvalidInput
+from ..core.model import InvalidInput
 from ..core.plain import plain_float
 
 Clock = Callable[[], float]

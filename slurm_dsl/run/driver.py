@@ -21,13 +21,12 @@ import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Generator, List, Optional, Sequence, Tuple, Union, cast
 
-from ..core.errors import InvalidInput, LedgerError, NotRecorded
 from ..core.jobid import validate_job_id
-from ..core.model import Op, Outcome
+from ..core.model import InvalidInput, LedgerError, NotRecorded, Op, Outcome
 from ..core.script import KILL_GRACE
-from ..ledger import base as ledger_module
-from ..lookups.background import Background
-from . import process as runner
+from ..host import process
+from ..ledger import base
+from .background import Background
 from .calls import unstarted
 from .deadlines import check_deadline
 from .tracked import NO_LINK, Link, LookupAnswer, Taken, Tracker
@@ -85,9 +84,9 @@ def overrun_seconds(busy_timeout: Optional[float] = None) -> float:
     """
     from .bulk import LOOKUP_FLOOR
 
-    busy = ledger_module.BUSY_TIMEOUT if busy_timeout is None else busy_timeout
-    stop_call = KILL_GRACE + 2 * runner.DRAIN
-    lookup = LOOKUP_FLOOR + KILL_GRACE + 2 * runner.DRAIN
+    busy = base.BUSY_TIMEOUT if busy_timeout is None else busy_timeout
+    stop_call = KILL_GRACE + 2 * process.DRAIN
+    lookup = LOOKUP_FLOOR + KILL_GRACE + 2 * process.DRAIN
     return max(busy, stop_call + lookup) + 2 * busy + OWN_WORK
 
 

@@ -25,18 +25,16 @@ from dataclasses import replace
 from typing import Dict, List, Optional, Sequence
 
 from ..core.durable import began_after
-from ..core.errors import LookupFailed
 from ..core.jobinfo import JobInfo
 from ..core.keys import took_effect
-from ..core.model import Op, Outcome, RequeueBit, Result
+from ..core.model import LookupFailed, Op, Outcome, RequeueBit, Result, Verdict
 from ..core.script import list_argv
-from ..core.settle import Verdict
+from ..host import process
+from ..host.binaries import find_scontrol, find_squeue
 from ..lookups.saves import last_save
 from ..lookups.sight import trusted
 from ..lookups.squeue import MAX_LISTED, SQUEUE_TIMEOUT, SqueueLookup
-from . import process as runner
 from . import settling
-from .binaries import find_scontrol, find_squeue
 from .tracked import Tracker
 
 log = logging.getLogger("slurm_dsl")
@@ -107,7 +105,7 @@ def _wait_for_a_save(tracker: Tracker, outcomes: Sequence[Outcome], ended: float
             seen = save.started
             op, number = AGAIN[outcomes[0].op]
             argv = (find_scontrol(tracker.scontrol), *list_argv(op, number, [o.job_id for o in outcomes]))
-            done = runner.run_argv(argv, timeout=max(min(deadline - tracker.clock(), 10.0), 0.1))
+            done = process.run_argv(argv, timeout=max(min(deadline - tracker.clock(), 10.0), 0.1))
             log.info("no save proves the calls yet: %s again, so that slurmctld saves (exit %s)",
                      " ".join(argv[1:2]), done.returncode)
         time.sleep(POLL)

@@ -37,17 +37,17 @@ import time
 from dataclasses import replace
 from typing import Dict, Iterator, List, Optional, Sequence, Set, Tuple, Union
 
-from ..core.errors import DSLError, InvalidInput, LedgerError, LookupFailed
 from ..core.jobid import validate_job_id
 from ..core.jobinfo import JobInfo
 from ..core.keys import Decision, Earlier, Step, check_key, decide
-from ..core.model import Op, Outcome, Result
-from ..core.settle import DEFAULT_SETTLE_DELAY, Verdict, check_settle_delay
-from ..ledger.base import HistoryEntry, LedgerStore
+from ..core.model import DSLError, InvalidInput, LedgerError, LookupFailed, Op, Outcome, Result, Verdict
+from ..core.settle import DEFAULT_SETTLE_DELAY, check_settle_delay
+from ..host.binaries import find_scontrol, find_squeue
+from ..ledger.base import LedgerStore
+from ..ledger.records import HistoryEntry
 from ..lookups.sight import trusted
 from ..lookups.squeue import MAX_LISTED, SQUEUE_TIMEOUT, SqueueLookup
 from . import settling
-from .binaries import find_scontrol, find_squeue
 from .calls import unstarted
 from .deadlines import check_deadline
 from .driver import Event, Events, Ran, Stopped, drive_linked

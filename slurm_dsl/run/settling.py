@@ -27,23 +27,12 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
 
-from ..core.errors import InvalidInput
-from ..core.jobinfo import JobInfo, Lookup, LookupFailed
-from ..core.model import Result
+from ..core.jobinfo import JobInfo, Lookup
+from ..core.model import InvalidInput, LookupFailed, Result, Verdict
 from ..core.script import KILL_GRACE
-from ..core.settle import (
-    DEFAULT_SETTLE_DELAY,
-    GONE_DETAIL,
-    OneLookup,
-    Pending,
-    Recorded,
-    Settled,
-    Verdict,
-    exits_as,
-    looked_up,
-)
-from ..ledger.base import HistoryEntry, LedgerStore, iso_utc
-from ..ledger.records import job_info_json
+from ..core.settle import DEFAULT_SETTLE_DELAY, GONE_DETAIL, OneLookup, Pending, Recorded, Settled, exits_as, looked_up
+from ..ledger.base import LedgerStore
+from ..ledger.records import HistoryEntry, iso_utc, job_info_json
 from ..lookups.sight import trusted
 from .calls import GUARD_MARGIN
 from .deadlines import MAX_TIMEOUT

@@ -48,19 +48,16 @@ from typing import Callable, Dict, List, Optional, ParamSpec, Tuple, TypeVar
 
 from ..core.combine import found_finished
 from ..core.durable import began_after
-from ..core.errors import InvalidInput
-from ..core.errors import SweepBusy as SweepBusy  # re-exported: where it has always been imported from
-from ..core.jobinfo import JobInfo, Lookup, LookupFailed
+from ..core.jobinfo import JobInfo, Lookup
 from ..core.ledger_rules import SWEEP_TAG
-from ..core.model import Op, Outcome, RequeueBit, Result
+from ..core.model import InvalidInput, LedgerError, LookupFailed, Op, Outcome, RequeueBit, Result
 from ..core.settle import DEFAULT_SETTLE_DELAY, Pending, check_settle_delay
-from ..ledger.base import LedgerError, LedgerStore
-from ..ledger.sqlite import SweepLock as SweepLock  # re-exported: the SQLite ledger's lock
+from ..host.binaries import find_scontrol
+from ..ledger.base import LedgerStore
 from ..lookups.saves import LastSave, last_save
 from ..lookups.sight import trusted
 from ..lookups.squeue import SqueueLookup
 from . import settling
-from .binaries import find_scontrol
 from .tracked import Tracker, lease_owner
 
 log = logging.getLogger("slurm_dsl")

@@ -3,7 +3,7 @@
 Contract: ``Tracker.run`` takes the job's lease (waiting for it until the
 deadline; a job still leased then is ``expired``: nothing ran), commits the
 operation's start (for a requeue: the object becomes ``may_be_set``) *before*
-the script starts, runs it with ``ops.execute``, and records the outcome, which
+the script starts, runs it with ``calls.execute``, and records the outcome, which
 sets the object's bit to what docs/contract.md §7 says (``combine.next_bit``).  A crash
 anywhere in between leaves ``may_be_set`` and a lease that lapses, so the
 sweeper finds the job.  The lease outlasts the script's deadline and the runner's KILL after it.  Once the
@@ -42,27 +42,35 @@ import time
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
 
-from ..core.errors import LookupFailed, describe
-from ..core.errors import NotRecorded as NotRecorded  # re-exported: where it has always been imported from
-from ..core.errors import WholeArray as WholeArray  # re-exported
 from ..core.jobid import validate_job_id
 from ..core.jobinfo import JobInfo
 from ..core.keys import Decision, Earlier, Step, check_key, decide, took_effect
-from ..core.model import CallOutcome, Op, Outcome, RequeueBit, Result
+from ..core.model import (
+    CallOutcome,
+    LedgerError,
+    LookupFailed,
+    NotRecorded,
+    Op,
+    Outcome,
+    RequeueBit,
+    Result,
+    Verdict,
+    WholeArray,
+    describe,
+)
 from ..core.script import KILL_GRACE
-from ..core.settle import Verdict
-from ..ledger import base as ledger_module
-from ..ledger.base import LedgerError, LedgerStore
+from ..host.binaries import find_scontrol, find_squeue
+from ..ledger import base
+from ..ledger.base import LedgerStore
 from ..ledger.choose import open_ledger
 from ..lookups.squeue import MAX_LISTED, SqueueLookup
 from ..lookups.squeue import SQUEUE_TIMEOUT as LOOKUP_TIMEOUT
-from .binaries import find_scontrol, find_squeue
 from .calls import GUARD_MARGIN, execute, new_nonce
 from .config import Configuration, configure
 from .deadlines import Clock, check_deadline
 
 if TYPE_CHECKING:
-    from ..ledger.base import HistoryEntry  # loaded by a keyed run only: one job's hold never needs it
+    from ..ledger.records import HistoryEntry  # loaded by a keyed run only: one job's hold never needs it
 
 log = logging.getLogger("slurm_dsl")
 
@@ -74,7 +82,7 @@ def lease_ttl(left: float, slack: float = LEASE_SLACK) -> float:
     """The ttl of a lease taken ``left`` seconds before the deadline of the runs it covers.
 
     The rule: a lease never lapses while a call of it may still run.  Every process of a run
-    started before the deadline is gone by its backstop (``runner.backstop``: at most the deadline
+    started before the deadline is gone by its backstop (``host.process.backstop``: at most the deadline
     + KILL_GRACE + GUARD_MARGIN, even if this process is frozen, and at once if it dies), so the
     lease lasts that long, and ``slack`` more for the ledger writes around the run."""
     return max(left, 0.0) + KILL_GRACE + GUARD_MARGIN + slack
@@ -206,7 +214,7 @@ class Tracker:
     ``slurm-dsl`` command and sweep on the host uses.  A bad config file is ``ConfigFileError``,
     an empty argument ``InvalidInput``, before anything is opened.
     ``busy_timeout`` is how long a ledger write waits for another writer before it fails
-    (default: ``ledger.BUSY_TIMEOUT``, read when each connection opens).
+    (default: ``ledger.base.BUSY_TIMEOUT``, read when each connection opens).
     """
 
     def __init__(
@@ -239,7 +247,7 @@ class Tracker:
         """This thread's connection to the ledger (opened on first use)."""
         ledger: Optional[LedgerStore] = getattr(self._local, "ledger", None)
         if ledger is None:
-            busy = ledger_module.BUSY_TIMEOUT if self.busy_timeout is None else self.busy_timeout
+            busy = base.BUSY_TIMEOUT if self.busy_timeout is None else self.busy_timeout
             ledger = open_ledger(self.path, busy_timeout=busy)
             self._local.ledger = ledger
             with self._lock:

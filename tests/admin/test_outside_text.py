@@ -20,10 +20,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from slurm_dsl.admin import render
-from slurm_dsl.admin import view as admin_view
-from slurm_dsl.core.errors import LookupFailed
-from slurm_dsl.core.model import Call, CallOutcome, Op, Outcome, Reason, RequeueBit, Result
+from slurm_dsl.admin import render, view
+from slurm_dsl.core.model import Call, CallOutcome, LookupFailed, Op, Outcome, Reason, RequeueBit, Result
 from slurm_dsl.core.shown import SHOWN_CAP, shown
 from slurm_dsl.ledger.choose import open_ledger
 from tests.cli_run import cli_process
@@ -86,8 +84,8 @@ def test_an_old_row_with_raw_bytes_is_escaped_when_printed(tmp_path: Path) -> No
     with sqlite3.connect(ledger) as conn:  # as a ledger written before it escaped what it keeps
         conn.execute("UPDATE objects SET why = ?, lookup_error = ?, lookup_failures = 1", (HOSTILE, HOSTILE))
     with open_ledger(ledger) as store:
-        lines = render.history_lines(admin_view.history_json("7", store.get("7"), store.history("7")))
-        status = render.status_lines(admin_view.status_json(store, store.now()))
+        lines = render.history_lines(view.history_json("7", store.get("7"), store.history("7")))
+        status = render.status_lines(view.status_json(store, store.now()))
     text = "\n".join(lines + status)
     assert raw_controls(text) == [] and text.count(ESCAPED) == 3
     history = cli_process(["history", "7", "--json"], env=dict(os.environ, SLURM_DSL_LEDGER=ledger))

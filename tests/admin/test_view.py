@@ -21,11 +21,11 @@ import slurm_dsl.ledger.sqlite as sqlite_module
 from slurm_dsl.admin.render import ago, history_lines
 from slurm_dsl.admin.view import history_json
 from slurm_dsl.core import ledger_rules as rules
-from slurm_dsl.core.errors import InvalidInput
 from slurm_dsl.core.jobinfo import JobInfo
-from slurm_dsl.core.model import Call, CallOutcome, Op, Outcome, Reason, RequeueBit, Result
-from slurm_dsl.ledger.base import JobObject, LedgerError, LedgerStore, PruneResult, iso_utc
+from slurm_dsl.core.model import Call, CallOutcome, InvalidInput, LedgerError, Op, Outcome, Reason, RequeueBit, Result
+from slurm_dsl.ledger.base import LedgerStore
 from slurm_dsl.ledger.choose import open_ledger
+from slurm_dsl.ledger.records import JobObject, PruneResult, iso_utc
 from slurm_dsl.run.sweep import sweep
 from slurm_dsl.run.tracked import Tracker, current_actor
 from tests.cli_run import cli

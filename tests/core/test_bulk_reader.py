@@ -19,7 +19,6 @@ from hypothesis import strategies as st
 
 from slurm_dsl import InvalidInput, Op, Outcome, Reason, RequeueBit, Result, read_outcome
 from slurm_dsl.core.bulk_reader import (
-    MAX_ARG_BYTES,
     UNEXPECTED,
     bulk_calls,
     combine_bulk,
@@ -32,6 +31,7 @@ from slurm_dsl.core.bulk_reader import (
 )
 from slurm_dsl.core.model import Call, CallOutcome
 from slurm_dsl.core.refusals import ALLOWED
+from slurm_dsl.core.script import MAX_ARG_BYTES
 from tests.examples import examples
 from tests.ground import (
     ACCESS_DENIED,

@@ -31,8 +31,8 @@ from slurm_dsl import (
     validate_job_id,
 )
 from slurm_dsl.admin import cli
+from slurm_dsl.ledger.sqlite import SweepLock
 from slurm_dsl.run.deadlines import resolve_deadline
-from slurm_dsl.run.sweep import SweepLock
 from tests.ground import ALREADY_FINISHED, INVALID_JOB_ID, NONCE, UNEXPECTED, frame, plain, suspend
 
 J = "31"

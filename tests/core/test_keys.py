@@ -16,10 +16,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from slurm_dsl.core.errors import InvalidInput
 from slurm_dsl.core.keys import Decision, Earlier, Step, check_key, decide, took_effect
-from slurm_dsl.core.model import CallOutcome, Op, Result
-from slurm_dsl.core.settle import Verdict
+from slurm_dsl.core.model import CallOutcome, InvalidInput, Op, Result, Verdict
 from tests.examples import examples
 
 CERTAIN_NO = (Result.REJECTED, Result.NOT_FOUND, Result.EXPIRED, Result.NOT_RUN)

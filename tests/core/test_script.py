@@ -30,8 +30,8 @@ from slurm_dsl.core.script import (
     render_list,
     render_probe,
 )
-from slurm_dsl.run import process as runner
-from slurm_dsl.run.process import Completed, fixed_env
+from slurm_dsl.host import process
+from slurm_dsl.host.process import Completed, fixed_env
 from tests.examples import examples
 from tests.fakes import calls_made, refuse, write_fake
 from tests.ground import (
@@ -163,9 +163,9 @@ def run_to_deadline(
     seconds, KILL ``KILL_GRACE`` later.  Also how long it took."""
     path = shutil.which(shell)
     assert path is not None
-    monkeypatch.setattr(runner, "SH", path)
+    monkeypatch.setattr(process, "SH", path)
     start = time.monotonic()
-    done = runner.run_script(script, timeout=left)
+    done = process.run_script(script, timeout=left)
     return done, time.monotonic() - start
 
 

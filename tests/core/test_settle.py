@@ -16,15 +16,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from slurm_dsl.core.errors import InvalidInput, RequeueBitSet
 from slurm_dsl.core.jobinfo import JobInfo
-from slurm_dsl.core.model import Op, Outcome, RequeueBit, Result
+from slurm_dsl.core.model import InvalidInput, Op, Outcome, RequeueBit, RequeueBitSet, Result, Verdict
 from slurm_dsl.core.settle import (
     DEFAULT_SETTLE_DELAY,
     MIN_SETTLE_DELAY,
     Looked,
     NoJob,
-    Verdict,
     check_settle_delay,
     exits_as,
     looked_up,

@@ -16,9 +16,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from slurm_dsl.core.errors import InvalidInput
 from slurm_dsl.core.jobinfo import JobInfo
-from slurm_dsl.core.model import Op
+from slurm_dsl.core.model import InvalidInput, Op
 from slurm_dsl.core.settle import (
     EFFECT_FIELD,
     FIELDS,

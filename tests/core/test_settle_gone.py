@@ -17,10 +17,9 @@ from typing import Any, Dict, List, Mapping, Optional, Set, Tuple
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from slurm_dsl.core.errors import InvalidInput
 from slurm_dsl.core.jobinfo import JobInfo
-from slurm_dsl.core.model import Op, Result
-from slurm_dsl.core.settle import GONE_DETAIL, NoJob, OneLookup, Pending, Recorded, Settled, Verdict, settle_operation
+from slurm_dsl.core.model import InvalidInput, Op, Result, Verdict
+from slurm_dsl.core.settle import GONE_DETAIL, NoJob, OneLookup, Pending, Recorded, Settled, settle_operation
 from tests.core.test_settle_operation import BOUND, RUNNING, T0, cases
 from tests.examples import examples
 

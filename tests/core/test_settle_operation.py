@@ -15,18 +15,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from slurm_dsl.core.errors import InvalidInput
 from slurm_dsl.core.jobinfo import JobInfo
-from slurm_dsl.core.model import Op, Result
-from slurm_dsl.core.settle import (
-    Looked,
-    NoJob,
-    Recorded,
-    Settled,
-    Verdict,
-    operation_end,
-    settle_operation,
-)
+from slurm_dsl.core.model import InvalidInput, Op, Result, Verdict
+from slurm_dsl.core.settle import Looked, NoJob, Recorded, Settled, operation_end, settle_operation
 from tests.examples import examples
 
 JOB = "4211"

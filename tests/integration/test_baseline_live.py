@@ -13,8 +13,8 @@ import pytest
 
 from slurm_dsl.core.jobinfo import JobInfo
 from slurm_dsl.core.model import Op, Result
-from slurm_dsl.ledger.base import HistoryEntry
 from slurm_dsl.ledger.choose import open_ledger
+from slurm_dsl.ledger.records import HistoryEntry
 from slurm_dsl.run.bulk import run_many
 from slurm_dsl.run.tracked import Tracker
 from tests import lab

@@ -13,10 +13,11 @@ from typing import List, Tuple
 import pytest
 
 from slurm_dsl import Op, RequeueBit, Result
+from slurm_dsl.core.model import WholeArray
 from slurm_dsl.ledger.choose import open_ledger
 from slurm_dsl.lookups.squeue import SqueueLookup
 from slurm_dsl.run.sweep import Done, sweep
-from slurm_dsl.run.tracked import Tracker, WholeArray
+from slurm_dsl.run.tracked import Tracker
 from tests import lab
 from tests.cli_run import cli_process
 from tests.integration.test_sweeper_live import mark_unknown

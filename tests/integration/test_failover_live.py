@@ -33,10 +33,9 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 import pytest
 
 from slurm_dsl import Op, RequeueBit, Result
-from slurm_dsl.core.errors import LedgerError, NotRecorded
-from slurm_dsl.core.model import Outcome
-from slurm_dsl.ledger.base import HistoryEntry
+from slurm_dsl.core.model import LedgerError, NotRecorded, Outcome
 from slurm_dsl.ledger.choose import open_ledger
+from slurm_dsl.ledger.records import HistoryEntry
 from slurm_dsl.run.calls import new_nonce
 from slurm_dsl.run.tracked import Tracker
 from tests import lab

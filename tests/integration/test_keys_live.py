@@ -37,8 +37,7 @@ from typing import Any, Dict, List
 
 import pytest
 
-from slurm_dsl.core.model import Op, Result
-from slurm_dsl.core.settle import Verdict
+from slurm_dsl.core.model import Op, Result, Verdict
 from slurm_dsl.ledger.choose import open_ledger
 from slurm_dsl.ledger.records import HistoryEntry
 from tests import lab

@@ -14,7 +14,8 @@ from typing import Dict, List, Set
 
 import pytest
 
-from slurm_dsl.core.jobinfo import JobInfo, LookupFailed
+from slurm_dsl.core.jobinfo import JobInfo
+from slurm_dsl.core.model import LookupFailed
 from slurm_dsl.lookups.choose import default_lookup
 from slurm_dsl.lookups.squeue import SqueueLookup, parse_slurm_version, slurm_version
 from tests import lab

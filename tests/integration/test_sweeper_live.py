@@ -204,7 +204,7 @@ def test_a_forged_job_name_does_not_fool_the_sweep(tmp_path: Path, name: str, re
 
 def test_cli_sweep_runs_one_at_a_time(tmp_path: Path) -> None:
     path = str(tmp_path / "ledger.sqlite3")
-    from slurm_dsl.run.sweep import SweepLock
+    from slurm_dsl.ledger.sqlite import SweepLock
 
     with SweepLock(path):
         done = cli_process(["sweep", "--ledger", path])

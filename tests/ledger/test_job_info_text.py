@@ -12,9 +12,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from slurm_dsl.core.errors import InvalidInput
 from slurm_dsl.core.jobid import MAX_JOB_ID
 from slurm_dsl.core.jobinfo import JobInfo
+from slurm_dsl.core.model import InvalidInput
 from slurm_dsl.ledger.rows import job_info, job_info_text
 
 JOB_IDS = st.integers(1, MAX_JOB_ID).map(str)

@@ -26,10 +26,11 @@ import slurm_dsl.ledger.base as ledger_module
 import slurm_dsl.ledger.rows as ledger_rows
 import slurm_dsl.ledger.sqlite as sqlite_module
 from slurm_dsl.core.combine import next_bit
-from slurm_dsl.core.model import Call, CallOutcome, Op, Outcome, Reason, RequeueBit, Result
+from slurm_dsl.core.model import Call, CallOutcome, LedgerError, Op, Outcome, Reason, RequeueBit, Result
 from slurm_dsl.core.refusals import ALREADY_FINISHED, INVALID_JOB_ID
-from slurm_dsl.ledger.base import STDERR_CAP, HistoryEntry, LedgerError, LedgerStore
+from slurm_dsl.ledger.base import STDERR_CAP, LedgerStore
 from slurm_dsl.ledger.choose import open_ledger
+from slurm_dsl.ledger.records import HistoryEntry
 from tests.examples import examples
 from tests.ledger_backends import RAW_ERRORS, Raw, is_mariadb, schema, shown
 

@@ -22,8 +22,7 @@ from typing import Any, Iterator, List, Optional, cast
 import pytest
 
 import slurm_dsl.ledger.mariadb as mariadb_module
-from slurm_dsl.core.errors import ConfigError, LedgerError, SweepBusy
-from slurm_dsl.core.model import Op, Outcome, RequeueBit, Result
+from slurm_dsl.core.model import ConfigError, LedgerError, Op, Outcome, RequeueBit, Result, SweepBusy
 from slurm_dsl.ledger.choose import open_ledger
 from slurm_dsl.ledger.mariadb import MariaDbLedger
 from slurm_dsl.ledger.mariadb_config import ClientOptions, Location, parse_url, read_option_file
@@ -235,7 +234,7 @@ import sys
 sys.modules["pymysql"] = None
 import slurm_dsl, slurm_dsl.admin.cli, slurm_dsl.run.sweep
 from slurm_dsl.ledger.choose import open_ledger
-from slurm_dsl.core.errors import ConfigError
+from slurm_dsl.core.model import ConfigError
 from slurm_dsl.core.model import Op, Outcome, Result
 with open_ledger({str(tmp_path / "l.sqlite3")!r}) as ledger:
     op_id = ledger.begin_operation("7", Op.HOLD, "n", 1.0)

@@ -21,15 +21,25 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import pytest
 
-import slurm_dsl.admin.view as admin_view
 import slurm_dsl.ledger.sqlite as sqlite_module
+from slurm_dsl.admin import view
 from slurm_dsl.core import ledger_rules as rules
-from slurm_dsl.core.errors import UsageError
 from slurm_dsl.core.jobinfo import JobInfo
-from slurm_dsl.core.model import Call, CallOutcome, Op, Outcome, Reason, RequeueBit, Result
-from slurm_dsl.core.settle import Verdict
-from slurm_dsl.ledger.base import HistoryEntry, ImportResult, JobObject, LedgerError, LedgerStore
+from slurm_dsl.core.model import (
+    Call,
+    CallOutcome,
+    LedgerError,
+    Op,
+    Outcome,
+    Reason,
+    RequeueBit,
+    Result,
+    UsageError,
+    Verdict,
+)
+from slurm_dsl.ledger.base import LedgerStore
 from slurm_dsl.ledger.choose import open_ledger
+from slurm_dsl.ledger.records import HistoryEntry, ImportResult, JobObject
 from tests.cli_run import cli
 from tests.ledger_backends import Raw, is_mariadb, shown, store_class
 
@@ -209,7 +219,7 @@ def test_migrate_copies_everything_as_it_was(
     source, target = ends
     populate(source)
     before = snapshot(source)
-    monkeypatch.setattr(admin_view, "MIGRATE_BATCH", batch)
+    monkeypatch.setattr(view, "MIGRATE_BATCH", batch)
     code, report, err = migrate(source, target)
     assert (code, err) == (0, "")
     assert report == {
@@ -283,7 +293,7 @@ def test_a_migration_stopped_part_way_leaves_no_row_without_its_object_and_merge
     source, target = ends
     populate(source)
     before = snapshot(source)
-    monkeypatch.setattr(admin_view, "MIGRATE_BATCH", 2)
+    monkeypatch.setattr(view, "MIGRATE_BATCH", 2)
     cls = store_class(target)
     real = cls.import_records
     calls = []
@@ -424,7 +434,7 @@ def test_the_same_ledger_at_both_ends_is_a_usage_error(
     # Whatever the names, the stores know: two connections to one ledger.
     with open_ledger(ledger_location) as one, open_ledger(ledger_location) as two:
         with pytest.raises(UsageError, match="the same ledger"):
-            admin_view.migrate(one, two, merge=True)
+            view.migrate(one, two, merge=True)
     same_content(snapshot(ledger_location), before)
     assert snapshot(ledger_location).ids == before.ids
 

@@ -20,10 +20,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from slurm_dsl.admin.files import directory_problem, path_directories
+from slurm_dsl.core.model import LedgerError
 from slurm_dsl.ledger import sqlite
-from slurm_dsl.ledger.base import LedgerError
 from slurm_dsl.ledger.choose import open_ledger
-from slurm_dsl.run.sweep import SweepLock
+from slurm_dsl.ledger.sqlite import SweepLock
 from tests.cli_run import cli
 from tests.fakes import write_fake
 

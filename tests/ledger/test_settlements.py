@@ -24,12 +24,22 @@ from hypothesis import strategies as st
 
 import slurm_dsl.ledger.sqlite as sqlite_module
 from slurm_dsl.core import ledger_rules as rules
-from slurm_dsl.core.errors import InvalidInput, LedgerError
 from slurm_dsl.core.jobinfo import JobInfo
-from slurm_dsl.core.model import Call, CallOutcome, Op, Outcome, Reason, RequeueBit, Result
-from slurm_dsl.core.settle import Verdict
-from slurm_dsl.ledger.base import HistoryEntry, LedgerStore, Settlement
+from slurm_dsl.core.model import (
+    Call,
+    CallOutcome,
+    InvalidInput,
+    LedgerError,
+    Op,
+    Outcome,
+    Reason,
+    RequeueBit,
+    Result,
+    Verdict,
+)
+from slurm_dsl.ledger.base import LedgerStore
 from slurm_dsl.ledger.choose import open_ledger
+from slurm_dsl.ledger.records import HistoryEntry, Settlement
 from tests.examples import examples
 from tests.ledger_backends import RAW_ERRORS, Raw, is_mariadb
 

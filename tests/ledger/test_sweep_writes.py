@@ -14,8 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from slurm_dsl.core.model import Op, RequeueBit
-from slurm_dsl.ledger.base import LedgerError, LedgerStore
+from slurm_dsl.core.model import LedgerError, Op, RequeueBit
+from slurm_dsl.ledger.base import LedgerStore
 from slurm_dsl.ledger.choose import open_ledger
 from tests.examples import examples
 from tests.ledger_backends import Raw

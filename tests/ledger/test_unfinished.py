@@ -11,13 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from slurm_dsl.admin import render
-from slurm_dsl.admin import view as admin_view
+from slurm_dsl.admin import render, view
 from slurm_dsl.admin.cli import main
-from slurm_dsl.core.errors import LedgerError, NotRecorded
-from slurm_dsl.core.model import Op, RequeueBit, Result
-from slurm_dsl.ledger.base import Unfinished, iso_utc
+from slurm_dsl.core.model import LedgerError, NotRecorded, Op, RequeueBit, Result
 from slurm_dsl.ledger.choose import open_ledger
+from slurm_dsl.ledger.records import Unfinished, iso_utc
 from slurm_dsl.run.tracked import Tracker
 from tests.fakes import write_fake
 from tests.ledger_backends import store_class
@@ -43,7 +41,7 @@ def test_a_requeue_whose_result_could_not_be_recorded_is_counted_and_stays_track
         obj = ledger.get("5")
         assert obj is not None and obj.bit is RequeueBit.MAY_BE_SET, "the intent stays for the sweeper"
         later = ledger.now() + 3600  # past any lease the failed run could not give back
-        status = admin_view.status_json(ledger, later)
+        status = view.status_json(ledger, later)
         assert [o.job_id for o in ledger.pending(later)] == ["5"]
     assert status["unfinished"] == {
         "count": 1, "lapsed": 1, "lapsed_requeues": 1,
@@ -78,12 +76,12 @@ def test_running_or_lapsed_is_read_from_the_lease_and_the_newest_row(ledger_loca
         assert ledger.unfinished(t0 + 100) == Unfinished(4, 2, 1, (3, "3", Op.HOLD, t0 + 10))
         # Once the lease lapses, nothing runs any more.
         assert ledger.unfinished(t0 + 1000) == Unfinished(4, 4, 1, (3, "3", Op.HOLD, t0 + 10))
-        assert admin_view.status_json(ledger, t0 + 100)["unfinished"]["lapsed"] == 2
+        assert view.status_json(ledger, t0 + 100)["unfinished"]["lapsed"] == 2
 
 
 def test_an_empty_ledger_has_none(ledger_location: str) -> None:
     with open_ledger(ledger_location) as ledger:
-        status = admin_view.status_json(ledger, ledger.now())
+        status = view.status_json(ledger, ledger.now())
     assert status["unfinished"] == {"count": 0, "lapsed": 0, "lapsed_requeues": 0, "oldest_lapsed": None}
     assert render.unfinished_line(status["unfinished"]) == "unfinished operations: none"
 

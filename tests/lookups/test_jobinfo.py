@@ -14,11 +14,11 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import pytest
 
-from slurm_dsl.core.errors import InvalidInput
-from slurm_dsl.core.jobinfo import JobInfo, LookupFailed
+from slurm_dsl.core.jobinfo import JobInfo
+from slurm_dsl.core.model import InvalidInput, LookupFailed
+from slurm_dsl.host.process import Completed
 from slurm_dsl.lookups import plan
 from slurm_dsl.lookups.squeue import JOBINFO, JOBINFO_SHARE, SqueueLookup, find_jobinfo
-from slurm_dsl.run.process import Completed
 
 from .test_squeue import GONE, KNOWN, line
 

@@ -15,11 +15,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from slurm_dsl.core.jobinfo import JobInfo, LookupFailed
+from slurm_dsl.core.jobinfo import JobInfo
+from slurm_dsl.core.model import LookupFailed
+from slurm_dsl.host.process import Completed
 from slurm_dsl.lookups import plan
 from slurm_dsl.lookups.plan import Costs
 from slurm_dsl.lookups.squeue import SqueueLookup
-from slurm_dsl.run.process import Completed
 
 from .test_squeue import DOWN, GONE, KNOWN, NONCE, Answer, FakeSqueue, done, line, listing
 

@@ -17,7 +17,8 @@ from typing import Any, Callable, Iterator, List, Optional
 
 import pytest
 
-from slurm_dsl.core.jobinfo import JobInfo, Lookup, LookupFailed
+from slurm_dsl.core.jobinfo import JobInfo, Lookup
+from slurm_dsl.core.model import LookupFailed
 from slurm_dsl.lookups import choose as lookup_choice
 from slurm_dsl.lookups.pyslurm import ModernPyslurmLookup, OldPyslurmLookup, load_pyslurm_lookup
 from slurm_dsl.lookups.squeue import SqueueLookup
@@ -553,7 +554,7 @@ def test_modern_an_arrays_own_id_says_how_many_tasks_it_reaches(fake: Loader) ->
 
 
 def test_make_lookup_is_the_admins_choice(fake: Loader, monkeypatch: pytest.MonkeyPatch) -> None:
-    from slurm_dsl.core.errors import ConfigError
+    from slurm_dsl.core.model import ConfigError
 
     fake()
     monkeypatch.setattr(lookup_choice, "slurm_version", lambda *a, **k: SLURM_22_05)

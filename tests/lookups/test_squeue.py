@@ -16,7 +16,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from slurm_dsl.core.jobinfo import JobInfo, LookupFailed
+from slurm_dsl.core.jobinfo import JobInfo
+from slurm_dsl.core.model import LookupFailed
+from slurm_dsl.host.process import Completed
 from slurm_dsl.lookups import choose as lookup_choice
 from slurm_dsl.lookups import squeue as squeue_lookup
 from slurm_dsl.lookups.squeue import (
@@ -26,7 +28,6 @@ from slurm_dsl.lookups.squeue import (
     slurm_version,
     squeue_format,
 )
-from slurm_dsl.run.process import Completed
 
 NONCE = "0123456789abcdef0123456789abcdef"
 OTHER_NONCE = "fedcba9876543210fedcba9876543210"

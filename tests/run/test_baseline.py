@@ -23,8 +23,8 @@ import pytest
 from slurm_dsl.core.jobinfo import JobInfo
 from slurm_dsl.core.model import Op, Result
 from slurm_dsl.core.script import KILL_GRACE
-from slurm_dsl.ledger.base import HistoryEntry
 from slurm_dsl.ledger.choose import open_ledger
+from slurm_dsl.ledger.records import HistoryEntry
 from slurm_dsl.run import bulk as bulk_module
 from slurm_dsl.run import tracked as tracked_module
 from slurm_dsl.run.bulk import run_many

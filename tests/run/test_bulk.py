@@ -15,9 +15,9 @@ import pytest
 from slurm_dsl import Op, Reason, RequeueBit, Result
 from slurm_dsl.admin.cli import main
 from slurm_dsl.ledger.choose import open_ledger
-from slurm_dsl.lookups.background import Background
 from slurm_dsl.lookups.squeue import MAX_LISTED
 from slurm_dsl.run import bulk
+from slurm_dsl.run.background import Background
 from slurm_dsl.run.bulk import chunk_limit, run_many
 from slurm_dsl.run.tracked import Tracker
 from tests.cli_run import cli
@@ -161,7 +161,7 @@ def test_cli_refuses_bad_stdin_before_anything_runs(tmp_path: Path, fakes: Path,
 def test_a_ledger_failure_after_a_chunk_ran_prints_it_and_starts_no_other(
     tmp_path: Path, fakes: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from slurm_dsl.core.errors import LedgerError
+    from slurm_dsl.core.model import LedgerError
     from slurm_dsl.ledger.sqlite import SqliteLedger
 
     def full_disk(self: SqliteLedger, *args: object, **kwargs: object) -> List[RequeueBit]:

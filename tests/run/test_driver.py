@@ -15,10 +15,11 @@ import pytest
 
 from slurm_dsl import RequeueBit, Result, run_ops
 from slurm_dsl.admin.cli import main
+from slurm_dsl.core.model import WholeArray
 from slurm_dsl.ledger.choose import open_ledger
 from slurm_dsl.run.deadlines import OVERRUN
 from slurm_dsl.run.driver import Ran, drive, overrun_seconds
-from slurm_dsl.run.tracked import Tracker, WholeArray
+from slurm_dsl.run.tracked import Tracker
 from tests.fakes import calls_made, write_fake, write_fake_squeue, write_list_fake
 
 IDS = [str(n) for n in range(11, 31)]

@@ -13,8 +13,7 @@ from pathlib import Path
 import pytest
 
 import slurm_dsl
-from slurm_dsl.core.errors import OutcomeUnknown
-from slurm_dsl.core.model import Op, Result
+from slurm_dsl.core.model import Op, OutcomeUnknown, Result
 from tests.cli_run import cli
 from tests.fakes import refuse, write_fake, write_fake_squeue, write_job_state
 from tests.ground import INVALID_USER_ID

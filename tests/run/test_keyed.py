@@ -16,11 +16,9 @@ from typing import List
 import pytest
 
 import slurm_dsl
-from slurm_dsl.core.errors import OutcomeUnknown
-from slurm_dsl.core.model import Op, Outcome, Result
-from slurm_dsl.core.settle import Verdict
-from slurm_dsl.ledger.base import HistoryEntry
+from slurm_dsl.core.model import Op, Outcome, OutcomeUnknown, Result, Verdict
 from slurm_dsl.ledger.choose import open_ledger
+from slurm_dsl.ledger.records import HistoryEntry
 from slurm_dsl.run.driver import Ran
 from slurm_dsl.run.keyed import run_settled
 from slurm_dsl.run.tracked import Tracker

@@ -11,8 +11,7 @@ from typing import Any, Callable, Dict, Tuple
 
 import pytest
 
-from slurm_dsl.core.model import Op, Result
-from slurm_dsl.core.settle import Verdict
+from slurm_dsl.core.model import Op, Result, Verdict
 from slurm_dsl.ledger.choose import open_ledger
 from slurm_dsl.run.keyed import run_settled
 from slurm_dsl.run.tracked import Tracker

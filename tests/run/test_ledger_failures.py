@@ -18,11 +18,10 @@ from typing import Any, List, Optional
 
 import pytest
 
-from slurm_dsl.core.model import Op, Result
-from slurm_dsl.ledger import base as ledger_module
-from slurm_dsl.ledger.base import LedgerError
+from slurm_dsl.core.model import LedgerError, NotRecorded, Op, Result
+from slurm_dsl.ledger import base
 from slurm_dsl.ledger.choose import open_ledger
-from slurm_dsl.run.tracked import NotRecorded, Tracker
+from slurm_dsl.run.tracked import Tracker
 from tests.cli_run import cli
 from tests.fakes import calls_made, refuse, write_fake
 from tests.ground import ALREADY_FINISHED
@@ -33,7 +32,7 @@ BUSY = 0.3  # seconds a ledger write waits for the lock here (the default is 5)
 
 @pytest.fixture(autouse=True)
 def _short_busy_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(ledger_module, "BUSY_TIMEOUT", BUSY)
+    monkeypatch.setattr(base, "BUSY_TIMEOUT", BUSY)
 
 
 @pytest.fixture

@@ -10,10 +10,9 @@ from typing import List
 
 import pytest
 
-from slurm_dsl.core.errors import InvalidInput
-from slurm_dsl.core.model import Op, Result
-from slurm_dsl.ledger.base import HistoryEntry
+from slurm_dsl.core.model import InvalidInput, Op, Result
 from slurm_dsl.ledger.choose import open_ledger
+from slurm_dsl.ledger.records import HistoryEntry
 from slurm_dsl.run.driver import Ran, drive_linked
 from slurm_dsl.run.tracked import NO_LINK, Link, Tracker
 from tests.fakes import write_fake, write_fake_squeue, write_list_fake

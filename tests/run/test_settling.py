@@ -13,9 +13,8 @@ from typing import Any, Iterator, Optional
 import pytest
 
 from slurm_dsl.core.jobinfo import JobInfo
-from slurm_dsl.core.model import Op, Outcome, RequeueBit, Result
+from slurm_dsl.core.model import Op, Outcome, RequeueBit, Result, Verdict
 from slurm_dsl.core.script import KILL_GRACE
-from slurm_dsl.core.settle import Verdict
 from slurm_dsl.ledger.base import LedgerStore
 from slurm_dsl.ledger.choose import open_ledger
 from slurm_dsl.lookups.pyslurm import load_pyslurm_lookup

@@ -13,11 +13,10 @@ import pytest
 
 from slurm_dsl import Op, RequeueBit
 from slurm_dsl.admin.cli import main as cli_main
-from slurm_dsl.core.errors import InvalidInput
 from slurm_dsl.core.jobinfo import JobInfo
-from slurm_dsl.core.model import Outcome, Result
+from slurm_dsl.core.model import InvalidInput, Outcome, Result, SweepBusy
 from slurm_dsl.ledger.choose import open_ledger
-from slurm_dsl.run.sweep import Action, Done, SweepBusy, decide, metrics_text, sweep
+from slurm_dsl.run.sweep import Action, Done, decide, metrics_text, sweep
 from slurm_dsl.run.tracked import Tracker
 from tests.cli_run import cli
 from tests.fakes import MemoryLookup, calls_made, refuse, write_fake, write_fake_squeue

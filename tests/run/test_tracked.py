@@ -18,12 +18,13 @@ from hypothesis import strategies as st
 import slurm_dsl
 from slurm_dsl import Op, RequeueBit, Result
 from slurm_dsl.admin.cli import main
+from slurm_dsl.core.model import WholeArray
 from slurm_dsl.core.script import KILL_GRACE
+from slurm_dsl.host.process import backstop
 from slurm_dsl.ledger.choose import open_ledger
 from slurm_dsl.ledger.sqlite import SqliteLedger
 from slurm_dsl.run.deadlines import MAX_TIMEOUT
-from slurm_dsl.run.process import backstop
-from slurm_dsl.run.tracked import Tracker, WholeArray, lease_ttl
+from slurm_dsl.run.tracked import Tracker, lease_ttl
 from tests.fakes import calls_made, descendants, refuse, write_fake, write_fake_squeue
 from tests.ground import ALREADY_FINISHED, INVALID_JOB_ID, UNEXPECTED
 from tests.ledger_backends import bit
@@ -150,7 +151,7 @@ def test_a_crash_during_a_requeue_leaves_may_be_set(tmp_path: Path, ledger_path:
 def test_an_outcome_that_cannot_be_recorded_is_logged_and_the_intent_kept(
     tmp_path: Path, ledger_path: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from slurm_dsl.ledger.base import LedgerError
+    from slurm_dsl.core.model import LedgerError
 
     def full_disk(*args: object, **kwargs: object) -> RequeueBit:
         raise LedgerError("database or disk is full", path=ledger_path)

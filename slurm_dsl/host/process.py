@@ -21,7 +21,7 @@ guards (``script.GUARD``: ``run_argv``'s program runs under a shell that starts 
 it) KILL the whole group when the lifeline reads EOF, which the kernel gives as soon as this
 process dies (SIGKILL, a crash: no handler needed, and no thread's exit triggers it), or when the
 backstop elapses while this process is frozen (SIGSTOP) and keeps no time.  So every call is
-gone by ``backstop`` seconds after its start, which is what leases count on (``ops.GUARD_MARGIN``).
+gone by ``backstop`` seconds after its start, which is what leases count on (``run.calls.GUARD_MARGIN``).
 
 Reading stops at EOF on both pipes, or ``DRAIN`` seconds after the child has
 exited (it exits at the latest when the guard's KILL lands), whichever comes
@@ -79,7 +79,7 @@ PASS_THROUGH = ("SLURM_CONF",)
 # Seconds the backstop waits past the runner's KILL (timeout + kill_grace) before it KILLs the
 # group itself, before rounding up to whole seconds (``sleep`` takes whole seconds everywhere):
 # room for a loaded host, so it never races a runner that keeps time.  ``backstop`` is then at
-# most timeout + kill_grace + BACKSTOP_MARGIN + 1, which ``ops.GUARD_MARGIN`` covers.
+# most timeout + kill_grace + BACKSTOP_MARGIN + 1, which ``run.calls.GUARD_MARGIN`` covers.
 BACKSTOP_MARGIN = 0.5
 # ``run_argv``'s program, run by a shell that starts the guards and then execs it: the same
 # process, so its status, signal and output are its own.  The program and its arguments arrive

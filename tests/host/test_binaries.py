@@ -1,4 +1,4 @@
-"""Which scontrol and squeue run (slurm_dsl.run.binaries): the PATH search is shutil.which's."""
+"""Which scontrol and squeue run (slurm_dsl.host.binaries): the PATH search is shutil.which's."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from typing import Callable, List
 
 import pytest
 
-from slurm_dsl.core.errors import InvalidInput
-from slurm_dsl.run import binaries
-from slurm_dsl.run.binaries import DEFAULT_SCONTROL, find_scontrol, find_squeue
+from slurm_dsl.core.model import InvalidInput
+from slurm_dsl.host import binaries
+from slurm_dsl.host.binaries import DEFAULT_SCONTROL, find_scontrol, find_squeue
 from slurm_dsl.run.config import configure
 
 

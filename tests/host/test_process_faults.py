@@ -18,14 +18,13 @@ import pytest
 
 from slurm_dsl import Op, Reason, RequeueBit, Result, execute, read_outcome, render
 from slurm_dsl.admin.doctor import run_checks
-from slurm_dsl.core.jobinfo import LookupFailed
-from slurm_dsl.core.model import Call, CallOutcome, Outcome
+from slurm_dsl.core.model import Call, CallOutcome, LookupFailed, Outcome
 from slurm_dsl.core.script import KILL_GRACE
+from slurm_dsl.host import process
+from slurm_dsl.host.process import run_argv, run_script
 from slurm_dsl.ledger.choose import open_ledger
 from slurm_dsl.lookups.squeue import SqueueLookup, slurm_version
-from slurm_dsl.run import process as runner
 from slurm_dsl.run.calls import GUARD_MARGIN, run_list_call, run_open_list
-from slurm_dsl.run.process import run_argv, run_script
 from slurm_dsl.run.sweep import Done, sweep
 from slurm_dsl.run.tracked import Tracker
 from tests.fakes import alive_in_group, calls_made, refuse, write_fake, write_fake_squeue
@@ -58,7 +57,7 @@ def shell(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> st
     """Run wrapped scripts under this shell in place of /bin/sh."""
     path = shutil.which(request.param)
     assert path is not None, f"{request.param} is needed"
-    monkeypatch.setattr(runner, "SH", path)
+    monkeypatch.setattr(process, "SH", path)
     return str(request.param)
 
 
@@ -534,9 +533,9 @@ def test_an_open_list_stopped_at_the_deadline_keeps_only_its_printed_lines(bin_d
 _RUNNER = """
 import sys, time
 from slurm_dsl import execute
-from slurm_dsl.run import process as runner
+from slurm_dsl.host import process
 from slurm_dsl.run.tracked import Tracker
-runner.SH = sys.argv[1]
+process.SH = sys.argv[1]
 deadline = time.time() + float(sys.argv[3])
 if sys.argv[5] == "tracked":  # through the ledger, its leases outlasting the run by nothing more
     out = Tracker(scontrol=sys.argv[4], lease_slack=0.0).run(sys.argv[2], "5", deadline)
