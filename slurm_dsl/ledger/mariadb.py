@@ -52,7 +52,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional, Sequence, T
 
 from ..core.errors import ConfigError, LedgerError, SweepBusy
 from . import rows as ledger_rows
-from . import store
+from . import schema, store
 from .base import BACKOFF_BASE, BACKOFF_CAP, BUSY_TIMEOUT
 from .mariadb_config import ClientOptions, Location, parse_url, read_option_file
 
@@ -74,9 +74,7 @@ WRITE_TIMEOUT = 10.0
 MIGRATE_WAIT = 30.0  # seconds to wait for another host's migration of the same database
 PRUNE_BATCH = 500  # history rows per prune transaction (InnoDB queues waiting writers fairly: no pause)
 
-_BITS = "'clear', 'may_be_set', 'set'"
-_OPS = "'hold', 'release', 'requeue', 'restore', 'open'"
-_VERDICTS = "'present', 'absent', 'gone', 'undecidable'"
+_BITS, _OPS, _VERDICTS = schema.BITS, schema.OPS, schema.VERDICTS
 _TABLE = "ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin"
 _ID = "VARCHAR(20) NOT NULL"  # a job id: at most 10 ASCII digits (jobid.MAX_JOB_ID)
 # Some of MariaDB's signals do not come as errors: STRICT makes a value that does not fit one,
@@ -233,6 +231,21 @@ MIGRATIONS: Tuple[Tuple[str, ...], ...] = (
         # Until when a call of slurm-dsl's may change the job's flag (docs/contract.md §13).
         "ALTER TABLE objects ADD COLUMN IF NOT EXISTS quiet_at DOUBLE NULL",
     ),
+)
+# The current history_finish_once around its condition (``schema.start_guard``).
+_FINISH_ONCE_HEAD = "CREATE TRIGGER history_finish_once BEFORE UPDATE ON history FOR EACH ROW\nBEGIN\n    IF "
+_FINISH_ONCE_TAIL = "\n    THEN SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'history is append-only';\n    END IF;\nEND"
+# A new database's schema at once: ``schema.CURRENT["mariadb"]``, the version MIGRATIONS reach (a
+# test checks that both give the same schema).  Its tables come from ``ledger.schema``.  Only for
+# a database without any of the ledger's tables (``_before_first_migration``): a crash half-way
+# leaves some, and the migrations carry on from there.
+SCHEMA: Tuple[str, ...] = (
+    *schema.create_tables("mariadb"),
+    "INSERT IGNORE INTO write_lock (one) VALUES (1)",
+    _NO_DELETE,
+    _FINISH_ONCE_HEAD + schema.start_guard("mariadb") + _FINISH_ONCE_TAIL,
+    _SETTLEMENTS_NO_UPDATE,
+    _SETTLEMENTS_NO_DELETE,
 )
 _VERSION_TABLE = f"""CREATE TABLE IF NOT EXISTS schema_version (
     one TINYINT NOT NULL PRIMARY KEY CHECK (one = 1),
@@ -566,6 +579,9 @@ class MariaDbLedger(store.SqlStore):
     def _migrations(self) -> Tuple[Tuple[str, ...], ...]:
         return MIGRATIONS
 
+    def _schema(self) -> Tuple[Tuple[str, ...], int]:
+        return SCHEMA, schema.CURRENT["mariadb"]
+
     def _version_on(self, cur: store.Cursor) -> int:
         """0 for a database without the version table (new, or not slurm-dsl's)."""
         try:
@@ -604,11 +620,13 @@ class MariaDbLedger(store.SqlStore):
                 pass  # a connection that is gone holds no lock
             cursor.close()
 
-    def _before_first_migration(self, cur: store.Cursor) -> None:
+    def _before_first_migration(self, cur: store.Cursor) -> bool:
         """A database with tables of its own and no schema version is someone else's: leave it.
-        Else the version table is created, for the migrations to bump."""
+        Else the version table is created, for the migrations to bump; the current schema is
+        created at once only where none of the ledger's tables is (a crash half-way leaves some)."""
         cur.execute("SELECT table_name FROM information_schema.tables WHERE table_schema = DATABASE()")
-        foreign = sorted({str(row[0]) for row in cur.fetchall()} - OWN_TABLES)
+        tables = {str(row[0]) for row in cur.fetchall()}
+        foreign = sorted(tables - OWN_TABLES)
         if foreign:
             raise LedgerError(
                 f"ledger {self.path}: database {self.database} holds tables that are not slurm-dsl's"
@@ -617,6 +635,7 @@ class MariaDbLedger(store.SqlStore):
                 path=self.path,
             )
         cur.execute(_VERSION_TABLE)
+        return not tables & OWN_TABLES - {"schema_version"}
 
     def _set_version(self, cur: store.Cursor, version: int) -> None:
         cur.execute(

@@ -235,6 +235,11 @@ class SqlStore(abc.ABC):
         """MIGRATIONS[i] takes the schema from version i to i + 1."""
 
     @abc.abstractmethod
+    def _schema(self) -> Tuple[Tuple[str, ...], int]:
+        """A new ledger's schema created at once (its tables from ``ledger.schema``), and the
+        version it is (``schema.CURRENT``): the one the migrations reach."""
+
+    @abc.abstractmethod
     def _version_on(self, cur: Cursor) -> int:
         """The stored schema version (0: nothing there)."""
 
@@ -246,9 +251,11 @@ class SqlStore(abc.ABC):
     @abc.abstractmethod
     def _set_version(self, cur: Cursor, version: int) -> None: ...
 
-    def _before_first_migration(self, cur: Cursor) -> None:
-        """Checks on a ledger without a schema before one is created in it."""
-        return None
+    def _before_first_migration(self, cur: Cursor) -> bool:
+        """Checks on a ledger without a schema before one is created in it; whether it holds none
+        of the ledger's tables, so that the current schema may be created at once (else a crash
+        half-way left some: the migrations, each safe to run again, carry on)."""
+        return True
 
     @abc.abstractmethod
     def _prune_batch(self) -> int:
@@ -365,8 +372,11 @@ class SqlStore(abc.ABC):
         migrations = self._migrations()
         with self._errors("migrate"), self._migrating() as cur:
             version = self._version(cur)
-            if version == 0:
-                self._before_first_migration(cur)
+            if version == 0 and self._before_first_migration(cur):
+                statements, version = self._schema()
+                for statement in statements:
+                    cur.execute(statement)
+                self._set_version(cur, version)
             for number in range(version, len(migrations)):
                 for statement in migrations[number]:
                     cur.execute(statement)
