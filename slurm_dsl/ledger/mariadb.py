@@ -260,38 +260,31 @@ OWN_TABLES = frozenset(
 # version, bytes never pass as utf8mb4 text).  Up to this many in a batch are written so, one
 # round trip each; more go through the temporary table (``_finish_history``): three round trips
 # whatever their number (and one more on a connection's first).
-_FINISH_ONE = (
-    "UPDATE history SET finished_at = %s, result = %s, requeue_bit = %s, bit_after = %s, reason = %s,"
-    " detail = %s, exit_status = %s, calls = %s, stderr = UNHEX(%s), stderr_len = %s WHERE id = %s"
+_FINISH_ONE = " ".join(
+    ("UPDATE history SET", schema.assigned(schema.FINISH, "%s", {"stderr": "UNHEX(%s)"}), "WHERE id = %s")
 )
 _DIRECT_FINISHES = 3
 # A connection's own table of a batch's finished values, created once per connection.  It is
 # TEMPORARY: no other connection sees it, creating it commits nothing, it is gone with the
 # connection, and (InnoDB) its rows are rolled back with the transaction.  History's finish
 # columns, and the stderr as hex text (a multi-row insert takes plain placeholders only).
-_FINISHING_TABLE = f"""CREATE TEMPORARY TABLE IF NOT EXISTS slurm_dsl_finishing (
-    id BIGINT UNSIGNED NOT NULL PRIMARY KEY,
-    finished_at DOUBLE NOT NULL,
-    result VARCHAR(32) NULL,
-    requeue_bit VARCHAR(16) NULL,
-    bit_after VARCHAR(16) NULL,
-    reason VARCHAR(64) NULL,
-    detail MEDIUMTEXT NULL,
-    exit_status INT NULL,
-    calls MEDIUMTEXT NULL,
-    stderr_hex MEDIUMTEXT CHARACTER SET ascii COLLATE ascii_bin NULL,
-    stderr_len BIGINT NULL
-) {_TABLE}"""
-_FINISHING_INSERT = (
-    "INSERT INTO slurm_dsl_finishing (finished_at, result, requeue_bit, bit_after, reason, detail, exit_status,"
-    " calls, stderr_hex, stderr_len, id) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+_HEX = {"stderr": "stderr_hex"}
+_FINISHING_KINDS = {"finished_at": "DOUBLE NOT NULL", "stderr": "MEDIUMTEXT CHARACTER SET ascii COLLATE ascii_bin NULL"}
+_FINISHING_TABLE = "".join((
+    "CREATE TEMPORARY TABLE IF NOT EXISTS slurm_dsl_finishing (\n    id BIGINT UNSIGNED NOT NULL PRIMARY KEY,\n    ",
+    ",\n    ".join([
+        f"{_HEX.get(c.name, c.name)} {_FINISHING_KINDS.get(c.name, c.mariadb)}"
+        for c in schema.HISTORY.columns if c.name in schema.FINISH
+    ]),
+    f"\n) {_TABLE}",
+))
+_FINISHING_INSERT = schema.insert("slurm_dsl_finishing", [_HEX.get(c, c) for c in (*schema.FINISH, "id")]) + (
+    schema.values((*schema.FINISH, "id"), mark="%s")
 )
-_FINISHING_UPDATE = (
-    "UPDATE history h JOIN slurm_dsl_finishing f ON f.id = h.id SET h.finished_at = f.finished_at,"
-    " h.result = f.result, h.requeue_bit = f.requeue_bit, h.bit_after = f.bit_after, h.reason = f.reason,"
-    " h.detail = f.detail, h.exit_status = f.exit_status, h.calls = f.calls, h.stderr = UNHEX(f.stderr_hex),"
-    " h.stderr_len = f.stderr_len"
-)
+_FINISHING_UPDATE = " ".join((
+    "UPDATE history h JOIN slurm_dsl_finishing f ON f.id = h.id SET",
+    schema.assigned(schema.FINISH, "f.{0}", {"stderr": "UNHEX(f.stderr_hex)"}, alias="h."),
+))
 
 # MariaDB's error numbers this module explains.
 ER_LOCK_WAIT_TIMEOUT = 1205

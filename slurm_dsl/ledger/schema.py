@@ -17,7 +17,7 @@ statements.
 
 from __future__ import annotations
 
-from typing import Literal, NamedTuple, Optional, Tuple
+from typing import Literal, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 Dialect = Literal["sqlite", "mariadb"]
 
@@ -183,3 +183,31 @@ def start_guard(dialect: Dialect) -> str:
     the row finished already, or the UPDATE changes one of its start columns."""
     changed = "NEW.{0} IS NOT OLD.{0}" if dialect == "sqlite" else "NOT (NEW.{0} <=> OLD.{0})"
     return " OR ".join(["OLD.finished_at IS NOT NULL"] + [changed.format(c.name) for c in HISTORY.columns if c.start])
+
+
+# -- the column lists statements name (``?`` placeholders; a dialect turns them into its own) ----
+
+
+def listed(columns: Sequence[str], alias: str = "", instead: Mapping[str, str] = {}) -> str:
+    """``columns`` as a statement lists them (``alias.column``), a column of ``instead`` as the
+    expression it maps to."""
+    return ", ".join([instead.get(c, alias + c) for c in columns])
+
+
+def insert(table: str, columns: Sequence[str], verb: str = "INSERT") -> str:
+    """``INSERT INTO table (columns)``: a multi-row write appends its VALUES."""
+    return "".join((verb, " INTO ", table, " (", listed(columns), ")"))
+
+
+def values(columns: Sequence[str], instead: Mapping[str, str] = {}, mark: str = "?") -> str:
+    """`` VALUES (?, ...)``: a placeholder ``mark`` a column, or the expression ``instead`` maps
+    it to (``{"stderr": "UNHEX(?)"}``)."""
+    return "".join((" VALUES (", ", ".join([instead.get(c, mark) for c in columns]), ")"))
+
+
+def assigned(
+    columns: Sequence[str], value: str = "?", instead: Mapping[str, str] = {}, *, joint: str = ", ", alias: str = ""
+) -> str:
+    """``alias.column = value, ...`` of an UPDATE's SET (``joint`` `` AND ``: a WHERE's);
+    ``value`` may name the column (``v.{0}``)."""
+    return joint.join([f"{alias}{c} = {instead.get(c, value.format(c))}" for c in columns])

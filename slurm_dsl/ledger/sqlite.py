@@ -228,19 +228,11 @@ SCHEMA: Tuple[str, ...] = (
 
 # Finishing operations: their ``ledger_rows.finished_values`` (the id last) into their rows, one
 # alone, or many around their VALUES.
-_FINISH_ONE = (
-    "UPDATE history SET finished_at = ?, result = ?, requeue_bit = ?, bit_after = ?, reason = ?, detail = ?,"
-    " exit_status = ?, calls = ?, stderr = ?, stderr_len = ? WHERE id = ?"
-)
-_FINISH_MANY_HEAD = (
-    "WITH v (finished_at, result, requeue_bit, bit_after, reason, detail, exit_status, calls, stderr, stderr_len, id)"
-    " AS ("
-)
-_FINISH_MANY_TAIL = (
-    ") UPDATE history SET finished_at = v.finished_at, result = v.result, requeue_bit = v.requeue_bit,"
-    " bit_after = v.bit_after, reason = v.reason, detail = v.detail, exit_status = v.exit_status, calls = v.calls,"
-    " stderr = v.stderr, stderr_len = v.stderr_len FROM v WHERE history.id = v.id"
-)
+_FINISH_ONE = " ".join(("UPDATE history SET", schema.assigned(schema.FINISH), "WHERE id = ?"))
+_FINISH_MANY_HEAD = "".join(("WITH v (", schema.listed((*schema.FINISH, "id")), ") AS ("))
+_FINISH_MANY_TAIL = " ".join((
+    ") UPDATE history SET", schema.assigned(schema.FINISH, "v.{0}"), "FROM v WHERE history.id = v.id",
+))
 
 UPDATE_FROM = (3, 33, 0)  # the first SQLite with UPDATE ... FROM
 
@@ -431,11 +423,11 @@ class SqliteLedger(SqlStore):
     # cheaper: docs/benchmarks.md §9.1).  OR IGNORE skips any constraint a row breaks; the only
     # one these can break is that one: every other value is a checked constant or a history
     # column that is NOT NULL there too.
-    SETTLE_GONE = (
-        "INSERT OR IGNORE INTO settlements (op_id, job_id, verdict, looked_at, record, settled_at, settled_by, detail)"
+    SETTLE_GONE = "".join((
+        schema.insert("settlements", ledger_rows.SETTLE_COLUMNS, "INSERT OR IGNORE"),
         " SELECT h.id, h.job_id, 'gone', ?, NULL, ?, ?, ? FROM history h"
-        " WHERE (h.result = 'unknown' OR h.finished_at IS NULL) AND h.id"
-    )
+        " WHERE (h.result = 'unknown' OR h.finished_at IS NULL) AND h.id",
+    ))
 
     def __init__(
         self,

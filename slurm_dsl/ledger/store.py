@@ -51,6 +51,7 @@ from typing import (
 from ..core.jobid import validate_job_id
 from ..core.model import Op, Outcome, RequeueBit
 from . import rows as ledger_rows
+from . import schema
 from .base import LedgerError
 
 if TYPE_CHECKING:
@@ -86,8 +87,8 @@ class Cursor(Protocol):
 
 # The objects' bit and why (``_write_bit``, ``finish_operations``), VALUES (job_id, bit, why,
 # updated_at): a job without an object gets one.
-_WRITE_BIT = "INSERT INTO objects (job_id, bit, why, updated_at)"
 _BIT_COLUMNS = ("bit", "why", "updated_at")
+_WRITE_BIT = schema.insert("objects", ("job_id", *_BIT_COLUMNS))
 # What a batch reads under the write lock (``_keyed``): one row by its key, or the rows of an
 # ``IN`` list with their key first.  The objects' bits for ``begin_operations``; the operations
 # for ``finish_operations`` (``ledger_rows.finish``'s row); the leases for ``acquire_leases``.
@@ -105,9 +106,10 @@ _FINISHING_ROWS = (
 )
 _LEASE_OF_ONE = "SELECT owner, expires_at FROM leases WHERE job_id = ?"
 _LEASES_OF = "SELECT job_id, owner, expires_at FROM leases WHERE job_id"
-_APPEND = (
-    "INSERT INTO history (job_id, op, nonce, started_at, prior_bit, actor, baseline, baseline_at, op_key, retry_of,"
-    " ends_by)"
+_APPEND = schema.insert("history", schema.START)
+# The rows one transaction appended, read back (``ledger_rows.inserted_ids``).
+_APPENDED = " ".join(
+    ("SELECT id,", schema.listed(ledger_rows.APPENDED), "FROM history WHERE id > ? ORDER BY id LIMIT ?")
 )
 # The rows the sweeper's writes and an import decide on (``FOR_UPDATE`` appended).
 _HOLDS = "SELECT 1 FROM leases WHERE job_id = ? AND owner = ? AND expires_at > ?"
@@ -119,25 +121,25 @@ _WRITE_FAILURES = "UPDATE objects SET lookup_failures = ?, next_lookup_at = ?, l
 _BACKOFF_RESET = "lookup_failures = 0, next_lookup_at = 0, lookup_error = ''"
 # The rows ``pending_ids`` fetches at a time.
 PENDING_CHUNK = 1000
-# An imported history row, every column as stored; ``{blob}`` how the dialect binds stderr.
-_IMPORT_HISTORY = (
-    "INSERT INTO history (job_id, nonce, op, started_at, prior_bit, finished_at, result, requeue_bit, bit_after,"
-    " reason, detail, exit_status, calls, stderr, stderr_len, actor, baseline, baseline_at, op_key, retry_of, ends_by)"
-    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, {blob}, ?, ?, ?, ?, ?, ?, ?)"
-)
+# An imported history row, every column as stored (``ledger_rows.IMPORT_COLUMNS``), and an
+# imported object's; an object there updated to an imported one.
+_IMPORT_HISTORY = schema.insert("history", ledger_rows.IMPORT_COLUMNS)
+_IMPORT_OBJECT = schema.insert("objects", ledger_rows.OBJECT_COLUMNS) + schema.values(ledger_rows.OBJECT_COLUMNS)
+_OBJECT_SET = tuple(c for c in ledger_rows.OBJECT_COLUMNS if c != "job_id")
+_UPDATE_OBJECT = " ".join(("UPDATE objects SET", schema.assigned(_OBJECT_SET), "WHERE job_id = ?"))
 _SETTLEMENTS_OF = "DELETE FROM settlements WHERE op_id"  # prune's, with an IN list
-_HISTORY_THERE = "SELECT id FROM history WHERE job_id = ? AND nonce = ? AND op = ? AND started_at = ?"
+_HISTORY_THERE = " ".join(("SELECT id FROM history WHERE", schema.assigned(ledger_rows.SAME_ROW, joint=" AND ")))
 # The settlements (schema 3): one per operation at most, appended, never changed.
-_SETTLE = "INSERT INTO settlements (op_id, job_id, verdict, looked_at, record, settled_at, settled_by, detail)"
+_SETTLE = schema.insert("settlements", ledger_rows.SETTLE_COLUMNS)
 # ``add_settlements``' gone ones: each row still to settle (unknown or unfinished, no settlement)
 # gets GONE, the time its lookup started, no record, the detail (parameters, then the IN list).
 # A dialect may have a cheaper way to skip the settled ones (``SqlStore.SETTLE_GONE``).
-_SETTLE_GONE = (
-    "INSERT INTO settlements (op_id, job_id, verdict, looked_at, record, settled_at, settled_by, detail)"
+_SETTLE_GONE = "".join((
+    _SETTLE,
     " SELECT h.id, h.job_id, 'gone', ?, NULL, ?, ?, ? FROM history h"
     " WHERE (h.result = 'unknown' OR h.finished_at IS NULL)"
-    " AND NOT EXISTS (SELECT 1 FROM settlements s WHERE s.op_id = h.id) AND h.id"
-)
+    " AND NOT EXISTS (SELECT 1 FROM settlements s WHERE s.op_id = h.id) AND h.id",
+))
 # What ``add_settlements`` decides on: each operation's job, finish, result and whether it is settled.
 _SETTLING_ONE = (
     "SELECT h.job_id, h.finished_at, h.result, EXISTS (SELECT 1 FROM settlements s WHERE s.op_id = h.id)"
@@ -460,18 +462,14 @@ class SqlStore(abc.ABC):
         if len(rows) <= 1:  # one operation: its lastrowid, in one statement as always
             ids: List[int] = []
             for row in rows:
-                self._run(cur, _APPEND + " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", row)
+                self._run(cur, _APPEND + schema.values(schema.START), row)
                 assert cur.lastrowid is not None
                 ids.append(int(cur.lastrowid))
             return ids
         found = self._run(cur, "SELECT coalesce(max(id), 0) FROM history").fetchone()
         before = int(found[0]) if found else 0
         self._write_rows(cur, _APPEND, rows)
-        self._run(
-            cur,
-            "SELECT id, job_id, op, nonce, prior_bit FROM history WHERE id > ? ORDER BY id LIMIT ?",
-            (before, len(rows) + 1),
-        )
+        self._run(cur, _APPENDED, (before, len(rows) + 1))
         return ledger_rows.inserted_ids(self.path, rows, list(cur.fetchall()))
 
     def finish_operation(self, op_id: int, outcome: Outcome, stderr: bytes, now: float) -> RequeueBit:
@@ -521,11 +519,12 @@ class SqlStore(abc.ABC):
         with self._atomic("acquire lease") as cur:
             rows = self._keyed(cur, _LEASE_OF_ONE, _LEASES_OF, ids)
             held = ledger_rows.leases_taken(ids, rows, owner, now, take_over_sweeps)
+            job_id, *lease = schema.LEASES.names()
             self._write_rows(
                 cur,
-                "INSERT INTO leases (job_id, owner, expires_at)",
+                schema.insert("leases", schema.LEASES.names()),
                 [(job_id, owner, now + ttl) for job_id in ledger_rows.distinct(held)],
-                self._upsert("job_id", ("owner", "expires_at")),
+                self._upsert(job_id, lease),
             )
         return held
 
@@ -900,12 +899,9 @@ class SqlStore(abc.ABC):
         started, finished = ledger_rows.finite("started", started), ledger_rows.finite("finished", finished)
         text = ledger_rows.sweep_summary(summary)
         with self._atomic("record sweep") as cur:
-            self._write_rows(
-                cur,
-                "INSERT INTO last_sweep (one, started_at, finished_at, summary)",
-                [(1, started, finished, text)],
-                self._upsert("one", ("started_at", "finished_at", "summary")),
-            )
+            one, *columns = schema.LAST_SWEEP.names()
+            insert, upsert = schema.insert("last_sweep", (one, *columns)), self._upsert(one, columns)
+            self._write_rows(cur, insert, [(1, started, finished, text)], upsert)
 
     def last_sweep(self) -> Optional[SweepRecord]:
         """The last sweep ``record_sweep`` kept, or None if no sweep has run on this ledger."""
@@ -990,37 +986,29 @@ class SqlStore(abc.ABC):
                 ledger_rows.settlement_values(e.settlement, e.id)
         imported = dict(self._imported_ids)
         copied = merged = kept = added = skipped = settled = 0
+        append = _IMPORT_HISTORY + schema.values(ledger_rows.IMPORT_COLUMNS, {"stderr": self.BLOB})
         with self._atomic("import records") as cur:
             for values in checked:
-                found = self._run(cur, self._locked(_BIT_OF_ONE), values[:1])
+                found = self._run(cur, self._locked(_BIT_OF_ONE), (values["job_id"],))
                 action = ledger_rows.import_action(self.path, values, found.fetchone(), merge)
                 if action == "insert":
-                    self._run(
-                        cur,
-                        "INSERT INTO objects (job_id, bit, why, updated_at, lookup_failures, next_lookup_at,"
-                        " lookup_error) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                        values,
-                    )
+                    self._run(cur, _IMPORT_OBJECT, ledger_rows.ordered(ledger_rows.OBJECT_COLUMNS, values))
                     copied += 1
                 elif action == "update":
-                    self._run(
-                        cur,
-                        "UPDATE objects SET bit = ?, why = ?, updated_at = ?, lookup_failures = ?,"
-                        " next_lookup_at = ?, lookup_error = ? WHERE job_id = ?",
-                        values[1:] + values[:1],
-                    )
+                    self._run(cur, _UPDATE_OBJECT, ledger_rows.ordered((*_OBJECT_SET, "job_id"), values))
                     merged += 1
                 else:
                     kept += 1
             for e in history:
                 retry_of = None if e.retry_of is None else imported.get(e.retry_of)
                 values = ledger_rows.history_values(e, hex_stderr=self.HEX_STDERR, retry_of=retry_of)
-                there = self._run(cur, _HISTORY_THERE, values[:4]).fetchone() if merge else None
+                same = ledger_rows.ordered(ledger_rows.SAME_ROW, values)
+                there = self._run(cur, _HISTORY_THERE, same).fetchone() if merge else None
                 if there is not None:
                     skipped += 1
                     op_id = int(there[0])
                 else:
-                    self._run(cur, _IMPORT_HISTORY.format(blob=self.BLOB), values)
+                    self._run(cur, append, ledger_rows.ordered(ledger_rows.IMPORT_COLUMNS, values))
                     op_id = int(cur.lastrowid)
                     added += 1
                 imported[e.id] = op_id

@@ -4,6 +4,7 @@ exactly the schema an old one reaches through every migration from version 0, in
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from pathlib import Path
 from typing import Any, List, Set, Tuple
@@ -12,9 +13,17 @@ import pytest
 
 import slurm_dsl.ledger.mariadb as mariadb_module
 import slurm_dsl.ledger.sqlite as sqlite_module
+from slurm_dsl.core.jobinfo import JobInfo
+from slurm_dsl.core.model import Op, Outcome, RequeueBit, Result
+from slurm_dsl.core.settle import Pending, Recorded
+from slurm_dsl.ledger import rows as ledger_rows
 from slurm_dsl.ledger import schema
 from slurm_dsl.ledger.choose import open_ledger
+from slurm_dsl.ledger.records import JobObject
 from tests.ledger_backends import MariaDbServer, Raw
+
+BASELINE = JobInfo(job_id="7", state="PENDING", requeue=True, restarts=0, priority=1, reason="None",
+                   array_job_id=None, array_tasks=0)
 
 
 def normal(sql: str) -> str:
@@ -105,3 +114,45 @@ def test_the_start_and_finish_columns_are_the_historys_but_its_id() -> None:
     assert set(schema.START) | set(schema.FINISH) | {"id"} == set(schema.HISTORY.names("sqlite"))
     assert not set(schema.START) & set(schema.FINISH)
     assert schema.START[:4] == ("job_id", "op", "nonce", "started_at")
+
+
+def test_what_settling_reads_of_a_row_is_the_fields_of_the_values_it_builds() -> None:
+    assert ledger_rows.TO_SETTLE_COLUMNS == tuple(f.name for f in dataclasses.fields(Recorded))
+    assert ledger_rows.PENDING_COLUMNS == Pending._fields
+    assert ledger_rows.OBJECT_COLUMNS == tuple(f.name for f in dataclasses.fields(JobObject))
+
+
+@pytest.mark.parametrize(("columns", "table"), [
+    (ledger_rows.OBJECT_COLUMNS, schema.OBJECTS),
+    (ledger_rows.HISTORY_COLUMNS, schema.HISTORY),
+    (ledger_rows.TO_SETTLE_COLUMNS, schema.HISTORY),
+    (ledger_rows.IMPORT_COLUMNS, schema.HISTORY),
+    (ledger_rows.APPENDED, schema.HISTORY),
+    (ledger_rows.SAME_ROW, schema.HISTORY),
+    (ledger_rows.SETTLEMENT_COLUMNS, schema.SETTLEMENTS),
+    (ledger_rows.SETTLE_COLUMNS, schema.SETTLEMENTS),
+])
+def test_every_column_a_statement_lists_is_one_of_its_tables_in_both_dialects(
+    columns: Tuple[str, ...], table: schema.Table
+) -> None:
+    assert columns and len(set(columns)) == len(columns)
+    assert set(columns) <= set(table.names("sqlite")) & set(table.names("mariadb"))
+
+
+def test_a_history_row_read_by_name_comes_back_as_written(tmp_path: Path) -> None:
+    # Every column of a row, each a distinct value, read back through the statements built from
+    # the table: a column out of place would put a value in the wrong field.
+    with open_ledger(str(tmp_path / "ledger.sqlite3")) as ledger:
+        op_id = ledger.begin_operation("7", Op.HOLD, "n1", 10.0, actor="alice", baseline_at=9.0, key="k1",
+                                       retry_of=3, ends_by=20.0, baseline=BASELINE)
+        held = Outcome(op=Op.HOLD, job_id="7", result=Result.OK, requeue_bit=None, detail="held")
+        ledger.finish_operation(op_id, held, b"err", 11.0)
+        [e] = ledger.history("7")
+        assert (e.id, e.job_id, e.op, e.nonce, e.started_at, e.prior_bit) == (op_id, "7", Op.HOLD, "n1", 10.0,
+                                                                            RequeueBit.CLEAR)
+        assert (e.finished_at, e.result, e.detail, e.stderr, e.stderr_len) == (11.0, Result.OK, "held", b"err", 3)
+        assert (e.actor, e.baseline, e.baseline_at, e.key, e.retry_of, e.ends_by) == ("alice", BASELINE, 9.0, "k1",
+                                                                                      3, 20.0)
+        [r] = ledger.recorded([op_id]).values()
+        assert (r.id, r.job_id, r.op, r.result, r.started_at, r.finished_at, r.ends_by, r.baseline_at) == (
+            op_id, "7", Op.HOLD, Result.OK, 10.0, 11.0, 20.0, 9.0)
