@@ -51,8 +51,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional, Sequence, Tuple, final
 
 from ..core.errors import ConfigError, LedgerError, SweepBusy
+from . import query, schema, store
 from . import rows as ledger_rows
-from . import schema, store
 from .base import BACKOFF_BASE, BACKOFF_CAP, BUSY_TIMEOUT
 from .mariadb_config import ClientOptions, Location, parse_url, read_option_file
 
@@ -529,7 +529,7 @@ class MariaDbLedger(store.SqlStore):
         sets = ", ".join([f"{c} = VALUES({c})" for c in columns] + ([also] if also else []))
         return f" ON DUPLICATE KEY UPDATE {sets}"
 
-    def _write_rows(self, cur: store.Cursor, insert: str, rows: Sequence[Sequence[Any]], tail: str = "") -> None:
+    def _write_rows(self, cur: query.Cursor, insert: str, rows: Sequence[Sequence[Any]], tail: str = "") -> None:
         """PyMySQL's ``executemany`` sends them as one multi-row statement (more only past its
         ``max_stmt_length``); a single row as a plain ``execute``, a little cheaper."""
         if not rows:
@@ -540,7 +540,7 @@ class MariaDbLedger(store.SqlStore):
         else:
             cur.executemany(sql, rows)
 
-    def _finish_history(self, cur: store.Cursor, values: Sequence[Tuple[Any, ...]]) -> None:
+    def _finish_history(self, cur: query.Cursor, values: Sequence[Tuple[Any, ...]]) -> None:
         """Stderr as hex.  PyMySQL's ``executemany`` of an UPDATE is one round trip per row, so past
         ``_DIRECT_FINISHES`` rows the values go, in one multi-row insert, into this connection's
         TEMPORARY table ``slurm_dsl_finishing`` (InnoDB: rolled back with the transaction, seen by
@@ -575,7 +575,7 @@ class MariaDbLedger(store.SqlStore):
     def _schema(self) -> Tuple[Tuple[str, ...], int]:
         return SCHEMA, schema.CURRENT["mariadb"]
 
-    def _version_on(self, cur: store.Cursor) -> int:
+    def _version_on(self, cur: query.Cursor) -> int:
         """0 for a database without the version table (new, or not slurm-dsl's)."""
         try:
             cur.execute("SELECT version FROM schema_version WHERE one = 1")
@@ -613,7 +613,7 @@ class MariaDbLedger(store.SqlStore):
                 pass  # a connection that is gone holds no lock
             cursor.close()
 
-    def _before_first_migration(self, cur: store.Cursor) -> bool:
+    def _before_first_migration(self, cur: query.Cursor) -> bool:
         """A database with tables of its own and no schema version is someone else's: leave it.
         Else the version table is created, for the migrations to bump; the current schema is
         created at once only where none of the ledger's tables is (a crash half-way leaves some)."""
@@ -630,7 +630,7 @@ class MariaDbLedger(store.SqlStore):
         cur.execute(_VERSION_TABLE)
         return not tables & OWN_TABLES - {"schema_version"}
 
-    def _set_version(self, cur: store.Cursor, version: int) -> None:
+    def _set_version(self, cur: query.Cursor, version: int) -> None:
         cur.execute(
             "INSERT INTO schema_version (one, version) VALUES (1, %s)"
             " ON DUPLICATE KEY UPDATE version = VALUES(version)",

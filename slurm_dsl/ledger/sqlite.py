@@ -58,7 +58,8 @@ from ..core.errors import SweepBusy
 from . import rows as ledger_rows
 from . import schema
 from .base import BACKOFF_BASE, BACKOFF_CAP, BUSY_TIMEOUT, DEFAULT_PATH, LedgerError
-from .store import Cursor, SqlStore
+from .query import Cursor
+from .store import SqlStore
 
 _BITS, _OPS, _VERDICTS = schema.BITS, schema.OPS, schema.VERDICTS
 
