@@ -51,8 +51,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional, Sequence, Tuple, final
 
 from ..core.model import ConfigError, LedgerError, SweepBusy
+from . import query, schema, store
 from . import rows as ledger_rows
-from . import store
 from .base import BACKOFF_BASE, BACKOFF_CAP, BUSY_TIMEOUT
 from .mariadb_config import ClientOptions, Location, parse_url, read_option_file
 
@@ -74,9 +74,7 @@ WRITE_TIMEOUT = 10.0
 MIGRATE_WAIT = 30.0  # seconds to wait for another host's migration of the same database
 PRUNE_BATCH = 500  # history rows per prune transaction (InnoDB queues waiting writers fairly: no pause)
 
-_BITS = "'clear', 'may_be_set', 'set'"
-_OPS = "'hold', 'release', 'requeue', 'restore', 'open'"
-_VERDICTS = "'present', 'absent', 'gone', 'undecidable'"
+_BITS, _OPS, _VERDICTS = schema.BITS, schema.OPS, schema.VERDICTS
 _TABLE = "ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin"
 _ID = "VARCHAR(20) NOT NULL"  # a job id: at most 10 ASCII digits (jobid.MAX_JOB_ID)
 # Some of MariaDB's signals do not come as errors: STRICT makes a value that does not fit one,
@@ -234,6 +232,21 @@ MIGRATIONS: Tuple[Tuple[str, ...], ...] = (
         "ALTER TABLE objects ADD COLUMN IF NOT EXISTS quiet_at DOUBLE NULL",
     ),
 )
+# The current history_finish_once around its condition (``schema.start_guard``).
+_FINISH_ONCE_HEAD = "CREATE TRIGGER history_finish_once BEFORE UPDATE ON history FOR EACH ROW\nBEGIN\n    IF "
+_FINISH_ONCE_TAIL = "\n    THEN SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'history is append-only';\n    END IF;\nEND"
+# A new database's schema at once: ``schema.CURRENT["mariadb"]``, the version MIGRATIONS reach (a
+# test checks that both give the same schema).  Its tables come from ``ledger.schema``.  Only for
+# a database without any of the ledger's tables (``_before_first_migration``): a crash half-way
+# leaves some, and the migrations carry on from there.
+SCHEMA: Tuple[str, ...] = (
+    *schema.create_tables("mariadb"),
+    "INSERT IGNORE INTO write_lock (one) VALUES (1)",
+    _NO_DELETE,
+    _FINISH_ONCE_HEAD + schema.start_guard("mariadb") + _FINISH_ONCE_TAIL,
+    _SETTLEMENTS_NO_UPDATE,
+    _SETTLEMENTS_NO_DELETE,
+)
 _VERSION_TABLE = f"""CREATE TABLE IF NOT EXISTS schema_version (
     one TINYINT NOT NULL PRIMARY KEY CHECK (one = 1),
     version INT NOT NULL
@@ -247,38 +260,31 @@ OWN_TABLES = frozenset(
 # version, bytes never pass as utf8mb4 text).  Up to this many in a batch are written so, one
 # round trip each; more go through the temporary table (``_finish_history``): three round trips
 # whatever their number (and one more on a connection's first).
-_FINISH_ONE = (
-    "UPDATE history SET finished_at = %s, result = %s, requeue_bit = %s, bit_after = %s, reason = %s,"
-    " detail = %s, exit_status = %s, calls = %s, stderr = UNHEX(%s), stderr_len = %s WHERE id = %s"
+_FINISH_ONE = " ".join(
+    ("UPDATE history SET", schema.assigned(schema.FINISH, "%s", {"stderr": "UNHEX(%s)"}), "WHERE id = %s")
 )
 _DIRECT_FINISHES = 3
 # A connection's own table of a batch's finished values, created once per connection.  It is
 # TEMPORARY: no other connection sees it, creating it commits nothing, it is gone with the
 # connection, and (InnoDB) its rows are rolled back with the transaction.  History's finish
 # columns, and the stderr as hex text (a multi-row insert takes plain placeholders only).
-_FINISHING_TABLE = f"""CREATE TEMPORARY TABLE IF NOT EXISTS slurm_dsl_finishing (
-    id BIGINT UNSIGNED NOT NULL PRIMARY KEY,
-    finished_at DOUBLE NOT NULL,
-    result VARCHAR(32) NULL,
-    requeue_bit VARCHAR(16) NULL,
-    bit_after VARCHAR(16) NULL,
-    reason VARCHAR(64) NULL,
-    detail MEDIUMTEXT NULL,
-    exit_status INT NULL,
-    calls MEDIUMTEXT NULL,
-    stderr_hex MEDIUMTEXT CHARACTER SET ascii COLLATE ascii_bin NULL,
-    stderr_len BIGINT NULL
-) {_TABLE}"""
-_FINISHING_INSERT = (
-    "INSERT INTO slurm_dsl_finishing (finished_at, result, requeue_bit, bit_after, reason, detail, exit_status,"
-    " calls, stderr_hex, stderr_len, id) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+_HEX = {"stderr": "stderr_hex"}
+_FINISHING_KINDS = {"finished_at": "DOUBLE NOT NULL", "stderr": "MEDIUMTEXT CHARACTER SET ascii COLLATE ascii_bin NULL"}
+_FINISHING_TABLE = "".join((
+    "CREATE TEMPORARY TABLE IF NOT EXISTS slurm_dsl_finishing (\n    id BIGINT UNSIGNED NOT NULL PRIMARY KEY,\n    ",
+    ",\n    ".join([
+        f"{_HEX.get(c.name, c.name)} {_FINISHING_KINDS.get(c.name, c.mariadb)}"
+        for c in schema.HISTORY.columns if c.name in schema.FINISH
+    ]),
+    f"\n) {_TABLE}",
+))
+_FINISHING_INSERT = schema.insert("slurm_dsl_finishing", [_HEX.get(c, c) for c in (*schema.FINISH, "id")]) + (
+    schema.values((*schema.FINISH, "id"), mark="%s")
 )
-_FINISHING_UPDATE = (
-    "UPDATE history h JOIN slurm_dsl_finishing f ON f.id = h.id SET h.finished_at = f.finished_at,"
-    " h.result = f.result, h.requeue_bit = f.requeue_bit, h.bit_after = f.bit_after, h.reason = f.reason,"
-    " h.detail = f.detail, h.exit_status = f.exit_status, h.calls = f.calls, h.stderr = UNHEX(f.stderr_hex),"
-    " h.stderr_len = f.stderr_len"
-)
+_FINISHING_UPDATE = " ".join((
+    "UPDATE history h JOIN slurm_dsl_finishing f ON f.id = h.id SET",
+    schema.assigned(schema.FINISH, "f.{0}", {"stderr": "UNHEX(f.stderr_hex)"}, alias="h."),
+))
 
 # MariaDB's error numbers this module explains.
 ER_LOCK_WAIT_TIMEOUT = 1205
@@ -523,7 +529,7 @@ class MariaDbLedger(store.SqlStore):
         sets = ", ".join([f"{c} = VALUES({c})" for c in columns] + ([also] if also else []))
         return f" ON DUPLICATE KEY UPDATE {sets}"
 
-    def _write_rows(self, cur: store.Cursor, insert: str, rows: Sequence[Sequence[Any]], tail: str = "") -> None:
+    def _write_rows(self, cur: query.Cursor, insert: str, rows: Sequence[Sequence[Any]], tail: str = "") -> None:
         """PyMySQL's ``executemany`` sends them as one multi-row statement (more only past its
         ``max_stmt_length``); a single row as a plain ``execute``, a little cheaper."""
         if not rows:
@@ -534,7 +540,7 @@ class MariaDbLedger(store.SqlStore):
         else:
             cur.executemany(sql, rows)
 
-    def _finish_history(self, cur: store.Cursor, values: Sequence[Tuple[Any, ...]]) -> None:
+    def _finish_history(self, cur: query.Cursor, values: Sequence[Tuple[Any, ...]]) -> None:
         """Stderr as hex.  PyMySQL's ``executemany`` of an UPDATE is one round trip per row, so past
         ``_DIRECT_FINISHES`` rows the values go, in one multi-row insert, into this connection's
         TEMPORARY table ``slurm_dsl_finishing`` (InnoDB: rolled back with the transaction, seen by
@@ -566,7 +572,10 @@ class MariaDbLedger(store.SqlStore):
     def _migrations(self) -> Tuple[Tuple[str, ...], ...]:
         return MIGRATIONS
 
-    def _version_on(self, cur: store.Cursor) -> int:
+    def _schema(self) -> Tuple[Tuple[str, ...], int]:
+        return SCHEMA, schema.CURRENT["mariadb"]
+
+    def _version_on(self, cur: query.Cursor) -> int:
         """0 for a database without the version table (new, or not slurm-dsl's)."""
         try:
             cur.execute("SELECT version FROM schema_version WHERE one = 1")
@@ -604,11 +613,13 @@ class MariaDbLedger(store.SqlStore):
                 pass  # a connection that is gone holds no lock
             cursor.close()
 
-    def _before_first_migration(self, cur: store.Cursor) -> None:
+    def _before_first_migration(self, cur: query.Cursor) -> bool:
         """A database with tables of its own and no schema version is someone else's: leave it.
-        Else the version table is created, for the migrations to bump."""
+        Else the version table is created, for the migrations to bump; the current schema is
+        created at once only where none of the ledger's tables is (a crash half-way leaves some)."""
         cur.execute("SELECT table_name FROM information_schema.tables WHERE table_schema = DATABASE()")
-        foreign = sorted({str(row[0]) for row in cur.fetchall()} - OWN_TABLES)
+        tables = {str(row[0]) for row in cur.fetchall()}
+        foreign = sorted(tables - OWN_TABLES)
         if foreign:
             raise LedgerError(
                 f"ledger {self.path}: database {self.database} holds tables that are not slurm-dsl's"
@@ -617,8 +628,9 @@ class MariaDbLedger(store.SqlStore):
                 path=self.path,
             )
         cur.execute(_VERSION_TABLE)
+        return not tables & OWN_TABLES - {"schema_version"}
 
-    def _set_version(self, cur: store.Cursor, version: int) -> None:
+    def _set_version(self, cur: query.Cursor, version: int) -> None:
         cur.execute(
             "INSERT INTO schema_version (one, version) VALUES (1, %s)"
             " ON DUPLICATE KEY UPDATE version = VALUES(version)",

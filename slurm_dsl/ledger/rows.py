@@ -9,8 +9,10 @@ checking the arguments; the columns a value is written as (``object_values``, ``
 ``ledger_rules``. A backend keeps only its SQL dialect, connections, transactions, locks and the
 mapping of its errors (``store.SqlStore``'s hooks).
 
-Rule 1: a row is read by ``SELECT_OBJECTS`` or ``SELECT_HISTORY`` (or, in prune, finish and
-leases, the columns each function names), in that order.  Rule 2: no I/O: a function gets the
+Rule 1: a row is read and written by the columns ``ledger.schema`` states (``OBJECT_COLUMNS``,
+``HISTORY_COLUMNS``, ``schema.START``...), and its values are taken and given by column name
+(``named``, ``ordered``), never by position; the few narrow reads of prune, finish and leases
+unpack the columns each function names.  Rule 2: no I/O: a function gets the
 row its backend read and returns what to write, or raises the typed error (``LedgerError`` with
 the ledger's ``path``, ``InvalidInput``).  Rule 2a, batches: a batch's rows are read in a few
 statements (``IN`` lists of at most ``IN_PIECE`` ids, ``pieces``), its decisions taken here as
@@ -52,6 +54,7 @@ from ..core.jobinfo import JobInfo
 from ..core.keys import check_key
 from ..core.model import InvalidInput, LedgerError, Op, Outcome, Reason, RequeueBit, Result
 from ..core.shown import shown
+from . import schema
 from .base import STDERR_CAP
 
 if TYPE_CHECKING:
@@ -65,44 +68,48 @@ if TYPE_CHECKING:
 _E = TypeVar("_E", bound=enum.Enum)
 _T = TypeVar("_T")
 
+# What each read takes of a row, by column name (``ledger.schema``), in this order: a decoder reads
+# a row's values by these names (``named``), never by position.  A JobObject's (``quiet_at`` is
+# read alone, ``quiet_times``); every column of a history row; its settlement's, but those of its
+# row (``op_id``, ``job_id``); what settling reads of a row (``settle.Recorded``'s fields, a test
+# checks) and what a sweep first reads of one (``settle.Pending``'s).
+OBJECT_COLUMNS = tuple(c for c in schema.OBJECTS.names() if c != "quiet_at")
+HISTORY_COLUMNS = schema.HISTORY.names()
+SETTLEMENT_COLUMNS = tuple(c for c in schema.SETTLEMENTS.names() if c not in ("op_id", "job_id"))
+TO_SETTLE_COLUMNS = (
+    "id", "job_id", "op", "result", "started_at", "finished_at", "ends_by", "baseline", "baseline_at", "requeue_bit",
+)
+PENDING_COLUMNS = TO_SETTLE_COLUMNS[:7]
+# What a write gives of a row, in this order: an imported history row's every column but its id
+# (``history_values``); a settlement's (``SettlementRow``).
+IMPORT_COLUMNS = HISTORY_COLUMNS[1:]
+SETTLE_COLUMNS = schema.SETTLEMENTS.names()[1:]
+
 # What ``job_object`` and ``entry`` read: their columns in their order (a backend appends its
 # WHERE, ORDER BY and LIMIT).
-SELECT_OBJECTS = "SELECT job_id, bit, why, updated_at, lookup_failures, next_lookup_at, lookup_error FROM objects"
+SELECT_OBJECTS = " ".join(("SELECT", schema.listed(OBJECT_COLUMNS), "FROM objects"))
 # A history row is read with its settlement, if any (``h`` the history, ``s`` the settlement:
 # a backend's WHERE and ORDER BY name their columns so).
 SETTLED_HISTORY = " FROM history h LEFT JOIN settlements s ON s.op_id = h.id"
-SELECT_HISTORY = (
-    "SELECT h.id, h.job_id, h.op, h.nonce, h.started_at, h.prior_bit, h.finished_at, h.result, h.requeue_bit,"
-    " h.bit_after, h.reason, h.detail, h.exit_status, h.calls, h.stderr, h.stderr_len, h.actor,"
-    " h.baseline, h.baseline_at, h.op_key, h.retry_of, h.ends_by,"
-    " s.id, s.verdict, s.looked_at, s.record, s.settled_at, s.settled_by, s.detail"
-    " FROM history h LEFT JOIN settlements s ON s.op_id = h.id"
-)
+_HISTORY_READ = schema.listed(HISTORY_COLUMNS, "h.") + ", " + schema.listed(SETTLEMENT_COLUMNS, "s.")
+SELECT_HISTORY = "".join(("SELECT ", _HISTORY_READ, SETTLED_HISTORY))
 # ``later_operations``: SELECT_HISTORY's columns of the later rows (``h``, their stderr not
 # read) of each given row's job (``g``), the given id first.
-SELECT_LATER = (
-    "SELECT g.id, h.id, h.job_id, h.op, h.nonce, h.started_at, h.prior_bit, h.finished_at, h.result, h.requeue_bit,"
-    " h.bit_after, h.reason, h.detail, h.exit_status, h.calls, '', h.stderr_len, h.actor,"
-    " h.baseline, h.baseline_at, h.op_key, h.retry_of, h.ends_by,"
-    " s.id, s.verdict, s.looked_at, s.record, s.settled_at, s.settled_by, s.detail"
+SELECT_LATER = "".join((
+    "SELECT g.id, ", schema.listed(HISTORY_COLUMNS, "h.", {"stderr": "''"}), ", ",
+    schema.listed(SETTLEMENT_COLUMNS, "s."),
     " FROM history g JOIN history h ON h.job_id = g.job_id AND h.id > g.id"
-    " LEFT JOIN settlements s ON s.op_id = h.id WHERE g.id"
-)
+    " LEFT JOIN settlements s ON s.op_id = h.id WHERE g.id",
+))
 
 # ``unsettled``: what settling reads of a row (``recorded``), no more: not its calls, stderr or
 # detail (a sweep reads up to 10,000 of them: docs/benchmarks.md §9).  A backend appends its
 # WHERE (``s`` the settlement, none for these rows) and ORDER BY.
-SELECT_TO_SETTLE = (
-    "SELECT h.id, h.job_id, h.op, h.result, h.started_at, h.finished_at, h.ends_by, h.baseline, h.baseline_at,"
-    " h.requeue_bit FROM history h LEFT JOIN settlements s ON s.op_id = h.id"
-)
+SELECT_TO_SETTLE = "".join(("SELECT ", schema.listed(TO_SETTLE_COLUMNS, "h."), SETTLED_HISTORY))
 
 # ``to_settle``: what a sweep first reads of a row (``pending``): not even its baseline, which
 # only the verdicts of jobs still known read (they are read again whole, ``SELECT_TO_SETTLE``).
-SELECT_PENDING = (
-    "SELECT h.id, h.job_id, h.op, h.result, h.started_at, h.finished_at, h.ends_by"
-    " FROM history h LEFT JOIN settlements s ON s.op_id = h.id"
-)
+SELECT_PENDING = "".join(("SELECT ", schema.listed(PENDING_COLUMNS, "h."), SETTLED_HISTORY))
 
 # What ``unfinished`` reads, ``{mark}`` the backend's placeholder for the time now: each row
 # without a result, whether it is its job's newest, and whether the job is leased now.
@@ -112,6 +119,24 @@ SELECT_UNFINISHED = (
     "  EXISTS (SELECT 1 FROM leases l WHERE l.job_id = h.job_id AND l.expires_at > {mark})"
     " FROM history h WHERE h.finished_at IS NULL ORDER BY h.id"
 )
+
+
+def named(columns: Sequence[str], row: Sequence[Any]) -> Dict[str, Any]:
+    """A row read as ``columns`` lists them, by column name."""
+    return dict(zip(columns, row))
+
+
+@functools.cache
+def positions(columns: Tuple[str, ...]) -> Dict[str, int]:
+    """Where each of ``columns`` stands in a row read as they list them: a decoder of many rows
+    takes each value at its column's position, found by name once (``pending``)."""
+    return {c: i for i, c in enumerate(columns)}
+
+
+def ordered(columns: Sequence[str], values: Mapping[str, Any]) -> Tuple[Any, ...]:
+    """A row's ``values`` by column name, in the order a statement lists ``columns``."""
+    return tuple([values[c] for c in columns])
+
 
 ImportAction = Literal["insert", "update", "keep"]
 
@@ -182,7 +207,20 @@ def job_object(row: Sequence[Any]) -> JobObject:
     """An ``objects`` row (``SELECT_OBJECTS``) as a ``JobObject``."""
     from .records import JobObject
 
-    return JobObject(row[0], RequeueBit(row[1]), row[2], float(row[3]), int(row[4]), float(row[5]), row[6])
+    o = named(OBJECT_COLUMNS, row)
+    return JobObject(
+        job_id=o["job_id"],
+        bit=RequeueBit(o["bit"]),
+        why=o["why"],
+        updated_at=float(o["updated_at"]),
+        lookup_failures=int(o["lookup_failures"]),
+        next_lookup_at=float(o["next_lookup_at"]),
+        lookup_error=o["lookup_error"],
+    )
+
+
+def _time(value: Any) -> Optional[float]:
+    return None if value is None else float(value)
 
 
 def entry(r: Sequence[Any], path: str = "") -> HistoryEntry:
@@ -190,30 +228,33 @@ def entry(r: Sequence[Any], path: str = "") -> HistoryEntry:
     LedgerError (naming the ledger ``path``) for a malformed record or verdict."""
     from .records import CallRecord, HistoryEntry
 
+    h = named(HISTORY_COLUMNS, r)
+    s = named(SETTLEMENT_COLUMNS, r[len(HISTORY_COLUMNS):])
+    calls = h["calls"]
     return HistoryEntry(
-        id=int(r[0]),
-        job_id=r[1],
-        op=_member(Op, r[2]),
-        nonce=r[3],
-        started_at=float(r[4]),
-        prior_bit=_member(RequeueBit, r[5]),
-        finished_at=None if r[6] is None else float(r[6]),
-        result=_enum_or_none(Result, r[7]),
-        requeue_bit=_enum_or_none(RequeueBit, r[8]),
-        bit_after=_enum_or_none(RequeueBit, r[9]),
-        reason=_enum_or_none(Reason, r[10]),
-        detail=r[11] or "",
-        exit_status=r[12],
-        calls=() if not r[13] or r[13] == "[]" else tuple(CallRecord(**c) for c in json.loads(r[13])),
-        stderr=bytes(r[14] or b""),
-        stderr_len=int(r[15] or 0),
-        actor=r[16],
-        baseline=job_info(path, r[17]),
-        baseline_at=None if r[18] is None else float(r[18]),
-        key=r[19],
-        retry_of=None if r[20] is None else int(r[20]),
-        ends_by=None if r[21] is None else float(r[21]),
-        settlement=None if r[22] is None else settlement(path, int(r[0]), str(r[1]), r[22:30]),
+        id=int(h["id"]),
+        job_id=h["job_id"],
+        op=_member(Op, h["op"]),
+        nonce=h["nonce"],
+        started_at=float(h["started_at"]),
+        prior_bit=_member(RequeueBit, h["prior_bit"]),
+        finished_at=_time(h["finished_at"]),
+        result=_enum_or_none(Result, h["result"]),
+        requeue_bit=_enum_or_none(RequeueBit, h["requeue_bit"]),
+        bit_after=_enum_or_none(RequeueBit, h["bit_after"]),
+        reason=_enum_or_none(Reason, h["reason"]),
+        detail=h["detail"] or "",
+        exit_status=h["exit_status"],
+        calls=() if not calls or calls == "[]" else tuple(CallRecord(**c) for c in json.loads(calls)),
+        stderr=bytes(h["stderr"] or b""),
+        stderr_len=int(h["stderr_len"] or 0),
+        actor=h["actor"],
+        baseline=job_info(path, h["baseline"]),
+        baseline_at=_time(h["baseline_at"]),
+        key=h["op_key"],
+        retry_of=None if h["retry_of"] is None else int(h["retry_of"]),
+        ends_by=_time(h["ends_by"]),
+        settlement=None if s["id"] is None else settlement(path, int(h["id"]), str(h["job_id"]), s),
     )
 
 
@@ -222,18 +263,24 @@ def recorded(rows: Iterable[Sequence[Any]], path: str = "") -> List[Recorded]:
     (naming the ledger ``path``) for a malformed baseline, as ``entry``."""
     from ..core.settle import Recorded
 
+    # What a settling sweep reads, 10,000 rows at a time: as ``pending``, each value at its
+    # column's position, found by name once.
+    at = positions(TO_SETTLE_COLUMNS)
+    id_, job, op, result, started, finished, ends, baseline, baseline_at, bit = (at[c] for c in (
+        "id", "job_id", "op", "result", "started_at", "finished_at", "ends_by", "baseline", "baseline_at",
+        "requeue_bit"))
     return [
         Recorded(
-            id=int(r[0]),
-            job_id=r[1],
-            op=_member(Op, r[2]),
-            result=_enum_or_none(Result, r[3]),
-            started_at=float(r[4]),
-            finished_at=None if r[5] is None else float(r[5]),
-            ends_by=None if r[6] is None else float(r[6]),
-            baseline=job_info(path, r[7]),
-            baseline_at=None if r[8] is None else float(r[8]),
-            requeue_bit=_enum_or_none(RequeueBit, r[9]),
+            id=int(r[id_]),
+            job_id=r[job],
+            op=_member(Op, r[op]),
+            result=_enum_or_none(Result, r[result]),
+            started_at=float(r[started]),
+            finished_at=None if r[finished] is None else float(r[finished]),
+            ends_by=None if r[ends] is None else float(r[ends]),
+            baseline=job_info(path, r[baseline]),
+            baseline_at=None if r[baseline_at] is None else float(r[baseline_at]),
+            requeue_bit=_enum_or_none(RequeueBit, r[bit]),
         )
         for r in rows
     ]
@@ -244,42 +291,49 @@ def pending(rows: Iterable[Sequence[Any]]) -> List[Pending]:
     from ..core.settle import Pending
 
     ops, results = _members(Op), _members(Result)
-    return [
-        Pending(
-            int(r[0]),
-            r[1],
-            ops.get(r[2]) or Op(r[2]),  # a member is a non-empty str: true
-            None if r[3] is None else results.get(r[3]) or Result(r[3]),
-            float(r[4]),
-            None if r[5] is None else float(r[5]),
-            None if r[6] is None else float(r[6]),
-        )
-        for r in rows
-    ]
+    # A sweep's first read, 10,000 rows at a time (docs/benchmarks.md §9): each value taken at
+    # its column's position, found by name once, not through a dict a row.
+    at = positions(PENDING_COLUMNS)
+    id_, job, op, res, started, finished, ends = (at[c] for c in (
+        "id", "job_id", "op", "result", "started_at", "finished_at", "ends_by"))
+    found = []
+    for r in rows:
+        result, finished_at, ends_by = r[res], r[finished], r[ends]
+        found.append(Pending(
+            int(r[id_]),
+            r[job],
+            ops.get(r[op]) or Op(r[op]),  # a member is a non-empty str: true
+            None if result is None else results.get(result) or Result(result),
+            float(r[started]),
+            None if finished_at is None else float(finished_at),
+            None if ends_by is None else float(ends_by),
+        ))
+    return found
 
 
-def settlement(path: str, op_id: int, job_id: str, r: Sequence[Any]) -> Settlement:
-    """A ``settlements`` row (id, verdict, looked_at, record, settled_at, settled_by, detail, as
-    ``SELECT_HISTORY`` reads it) of operation ``op_id`` as a ``Settlement``; LedgerError if its
-    verdict or record is malformed."""
+def settlement(path: str, op_id: int, job_id: str, s: Mapping[str, Any]) -> Settlement:
+    """A ``settlements`` row by column name (``SETTLEMENT_COLUMNS``, as ``SELECT_HISTORY`` reads
+    it) of operation ``op_id`` as a ``Settlement``; LedgerError if its verdict or record is
+    malformed."""
     from ..core.model import Verdict
     from .records import Settlement
 
     try:
-        verdict = Verdict(r[1])
+        verdict = Verdict(s["verdict"])
     except ValueError:
-        raise LedgerError(f"ledger {path}: operation {op_id} has a settlement of unknown verdict {r[1]!r}",
-                          path=path) from None
+        raise LedgerError(
+            f"ledger {path}: operation {op_id} has a settlement of unknown verdict {s['verdict']!r}", path=path
+        ) from None
     return Settlement(
-        id=int(r[0]),
+        id=int(s["id"]),
         op_id=op_id,
         job_id=job_id,
         verdict=verdict,
-        looked_at=float(r[2]),
-        record=job_info(path, r[3]),
-        settled_at=float(r[4]),
-        by=str(r[5]),
-        detail=str(r[6]),
+        looked_at=float(s["looked_at"]),
+        record=job_info(path, s["record"]),
+        settled_at=float(s["settled_at"]),
+        by=str(s["settled_by"]),
+        detail=str(s["detail"]),
     )
 
 
@@ -421,23 +475,21 @@ def calls_json(outcome: Outcome) -> str:
 def finished_values(
     now: float, outcome: Outcome, bit_after: RequeueBit, stderr: bytes, op_id: int, *, hex_stderr: bool = False
 ) -> Tuple[Any, ...]:
-    """What finishing writes into history row ``op_id``: finished_at, result, requeue_bit,
-    bit_after, reason, detail, exit_status, calls, stderr (its first ``STDERR_CAP`` bytes),
-    stderr_len, and the id last."""
+    """What finishing writes into history row ``op_id``: its ``schema.FINISH`` columns in their
+    order (stderr: its first ``STDERR_CAP`` bytes), and the id last."""
     kept = stderr[:STDERR_CAP]
-    return (
-        now,
-        outcome.result.value,
-        outcome.requeue_bit.value if outcome.requeue_bit else None,
-        bit_after.value,
-        outcome.reason.value if outcome.reason else None,
-        stored_text(outcome.detail),
-        outcome.exit_status,
-        calls_json(outcome),
-        kept.hex() if hex_stderr else kept,
-        len(stderr),
-        op_id,
-    )
+    return (*ordered(schema.FINISH, {
+        "finished_at": now,
+        "result": outcome.result.value,
+        "requeue_bit": outcome.requeue_bit.value if outcome.requeue_bit else None,
+        "bit_after": bit_after.value,
+        "reason": outcome.reason.value if outcome.reason else None,
+        "detail": stored_text(outcome.detail),
+        "exit_status": outcome.exit_status,
+        "calls": calls_json(outcome),
+        "stderr": kept.hex() if hex_stderr else kept,
+        "stderr_len": len(stderr),
+    }), op_id)
 
 
 def held_by_another(
@@ -445,15 +497,21 @@ def held_by_another(
 ) -> bool:
     """Whether the lease row (owner, expires_at) keeps ``owner`` from taking the job at ``now``;
     with ``take_over_sweeps``, another sweep's lease keeps no one (``ledger_rules.sweep_owned``)."""
-    if row is None or row[0] == owner or row[1] <= now:
+    if row is None:
         return False
-    return not (take_over_sweeps and rules.sweep_owned(str(row[0])))
+    holder, expires_at = row
+    if holder == owner or expires_at <= now:
+        return False
+    return not (take_over_sweeps and rules.sweep_owned(str(holder)))
 
 
 def holds(row: Optional[Sequence[Any]], owner: str, now: float) -> bool:
     """Whether the lease row (owner, expires_at) is ``owner``'s and unexpired at ``now``: what a
     sweep's write needs (``set_bits``)."""
-    return row is not None and row[0] == owner and row[1] > now
+    if row is None:
+        return False
+    holder, expires_at = row
+    return bool(holder == owner and expires_at > now)
 
 
 def leases_taken(
@@ -481,7 +539,6 @@ _PENDING_TAKING_OVER = (
     " AND l.owner NOT LIKE ?)"
     " ORDER BY next_lookup_at, updated_at, job_id"
 )
-_OBJECT_COLUMNS = "job_id, bit, why, updated_at, lookup_failures, next_lookup_at, lookup_error"
 
 
 def pending_query(mark: str, now: float, take_over_sweeps: bool, *, ids_only: bool = False) -> Tuple[str, List[Any]]:
@@ -489,7 +546,7 @@ def pending_query(mark: str, now: float, take_over_sweeps: bool, *, ids_only: bo
     backend's placeholder ``mark``, and its values: the objects whose bit is not clear, back-off
     elapsed at ``now``, with no lease unexpired at ``now`` (with ``take_over_sweeps``, none but
     another sweep's: ``ledger_rules.SWEEP_OWNERS``), longest waiting first; a backend adds its LIMIT."""
-    columns = "job_id" if ids_only else _OBJECT_COLUMNS
+    columns = "job_id" if ids_only else schema.listed(OBJECT_COLUMNS)
     if take_over_sweeps:
         return _PENDING_TAKING_OVER.format(columns=columns).replace("?", mark), [now, now, rules.SWEEP_OWNERS]
     return _PENDING_UNLEASED.format(columns=columns).replace("?", mark), [now, now]
@@ -502,7 +559,8 @@ def failed_lookup(
     when it may be looked up again (``ledger_rules.backoff``).  LedgerError if there is no object."""
     if row is None:
         raise LedgerError(f"ledger {path}: no object for job {job_id}", path=path)
-    failures = int(row[0]) + 1
+    (failed,) = row
+    failures = int(failed) + 1
     return failures, now + rules.backoff(failures, base, cap)
 
 
@@ -522,13 +580,20 @@ def unfinished(rows: Sequence[Sequence[Any]]) -> Unfinished:
     the job's, not the row's, so an older row under a later operation's lease has lapsed too."""
     from .records import Unfinished
 
-    lapsed = [r for r in rows if not (r[4] and r[5])]
-    oldest = min(lapsed, key=lambda r: (float(r[3]), int(r[0])), default=None)
+    lapsed = [
+        (float(started_at), int(op_id), str(job_id), Op(op))
+        for op_id, job_id, op, started_at, newest, leased in rows
+        if not (newest and leased)
+    ]
+    oldest: Optional[Tuple[int, str, Op, float]] = None
+    if lapsed:
+        started_at, op_id, job_id, op = min(lapsed)  # the earliest start, then the smallest id
+        oldest = (op_id, job_id, op, started_at)
     return Unfinished(
         count=len(rows),
         lapsed=len(lapsed),
-        lapsed_requeues=sum(1 for r in lapsed if Op(r[2]) is Op.REQUEUE),
-        oldest_lapsed=None if oldest is None else (int(oldest[0]), str(oldest[1]), Op(oldest[2]), float(oldest[3])),
+        lapsed_requeues=sum(1 for *_, op in lapsed if op is Op.REQUEUE),
+        oldest_lapsed=oldest,
     )
 
 
@@ -578,10 +643,10 @@ def multi_row(
         yield _values(sql, width, len(piece), mark, tail), [value for row in piece for value in row]
 
 
-# A history row as ``begin_operations`` appends it: job_id, op, nonce, started_at, prior_bit,
-# actor, baseline (``job_info_text``), baseline_at, op_key, retry_of, ends_by.
-HistoryStart = Tuple[str, str, str, float, str, Optional[str], Optional[str], Optional[float], Optional[str],
-                     Optional[int], Optional[float]]
+# A history row as ``begin_operations`` appends it: its ``schema.START`` columns in their order.
+HistoryStart = Tuple[Any, ...]
+# What tells the rows one transaction appended when it reads them back (``inserted_ids``).
+APPENDED = ("job_id", "op", "nonce", "prior_bit")
 
 
 class StartFields(NamedTuple):
@@ -678,26 +743,35 @@ def begin_plan(
             current[job_id] = intent.bit
             objects[job_id] = (job_id, intent.bit.value, intent.why, now)
         baseline = fields.baselines.get(job_id)
-        history.append((
-            job_id, op.value, nonce, now, prior.value, who, baseline,
-            None if baseline is None else fields.baseline_at, fields.key, fields.retry_of.get(job_id),
-            fields.ends_by,
-        ))
+        history.append(ordered(schema.START, {
+            "job_id": job_id,
+            "op": op.value,
+            "nonce": nonce,
+            "started_at": now,
+            "prior_bit": prior.value,
+            "actor": who,
+            "baseline": baseline,
+            "baseline_at": None if baseline is None else fields.baseline_at,
+            "op_key": fields.key,
+            "retry_of": fields.retry_of.get(job_id),
+            "ends_by": fields.ends_by,
+        }))
     return BeginPlan(list(objects.values()), history, list(quiet.values()))
 
 
 def inserted_ids(path: str, rows: Sequence[Sequence[Any]], found: Sequence[Sequence[Any]]) -> List[int]:
     """The ids of the history ``rows`` (``BeginPlan.history``) one transaction appended, from the
-    rows (id, job_id, op, nonce, prior_bit) it read back above the largest id before, in id order.
-    Under the write lock nobody else appends history, so these are exactly its rows in its order;
-    else LedgerError (and the transaction is rolled back)."""
-    if len(found) != len(rows) or any(tuple(f[1:5]) != (r[0], r[1], r[2], r[4]) for f, r in zip(found, rows)):
+    rows (id, then ``APPENDED``) it read back above the largest id before, in id order.  Under the
+    write lock nobody else appends history, so these are exactly its rows in its order; else
+    LedgerError (and the transaction is rolled back)."""
+    appended = [ordered(APPENDED, named(schema.START, r)) for r in rows]
+    if len(found) != len(rows) or any(tuple(there) != mine for (_, *there), mine in zip(found, appended)):
         raise LedgerError(
             f"ledger {path}: the history rows read back are not the {len(rows)} this transaction"
             " appended (has another writer appended history without the write lock?)",
             path=path,
         )
-    return [int(f[0]) for f in found]
+    return [int(op_id) for op_id, *_ in found]
 
 
 class FinishPlan(NamedTuple):
@@ -733,11 +807,12 @@ def finish_plan(
     for op_id, outcome, stderr in finishes:
         stderr = bytes(stderr)
         row = rows.get(op_id)
+        later = True
         if row is not None:
             job, op_text, nonce, prior_text, finished_at, bit, later = row
             row = (job, op_text, nonce, prior_text, now if op_id in done else finished_at, current.get(job, bit), later)
         job_id, after = finish(path, op_id, row, outcome)
-        if outcome.op in FLAG_OPS and row is not None and not row[6]:
+        if outcome.op in FLAG_OPS and not later:  # no operation began on the job after it
             quiet[job_id] = (now, job_id)  # its calls are over, and every earlier one's too (its lease)
         done.add(op_id)
         if after.why is not None:
@@ -751,63 +826,65 @@ def finish_plan(
 # -- import: another ledger's records ------------------------------------------------------------
 
 
-def import_action(path: str, values: Sequence[Any], row: Optional[Sequence[Any]], merge: bool) -> ImportAction:
+def import_action(path: str, values: Mapping[str, Any], row: Optional[Sequence[Any]], merge: bool) -> ImportAction:
     """What importing an object (its ``object_values``) does where the job's object row (bit) is
     ``row`` (None: no object): insert it, update to it (its bit is less clear,
     ``ledger_rules.less_clear``), or keep the one there.  LedgerError if there is one and
     ``merge`` is off."""
-    job_id, bit = values[0], RequeueBit(values[1])
+    job_id, bit = values["job_id"], RequeueBit(values["bit"])
     if row is not None and not merge:
         raise LedgerError(f"ledger {path}: job {job_id} already has an object here (--merge combines them)", path=path)
     if row is None:
         return "insert"
-    return "update" if rules.less_clear(bit, RequeueBit(row[0])) else "keep"
+    (there,) = row
+    return "update" if rules.less_clear(bit, RequeueBit(there)) else "keep"
 
 
-def object_values(obj: JobObject) -> Tuple[Any, ...]:
-    """An object's columns in ``SELECT_OBJECTS``' order, checked."""
-    return (
-        validate_job_id(obj.job_id),
-        RequeueBit(obj.bit).value,
-        str(obj.why),
-        finite("updated_at", obj.updated_at),
-        int(obj.lookup_failures),
-        finite("next_lookup_at", obj.next_lookup_at),
-        str(obj.lookup_error),
-    )
+def object_values(obj: JobObject) -> Dict[str, Any]:
+    """An object's ``OBJECT_COLUMNS`` by name, checked."""
+    return {
+        "job_id": validate_job_id(obj.job_id),
+        "bit": RequeueBit(obj.bit).value,
+        "why": str(obj.why),
+        "updated_at": finite("updated_at", obj.updated_at),
+        "lookup_failures": int(obj.lookup_failures),
+        "next_lookup_at": finite("next_lookup_at", obj.next_lookup_at),
+        "lookup_error": str(obj.lookup_error),
+    }
 
 
-def history_values(e: HistoryEntry, *, hex_stderr: bool = False, retry_of: Optional[int] = None) -> Tuple[Any, ...]:
-    """A history row's columns for ``import_records``: job_id, nonce, op, started_at first (what
-    tells a row already there), then prior_bit, finished_at, result, requeue_bit, bit_after,
-    reason, detail, exit_status, calls, stderr, stderr_len, actor; an unfinished row keeps NULL in
-    every column written at finish.  Then the start columns of schema 3: baseline, baseline_at,
-    op_key, retry_of (``retry_of``: the id the row it names has in this ledger, None if it has
-    none here), ends_by."""
+# What tells an imported history row already there (``import_records`` with merge).
+SAME_ROW = ("job_id", "op", "nonce", "started_at")
+
+
+def history_values(e: HistoryEntry, *, hex_stderr: bool = False, retry_of: Optional[int] = None) -> Dict[str, Any]:
+    """A history row's ``IMPORT_COLUMNS`` by name, checked, for ``import_records``: an unfinished
+    row keeps NULL in every column written at finish; ``retry_of`` is the id the row it names
+    has in this ledger (None if it has none here)."""
     done = e.finished_at is not None
-    return (
-        validate_job_id(e.job_id),
-        str(e.nonce),
-        Op(e.op).value,
-        finite("started_at", e.started_at),
-        RequeueBit(e.prior_bit).value,
-        finite("finished_at", e.finished_at) if e.finished_at is not None else None,
-        None if e.result is None else Result(e.result).value,
-        None if e.requeue_bit is None else RequeueBit(e.requeue_bit).value,
-        None if e.bit_after is None else RequeueBit(e.bit_after).value,
-        None if e.reason is None else Reason(e.reason).value,
-        e.detail if done else None,
-        e.exit_status,
-        json.dumps([dataclasses.asdict(c) for c in e.calls]) if done else None,
-        (bytes(e.stderr).hex() if hex_stderr else bytes(e.stderr)) if done else None,
-        int(e.stderr_len) if done else None,
-        e.actor,
-        job_info_text(e.baseline),
-        None if e.baseline_at is None else finite("baseline_at", e.baseline_at),
-        checked_key(e.key),
-        retry_of,
-        None if e.ends_by is None else finite("ends_by", e.ends_by),
-    )
+    return {
+        "job_id": validate_job_id(e.job_id),
+        "op": Op(e.op).value,
+        "nonce": str(e.nonce),
+        "started_at": finite("started_at", e.started_at),
+        "prior_bit": RequeueBit(e.prior_bit).value,
+        "finished_at": finite("finished_at", e.finished_at) if e.finished_at is not None else None,
+        "result": None if e.result is None else Result(e.result).value,
+        "requeue_bit": None if e.requeue_bit is None else RequeueBit(e.requeue_bit).value,
+        "bit_after": None if e.bit_after is None else RequeueBit(e.bit_after).value,
+        "reason": None if e.reason is None else Reason(e.reason).value,
+        "detail": e.detail if done else None,
+        "exit_status": e.exit_status,
+        "calls": json.dumps([dataclasses.asdict(c) for c in e.calls]) if done else None,
+        "stderr": (bytes(e.stderr).hex() if hex_stderr else bytes(e.stderr)) if done else None,
+        "stderr_len": int(e.stderr_len) if done else None,
+        "actor": e.actor,
+        "baseline": job_info_text(e.baseline),
+        "baseline_at": None if e.baseline_at is None else finite("baseline_at", e.baseline_at),
+        "op_key": checked_key(e.key),
+        "retry_of": retry_of,
+        "ends_by": None if e.ends_by is None else finite("ends_by", e.ends_by),
+    }
 
 
 # -- settlements ---------------------------------------------------------------------------------

@@ -56,12 +56,39 @@ from typing import Any, Callable, ContextManager, Iterator, Optional, Sequence, 
 
 from ..core.model import LedgerError, SweepBusy
 from . import rows as ledger_rows
+from . import schema
 from .base import BACKOFF_BASE, BACKOFF_CAP, BUSY_TIMEOUT, DEFAULT_PATH
-from .store import Cursor, SqlStore
+from .query import Cursor
+from .store import SqlStore
 
-_BITS = "'clear', 'may_be_set', 'set'"
-_OPS = "'hold', 'release', 'requeue', 'restore', 'open'"
-_VERDICTS = "'present', 'absent', 'gone', 'undecidable'"
+_BITS, _OPS, _VERDICTS = schema.BITS, schema.OPS, schema.VERDICTS
+
+# The indexes and triggers of the current schema: created by the migrations below, and with a new
+# file's tables at once (``SCHEMA``).
+_PENDING_INDEX = "CREATE INDEX objects_pending ON objects (updated_at, job_id) WHERE bit != 'clear'"
+_JOB_INDEX = "CREATE INDEX history_job ON history (job_id, id)"
+# Prune alone may delete history (``pruning``), and never an unfinished row, a row of an object
+# whose bit is not clear, or an object's newest row (ledger_rules.may_prune).
+_NO_DELETE = """CREATE TRIGGER history_no_delete BEFORE DELETE ON history
+            WHEN NOT EXISTS (SELECT 1 FROM pruning)
+              OR OLD.finished_at IS NULL
+              OR OLD.id = (SELECT max(h.id) FROM history h WHERE h.job_id = OLD.job_id)
+              OR NOT EXISTS (SELECT 1 FROM objects o WHERE o.job_id = OLD.job_id AND o.bit = 'clear')
+            BEGIN SELECT RAISE(ABORT, 'history is append-only'); END"""
+# The operations still to settle (``unsettled``, every sweep): only the unknown and the
+# unfinished rows, by start, so that the sweep's read walks those alone however many finished
+# rows the ledger keeps.  Its WHERE is SqlStore.UNSETTLED's, word for word.
+_UNSETTLED_INDEX = """CREATE INDEX history_unsettled ON history (started_at, id)
+            WHERE result = 'unknown' OR finished_at IS NULL"""
+# The earlier operations of one key (``keyed``): only rows that have a key.
+_KEY_INDEX = "CREATE INDEX history_key ON history (op_key, job_id, op) WHERE op_key IS NOT NULL"
+_SETTLEMENTS_NO_UPDATE = """CREATE TRIGGER settlements_no_update BEFORE UPDATE ON settlements
+            BEGIN SELECT RAISE(ABORT, 'settlements are append-only'); END"""
+# Prune alone deletes one, and only once its history row is gone.
+_SETTLEMENTS_NO_DELETE = """CREATE TRIGGER settlements_no_delete BEFORE DELETE ON settlements
+            WHEN NOT EXISTS (SELECT 1 FROM pruning)
+              OR EXISTS (SELECT 1 FROM history h WHERE h.id = OLD.op_id)
+            BEGIN SELECT RAISE(ABORT, 'settlements are append-only'); END"""
 
 # MIGRATIONS[i] takes a file from version i to i + 1.  Statements one by one (executescript
 # would commit first): each list runs inside the transaction that bumps user_version.
@@ -76,7 +103,7 @@ MIGRATIONS: Tuple[Tuple[str, ...], ...] = (
             next_lookup_at REAL NOT NULL DEFAULT 0,
             lookup_error TEXT NOT NULL DEFAULT ''
         )""",
-        "CREATE INDEX objects_pending ON objects (updated_at, job_id) WHERE bit != 'clear'",
+        _PENDING_INDEX,
         f"""CREATE TABLE history (
             id INTEGER PRIMARY KEY AUTOINCREMENT,
             job_id TEXT NOT NULL,
@@ -95,7 +122,7 @@ MIGRATIONS: Tuple[Tuple[str, ...], ...] = (
             stderr BLOB,
             stderr_len INTEGER
         )""",
-        "CREATE INDEX history_job ON history (job_id, id)",
+        _JOB_INDEX,
         # Append-only, enforced by the file itself: no delete, a row is finished once, and the
         # columns written at its start never change.
         """CREATE TRIGGER history_no_delete BEFORE DELETE ON history
@@ -131,12 +158,7 @@ MIGRATIONS: Tuple[Tuple[str, ...], ...] = (
             one INTEGER PRIMARY KEY CHECK (one = 1)
         )""",
         "DROP TRIGGER history_no_delete",
-        """CREATE TRIGGER history_no_delete BEFORE DELETE ON history
-            WHEN NOT EXISTS (SELECT 1 FROM pruning)
-              OR OLD.finished_at IS NULL
-              OR OLD.id = (SELECT max(h.id) FROM history h WHERE h.job_id = OLD.job_id)
-              OR NOT EXISTS (SELECT 1 FROM objects o WHERE o.job_id = OLD.job_id AND o.bit = 'clear')
-            BEGIN SELECT RAISE(ABORT, 'history is append-only'); END""",
+        _NO_DELETE,
         "DROP TRIGGER history_finish_once",
         """CREATE TRIGGER history_finish_once BEFORE UPDATE ON history
             WHEN OLD.finished_at IS NOT NULL OR NEW.id IS NOT OLD.id OR NEW.job_id IS NOT OLD.job_id
@@ -165,13 +187,8 @@ MIGRATIONS: Tuple[Tuple[str, ...], ...] = (
               OR NEW.baseline_at IS NOT OLD.baseline_at OR NEW.op_key IS NOT OLD.op_key
               OR NEW.retry_of IS NOT OLD.retry_of OR NEW.ends_by IS NOT OLD.ends_by
             BEGIN SELECT RAISE(ABORT, 'history is append-only'); END""",
-        # The operations still to settle (``unsettled``, every sweep): only the unknown and the
-        # unfinished rows, by start, so that the sweep's read walks those alone however many
-        # finished rows the ledger keeps.  Its WHERE is SqlStore.UNSETTLED's, word for word.
-        """CREATE INDEX history_unsettled ON history (started_at, id)
-            WHERE result = 'unknown' OR finished_at IS NULL""",
-        # The earlier operations of one key (``keyed``): only rows that have a key.
-        "CREATE INDEX history_key ON history (op_key, job_id, op) WHERE op_key IS NOT NULL",
+        _UNSETTLED_INDEX,
+        _KEY_INDEX,
         # The verdicts (docs/contract.md §12): one per operation at most, appended, final.
         f"""CREATE TABLE settlements (
             id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -184,13 +201,8 @@ MIGRATIONS: Tuple[Tuple[str, ...], ...] = (
             settled_by TEXT NOT NULL,
             detail TEXT NOT NULL
         )""",
-        """CREATE TRIGGER settlements_no_update BEFORE UPDATE ON settlements
-            BEGIN SELECT RAISE(ABORT, 'settlements are append-only'); END""",
-        # Prune alone deletes one, and only once its history row is gone.
-        """CREATE TRIGGER settlements_no_delete BEFORE DELETE ON settlements
-            WHEN NOT EXISTS (SELECT 1 FROM pruning)
-              OR EXISTS (SELECT 1 FROM history h WHERE h.id = OLD.op_id)
-            BEGIN SELECT RAISE(ABORT, 'settlements are append-only'); END""",
+        _SETTLEMENTS_NO_UPDATE,
+        _SETTLEMENTS_NO_DELETE,
     ),
     (
         # Until when a call of slurm-dsl's may change the job's flag (docs/contract.md §13): the
@@ -199,21 +211,29 @@ MIGRATIONS: Tuple[Tuple[str, ...], ...] = (
     ),
 )
 
+# A new file's schema at once: ``schema.CURRENT["sqlite"]``, the version MIGRATIONS reach (a test
+# checks that both give the same schema).  Its tables come from ``ledger.schema``.
+SCHEMA: Tuple[str, ...] = (
+    *schema.create_tables("sqlite"),
+    _PENDING_INDEX,
+    _JOB_INDEX,
+    _NO_DELETE,
+    f"""CREATE TRIGGER history_finish_once BEFORE UPDATE ON history
+            WHEN {schema.start_guard("sqlite")}
+            BEGIN SELECT RAISE(ABORT, 'history is append-only'); END""",
+    _UNSETTLED_INDEX,
+    _KEY_INDEX,
+    _SETTLEMENTS_NO_UPDATE,
+    _SETTLEMENTS_NO_DELETE,
+)
+
 # Finishing operations: their ``ledger_rows.finished_values`` (the id last) into their rows, one
 # alone, or many around their VALUES.
-_FINISH_ONE = (
-    "UPDATE history SET finished_at = ?, result = ?, requeue_bit = ?, bit_after = ?, reason = ?, detail = ?,"
-    " exit_status = ?, calls = ?, stderr = ?, stderr_len = ? WHERE id = ?"
-)
-_FINISH_MANY_HEAD = (
-    "WITH v (finished_at, result, requeue_bit, bit_after, reason, detail, exit_status, calls, stderr, stderr_len, id)"
-    " AS ("
-)
-_FINISH_MANY_TAIL = (
-    ") UPDATE history SET finished_at = v.finished_at, result = v.result, requeue_bit = v.requeue_bit,"
-    " bit_after = v.bit_after, reason = v.reason, detail = v.detail, exit_status = v.exit_status, calls = v.calls,"
-    " stderr = v.stderr, stderr_len = v.stderr_len FROM v WHERE history.id = v.id"
-)
+_FINISH_ONE = " ".join(("UPDATE history SET", schema.assigned(schema.FINISH), "WHERE id = ?"))
+_FINISH_MANY_HEAD = "".join(("WITH v (", schema.listed((*schema.FINISH, "id")), ") AS ("))
+_FINISH_MANY_TAIL = " ".join((
+    ") UPDATE history SET", schema.assigned(schema.FINISH, "v.{0}"), "FROM v WHERE history.id = v.id",
+))
 
 UPDATE_FROM = (3, 33, 0)  # the first SQLite with UPDATE ... FROM
 
@@ -404,11 +424,11 @@ class SqliteLedger(SqlStore):
     # cheaper: docs/benchmarks.md §9.1).  OR IGNORE skips any constraint a row breaks; the only
     # one these can break is that one: every other value is a checked constant or a history
     # column that is NOT NULL there too.
-    SETTLE_GONE = (
-        "INSERT OR IGNORE INTO settlements (op_id, job_id, verdict, looked_at, record, settled_at, settled_by, detail)"
+    SETTLE_GONE = "".join((
+        schema.insert("settlements", ledger_rows.SETTLE_COLUMNS, "INSERT OR IGNORE"),
         " SELECT h.id, h.job_id, 'gone', ?, NULL, ?, ?, ? FROM history h"
-        " WHERE (h.result = 'unknown' OR h.finished_at IS NULL) AND h.id"
-    )
+        " WHERE (h.result = 'unknown' OR h.finished_at IS NULL) AND h.id",
+    ))
 
     def __init__(
         self,
@@ -548,6 +568,9 @@ class SqliteLedger(SqlStore):
 
     def _migrations(self) -> Tuple[Tuple[str, ...], ...]:
         return MIGRATIONS
+
+    def _schema(self) -> Tuple[Tuple[str, ...], int]:
+        return SCHEMA, schema.CURRENT["sqlite"]
 
     def _version_on(self, cur: Cursor) -> int:
         return int(self._run(cur, "PRAGMA user_version").fetchone()[0])

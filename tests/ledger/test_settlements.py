@@ -395,7 +395,8 @@ def test_unsettled_reads_only_the_unknown_and_unfinished_rows(tmp_path: Path) ->
         run(ledger, "99", Op.HOLD, T0 + 400, unknown(Op.HOLD, "99"), 400)
         assert [e.job_id for e in ledger.unsettled(T0 + 500)] == ["99"]
     from slurm_dsl.ledger import rows as ledger_rows
-    from slurm_dsl.ledger.store import _UNSETTLED_WHERE, SqlStore
+    from slurm_dsl.ledger.query import UNSETTLED_WHERE as _UNSETTLED_WHERE
+    from slurm_dsl.ledger.store import SqlStore
 
     sql = ledger_rows.SELECT_HISTORY + _UNSETTLED_WHERE.format(unsettled=SqlStore.UNSETTLED)
     conn = sqlite3.connect(path)
@@ -412,7 +413,7 @@ def test_mariadb_unsettled_uses_its_indexed_column(mariadb_location: str) -> Non
         run(ledger, "99", Op.HOLD, T0 + 400, unknown(Op.HOLD, "99"), 400)
     import slurm_dsl.ledger.mariadb as mariadb_module
     from slurm_dsl.ledger import rows as ledger_rows
-    from slurm_dsl.ledger.store import _UNSETTLED_WHERE
+    from slurm_dsl.ledger.query import UNSETTLED_WHERE as _UNSETTLED_WHERE
 
     sql = ledger_rows.SELECT_HISTORY + _UNSETTLED_WHERE.format(unsettled=mariadb_module.MariaDbLedger.UNSETTLED)
     with Raw(mariadb_location) as conn:

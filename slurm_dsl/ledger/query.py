@@ -1,0 +1,444 @@
+"""The ledger's query layer (docs/contract.md §9.1): the SQL text of every statement the store runs,
+and running it over one connection of a dialect.
+
+Strategy (peewee's: one query and transaction layer, each database a small subclass that states
+only what differs): this module holds the statements (their column lists from ``ledger.schema``),
+the transactions' shape (``_atomic``), the reads (``_read``, ``_keyed``), the migrations' driver
+and the few writes a store's operations share; ``ledger.store`` is the ledger's domain over it
+(what the rest of the package calls).  A dialect subclass supplies what its database does its own
+way, and nothing else:
+
+- the connection, a cursor outside a transaction (``_new_cursor``) and a transaction that holds
+  the ledger's one write lock (``_transaction``: SQLite's ``BEGIN IMMEDIATE``, MariaDB's
+  ``write_lock`` row ``FOR UPDATE``), and the one place its errors become ``LedgerError``
+  (``_errors``);
+- its SQL: placeholders (every statement here is written with ``?``; ``_sql`` turns it into the
+  driver's), upserts (``_upsert``), locking reads (``FOR_UPDATE``), a multi-row write
+  (``_write_rows``), finishing history rows in bulk (``_finish_history``), how stderr is bound
+  (``BLOB``, ``HEX_STDERR``), prune's pass for the triggers (``PRUNING``);
+- its schema: a new ledger's (``_schema``), its version and migrations (``_migrations``,
+  ``_version_on``, ``_migrating``, ``_set_version``); its clock (``now``), the sweep lock, its
+  ``identity``; what prune does between batches and after them (``_prune_paused``,
+  ``_checkpoint``).
+
+Rule 1: every read-modify-write is one ``_atomic`` transaction under the write lock, and every
+row it reads to decide is read there (``FOR UPDATE`` where the dialect needs it), so writers
+queue and no update is lost.  Rule 2: reads outside a transaction (``_read``) take no lock.
+Rule 3: SQL text lives here, never in the domain's methods.  A store is one connection: one
+thread at a time.
+"""
+
+from __future__ import annotations
+
+import abc
+from contextlib import contextmanager
+from typing import Any, ContextManager, Dict, Iterator, List, Mapping, Optional, Protocol, Sequence, Tuple
+
+from ..core.model import LedgerError
+from . import rows as ledger_rows
+from . import schema
+
+
+class Cursor(Protocol):
+    """The DB-API cursor both drivers give (sqlite3's, PyMySQL's): what the store uses of it."""
+
+    @property
+    def rowcount(self) -> int: ...
+
+    @property
+    def lastrowid(self) -> Any: ...
+
+    def execute(self, sql: str, args: Any = ..., /) -> object: ...
+
+    def executemany(self, sql: str, args: Any, /) -> object: ...
+
+    def fetchone(self) -> Any: ...
+
+    def fetchall(self) -> Any: ...
+
+    def fetchmany(self, size: int, /) -> Any: ...
+
+    def close(self) -> None: ...
+
+
+# The objects' bit and why (``_write_bit``, ``finish_operations``), VALUES (job_id, bit, why,
+# updated_at): a job without an object gets one.
+BIT_COLUMNS = ("bit", "why", "updated_at")
+WRITE_BIT = schema.insert("objects", ("job_id", *BIT_COLUMNS))
+# What a batch reads under the write lock (``_keyed``): one row by its key, or the rows of an
+# ``IN`` list with their key first.  The objects' bits for ``begin_operations``; the operations
+# for ``finish_operations`` (``ledger_rows.finish``'s row); the leases for ``acquire_leases``.
+BIT_OF_ONE = "SELECT bit FROM objects WHERE job_id = ?"
+BITS_OF = "SELECT job_id, bit FROM objects WHERE job_id"
+FINISHING_ONE = (
+    "SELECT h.job_id, h.op, h.nonce, h.prior_bit, h.finished_at, o.bit"
+    ", EXISTS (SELECT 1 FROM history l WHERE l.job_id = h.job_id AND l.id > h.id)"
+    " FROM history h JOIN objects o ON o.job_id = h.job_id WHERE h.id = ?"
+)
+FINISHING_ROWS = (
+    "SELECT h.id, h.job_id, h.op, h.nonce, h.prior_bit, h.finished_at, o.bit"
+    ", EXISTS (SELECT 1 FROM history l WHERE l.job_id = h.job_id AND l.id > h.id)"
+    " FROM history h JOIN objects o ON o.job_id = h.job_id WHERE h.id"
+)
+LEASE_OF_ONE = "SELECT owner, expires_at FROM leases WHERE job_id = ?"
+LEASES_OF = "SELECT job_id, owner, expires_at FROM leases WHERE job_id"
+APPEND = schema.insert("history", schema.START)
+# The rows one transaction appended, read back (``ledger_rows.inserted_ids``).
+APPENDED = " ".join(
+    ("SELECT id,", schema.listed(ledger_rows.APPENDED), "FROM history WHERE id > ? ORDER BY id LIMIT ?")
+)
+# The rows the sweeper's writes and an import decide on (``FOR_UPDATE`` appended).
+HOLDS = "SELECT 1 FROM leases WHERE job_id = ? AND owner = ? AND expires_at > ?"
+OBJECT_THERE = "SELECT 1 FROM objects WHERE job_id = ?"
+FAILURES_OF = "SELECT lookup_failures FROM objects WHERE job_id = ?"
+FAILURES_OF_MANY = "SELECT job_id, lookup_failures FROM objects WHERE job_id"
+WRITE_FAILURES = "UPDATE objects SET lookup_failures = ?, next_lookup_at = ?, lookup_error = ? WHERE job_id"
+# What a new intent also does to an object there: its back-off starts again (``begin_operations``).
+INTENT_NEWS = "lookup_failures = 0, next_lookup_at = 0"
+# What writing a bit also does to its object: its lookup back-off starts again (``set_bits``).
+BACKOFF_RESET = "lookup_failures = 0, next_lookup_at = 0, lookup_error = ''"
+# The reads and writes of one statement each, the store's method named first.
+RELEASE = "DELETE FROM leases WHERE owner = ? AND job_id"  # ``release_leases``, with an IN list
+OBJECT_OF = ledger_rows.SELECT_OBJECTS + " WHERE job_id = ?"  # ``get``
+QUIET_TIMES = "SELECT job_id, coalesce(quiet_at, updated_at) FROM objects WHERE job_id"  # with an IN list
+COUNT_NOT_CLEAR = "SELECT count(*) FROM objects WHERE bit <> 'clear'"
+WATCH = "UPDATE objects SET lookup_failures = 0, next_lookup_at = ?, lookup_error = '' WHERE job_id = ?"
+HISTORY_OF = ledger_rows.SELECT_HISTORY + " WHERE h.job_id = ? ORDER BY h.id"  # ``history``
+TO_SETTLE_OF = ledger_rows.SELECT_TO_SETTLE + " WHERE h.id"  # ``recorded``, with an IN list
+# ``keyed`` and ``operations_by``, with an IN list of job ids and OLDEST_FIRST.
+KEYED = ledger_rows.SELECT_HISTORY + " WHERE h.op_key = ? AND h.op = ? AND h.job_id"
+OPERATIONS_BY = ledger_rows.SELECT_HISTORY + " WHERE h.op = ? AND h.actor = ? AND h.started_at >= ? AND h.job_id"
+OLDEST_FIRST = " ORDER BY h.id"
+LATER_ORDER = " ORDER BY g.id, h.id"  # ``later_operations``: by the given id, then oldest first
+COUNT_BY_BIT = "SELECT bit, count(*) FROM objects GROUP BY bit"
+NOT_CLEAR = ledger_rows.SELECT_OBJECTS + " WHERE bit <> 'clear' ORDER BY updated_at, job_id"  # ``objects_not_clear``
+COUNT_HISTORY = "SELECT count(*) FROM history"
+UNFINISHED = ledger_rows.SELECT_UNFINISHED.format(mark="?")
+LAST_SWEEP = "SELECT started_at, finished_at, summary FROM last_sweep"
+DELETE_HISTORY = "DELETE FROM history WHERE id = ?"  # prune's, the trigger's pass in
+# ``ledger migrate``'s pages.
+EXPORT_OBJECTS = ledger_rows.SELECT_OBJECTS + " WHERE (bit <> 'clear') = ? AND job_id > ? ORDER BY job_id LIMIT ?"
+EXPORT_HISTORY = ledger_rows.SELECT_HISTORY + " WHERE h.id > ? ORDER BY h.id LIMIT ?"
+# ``unsettled`` and ``to_settle``: newest first, and only the given jobs' (an IN list follows).
+NEWEST_FIRST = " ORDER BY h.started_at DESC, h.id DESC"
+OF_JOBS = " AND h.job_id"
+LIMIT = " LIMIT ?"
+# The rows ``pending_ids`` fetches at a time.
+PENDING_CHUNK = 1000
+# An imported history row, every column as stored (``ledger_rows.IMPORT_COLUMNS``), and an
+# imported object's; an object there updated to an imported one.
+IMPORT_HISTORY = schema.insert("history", ledger_rows.IMPORT_COLUMNS)
+IMPORT_OBJECT = schema.insert("objects", ledger_rows.OBJECT_COLUMNS) + schema.values(ledger_rows.OBJECT_COLUMNS)
+OBJECT_SET = tuple(c for c in ledger_rows.OBJECT_COLUMNS if c != "job_id")
+UPDATE_OBJECT = " ".join(("UPDATE objects SET", schema.assigned(OBJECT_SET), "WHERE job_id = ?"))
+SETTLEMENTS_OF = "DELETE FROM settlements WHERE op_id"  # prune's, with an IN list
+HISTORY_THERE = " ".join(("SELECT id FROM history WHERE", schema.assigned(ledger_rows.SAME_ROW, joint=" AND ")))
+# The settlements (schema 3): one per operation at most, appended, never changed.
+SETTLE = schema.insert("settlements", ledger_rows.SETTLE_COLUMNS)
+# ``add_settlements``' gone ones: each row still to settle (unknown or unfinished, no settlement)
+# gets GONE, the time its lookup started, no record, the detail (parameters, then the IN list).
+# A dialect may have a cheaper way to skip the settled ones (``SqlStore.SETTLE_GONE``).
+SETTLE_GONE = "".join((
+    SETTLE,
+    " SELECT h.id, h.job_id, 'gone', ?, NULL, ?, ?, ? FROM history h"
+    " WHERE (h.result = 'unknown' OR h.finished_at IS NULL)"
+    " AND NOT EXISTS (SELECT 1 FROM settlements s WHERE s.op_id = h.id) AND h.id",
+))
+# What ``add_settlements`` decides on: each operation's job, finish, result and whether it is settled.
+SETTLING_ONE = (
+    "SELECT h.job_id, h.finished_at, h.result, EXISTS (SELECT 1 FROM settlements s WHERE s.op_id = h.id)"
+    " FROM history h WHERE h.id = ?"
+)
+SETTLING_ROWS = (
+    "SELECT h.id, h.job_id, h.finished_at, h.result, EXISTS (SELECT 1 FROM settlements s WHERE s.op_id = h.id)"
+    " FROM history h WHERE h.id"
+)
+# ``unsettled``: the rows the dialect's ``UNSETTLED`` index serves (unknown results and
+# unfinished rows started since ``?``) with no settlement, an unfinished one only once it no
+# longer runs (``ends_by`` passed, a later row of its job, or no unexpired lease: as
+# ``ledger_rows.unfinished``'s "lapsed").  ``{unsettled}`` is the dialect's predicate.
+UNSETTLED_WHERE = (
+    " WHERE {unsettled} AND s.id IS NULL"
+    " AND (h.finished_at IS NOT NULL OR h.ends_by <= ?"
+    " OR EXISTS (SELECT 1 FROM history l WHERE l.job_id = h.job_id AND l.id > h.id)"
+    " OR NOT EXISTS (SELECT 1 FROM leases e WHERE e.job_id = h.job_id AND e.expires_at > ?))"
+)
+EVER = -1.0e308  # ``since`` for every row
+STARTED = "SELECT h.started_at"  # what ``count_unsettled`` reads of each
+# Prune's view of a batch of history rows: what ``rules.may_prune`` needs of each.
+PRUNE_ROWS = (
+    "SELECT h.id, h.job_id, h.finished_at, o.bit,"
+    "  h.id = (SELECT max(n.id) FROM history n WHERE n.job_id = h.job_id),"
+    "  EXISTS (SELECT 1 FROM leases l WHERE l.job_id = h.job_id AND l.expires_at > ?)"
+    " FROM history h JOIN objects o ON o.job_id = h.job_id"
+    " WHERE h.id > ? AND h.finished_at < ? ORDER BY h.id LIMIT ?"
+)
+
+
+class SqlQueries(abc.ABC):
+    """The statements of ``ledger.store.SqlStore`` run over one connection of a dialect subclass
+    (this module's docstring)."""
+
+    # -- what a dialect states -----------------------------------------------------------------
+
+    FOR_UPDATE = ""  # appended to the reads a transaction decides on
+    SETTLE_GONE = SETTLE_GONE  # ``add_settlements``' gone ones, the IN list of ids appended
+    BLOB = "?"  # how a stderr value is bound
+    HEX_STDERR = False  # stderr passed as hex text (``ledger_rows``' Rule 3)
+    ANOTHER = "another ledger"  # what to use instead of a ledger too new for this code
+    PRUNING: Tuple[str, str] = ("", "")  # prune's pass for the history trigger: let it in, take it back
+    # The rows ``unsettled`` may give, as the dialect's index on them serves them, ``?`` the
+    # earliest start (``UNSETTLED_WHERE``).
+    UNSETTLED = "(h.result = 'unknown' OR h.finished_at IS NULL) AND h.started_at >= ?"
+
+    path: str
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._batched = False  # inside ``batch``: every _atomic joins its transaction
+        self._tx: Optional[Cursor] = None  # the transaction's cursor, while one is open
+
+    @abc.abstractmethod
+    def close(self) -> None: ...
+
+    @abc.abstractmethod
+    def _errors(self, doing: str) -> ContextManager[None]:
+        """The driver's errors turned into LedgerError (naming ``doing``), in this one place."""
+
+    @abc.abstractmethod
+    def _new_cursor(self) -> Cursor:
+        """A cursor on the connection, outside a transaction (or on the open one's connection)."""
+
+    @abc.abstractmethod
+    def _transaction(self) -> ContextManager[Cursor]:
+        """One transaction holding the write lock, its cursor in ``self._tx`` while it is open:
+        committed if the block returns, else rolled back."""
+
+    def _sql(self, sql: str) -> str:
+        """``sql`` (``?`` placeholders) in the driver's placeholders."""
+        return sql
+
+    @abc.abstractmethod
+    def _upsert(self, key: str, columns: Sequence[str], also: str = "") -> str:
+        """The tail of an INSERT that updates ``columns`` (and sets ``also``) of the row with that
+        ``key`` instead when there is one."""
+
+    @abc.abstractmethod
+    def _write_rows(self, cur: Cursor, insert: str, rows: Sequence[Sequence[Any]], tail: str = "") -> None:
+        """``insert`` (``INSERT INTO t (columns)``) of every row with ``tail``, in few statements."""
+
+    @abc.abstractmethod
+    def _finish_history(self, cur: Cursor, values: Sequence[Tuple[Any, ...]]) -> None:
+        """Write ``ledger_rows.finished_values`` (the id last) into their history rows; the
+        triggers see each row updated as one UPDATE of it would."""
+
+    @abc.abstractmethod
+    def _migrations(self) -> Tuple[Tuple[str, ...], ...]:
+        """MIGRATIONS[i] takes the schema from version i to i + 1."""
+
+    @abc.abstractmethod
+    def _schema(self) -> Tuple[Tuple[str, ...], int]:
+        """A new ledger's schema created at once (its tables from ``ledger.schema``), and the
+        version it is (``schema.CURRENT``): the one the migrations reach."""
+
+    @abc.abstractmethod
+    def _version_on(self, cur: Cursor) -> int:
+        """The stored schema version (0: nothing there)."""
+
+    @abc.abstractmethod
+    def _migrating(self) -> ContextManager[Cursor]:
+        """Where migrations run: one at a time per ledger, so that the version read again there
+        is the one to start from."""
+
+    @abc.abstractmethod
+    def _set_version(self, cur: Cursor, version: int) -> None: ...
+
+    def _before_first_migration(self, cur: Cursor) -> bool:
+        """Checks on a ledger without a schema before one is created in it; whether it holds none
+        of the ledger's tables, so that the current schema may be created at once (else a crash
+        half-way left some: the migrations, each safe to run again, carry on)."""
+        return True
+
+    @abc.abstractmethod
+    def _prune_batch(self) -> int:
+        """History rows per prune transaction."""
+
+    def _prune_paused(self, held: float) -> None:
+        """Between two prune batches, the last of which held the write lock ``held`` seconds."""
+        return None
+
+    def _checkpoint(self) -> Optional[bool]:
+        """After a real prune: whether giving the freed pages back completed (None: no such step)."""
+        return None
+
+    @abc.abstractmethod
+    def now(self) -> float: ...
+
+    @abc.abstractmethod
+    def sweep_lock(self) -> ContextManager[object]: ...
+
+    @abc.abstractmethod
+    def identity(self) -> str: ...
+
+    # -- transactions and reads ----------------------------------------------------------------
+
+    def _locked(self, sql: str) -> str:
+        """A read a transaction decides on, as the dialect locks it."""
+        return sql + self.FOR_UPDATE
+
+    def _run(self, cur: Cursor, sql: str, args: Sequence[Any] = ()) -> Cursor:
+        cur.execute(self._sql(sql), tuple(args))
+        return cur
+
+    @contextmanager
+    def _atomic(self, doing: str) -> Iterator[Cursor]:
+        """One transaction under the write lock (``_transaction``), its errors LedgerError.
+        Inside ``batch`` it is part of the batch's transaction."""
+        if self._batched:
+            assert self._tx is not None
+            with self._errors(doing):
+                yield self._tx
+            return
+        with self._errors(doing), self._transaction() as cur:
+            yield cur
+
+    @contextmanager
+    def _reading(self, doing: str) -> Iterator[Cursor]:
+        """A cursor for reads outside a transaction: they wait for no writer."""
+        with self._errors(doing):
+            cursor = self._new_cursor()
+            try:
+                yield cursor
+            finally:
+                cursor.close()
+
+    def _read(self, doing: str, sql: str, args: Sequence[Any] = ()) -> List[Tuple[Any, ...]]:
+        with self._reading(doing) as cursor:
+            return [tuple(row) for row in self._run(cursor, sql, args).fetchall()]
+
+    def _keyed(self, cur: Cursor, one: str, many: str, keys: Sequence[Any]) -> Dict[Any, Tuple[Any, ...]]:
+        """The rows (``FOR_UPDATE``) whose key is one of ``keys``, by key, without it.  One key
+        alone is read by ``one`` (``key = ?``, the key not read back: one key is every single
+        operation, and with PyMySQL every column read costs); more in ``IN`` lists of
+        ``ledger_rows.IN_PIECE`` appended to ``many``, which reads the key first."""
+        if len(keys) == 1:
+            row = self._run(cur, self._locked(one), (keys[0],)).fetchone()
+            return {} if row is None else {keys[0]: tuple(row)}
+        rows: Dict[Any, Tuple[Any, ...]] = {}
+        for piece in ledger_rows.pieces(ledger_rows.distinct(keys)):
+            self._run(cur, ledger_rows.in_list(many, len(piece), "?", self.FOR_UPDATE), piece)
+            rows.update((row[0], tuple(row[1:])) for row in cur.fetchall())
+        return rows
+
+    def _stored_version(self) -> int:
+        """The stored schema version, read outside a transaction."""
+        with self._reading("schema version") as cursor:
+            return self._version_on(cursor)
+
+    def _version(self, cur: Optional[Cursor] = None) -> int:
+        """The schema version; LedgerError if it is newer than this code."""
+        version = self._stored_version() if cur is None else self._version_on(cur)
+        known = len(self._migrations())
+        if version > known:
+            raise LedgerError(
+                f"ledger {self.path} has schema version {version}, newer than this slurm-dsl "
+                f"knows ({known}); upgrade slurm-dsl or use {self.ANOTHER}",
+                path=self.path,
+            )
+        return version
+
+    def _migrate(self) -> None:
+        """Bring the schema up to date where migrations run one at a time (``_migrating``), from
+        the version read again there: of two processes opening a new ledger, the first migrates
+        and the second finds the version current."""
+        migrations = self._migrations()
+        with self._errors("migrate"), self._migrating() as cur:
+            version = self._version(cur)
+            if version == 0 and self._before_first_migration(cur):
+                statements, version = self._schema()
+                for statement in statements:
+                    cur.execute(statement)
+                self._set_version(cur, version)
+            for number in range(version, len(migrations)):
+                for statement in migrations[number]:
+                    cur.execute(statement)
+                self._set_version(cur, number + 1)
+
+    def _write_quiet(self, cur: Cursor, quiet: Sequence[ledger_rows.QuietWrite]) -> None:
+        """The objects' ``quiet_at`` (``ledger_rows.QuietWrite``); their rows exist (written above
+        in the same transaction, or before)."""
+        if quiet:
+            cur.executemany(self._sql("UPDATE objects SET quiet_at = ? WHERE job_id = ?"), list(quiet))
+
+    def _append_history(self, cur: Cursor, rows: Sequence[Tuple[Any, ...]]) -> List[int]:
+        """Append the history ``rows`` (``ledger_rows.HistoryStart``); their ids
+        in their order.  Inside the write lock nobody else appends, so the rows above the largest
+        id before are these (``ledger_rows.inserted_ids`` checks it; an
+        ``auto_increment_increment`` above 1, as Galera sets, leaves gaps, which do not matter)."""
+        if len(rows) <= 1:  # one operation: its lastrowid, in one statement as always
+            ids: List[int] = []
+            for row in rows:
+                self._run(cur, APPEND + schema.values(schema.START), row)
+                assert cur.lastrowid is not None
+                ids.append(int(cur.lastrowid))
+            return ids
+        found = self._run(cur, "SELECT coalesce(max(id), 0) FROM history").fetchone()
+        before = int(found[0]) if found else 0
+        self._write_rows(cur, APPEND, rows)
+        self._run(cur, APPENDED, (before, len(rows) + 1))
+        return ledger_rows.inserted_ids(self.path, rows, list(cur.fetchall()))
+
+    def _no_settlement(self, cur: Cursor, op_id: int) -> bool:
+        return self._run(cur, "SELECT 1 FROM settlements WHERE op_id = ?", (op_id,)).fetchone() is None
+
+    def _holds(self, cur: Cursor, job_id: str, owner: str, now: float) -> bool:
+        return self._run(cur, self._locked(HOLDS), (job_id, owner, now)).fetchone() is not None
+
+    def _pending_query(
+        self, now: float, limit: Optional[int], take_over_sweeps: bool, *, ids_only: bool
+    ) -> Tuple[str, List[Any]]:
+        now = ledger_rows.finite("now", now)
+        sql, args = ledger_rows.pending_query("?", now, take_over_sweeps, ids_only=ids_only)
+        if limit is not None and limit >= 0:
+            sql += LIMIT
+            args.append(int(limit))
+        return sql, args
+
+    def _settle_gone(self, cur: Cursor, ids: Sequence[int], at: float, now: float, who: str, detail: str) -> int:
+        """``add_settlements``' ``gone`` ones (distinct, checked ids): how many were written."""
+        if not ids:
+            return 0
+        if self.FOR_UPDATE:
+            self._keyed(cur, SETTLING_ONE, SETTLING_ROWS, ids)  # their rows locked, as the others'
+        count = 0
+        for piece in ledger_rows.pieces(ids):
+            self._run(cur, ledger_rows.in_list(self.SETTLE_GONE, len(piece), "?"), [at, now, who, detail, *piece])
+            count += max(cur.rowcount, 0)
+        if count < len(ids):
+            # Some were not written: already settled (skipped, as above), or not to settle at all
+            # (LedgerError, as above: the transaction is rolled back).
+            rows = self._keyed(cur, SETTLING_ONE, SETTLING_ROWS, ids)
+            ledger_rows.settlement_plan(self.path, [(i, "gone", at, None, detail) for i in ids], rows, now, who)
+        return count
+
+    def _unsettled(self, select: str, more: str = "") -> str:
+        """``select`` (with ``h`` the history and ``s`` its settlement) of the rows ``unsettled``
+        gives (``UNSETTLED_WHERE``, the dialect's ``UNSETTLED``), ``more`` of its WHERE after:
+        parameters since, now, now."""
+        return select + UNSETTLED_WHERE.format(unsettled=self.UNSETTLED) + more
+
+    def _write_leases(self, cur: Cursor, leases: Sequence[Tuple[str, str, float]]) -> None:
+        """Each ``(job_id, owner, expires_at)`` as its job's lease, taken or renewed."""
+        key, *taken = schema.LEASES.names()
+        self._write_rows(cur, schema.insert("leases", (key, *taken)), leases, self._upsert(key, taken))
+
+    def _write_last_sweep(self, cur: Cursor, row: Tuple[int, float, float, str]) -> None:
+        """The last sweep's one row ``(1, started_at, finished_at, summary)``, replacing the one there."""
+        key, *kept = schema.LAST_SWEEP.names()
+        self._write_rows(cur, schema.insert("last_sweep", (key, *kept)), [row], self._upsert(key, kept))
+
+    def _import_history(self, cur: Cursor, values: Mapping[str, Any]) -> int:
+        """Append an imported history row (``ledger_rows.history_values``); its id here."""
+        sql = IMPORT_HISTORY + schema.values(ledger_rows.IMPORT_COLUMNS, {"stderr": self.BLOB})
+        self._run(cur, sql, ledger_rows.ordered(ledger_rows.IMPORT_COLUMNS, values))
+        return int(cur.lastrowid)

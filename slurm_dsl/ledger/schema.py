@@ -1,0 +1,213 @@
+"""The ledger's tables, each column stated once (docs/contract.md §9.1): the current schema of both dialects.
+
+Strategy (peewee's ``Field``: a column is described once and each database maps it): ``TABLES``
+lists every table of the ledger with its columns in their stored order, each with its type and
+constraints in SQLite and in MariaDB (None: the dialect has no such column).  From it come the
+``CREATE TABLE`` statements of a new ledger in either dialect (``create_table``), the column
+lists the store's statements name (``names``, ``START``, ``FINISH``) and the trigger that keeps
+a history row's start columns as they were written (``start_guard``).
+
+Rule 1: this is the schema of ``CURRENT`` (the version each dialect's last migration reaches: a
+test checks both).  A new ledger is created from it at once; an older one is brought up to it by
+the dialect's ``MIGRATIONS``, which are history and never change, and a test checks that the two
+roads reach the same schema.  Rule 2: a change of schema is a new migration in each dialect and
+the same change here, with ``CURRENT`` bumped.  Rule 3: text only, no I/O: the dialects run the
+statements.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, Mapping, NamedTuple, Optional, Sequence, Tuple
+
+Dialect = Literal["sqlite", "mariadb"]
+
+# The schema these tables are, in each dialect (``user_version`` in SQLite, ``schema_version`` in
+# MariaDB, which started at SQLite's schema 2).
+CURRENT = {"sqlite": 4, "mariadb": 3}
+
+BITS = "'clear', 'may_be_set', 'set'"
+OPS = "'hold', 'release', 'requeue', 'restore', 'open'"
+VERDICTS = "'present', 'absent', 'gone', 'undecidable'"
+_ID = "VARCHAR(20) NOT NULL"  # MariaDB's job id: at most 10 ASCII digits (jobid.MAX_JOB_ID)
+_TABLE = "ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin"  # MariaDB's every table
+
+
+class Column(NamedTuple):
+    """One column: its name, its type and constraints in each dialect (None: not there), the
+    values it may hold (``CHECK (name IN (...))``, both dialects), and whether it is written at
+    the row's start and never changes after (a history row's start columns)."""
+
+    name: str
+    sqlite: Optional[str]
+    mariadb: Optional[str]
+    one_of: str = ""
+    start: bool = False
+
+    def ddl(self, dialect: Dialect) -> Optional[str]:
+        """The column's definition in ``dialect`` (None: the dialect has no such column)."""
+        kind = self.sqlite if dialect == "sqlite" else self.mariadb
+        if kind is None:
+            return None
+        return f"{self.name} {kind}" + (f" CHECK ({self.name} IN ({self.one_of}))" if self.one_of else "")
+
+
+class Table(NamedTuple):
+    """A table: its columns in their stored order, and MariaDB's keys (SQLite's indexes are
+    statements of their own, some partial: ``ledger.sqlite``)."""
+
+    name: str
+    columns: Tuple[Column, ...]
+    keys: Tuple[str, ...] = ()
+
+    def names(self, dialect: Dialect = "sqlite") -> Tuple[str, ...]:
+        """The columns ``dialect`` stores, in their order."""
+        return tuple(c.name for c in self.columns if c.ddl(dialect) is not None)
+
+
+def _s(name: str, sqlite: str, mariadb: str, one_of: str = "") -> Column:
+    """A history row's start column: written at its start, never changed (``start_guard``)."""
+    return Column(name, sqlite, mariadb, one_of, start=True)
+
+
+OBJECTS = Table("objects", (
+    Column("job_id", "TEXT PRIMARY KEY", f"{_ID} PRIMARY KEY"),
+    Column("bit", "TEXT NOT NULL", "VARCHAR(16) NOT NULL", BITS),
+    Column("why", "TEXT NOT NULL", "MEDIUMTEXT NOT NULL"),
+    Column("updated_at", "REAL NOT NULL", "DOUBLE NOT NULL"),
+    Column("lookup_failures", "INTEGER NOT NULL DEFAULT 0", "BIGINT NOT NULL DEFAULT 0"),
+    Column("next_lookup_at", "REAL NOT NULL DEFAULT 0", "DOUBLE NOT NULL DEFAULT 0"),
+    Column("lookup_error", "TEXT NOT NULL DEFAULT ''", "MEDIUMTEXT NOT NULL DEFAULT ''"),
+    # Until when a call of slurm-dsl's may change the job's flag (docs/contract.md §13).
+    Column("quiet_at", "REAL", "DOUBLE NULL"),
+), keys=("KEY objects_pending (bit, next_lookup_at, updated_at)",))
+
+# ids are never reused: prune never removes a job's newest row, so never the largest id.
+HISTORY = Table("history", (
+    _s("id", "INTEGER PRIMARY KEY AUTOINCREMENT", "BIGINT UNSIGNED NOT NULL AUTO_INCREMENT PRIMARY KEY"),
+    _s("job_id", "TEXT NOT NULL", _ID),
+    _s("op", "TEXT NOT NULL", "VARCHAR(16) NOT NULL", OPS),
+    _s("nonce", "TEXT NOT NULL", "VARCHAR(255) NOT NULL"),
+    _s("started_at", "REAL NOT NULL", "DOUBLE NOT NULL"),
+    _s("prior_bit", "TEXT NOT NULL", "VARCHAR(16) NOT NULL", BITS),
+    Column("finished_at", "REAL", "DOUBLE NULL"),
+    Column("result", "TEXT", "VARCHAR(32) NULL"),
+    Column("requeue_bit", "TEXT", "VARCHAR(16) NULL"),
+    Column("bit_after", "TEXT", "VARCHAR(16) NULL", BITS),
+    Column("reason", "TEXT", "VARCHAR(64) NULL"),
+    Column("detail", "TEXT", "MEDIUMTEXT NULL"),
+    Column("exit_status", "INTEGER", "INT NULL"),
+    Column("calls", "TEXT", "MEDIUMTEXT NULL"),
+    Column("stderr", "BLOB", "MEDIUMBLOB NULL"),  # 64 KiB does not fit MariaDB's BLOB
+    Column("stderr_len", "INTEGER", "BIGINT NULL"),
+    _s("actor", "TEXT", "MEDIUMTEXT NULL"),  # who ran it (NULL: unknown)
+    # What an operation records at its start for settling it later (docs/contract.md §12).
+    _s("baseline", "TEXT", "MEDIUMTEXT NULL"),
+    _s("baseline_at", "REAL", "DOUBLE NULL"),
+    _s("op_key", "TEXT", "VARCHAR(255) NULL"),
+    _s("retry_of", "INTEGER", "BIGINT UNSIGNED NULL"),
+    _s("ends_by", "REAL", "DOUBLE NULL"),
+    # No partial index in InnoDB: the start of an unknown or unfinished row, NULL for every other,
+    # indexed, serves ``unsettled`` (SQLite's partial index history_unsettled does it there).
+    Column("unsettled_at", None,
+           "DOUBLE AS (IF(result = 'unknown' OR finished_at IS NULL, started_at, NULL)) VIRTUAL"),
+), keys=(
+    "KEY history_job (job_id, id)", "KEY history_unsettled (unsettled_at, id)", "KEY history_key (op_key, job_id, op)",
+))
+
+LEASES = Table("leases", (
+    Column("job_id", "TEXT PRIMARY KEY", f"{_ID} PRIMARY KEY"),
+    Column("owner", "TEXT NOT NULL", "VARCHAR(1024) NOT NULL"),
+    Column("expires_at", "REAL NOT NULL", "DOUBLE NOT NULL"),
+))
+
+# The last sweep that was not a dry run: one row, replaced each time.
+LAST_SWEEP = Table("last_sweep", (
+    Column("one", "INTEGER PRIMARY KEY CHECK (one = 1)", "TINYINT NOT NULL PRIMARY KEY CHECK (one = 1)"),
+    Column("started_at", "REAL NOT NULL", "DOUBLE NOT NULL"),
+    Column("finished_at", "REAL NOT NULL", "DOUBLE NOT NULL"),
+    Column("summary", "TEXT NOT NULL", "MEDIUMTEXT NOT NULL"),
+))
+
+# Prune's pass for the history's triggers, inserted and deleted inside its own transaction: one
+# row in SQLite, the pruning connection's in MariaDB.
+PRUNING = Table("pruning", (
+    Column("one", "INTEGER PRIMARY KEY CHECK (one = 1)", None),
+    Column("connection_id", None, "BIGINT UNSIGNED NOT NULL PRIMARY KEY"),
+))
+
+# MariaDB's row every writer locks first: one writer at a time, as in SQLite.
+WRITE_LOCK = Table("write_lock", (
+    Column("one", None, "TINYINT NOT NULL PRIMARY KEY CHECK (one = 1)"),
+))
+
+# The verdicts (docs/contract.md §12): one per operation at most, appended, final.
+SETTLEMENTS = Table("settlements", (
+    Column("id", "INTEGER PRIMARY KEY AUTOINCREMENT", "BIGINT UNSIGNED NOT NULL AUTO_INCREMENT PRIMARY KEY"),
+    Column("op_id", "INTEGER NOT NULL UNIQUE", "BIGINT UNSIGNED NOT NULL"),
+    Column("job_id", "TEXT NOT NULL", _ID),
+    Column("verdict", "TEXT NOT NULL", "VARCHAR(16) NOT NULL", VERDICTS),
+    Column("looked_at", "REAL NOT NULL", "DOUBLE NOT NULL"),
+    Column("record", "TEXT", "MEDIUMTEXT NULL"),
+    Column("settled_at", "REAL NOT NULL", "DOUBLE NOT NULL"),
+    Column("settled_by", "TEXT NOT NULL", "MEDIUMTEXT NOT NULL"),
+    Column("detail", "TEXT NOT NULL", "MEDIUMTEXT NOT NULL"),
+), keys=("UNIQUE KEY settlements_op (op_id)",))
+
+TABLES = (OBJECTS, HISTORY, LEASES, LAST_SWEEP, PRUNING, WRITE_LOCK, SETTLEMENTS)
+
+# A history row's columns written at its start (``begin_operations``), in their order, its id
+# apart; and those written when it finishes (``finish_operations``), in their order.
+START = tuple(c.name for c in HISTORY.columns if c.start and c.name != "id")
+FINISH = tuple(c.name for c in HISTORY.columns if not c.start and c.sqlite is not None)
+
+
+def create_table(table: Table, dialect: Dialect) -> Optional[str]:
+    """``table``'s ``CREATE TABLE`` in ``dialect`` (None if it has none there).  MariaDB's is safe
+    to run again (``IF NOT EXISTS``: DDL commits by itself there, so a crash may leave it half done)."""
+    lines = [d for d in (c.ddl(dialect) for c in table.columns) if d is not None]
+    if not lines:
+        return None
+    if dialect == "sqlite":
+        return f"CREATE TABLE {table.name} (\n    " + ",\n    ".join(lines) + "\n)"
+    lines += table.keys
+    return f"CREATE TABLE IF NOT EXISTS {table.name} (\n    " + ",\n    ".join(lines) + f"\n) {_TABLE}"
+
+
+def create_tables(dialect: Dialect) -> Tuple[str, ...]:
+    """Every table's ``CREATE TABLE`` in ``dialect``, in ``TABLES``' order."""
+    return tuple(s for s in (create_table(t, dialect) for t in TABLES) if s is not None)
+
+
+def start_guard(dialect: Dialect) -> str:
+    """The condition under which an UPDATE of a history row is refused (``history_finish_once``):
+    the row finished already, or the UPDATE changes one of its start columns."""
+    changed = "NEW.{0} IS NOT OLD.{0}" if dialect == "sqlite" else "NOT (NEW.{0} <=> OLD.{0})"
+    return " OR ".join(["OLD.finished_at IS NOT NULL"] + [changed.format(c.name) for c in HISTORY.columns if c.start])
+
+
+# -- the column lists statements name (``?`` placeholders; a dialect turns them into its own) ----
+
+
+def listed(columns: Sequence[str], alias: str = "", instead: Mapping[str, str] = {}) -> str:
+    """``columns`` as a statement lists them (``alias.column``), a column of ``instead`` as the
+    expression it maps to."""
+    return ", ".join([instead.get(c, alias + c) for c in columns])
+
+
+def insert(table: str, columns: Sequence[str], verb: str = "INSERT") -> str:
+    """``INSERT INTO table (columns)``: a multi-row write appends its VALUES."""
+    return "".join((verb, " INTO ", table, " (", listed(columns), ")"))
+
+
+def values(columns: Sequence[str], instead: Mapping[str, str] = {}, mark: str = "?") -> str:
+    """`` VALUES (?, ...)``: a placeholder ``mark`` a column, or the expression ``instead`` maps
+    it to (``{"stderr": "UNHEX(?)"}``)."""
+    return "".join((" VALUES (", ", ".join([instead.get(c, mark) for c in columns]), ")"))
+
+
+def assigned(
+    columns: Sequence[str], value: str = "?", instead: Mapping[str, str] = {}, *, joint: str = ", ", alias: str = ""
+) -> str:
+    """``alias.column = value, ...`` of an UPDATE's SET (``joint`` `` AND ``: a WHERE's);
+    ``value`` may name the column (``v.{0}``)."""
+    return joint.join([f"{alias}{c} = {instead.get(c, value.format(c))}" for c in columns])
