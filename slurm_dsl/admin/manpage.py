@@ -18,7 +18,8 @@ import argparse
 from typing import Iterator, List, Tuple
 
 from .. import __version__
-from .parser import PROG, build_parser
+from .options import PROG
+from .parser import build_parser
 
 _NAME = "safe, deadline-wrapped Slurm job control (hold, release, requeue, restore, open) for automation"
 
