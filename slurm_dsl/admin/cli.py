@@ -93,15 +93,10 @@ def _raised(base: str, verbose: int) -> str:
     return levels[min(levels.index(base) + verbose, len(levels) - 1)]
 
 
-# Each setting's attribute on the parsed command line, and the type the command takes it in.
+# Each setting that a flag gives: its attribute on the parsed command line, and the type the
+# command takes it in (config.SETTINGS says both: the flag, and whether it is seconds).
 _SETTING_ARGS: Dict[str, Tuple[str, Callable[[str], object]]] = {
-    "ledger": ("ledger", str),
-    "scontrol": ("scontrol", str),
-    "squeue": ("squeue", str),
-    "lookup": ("lookup", str),
-    "timeout": ("timeout", float),
-    "settle_delay": ("settle_delay", float),
-    "metrics_file": ("metrics_file", str),
+    s.key: (s.flag[2:].replace("-", "_"), float if s.seconds else str) for s in config.SETTINGS if s.flag
 }
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 from typing import IO
 
+from ...run.config import SETTINGS
 from .. import render as show
 from ..exits import EXIT_OK
 from ..options import (
@@ -20,25 +21,13 @@ from ..options import (
     settle_delay_option,
 )
 
-_CONFIG_EPILOG = """The file (/etc/slurm-dsl/slurm-dsl.conf, else --config PATH or $SLURM_DSL_CONFIG), every key
+# The help's epilog: the file's grammar around a sample of every setting (``_sample``).
+_FILE_HELP = """The file (/etc/slurm-dsl/slurm-dsl.conf, else --config PATH or $SLURM_DSL_CONFIG), every key
 optional; a flag beats the environment, which beats the file, which beats the built-in default:
 
   [slurm-dsl]
-  # an SQLite file, or mariadb://HOST[:PORT]/DATABASE
-  ledger = /var/lib/slurm-dsl/ledger.sqlite3
-  scontrol = /usr/bin/scontrol
-  squeue = /usr/bin/squeue
-  # auto, squeue or pyslurm
-  lookup = auto
-  # the deadline of commands given no --timeout
-  timeout = 30
-  settle_delay = 10
-  metrics_file = /var/lib/prometheus/node-exporter/slurm_dsl.prom
-  # error, warning, info or debug
-  log_level = warning
-  # root's commands on a ledger in its directory run as it (unset: slurm.conf's SlurmUser)
-  service_account = slurm
-
+"""
+_EXIT_HELP = """
 A comment is a whole line starting with # or ; (never after a value). The file must be a regular file (not a
 symlink), root's or the account's that runs slurm-dsl, and neither group- nor world-writable.
 
@@ -48,15 +37,19 @@ exit status:
 """
 
 
+def _sample() -> str:
+    """A config file giving every setting of config.SETTINGS, in its order: its note as a comment."""
+    return "".join((f"  # {s.note}\n" if s.note else "") + f"  {s.key} = {s.example}\n" for s in SETTINGS)
+
+
 def add(sub: argparse._SubParsersAction, name: str) -> None:  # type: ignore[type-arg]
     p = sub.add_parser(
         name, help="print every setting's effective value and where it came from",
-        description="Read the config file as every command does and print each setting (ledger, scontrol,"
-        " squeue, lookup, timeout, settle_delay, metrics_file, log_level, service_account): its effective"
-        " value, or unset,"
+        description="Read the config file as every command does and print each setting ("
+        + ", ".join(s.key for s in SETTINGS) + "): its effective value, or unset,"
         " and where it came from (a flag, an environment variable, the file and its line, or built in),"
         " then the file that was read, or that there was none. Runs nothing.",
-        epilog=_CONFIG_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=_FILE_HELP + _sample() + _EXIT_HELP, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     output_options(p, "one JSON object: the file, whether it was read, and every setting with its source")
     lookup_options(p)
