@@ -8,8 +8,8 @@ errors in ``main`` only, by type (``EXIT_OF_ERROR``); handlers just raise them,
 and anything that is not a ``DSLError`` is a bug, left to crash with its traceback.
 
 Strategy: a command is one module of ``admin/commands/`` (its options, its handler, what it
-prints), registered once in ``parser.REGISTRY``; here are ``main``, the handlers by the key the
-parser gives each subcommand (``HANDLERS``, from the registry), the exit status of a library error,
+prints), registered once in ``parser.REGISTRY``; here are ``main``, which runs the handler its
+module gives by the key the parser sets (``parser.command``), the exit status of a library error,
 the reading of the settings every command shares, and the logging set-up.  A handler writes to
 the streams ``main`` hands it, what ``render`` returns.
 """
@@ -33,8 +33,8 @@ from .account import become_ledger_owner
 from .exits import EXIT_CODES as EXIT_CODES
 from .exits import EXIT_ERROR, EXIT_USAGE
 from .exits import EXIT_SWEEP_BUSY as EXIT_SWEEP_BUSY
-from .options import PROG, Handler
-from .parser import REGISTRY, parse_args
+from .options import PROG
+from .parser import command, parse_args
 
 # What only the sweep, doctor and the admin's view need (the sweeper, the lookup choice, pyslurm's
 # adapter, a thread pool) is imported by their handlers: an operation, the common case run on
@@ -132,15 +132,9 @@ def _apply_config(args: argparse.Namespace) -> None:
     args.configuration = configured
 
 
-# The command functions by the key ``parser`` gives each subcommand (its ``handler`` default), and
-# the ledgers each command's line opens, from the registry.
-HANDLERS: Dict[str, Handler] = {key: run for command in REGISTRY for key, run in command.handlers.items()}
-_LEDGERS = {key: command.ledgers for command in REGISTRY for key in command.handlers}
-
-
 def _ledgers_used(args: argparse.Namespace) -> Sequence[str]:
     """The ledger locations a command will open (none for ``config``, ``script``, ``read``)."""
-    return _LEDGERS[args.handler](args)
+    return command(args.command).ledgers(args)
 
 
 def exit_status_of(error: DSLError) -> int:
@@ -169,7 +163,7 @@ def main(argv: Optional[Sequence[str]] = None, out: Optional[IO[str]] = None) ->
             _ledgers_used(args), scontrol=args.scontrol, service_account=args.configuration.value("service_account"),
             config_file=args.configuration.file,
         )
-        return int(HANDLERS[args.handler](args, out, sys.stderr))
+        return int(command(args.command).handlers[args.handler](args, out, sys.stderr))
     except DSLError as exc:
         # The message may quote text from outside (a path, an id, a server's words): escaped.
         sys.stderr.write(f"{PROG}: {shown(str(exc), None)}\n")

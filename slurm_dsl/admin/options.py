@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import IO, TYPE_CHECKING, Any, Callable, Iterable, List, Mapping, Sequence, Tuple, TypeVar
+from typing import IO, TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Sequence, TypeVar
 
 from ..core.errors import InvalidInput, UsageError
 from ..core.jobid import SHOWN_TOKEN, token, validate_job_id
@@ -48,24 +48,23 @@ def no_ledger(args: argparse.Namespace) -> Sequence[str]:
 
 
 class Command:
-    """One module of ``admin/commands/``, as the registry (``parser.REGISTRY``) holds it: the
-    words it adds under COMMAND (in ``--help``'s order), ``add`` (adds the subparser of one of
-    them, which sets ``handler``, a key of ``handlers``), its handlers, and ``ledgers``:
-    the ledger locations a parsed command line will open (``account`` decides who runs them)."""
+    """What a module of ``admin/commands/`` gives the registry (``parser.REGISTRY``, which names
+    the words it adds under COMMAND): ``add`` (adds the subparser of one of those words, which
+    sets ``handler``, a key of ``handlers``), its handlers, and ``ledgers``: the ledger locations
+    a parsed command line will open (``account`` decides who runs them)."""
 
-    __slots__ = ("add", "handlers", "ledgers", "names")
+    __slots__ = ("add", "handlers", "ledgers")
 
     def __init__(
         self,
-        names: Tuple[str, ...],
         add: Callable[[SubParsers, str], None],
-        handlers: Mapping[str, Handler],
+        handlers: Dict[str, Handler],
         ledgers: Callable[[argparse.Namespace], Sequence[str]] = the_ledger,
     ) -> None:
-        self.names, self.add, self.handlers, self.ledgers = names, add, handlers, ledgers
+        self.add, self.handlers, self.ledgers = add, handlers, ledgers
 
     def __repr__(self) -> str:
-        return f"Command({self.names!r})"
+        return f"Command({sorted(self.handlers)!r})"
 
 
 # What an operation's exit status says (hold, release, ..., and read, which exits as one would).

@@ -3,41 +3,54 @@ of the commands, from which the parser, ``COMMANDS``, the manual page and the co
 them.  Nothing here runs or prints.
 
 Strategy: a command is one module of ``admin/commands/`` (its options, its handler, what it
-prints), registered once, in ``REGISTRY``; each subparser names its handler by a key
-(``handler``: ``op``, ``sweep``, ``ledger status``...), which ``cli`` maps to the function its
-module gives.  Options that several commands share are ``admin/options.py``'s.  A bad command line
-is a ``UsageError`` (``_Parser.error``), its message capped and escaped.  A command line that names
-its command (``command_named``) is parsed by the top level and that command's grammar alone, the
-same parse without building a dozen other subcommands at every start; anything unsure gets the
-whole grammar (docs/benchmarks.md §7).
+prints), registered once, in ``REGISTRY``, and imported only when its grammar is built; each
+subparser names its handler by a key (``handler``: ``op``, ``sweep``, ``ledger status``...) of
+its module's ``Command``, which ``cli`` runs.  Options that several commands share are
+``admin/options.py``'s.  A bad command line is a ``UsageError`` (``_Parser.error``), its message
+capped and escaped.  A command line that names its command (``command_named``) is parsed by the
+top level and that command's grammar alone, the same parse without building a dozen other
+subcommands (nor importing their modules) at every start; anything unsure gets the whole grammar
+(docs/benchmarks.md §7).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 from typing import Any, NoReturn, Optional, Sequence, Tuple
 
 from .. import __version__
 from ..core.errors import UsageError
+from ..core.model import Op
 from ..core.shown import shown
-from .commands import config, doctor, history, ledger, ops, read, script, settle, sweep
 from .options import PROG, RESULT_EPILOG, Command, common_options
 
-# Every command, in the order ``--help`` lists them: a new one is a module of admin/commands/ and
-# its line here.
-REGISTRY: Tuple[Command, ...] = (
-    ops.COMMAND,
-    sweep.COMMAND,
-    settle.COMMAND,
-    doctor.COMMAND,
-    script.COMMAND,
-    read.COMMAND,
-    history.COMMAND,
-    ledger.COMMAND,
-    config.COMMAND,
+# Every command: the words it adds under COMMAND (in the order ``--help`` lists them) and its module
+# of admin/commands/.  A module is imported only when its grammar is built (``command``): an
+# operation, the command run on every job, does not load the others' at every start
+# (docs/benchmarks.md §7).  A new command is a module there and its line here.
+REGISTRY: Tuple[Tuple[Tuple[str, ...], str], ...] = (
+    (tuple(op.value for op in Op), "ops"),
+    (("sweep",), "sweep"),
+    (("settle",), "settle"),
+    (("doctor",), "doctor"),
+    (("script",), "script"),
+    (("read",), "read"),
+    (("history",), "history"),
+    (("ledger",), "ledger"),
+    (("config",), "config"),
 )
+COMMANDS = tuple(name for names, _ in REGISTRY for name in names)
+
+
+def command(name: str) -> Command:
+    """What the module of the command ``name`` (one of ``COMMANDS``) gives: its grammar, its
+    handlers and the ledgers it opens (``options.Command``), the module imported on first use."""
+    module = next(module for names, module in REGISTRY if name in names)
+    found: Command = importlib.import_module(f".commands.{module}", __package__).COMMAND
+    return found
 
 # Which account (admin/account.py): said once, at the top.
 _ACCOUNT_NOTE = (
@@ -112,17 +125,14 @@ def build_parser(only: Optional[str] = None) -> argparse.ArgumentParser:
     common_options(parser, top=True)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
-    for command in REGISTRY:
-        for name in command.names:
-            if wanted(name):
-                command.add(sub, name)
+    for name in COMMANDS:
+        if wanted(name):
+            command(name).add(sub, name)
     return parser
 
 
-# The top level's options that take a value (``--scontrol PATH``, ``--scontrol=PATH``), and the
-# commands' names (``build_parser`` adds them in this order).
+# The top level's options that take a value (``--scontrol PATH``, ``--scontrol=PATH``).
 _TOP_VALUED = ("--scontrol", "--ledger", "--config")
-COMMANDS = tuple(name for command in REGISTRY for name in command.names)
 
 
 def command_named(argv: Sequence[str]) -> Optional[str]:

@@ -1,8 +1,8 @@
 """A command registered once, a setting declared once (issue 34 item 5): what the registry and
 ``run/config.py``'s ``SETTINGS`` give, every other list of the commands and settings takes.
 
-The registry (``parser.REGISTRY``) names each command module; the grammar, ``COMMANDS``, the
-handlers and the ledgers a command opens come from it.  A setting's one row gives its flag's
+The registry (``parser.REGISTRY``) names each command and its module; the grammar, ``COMMANDS``,
+the handlers and the ledgers a command opens come from it.  A setting's one row gives its flag's
 attribute, its place in ``slurm-dsl config``'s help (the key list and a line of the sample file,
 which the config file's own reader accepts), and its environment variable in the manual page."""
 
@@ -12,7 +12,7 @@ import argparse
 from typing import Dict, Set
 
 from slurm_dsl.admin import cli, manpage
-from slurm_dsl.admin.parser import COMMANDS, REGISTRY, build_parser
+from slurm_dsl.admin.parser import COMMANDS, REGISTRY, build_parser, command
 from slurm_dsl.run import config
 
 
@@ -29,11 +29,10 @@ def handler_keys(parser: argparse.ArgumentParser) -> Set[str]:
 def test_every_command_of_the_grammar_is_a_registered_one_and_has_its_handler() -> None:
     parser = build_parser()
     top = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    assert tuple(top.choices) == COMMANDS == tuple(name for command in REGISTRY for name in command.names)
-    assert handler_keys(parser) == set(cli.HANDLERS) == {key for command in REGISTRY for key in command.handlers}
-    for command in REGISTRY:
-        for name in command.names:  # the grammar of one command alone (command_named) sets its own
-            assert handler_keys(build_parser(name)) <= set(command.handlers), name
+    assert tuple(top.choices) == COMMANDS == tuple(name for names, _ in REGISTRY for name in names)
+    assert handler_keys(parser) == {key for name in COMMANDS for key in command(name).handlers}
+    for name in COMMANDS:  # the grammar of one command alone (command_named) sets its own
+        assert handler_keys(build_parser(name)) == set(command(name).handlers), name
 
 
 def test_the_ledgers_a_command_opens_come_from_its_module() -> None:

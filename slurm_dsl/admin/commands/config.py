@@ -67,4 +67,4 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     return EXIT_OK
 
 
-COMMAND = Command(("config",), add, {"config": run}, no_ledger)
+COMMAND = Command(add, {"config": run}, no_ledger)

@@ -34,4 +34,4 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     return EXIT_ERROR if any(c.status == FAIL for c in checks) else EXIT_OK
 
 
-COMMAND = Command(("doctor",), add, {"doctor": run})
+COMMAND = Command(add, {"doctor": run})

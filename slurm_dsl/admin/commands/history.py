@@ -47,4 +47,4 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     return EXIT_OK if found else EXIT_NO_RECORD
 
 
-COMMAND = Command(("history",), add, {"history": run})
+COMMAND = Command(add, {"history": run})

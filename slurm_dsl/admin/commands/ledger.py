@@ -145,5 +145,4 @@ def ledgers(args: argparse.Namespace) -> Sequence[str]:
     return (args.source, args.target) if args.handler == "ledger migrate" else (args.ledger,)
 
 
-COMMAND = Command(("ledger",), add, {"ledger status": status, "ledger prune": prune, "ledger migrate": migrate},
-                  ledgers)
+COMMAND = Command(add, {"ledger status": status, "ledger prune": prune, "ledger migrate": migrate}, ledgers)

@@ -271,4 +271,4 @@ class Progress:
             self.stream.write("\n")
 
 
-COMMAND = Command(tuple(op.value for op in Op), add, {"op": run})
+COMMAND = Command(add, {"op": run})

@@ -45,4 +45,4 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     return emit([outcome], args.json, out)
 
 
-COMMAND = Command(("read",), add, {"read": run}, no_ledger)
+COMMAND = Command(add, {"read": run}, no_ledger)

@@ -35,4 +35,4 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     return EXIT_OK
 
 
-COMMAND = Command(("script",), add, {"script": run}, no_ledger)
+COMMAND = Command(add, {"script": run}, no_ledger)

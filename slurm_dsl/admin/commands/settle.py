@@ -91,4 +91,4 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     return code
 
 
-COMMAND = Command(("settle",), add, {"settle": run})
+COMMAND = Command(add, {"settle": run})

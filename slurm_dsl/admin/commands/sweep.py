@@ -119,4 +119,4 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     return EXIT_OK if report.settled else EXIT_CODES[Result.UNKNOWN]
 
 
-COMMAND = Command(("sweep",), add, {"sweep": run})
+COMMAND = Command(add, {"sweep": run})
