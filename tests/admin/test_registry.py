@@ -9,6 +9,7 @@ which the config file's own reader accepts), and its environment variable in the
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Dict, Set
 
 from slurm_dsl.admin import cli, manpage
@@ -70,3 +71,11 @@ def test_every_environment_variable_is_in_the_manual_page() -> None:
     for s in config.SETTINGS:
         if s.env is not None:
             assert f".B {s.env}\n{manpage.escape(s.env_help)}\n" in page, s.key
+
+
+def test_every_command_module_is_registered_and_on_the_map() -> None:
+    folder = Path(manpage.__file__).parent / "commands"
+    present = {path.stem for path in folder.glob("*.py")} - {"__init__"}
+    assert {module for _, module in REGISTRY} == present
+    wings = (folder.parents[2] / "docs" / "wings.md").read_text()
+    assert {name for name in present if f"`commands/{name}.py`" not in wings} == set()
