@@ -22,7 +22,8 @@ import re
 from typing import Dict, List, Tuple
 
 from .manpage import commands
-from .parser import PROG, build_parser
+from .options import PROG
+from .parser import build_parser
 
 _WORD = re.compile(r"-{0,2}[A-Za-z0-9][A-Za-z0-9_-]*")
 _FILE_METAVARS = ("PATH", "FILE", "URL", "DIR")

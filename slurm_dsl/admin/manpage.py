@@ -18,7 +18,9 @@ import argparse
 from typing import Iterator, List, Tuple
 
 from .. import __version__
-from .parser import PROG, build_parser
+from ..run.config import SETTINGS
+from .options import PROG
+from .parser import build_parser
 
 _NAME = "safe, deadline-wrapped Slurm job control (hold, release, requeue, restore, open) for automation"
 
@@ -33,11 +35,9 @@ _FILES = (
     ("/usr/share/slurm-dsl/job_submit.lua", "the job_submit.lua companion"),
 )
 
+# Every setting an environment variable may give (config.SETTINGS), then the config file's own.
 _ENVIRONMENT = (
-    ("SLURM_DSL_LEDGER", "the ledger, when --ledger is not given (it beats the config file)"),
-    ("SLURM_DSL_SCONTROL", "the scontrol to run, when --scontrol is not given"),
-    ("SLURM_DSL_SQUEUE", "the squeue to run, when --squeue is not given"),
-    ("SLURM_DSL_LOOKUP", "how sweeps look jobs up (auto, squeue, pyslurm), when --lookup is not given"),
+    *((s.env, s.env_help) for s in SETTINGS if s.env is not None),
     ("SLURM_DSL_CONFIG", "the config file, when --config is not given; it must exist"),
 )
 

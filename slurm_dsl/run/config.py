@@ -122,16 +122,21 @@ def _one_of(words: Tuple[str, ...]) -> Callable[[str], str]:
 
 
 class Setting:
-    """One setting: its key in the file, the environment variable that may set it, its built-in
-    default (None: unset, the command decides), and the check of a value (raises ValueError with
-    what a value must be)."""
+    """One setting, declared once, from which every reading and every listing of it comes: its key
+    in the file, the environment variable that may set it (and what the manual page says of it),
+    the flag that gives it on the command line (``slurm-dsl`` takes its value in seconds when
+    ``seconds``), its built-in default (None: unset, the command decides), the check of a value
+    (raises ValueError with what a value must be), what it is (``help``), and its line in the
+    sample file ``slurm-dsl config --help`` shows (``example``, after a comment ``note``)."""
 
-    __slots__ = ("check", "default", "env", "help", "key")
+    __slots__ = ("check", "default", "env", "env_help", "example", "flag", "help", "key", "note", "seconds")
 
     def __init__(
-        self, key: str, env: Optional[str], default: Optional[str], check: Callable[[str], str], help: str
+        self, key: str, env: Optional[str], default: Optional[str], check: Callable[[str], str], help: str, *,
+        flag: Optional[str] = None, seconds: bool = False, env_help: str = "", example: str = "", note: str = "",
     ) -> None:
         self.key, self.env, self.default, self.check, self.help = key, env, default, check, help
+        self.flag, self.seconds, self.env_help, self.example, self.note = flag, seconds, env_help, example, note
 
     def __repr__(self) -> str:
         return f"Setting({self.key!r})"
@@ -139,24 +144,38 @@ class Setting:
 
 SETTINGS: Tuple[Setting, ...] = (
     Setting("ledger", "SLURM_DSL_LEDGER", DEFAULT_PATH, _location,
-            "the ledger: an SQLite file (absolute path or sqlite:/PATH) or a mariadb:// URL"),
+            "the ledger: an SQLite file (absolute path or sqlite:/PATH) or a mariadb:// URL",
+            flag="--ledger", env_help="the ledger, when --ledger is not given (it beats the config file)",
+            example=DEFAULT_PATH, note="an SQLite file, or mariadb://HOST[:PORT]/DATABASE"),
     Setting("scontrol", "SLURM_DSL_SCONTROL", None, _path,
-            "the scontrol to run (unset: the first on PATH, else /usr/bin/scontrol)"),
+            "the scontrol to run (unset: the first on PATH, else /usr/bin/scontrol)",
+            flag="--scontrol", env_help="the scontrol to run, when --scontrol is not given",
+            example="/usr/bin/scontrol"),
     Setting("squeue", "SLURM_DSL_SQUEUE", None, _path,
-            "the squeue to run (unset: the one beside the scontrol in use, else the first on PATH)"),
+            "the squeue to run (unset: the one beside the scontrol in use, else the first on PATH)",
+            flag="--squeue", env_help="the squeue to run, when --squeue is not given", example="/usr/bin/squeue"),
     Setting("lookup", "SLURM_DSL_LOOKUP", "auto", _one_of(LOOKUP_KINDS),
-            "how sweeps and settling look jobs up: auto, squeue or pyslurm"),
+            "how sweeps and settling look jobs up: auto, squeue or pyslurm",
+            flag="--lookup", env_help="how sweeps look jobs up (auto, squeue, pyslurm), when --lookup is not given",
+            example="auto", note="auto, squeue or pyslurm"),
     Setting("timeout", None, None, _seconds(0.001, MAX_TIMEOUT),
-            "the whole command's deadline in seconds, for commands given no --timeout (unset: --timeout is required)"),
+            "the whole command's deadline in seconds, for commands given no --timeout (unset: --timeout is required)",
+            flag="--timeout", seconds=True, example="30", note="the deadline of commands given no --timeout"),
     Setting("settle_delay", None, f"{DEFAULT_SETTLE_DELAY:g}", _seconds(MIN_SETTLE_DELAY, MAX_TIMEOUT),
-            "seconds after an operation's end before its effect may be judged absent (at least 2)"),
+            "seconds after an operation's end before its effect may be judged absent (at least 2)",
+            flag="--settle-delay", seconds=True, example="10"),
     Setting("metrics_file", None, None, _path,
-            "the sweep's Prometheus textfile (unset: none written)"),
+            "the sweep's Prometheus textfile (unset: none written)",
+            flag="--metrics-file", example="/var/lib/prometheus/node-exporter/slurm_dsl.prom"),
+    # -v raises it (one level per v): cli._apply_config, which shows it as the flag's then.
     Setting("log_level", None, "warning", _one_of(LOG_LEVELS),
-            "what is logged to stderr (the journal under systemd): error, warning, info or debug"),
+            "what is logged to stderr (the journal under systemd): error, warning, info or debug",
+            example="warning", note="error, warning, info or debug"),
     Setting("service_account", None, None, _account,
             "the account root's commands run as on an SQLite ledger in its directory (unset: slurm.conf's"
-            " SlurmUser, asked of scontrol show config only then); another account's directory is refused"),
+            " SlurmUser, asked of scontrol show config only then); another account's directory is refused",
+            example="slurm",
+            note="root's commands on a ledger in its directory run as it (unset: slurm.conf's SlurmUser)"),
 )
 BY_KEY: Dict[str, Setting] = {s.key: s for s in SETTINGS}
 

@@ -184,12 +184,12 @@ def test_50_mb_of_nuls_on_stdin_is_one_short_line_and_nothing_ran(fake: Path, tm
 
 
 def test_ids_on_stdin_are_split_as_before_across_pieces(monkeypatch: pytest.MonkeyPatch) -> None:
-    from slurm_dsl.admin import parser
+    from slurm_dsl.admin import options
 
     words = [str(n) for n in range(1, 30001)]
     text = " \t".join(words[:10000]) + "\n" + "\u2003".join(words[10000:20000]) + "\x1c" + " ".join(words[20000:])
     monkeypatch.setattr(sys, "stdin", io.StringIO(text))
-    assert parser.job_ids(["-"]) == text.split() == words
+    assert options.job_ids(["-"]) == text.split() == words
 
 
 @pytest.mark.parametrize("argv", [

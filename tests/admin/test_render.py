@@ -1,4 +1,4 @@
-"""The command line in three parts (issue 17 item 3): ``parser`` defines ``--json`` once for
+"""The command line in three parts (issue 17 item 3): ``options`` defines ``--json`` once for
 every subcommand that has it, ``render`` writes every text shown and acts on nothing, and ``cli``
 writes only what ``render`` returns.  The sweep's lines are checked byte for byte against the
 report written out by hand here (docs/contract.md §10: `JOBID DONE WHY`, then the summary)."""
@@ -30,10 +30,10 @@ def subcommands(parser: argparse.ArgumentParser, prefix: str = "") -> Iterator[T
 
 
 def test_json_is_defined_once_and_every_subcommand_that_prints_values_has_it() -> None:
-    tree = ast.parse((ADMIN / "parser.py").read_text())
-    defined = [node for node in ast.walk(tree) if isinstance(node, ast.Call) and node.args
+    defined = [path.name for path in sorted(ADMIN.rglob("*.py")) for node in ast.walk(ast.parse(path.read_text()))
+               if isinstance(node, ast.Call) and node.args
                and isinstance(node.args[0], ast.Constant) and node.args[0].value == "--json"]
-    assert len(defined) == 1
+    assert defined == ["options.py"]
     having: Set[str] = set()
     helps: Dict[str, str] = {}
     for name, sub in subcommands(build_parser()):
@@ -47,7 +47,10 @@ def test_json_is_defined_once_and_every_subcommand_that_prints_values_has_it() -
 
 def test_cli_writes_no_json_nor_text_of_its_own() -> None:
     """Every ``json.dumps`` is render's; the command functions only write what render returns."""
-    for module in ("cli.py", "parser.py", "view.py", "doctor.py"):
+    commands = sorted(f"commands/{path.name}" for path in (ADMIN / "commands").glob("*.py"))
+    assert "commands/ops.py" in commands
+    modules = ("cli.py", "parser.py", "options.py", "view.py", "doctor.py", *commands)
+    for module in modules:
         tree = ast.parse((ADMIN / module).read_text())
         names = {alias.name for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom))
                  for alias in node.names}

@@ -188,10 +188,10 @@ def test_ledger_status_counts_the_unsettled_by_age(ledger_location: str, squeue:
 
 def test_the_grammar_keeps_the_settling_defaults() -> None:
     """The parser imports no wing that acts, so it spells run.settling's defaults itself."""
-    from slurm_dsl.admin import parser
+    from slurm_dsl.admin.commands import settle, sweep
     from slurm_dsl.run import settling
 
-    assert (parser.DEFAULT_SETTLE_LIMIT, parser.SINCE_DAYS) == (settling.DEFAULT_LIMIT, settling.SINCE_DAYS)
+    assert (sweep.DEFAULT_SETTLE_LIMIT, settle.SINCE_DAYS) == (settling.DEFAULT_LIMIT, settling.SINCE_DAYS)
 
 
 def test_ledger_status_shows_the_verdicts_of_the_last_sweep(ledger_location: str, squeue: str,

@@ -35,6 +35,8 @@ NOT_ON_THE_OP_PATH = (
     "slurm_dsl.api",
     "slurm_dsl.admin.doctor",
     "slurm_dsl.admin.view",
+    *(f"slurm_dsl.admin.commands.{name}" for name in ("sweep", "settle", "doctor", "script", "read", "history",
+                                                       "ledger", "config")),
     "slurm_dsl.ledger.mariadb",
     "slurm_dsl.ledger.mariadb_config",
     "slurm_dsl.ledger.records",

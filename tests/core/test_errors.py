@@ -31,6 +31,7 @@ from slurm_dsl import (
     validate_job_id,
 )
 from slurm_dsl.admin import cli
+from slurm_dsl.admin.commands import doctor
 from slurm_dsl.ledger.sqlite import SweepLock
 from slurm_dsl.run.deadlines import resolve_deadline
 from tests.ground import ALREADY_FINISHED, INVALID_JOB_ID, NONCE, UNEXPECTED, frame, plain, suspend
@@ -139,14 +140,14 @@ def _raiser(exc: BaseException) -> Callable[..., NoReturn]:
 def test_cli_exit_status_of_each_error(
     exc: DSLError, code: int, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setitem(cli.HANDLERS, "doctor", _raiser(exc))
+    monkeypatch.setitem(doctor.COMMAND.handlers, "doctor", _raiser(exc))
     assert cli.main(["doctor"], out=io.StringIO()) == code
     assert capsys.readouterr().err == f"slurm-dsl: {exc}\n"
 
 
 @pytest.mark.parametrize("exc", [RuntimeError("a bug"), ValueError("a bug too"), KeyError("x")])
 def test_cli_lets_anything_else_crash(exc: Exception, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(cli.HANDLERS, "doctor", _raiser(exc))
+    monkeypatch.setitem(doctor.COMMAND.handlers, "doctor", _raiser(exc))
     with pytest.raises(type(exc)):
         cli.main(["doctor"], out=io.StringIO())
 

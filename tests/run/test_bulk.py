@@ -181,12 +181,12 @@ def test_a_ledger_failure_after_a_chunk_ran_prints_it_and_starts_no_other(
 
 
 def test_the_progress_line_shows_once_the_work_takes_more_than_a_second(monkeypatch: pytest.MonkeyPatch) -> None:
-    from slurm_dsl.admin import cli as cli_module
+    from slurm_dsl.admin.commands import ops
 
     now = [100.0]
-    monkeypatch.setattr("slurm_dsl.admin.cli.time.monotonic", lambda: now[0])
+    monkeypatch.setattr("slurm_dsl.admin.commands.ops.time.monotonic", lambda: now[0])
     stream = io.StringIO()
-    progress = cli_module._Progress(stream)
+    progress = ops.Progress(stream)
     progress(500, 2000)
     assert stream.getvalue() == "", "quiet for the first second"
     now[0] += 1.5

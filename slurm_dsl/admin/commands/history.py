@@ -1,0 +1,50 @@
+"""``slurm-dsl history``: what every recorded operation did to jobs, and who ran it (docs/contract.md
+§9.1): its options, its handler (reads the ledger, runs nothing).  The values are
+``admin/view.py``'s, imported by the handler only."""
+
+from __future__ import annotations
+
+import argparse
+from typing import IO
+
+from .. import render as show
+from ..exits import EXIT_NO_RECORD, EXIT_OK
+from ..files import existing_ledger
+from ..options import Command, common_options, job_id, output_options
+
+_HISTORY_EPILOG = """\
+exit status:
+  0 at least one of the jobs has a record   11 none of them has (the ledger never saw them)
+  2 usage error (a bad job id)   1 any other error (no ledger at that path, ledger unreadable)
+"""
+
+
+def add(sub: argparse._SubParsersAction, name: str) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser(
+        name, help="what every recorded operation did to jobs, and who ran it",
+        description="Print each job's object (its requeue bit, since when and why) and every operation the"
+        " ledger recorded on it, oldest first: when, op, result, requeue bit, the bit before and after, each"
+        " call's status and message, and who ran it. Reads the ledger; runs nothing.",
+        epilog=_HISTORY_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("job_ids", nargs="+", type=job_id, metavar="JOBID", help="plain decimal job id(s)")
+    output_options(p, "one JSON object per line: the job's object (kind object), then each operation (kind"
+                   " operation); kind no_record for a job never seen")
+    common_options(p)
+    p.set_defaults(handler="history")
+
+
+def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
+    from .. import view
+
+    found = False
+    with existing_ledger(args.ledger) as ledger:
+        for job_id in dict.fromkeys(args.job_ids):
+            records = view.history_json(job_id, ledger.get(job_id), ledger.history(job_id))
+            found = found or records[0]["kind"] != "no_record"
+            out.write(show.history_text(records, args.json))
+            out.flush()
+    return EXIT_OK if found else EXIT_NO_RECORD
+
+
+COMMAND = Command(add, {"history": run})

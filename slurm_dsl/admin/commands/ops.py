@@ -1,0 +1,273 @@
+"""``slurm-dsl hold|release|requeue|restore|open``: the five operations, one command shape
+(docs/contract.md §10, §11, §12): their options, their handler, their rows.
+
+Strategy: one subparser per ``Op``, all with the handler key ``op``; the handler takes the whole
+command's one deadline from when it starts, reads the ids, and prints each job's row as its result
+comes, in the order given (``drive``, or ``run_settled`` with ``--settle``, ``--retry``, ``--key``;
+with ``--durable`` the rows wait for slurmctld's save).  What only ``--settle`` or ``--durable``
+needs is imported by the handler when asked for: an operation, the common case run on every job,
+does not pay their start-up time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import time
+from typing import IO, Iterable, List, Sequence
+
+from ...core.keys import check_key
+from ...core.model import InvalidInput, LedgerError, Op, Outcome, Result, UsageError, describe
+from ...core.numbers import whole_number
+from ...core.shown import shown
+from ...host.binaries import find_scontrol
+from ...run.deadlines import TIMEOUT_HELP
+from ...run.driver import Stopped, drive
+from ...run.tracked import Tracker
+from .. import render as show
+from ..exits import EXIT_CODES, EXIT_ERROR, EXIT_OK
+from ..options import (
+    MAX_PARALLEL,
+    PROG,
+    RESULT_EPILOG,
+    SQUEUE_HELP,
+    Command,
+    common_options,
+    given,
+    job_id_or_stdin,
+    job_ids,
+    output_options,
+    parallel,
+    positive_seconds,
+    refusing,
+    settle_delay_option,
+)
+
+log = logging.getLogger("slurm_dsl")
+
+MAX_RETRY = 100  # --retry's bound (run.keyed refuses more)
+
+_OP_HELP = {
+    Op.HOLD: "hold jobs (scontrol hold): pending jobs stay pending, running jobs keep running at priority 0",
+    Op.RELEASE: "release held jobs (scontrol release), wrapped and deadline-guarded",
+    Op.REQUEUE: "requeue jobs: set Requeue=1, scontrol requeue, then clear Requeue=0 again",
+    Op.RESTORE: "clear a job's Requeue flag (RestoreRequeueBit: scontrol update Requeue=0)",
+    Op.OPEN: "release jobs with a direct, unwrapped scontrol release under the same deadline guard",
+}
+
+_LEDGER_FAILED = """\
+  If the ledger fails part-way, every job whose script started is still printed, no further
+  job starts, the jobs not started are listed on stderr, and the exit status is the worst
+  printed result, and at least 1.
+"""
+
+_ARRAY_NOTE = (
+    " The ids are looked up first (one squeue): an array's own JobId whose array has other tasks is"
+    " refused with exit 2 before anything runs, since scontrol would act on every task; address a task"
+    " by its own JobId (squeue -r -O JobID,ArrayJobID,ArrayTaskID)."
+)
+_REQUEUE_NOTE = (
+    " The result's requeue bit says whether the job's Requeue flag may have been left at 1:"
+    " clear, may_be_set or set. Whenever it is not clear the ledger records it, and"
+    " 'slurm-dsl sweep' puts it right."
+)
+
+# Where --timeout may also come from (after TIMEOUT_HELP, which says what it means).
+_TIMEOUT_FROM = (
+    " Without --timeout, the config file's timeout is the deadline; a command given neither is a usage"
+    " error (nothing runs)."
+)
+
+
+def _op_examples(op: Op) -> str:
+    return (
+        "examples:\n"
+        f"  slurm-dsl {op.value} 1234 --timeout 10\n"
+        f"  slurm-dsl {op.value} 1234 1235 1236 --timeout 10 --json\n"
+        f"  squeue -h -p maint -o %A | xargs slurm-dsl {op.value} --timeout 10 --parallel 8\n\n"
+        "when the result is unknown (--settle, --retry, --key):\n"
+        "  An unknown result may or may not have happened; the job's record can say later whether it did.\n"
+        "  With --settle (or --retry), each row gains effect: present, absent, gone or undecidable, and\n"
+        "  exits by it: present as 0, gone as 11, absent and undecidable as 15; a requeue present whose\n"
+        "  Requeue flag was not cleared exits 14 (bit_set) until the sweep restores it.\n"
+        "  A verdict reads the job's state, not its cause: present if the record shows the effect, whoever\n"
+        "  made it (another admin's requeue counts too); absent if it does not now (another admin may have\n"
+        "  undone it). A requeue whose RestartCnt rose by more than one is undecidable, never re-run.\n"
+        "  What a key buys: a run that can simply be repeated. After a crash, a deadline or a failover, the\n"
+        "  same command with the same key acts only on the jobs whose effect is absent; a job an earlier\n"
+        "  run did prints that run's row instead.\n"
+        f"  slurm-dsl {op.value} - --key nightly-42 --retry 2 --timeout 120 < ids\n\n"
+    )
+
+
+def _retries(text: str) -> int:
+    value = whole_number(text, 0, MAX_RETRY)
+    if value is None:
+        raise argparse.ArgumentTypeError(f"--retry takes a whole number from 0 to {MAX_RETRY}, not {shown(text, 40)!r}")
+    return value
+
+
+def _settling_options(parser: argparse.ArgumentParser, op: Op) -> None:
+    """``--settle``, ``--retry N``, ``--key KEY`` and ``--settle-delay`` of an op (docs/contract.md §12)."""
+    again = ("only when its effect is absent, never when it may have happened (a job is never requeued twice)"
+             if op is Op.REQUEUE else "when its effect is absent (a repeated one changes nothing)")
+    group = parser.add_argument_group("when the result is unknown (see below)")
+    group.add_argument(
+        "--settle", action="store_true",
+        help="settle each unknown result before exiting: look at once, and again once the settle delay has passed",
+    )
+    group.add_argument(
+        "--retry", type=_retries, default=0, metavar="N",
+        help=f"re-run a job whose effect is absent, at most N times (implies --settle): {again}",
+    )
+    group.add_argument(
+        "--key", type=refusing(check_key), metavar="KEY",
+        help="an idempotency key naming this logical operation across runs: a job an earlier run with the same"
+        " key did (or that settles as present) is not acted on again, its row says so; one that may still be"
+        " running waits (or expires at the deadline). 1-128 letters, digits and . _ : @ / + = -",
+    )
+    settle_delay_option(group)
+    parser.add_argument(
+        "--durable", action="store_true",
+        help="return only once slurmctld has saved the changes (docs/contract.md §13.5): slurmctld answers"
+        " before it writes its state, at most once per 5 s, and a crash before then undoes what it acknowledged;"
+        " a row not known saved by the deadline says so, and exits 15 (give --timeout room for one save window)",
+    )
+
+
+def add(sub: argparse._SubParsersAction, name: str) -> None:  # type: ignore[type-arg]
+    op = Op(name)
+    p = sub.add_parser(
+        op.value,
+        help=_OP_HELP[op],
+        description=_OP_HELP[op] + ". Each job gets its own script and result, under the command's one deadline."
+        + ("" if op is Op.RESTORE else _ARRAY_NOTE)
+        + (_REQUEUE_NOTE if op is Op.REQUEUE else ""),
+        epilog=_op_examples(op) + RESULT_EPILOG + _LEDGER_FAILED,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "job_ids", nargs="+", type=job_id_or_stdin, metavar="JOBID",
+        help="plain decimal job id(s), or - to read whitespace-separated ids from stdin",
+    )
+    p.add_argument(
+        "--one-by-one", action="store_true",
+        help="one script per job (default with several ids: the bulk path, one scontrol per chunk and call)",
+    )
+    p.add_argument(
+        "--timeout", type=positive_seconds, metavar="SECONDS",
+        help=TIMEOUT_HELP + _TIMEOUT_FROM,
+    )
+    output_options(p, "one JSON object per job on stdout")
+    p.add_argument("--squeue", metavar="PATH", type=given,
+                   help=SQUEUE_HELP + "; it checks the ids for whole arrays first")
+    p.add_argument(
+        "--parallel", type=parallel, default=1, metavar="N",
+        help=f"run up to N jobs at once (default 1, at most {MAX_PARALLEL}); results are printed in the"
+        " order given",
+    )
+    _settling_options(p, op)
+    common_options(p)
+    p.set_defaults(handler="op", op=op)
+
+
+def emit(outcomes: Iterable[Outcome], as_json: bool, out: IO[str]) -> int:
+    """Write each outcome's row (or JSON object) as it comes; the worst exit status of them."""
+    code = EXIT_OK
+    for outcome in outcomes:
+        out.write(show.outcome_text(outcome, as_json))
+        out.flush()
+        code = max(code, EXIT_CODES[outcome.exits_as])  # a settled row exits by its effect (§12)
+    return code
+
+
+def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
+    # The whole command's one deadline (TIMEOUT_HELP), from when it starts: reading the ids and
+    # opening the ledger count, and every chunk, job and call below keeps this same instant.
+    if args.timeout is None:
+        raise UsageError(
+            f"no deadline: give --timeout SECONDS, or set timeout = SECONDS in the config file"
+            f" ({args.configuration.file})"
+        )
+    deadline = time.time() + args.timeout
+    ids = job_ids(args.job_ids)
+    tracker = Tracker(args.ledger, scontrol=find_scontrol(args.scontrol), squeue=args.squeue,
+                      configuration=args.configuration)
+    bulk = not args.one_by_one and len(ids) > 1
+    progress = Progress(err) if bulk and err.isatty() else None
+    code = EXIT_OK
+    if args.key is not None or args.settle or args.retry:
+        from ...run.keyed import run_settled
+
+        try:
+            events_of = run_settled(tracker, args.op, ids, deadline, key=args.key, settle=args.settle,
+                                    retry=args.retry, settle_delay=args.settle_delay, one_by_one=not bulk,
+                                    parallel=args.parallel)
+        except InvalidInput as exc:  # a --timeout too short for --settle: nothing ran
+            tracker.close()
+            raise UsageError(str(exc)) from None
+    else:
+        events_of = drive(tracker, args.op, ids, deadline, one_by_one=not bulk, parallel=args.parallel,
+                          progress=progress)
+    held: List[Outcome] = []  # with --durable: the rows, printed once their save is confirmed
+    with tracker, contextlib.closing(events_of) as events:
+        try:
+            # Results print as they come, in the order given, so a long run shows its progress.
+            for event in events:
+                if isinstance(event, Stopped):
+                    code = max(code, _ledger_failed(event.error, event.not_started, err))
+                    continue
+                if event.recorded:  # one that was not is logged already, as not recorded
+                    _log_outcome(event.outcome)
+                if args.durable:
+                    held.append(event.outcome)
+                else:
+                    code = max(code, emit([event.outcome], args.json, out))
+        finally:
+            if progress is not None:
+                progress.close()
+        if held:
+            from ...run.durable import confirm_saved
+
+            held = confirm_saved(tracker, held, time.time(), deadline)
+            for outcome in held:
+                if outcome.saved is False:
+                    log.warning("%s %s: %s", outcome.op.value, outcome.job_id, outcome.detail)
+            code = max(code, emit(held, args.json, out))
+    return code
+
+
+def _log_outcome(outcome: Outcome) -> None:
+    # Logged for the journal; the result itself goes to stdout.  Only the outcomes an admin
+    # must act on are warnings.
+    level = logging.WARNING if outcome.result in (Result.UNKNOWN, Result.BIT_SET) else logging.INFO
+    log.log(level, "%s", describe(outcome))
+
+
+def _ledger_failed(error: LedgerError, not_started: Sequence[str], err: IO[str]) -> int:
+    skipped = f"; not started: {' '.join(not_started)}" if not_started else ""
+    err.write(f"{PROG}: ledger error: {shown(str(error), None)}{skipped}\n")
+    return EXIT_ERROR
+
+
+class Progress:
+    """``slurm-dsl: N/M jobs`` on a terminal's stderr, once the work has taken more than a second."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self.stream = stream
+        self.start = time.monotonic()
+        self.shown = False
+
+    def __call__(self, done: int, total: int) -> None:
+        if time.monotonic() - self.start > 1.0:
+            self.stream.write(f"\r{PROG}: {done}/{total} jobs")
+            self.stream.flush()
+            self.shown = True
+
+    def close(self) -> None:
+        if self.shown:
+            self.stream.write("\n")
+
+
+COMMAND = Command(add, {"op": run})
