@@ -94,7 +94,7 @@ SELECT_LATER = (
 # WHERE (``s`` the settlement, none for these rows) and ORDER BY.
 SELECT_TO_SETTLE = (
     "SELECT h.id, h.job_id, h.op, h.result, h.started_at, h.finished_at, h.ends_by, h.baseline, h.baseline_at,"
-    " h.requeue_bit FROM history h LEFT JOIN settlements s ON s.op_id = h.id"
+    " h.requeue_bit, h.reason FROM history h LEFT JOIN settlements s ON s.op_id = h.id"
 )
 
 # ``to_settle``: what a sweep first reads of a row (``pending``): not even its baseline, which
@@ -234,6 +234,7 @@ def recorded(rows: Iterable[Sequence[Any]], path: str = "") -> List[Recorded]:
             baseline=job_info(path, r[7]),
             baseline_at=None if r[8] is None else float(r[8]),
             requeue_bit=_enum_or_none(RequeueBit, r[9]),
+            reason=_enum_or_none(Reason, r[10]),
         )
         for r in rows
     ]

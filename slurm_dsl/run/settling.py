@@ -71,7 +71,7 @@ def recorded(entry: Union[Recorded, HistoryEntry]) -> Recorded:
     return Recorded(
         id=entry.id, job_id=entry.job_id, op=entry.op, result=entry.result, started_at=entry.started_at,
         finished_at=entry.finished_at, ends_by=entry.ends_by, baseline=entry.baseline,
-        baseline_at=entry.baseline_at, requeue_bit=entry.requeue_bit,
+        baseline_at=entry.baseline_at, requeue_bit=entry.requeue_bit, reason=entry.reason,
     )
 
 
