@@ -77,7 +77,8 @@ longer is, whoever undid it.
 Rule 13, a call that failed with a message no refusal prints waits longer (docs/contract.md §13.6):
 an unknown operation whose reason is ``unrecognised_stderr`` (among them every message scontrol
 prints when no controller answers: ``Unexpected message received``, ``Socket timed out on send/recv
-operation``, ``Unable to contact slurm controller``) may have been sent during a hand-back (a
+operation``, ``Unable to contact slurm controller``), or a requeue's ``clear_failed`` or
+``clear_not_run`` (its call 2's reason is then not kept), may have been sent during a hand-back (a
 restarted primary taking control back from its backup), and such a request waits on the primary's
 listening socket and is applied when it takes control: up to ``CONTROL_TIMEOUT`` (30 s) after its
 client exited 1 (24.11.5: ~28 s, 10 of 10, docs/durability.md §2).  So its settle delay is the
@@ -109,9 +110,13 @@ MIN_SETTLE_DELAY = 2.0  # never below (docs/settle-delay.md §3)
 # control back: slurmctld's CONTROL_TIMEOUT (src/slurmctld/slurmctld.h; the backup relinquishes
 # within CONTROL_TIMEOUT - 1 = 29 s, src/slurmctld/proc_req.c 24.11: 3199-3254, 22.05: 3434-3498).
 CONTROL_TIMEOUT = 30.0
-# Rule 13: the reasons of an unknown result whose calls may have waited so (a message that is no
-# refusal: the controller did not answer, or answered what this slurm-dsl does not know).
-UNANSWERED = frozenset({Reason.UNRECOGNISED_STDERR})
+# Rule 13: the reasons of an unknown result whose calls may have waited so: a message that is no
+# refusal (the controller did not answer, or answered what this slurm-dsl does not know); and a
+# requeue's unknown call 2 followed by a call 3 that failed or did not run, whose reason is the
+# bit's (clear_failed, clear_not_run), so that call 2's own is not told apart.  On the pair's
+# hand-back both its calls 2 and 3 printed ``Unexpected message received`` and it read
+# clear_failed (docs/durability.md §4).
+UNANSWERED = frozenset({Reason.UNRECOGNISED_STDERR, Reason.CLEAR_FAILED, Reason.CLEAR_NOT_RUN})
 
 
 GONE_DETAIL = "gone: slurmctld no longer knows the job"  # the detail of every gone verdict read from a lookup

@@ -78,6 +78,9 @@ def unknown_hold(reason: Optional[Reason]) -> Recorded:
 
 @pytest.mark.parametrize(("result", "reason", "expected"), [
     (Result.UNKNOWN, Reason.UNRECOGNISED_STDERR, DEFAULT_SETTLE_DELAY + CONTROL_TIMEOUT),
+    # A requeue's calls 2 and 3 both cut off by the hand-back (the pair, docs/durability.md §4).
+    (Result.UNKNOWN, Reason.CLEAR_FAILED, DEFAULT_SETTLE_DELAY + CONTROL_TIMEOUT),
+    (Result.UNKNOWN, Reason.CLEAR_NOT_RUN, DEFAULT_SETTLE_DELAY + CONTROL_TIMEOUT),
     (Result.UNKNOWN, Reason.KILLED_BY_SIGNAL, DEFAULT_SETTLE_DELAY),  # cut off by its deadline
     (Result.UNKNOWN, None, DEFAULT_SETTLE_DELAY),
     (None, None, DEFAULT_SETTLE_DELAY),  # unfinished
@@ -106,11 +109,12 @@ def test_absent_after_a_hand_back_message_only_once_a_request_on_the_socket_woul
 
 
 def test_a_requeue_whose_call_failed_in_a_hand_back_is_not_absent_before_the_bound() -> None:
-    # The requeue's call 2 printed "Unexpected message received"; its RestartCnt is still the
-    # baseline's 11 s later.  No verdict: a keyed --retry does not requeue again (absent only).
+    # The requeue's calls 2 and 3 printed "Unexpected message received" (its reason: clear_failed);
+    # its RestartCnt is still the baseline's 11 s later.  No verdict: a keyed --retry does not
+    # requeue again (absent only).
     base = JobInfo(J, "RUNNING", True, 0, 4294901, "None")
     requeue = Recorded(1, J, Op.REQUEUE, Result.UNKNOWN, END - 5.0, finished_at=END, baseline=base,
-                       baseline_at=END - 6.0, reason=Reason.UNRECOGNISED_STDERR)
+                       baseline_at=END - 6.0, reason=Reason.CLEAR_FAILED)  # as the pair's run read it
     running = JobInfo(J, "RUNNING", True, 0, 4294901, "None")
     assert settle_operation(requeue, [], running, END + DEFAULT_SETTLE_DELAY + 1, no_ends_by_bound=60.0) is None
     requeued = JobInfo(J, "PENDING", True, 1, 4294901, "BeginTime")  # applied late: present, once
