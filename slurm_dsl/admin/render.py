@@ -86,6 +86,7 @@ def sweep_summary(report: SweepReport, lookup: str, not_clear: int) -> Dict[str,
             "dry_run": report.dry_run, "seconds": round(report.finished - report.started, 3),
             "verdicts": counts(report.verdicts), "verdicts_written": report.verdicts_written,
             "unseen": report.unseen, "save_error": report.save_error,
+            "acknowledged": len(report.acknowledged), "lost": len(report.lost), "lost_written": report.lost_written,
             "last_save": None if report.save is None or report.save.started is None else report.save.started}
 
 
@@ -100,6 +101,14 @@ def verdicts_line(summary: Dict[str, Any]) -> str:
     return f"unknown operations: {total} looked at: {', '.join(given)} ({written})"
 
 
+def lost_line(summary: Dict[str, Any]) -> str:
+    """The sweep's one line on the acknowledged operations it found lost (some, docs/contract.md
+    §13.4), from ``sweep_summary``."""
+    written = "dry run: none written" if summary["dry_run"] else f"{summary['lost_written']} recorded"
+    return (f"acknowledged operations: {summary['acknowledged']} read again, {summary['lost']} acknowledged,"
+            f" then lost ({written})")
+
+
 def summary_text(summary: Dict[str, Any], as_json: bool) -> str:
     """The sweep's closing line, from ``sweep_summary``."""
     if as_json:
@@ -110,13 +119,15 @@ def summary_text(summary: Dict[str, Any], as_json: bool) -> str:
 
 
 def sweep_text(report: SweepReport, lookup: str, not_clear: int, as_json: bool) -> str:
-    """All a sweep prints: each object looked at, each orphan, each unknown operation (--json; a
-    count line in the text), then the summary."""
+    """All a sweep prints: each object looked at, each orphan, each unknown operation and each
+    acknowledged one found lost (--json; a count line in the text), then the summary."""
     summary = sweep_summary(report, lookup, not_clear)
     return ("".join(swept_text(s, as_json) for s in report.swept)
             + "".join(orphan_text(info, as_json) for info in report.orphans)
             + ("".join(json_line(d.to_json()) for d in report.verdicts) if as_json
                else verdicts_line(summary) + "\n" if report.verdicts else "")
+            + ("".join(json_line(d.to_json()) for d in report.lost) if as_json
+               else lost_line(summary) + "\n" if report.lost else "")
             + summary_text(summary, as_json))
 
 

@@ -29,11 +29,19 @@ Requeue=0 (or is gone) in a lookup made after reading a save that began after th
 call of slurm-dsl's could have changed the job's flag (the object's ``quiet_at``).  Anything that
 cannot be read (no state file, another format, an unreadable directory) proves nothing: the
 object stays watched.
+
+Rule 4, an acknowledged operation read again (docs/contract.md §13.4): an ``ok`` (or a requeue's
+``bit_set``) is re-read from the record by every sweep until it is either known saved (Rule 3: a
+lookup made after reading a save that began after the operation's end still shows its effect:
+``saved``) or settled for good (found lost, gone, or undecidable).  The sweep keeps where it got to
+as the lowest history id it must read again (``next_mark``): the first operation, in id order, that
+is not yet done, or that began less than ``MARK_GUARD`` ago (an id handed out before a committed one
+may still be in an open transaction on MariaDB, whose auto-increment ids can commit out of order).
 """
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Sequence, Tuple
 
 # slurmctld's JOB_STATE_VERSION string, the first thing in every job_state it writes (22.05 to
 # 26.05: src/slurmctld/job_mgr.c, "write header: version, time").
@@ -41,6 +49,9 @@ JOB_STATE_VERSION = b"PROTOCOL_VERSION"
 HEADER_BYTES = 4 + len(JOB_STATE_VERSION) + 1 + 2 + 8  # what ``save_started`` needs of the file
 # Seconds the ledger's clock and the controller's may differ (Rule 2).
 CLOCK_MARGIN = 1.0
+# Seconds an operation's history row is read again after it began, whatever it showed (Rule 4):
+# far longer than the transaction that writes a row, so every lower id has committed by then.
+MARK_GUARD = 60.0
 
 
 def save_started(header: bytes) -> Optional[int]:
@@ -61,3 +72,14 @@ def began_after(started: Optional[int], instant: float, margin: float = CLOCK_MA
     """Rule 2: whether a save that began at ``started`` (whole seconds, None: unknown) surely began
     after ``instant`` (seconds, on a clock within ``margin`` of the controller's)."""
     return started is not None and started > instant + margin
+
+
+def next_mark(mark: int, read: Sequence[Tuple[int, float, bool]], now: float, guard: float = MARK_GUARD) -> int:
+    """Rule 4: the lowest history id the next sweep reads again, given ``mark`` (this sweep's) and
+    the rows it read from there in id order, each ``(id, started_at, done)``: the first one not
+    done or begun after ``now - guard``; past the last one if none is; ``mark`` if none was read.
+    Rows beyond a limit were not read, so the mark never passes them."""
+    for op_id, started_at, done in read:
+        if not done or started_at > now - guard:
+            return max(mark, op_id)
+    return max(mark, read[-1][0] + 1) if read else mark

@@ -74,6 +74,17 @@ same rules as an unknown one (the effect, the settle delay, a later operation on
 ``absent`` then means "acknowledged, then lost" (its detail says so): the job was as asked and no
 longer is, whoever undid it.
 
+Rule 13, a call that failed with a message no refusal prints waits longer (docs/contract.md §13.6):
+an unknown operation whose reason is ``unrecognised_stderr`` (among them every message scontrol
+prints when no controller answers: ``Unexpected message received``, ``Socket timed out on send/recv
+operation``, ``Unable to contact slurm controller``), or a requeue's ``clear_failed`` or
+``clear_not_run`` (its call 2's reason is then not kept), may have been sent during a hand-back (a
+restarted primary taking control back from its backup), and such a request waits on the primary's
+listening socket and is applied when it takes control: up to ``CONTROL_TIMEOUT`` (30 s) after its
+client exited 1 (24.11.5: ~28 s, 10 of 10, docs/durability.md §2).  So its settle delay is the
+settle delay plus ``CONTROL_TIMEOUT`` (``delay_of``): ``absent`` is read only after that, and a
+keyed ``--retry`` never runs a requeue again before it.
+
 Rule 8, the exit of a settled row (``exits_as``): a row whose result is ``unknown`` exits by its
 effect, ``present`` as ``ok``, ``gone`` as ``not_found``, ``absent``, ``undecidable`` or no verdict
 as ``unknown``; a row whose result is not unknown has no effect (None) and exits as its result.
@@ -89,11 +100,22 @@ from typing import AbstractSet, Dict, FrozenSet, List, Mapping, NamedTuple, Opti
 
 from .jobid import validate_job_id
 from .jobinfo import JobInfo
-from .model import InvalidInput, Op, RequeueBit, Result, Verdict, exit_of_effect
+from .model import InvalidInput, Op, Reason, RequeueBit, Result, Verdict, exit_of_effect
 from .plain import described
 
 DEFAULT_SETTLE_DELAY = 10.0  # seconds: slurmctld's default MessageTimeout (docs/settle-delay.md §3)
 MIN_SETTLE_DELAY = 2.0  # never below (docs/settle-delay.md §3)
+# Rule 13: how long a request may wait on a restarted primary's socket while the backup hands
+# control back: slurmctld's CONTROL_TIMEOUT (src/slurmctld/slurmctld.h; the backup relinquishes
+# within CONTROL_TIMEOUT - 1 = 29 s, src/slurmctld/proc_req.c 24.11: 3199-3254, 22.05: 3434-3498).
+CONTROL_TIMEOUT = 30.0
+# Rule 13: the reasons of an unknown result whose calls may have waited so: a message that is no
+# refusal (the controller did not answer, or answered what this slurm-dsl does not know); and a
+# requeue's unknown call 2 followed by a call 3 that failed or did not run, whose reason is the
+# bit's (clear_failed, clear_not_run), so that call 2's own is not told apart.  On the pair's
+# hand-back both its calls 2 and 3 printed ``Unexpected message received`` and it read
+# clear_failed (docs/durability.md §4).
+UNANSWERED = frozenset({Reason.UNRECOGNISED_STDERR, Reason.CLEAR_FAILED, Reason.CLEAR_NOT_RUN})
 
 
 GONE_DETAIL = "gone: slurmctld no longer knows the job"  # the detail of every gone verdict read from a lookup
@@ -138,6 +160,14 @@ def check_settle_delay(settle_delay: object) -> float:
             f"the settle delay must be at least {MIN_SETTLE_DELAY:g} seconds, not {described(settle_delay)}"
         )
     return delay
+
+
+def delay_of(result: Optional[Result], reason: Optional[Reason], settle_delay: float) -> float:
+    """Rule 13: the settle delay of an operation with this result and reason: ``settle_delay``
+    plus ``CONTROL_TIMEOUT`` for an unknown one whose reason is in ``UNANSWERED``."""
+    if result is Result.UNKNOWN and reason in UNANSWERED:
+        return settle_delay + CONTROL_TIMEOUT
+    return settle_delay
 
 
 def verdict(
@@ -288,6 +318,7 @@ class Recorded:
     baseline: Optional[JobInfo] = None
     baseline_at: Optional[float] = None
     requeue_bit: Optional[RequeueBit] = None  # what its calls say of the flag (None: unfinished, or not a requeue)
+    reason: Optional[Reason] = None  # which rule made it unknown (Rule 13)
 
 
 class Pending(NamedTuple):
@@ -407,7 +438,7 @@ class OneLookup:
             raise InvalidInput(f"operation must be a Recorded, not {described(operation)}")
         op = _op(operation.op)
         job = validate_job_id(operation.job_id)
-        delay, at = self.settle_delay, self.looked_at
+        delay, at = delay_of(operation.result, operation.reason, self.settle_delay), self.looked_at
         if operation.result not in SETTLED_RESULTS:
             raise InvalidInput(
                 "only an unknown, unfinished or acknowledged (ok, bit_set) operation is settled, not a"

@@ -165,6 +165,11 @@ class LedgerStore(Protocol):
         their baselines (a sweep reads those again, ``recorded``, only where a verdict reads one)."""
         ...
 
+    def acknowledged(self, from_id: int, since: float, limit: Optional[int] = None) -> List[Recorded]:
+        """Rows of id ``from_id`` or more, started at ``since`` or later, without a settlement,
+        whose result is ``ok``, ``bit_set`` or none yet; in id order, at most ``limit``.  Reads only."""
+        ...
+
     def recorded(self, op_ids: Sequence[int]) -> Dict[int, Recorded]:
         """The history rows ``op_ids`` as the core's ``settle.Recorded``, by id; an id with no row
         is absent.  Reads only."""

@@ -105,6 +105,9 @@ COUNT_NOT_CLEAR = "SELECT count(*) FROM objects WHERE bit <> 'clear'"
 WATCH = "UPDATE objects SET lookup_failures = 0, next_lookup_at = ?, lookup_error = '' WHERE job_id = ?"
 HISTORY_OF = ledger_rows.SELECT_HISTORY + " WHERE h.job_id = ? ORDER BY h.id"  # ``history``
 TO_SETTLE_OF = ledger_rows.SELECT_TO_SETTLE + " WHERE h.id"  # ``recorded``, with an IN list
+# ``acknowledged``: one range of the primary key, oldest first; its two results are ok and bit_set.
+ACKNOWLEDGED = (ledger_rows.SELECT_TO_SETTLE + " WHERE h.id >= ? AND h.started_at >= ? AND s.id IS NULL"
+                " AND (h.result IS NULL OR h.result IN (?, ?)) ORDER BY h.id")
 # ``keyed`` and ``operations_by``, with an IN list of job ids and OLDEST_FIRST.
 KEYED = ledger_rows.SELECT_HISTORY + " WHERE h.op_key = ? AND h.op = ? AND h.job_id"
 OPERATIONS_BY = ledger_rows.SELECT_HISTORY + " WHERE h.op = ? AND h.actor = ? AND h.started_at >= ? AND h.job_id"

@@ -78,6 +78,7 @@ HISTORY_COLUMNS = schema.HISTORY.names()
 SETTLEMENT_COLUMNS = tuple(c for c in schema.SETTLEMENTS.names() if c not in ("op_id", "job_id"))
 TO_SETTLE_COLUMNS = (
     "id", "job_id", "op", "result", "started_at", "finished_at", "ends_by", "baseline", "baseline_at", "requeue_bit",
+    "reason",
 )
 PENDING_COLUMNS = TO_SETTLE_COLUMNS[:7]
 # What a write gives of a row, in this order: an imported history row's every column but its id
@@ -266,9 +267,9 @@ def recorded(rows: Iterable[Sequence[Any]], path: str = "") -> List[Recorded]:
     # What a settling sweep reads, 10,000 rows at a time: as ``pending``, each value at its
     # column's position, found by name once.
     at = positions(TO_SETTLE_COLUMNS)
-    id_, job, op, result, started, finished, ends, baseline, baseline_at, bit = (at[c] for c in (
+    id_, job, op, result, started, finished, ends, baseline, baseline_at, bit, reason = (at[c] for c in (
         "id", "job_id", "op", "result", "started_at", "finished_at", "ends_by", "baseline", "baseline_at",
-        "requeue_bit"))
+        "requeue_bit", "reason"))
     return [
         Recorded(
             id=int(r[id_]),
@@ -281,6 +282,7 @@ def recorded(rows: Iterable[Sequence[Any]], path: str = "") -> List[Recorded]:
             baseline=job_info(path, r[baseline]),
             baseline_at=None if r[baseline_at] is None else float(r[baseline_at]),
             requeue_bit=_enum_or_none(RequeueBit, r[bit]),
+            reason=_enum_or_none(Reason, r[reason]),
         )
         for r in rows
     ]

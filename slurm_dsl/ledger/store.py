@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Mapping, Optional, Self, Sequence, Set, Tuple
 
 from ..core.jobid import validate_job_id
-from ..core.model import Op, Outcome, RequeueBit
+from ..core.model import Op, Outcome, RequeueBit, Result
 from . import query
 from . import rows as ledger_rows
 
@@ -380,6 +380,17 @@ class SqlStore(query.SqlQueries):
         tail = (query.LIMIT, [int(limit)]) if limit is not None and limit >= 0 else ("", [])
         sql = self._unsettled(ledger_rows.SELECT_PENDING) + query.NEWEST_FIRST + tail[0]
         return ledger_rows.pending(self._read("read unsettled", sql, [since, now, now, *tail[1]]))
+
+    def acknowledged(self, from_id: int, since: float, limit: Optional[int] = None) -> List[Recorded]:
+        """The rows a sweep reads again after a crash may have lost them (docs/contract.md §13.4,
+        ``core.durable`` Rule 4): id ``from_id`` or more, started at ``since`` or later, without a
+        settlement, whose result is ``ok`` or ``bit_set``, or none yet; in id order, at most
+        ``limit`` (None: all).  Reads only; one range of the primary key, no other index."""
+        from_id, since = ledger_rows.checked_op_id(from_id), ledger_rows.finite("since", since)
+        tail = (" LIMIT ?", [int(limit)]) if limit is not None and limit >= 0 else ("", [])
+        sql = query.ACKNOWLEDGED + tail[0]
+        args = [from_id, since, Result.OK.value, Result.BIT_SET.value, *tail[1]]
+        return ledger_rows.recorded(self._read("read acknowledged operations", sql, args), self.path)
 
     def recorded(self, op_ids: Sequence[int]) -> Dict[int, Recorded]:
         """The history rows ``op_ids`` as the core's ``settle.Recorded`` (what settling reads of

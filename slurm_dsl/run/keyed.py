@@ -41,7 +41,7 @@ from ..core.jobid import validate_job_id
 from ..core.jobinfo import JobInfo
 from ..core.keys import Decision, Earlier, Step, check_key, decide
 from ..core.model import DSLError, InvalidInput, LedgerError, LookupFailed, Op, Outcome, Result, Verdict
-from ..core.settle import DEFAULT_SETTLE_DELAY, check_settle_delay
+from ..core.settle import DEFAULT_SETTLE_DELAY, check_settle_delay, delay_of
 from ..host.binaries import find_scontrol, find_squeue
 from ..ledger.base import LedgerStore
 from ..ledger.records import HistoryEntry
@@ -265,10 +265,11 @@ class _Run:
         return as_earlier(self.op, e, running=running, verdict=verdicts.get(e.id), settled=e.id in verdicts)
 
     def _due(self, e: HistoryEntry) -> float:
-        """When looking again at ``e`` can decide it: its settle delay passed since its end (for
-        an unfinished one, since ``ends_by``), at least a short poll from now."""
+        """When looking again at ``e`` can decide it: its settle delay (``core.settle.delay_of``:
+        longer for a call no controller answered, Rule 13) passed since its end (for an unfinished
+        one, since ``ends_by``), at least a short poll from now."""
         end = e.finished_at if e.finished_at is not None else (e.ends_by or e.started_at + settling.NO_ENDS_BY_BOUND)
-        return max(end + self.delay, self.ledger.now() + POLL)
+        return max(end + delay_of(e.result, e.reason, self.delay), self.ledger.now() + POLL)
 
     def _earlier_row(
         self, job: str, rows: List[HistoryEntry], decision: Decision, verdicts: Dict[int, Optional[Verdict]]

@@ -25,8 +25,9 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Set, Tuple, Union
 
+from ..core.durable import began_after, next_mark
 from ..core.jobinfo import JobInfo, Lookup
 from ..core.model import InvalidInput, LookupFailed, Result, Verdict
 from ..core.script import KILL_GRACE
@@ -59,7 +60,7 @@ def recorded(entry: Union[Recorded, HistoryEntry]) -> Recorded:
     return Recorded(
         id=entry.id, job_id=entry.job_id, op=entry.op, result=entry.result, started_at=entry.started_at,
         finished_at=entry.finished_at, ends_by=entry.ends_by, baseline=entry.baseline,
-        baseline_at=entry.baseline_at, requeue_bit=entry.requeue_bit,
+        baseline_at=entry.baseline_at, requeue_bit=entry.requeue_bit, reason=entry.reason,
     )
 
 
@@ -134,9 +135,17 @@ def decide(
     return decided
 
 
+def acknowledged_from(ledger: LedgerStore) -> int:
+    """The history id the last sweep got to in reading acknowledged operations again (its
+    summary's ``acknowledged_from``; 1: none did, or it does not say)."""
+    last = ledger.last_sweep()
+    found = None if last is None else last.summary.get("acknowledged_from")
+    return found if type(found) is int and found > 0 else 1
+
+
 def recheck(
     ledger: LedgerStore,
-    entries: Sequence[HistoryEntry],
+    entries: Sequence[Union[Recorded, HistoryEntry]],
     answers: Optional[Mapping[str, Optional[JobInfo]]],
     looked_at: float,
     settle_delay: float = DEFAULT_SETTLE_DELAY,
@@ -160,6 +169,58 @@ def recheck(
             settled = None
         decided.append(Decided(entry, settled))
     return decided
+
+
+LOST_VERDICTS = (Verdict.ABSENT, Verdict.GONE)  # the verdicts the ledger takes on an acknowledged one
+ACKNOWLEDGED = (Result.OK, Result.BIT_SET)  # the results read again after a crash (core.settle Rule 12)
+
+
+class Reread(NamedTuple):
+    """What a sweep (or ``settle``) found of the acknowledged operations it read again
+    (docs/contract.md §13.4, ``core.durable`` Rule 4): each finished one and its verdict (None: not
+    now), which of them are done with (``done``: known saved, lost, gone or undecidable), and the
+    lowest history id to read again next time (``mark``)."""
+
+    decided: List[Decided]
+    done: Set[int]
+    mark: int
+
+    @property
+    def lost(self) -> List[Decided]:
+        """Those found lost (or gone): the verdicts to write."""
+        return [d for d in self.decided if d.settled is not None and d.settled.verdict in LOST_VERDICTS]
+
+
+def reread(
+    ledger: LedgerStore,
+    rows: Sequence[Recorded],
+    answers: Optional[Mapping[str, Optional[JobInfo]]],
+    looked_at: float,
+    settle_delay: float,
+    save_started: Optional[int],
+    *,
+    mark: int,
+    now: float,
+) -> Reread:
+    """The acknowledged operations of ``rows`` (``LedgerStore.acknowledged`` from ``mark``, read at
+    ``now``) read again from one lookup's ``answers`` (None: it could not ask), made at ``looked_at``
+    after reading a save that began at ``save_started`` (None: not known).  A ``present`` is done
+    with once that save began after the operation's end (``durable.began_after``), or when it was
+    read through a later operation's baseline (that one is read on its own); an unfinished row
+    waits for its result.  Reads the later operations; writes nothing."""
+    finished = [r for r in rows if r.result is not None]
+    decided = recheck(ledger, finished, answers, looked_at, settle_delay)
+    done: Set[int] = set()
+    for d in decided:
+        s, end = d.settled, d.entry.finished_at
+        if s is None:
+            continue
+        if s.verdict is not Verdict.PRESENT or s.from_operation is not None or (
+            end is not None and began_after(save_started, end)
+        ):
+            done.add(d.entry.id)
+    after = next_mark(mark, [(r.id, r.started_at, r.id in done) for r in rows], now)
+    return Reread(decided, done, after)
 
 
 def write(ledger: LedgerStore, decided: Sequence[Decided], now: float, *, by: str) -> int:
@@ -223,7 +284,14 @@ class Row:
         without its bit, unfinished, is not)."""
         e = self.entry
         bit = None if isinstance(e, Pending) else e.requeue_bit
-        return exits_as(e.result or Result.UNKNOWN, self.verdict, op=e.op, requeue_bit=bit)
+        result = e.result or Result.UNKNOWN
+        if result in ACKNOWLEDGED:
+            # Acknowledged, then lost (docs/contract.md §13.4): the effect is not there, as an
+            # unknown row's whose effect is absent (or gone); read again and not lost, as it was.
+            if self.verdict not in LOST_VERDICTS:
+                return result
+            result = Result.UNKNOWN
+        return exits_as(result, self.verdict, op=e.op, requeue_bit=bit)
 
     def to_json(self) -> Dict[str, Any]:
         e = self.entry
@@ -280,23 +348,31 @@ def settle_rows(
     """``slurm-dsl settle``: the operations of ``job_ids`` (all their unknown and unfinished ones,
     settled or not, any age) or of the whole ledger (the unsettled ones started since ``since``),
     the unsettled ones settled now in one ``lookup`` call, written
-    ``by`` whoever settles.  Rows oldest first, per job in the order given.  A "gone" answered to
+    ``by`` whoever settles.  The acknowledged ones not yet found lost are read again in the same
+    call (docs/contract.md §13.4): those of ``job_ids``, or the whole ledger's from where the last
+    sweep got to (``acknowledged_from``); one found lost now is recorded and gets a row, as does
+    one of ``job_ids`` found lost before.  Rows oldest first, per job in the order given.  A "gone" answered to
     an account that may not see every job is not trusted (``lookups.sight``, asked through
     ``scontrol``): those jobs get no verdict, and ``unseen`` says so."""
     now = ledger.now()
     todo = ledger.unsettled(now, job_ids=job_ids) if job_ids is not None else ledger.unsettled(now, since=since)
     todo_ids = {e.id for e in todo}
     report = SettleReport()
+    acknowledged: List[Union[Recorded, HistoryEntry]] = []
     if job_ids is not None:
         entries: List[Operation] = []
         for job in job_ids:
             history = ledger.history(job)
             if not history:
                 report.no_record.append(job)
-            entries += [e for e in history if e.result in (None, Result.UNKNOWN)]
+            # An acknowledged one too once it is found lost (its row is kept below, in its place).
+            entries += [e for e in history if e.result in (None, Result.UNKNOWN) or e.result in ACKNOWLEDGED]
+            acknowledged += [e for e in history if e.result in ACKNOWLEDGED and e.settlement is None]
     else:
         entries = sorted(todo, key=lambda e: e.id)
-    asked = list(dict.fromkeys(e.job_id for e in todo))
+        acknowledged += [e for e in ledger.acknowledged(acknowledged_from(ledger), since, DEFAULT_LIMIT)
+                         if e.result is not None]
+    asked = list(dict.fromkeys([*(e.job_id for e in todo), *(e.job_id for e in acknowledged)]))
     answers: Optional[Mapping[str, Optional[JobInfo]]] = {}
     looked_at = ledger.now()
     if asked:
@@ -309,11 +385,20 @@ def settle_rows(
             if blind is not None:
                 report.unseen = blind.gone_note(len(asked) - len(answers))
     decided = {d.entry.id: d for d in decide(ledger, todo, answers, looked_at, settle_delay)}
+    lost = [d for d in recheck(ledger, acknowledged, answers, looked_at, settle_delay)
+            if d.settled is not None and d.settled.verdict in LOST_VERDICTS]
+    decided.update((d.entry.id, d) for d in lost)
+    if job_ids is None:
+        entries = sorted([*entries, *(d.entry for d in lost)], key=lambda e: e.id)
+    else:  # an acknowledged one has a row only if it is found lost, now or before
+        entries = [e for e in entries if e.result not in ACKNOWLEDGED or e.id in decided or (
+            isinstance(e, HistoryEntry) and e.settlement is not None)]
     written_at = ledger.now()
     written = write(ledger, list(decided.values()), written_at, by=by)
     if written < sum(1 for d in decided.values() if d.settled is not None):
         # Another settler was first for some: show what the ledger keeps, which is final.
-        stored = {e.id: e for job in dict.fromkeys(e.job_id for e in todo) for e in ledger.history(job)}
+        stored = {e.id: e for job in dict.fromkeys(e.job_id for e in (*todo, *acknowledged))
+                  for e in ledger.history(job)}
     else:
         stored = {}
     for entry in entries:

@@ -27,7 +27,14 @@ Strategy, in as few slurmctld RPCs as possible:
    SAME one lookup as the objects' (no extra RPC, no lease: a verdict changes no object); the
    verdicts are appended (``add_settlements``, ``by`` the sweep) right after the lookup, before the
    restores of step 3 (which begin after it, so they never hide what it read), a dry run only
-   reports them.
+   reports them;
+7. and it reads again, in that same lookup, the operations slurmctld acknowledged that are not yet
+   known saved (docs/contract.md §13.4, ``core.durable`` Rule 4): a controller that died before its
+   next save, or a backup that took over from the last one, lost them.  From the history id the
+   last sweep got to (its summary's ``acknowledged_from``), oldest first, up to ``settle_limit``:
+   one whose effect the record no longer shows, looked at the settle delay after its end, is
+   recorded "acknowledged, then lost" (``absent``; ``gone`` if the job is); one that a save begun
+   after its end still shows is done with.  A dry run only reports them.
 
 ``decide`` is the pure rule; ``sweep`` is the edge around it.  One sweeper at
 a time per ledger: the caller holds the ledger's ``sweep_lock`` (an flock beside an
@@ -51,7 +58,7 @@ from ..core.durable import began_after
 from ..core.jobinfo import JobInfo, Lookup
 from ..core.ledger_rules import SWEEP_TAG
 from ..core.model import InvalidInput, LedgerError, LookupFailed, Op, Outcome, RequeueBit, Result
-from ..core.settle import DEFAULT_SETTLE_DELAY, Pending, check_settle_delay
+from ..core.settle import DEFAULT_SETTLE_DELAY, Pending, Recorded, check_settle_delay
 from ..host.binaries import find_scontrol
 from ..ledger.base import LedgerStore
 from ..lookups.saves import LastSave, last_save
@@ -152,6 +159,11 @@ class SweepReport:
     unseen: Optional[str] = None
     # slurmctld's last save of its job state, read before the lookup (docs/contract.md §13).
     save: Optional[LastSave] = None
+    # The acknowledged operations read again (docs/contract.md §13.4), and the history id the next
+    # sweep reads them from (None: a dry run, or none were read: the last sweep's stays).
+    acknowledged: List[settling.Decided] = field(default_factory=list)
+    lost_written: int = 0
+    acknowledged_from: Optional[int] = None
 
     @property
     def save_error(self) -> Optional[str]:
@@ -181,7 +193,16 @@ class SweepReport:
             "fixed_orphans": [o.result.value for o in self.fixed_orphans],
             # Only when there were some: a ledger's summary of a sweep with none stays as it was.
             **({"verdicts": {k: v for k, v in settling.counts(self.verdicts).items() if v}} if self.verdicts else {}),
+            **({"lost": len(self.lost)} if self.lost else {}),
+            # Only once past the first id: a ledger's summary of a sweep that read none stays as it was.
+            **({"acknowledged_from": self.acknowledged_from} if (self.acknowledged_from or 1) > 1 else {}),
         }
+
+    @property
+    def lost(self) -> List[settling.Decided]:
+        """The acknowledged operations this sweep found lost (absent, or gone)."""
+        return [d for d in self.acknowledged
+                if d.settled is not None and d.settled.verdict in settling.LOST_VERDICTS]
 
     @property
     def settled(self) -> bool:
@@ -269,8 +290,11 @@ def sweep(
     try:
         now = ledger.now()
         unsettled = ledger.to_settle(now, since=now - settling.SINCE_DAYS * settling.DAY, limit=settle_limit)
+        mark = settling.acknowledged_from(ledger)
+        again = ledger.acknowledged(mark, now - settling.SINCE_DAYS * settling.DAY, settle_limit)
         # One lookup for the objects and the operations alike: the leased jobs first, then the rest.
-        asked = list(dict.fromkeys([*leased, *(e.job_id for e in unsettled)]))
+        asked = list(dict.fromkeys([*leased, *(e.job_id for e in unsettled),
+                                    *(e.job_id for e in again if e.result is not None)]))
         # slurmctld's last save, read before the lookup: an object is cleared only from a lookup
         # made after a save that began after its quiet_at (docs/contract.md §13).
         report.save = last_save()
@@ -288,6 +312,7 @@ def sweep(
         # cannot have changed what the lookup read, but read as a later operation on the flag it
         # would make an earlier unknown restore of the job undecidable for ever.
         _verdicts(tracker, ledger, unsettled, answers, looked_at, delay, report, dry_run)
+        _reread(tracker, ledger, again, answers, looked_at, delay, report, dry_run, mark=mark, now=now)
         _settle(tracker, ledger, answers, leased, owner, report, dry_run, restore_timeout)
     finally:
         if not dry_run:
@@ -327,13 +352,42 @@ def _verdicts(
     """The unknown operations' verdicts from the lookup's answers (None: it could not ask), written
     unless a dry run."""
     report.verdicts = settling.decide(ledger, unsettled, answers, looked_at, delay)
-    if dry_run:
-        return
+    if not dry_run:
+        # Not written: the objects are still settled below; the next sweep finds these again.
+        report.verdicts_written = _written(tracker, ledger, report.verdicts, "the verdicts") or 0
+
+
+def _written(tracker: Tracker, ledger: LedgerStore, decided: List[settling.Decided], what: str) -> Optional[int]:
+    """How many of the verdicts ``decided`` the sweep wrote; None (and a warning) if the ledger
+    took none of them."""
     try:
-        report.verdicts_written = settling.write(ledger, report.verdicts, ledger.now(), by=f"sweep, {tracker.actor}")
+        return settling.write(ledger, decided, ledger.now(), by=f"sweep, {tracker.actor}")
     except LedgerError as exc:
-        # The objects are still settled below; the next sweep finds these operations again.
-        log.warning("could not record the verdicts in %s: %s", ledger.path, exc)
+        log.warning("could not record %s in %s: %s", what, ledger.path, exc)
+        return None
+
+
+def _reread(
+    tracker: Tracker,
+    ledger: LedgerStore,
+    rows: List[Recorded],
+    answers: Optional[Dict[str, Optional[JobInfo]]],
+    looked_at: float,
+    delay: float,
+    report: SweepReport,
+    dry_run: bool,
+    *,
+    mark: int,
+    now: float,
+) -> None:
+    """The acknowledged operations read again (step 7), their lost ones written unless a dry run;
+    the mark moves on only once they are."""
+    started = None if report.save is None else report.save.started
+    found = settling.reread(ledger, rows, answers, looked_at, delay, started, mark=mark, now=now)
+    report.acknowledged = found.decided
+    written = None if dry_run else _written(tracker, ledger, found.lost, "the acknowledged operations found lost")
+    if written is not None:
+        report.lost_written, report.acknowledged_from = written, found.mark
 
 
 def _settle(

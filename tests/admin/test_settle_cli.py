@@ -53,9 +53,10 @@ def test_settle_given_jobs_settles_now_and_shows_what_was_settled_earlier(ledger
     base = JobInfo("9", "RUNNING", True, 0, PRIORITY, "None")
     with open_ledger(ledger_location) as ledger:
         hold = unknown(ledger, "7", Op.HOLD)
-        # Not unknown: no row.  A later release (the priority again): the hold is read from its baseline.
-        ok = unknown(ledger, "7", Op.RELEASE, result=Result.OK, ago=30.0, baseline=JobInfo("7", "RUNNING", False, 0, 0,
-                                                                                         "JobHeldAdmin"))
+        # Acknowledged, and the record still shows it: no row (§13.4).  A later hold (the priority
+        # again): the unknown hold is read from its baseline.
+        ok = unknown(ledger, "7", Op.HOLD, result=Result.OK, ago=30.0, baseline=JobInfo("7", "RUNNING", False, 0, 0,
+                                                                                      "JobHeldAdmin"))
         requeue = unknown(ledger, "9", Op.REQUEUE, baseline=base)
     code, out, _ = settle(ledger_location, squeue, "7", "9", "--json")
     # The requeue is present but its flag may be left set (may_be_set): bit_set, never 0 (§12).
@@ -69,10 +70,11 @@ def test_settle_given_jobs_settles_now_and_shows_what_was_settled_earlier(ledger
     assert r["record"]["restarts"] == 1 and r["by"].startswith("settle, ") and r["settled_at_epoch"] is not None
     assert r["looked_at_epoch"] is not None and r["kind"] == "settle"
     assert lookups(squeue) == 1, "one lookup for every job"
-    # Again: nothing new to settle, no lookup, the same verdicts, said to be earlier.
+    # Again: nothing new to settle, the same verdicts, said to be earlier; the acknowledged hold,
+    # not known saved, is read again (§13.4): that is the one lookup.
     code, out, _ = settle(ledger_location, squeue, "7", "9", "--json")
     assert code == 14 and [(r["effect"], r["settled"]) for r in rows(out)] == [("present", "earlier")] * 2
-    assert lookups(squeue) == 1
+    assert lookups(squeue) == 2
     with open_ledger(ledger_location) as ledger:
         assert ledger.unsettled(ledger.now()) == []
 
@@ -133,12 +135,29 @@ def test_settle_refuses_bad_input_before_anything_runs(tmp_path: Path, squeue: s
 
 def test_a_job_the_ledger_never_saw(ledger_location: str, squeue: str) -> None:
     with open_ledger(ledger_location) as ledger:
-        unknown(ledger, "8", Op.HOLD, result=Result.OK)
+        unknown(ledger, "8", Op.RELEASE, result=Result.OK)  # acknowledged, and still there (8 not held)
     code, out, _ = settle(ledger_location, squeue, "5")
     assert code == 11 and "no record of job 5" in out
+    assert lookups(squeue) == 0
     code, out, _ = settle(ledger_location, squeue, "8")
     assert code == 0 and "no unknown operation to settle" in out
-    assert lookups(squeue) == 0
+    assert lookups(squeue) == 1  # the release read again (§13.4)
+
+
+def test_settle_records_an_acknowledged_hold_that_a_crash_lost(ledger_location: str, squeue: str) -> None:
+    # docs/contract.md §13.4: hold 8 was ok a minute ago; the controller came back without it (8 not
+    # held).  settle, given the job or not, records "acknowledged, then lost" and exits as unknown.
+    with open_ledger(ledger_location) as ledger:
+        lost = unknown(ledger, "8", Op.HOLD, result=Result.OK)
+        kept = unknown(ledger, "7", Op.HOLD, result=Result.OK)  # 7 is held: no row
+    code, out, _ = settle(ledger_location, squeue, "--json")
+    assert code == 15, out
+    (row,) = rows(out)
+    assert (row["id"], row["result"], row["effect"], row["settled"]) == (lost, "ok", "absent", "now")
+    assert row["detail"].startswith("acknowledged, then lost") and lookups(squeue) == 1
+    code, out, _ = settle(ledger_location, squeue, "8", "7", "--json")  # found before: shown as earlier
+    assert code == 15 and [(r["id"], r["effect"], r["settled"]) for r in rows(out)] == [(lost, "absent", "earlier")]
+    assert kept not in [r["id"] for r in rows(out)]
 
 
 def test_settle_help_teaches_with_an_example(capsys: pytest.CaptureFixture[str]) -> None:

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from slurm_dsl.core.durable import CLOCK_MARGIN, HEADER_BYTES, began_after, save_started
+from slurm_dsl.core.durable import CLOCK_MARGIN, HEADER_BYTES, MARK_GUARD, began_after, next_mark, save_started
 
 
 def packed(started: int, version: bytes = b"PROTOCOL_VERSION", protocol: int = 0x2600) -> bytes:
@@ -76,3 +76,32 @@ def test_a_save_in_the_same_second_proves_nothing() -> None:
     assert not began_after(1796381241, ack)
     assert not began_after(1796381242, ack)  # a second later is within the clocks' margin
     assert began_after(1796381243, ack)
+
+
+NOW = 10_000.0
+OLD = NOW - MARK_GUARD - 1  # begun before the guard
+NEW = NOW - 1  # within it
+
+
+@pytest.mark.parametrize(("mark", "read", "expected"), [
+    (1, [], 1),  # nothing read: the mark stays
+    (5, [(5, OLD, True), (6, OLD, True)], 7),  # every one done with: past the last
+    (5, [(5, OLD, True), (7, OLD, False), (9, OLD, True)], 7),  # the first not done holds it
+    (5, [(5, OLD, True), (6, NEW, True), (8, OLD, True)], 6),  # one begun within the guard too
+    (5, [(5, NEW, False)], 5),
+])
+def test_the_mark_is_the_first_row_not_done_or_too_recent(
+    mark: int, read: list, expected: int  # type: ignore[type-arg]
+) -> None:
+    assert next_mark(mark, read, NOW) == expected
+
+
+@given(st.integers(1, 50), st.lists(st.tuples(st.booleans(), st.booleans()), max_size=20))
+def test_the_mark_never_passes_a_row_that_must_be_read_again(mark: int, flags: list) -> None:  # type: ignore[type-arg]
+    # The naive reading of Rule 4: every row at or after the new mark is one whose reading is
+    # not over, or after it; no row below it is one that must be read again.
+    read = [(mark + i, NEW if recent else OLD, done) for i, (done, recent) in enumerate(flags)]
+    got = next_mark(mark, read, NOW)
+    assert got >= mark
+    assert all(done and started < NOW - MARK_GUARD for op_id, started, done in read if op_id < got)
+    assert got <= (read[-1][0] + 1 if read else mark)

@@ -22,14 +22,6 @@ HELD = "7|PENDING|0|0|0|JobHeldAdmin\n"
 NOT_HELD = "7|PENDING|0|0|4294901|Priority\n"
 
 
-@pytest.fixture
-def state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    directory = tmp_path / "statesave"
-    directory.mkdir()
-    monkeypatch.setenv("SLURM_DSL_STATE_SAVE_LOCATION", str(directory))
-    return directory
-
-
 def fakes(tmp_path: Path, record: str, plan: dict) -> Path:  # type: ignore[type-arg]
     fake = write_fake(tmp_path / "bin", plan)
     write_fake_squeue(tmp_path / "bin", record)

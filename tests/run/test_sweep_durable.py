@@ -13,8 +13,6 @@ import time
 from pathlib import Path
 from typing import Dict, Optional
 
-import pytest
-
 from slurm_dsl import Op, RequeueBit
 from slurm_dsl.core.jobinfo import JobInfo
 from slurm_dsl.core.model import Result
@@ -26,14 +24,6 @@ from tests.fakes import MemoryLookup, calls_made, write_fake, write_job_state
 
 def info(job: str, requeue: bool, state: str = "PENDING") -> JobInfo:
     return JobInfo(job, state, requeue, 1, 100, "BeginTime")
-
-
-@pytest.fixture
-def state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    directory = tmp_path / "statesave"
-    directory.mkdir()
-    monkeypatch.setenv("SLURM_DSL_STATE_SAVE_LOCATION", str(directory))
-    return directory
 
 
 def requeued(path: str, fake: Path, jobs: list) -> Dict[str, float]:  # type: ignore[type-arg]

@@ -1,0 +1,121 @@
+"""What scontrol and squeue print while no controller is in charge, during a takeover and during a
+hand-back (docs/slurm-behaviour.md §6.1, docs/durability.md §2-§3): the exact bytes seen on
+22.05.8, 24.11.5 and 26.05.5 read as unknown (a call) or could-not-ask (a lookup), never as a
+refusal or "not found"; and the settle delay of an operation whose call printed them
+(core.settle Rule 13, docs/contract.md §13.6): a request sent during a 24.11 hand-back is applied
+up to ~28 s after its client exited 1, so ``absent`` waits ``CONTROL_TIMEOUT`` longer."""
+
+from __future__ import annotations
+
+from typing import Any, Optional, Sequence
+
+import pytest
+
+from slurm_dsl import Op, Reason, Result, read_outcome
+from slurm_dsl.core.jobinfo import JobInfo
+from slurm_dsl.core.model import CallOutcome, LookupFailed, Verdict
+from slurm_dsl.core.settle import (
+    CONTROL_TIMEOUT,
+    DEFAULT_SETTLE_DELAY,
+    Recorded,
+    delay_of,
+    settle_operation,
+)
+from slurm_dsl.host.process import Completed
+from slurm_dsl.lookups.squeue import SqueueLookup
+from tests.ground import NONCE, UNEXPECTED, frame, plain, suspend
+
+J = "4"
+# docs/durability.md §2-§3, docs/slurm-24.11-26.05.md §2: the calls' stderr, byte for byte.
+HOLD_DOWN = suspend(UNEXPECTED, J)  # 22.05.8, 24.11.5: "slurm_suspend error: Unexpected message received"
+HOLD_DOWN_2605 = suspend(UNEXPECTED, J, space=False)  # 26.05.5: no space after the colon
+UPDATE_DOWN = plain(UNEXPECTED, J)  # update JobId=J Requeue=0/1, requeue J
+SQUEUE_TIMED_OUT = b"slurm_load_jobs error: Socket timed out on send/recv operation\n"  # 24.11 hand-back
+SQUEUE_UNREACHABLE = b"slurm_load_jobs error: Unable to contact slurm controller (connect failure)\n"  # outage
+
+
+@pytest.mark.parametrize(("op", "calls"), [
+    ("hold", [(HOLD_DOWN, 1, 1)]),
+    ("hold", [(HOLD_DOWN_2605, 1, 1)]),
+    ("release", [(HOLD_DOWN, 1, 1)]),
+    ("restore", [(UPDATE_DOWN, 1, 1)]),
+    ("requeue", [(UPDATE_DOWN, 1, 1), (b"", 3, 0)]),  # call 1 (Requeue=1) during the hand-back
+    ("requeue", [(b"", 1, 0), (UPDATE_DOWN, 2, 1), (b"", 3, 0)]),  # the requeue itself
+    ("requeue", [(b"", 1, 0), (b"", 2, 0), (UPDATE_DOWN, 3, 1)]),  # the clear
+])
+def test_every_message_of_a_controller_not_in_charge_is_unknown_never_a_refusal(op: str, calls: list) -> None:  # type: ignore[type-arg]
+    outcome = read_outcome(op, J, frame(NONCE, calls), calls[-1][2], NONCE)
+    failed = [c for c in outcome.calls if c.status == 1]
+    assert [c.outcome for c in failed] == [CallOutcome.UNKNOWN] and failed[0].message is None
+    assert outcome.result is Result.UNKNOWN, outcome
+    # A requeue's call 3 (the clear) is the bit's reason; its call 2 took effect (present, read from
+    # RestartCnt), and the flag is the sweep's (may_be_set).
+    clear = op == "requeue" and failed[0].number == 3
+    assert outcome.reason is (Reason.CLEAR_FAILED if clear else Reason.UNRECOGNISED_STDERR), outcome
+
+
+@pytest.mark.parametrize("stderr", [SQUEUE_TIMED_OUT, SQUEUE_UNREACHABLE])
+@pytest.mark.parametrize("ids", [["4"], ["4", "5"]])
+def test_a_lookup_during_an_outage_or_a_hand_back_could_not_ask(stderr: bytes, ids: Sequence[str]) -> None:
+    def run(argv: Sequence[str], **kwargs: Any) -> Completed:
+        if argv[0].endswith("sdiag"):
+            return Completed(tuple(argv), 127, b"", b"sdiag: No such file or directory\n", False, False, started=False)
+        return Completed(tuple(argv), 1, b"", stderr, False, False)
+
+    with pytest.raises(LookupFailed) as failed:
+        SqueueLookup("/usr/bin/squeue", 7.5, run=run).jobs(ids)
+    assert stderr.decode().strip().split(": ", 1)[1] in failed.value.reason
+
+
+END = 1000.0
+NOT_HELD = JobInfo(J, "PENDING", False, 0, 4294901, "BeginTime")
+
+
+def unknown_hold(reason: Optional[Reason]) -> Recorded:
+    return Recorded(1, J, Op.HOLD, Result.UNKNOWN, END - 5.0, finished_at=END, reason=reason)
+
+
+@pytest.mark.parametrize(("result", "reason", "expected"), [
+    (Result.UNKNOWN, Reason.UNRECOGNISED_STDERR, DEFAULT_SETTLE_DELAY + CONTROL_TIMEOUT),
+    # A requeue's calls 2 and 3 both cut off by the hand-back (the pair, docs/durability.md §4).
+    (Result.UNKNOWN, Reason.CLEAR_FAILED, DEFAULT_SETTLE_DELAY + CONTROL_TIMEOUT),
+    (Result.UNKNOWN, Reason.CLEAR_NOT_RUN, DEFAULT_SETTLE_DELAY + CONTROL_TIMEOUT),
+    (Result.UNKNOWN, Reason.KILLED_BY_SIGNAL, DEFAULT_SETTLE_DELAY),  # cut off by its deadline
+    (Result.UNKNOWN, None, DEFAULT_SETTLE_DELAY),
+    (None, None, DEFAULT_SETTLE_DELAY),  # unfinished
+    (Result.OK, None, DEFAULT_SETTLE_DELAY),  # acknowledged: it was applied, nothing waits
+])
+def test_the_settle_delay_is_longer_only_after_a_message_no_refusal_prints(
+    result: Optional[Result], reason: Optional[Reason], expected: float
+) -> None:
+    assert delay_of(result, reason, DEFAULT_SETTLE_DELAY) == expected
+
+
+def test_absent_after_a_hand_back_message_only_once_a_request_on_the_socket_would_have_been_applied() -> None:
+    # 24.11.5: a hold whose client exited 1 at +4 s was applied at ~+28.5 s (docs/durability.md §2).
+    # Looked at 11 s and 28 s after its end: no verdict (a killed call would be absent by now);
+    # after the settle delay plus CONTROL_TIMEOUT, absent; present at any time.
+    down = unknown_hold(Reason.UNRECOGNISED_STDERR)
+    for after in (DEFAULT_SETTLE_DELAY + 1, 28.0, DEFAULT_SETTLE_DELAY + CONTROL_TIMEOUT - 0.1):
+        assert settle_operation(down, [], NOT_HELD, END + after, no_ends_by_bound=60.0) is None
+    assert settle_operation(unknown_hold(Reason.KILLED_BY_SIGNAL), [], NOT_HELD, END + DEFAULT_SETTLE_DELAY + 1,
+                            no_ends_by_bound=60.0) is not None
+    late = settle_operation(down, [], NOT_HELD, END + DEFAULT_SETTLE_DELAY + CONTROL_TIMEOUT, no_ends_by_bound=60.0)
+    assert late is not None and late.verdict is Verdict.ABSENT
+    held = JobInfo(J, "PENDING", False, 0, 0, "JobHeldAdmin")
+    early = settle_operation(down, [], held, END + 1.0, no_ends_by_bound=60.0)
+    assert early is not None and early.verdict is Verdict.PRESENT
+
+
+def test_a_requeue_whose_call_failed_in_a_hand_back_is_not_absent_before_the_bound() -> None:
+    # The requeue's calls 2 and 3 printed "Unexpected message received" (its reason: clear_failed);
+    # its RestartCnt is still the baseline's 11 s later.  No verdict: a keyed --retry does not
+    # requeue again (absent only).
+    base = JobInfo(J, "RUNNING", True, 0, 4294901, "None")
+    requeue = Recorded(1, J, Op.REQUEUE, Result.UNKNOWN, END - 5.0, finished_at=END, baseline=base,
+                       baseline_at=END - 6.0, reason=Reason.CLEAR_FAILED)  # as the pair's run read it
+    running = JobInfo(J, "RUNNING", True, 0, 4294901, "None")
+    assert settle_operation(requeue, [], running, END + DEFAULT_SETTLE_DELAY + 1, no_ends_by_bound=60.0) is None
+    requeued = JobInfo(J, "PENDING", True, 1, 4294901, "BeginTime")  # applied late: present, once
+    found = settle_operation(requeue, [], requeued, END + 29.0, no_ends_by_bound=60.0)
+    assert found is not None and found.verdict is Verdict.PRESENT

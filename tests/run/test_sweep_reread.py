@@ -1,0 +1,162 @@
+"""A crash re-settles what was acknowledged but not saved (docs/contract.md §13.4): every sweep reads
+again, in its one lookup, the operations slurmctld acknowledged that no save has yet proven, records
+those the record no longer shows as "acknowledged, then lost", and reads no further back than the
+history id it got to (``core.durable`` Rule 4, ``settling.reread``).
+
+A real SQLite ledger, a fake scontrol, an in-memory lookup and a state directory whose job_state
+header the test writes.  The ledger's clock is moved on (``Clock``) instead of waiting out the
+settle delay and the mark's guard."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import List, Optional
+
+import pytest
+
+from slurm_dsl import Op
+from slurm_dsl.core.durable import MARK_GUARD
+from slurm_dsl.core.jobinfo import JobInfo
+from slurm_dsl.core.model import Result, Verdict
+from slurm_dsl.core.settle import DEFAULT_SETTLE_DELAY, LOST
+from slurm_dsl.ledger.choose import open_ledger
+from slurm_dsl.ledger.records import HistoryEntry
+from slurm_dsl.ledger.sqlite import SqliteLedger
+from slurm_dsl.run.sweep import SweepReport, sweep
+from slurm_dsl.run.tracked import Tracker
+from tests.fakes import MemoryLookup, write_fake, write_job_state
+
+AGE = MARK_GUARD + DEFAULT_SETTLE_DELAY + 30.0  # older than the mark's guard and the settle delay
+
+
+def held(job: str) -> JobInfo:
+    return JobInfo(job, "PENDING", False, 0, 0, "JobHeldAdmin")
+
+
+def eligible(job: str) -> JobInfo:
+    return JobInfo(job, "PENDING", False, 0, 4294901, "BeginTime")
+
+
+def ledger_path(tmp_path: Path) -> str:
+    return str(tmp_path / "ledger.sqlite3")
+
+
+class Clock:
+    """The ledger's clock, moved on by the test (``later``) instead of waiting out the settle
+    delay and the mark's guard."""
+
+    def __init__(self) -> None:
+        self.ahead = 0.0
+
+    def later(self, seconds: float = AGE) -> float:
+        """The clock moved ``seconds`` on; the time it now says."""
+        self.ahead += seconds
+        return time.time() + self.ahead
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
+    moved = Clock()
+    monkeypatch.setattr(SqliteLedger, "now", lambda self: time.time() + moved.ahead)
+    return moved
+
+
+def hold(tmp_path: Path, *jobs: str) -> Path:
+    fake = write_fake(tmp_path / "bin", {})
+    with Tracker(ledger_path(tmp_path), scontrol=str(fake)) as t:
+        for job in jobs:
+            assert t.run(Op.HOLD, job, time.time() + 10).result is Result.OK
+    return fake
+
+
+def swept(tmp_path: Path, fake: Path, lookup: MemoryLookup, dry_run: bool = False) -> SweepReport:
+    with Tracker(ledger_path(tmp_path), scontrol=str(fake)) as t:
+        return sweep(t, lookup, dry_run=dry_run)
+
+
+def history(tmp_path: Path, job: str) -> List[HistoryEntry]:
+    with open_ledger(ledger_path(tmp_path)) as ledger:
+        return ledger.history(job)
+
+
+def verdicts(report: SweepReport) -> List[Optional[Verdict]]:
+    return [None if d.settled is None else d.settled.verdict for d in report.acknowledged]
+
+
+def test_a_hold_lost_in_a_crash_is_recorded_lost_by_the_next_sweep_and_read_no_more(
+    tmp_path: Path, state: Path, clock: Clock
+) -> None:
+    fake = hold(tmp_path, "31")
+    end = time.time()
+    clock.later()
+    write_job_state(state, int(end) + 5)  # the controller in charge has saved since: without the hold
+    lookup = MemoryLookup({"31": eligible("31")})
+    report = swept(tmp_path, fake, lookup)
+    assert verdicts(report) == [Verdict.ABSENT] and report.lost_written == 1
+    assert lookup.asked == [["31"]]  # the sweep's one lookup
+    (entry,) = history(tmp_path, "31")
+    assert entry.result is Result.OK and entry.settlement is not None
+    assert entry.settlement.verdict is Verdict.ABSENT and entry.settlement.detail.startswith(LOST)
+    assert report.summary()["lost"] == 1 and report.acknowledged_from == entry.id + 1
+    again = swept(tmp_path, fake, lookup)  # recorded: never read again
+    assert again.acknowledged == [] and lookup.asked[1:] == []
+    assert again.summary()["acknowledged_from"] == entry.id + 1
+
+
+def test_a_kept_hold_is_read_again_until_a_save_begun_after_it_proves_it(
+    tmp_path: Path, state: Path, clock: Clock
+) -> None:
+    fake = hold(tmp_path, "32")
+    end = time.time()
+    clock.later()
+    lookup = MemoryLookup({"32": held("32")})
+    write_job_state(state, int(end))  # the save of its own second proves nothing (§13.2)
+    report = swept(tmp_path, fake, lookup)
+    (entry,) = history(tmp_path, "32")
+    assert verdicts(report) == [Verdict.PRESENT] and report.acknowledged_from == entry.id
+    write_job_state(state, int(end) + 2)  # a save begun after it, and the job still shows it
+    report = swept(tmp_path, fake, lookup)
+    assert verdicts(report) == [Verdict.PRESENT] and report.acknowledged_from == entry.id + 1
+    assert swept(tmp_path, fake, lookup).acknowledged == []
+    assert history(tmp_path, "32")[0].settlement is None  # a present is never recorded
+    assert len(lookup.asked) == 2
+
+
+def test_absent_only_the_settle_delay_after_the_end_and_nothing_from_a_failed_lookup(
+    tmp_path: Path, state: Path, clock: Clock
+) -> None:
+    fake = hold(tmp_path, "33")
+    write_job_state(state, int(time.time()) + 5)
+    report = swept(tmp_path, fake, MemoryLookup({"33": eligible("33")}))  # just acknowledged
+    (entry,) = history(tmp_path, "33")
+    assert verdicts(report) == [None] and report.acknowledged_from == entry.id and entry.settlement is None
+    clock.later()
+    report = swept(tmp_path, fake, MemoryLookup({}, fail="slurm_load_jobs error: Unable to contact slurm controller"))
+    assert verdicts(report) == [None] and report.acknowledged_from == entry.id
+    assert history(tmp_path, "33")[0].settlement is None
+    report = swept(tmp_path, fake, MemoryLookup({"33": eligible("33")}))
+    assert verdicts(report) == [Verdict.ABSENT]
+
+
+def test_the_mark_waits_at_the_first_operation_not_done_and_a_dry_run_moves_nothing(
+    tmp_path: Path, state: Path, clock: Clock
+) -> None:
+    fake = hold(tmp_path, "34", "35", "36")
+    end = time.time()
+    clock.later()
+    write_job_state(state, int(end) + 5)
+    lookup = MemoryLookup({"34": held("34"), "35": eligible("35"), "36": held("36")})
+    dry = swept(tmp_path, fake, lookup, dry_run=True)
+    assert verdicts(dry) == [Verdict.PRESENT, Verdict.ABSENT, Verdict.PRESENT]
+    assert dry.acknowledged_from is None and all(e.settlement is None for e in history(tmp_path, "35"))
+    lookup.known["35"] = held("35")  # all three held now
+    write_job_state(state, int(end))  # no save after them: none of the three is proven
+    report = swept(tmp_path, fake, lookup)
+    first = history(tmp_path, "34")[0].id
+    assert verdicts(report) == [Verdict.PRESENT] * 3 and report.acknowledged_from == first
+    lookup.known["34"] = eligible("34")  # 34 lost, 35 and 36 proven by a save after them
+    write_job_state(state, int(end) + 5)
+    report = swept(tmp_path, fake, lookup)
+    assert verdicts(report) == [Verdict.ABSENT, Verdict.PRESENT, Verdict.PRESENT]
+    assert report.acknowledged_from == history(tmp_path, "36")[0].id + 1
