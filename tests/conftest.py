@@ -61,6 +61,25 @@ def _saved_state(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.M
     return directory
 
 
+ONE_CONTROLLER = "ClusterName=unit\nSlurmctldHost=localhost\n"
+TWO_CONTROLLERS = "ClusterName=unit\nSlurmctldHost=ctl-a\nSlurmctldHost=ctl-b\n"
+
+
+@pytest.fixture(autouse=True)
+def _one_controller(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Outside tests/integration, slurm.conf ($SLURM_CONF) names one controller, so no hand-back
+    can hold a request back (docs/contract.md §13.6): a unit test's settle delay is the one it
+    gives, whatever slurm.conf this machine has, unless the test writes another (``TWO_CONTROLLERS``).
+    tests/integration use the lab's own."""
+    if request.node.get_closest_marker("integration") is not None:
+        return
+    path = tmp_path_factory.mktemp("slurmconf") / "slurm.conf"
+    path.write_text(ONE_CONTROLLER)
+    monkeypatch.setenv("SLURM_CONF", str(path))
+
+
 @pytest.fixture(autouse=True)
 def _no_site_config(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
     """No test in this process reads the machine's /etc/slurm-dsl/slurm-dsl.conf: the default

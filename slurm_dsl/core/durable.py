@@ -37,10 +37,16 @@ lookup made after reading a save that began after the operation's end still show
 as the lowest history id it must read again (``next_mark``): the first operation, in id order, that
 is not yet done, or that began less than ``MARK_GUARD`` ago (an id handed out before a committed one
 may still be in an open transaction on MariaDB, whose auto-increment ids can commit out of order).
+
+Rule 5, a hand-back (``may_hand_back``): a request sent to a restarted primary while the backup
+still holds control waits on the primary's socket and is applied when it takes control, up to
+CONTROL_TIMEOUT after its client gave up (docs/contract.md §13.6).  Only a cluster whose slurm.conf
+names one controller is known to have none.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Optional, Sequence, Tuple
 
 # slurmctld's JOB_STATE_VERSION string, the first thing in every job_state it writes (22.05 to
@@ -83,3 +89,29 @@ def next_mark(mark: int, read: Sequence[Tuple[int, float, bool]], now: float, gu
         if not done or started_at > now - guard:
             return max(mark, op_id)
     return max(mark, read[-1][0] + 1) if read else mark
+
+
+_SETTING = re.compile(r"([A-Za-z]+)\s*=")
+
+
+def may_hand_back(slurm_conf: Optional[str]) -> bool:
+    """Rule 5: whether a hand-back (a restarted primary taking control back from a backup,
+    docs/contract.md §13.6) can happen on the cluster of this slurm.conf text (None: it could not
+    be read).  False only when the text is read, includes no other file, names exactly one
+    controller (one ``SlurmctldHost``, or the older ``ControlMachine``) and no
+    ``BackupController``; anything else may have a backup, which is the safe side: the longer
+    settle delay of ``core.settle`` Rule 13.  Keys are case-insensitive, ``#`` starts a comment."""
+    if slurm_conf is None:
+        return True
+    controllers = 0
+    for line in slurm_conf.splitlines():
+        text = line.split("#", 1)[0].strip()
+        if text.split(None, 1)[:1] and text.split(None, 1)[0].lower() == "include":
+            return True
+        for key in _SETTING.findall(text):
+            key = key.lower()
+            if key == "backupcontroller":
+                return True
+            if key in ("slurmctldhost", "controlmachine"):
+                controllers += 1
+    return controllers != 1

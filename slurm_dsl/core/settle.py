@@ -83,7 +83,9 @@ restarted primary taking control back from its backup), and such a request waits
 listening socket and is applied when it takes control: up to ``CONTROL_TIMEOUT`` (30 s) after its
 client exited 1 (24.11.5: ~28 s, 10 of 10, docs/durability.md §2).  So its settle delay is the
 settle delay plus ``CONTROL_TIMEOUT`` (``delay_of``): ``absent`` is read only after that, and a
-keyed ``--retry`` never runs a requeue again before it.
+keyed ``--retry`` never runs a requeue again before it.  A call cut off by its own deadline (killed,
+or timed out) prints nothing to tell a hand-back by, so where one can happen (slurm.conf names a
+backup controller: ``hand_back``) every unknown or unfinished operation waits so long.
 
 Rule 8, the exit of a settled row (``exits_as``): a row whose result is ``unknown`` exits by its
 effect, ``present`` as ``ok``, ``gone`` as ``not_found``, ``absent``, ``undecidable`` or no verdict
@@ -162,10 +164,16 @@ def check_settle_delay(settle_delay: object) -> float:
     return delay
 
 
-def delay_of(result: Optional[Result], reason: Optional[Reason], settle_delay: float) -> float:
+def delay_of(
+    result: Optional[Result], reason: Optional[Reason], settle_delay: float, *, hand_back: bool = False
+) -> float:
     """Rule 13: the settle delay of an operation with this result and reason: ``settle_delay``
-    plus ``CONTROL_TIMEOUT`` for an unknown one whose reason is in ``UNANSWERED``."""
+    plus ``CONTROL_TIMEOUT`` for an unknown one whose reason is in ``UNANSWERED``, and, where a
+    hand-back can happen (``hand_back``: slurm.conf names a backup controller,
+    ``core.durable.may_hand_back``), for every unknown or unfinished one, whatever its reason."""
     if result is Result.UNKNOWN and reason in UNANSWERED:
+        return settle_delay + CONTROL_TIMEOUT
+    if hand_back and (result is None or result is Result.UNKNOWN):
         return settle_delay + CONTROL_TIMEOUT
     return settle_delay
 
@@ -363,6 +371,7 @@ def settle_operation(
     *,
     no_ends_by_bound: float,
     settle_delay: float = DEFAULT_SETTLE_DELAY,
+    hand_back: bool = False,
 ) -> Optional[Settled]:
     """The verdict to record on ``operation`` from one lookup of its job, or None: not now.
 
@@ -372,9 +381,8 @@ def settle_operation(
     The rule the reference is written in: ``OneLookup`` gives the same for many operations at
     once, its lookup's values checked once (tests/core/test_settle_operation.py).
     """
-    return OneLookup(looked_at, no_ends_by_bound=no_ends_by_bound, settle_delay=settle_delay).settle(
-        operation, later, looked
-    )
+    return OneLookup(looked_at, no_ends_by_bound=no_ends_by_bound, settle_delay=settle_delay,
+                     hand_back=hand_back).settle(operation, later, looked)
 
 
 class OneLookup:
@@ -383,12 +391,16 @@ class OneLookup:
     (``InvalidInput``), and ``settle`` run per operation (a sweep settles 10,000 of them:
     docs/benchmarks.md §9)."""
 
-    __slots__ = ("gone", "looked_at", "no_ends_by_bound", "settle_delay")
+    __slots__ = ("gone", "hand_back", "looked_at", "no_ends_by_bound", "settle_delay")
 
     def __init__(
-        self, looked_at: float, *, no_ends_by_bound: float, settle_delay: float = DEFAULT_SETTLE_DELAY
+        self, looked_at: float, *, no_ends_by_bound: float, settle_delay: float = DEFAULT_SETTLE_DELAY,
+        hand_back: bool = False,
     ) -> None:
         self.settle_delay = check_settle_delay(settle_delay)
+        if not isinstance(hand_back, bool):
+            raise InvalidInput(f"hand_back must be True or False, not {described(hand_back)}")
+        self.hand_back = hand_back
         self.looked_at = _finite(looked_at, "looked_at")
         self.no_ends_by_bound = _finite(no_ends_by_bound, "the bound of an old row")
         # What ``settle`` gives every operation of a gone job with no later operation: one value,
@@ -438,7 +450,8 @@ class OneLookup:
             raise InvalidInput(f"operation must be a Recorded, not {described(operation)}")
         op = _op(operation.op)
         job = validate_job_id(operation.job_id)
-        delay, at = delay_of(operation.result, operation.reason, self.settle_delay), self.looked_at
+        delay = delay_of(operation.result, operation.reason, self.settle_delay, hand_back=self.hand_back)
+        at = self.looked_at
         if operation.result not in SETTLED_RESULTS:
             raise InvalidInput(
                 "only an unknown, unfinished or acknowledged (ok, bit_set) operation is settled, not a"

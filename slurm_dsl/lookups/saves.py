@@ -19,7 +19,7 @@ import os
 import re
 from typing import Mapping, NamedTuple, Optional
 
-from ..core.durable import HEADER_BYTES, save_started
+from ..core.durable import HEADER_BYTES, may_hand_back, save_started
 
 STATE_ENV = "SLURM_DSL_STATE_SAVE_LOCATION"
 DEFAULT_SLURM_CONF = "/etc/slurm/slurm.conf"
@@ -51,6 +51,18 @@ def state_save_location(environ: Optional[Mapping[str, str]] = None) -> str:
     except OSError:
         pass
     return DEFAULT_STATE_SAVE_LOCATION
+
+
+def hand_back_possible(environ: Optional[Mapping[str, str]] = None) -> bool:
+    """Whether slurm.conf (the file ``$SLURM_CONF`` names, else /etc/slurm/slurm.conf) may name a
+    backup controller (``core.durable.may_hand_back``; a file that cannot be read may)."""
+    env = os.environ if environ is None else environ
+    try:
+        with open(env.get("SLURM_CONF") or DEFAULT_SLURM_CONF, encoding="utf-8", errors="replace") as conf:
+            text: Optional[str] = conf.read()
+    except OSError:
+        text = None
+    return may_hand_back(text)
 
 
 def last_save(location: Optional[str] = None) -> LastSave:

@@ -45,6 +45,7 @@ from ..core.settle import DEFAULT_SETTLE_DELAY, check_settle_delay, delay_of
 from ..host.binaries import find_scontrol, find_squeue
 from ..ledger.base import LedgerStore
 from ..ledger.records import HistoryEntry
+from ..lookups.saves import hand_back_possible
 from ..lookups.sight import trusted
 from ..lookups.squeue import MAX_LISTED, SQUEUE_TIMEOUT, SqueueLookup
 from . import settling
@@ -137,6 +138,7 @@ class _Run:
         self.calls_by = calls_by  # the calls': earlier, with settling, by the time settling needs
         self.key = key
         self.delay = delay
+        self.hand_back = hand_back_possible()  # Rule 13: a backup may hold requests back longer
         self.one_by_one = one_by_one
         self.parallel = parallel
         self.by = f"command, {tracker.actor}"
@@ -269,7 +271,7 @@ class _Run:
         longer for a call no controller answered, Rule 13) passed since its end (for an unfinished
         one, since ``ends_by``), at least a short poll from now."""
         end = e.finished_at if e.finished_at is not None else (e.ends_by or e.started_at + settling.NO_ENDS_BY_BOUND)
-        return max(end + delay_of(e.result, e.reason, self.delay), self.ledger.now() + POLL)
+        return max(end + delay_of(e.result, e.reason, self.delay, hand_back=self.hand_back), self.ledger.now() + POLL)
 
     def _earlier_row(
         self, job: str, rows: List[HistoryEntry], decision: Decision, verdicts: Dict[int, Optional[Verdict]]

@@ -34,6 +34,7 @@ from ..core.script import KILL_GRACE
 from ..core.settle import DEFAULT_SETTLE_DELAY, GONE_DETAIL, OneLookup, Pending, Recorded, Settled, exits_as, looked_up
 from ..ledger.base import LedgerStore
 from ..ledger.records import HistoryEntry, iso_utc, job_info_json
+from ..lookups.saves import hand_back_possible
 from ..lookups.sight import trusted
 from .calls import GUARD_MARGIN
 from .deadlines import MAX_TIMEOUT
@@ -105,7 +106,8 @@ def decide(
         return [Decided(e, None) for e in entries]  # a lookup that could not ask settles nothing
     later = ledger.later_operations([e.id for e in entries])
     try:
-        one = OneLookup(looked_at, no_ends_by_bound=NO_ENDS_BY_BOUND, settle_delay=settle_delay)
+        one = OneLookup(looked_at, no_ends_by_bound=NO_ENDS_BY_BOUND, settle_delay=settle_delay,
+                        hand_back=hand_back_possible())
     except InvalidInput as exc:
         # As each operation would be refused: none is settled, the journal says why.
         log.warning("cannot settle %d operations: %s", len(entries), exc)

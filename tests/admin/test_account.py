@@ -214,7 +214,9 @@ def test_the_documented_mariadb_layout_serves_root_the_units_account_and_ledger_
     for name in ("SLURM_DSL_LEDGER", "SLURM_DSL_SQUEUE", "SLURM_DSL_SCONTROL"):
         env.pop(name, None)
     fake = write_fake(top / "bin", {}, default="case $1 in ping) echo 'Slurmctld(primary) at vm is UP' ;; esac")
-    squeue = write_fake_squeue(top / "sq", "")
+    # The two jobs the holds name, held: the sweep reads acknowledged holds again (docs/contract.md
+    # §13.4), and a "gone" would not count from this account, which may not see every job (§9.3).
+    squeue = write_fake_squeue(top / "sq", "7|PENDING|0|0|0|JobHeldAdmin\n8|PENDING|0|0|0|JobHeldAdmin")
     for log_dir in (fake.parent, squeue.parent):
         log_dir.chmod(0o777)  # the fakes' logs, written as the account too
     config = top / "slurm-dsl.conf"

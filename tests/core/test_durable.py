@@ -5,13 +5,21 @@ the core may not import); and the whole-second rule."""
 from __future__ import annotations
 
 import struct
-from typing import Optional
+from typing import List, Optional
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from slurm_dsl.core.durable import CLOCK_MARGIN, HEADER_BYTES, MARK_GUARD, began_after, next_mark, save_started
+from slurm_dsl.core.durable import (
+    CLOCK_MARGIN,
+    HEADER_BYTES,
+    MARK_GUARD,
+    began_after,
+    may_hand_back,
+    next_mark,
+    save_started,
+)
 
 
 def packed(started: int, version: bytes = b"PROTOCOL_VERSION", protocol: int = 0x2600) -> bytes:
@@ -105,3 +113,57 @@ def test_the_mark_never_passes_a_row_that_must_be_read_again(mark: int, flags: l
     assert got >= mark
     assert all(done and started < NOW - MARK_GUARD for op_id, started, done in read if op_id < got)
     assert got <= (read[-1][0] + 1 if read else mark)
+
+
+# Rule 5, from docs/contract.md §13.6's words: only a slurm.conf that is read, includes nothing and
+# names one controller (SlurmctldHost, or the older ControlMachine) and no BackupController has no
+# hand-back.  A naive reading, written apart: word by word, keys before "=", any case.
+def naive_hand_back(text: Optional[str]) -> bool:
+    if text is None:
+        return True
+    hosts = 0
+    for line in text.split("\n"):
+        if "#" in line:
+            line = line[: line.index("#")]
+        words = line.split()
+        if words and words[0].lower() == "include":
+            return True
+        for word in words:
+            if "=" not in word:
+                continue
+            key = word[: word.index("=")].lower()
+            if key == "backupcontroller":
+                return True
+            if key in ("slurmctldhost", "controlmachine"):
+                hosts += 1
+    return hosts != 1
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    (None, True),  # could not be read
+    ("", True),  # names no controller
+    ("SlurmctldHost=ctl\n", False),
+    ("slurmctldhost=ctl(10.0.0.1)\nNodeName=n1 CPUs=2\n", False),
+    ("SlurmctldHost=ctl-a\nSlurmctldHost=ctl-b\n", True),
+    ("SlurmctldHost=ctl-a\n#SlurmctldHost=ctl-b\n", False),
+    ("ControlMachine=ctl\n", False),
+    ("ControlMachine=ctl\nBackupController=ctl-b\n", True),
+    ("SlurmctldHost=ctl\nInclude /etc/slurm/more.conf\n", True),
+    ("SlurmctldHost=ctl-a SlurmctldHost=ctl-b\n", True),
+])
+def test_a_hand_back_can_happen_unless_slurm_conf_names_one_controller(text: Optional[str], expected: bool) -> None:
+    assert may_hand_back(text) is expected is naive_hand_back(text)
+
+
+LINES = st.sampled_from([
+    "SlurmctldHost=ctl-a", "SlurmctldHost=ctl-b(10.0.0.2)", "ControlMachine=old", "BackupController=b",
+    "NodeName=n[1-4] CPUs=2", "include extra.conf", "# SlurmctldHost=commented", "ClusterName=x",
+    "SLURMCTLDHOST=upper", "PartitionName=p Nodes=ALL Default=YES", "", "StateSaveLocation=/var/spool",
+])
+
+
+@given(st.lists(LINES, max_size=8))
+def test_may_hand_back_is_the_naive_reading(lines: List[str]) -> None:
+    text = "\n".join(lines)
+    assert may_hand_back(text) is naive_hand_back(text)
+

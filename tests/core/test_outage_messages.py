@@ -91,6 +91,17 @@ def test_the_settle_delay_is_longer_only_after_a_message_no_refusal_prints(
     assert delay_of(result, reason, DEFAULT_SETTLE_DELAY) == expected
 
 
+@pytest.mark.parametrize(("result", "reason"), [
+    (Result.UNKNOWN, Reason.KILLED_BY_SIGNAL), (Result.UNKNOWN, None), (None, None),
+    (Result.UNKNOWN, Reason.UNRECOGNISED_STDERR),
+])
+def test_where_a_backup_may_hand_back_every_unknown_or_unfinished_op_waits_longer(
+    result: Optional[Result], reason: Optional[Reason]
+) -> None:
+    assert delay_of(result, reason, DEFAULT_SETTLE_DELAY, hand_back=True) == DEFAULT_SETTLE_DELAY + CONTROL_TIMEOUT
+    assert delay_of(Result.OK, None, DEFAULT_SETTLE_DELAY, hand_back=True) == DEFAULT_SETTLE_DELAY  # applied
+
+
 def test_absent_after_a_hand_back_message_only_once_a_request_on_the_socket_would_have_been_applied() -> None:
     # 24.11.5: a hold whose client exited 1 at +4 s was applied at ~+28.5 s (docs/durability.md §2).
     # Looked at 11 s and 28 s after its end: no verdict (a killed call would be absent by now);

@@ -10,7 +10,7 @@ later operation acts on its field, ``verdict``'s on the same values."""
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import List, Tuple
+from typing import Any, Dict, List, Tuple
 
 import pytest
 from hypothesis import given, settings
@@ -70,8 +70,9 @@ def test_one_lookup_gives_the_plain_rule_s_answer_for_every_operation(
 
 
 def test_one_lookup_checks_its_values_once_and_each_operation_as_before() -> None:
-    for bad in ({"looked_at": float("nan")}, {"settle_delay": 1.0}, {"no_ends_by_bound": float("inf")}):
-        args = {"looked_at": T0, "no_ends_by_bound": BOUND, "settle_delay": 10.0, **bad}
+    for bad in ({"looked_at": float("nan")}, {"settle_delay": 1.0}, {"no_ends_by_bound": float("inf")},
+                {"hand_back": 1}):
+        args: Dict[str, Any] = {"looked_at": T0, "no_ends_by_bound": BOUND, "settle_delay": 10.0, **bad}
         with pytest.raises(InvalidInput):
             OneLookup(args.pop("looked_at"), **args)
     one = OneLookup(T0 + 60, no_ends_by_bound=BOUND)

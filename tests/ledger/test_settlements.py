@@ -154,6 +154,26 @@ def test_a_malformed_stored_record_is_a_ledger_error(ledger_location: str) -> No
 # -- settlements ------------------------------------------------------------------------------------
 
 
+def test_acknowledged_reads_the_ok_and_unfinished_rows_without_a_verdict_in_id_order(ledger_location: str) -> None:
+    # What a sweep reads again after a crash may have lost them (docs/contract.md §13.4), on both
+    # dialects: ok and bit_set rows, and unfinished ones, from an id on and a time on, none with a
+    # settlement; never an unknown or refused one; at most the limit, oldest id first.
+    bit_set = Outcome(Op.REQUEUE, "9", Result.BIT_SET, RequeueBit.SET, Reason.CLEAR_FAILED, (), 1)
+    with open_ledger(ledger_location) as ledger:
+        old = run(ledger, "5", Op.HOLD, T0 - 100, ok(Op.HOLD, "5"), 1)  # started before ``since``
+        held = run(ledger, "7", Op.HOLD, T0, ok(Op.HOLD, "7"), 2)
+        run(ledger, "8", Op.HOLD, T0 + 1, unknown(Op.HOLD, "8"), 3)
+        requeued = run(ledger, "9", Op.REQUEUE, T0 + 2, bit_set, 4)
+        open_ = run(ledger, "10", Op.RELEASE, T0 + 3, None, 5)
+        lost = run(ledger, "11", Op.HOLD, T0 + 4, ok(Op.HOLD, "11"), 6)
+        ledger.add_settlements([(lost, Verdict.ABSENT, T0 + 20, None, "acknowledged, then lost")], T0 + 21, by="sweep")
+        assert [r.id for r in ledger.acknowledged(old, T0)] == [held, requeued, open_]
+        assert [r.id for r in ledger.acknowledged(old, T0 - 200)] == [old, held, requeued, open_]
+        assert [r.id for r in ledger.acknowledged(requeued, T0, limit=1)] == [requeued]
+        (read,) = ledger.acknowledged(requeued, T0, limit=1)
+    assert (read.job_id, read.op, read.result, read.reason) == ("9", Op.REQUEUE, Result.BIT_SET, Reason.CLEAR_FAILED)
+
+
 def test_add_settlements_writes_each_once_and_history_shows_it(ledger_location: str) -> None:
     with open_ledger(ledger_location) as ledger:
         a = run(ledger, "7", Op.REQUEUE, T0, unknown(Op.REQUEUE, "7"), 1, baseline=PENDING, baseline_at=T0)

@@ -24,6 +24,7 @@ from slurm_dsl.run.deadlines import MAX_TIMEOUT
 from slurm_dsl.run.sweep import Done, metrics_text, sweep
 from slurm_dsl.run.tracked import Tracker
 from tests.cli_run import cli
+from tests.conftest import ONE_CONTROLLER, TWO_CONTROLLERS
 from tests.fakes import MemoryLookup, calls_made, write_fake, write_fake_squeue
 
 FAKE_PYSLURM = Path(__file__).resolve().parents[1] / "fake_pyslurm"
@@ -139,6 +140,29 @@ def test_too_soon_for_absent_is_no_verdict_yet_and_the_delay_is_the_sweeps(ledge
         second = sweep(t, lookup, settle_delay=2.0)
     assert [d.settled for d in first.verdicts] == [None] and first.verdicts_written == 0
     assert [d.settled.verdict for d in second.verdicts if d.settled] == [Verdict.ABSENT]
+
+
+@pytest.mark.parametrize("op", [Op.HOLD, Op.REQUEUE])
+@pytest.mark.parametrize("finish", [True, False], ids=["unknown", "unfinished"])
+def test_where_a_backup_may_hand_back_absent_waits_control_timeout_more(
+    ledger_location: str, fake_scontrol: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, op: Op,
+    finish: bool
+) -> None:
+    # An operation cut off by its deadline (a killed call: nothing printed) ended 25 s ago, its
+    # job shows no effect.  One controller: absent.  slurm.conf naming a backup: no verdict yet,
+    # since its request may still wait on a restarted primary's socket (docs/contract.md §13.6).
+    conf = tmp_path / "slurm.conf"
+    monkeypatch.setenv("SLURM_CONF", str(conf))
+    verdicts = {}
+    for text, job in ((ONE_CONTROLLER, "7"), (TWO_CONTROLLERS, "8")):
+        conf.write_text(text)
+        with open_ledger(ledger_location) as ledger:
+            unknown(ledger, job, op, ago=26.0, baseline=record(job), finish=finish)
+        lookup = MemoryLookup({job: record(job)})
+        with Tracker(ledger_location, scontrol=fake_scontrol) as t:
+            report = sweep(t, lookup, settle_delay=2.0)
+        verdicts[job] = [d.settled.verdict if d.settled else None for d in report.verdicts if d.entry.job_id == job]
+    assert verdicts == {"7": [Verdict.ABSENT], "8": [None]}
 
 
 def test_the_settle_limit_takes_the_newest_first(ledger_location: str, fake_scontrol: str) -> None:
