@@ -227,6 +227,14 @@ class MemoryLookup:
         return {j: self.known.get(j) for j in job_ids}
 
 
+def write_heartbeat(directory: Path, at: int, writer: int) -> Path:
+    """A ``heartbeat`` as the controller in control writes it (docs/contract.md §13.6): its time and
+    its index among the SlurmctldHost lines, two big-endian 64-bit integers, renamed into place."""
+    new = directory / "heartbeat.new"
+    new.write_bytes(at.to_bytes(8, "big") + writer.to_bytes(8, "big"))
+    return new.replace(directory / "heartbeat")
+
+
 def write_job_state(directory: Path, started: int, protocol_version: int = 0x2600) -> Path:
     """A ``job_state`` whose header says a save began at ``started`` (epoch seconds), as
     slurmctld packs it (docs/contract.md §13: ``JOB_STATE_VERSION`` as a packed string, a

@@ -42,12 +42,29 @@ Rule 5, a hand-back (``may_hand_back``): a request sent to a restarted primary w
 still holds control waits on the primary's socket and is applied when it takes control, up to
 CONTROL_TIMEOUT after its client gave up (docs/contract.md §13.6).  Only a cluster whose slurm.conf
 names one controller is known to have none.
+
+Rule 6, no request held back (``may_be_held``): the bound of Rule 5 counts from the client's end,
+but a restarted primary takes control only after its own start-up and the backup's relinquish,
+which under load took longer (docs/contract.md §13.6).  So where a hand-back can happen, what an
+operation ended at ``end`` may still do is read from the controllers themselves, before the lookup
+that is to show its effect absent (``Control``, read by ``lookups.saves.read_control``): the
+controller in control writes ``<StateSaveLocation>/heartbeat`` (its time and its index among the
+SlurmctldHost lines, two big-endian 64-bit integers, ``heartbeat``; every MIN(SlurmctldTimeout/4,
+30) s, from the moment it runs as the one in control: src/slurmctld/heartbeat.c 24.11: 70-147, started in
+src/slurmctld/controller.c 24.11: 927-940, after the lock its queued requests wait on is released),
+and a restarted primary holds requests on a socket it already listens on.  No request sent before
+``end`` can still be held back when a heartbeat written after ``end`` (Rule 2's margin) is there
+and every controller listed before its writer is known not to listen (a connection refused): the
+writer took control after ``end`` (the primary: with the requests queued on it), and no controller
+that could take control from it holds a socket with requests on it.  Anything else (no heartbeat,
+an older one, a controller before the writer that listens or cannot be reached) may hold one back:
+``absent`` is not read yet, and no object is cleared.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Optional, Sequence, Tuple
+from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 # slurmctld's JOB_STATE_VERSION string, the first thing in every job_state it writes (22.05 to
 # 26.05: src/slurmctld/job_mgr.c, "write header: version, time").
@@ -115,3 +132,79 @@ def may_hand_back(slurm_conf: Optional[str]) -> bool:
             if key in ("slurmctldhost", "controlmachine"):
                 controllers += 1
     return controllers != 1
+
+
+class Control(NamedTuple):
+    """Rule 6: what was read of the controllers, before a lookup: the heartbeat's time (whole
+    seconds, the writer's clock; None: no heartbeat could be read) and its writer's index among
+    the SlurmctldHost lines, and for each controller listed before the writer, whether it listens
+    (True), refused the connection (False) or could not be told (None)."""
+
+    beat_at: Optional[int]
+    writer: Optional[int]
+    listening: Tuple[Optional[bool], ...] = ()
+
+
+# Nothing read: every request may still be held back.
+UNREAD = Control(None, None)
+HEARTBEAT_BYTES = 16  # two big-endian 64-bit integers: time, writer's index
+
+
+def heartbeat(data: bytes) -> Optional[Tuple[int, int]]:
+    """Rule 6: ``(time, writer's index)`` of a heartbeat file's bytes, or None when they are not
+    one (cut short, a time of 0)."""
+    if not isinstance(data, (bytes, bytearray)) or len(data) != HEARTBEAT_BYTES:
+        return None
+    at, writer = int.from_bytes(data[:8], "big"), int.from_bytes(data[8:], "big")
+    return (at, writer) if at > 0 else None
+
+
+def may_be_held(control: Control, end: float, margin: float = CLOCK_MARGIN) -> bool:
+    """Rule 6: whether a request sent before ``end`` (the ledger's clock, within ``margin`` of the
+    controllers') may still be held back by a controller, from what ``control`` read."""
+    if control.beat_at is None or control.writer is None or not began_after(control.beat_at, end, margin):
+        return True
+    before = control.listening[:control.writer]
+    # Every controller before the writer asked, and each refused the connection.
+    return len(before) < control.writer or any(listens is not False for listens in before)
+
+
+_HOST = re.compile(r"(?<![A-Za-z])(SlurmctldHost|ControlMachine|ControlAddr|BackupController|BackupAddr|SlurmctldPort)"
+                   r"\s*=\s*(\S+)", re.IGNORECASE)
+DEFAULT_SLURMCTLD_PORT = 6817  # SLURMCTLD_PORT, src/common/slurm_protocol_defs.h
+
+
+def controllers(slurm_conf: Optional[str]) -> Optional[Tuple[Tuple[str, int], ...]]:
+    """Rule 6: each controller's address and port, in slurm.conf's order (the heartbeat's index),
+    from slurm.conf's text; None when it cannot be told (no text, an ``include``, no controller, a
+    port that is no number).  ``SlurmctldHost=name(address)`` gives the address, else the name;
+    the older ``ControlMachine``/``ControlAddr``, ``BackupController``/``BackupAddr`` the same; a
+    ``SlurmctldPort`` range listens on its first port too."""
+    if slurm_conf is None:
+        return None
+    hosts: List[str] = []
+    old: Dict[str, str] = {}
+    port = DEFAULT_SLURMCTLD_PORT
+    for line in slurm_conf.splitlines():
+        text = line.split("#", 1)[0].strip()
+        if text.split(None, 1)[:1] and text.split(None, 1)[0].lower() == "include":
+            return None
+        for found in _HOST.finditer(text):
+            key, value = found.group(1).lower(), found.group(2)
+            if key == "slurmctldhost":
+                name, _, rest = value.partition("(")
+                hosts.append(rest.rstrip(")") if rest else name)
+            elif key == "slurmctldport":
+                first = value.split("-", 1)[0]
+                if not first.isdigit() or not 0 < int(first) < 65536:
+                    return None
+                port = int(first)
+            else:
+                old[key] = value
+    if not hosts and "controlmachine" in old:
+        hosts.append(old.get("controladdr", old["controlmachine"]))
+        if "backupcontroller" in old:
+            hosts.append(old.get("backupaddr", old["backupcontroller"]))
+    if not hosts or any(not h for h in hosts):
+        return None
+    return tuple((h, port) for h in hosts)

@@ -87,6 +87,13 @@ keyed ``--retry`` never runs a requeue again before it.  A call cut off by its o
 or timed out) prints nothing to tell a hand-back by, so where one can happen (slurm.conf names a
 backup controller: ``hand_back``) every unknown or unfinished operation waits so long.
 
+Rule 14, no ``absent`` while a request may be held back (docs/contract.md §13.6): the bound of Rule
+13 counts from the client's end, and a restarted primary under load took control later than that.
+So where a hand-back can happen, ``absent`` is read from a lookup only when what was read of the
+controllers before it (``control``, ``core.durable`` Rule 6) shows that no request sent before the
+operation's end can still be held back: otherwise no verdict yet (look again later).  From a later
+operation's record (Rule 10), read without such a reading, a missing effect is ``undecidable`` there.
+
 Rule 8, the exit of a settled row (``exits_as``): a row whose result is ``unknown`` exits by its
 effect, ``present`` as ``ok``, ``gone`` as ``not_found``, ``absent``, ``undecidable`` or no verdict
 as ``unknown``; a row whose result is not unknown has no effect (None) and exits as its result.
@@ -100,6 +107,7 @@ import math
 from dataclasses import dataclass
 from typing import AbstractSet, Dict, FrozenSet, List, Mapping, NamedTuple, Optional, Sequence, Union
 
+from .durable import UNREAD, Control, may_be_held
 from .jobid import validate_job_id
 from .jobinfo import JobInfo
 from .model import InvalidInput, Op, Reason, RequeueBit, Result, Verdict, exit_of_effect
@@ -372,6 +380,7 @@ def settle_operation(
     no_ends_by_bound: float,
     settle_delay: float = DEFAULT_SETTLE_DELAY,
     hand_back: bool = False,
+    control: Control = UNREAD,
 ) -> Optional[Settled]:
     """The verdict to record on ``operation`` from one lookup of its job, or None: not now.
 
@@ -382,7 +391,7 @@ def settle_operation(
     once, its lookup's values checked once (tests/core/test_settle_operation.py).
     """
     return OneLookup(looked_at, no_ends_by_bound=no_ends_by_bound, settle_delay=settle_delay,
-                     hand_back=hand_back).settle(operation, later, looked)
+                     hand_back=hand_back, control=control).settle(operation, later, looked)
 
 
 class OneLookup:
@@ -391,16 +400,19 @@ class OneLookup:
     (``InvalidInput``), and ``settle`` run per operation (a sweep settles 10,000 of them:
     docs/benchmarks.md §9)."""
 
-    __slots__ = ("gone", "hand_back", "looked_at", "no_ends_by_bound", "settle_delay")
+    __slots__ = ("control", "gone", "hand_back", "looked_at", "no_ends_by_bound", "settle_delay")
 
     def __init__(
         self, looked_at: float, *, no_ends_by_bound: float, settle_delay: float = DEFAULT_SETTLE_DELAY,
-        hand_back: bool = False,
+        hand_back: bool = False, control: Control = UNREAD,
     ) -> None:
         self.settle_delay = check_settle_delay(settle_delay)
         if not isinstance(hand_back, bool):
             raise InvalidInput(f"hand_back must be True or False, not {described(hand_back)}")
+        if not isinstance(control, Control):
+            raise InvalidInput(f"control must be a Control, not {described(control)}")
         self.hand_back = hand_back
+        self.control = control
         self.looked_at = _finite(looked_at, "looked_at")
         self.no_ends_by_bound = _finite(no_ends_by_bound, "the bound of an old row")
         # What ``settle`` gives every operation of a gone job with no later operation: one value,
@@ -488,6 +500,8 @@ class OneLookup:
             found = _checked_verdict(op, looked, record, base, since_end, delay)
             if found is None:
                 return None
+            if found is Verdict.ABSENT and self.hand_back and may_be_held(self.control, end):
+                return None  # Rule 14: a controller may still hold its request back
             return Settled(found, _lost(operation, found, _detail(op, found, record, operation.baseline, at - end)),
                            at, record)
         what = f"a later {_op(first.op).value} on the job (operation {first.id})"
@@ -499,6 +513,13 @@ class OneLookup:
                            first.baseline, first.id)
         found = verdict(op, first.baseline, baseline=operation.baseline, since_end=before_at - end,
                         settle_delay=delay)
+        if found is Verdict.ABSENT and self.hand_back:
+            return Settled(
+                Verdict.UNDECIDABLE,
+                f"{what}; the record from before it does not show the effect, but a controller may have held"
+                " the request back past that read (a hand-back)",
+                before_at, first.baseline, first.id,
+            )
         if found is None:
             return Settled(
                 Verdict.UNDECIDABLE,

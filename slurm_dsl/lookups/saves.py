@@ -15,11 +15,22 @@ no file for a moment (read again: once).
 
 from __future__ import annotations
 
+import errno
 import os
 import re
-from typing import Mapping, NamedTuple, Optional
+import socket
+from typing import List, Mapping, NamedTuple, Optional
 
-from ..core.durable import HEADER_BYTES, may_hand_back, save_started
+from ..core.durable import (
+    HEADER_BYTES,
+    HEARTBEAT_BYTES,
+    UNREAD,
+    Control,
+    controllers,
+    heartbeat,
+    may_hand_back,
+    save_started,
+)
 
 STATE_ENV = "SLURM_DSL_STATE_SAVE_LOCATION"
 DEFAULT_SLURM_CONF = "/etc/slurm/slurm.conf"
@@ -53,16 +64,63 @@ def state_save_location(environ: Optional[Mapping[str, str]] = None) -> str:
     return DEFAULT_STATE_SAVE_LOCATION
 
 
-def hand_back_possible(environ: Optional[Mapping[str, str]] = None) -> bool:
-    """Whether slurm.conf (the file ``$SLURM_CONF`` names, else /etc/slurm/slurm.conf) may name a
-    backup controller (``core.durable.may_hand_back``; a file that cannot be read may)."""
+def _slurm_conf(environ: Optional[Mapping[str, str]]) -> Optional[str]:
+    """slurm.conf's text (the file ``$SLURM_CONF`` names, else /etc/slurm/slurm.conf), or None."""
     env = os.environ if environ is None else environ
     try:
         with open(env.get("SLURM_CONF") or DEFAULT_SLURM_CONF, encoding="utf-8", errors="replace") as conf:
-            text: Optional[str] = conf.read()
+            return conf.read()
     except OSError:
-        text = None
-    return may_hand_back(text)
+        return None
+
+
+def hand_back_possible(environ: Optional[Mapping[str, str]] = None) -> bool:
+    """Whether slurm.conf (the file ``$SLURM_CONF`` names, else /etc/slurm/slurm.conf) may name a
+    backup controller (``core.durable.may_hand_back``; a file that cannot be read may)."""
+    return may_hand_back(_slurm_conf(environ))
+
+
+# Seconds a controller is given to accept a connection (``listens``): a listening socket accepts
+# at once, even while its slurmctld holds the requests on it back (docs/contract.md §13.6).
+PROBE_TIMEOUT = 2.0
+
+
+def listens(address: str, port: int, timeout: float = PROBE_TIMEOUT) -> Optional[bool]:
+    """Whether a slurmctld listens on ``address``:``port``: True (the connection was accepted),
+    False (refused: nothing listens, so nothing is held there), None (no answer, or the host cannot
+    be reached: it may).  The connection is closed at once, nothing sent: slurmctld reads an empty
+    connection and drops it."""
+    try:
+        with socket.create_connection((address, port), timeout=timeout):
+            return True
+    except ConnectionRefusedError:
+        return False
+    except OSError as exc:
+        return False if exc.errno == errno.ECONNREFUSED else None
+
+
+def read_control(environ: Optional[Mapping[str, str]] = None, location: Optional[str] = None) -> Control:
+    """What ``core.durable`` Rule 6 reads of the controllers, now, before a lookup: the heartbeat
+    in ``location`` (default: ``state_save_location()``), then whether each controller slurm.conf
+    lists before its writer listens.  ``UNREAD`` (all may hold a request back) when slurm.conf or
+    the heartbeat cannot be read."""
+    listed = controllers(_slurm_conf(environ))
+    path = os.path.join(location or state_save_location(environ), "heartbeat")
+    try:
+        with open(path, "rb") as beat:  # replaced by a rename: a read sees a whole file
+            data = beat.read(HEARTBEAT_BYTES + 1)
+    except OSError:
+        return UNREAD
+    found = heartbeat(data)
+    if listed is None or found is None or found[1] >= len(listed):
+        return UNREAD
+    at, writer = found
+    asked: List[Optional[bool]] = []
+    for address, port in listed[:writer]:
+        asked.append(listens(address, port))
+        if asked[-1] is not False:
+            break  # one that may hold a request is enough: the rest are not asked
+    return Control(at, writer, tuple(asked))
 
 
 def last_save(location: Optional[str] = None) -> LastSave:

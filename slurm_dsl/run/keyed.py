@@ -37,6 +37,7 @@ import time
 from dataclasses import replace
 from typing import Dict, Iterator, List, Optional, Sequence, Set, Tuple, Union
 
+from ..core.durable import Control
 from ..core.jobid import validate_job_id
 from ..core.jobinfo import JobInfo
 from ..core.keys import Decision, Earlier, Step, check_key, decide
@@ -160,24 +161,28 @@ class _Run:
 
     # -- lookups --------------------------------------------------------------------------------
 
-    def look(self, job_ids: Sequence[str]) -> Tuple[Optional[Dict[str, Optional[JobInfo]]], float]:
-        """One lookup of ``job_ids`` within the deadline: its answers (None: it could not ask) and
-        the ledger-clock time it started."""
+    def look(
+        self, job_ids: Sequence[str]
+    ) -> Tuple[Optional[Dict[str, Optional[JobInfo]]], float, Optional[Control]]:
+        """One lookup of ``job_ids`` within the deadline: its answers (None: it could not ask), the
+        ledger-clock time it started, and the controllers as read before it (``settling.controls``,
+        core.settle Rule 14)."""
+        control = settling.controls()
         looked_at = self.ledger.now()
         left = self.left()
         if left <= 0:
-            return None, looked_at
+            return None, looked_at, control
         squeue = find_squeue(self.tracker.squeue, self.tracker.scontrol)
         try:
             answers = SqueueLookup(squeue, timeout=min(SQUEUE_TIMEOUT, left), many=MAX_LISTED).jobs(job_ids)
         except LookupFailed as exc:
             log.warning("settling: could not look jobs up: %s; no verdict from this look", exc.reason)
-            return None, looked_at
+            return None, looked_at, control
         # A "gone" answered to an account that may not see every job decides nothing (lookups.sight).
         answers, blind = trusted(answers, find_scontrol(self.tracker.scontrol))
         if blind is not None:
             log.warning("settling: %s", blind.gone_note(len(job_ids) - len(answers)))
-        return answers, looked_at
+        return answers, looked_at, control
 
     def settle(
         self, entries: Sequence[HistoryEntry], acknowledged: Sequence[HistoryEntry] = ()
@@ -191,9 +196,9 @@ class _Run:
         todo = [e for e in entries if e.settlement is None]
         if not todo and not acknowledged:
             return out
-        answers, looked_at = self.look(list(dict.fromkeys(e.job_id for e in (*todo, *acknowledged))))
+        answers, looked_at, control = self.look(list(dict.fromkeys(e.job_id for e in (*todo, *acknowledged))))
         try:
-            decided = settling.decide(self.ledger, todo, answers, looked_at, self.delay)
+            decided = settling.decide(self.ledger, todo, answers, looked_at, self.delay, control)
             again = settling.recheck(self.ledger, acknowledged, answers, looked_at, self.delay)
             for d in again:
                 out[d.entry.id] = None if d.settled is None else d.settled.verdict

@@ -27,14 +27,14 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Set, Tuple, Union
 
-from ..core.durable import began_after, next_mark
+from ..core.durable import UNREAD, Control, began_after, next_mark
 from ..core.jobinfo import JobInfo, Lookup
 from ..core.model import InvalidInput, LookupFailed, Result, Verdict
 from ..core.script import KILL_GRACE
 from ..core.settle import DEFAULT_SETTLE_DELAY, GONE_DETAIL, OneLookup, Pending, Recorded, Settled, exits_as, looked_up
 from ..ledger.base import LedgerStore
 from ..ledger.records import HistoryEntry, iso_utc, job_info_json
-from ..lookups.saves import hand_back_possible
+from ..lookups.saves import hand_back_possible, read_control
 from ..lookups.sight import trusted
 from .calls import GUARD_MARGIN
 from .deadlines import MAX_TIMEOUT
@@ -85,15 +85,24 @@ class Decided(NamedTuple):
         }
 
 
+def controls() -> Optional[Control]:
+    """The controllers as read now, to be read before a lookup whose ``absent`` may be read, or
+    an object cleared (``core.durable`` Rule 6, ``core.settle`` Rule 14): None where slurm.conf
+    names one controller (no hand-back: nothing to read)."""
+    return read_control() if hand_back_possible() else None
+
+
 def decide(
     ledger: LedgerStore,
     entries: Sequence[Operation],
     answers: Optional[Mapping[str, Optional[JobInfo]]],
     looked_at: float,
     settle_delay: float = DEFAULT_SETTLE_DELAY,
+    control: Optional[Control] = UNREAD,
 ) -> List[Decided]:
     """Each operation's verdict from one lookup's ``answers`` (None: the lookup could not ask),
-    made at ``looked_at``.  Reads the later operations (step 3), writes nothing.  The rules are
+    made at ``looked_at``; ``control``: the controllers as read before it (``controls``).
+    Reads the later operations (step 3), writes nothing.  The rules are
     ``core.settle.settle_operation``'s, the lookup's values checked once (``OneLookup``).
 
     Those whose verdict reads no baseline (``OneLookup.gone_at_once``: a gone job, no later
@@ -107,7 +116,7 @@ def decide(
     later = ledger.later_operations([e.id for e in entries])
     try:
         one = OneLookup(looked_at, no_ends_by_bound=NO_ENDS_BY_BOUND, settle_delay=settle_delay,
-                        hand_back=hand_back_possible())
+                        hand_back=hand_back_possible(), control=control or UNREAD)
     except InvalidInput as exc:
         # As each operation would be refused: none is settled, the journal says why.
         log.warning("cannot settle %d operations: %s", len(entries), exc)
@@ -376,6 +385,7 @@ def settle_rows(
                          if e.result is not None]
     asked = list(dict.fromkeys([*(e.job_id for e in todo), *(e.job_id for e in acknowledged)]))
     answers: Optional[Mapping[str, Optional[JobInfo]]] = {}
+    control = controls() if todo else None  # before the lookup (core.settle Rule 14)
     looked_at = ledger.now()
     if asked:
         try:
@@ -386,7 +396,7 @@ def settle_rows(
         else:
             if blind is not None:
                 report.unseen = blind.gone_note(len(asked) - len(answers))
-    decided = {d.entry.id: d for d in decide(ledger, todo, answers, looked_at, settle_delay)}
+    decided = {d.entry.id: d for d in decide(ledger, todo, answers, looked_at, settle_delay, control)}
     lost = [d for d in recheck(ledger, acknowledged, answers, looked_at, settle_delay)
             if d.settled is not None and d.settled.verdict in LOST_VERDICTS]
     decided.update((d.entry.id, d) for d in lost)

@@ -54,7 +54,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, ParamSpec, Tuple, TypeVar
 
 from ..core.combine import found_finished
-from ..core.durable import began_after
+from ..core.durable import Control, began_after, may_be_held
 from ..core.jobinfo import JobInfo, Lookup
 from ..core.ledger_rules import SWEEP_TAG
 from ..core.model import InvalidInput, LedgerError, LookupFailed, Op, Outcome, RequeueBit, Result
@@ -298,6 +298,9 @@ def sweep(
         # slurmctld's last save, read before the lookup: an object is cleared only from a lookup
         # made after a save that began after its quiet_at (docs/contract.md §13).
         report.save = last_save()
+        # And the controllers: where a backup may hand back, no absent is read and no object
+        # cleared while one may still hold a request back (core.settle Rule 14, core.durable Rule 6).
+        control = settling.controls()
         looked_at = ledger.now()  # when the lookup starts: the settle delay counts to here
         if asked:
             try:
@@ -311,9 +314,9 @@ def sweep(
         # The verdicts before the restores: a restore this sweep runs begins after its lookup, so it
         # cannot have changed what the lookup read, but read as a later operation on the flag it
         # would make an earlier unknown restore of the job undecidable for ever.
-        _verdicts(tracker, ledger, unsettled, answers, looked_at, delay, report, dry_run)
+        _verdicts(tracker, ledger, unsettled, answers, looked_at, delay, control, report, dry_run)
         _reread(tracker, ledger, again, answers, looked_at, delay, report, dry_run, mark=mark, now=now)
-        _settle(tracker, ledger, answers, leased, owner, report, dry_run, restore_timeout)
+        _settle(tracker, ledger, answers, leased, owner, report, dry_run, restore_timeout, control)
     finally:
         if not dry_run:
             ledger.release_leases(leased, owner)
@@ -346,12 +349,13 @@ def _verdicts(
     answers: Optional[Dict[str, Optional[JobInfo]]],
     looked_at: float,
     delay: float,
+    control: Optional[Control],
     report: SweepReport,
     dry_run: bool,
 ) -> None:
     """The unknown operations' verdicts from the lookup's answers (None: it could not ask), written
-    unless a dry run."""
-    report.verdicts = settling.decide(ledger, unsettled, answers, looked_at, delay)
+    unless a dry run; ``control``: the controllers as read before the lookup."""
+    report.verdicts = settling.decide(ledger, unsettled, answers, looked_at, delay, control)
     if not dry_run:
         # Not written: the objects are still settled below; the next sweep finds these again.
         report.verdicts_written = _written(tracker, ledger, report.verdicts, "the verdicts") or 0
@@ -399,8 +403,10 @@ def _settle(
     report: SweepReport,
     dry_run: bool,
     restore_timeout: float,
+    control: Optional[Control],
 ) -> None:
-    """The leased objects, from the lookup's answers (None: it could not ask, ``report.lookup_error``)."""
+    """The leased objects, from the lookup's answers (None: it could not ask, ``report.lookup_error``);
+    ``control``: the controllers as read before it (None: one controller, no hand-back)."""
     if not leased:
         return
     if infos is None:
@@ -419,7 +425,8 @@ def _settle(
     # Each job's decision is taken again where it is used (``decide`` is pure and cheap), not kept in
     # a list beside the clears and the report: a sweep of 100,000 objects then holds at its peak the
     # clears being written, not also 100,000 decisions (docs/benchmarks.md §4).
-    unsaved = _unsaved(ledger, report.save, [job for job in leased if decide(infos.get(job))[0] is Action.CLEAR])
+    unsaved = _unsaved(ledger, report.save, [job for job in leased if decide(infos.get(job))[0] is Action.CLEAR],
+                       control)
     if dry_run:
         would = {Action.CLEAR: Done.WOULD_CLEAR, Action.RESTORE: Done.WOULD_RESTORE, Action.WATCH: Done.WATCHING}
         report.swept += [Swept(job, Done.UNSAVED, unsaved[job]) if job in unsaved else Swept(job, would[action], why)
@@ -463,10 +470,14 @@ def _settle(
 LAPSED = "the sweep's lease lapsed; left for the next sweep"
 
 
-def _unsaved(ledger: LedgerStore, save: Optional[LastSave], clears: List[str]) -> Dict[str, str]:
+def _unsaved(
+    ledger: LedgerStore, save: Optional[LastSave], clears: List[str], control: Optional[Control] = None
+) -> Dict[str, str]:
     """Of the jobs the lookup says to clear (Requeue=0, or gone), those not yet known saved, with
     why: their object's ``quiet_at`` is not before a save that began before the lookup
-    (``core.durable``, docs/contract.md §13).  Their objects stay, watched without back-off."""
+    (``core.durable`` Rule 3, docs/contract.md §13), or, where a backup may hand back (``control``
+    not None), a controller may still hold back a call made before it (Rule 6).  Their objects
+    stay, watched without back-off."""
     if not clears:
         return {}
     started = None if save is None else save.started
@@ -475,12 +486,17 @@ def _unsaved(ledger: LedgerStore, save: Optional[LastSave], clears: List[str]) -
         why = "its job shows Requeue=0 or is gone, but when slurmctld last saved cannot be read: kept"
         return {job: why for job in clears}
     last = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(started))
-    return {
-        job: f"its job shows Requeue=0 or is gone, but slurmctld's last save (begun {last}) is not after"
-             " slurm-dsl's last call on it: kept until a save is"
-        for job in clears
-        if not began_after(started, quiet.get(job, math.inf))
-    }
+    held = ("its job shows Requeue=0 or is gone, but a controller may still hold back a call slurm-dsl made on it"
+            " (a hand-back in progress, or the controllers could not be read): kept until none can")
+    out = {}
+    for job in clears:
+        at = quiet.get(job, math.inf)
+        if not began_after(started, at):
+            out[job] = (f"its job shows Requeue=0 or is gone, but slurmctld's last save (begun {last}) is not after"
+                        " slurm-dsl's last call on it: kept until a save is")
+        elif control is not None and may_be_held(control, at):
+            out[job] = held
+    return out
 
 
 def _orphans(

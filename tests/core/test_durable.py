@@ -15,7 +15,12 @@ from slurm_dsl.core.durable import (
     CLOCK_MARGIN,
     HEADER_BYTES,
     MARK_GUARD,
+    UNREAD,
+    Control,
     began_after,
+    controllers,
+    heartbeat,
+    may_be_held,
     may_hand_back,
     next_mark,
     save_started,
@@ -167,3 +172,77 @@ def test_may_hand_back_is_the_naive_reading(lines: List[str]) -> None:
     text = "\n".join(lines)
     assert may_hand_back(text) is naive_hand_back(text)
 
+
+
+# Rule 6, from docs/contract.md §13.6's words: the heartbeat is two big-endian 64-bit integers, the
+# time and the index of its writer among the SlurmctldHost lines.  Nothing sent before an instant
+# can still be held back when a heartbeat written after it (past the margin) was read and every
+# controller listed before its writer refused a connection; anything else may hold one back.
+def naive_beat(data: bytes) -> Optional[tuple]:  # type: ignore[type-arg]
+    if len(data) != 16:
+        return None
+    at, writer = struct.unpack(">QQ", data)
+    return None if at == 0 else (at, writer)
+
+
+def naive_held(beat_at: Optional[int], writer: Optional[int], listening: tuple, end: float) -> bool:  # type: ignore[type-arg]
+    if beat_at is None or writer is None:
+        return True
+    if not beat_at > end + CLOCK_MARGIN:
+        return True  # the writer may have been in control only before the end
+    for index in range(writer):
+        if index >= len(listening) or listening[index] is not False:
+            return True
+    return False
+
+
+@given(st.binary(max_size=20) | st.builds(lambda a, b: struct.pack(">QQ", a, b),
+                                           st.integers(0, 2**64 - 1), st.integers(0, 2**64 - 1)))
+def test_a_heartbeat_reads_as_the_naive_reading(data: bytes) -> None:
+    assert heartbeat(data) == naive_beat(data)
+
+
+def test_the_pairs_heartbeat() -> None:
+    assert heartbeat(struct.pack(">QQ", 1796403593, 1)) == (1796403593, 1)
+
+
+@given(
+    st.one_of(st.none(), st.integers(1, 2000)), st.one_of(st.none(), st.integers(0, 3)),
+    st.lists(st.one_of(st.none(), st.booleans()), max_size=4).map(tuple),
+    st.floats(0, 2000, allow_nan=False),
+)
+def test_may_be_held_is_the_naive_reading(beat_at: Optional[int], writer: Optional[int], listening: tuple,  # type: ignore[type-arg]
+                                          end: float) -> None:
+    assert may_be_held(Control(beat_at, writer, listening), end) is naive_held(beat_at, writer, listening, end)
+
+
+@pytest.mark.parametrize(("control", "held"), [
+    (UNREAD, True),  # nothing read
+    (Control(1000, 0), False),  # the primary wrote after the end: it took control (and its queue) since
+    (Control(1001, 0), False),
+    (Control(1000, 0, ()), False),
+    (Control(999, 0), True),  # in the end's second (Rule 2): it may have been in control only before
+    (Control(1000, 1, (True,)), True),  # the backup in control, the primary listens: a hand-back
+    (Control(1000, 1, (None,)), True),  # the primary could not be reached: it may
+    (Control(1000, 1, (False,)), False),  # the primary refused: nothing listens there
+    (Control(1000, 1, ()), True),  # the primary was not asked
+    (Control(1000, 2, (False, True)), True),
+    (Control(1000, 2, (False, False)), False),
+])
+def test_a_request_is_held_back_unless_the_controllers_say_it_cannot_be(control: Control, held: bool) -> None:
+    assert may_be_held(control, 998.5) is held
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    (None, None),
+    ("", None),
+    ("SlurmctldHost=ctl\n", (("ctl", 6817),)),
+    ("SlurmctldHost=ctl-a(10.99.0.2)\nSlurmctldHost=ctl-b(10.99.0.3)\nSlurmctldPort=6900-6903\n",
+     (("10.99.0.2", 6900), ("10.99.0.3", 6900))),
+    ("slurmctldhost=a slurmctldhost=b  # SlurmctldHost=c\n", (("a", 6817), ("b", 6817))),
+    ("ControlMachine=old\nControlAddr=10.0.0.1\nBackupController=bak\n", (("10.0.0.1", 6817), ("bak", 6817))),
+    ("SlurmctldHost=ctl\nInclude /etc/slurm/more.conf\n", None),
+    ("SlurmctldHost=ctl\nSlurmctldPort=http\n", None),
+])
+def test_the_controllers_in_slurm_conf_order(text: Optional[str], expected: Optional[tuple]) -> None:  # type: ignore[type-arg]
+    assert controllers(text) == expected

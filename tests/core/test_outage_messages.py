@@ -3,7 +3,8 @@ hand-back (docs/slurm-behaviour.md §6.1, docs/durability.md §2-§3): the exact
 22.05.8, 24.11.5 and 26.05.5 read as unknown (a call) or could-not-ask (a lookup), never as a
 refusal or "not found"; and the settle delay of an operation whose call printed them
 (core.settle Rule 13, docs/contract.md §13.6): a request sent during a 24.11 hand-back is applied
-up to ~28 s after its client exited 1, so ``absent`` waits ``CONTROL_TIMEOUT`` longer."""
+up to ~28 s after its client exited 1, so ``absent`` waits ``CONTROL_TIMEOUT`` longer; and where a
+backup may hand back, ``absent`` is read only when the controllers say nothing is held back (Rule 14)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from typing import Any, Optional, Sequence
 import pytest
 
 from slurm_dsl import Op, Reason, Result, read_outcome
+from slurm_dsl.core.durable import UNREAD, Control
 from slurm_dsl.core.jobinfo import JobInfo
 from slurm_dsl.core.model import CallOutcome, LookupFailed, Verdict
 from slurm_dsl.core.settle import (
@@ -130,3 +132,61 @@ def test_a_requeue_whose_call_failed_in_a_hand_back_is_not_absent_before_the_bou
     requeued = JobInfo(J, "PENDING", True, 1, 4294901, "BeginTime")  # applied late: present, once
     found = settle_operation(requeue, [], requeued, END + 29.0, no_ends_by_bound=60.0)
     assert found is not None and found.verdict is Verdict.PRESENT
+
+
+# Rule 14, from docs/contract.md §13.6's words: where a backup may hand back, absent is read only from
+# a lookup before which the controllers were read and no request sent before the end can still be
+# held back; a later operation's record, read without such a reading, cannot say absent.
+PRIMARY_AFTER = Control(int(END) + 30, 0)  # the primary wrote a heartbeat after the end: it took control
+BACKUP_PRIMARY_LISTENS = Control(int(END) + 30, 1, (True,))  # a hand-back in progress
+BACKUP_PRIMARY_DOWN = Control(int(END) + 30, 1, (False,))  # the primary refused the connection
+PRIMARY_BEFORE = Control(int(END) - 1, 0)  # the newest heartbeat is from before the end
+
+
+@pytest.mark.parametrize("reason", [Reason.UNRECOGNISED_STDERR, Reason.KILLED_BY_SIGNAL, None])
+@pytest.mark.parametrize(("control", "absent"), [
+    (UNREAD, False), (PRIMARY_BEFORE, False), (BACKUP_PRIMARY_LISTENS, False),
+    (PRIMARY_AFTER, True), (BACKUP_PRIMARY_DOWN, True),
+])
+def test_where_a_backup_may_hand_back_absent_needs_controllers_that_hold_nothing_back(
+    reason: Optional[Reason], control: Control, absent: bool
+) -> None:
+    late = END + DEFAULT_SETTLE_DELAY + CONTROL_TIMEOUT + 60.0  # far past every bound
+    found = settle_operation(unknown_hold(reason), [], NOT_HELD, late, no_ends_by_bound=60.0, hand_back=True,
+                             control=control)
+    assert (found is not None and found.verdict is Verdict.ABSENT) is absent, found
+    if not absent:
+        assert found is None  # no verdict yet: look again later
+    one = settle_operation(unknown_hold(reason), [], NOT_HELD, late, no_ends_by_bound=60.0, control=control)
+    assert one is not None and one.verdict is Verdict.ABSENT  # one controller: the control is not read
+    held = JobInfo(J, "PENDING", False, 0, 0, "JobHeldAdmin")
+    present = settle_operation(unknown_hold(reason), [], held, late, no_ends_by_bound=60.0, hand_back=True,
+                               control=control)
+    assert present is not None and present.verdict is Verdict.PRESENT  # an effect shown is read at once
+
+
+def test_a_requeue_retried_during_a_slow_hand_back_is_not_absent_until_the_primary_took_control() -> None:
+    # The CI case (24.11.5 under load): calls 2 and 3 printed "Unexpected message received"; 32 s
+    # after the end the backup still showed RestartCnt 0 while the restarted primary listened.
+    base = JobInfo(J, "RUNNING", True, 0, 4294901, "None")
+    requeue = Recorded(1, J, Op.REQUEUE, Result.UNKNOWN, END - 5.0, finished_at=END, baseline=base,
+                       baseline_at=END - 6.0, reason=Reason.CLEAR_FAILED)
+    running = JobInfo(J, "RUNNING", True, 0, 4294901, "None")
+    for after in (32.0, 45.0, 300.0):
+        assert settle_operation(requeue, [], running, END + after, no_ends_by_bound=60.0, hand_back=True,
+                                control=Control(int(END + after) - 1, 1, (True,))) is None
+    requeued = JobInfo(J, "PENDING", True, 1, 4294901, "BeginTime")  # the primary took control: applied
+    found = settle_operation(requeue, [], requeued, END + 46.0, no_ends_by_bound=60.0, hand_back=True,
+                             control=Control(int(END) + 45, 0))
+    assert found is not None and found.verdict is Verdict.PRESENT
+
+
+def test_a_later_operations_record_cannot_say_absent_where_a_backup_may_hand_back() -> None:
+    hold = unknown_hold(Reason.UNRECOGNISED_STDERR)
+    release = Recorded(2, J, Op.RELEASE, Result.OK, END + 100.0, finished_at=END + 101.0, baseline=NOT_HELD,
+                       baseline_at=END + 99.0)
+    one = settle_operation(hold, [release], NOT_HELD, END + 200.0, no_ends_by_bound=60.0)
+    assert one is not None and one.verdict is Verdict.ABSENT and one.from_operation == 2
+    two = settle_operation(hold, [release], NOT_HELD, END + 200.0, no_ends_by_bound=60.0, hand_back=True,
+                           control=PRIMARY_AFTER)
+    assert two is not None and two.verdict is Verdict.UNDECIDABLE and "hand-back" in two.detail, two

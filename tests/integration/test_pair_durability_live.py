@@ -192,13 +192,10 @@ def listening(host: str) -> bool:
         return False
 
 
-# A known limit, not yet fixed (docs/contract.md §13.6 "Known limit"): under load the hand-back can
-# apply a queued request later than the settle delay plus CONTROL_TIMEOUT after the client's end
-# (CI, 24.11.5: ctl-a took control ~32 s after the requeue's end; the keyed retry had just read
-# absent from ctl-b and requeued again).  Not strict: the test still runs and prints what it saw;
-# it passes whenever the hand-back ends within the bound.
-@pytest.mark.xfail(strict=False, reason="a hand-back slower than the bound applies a request after absent was"
-                   " read (docs/contract.md §13.6, Known limit)")
+# Under load a hand-back can apply a queued request later than the settle delay plus
+# CONTROL_TIMEOUT after the client's end (CI, 24.11.5: ctl-a took control ~32 s after the requeue's
+# end); no absent is read while ctl-b writes the heartbeat and ctl-a listens (core.settle Rule 14,
+# docs/contract.md §13.6), so the keyed retry waits for ctl-a and finds the requeue applied.
 def test_a_requeue_sent_during_a_hand_back_is_settled_and_retried_into_one_requeue(on_pair: None,  # noqa: F811
                                                                                     tmp_path: Path) -> None:
     if pair.controller_pid("ctl-a") is not None or pair.in_control() != "ctl-b":

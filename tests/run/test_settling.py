@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
+import socket
 import sys
+import time
 from pathlib import Path
 from typing import Any, Iterator, Optional
 
@@ -25,7 +28,7 @@ from slurm_dsl.run.sweep import Done, metrics_text, sweep
 from slurm_dsl.run.tracked import Tracker
 from tests.cli_run import cli
 from tests.conftest import ONE_CONTROLLER, TWO_CONTROLLERS
-from tests.fakes import MemoryLookup, calls_made, write_fake, write_fake_squeue
+from tests.fakes import MemoryLookup, calls_made, write_fake, write_fake_squeue, write_heartbeat
 
 FAKE_PYSLURM = Path(__file__).resolve().parents[1] / "fake_pyslurm"
 PRIORITY = 4294901657
@@ -163,6 +166,38 @@ def test_where_a_backup_may_hand_back_absent_waits_control_timeout_more(
             report = sweep(t, lookup, settle_delay=2.0)
         verdicts[job] = [d.settled.verdict if d.settled else None for d in report.verdicts if d.entry.job_id == job]
     assert verdicts == {"7": [Verdict.ABSENT], "8": [None]}
+
+
+@pytest.mark.parametrize(("writer", "primary"), [(0, "refused"), (1, "refused"), (1, "listening")])
+def test_where_a_backup_may_hand_back_absent_and_a_clear_wait_for_controllers_that_hold_nothing_back(
+    ledger_location: str, fake_scontrol: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, writer: int,
+    primary: str
+) -> None:
+    # A requeue cut off 300 s ago (far past every bound), its job at Requeue=0 and RestartCnt 0:
+    # absent, and its object cleared, only when the heartbeat read before the lookup was written
+    # after it and no controller listed before the heartbeat's writer listens (docs/contract.md
+    # §13.6): a restarted primary that listens may still hold the requeue back (a hand-back).
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as server:
+        server.bind(("127.0.0.1", 0))
+        port = server.getsockname()[1]
+        if primary == "listening":
+            server.listen(8)
+        conf = tmp_path / "slurm.conf"
+        conf.write_text(f"SlurmctldHost=ctl-a(127.0.0.1)\nSlurmctldHost=ctl-b(127.0.0.1)\nSlurmctldPort={port}\n")
+        monkeypatch.setenv("SLURM_CONF", str(conf))
+        write_heartbeat(Path(os.environ["SLURM_DSL_STATE_SAVE_LOCATION"]), int(time.time()), writer)
+        with open_ledger(ledger_location) as ledger:
+            op_id = unknown(ledger, "7", Op.REQUEUE, ago=300.0, baseline=record("7"))
+        with Tracker(ledger_location, scontrol=fake_scontrol) as t:
+            report = sweep(t, MemoryLookup({"7": record("7")}), settle_delay=2.0)
+    quiet = primary == "refused"
+    verdicts = {d.entry.id: d.settled.verdict if d.settled else None for d in report.verdicts}
+    assert verdicts == {op_id: Verdict.ABSENT if quiet else None}
+    assert [(s.job_id, s.done) for s in report.swept] == [("7", Done.CLEARED if quiet else Done.UNSAVED)], report.swept
+    if not quiet:
+        assert "hand-back" in report.swept[0].why
+    with open_ledger(ledger_location) as ledger:
+        assert ledger.pending_ids(ledger.now(), None) == ([] if quiet else ["7"])
 
 
 def test_the_settle_limit_takes_the_newest_first(ledger_location: str, fake_scontrol: str) -> None:
