@@ -28,9 +28,11 @@ from __future__ import annotations
 import os
 import shlex
 import stat
+import time
 from dataclasses import dataclass
 from typing import Dict, List, Mapping, Optional
 
+from ..core.durable import UNREAD, Control
 from ..core.jobid import MAX_JOB_ID
 from ..core.model import ConfigError, DSLError, LookupFailed
 from ..core.script import PROBE_STATUS, PROBE_STDERR, render_probe
@@ -39,6 +41,7 @@ from ..host.binaries import find_scontrol, find_squeue
 from ..ledger.choose import is_url, open_ledger, sqlite_path
 from ..lookups import sight
 from ..lookups.choose import make_lookup
+from ..lookups.saves import DEFAULT_SLURM_CONF, hand_back_possible, read_control, state_save_location
 from ..lookups.squeue import JOBINFO, JOBINFO_ENV, SqueueLookup, find_jobinfo, first_line, slurm_version
 
 OK, WARN, FAIL = "ok", "warn", "fail"
@@ -88,12 +91,35 @@ def run_checks(
     except ConfigError as exc:
         checks.append(Check("lookup", FAIL, str(exc)))
     checks.append(jobinfo_check())
+    hand_back = hand_back_possible()
+    where = f"{os.environ.get('SLURM_CONF') or DEFAULT_SLURM_CONF}, {os.path.join(state_save_location(), 'heartbeat')}"
+    checks.append(hand_back_check(hand_back, read_control() if hand_back else UNREAD, time.time(), where))
     config = _show_config(path) if up else None
     checks += [] if not up else _config_checks(config)
     checks += _ledger_checks(ledger_path)
     euid = os.geteuid()
     checks.append(caller_check(euid, _account_name(euid), config, became_owner_of))
     return checks
+
+
+def hand_back_check(hand_back: bool, control: Control, now: float, where: str = "") -> Check:
+    """Whether ``absent`` can be read where a backup may hand back (docs/contract.md §13.6): with
+    one controller in slurm.conf, always; with a backup, only when the heartbeat in
+    StateSaveLocation and slurm.conf's controllers can be read (``control``, read at ``now`` from the
+    files ``where`` names), else no unknown operation is ever read absent (warn, with the fix).  Pure."""
+    if not hand_back:
+        return Check("hand-back", OK, "slurm.conf names one controller: no hand-back can hold a request back")
+    if control.beat_at is None or control.writer is None:
+        return Check("hand-back", WARN, "slurm.conf may name a backup controller, but the heartbeat in"
+                     f" StateSaveLocation or slurm.conf's controllers cannot be read ({where}): no unknown operation"
+                     " will be read absent (it stays unknown, and a keyed --retry runs nothing again); run slurm-dsl"
+                     " as root or the SlurmUser")
+    held = "" if not control.listening else (
+        ", and a controller before it still listens: a hand-back in progress" if control.listening[-1] is not False
+        else ", every controller before it refused a connection")
+    age = now - control.beat_at
+    return Check("hand-back", OK, f"the heartbeat is controller {control.writer}'s, written {age:.0f} s ago{held}"
+                 " (read before each look that may say absent)")
 
 
 def _account_name(uid: int) -> str:

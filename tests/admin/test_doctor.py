@@ -14,7 +14,8 @@ import pytest
 
 import slurm_dsl.ledger.mariadb as mariadb_module
 from slurm_dsl.admin.cli import main
-from slurm_dsl.admin.doctor import CLOCK_WARN, caller_check, jobinfo_check
+from slurm_dsl.admin.doctor import CLOCK_WARN, caller_check, hand_back_check, jobinfo_check
+from slurm_dsl.core.durable import UNREAD, Control
 from slurm_dsl.core.model import Op
 from slurm_dsl.ledger.choose import open_ledger
 from slurm_dsl.lookups.sight import parse_config
@@ -59,8 +60,8 @@ def test_a_ready_controller(tmp_path: Path) -> None:
     code, checks = doctor(tmp_path)
     assert code == 0
     want: List[str] = [
-        "scontrol", "wrapper", "slurmctld", "slurm", "lookup", "jobinfo", "JobRequeue", "job_submit", "ledger",
-        "caller",
+        "scontrol", "wrapper", "slurmctld", "slurm", "lookup", "jobinfo", "hand-back", "JobRequeue", "job_submit",
+        "ledger", "caller",
     ]
     assert list(checks) == want
     assert {k: v for k, v in checks.items() if k != "caller"} == dict.fromkeys(want[:-1], "ok")
@@ -375,3 +376,16 @@ def test_jobinfo_that_cannot_reach_slurmctld_warns(tmp_path: Path) -> None:
 def test_jobinfo_named_by_a_relative_path_fails() -> None:
     check = jobinfo_check({"SLURM_DSL_JOBINFO": "slurm-dsl-jobinfo"})
     assert check.status == "fail" and "absolute path" in check.detail, check
+
+
+def test_the_hand_back_check_says_whether_absent_can_be_read() -> None:
+    one = hand_back_check(False, UNREAD, 1000.0)
+    assert one.status == "ok" and "one controller" in one.detail
+    blind = hand_back_check(True, UNREAD, 1000.0)
+    assert blind.status == "warn" and "no unknown operation will be read absent" in blind.detail
+    primary = hand_back_check(True, Control(990, 0), 1000.0)
+    assert primary.status == "ok" and "controller 0's, written 10 s ago" in primary.detail
+    handing = hand_back_check(True, Control(999, 1, (True,)), 1000.0)
+    assert handing.status == "ok" and "a hand-back in progress" in handing.detail
+    down = hand_back_check(True, Control(999, 1, (False,)), 1000.0)
+    assert "refused" in down.detail
