@@ -47,8 +47,8 @@ import threading
 from dataclasses import replace
 from typing import AbstractSet, Callable, Dict, Iterator, List, Optional, Sequence, Union, cast
 
-from ..core.bulk_reader import ListCall, combine_bulk, plan_chunks, requeue_next_calls
-from ..core.jobid import validate_job_id
+from ..core.bulk_reader import ListCall, combine_listed, plan_chunks, requeue_next_calls
+from ..core.jobid import JobIds, distinct_ids
 from ..core.jobinfo import JobInfo
 from ..core.model import (
     Call,
@@ -151,7 +151,7 @@ def run_linked(
     outcomes of earlier chunks have been yielded already.
     """
     op = Op(op)
-    ids = list(dict.fromkeys(validate_job_id(j) for j in job_ids))
+    ids = distinct_ids(job_ids)  # checked here once: every chunk below is a part of them
     if (timeout is None) == (deadline is None):
         raise InvalidInput("give exactly one of timeout (seconds) and deadline (epoch seconds)")
     if deadline is None:  # counted from now, once: every chunk, call and lookup below keeps it
@@ -183,33 +183,31 @@ def _alone(job_id: str, infos: Dict[str, Optional[JobInfo]]) -> bool:
     return info is not None and info.array_job_id == job_id
 
 
-def _units(ids: List[str], infos: Dict[str, Optional[JobInfo]], limit: Callable[[], int]) -> Iterator[List[str]]:
+def _units(ids: JobIds, infos: Dict[str, Optional[JobInfo]], limit: Callable[[], int]) -> Iterator[JobIds]:
     """Chunks of list-safe ids and single array ids, in input order; each chunk is cut when it is
     its turn, to hold at most ``limit()`` ids (what fits the time left then)."""
-    run: List[str] = []
-    for job_id in ids:
+    start = 0  # where the run of list-safe ids not cut yet begins
+    for at, job_id in enumerate(ids):
         if _alone(job_id, infos):
-            yield from _cut(run, limit)
-            run = []
-            yield [job_id]
-        else:
-            run.append(job_id)
-    yield from _cut(run, limit)
+            yield from _cut(ids.part(start, at), limit)
+            start = at + 1
+            yield ids.part(at, at + 1)
+    yield from _cut(ids.part(start, len(ids)), limit)
 
 
-def _cut(ids: List[str], limit: Callable[[], int]) -> Iterator[List[str]]:
+def _cut(ids: JobIds, limit: Callable[[], int]) -> Iterator[JobIds]:
     start = 0
     while start < len(ids):
         most = limit()
-        chunk = next(iter(plan_chunks(ids[start:start + most], max_ids=most)))
-        yield chunk
-        start += len(chunk)
+        size = len(next(iter(plan_chunks(ids.part(start, start + most), max_ids=most))))
+        yield ids.part(start, start + size)
+        start += size
 
 
 def _run_chunk(
     tracker: Tracker,
     op: Op,
-    chunk: List[str],
+    chunk: JobIds,
     deadline: float,
     answered_at: Optional[float],
     looked: LookupAnswer,
@@ -231,11 +229,11 @@ def _run_chunk(
     # lease back in the same transaction and is ``Taken`` (docs/contract.md §12).
     with ledger.batch():
         held = set(ledger.acquire_leases(chunk, owner, ledger.now(), ttl))
-        listed = [j for j in chunk if j in held]
+        listed = chunk.among(held)
         taken = not_to_act(ledger, op, listed, link.key)
         if taken:
             ledger.release_leases(list(taken), owner)
-            listed = [j for j in listed if j not in taken]
+            listed = listed.without(taken)
         begun = ledger.now()
         baselines, baseline_at, ends_by = start_fields(looked, listed, begun, tracker.clock(), deadline)
         retries = {j: link.retry_of[j] for j in listed if j in link.retry_of}
@@ -270,7 +268,7 @@ def _run_chunk(
 def _run_listed(
     tracker: Tracker,
     op: Op,
-    ids: List[str],
+    ids: JobIds,
     op_ids: List[int],
     nonce: str,
     owner: str,
@@ -318,7 +316,7 @@ def _run_listed(
     return outcomes
 
 
-def _give_back(ledger: LedgerStore, ids: List[str], owner: str) -> None:
+def _give_back(ledger: LedgerStore, ids: Sequence[str], owner: str) -> None:
     """Release the leases if the ledger lets us, never in place of what is on its way."""
     try:
         ledger.release_leases(ids, owner)
@@ -328,7 +326,7 @@ def _give_back(ledger: LedgerStore, ids: List[str], owner: str) -> None:
 
 def _calls(
     op: Op,
-    ids: List[str],
+    ids: JobIds,
     deadline: float,
     scontrol: str,
     nonce: str,
@@ -357,26 +355,25 @@ def _calls(
     later: Dict[int, Dict[str, Call]] = {}
     early: Optional[Background[Found]] = None
     if op is Op.REQUEUE:
-        second_ids, third_ids = requeue_next_calls(ids, first)
+        second, third = requeue_next_calls(ids, first)
+        second_ids, third_ids = ids.among(second), ids.among(third)
         if second_ids:
             later[2] = run_list_call(op, 2, second_ids, deadline, scontrol, clock=tracker.clock)
             may_end_ok = [j for j in second_ids if later[2][j].outcome is CallOutcome.SUCCESS
                           and not (j in candidates and age is not None and age.known())]
             if squeue is not None and may_end_ok and third_ids:
-                early = Background(lambda: _look_up(may_end_ok, squeue, deadline, tracker), "slurm-dsl lookup")
+                ending = ids.among(may_end_ok)
+                early = Background(lambda: _look_up(ending, squeue, deadline, tracker), "slurm-dsl lookup")
         if third_ids:
             later[3] = run_list_call(op, 3, third_ids, deadline, scontrol, clock=tracker.clock)
-    outcomes = {
-        j: combine_bulk(op, j, [first[j], *(later[n][j] for n in sorted(later) if j in later[n])])
-        for j in ids
-    }
+    outcomes = combine_listed(op, ids, {1: first, **later})
     outcomes = _unowned(op, {1: first, **later}, outcomes, shared)
     if squeue is None:
         return outcomes
     min_age = age.result() if age is not None and candidates else None
     sure = vouched(candidates, looked.infos, looked.started, min_age, tracker.clock())
     return corroborate(outcomes, squeue, deadline, tracker, early=early.result() if early is not None else None,
-                       vouched=sure)
+                       vouched=sure, ids=ids)
 
 
 # Bytes of a call's unowned text shown in its one diagnostic, and kept in the ledger (a third of
@@ -461,7 +458,7 @@ Found = Union[Dict[str, Optional[JobInfo]], LookupFailed]
 LOOKUP_FLOOR = 1.0
 
 
-def _look_up(ids: List[str], squeue: str, deadline: float, tracker: Tracker) -> Found:
+def _look_up(ids: JobIds, squeue: str, deadline: float, tracker: Tracker) -> Found:
     left = max(deadline - tracker.clock(), LOOKUP_FLOOR)
     try:
         return SqueueLookup(squeue, timeout=min(SQUEUE_TIMEOUT, left), many=MAX_LISTED).jobs(ids)
@@ -477,12 +474,15 @@ def corroborate(
     *,
     early: Optional[Found] = None,
     vouched: AbstractSet[str] = frozenset(),
+    ids: Optional[JobIds] = None,
 ) -> Dict[str, Outcome]:
     """One lookup of the ids read as ok but not ``vouched`` for: one slurmctld does not know is
     ``not_found`` (a list call can answer SUCCESS for a never-existed id, docs/slurm-bulk.md
     §3.4); if the lookup could not ask, they stay ok, marked unverified.  ``early``: a lookup
-    already made, used if it asked about every such id (else there is one more)."""
-    ok = [j for j, o in outcomes.items() if o.result is Result.OK and j not in vouched]
+    already made, used if it asked about every such id (else there is one more).  ``ids``: the
+    ids checked already (``JobIds``) that ``outcomes`` holds, else they are checked here."""
+    checked = distinct_ids(outcomes) if ids is None else ids
+    ok = checked.among({j for j, o in outcomes.items() if o.result is Result.OK and j not in vouched})
     if not ok:
         return outcomes
     found = early if early is not None and (isinstance(early, LookupFailed) or set(ok) <= early.keys()) else None
@@ -496,7 +496,7 @@ def corroborate(
         unseen = [j for j in ok if j not in found]
         outcomes = {**outcomes, **{j: replace(outcomes[j], detail=f"unverified: {blind.gone_note(1)}")
                                    for j in unseen}}
-        ok = [j for j in ok if j in found]
+        ok = ok.among(found)
     gone = {
         j: replace(
             outcomes[j],

@@ -21,7 +21,7 @@ import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Generator, List, Optional, Sequence, Tuple, Union, cast
 
-from ..core.jobid import validate_job_id
+from ..core.jobid import JobIds, distinct_ids
 from ..core.model import InvalidInput, LedgerError, NotRecorded, Op, Outcome
 from ..core.script import KILL_GRACE
 from ..host import process
@@ -122,7 +122,7 @@ def drive_linked(
     """``drive``, every intent recording ``link`` (its key, and per job the operation it
     retries); with a key, a job the key says not to act on once leased is a ``Taken`` event."""
     op = Op(op)
-    ids = list(dict.fromkeys(validate_job_id(j) for j in job_ids))
+    ids = distinct_ids(job_ids)
     if isinstance(parallel, bool) or not isinstance(parallel, int) or parallel < 1:
         raise InvalidInput(f"parallel must be a whole number, at least 1, got {parallel!r}")
     when = check_deadline(deadline, tracker.clock)
@@ -136,7 +136,7 @@ def drive_linked(
 
 
 def _bulk(
-    tracker: Tracker, op: Op, ids: List[str], deadline: float, progress: Optional[Progress], link: Link,
+    tracker: Tracker, op: Op, ids: JobIds, deadline: float, progress: Optional[Progress], link: Link,
     looking: Callable[[], LookupAnswer],
 ) -> LinkedEvents:
     from .bulk import run_linked
@@ -156,13 +156,13 @@ def _bulk(
         yield Stopped(exc, _left(ids, done))
 
 
-def _left(ids: List[str], done: List[str]) -> Tuple[str, ...]:
+def _left(ids: Sequence[str], done: List[str]) -> Tuple[str, ...]:
     seen = set(done)
     return tuple(j for j in ids if j not in seen)
 
 
 def _one_by_one(
-    tracker: Tracker, op: Op, ids: List[str], deadline: float, parallel: int, link: Link
+    tracker: Tracker, op: Op, ids: JobIds, deadline: float, parallel: int, link: Link
 ) -> LinkedEvents:
     # One lookup for every id before anything runs (docs/contract.md §9.4): an array's own JobId
     # would make scontrol act on every task of the array.  WholeArray, LookupFailed: nothing ran.

@@ -35,9 +35,10 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import replace
+from types import MappingProxyType
 from typing import Dict, Iterator, List, Optional, Sequence, Set, Tuple, Union
 
-from ..core.jobid import validate_job_id
+from ..core.jobid import JobIds, distinct_ids
 from ..core.jobinfo import JobInfo
 from ..core.keys import Decision, Earlier, Step, check_key, decide
 from ..core.model import DSLError, InvalidInput, LedgerError, LookupFailed, Op, Outcome, Result, Verdict
@@ -80,7 +81,7 @@ def run_settled(
     for a bad key, retry count or settle delay, or a deadline too close to leave settling its
     time, raised here, before anything runs (the events come from the generator returned)."""
     op = Op(op)
-    ids = list(dict.fromkeys(validate_job_id(j) for j in job_ids))
+    ids = distinct_ids(job_ids)
     key = None if key is None else check_key(key)
     if isinstance(retry, bool) or not isinstance(retry, int) or not 0 <= retry <= 100:
         raise InvalidInput(f"retry must be a whole number from 0 to 100, not {retry!r}")
@@ -101,7 +102,7 @@ def run_settled(
     return _events(_Run(tracker, op, when, calls_by, key, delay, one_by_one, parallel), ids, settling, retry)
 
 
-def _events(run: _Run, ids: List[str], settling: bool, retry: int) -> Events:
+def _events(run: _Run, ids: JobIds, settling: bool, retry: int) -> Events:
     """Steps 1-4; a job its key, read again under its lease, says not to act on after all
     (``tracked.Taken``: another run of the key got there between this one's look-back and its
     lease) goes back to step 1, which reads what that run did."""
@@ -109,21 +110,23 @@ def _events(run: _Run, ids: List[str], settling: bool, retry: int) -> Events:
     while todo:
         act = todo
         if run.key is not None:
-            act = []
+            acting: List[str] = []
             for found in run.look_back(todo):
                 if isinstance(found, str):
-                    act.append(found)
+                    acting.append(found)
                 else:
                     yield found
-        todo = []
+            act = ids.pick(acting)
+        again: List[str] = []
         for event in run.act(act, settle=settling, retry=retry):
             if isinstance(event, Taken):
                 log.info("job %s: %s; looking at its key again", event.job_id, event.detail)
-                todo.append(event.job_id)
+                again.append(event.job_id)
                 continue
             yield event
             if isinstance(event, Stopped):
                 return  # the ledger failed: nothing more is written (the jobs taken are not started)
+        todo = ids.pick(again)
 
 
 class _Run:
@@ -219,7 +222,7 @@ class _Run:
 
     # -- step 1: keyed ---------------------------------------------------------------------------
 
-    def look_back(self, ids: List[str]) -> Iterator[Union[str, Event]]:
+    def look_back(self, ids: Sequence[str]) -> Iterator[Union[str, Event]]:
         """Each job to act on (its id), or its final row (a ``Ran``), by ``core.keys.decide``."""
         assert self.key is not None
         waiting = ids
@@ -286,13 +289,13 @@ class _Run:
 
     # -- steps 2-4: run, settle, retry ----------------------------------------------------------
 
-    def act(self, ids: List[str], *, settle: bool, retry: int) -> Iterator[Union[Event, Taken]]:
+    def act(self, ids: JobIds, *, settle: bool, retry: int) -> Iterator[Union[Event, Taken]]:
         if not ids:
             return
         first: Dict[str, int] = {}  # job -> the history id of its first run here
         runs = 0
         todo = ids
-        link = Link.of(self.key)
+        link = Link(self.key)  # the key checked once, by ``run_settled``: not again per run
         held: Dict[str, Outcome] = {}  # the last row of each job about to run again
         while todo:
             started = self.ledger.now()
@@ -346,8 +349,8 @@ class _Run:
                     held[outcome.job_id] = row
                 else:
                     yield Ran(row)
-            todo = retry_now
-            link = Link.of(self.key, {j: first[j] for j in retry_now})
+            todo = ids.pick(retry_now)
+            link = Link(self.key, MappingProxyType({j: first[j] for j in retry_now}))
             runs += 1
 
     def _own(self, outcomes: Sequence[Outcome], started: float) -> Dict[str, HistoryEntry]:

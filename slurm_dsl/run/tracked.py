@@ -42,7 +42,7 @@ import time
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
 
-from ..core.jobid import validate_job_id
+from ..core.jobid import distinct_ids, validate_job_id
 from ..core.jobinfo import JobInfo
 from ..core.keys import Decision, Earlier, Step, check_key, decide, took_effect
 from ..core.model import (
@@ -110,7 +110,7 @@ class Link(NamedTuple):
     """What ties an operation to others, recorded with its intent (docs/contract.md §12): the
     idempotency key it runs under (None: none) and, per job, the id of the first operation this
     one retries (a job absent from ``retry_of``: a first run).  Made by ``Link.of``, which checks
-    the key (``core.keys.check_key``)."""
+    the key (``core.keys.check_key``), or directly from a key checked already (``run.keyed``)."""
 
     key: Optional[str] = None
     retry_of: Mapping[str, int] = MappingProxyType({})
@@ -282,7 +282,7 @@ class Tracker:
 
     def look_up(self, op: Union[Op, str], job_ids: Sequence[Union[str, int]], deadline: float) -> LookupAnswer:
         """``refuse_whole_arrays``, and when its lookup started (the baselines' time)."""
-        ids = list(dict.fromkeys(validate_job_id(j) for j in job_ids))
+        ids = distinct_ids(job_ids)
         started = self.clock()
         left = deadline - started
         if Op(op) is Op.RESTORE or not ids or left <= 0:

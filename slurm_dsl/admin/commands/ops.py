@@ -17,6 +17,7 @@ import logging
 import time
 from typing import IO, Iterable, List, Sequence
 
+from ...core.jobid import checked_already
 from ...core.keys import check_key
 from ...core.model import InvalidInput, LedgerError, Op, Outcome, Result, UsageError, describe
 from ...core.numbers import whole_number
@@ -191,7 +192,8 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
             f" ({args.configuration.file})"
         )
     deadline = time.time() + args.timeout
-    ids = job_ids(args.job_ids)
+    # Each validated once, by the parser's type and ``job_ids``: nothing below checks them again.
+    ids = checked_already(job_ids(args.job_ids))
     tracker = Tracker(args.ledger, scontrol=find_scontrol(args.scontrol), squeue=args.squeue,
                       configuration=args.configuration)
     bulk = not args.one_by_one and len(ids) > 1
