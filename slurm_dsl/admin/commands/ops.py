@@ -23,7 +23,7 @@ from ...core.model import InvalidInput, LedgerError, Op, Outcome, Result, UsageE
 from ...core.numbers import whole_number
 from ...core.shown import shown
 from ...host.binaries import find_scontrol
-from ...run.deadlines import TIMEOUT_HELP
+from ...run.deadlines import TIMEOUT_HELP, resolve_deadline
 from ...run.driver import Stopped, drive
 from ...run.tracked import Tracker
 from .. import render as show
@@ -191,7 +191,7 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
             f"no deadline: give --timeout SECONDS, or set timeout = SECONDS in the config file"
             f" ({args.configuration.file})"
         )
-    deadline = time.time() + args.timeout
+    deadline = resolve_deadline(args.timeout, None)
     # Each validated once, by the parser's type and ``job_ids``: nothing below checks them again.
     ids = checked_already(job_ids(args.job_ids))
     tracker = Tracker(args.ledger, scontrol=find_scontrol(args.scontrol), squeue=args.squeue,
