@@ -162,6 +162,11 @@ def run_linked(
     looked = tracker.look_up(op, ids, when) if looked_up is None else looked_up()
     infos = looked.infos
     answered_at = tracker.clock() if infos else None  # slurmctld answered the lookup just now
+    # scontrol and squeue resolved once for the whole run (host.binaries), before anything is
+    # written: a path refused then leaves no unfinished operation in the history (issue 16).
+    # Restore is not corroborated: a gone job's flag is gone.
+    scontrol = find_scontrol(tracker.scontrol)
+    squeue = None if op is Op.RESTORE else find_squeue(tracker.squeue, tracker.scontrol)
     age = _MinJobAge(tracker, when)  # asked once, at the first chunk that can use it
     done = 0
     for unit in _units(ids, infos, lambda: chunk_limit(op, when - tracker.clock())):
@@ -171,7 +176,7 @@ def run_linked(
         elif len(unit) == 1 and _alone(unit[0], infos):
             outcomes = [tracker.run_linked(op, unit[0], when, checked=True, looked=looked, link=link)]
         else:
-            outcomes = _run_chunk(tracker, op, unit, when, answered_at, looked, link, age)
+            outcomes = _run_chunk(tracker, op, unit, when, answered_at, looked, link, age, scontrol, squeue)
         yield from outcomes
         done += len(unit)
         if progress is not None:
@@ -213,16 +218,15 @@ def _run_chunk(
     looked: LookupAnswer,
     link: Link,
     age: _MinJobAge,
+    scontrol: str,
+    squeue: Optional[str],
 ) -> List[Union[Outcome, Taken]]:
     ledger = tracker.ledger()
     owner = lease_owner("bulk")
     ttl = lease_ttl(deadline - tracker.clock(), tracker.lease_slack)  # every script of the chunk starts after this
     nonce = new_nonce()
     # What could refuse the chunk is checked before anything is written: a refusal then leaves
-    # no unfinished operation in the history (issue 16).  Restore is not corroborated: a gone
-    # job's flag is gone.
-    scontrol = find_scontrol(tracker.scontrol)
-    squeue = None if op is Op.RESTORE else find_squeue(tracker.squeue, tracker.scontrol)
+    # no unfinished operation in the history (issue 16).
     list_argv(Op.RELEASE if op is Op.OPEN else op, 1, chunk)
     # The leases and the intents: one transaction, committed before any script starts.  With a
     # key, each leased job's key is read again there: a job it now says not to act on gives its
@@ -373,7 +377,7 @@ def _calls(
     min_age = age.result() if age is not None and candidates else None
     sure = vouched(candidates, looked.infos, looked.started, min_age, tracker.clock())
     return corroborate(outcomes, squeue, deadline, tracker, early=early.result() if early is not None else None,
-                       vouched=sure, ids=ids)
+                       vouched=sure, ids=ids, scontrol=scontrol)
 
 
 # Bytes of a call's unowned text shown in its one diagnostic, and kept in the ledger (a third of
@@ -475,12 +479,14 @@ def corroborate(
     early: Optional[Found] = None,
     vouched: AbstractSet[str] = frozenset(),
     ids: Optional[JobIds] = None,
+    scontrol: Optional[str] = None,
 ) -> Dict[str, Outcome]:
     """One lookup of the ids read as ok but not ``vouched`` for: one slurmctld does not know is
     ``not_found`` (a list call can answer SUCCESS for a never-existed id, docs/slurm-bulk.md
     §3.4); if the lookup could not ask, they stay ok, marked unverified.  ``early``: a lookup
     already made, used if it asked about every such id (else there is one more).  ``ids``: the
-    ids checked already (``JobIds``) that ``outcomes`` holds, else they are checked here."""
+    ids checked already (``JobIds``) that ``outcomes`` holds, else they are checked here;
+    ``scontrol``: the run's, resolved already (else the tracker's is resolved here)."""
     checked = distinct_ids(outcomes) if ids is None else ids
     ok = checked.among({j for j, o in outcomes.items() if o.result is Result.OK and j not in vouched})
     if not ok:
@@ -491,7 +497,7 @@ def corroborate(
     if isinstance(found, LookupFailed):
         return {**outcomes, **{j: replace(outcomes[j], detail=f"unverified: {found.reason}") for j in ok}}
     # A "gone" answered to an account that may not see every job is no answer (lookups.sight).
-    found, blind = trusted(found, tracker.scontrol or find_scontrol(None))
+    found, blind = trusted(found, scontrol or tracker.scontrol or find_scontrol(None))
     if blind is not None:
         unseen = [j for j in ok if j not in found]
         outcomes = {**outcomes, **{j: replace(outcomes[j], detail=f"unverified: {blind.gone_note(1)}")

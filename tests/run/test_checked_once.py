@@ -29,7 +29,7 @@ MODULES = (
     "slurm_dsl.api", "slurm_dsl.admin.options", "slurm_dsl.admin.commands.ops", "slurm_dsl.run.driver",
     "slurm_dsl.run.bulk", "slurm_dsl.run.tracked", "slurm_dsl.run.keyed", "slurm_dsl.run.calls",
     "slurm_dsl.core.script", "slurm_dsl.core.bulk_reader", "slurm_dsl.core.reader", "slurm_dsl.lookups.squeue",
-    "slurm_dsl.ledger.store", "slurm_dsl.ledger.rows", "slurm_dsl.ledger.sqlite",
+    "slurm_dsl.ledger.store", "slurm_dsl.ledger.rows", "slurm_dsl.ledger.sqlite", "slurm_dsl.run.config",
 )
 
 Where = Counter[str]  # calls by the module that made them
@@ -114,3 +114,19 @@ def test_a_keyed_bulk_hold_through_the_library_checks_its_key_once(tmp_path: Pat
     outside, ledger = split(where)
     assert outside == 1, where  # run_settled
     assert ledger <= 3, where
+
+
+def test_scontrol_and_squeue_are_resolved_once_per_run_not_per_chunk(tmp_path: Path, fakes: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    from slurm_dsl.host import binaries
+    from slurm_dsl.run import bulk
+
+    monkeypatch.setattr(bulk, "MAX_CHUNK", N // 4)  # four chunks
+    squeues = counting(monkeypatch, binaries, "find_squeue")
+    scontrols = counting(monkeypatch, binaries, "find_scontrol")
+    outcomes = api.run_ops("hold", IDS, timeout=30, ledger=str(tmp_path / "l.sqlite3"), scontrol=str(fakes))
+    assert [o.result.value for o in outcomes] == ["ok"] * N
+    assert len([c for c in (fakes.parent / "calls.log").read_text().splitlines() if c.startswith("hold ")]) == 4
+    # The array check's lookup, and the run's corroborating squeue: once each, whatever the chunks.
+    assert squeues["slurm_dsl.run.bulk"] == 1 and squeues["slurm_dsl.run.tracked"] == 1, squeues
+    assert scontrols["slurm_dsl.run.bulk"] == 1, scontrols
