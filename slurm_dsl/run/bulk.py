@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import AbstractSet, Callable, Dict, Iterator, List, Optional, Sequence, Union, cast
 
 from ..core.bulk_reader import ListCall, combine_listed, plan_chunks, requeue_next_calls
@@ -76,7 +76,6 @@ from .calls import execute, new_nonce, run_list_call, run_open_list, unstarted
 from .deadlines import check_deadline
 from .tracked import (
     NO_LINK,
-    NOT_LOOKED,
     Link,
     LookupAnswer,
     Taken,
@@ -167,7 +166,8 @@ def run_linked(
     # Restore is not corroborated: a gone job's flag is gone.
     scontrol = find_scontrol(tracker.scontrol)
     squeue = None if op is Op.RESTORE else find_squeue(tracker.squeue, tracker.scontrol)
-    age = _MinJobAge(tracker, when)  # asked once, at the first chunk that can use it
+    run = _Run(tracker, op, when, looked, answered_at, link, scontrol, squeue,
+               _MinJobAge(tracker, when))  # MinJobAge asked once, at the first chunk that can use it
     done = 0
     for unit in _units(ids, infos, lambda: chunk_limit(op, when - tracker.clock())):
         outcomes: List[Union[Outcome, Taken]]
@@ -176,7 +176,7 @@ def run_linked(
         elif len(unit) == 1 and _alone(unit[0], infos):
             outcomes = [tracker.run_linked(op, unit[0], when, checked=True, looked=looked, link=link)]
         else:
-            outcomes = _run_chunk(tracker, op, unit, when, answered_at, looked, link, age, scontrol, squeue)
+            outcomes = _run_chunk(run, unit)
         yield from outcomes
         done += len(unit)
         if progress is not None:
@@ -209,18 +209,26 @@ def _cut(ids: JobIds, limit: Callable[[], int]) -> Iterator[JobIds]:
         start += size
 
 
-def _run_chunk(
-    tracker: Tracker,
-    op: Op,
-    chunk: JobIds,
-    deadline: float,
-    answered_at: Optional[float],
-    looked: LookupAnswer,
-    link: Link,
-    age: _MinJobAge,
-    scontrol: str,
-    squeue: Optional[str],
-) -> List[Union[Outcome, Taken]]:
+@dataclass(frozen=True)
+class _Run:
+    """What every chunk of one bulk run shares, fixed when the run starts: the op under its one
+    deadline, the array check's answer (the baselines) and when slurmctld gave it (a ping's
+    stand-in), the key and retries the intents record, the programs resolved once, and
+    MinJobAge, asked once."""
+
+    tracker: Tracker
+    op: Op
+    deadline: float
+    looked: LookupAnswer
+    answered_at: Optional[float]
+    link: Link
+    scontrol: str
+    squeue: Optional[str]  # None: not corroborated (restore)
+    age: _MinJobAge
+
+
+def _run_chunk(run: _Run, chunk: JobIds) -> List[Union[Outcome, Taken]]:
+    tracker, op, deadline, looked, link = run.tracker, run.op, run.deadline, run.looked, run.link
     ledger = tracker.ledger()
     owner = lease_owner("bulk")
     ttl = lease_ttl(deadline - tracker.clock(), tracker.lease_slack)  # every script of the chunk starts after this
@@ -245,8 +253,7 @@ def _run_chunk(
                                          baselines=baselines, baseline_at=baseline_at, ends_by=ends_by,
                                          key=link.key, retry_of=retries)
     results: Dict[str, Union[Outcome, Taken]] = {}
-    results.update(_run_listed(tracker, op, listed, op_ids, nonce, owner, deadline, answered_at, scontrol, squeue,
-                               looked, age))
+    results.update(_run_listed(run, listed, op_ids, nonce, owner))
     results.update((j, Taken(j, d.detail)) for j, d in taken.items())
     # Jobs another operation or sweep held: each on its own, waiting for its lease.  Should the
     # ledger fail there, the outcomes already in hand travel with the error, never lost.  Once
@@ -269,25 +276,14 @@ def _run_chunk(
     return [results[j] for j in chunk]
 
 
-def _run_listed(
-    tracker: Tracker,
-    op: Op,
-    ids: JobIds,
-    op_ids: List[int],
-    nonce: str,
-    owner: str,
-    deadline: float,
-    answered_at: Optional[float],
-    scontrol: str,
-    squeue: Optional[str],
-    looked: LookupAnswer,
-    age: _MinJobAge,
-) -> Dict[str, Outcome]:
-    """Run the chunk's list calls on the ids whose intents are committed, then record the
-    results and give the leases back (one transaction).  ``squeue`` corroborates (None: not) the
-    ok ids that ``looked`` (the lookup before) and MinJobAge do not vouch for (``core.vouch``)."""
+def _run_listed(run: _Run, ids: JobIds, op_ids: List[int], nonce: str, owner: str) -> Dict[str, Outcome]:
+    """Run the chunk's list calls on the ids whose intents are committed (``op_ids``, under
+    ``nonce``, leased by ``owner``), then record the results and give the leases back (one
+    transaction).  The run's squeue corroborates (None: not) the ok ids that its lookup before
+    and MinJobAge do not vouch for (``core.vouch``)."""
     if not ids:
         return {}
+    tracker, op, deadline, scontrol, answered_at = run.tracker, run.op, run.deadline, run.scontrol, run.answered_at
     ledger = tracker.ledger()
     try:
         # slurmctld answering the ids' lookup a moment ago says as much as a ping would.
@@ -300,7 +296,7 @@ def _run_listed(
             # intent was recorded with, read by the single reader; nothing to corroborate.
             outcomes = {ids[0]: execute(op, ids[0], deadline, scontrol=scontrol, nonce=nonce, clock=tracker.clock)}
         else:
-            outcomes = _calls(op, ids, deadline, scontrol, nonce, tracker, squeue, shared, looked, age)
+            outcomes = _calls(run, ids, nonce, shared)
     except BaseException:
         _give_back(ledger, ids, owner)
         raise
@@ -328,20 +324,9 @@ def _give_back(ledger: LedgerStore, ids: Sequence[str], owner: str) -> None:
         log.warning("could not give back %d lease(s) (they lapse by themselves): %s", len(ids), exc)
 
 
-def _calls(
-    op: Op,
-    ids: JobIds,
-    deadline: float,
-    scontrol: str,
-    nonce: str,
-    tracker: Tracker,
-    squeue: Optional[str],
-    shared: Dict[str, bytes],
-    looked: LookupAnswer = NOT_LOOKED,
-    age: Optional[_MinJobAge] = None,
-) -> Dict[str, Outcome]:
+def _calls(run: _Run, ids: JobIds, nonce: str, shared: Dict[str, bytes]) -> Dict[str, Outcome]:
     """Run the op's list calls on ``ids``, combine each id's calls as a single op would, and
-    corroborate the ids read as ok with one lookup through ``squeue`` (None: not at all), but
+    corroborate the ids read as ok with one lookup through the run's squeue (None: not at all), but
     for those the lookup before vouches for (``core.vouch``: it saw them pending, running or
     suspended, and the calls ended within MinJobAge of it, asked of slurmctld meanwhile).
     ``shared`` gets, per call whose stderr holds text no id owns, that text for the ledger
@@ -349,8 +334,10 @@ def _calls(
 
     A requeue can end ok only where call 2 succeeded, so those ids are looked up while call 3
     runs (in a thread: both mostly wait for their process), not after it."""
+    tracker, op, deadline, scontrol, squeue = run.tracker, run.op, run.deadline, run.scontrol, run.squeue
+    looked, age = run.looked, run.age
     candidates = {j for j in ids if (i := looked.infos.get(j)) is not None and i.state in VOUCHING}
-    if squeue is not None and candidates and age is not None:
+    if squeue is not None and candidates:
         age.ask(scontrol)  # in the background, while the calls run
     if op is Op.OPEN:  # one direct scontrol release of the list, unwrapped as open always is
         first = run_open_list(ids, deadline, scontrol, clock=tracker.clock)
@@ -360,21 +347,20 @@ def _calls(
     early: Optional[Background[Found]] = None
     if op is Op.REQUEUE:
         second, third = requeue_next_calls(ids, first)
-        second_ids, third_ids = ids.among(second), ids.among(third)
+        second_ids, third_ids = ids.among(set(second)), ids.among(set(third))
         if second_ids:
             later[2] = run_list_call(op, 2, second_ids, deadline, scontrol, clock=tracker.clock)
-            may_end_ok = [j for j in second_ids if later[2][j].outcome is CallOutcome.SUCCESS
-                          and not (j in candidates and age is not None and age.known())]
+            may_end_ok = second_ids.among({j for j in second_ids if later[2][j].outcome is CallOutcome.SUCCESS
+                                           and not (j in candidates and age.known())})
             if squeue is not None and may_end_ok and third_ids:
-                ending = ids.among(may_end_ok)
-                early = Background(lambda: _look_up(ending, squeue, deadline, tracker), "slurm-dsl lookup")
+                early = Background(lambda: _look_up(may_end_ok, squeue, deadline, tracker), "slurm-dsl lookup")
         if third_ids:
             later[3] = run_list_call(op, 3, third_ids, deadline, scontrol, clock=tracker.clock)
     outcomes = combine_listed(op, ids, {1: first, **later})
     outcomes = _unowned(op, {1: first, **later}, outcomes, shared)
     if squeue is None:
         return outcomes
-    min_age = age.result() if age is not None and candidates else None
+    min_age = age.result() if candidates else None
     sure = vouched(candidates, looked.infos, looked.started, min_age, tracker.clock())
     return corroborate(outcomes, squeue, deadline, tracker, early=early.result() if early is not None else None,
                        vouched=sure, ids=ids, scontrol=scontrol)
