@@ -477,6 +477,18 @@ class SqlStore(query.SqlQueries):
                 found.setdefault(e.job_id, []).append(e)
         return found
 
+    def operations(self, op_ids: Sequence[int]) -> Dict[int, HistoryEntry]:
+        """The rows of the history ids given, with their settlements; an id with none is absent.
+        One query per ``IN`` list of ``ledger_rows.IN_PIECE`` ids (the primary key); reads only."""
+        ids = ledger_rows.checked_op_ids(op_ids)
+        found: Dict[int, HistoryEntry] = {}
+        for piece in ledger_rows.pieces(ids):
+            sql = ledger_rows.in_list(query.OPERATIONS, len(piece), "?", query.OLDEST_FIRST)
+            for r in self._read("read operations", sql, piece):
+                e = ledger_rows.entry(r, self.path)
+                found[e.id] = e
+        return found
+
     def later_operations(self, op_ids: Sequence[int]) -> Dict[int, List[HistoryEntry]]:
         """For each history id given, the rows of the same job with a larger id, oldest first,
         with their settlements, their stderr left out (b""); an id with none is absent.  One

@@ -76,6 +76,7 @@ from .calls import execute, new_nonce, run_list_call, run_open_list, unstarted
 from .deadlines import check_deadline
 from .tracked import (
     NO_LINK,
+    Begun,
     Link,
     LookupAnswer,
     Taken,
@@ -131,6 +132,7 @@ def run_linked(
     progress: Optional[Progress] = None,
     link: Link = NO_LINK,
     looked_up: Optional[Callable[[], LookupAnswer]] = None,
+    begun: Optional[Begun] = None,
 ) -> Iterator[Union[Outcome, Taken]]:
     """One outcome per distinct id, in input order, as chunks finish; never raises for an outcome.
     With a key (``link``), a job whose key, read again under its lease, says not to act is a
@@ -143,6 +145,7 @@ def run_linked(
     key and, per job, the operation it retries (docs/contract.md §12).  ``looked_up``: the
     array check's lookup already started (``run.background.Background``: ``tracker.look_up`` of these
     ids, in this order, for this op and deadline); called for its answer before any intent.
+    ``begun`` gets each job's history id once its intent is committed.
 
     Raises before anything ran: ``InvalidInput`` (a bad id or timeout), ``WholeArray``,
     ``LookupFailed`` (the ids could not be looked up), ``LedgerError``.  A ledger failure
@@ -167,14 +170,14 @@ def run_linked(
     scontrol = find_scontrol(tracker.scontrol)
     squeue = None if op is Op.RESTORE else find_squeue(tracker.squeue, tracker.scontrol)
     run = _Run(tracker, op, when, looked, answered_at, link, scontrol, squeue,
-               _MinJobAge(tracker, when))  # MinJobAge asked once, at the first chunk that can use it
+               _MinJobAge(tracker, when), begun)  # MinJobAge asked once, at the first chunk that can use it
     done = 0
     for unit in _units(ids, infos, lambda: chunk_limit(op, when - tracker.clock())):
         outcomes: List[Union[Outcome, Taken]]
         if tracker.clock() >= when:
             outcomes = [unstarted(op, j) for j in unit]
         elif len(unit) == 1 and _alone(unit[0], infos):
-            outcomes = [tracker.run_linked(op, unit[0], when, checked=True, looked=looked, link=link)]
+            outcomes = [tracker.run_linked(op, unit[0], when, checked=True, looked=looked, link=link, begun=begun)]
         else:
             outcomes = _run_chunk(run, unit)
         yield from outcomes
@@ -225,6 +228,7 @@ class _Run:
     scontrol: str
     squeue: Optional[str]  # None: not corroborated (restore)
     age: _MinJobAge
+    begun: Optional[Begun]  # each job's history id, as its intent is committed
 
 
 def _run_chunk(run: _Run, chunk: JobIds) -> List[Union[Outcome, Taken]]:
@@ -252,6 +256,8 @@ def _run_chunk(run: _Run, chunk: JobIds) -> List[Union[Outcome, Taken]]:
         op_ids = ledger.begin_operations([(j, op, nonce) for j in listed], begun, actor=tracker.actor,
                                          baselines=baselines, baseline_at=baseline_at, ends_by=ends_by,
                                          key=link.key, retry_of=retries)
+    if run.begun is not None:
+        run.begun.update(zip(listed, op_ids))
     results: Dict[str, Union[Outcome, Taken]] = {}
     results.update(_run_listed(run, listed, op_ids, nonce, owner))
     results.update((j, Taken(j, d.detail)) for j, d in taken.items())
@@ -265,7 +271,8 @@ def _run_chunk(run: _Run, chunk: JobIds) -> List[Union[Outcome, Taken]]:
             results[job_id] = unstarted(op, job_id)
             continue
         try:
-            results[job_id] = tracker.run_linked(op, job_id, deadline, checked=True, looked=looked, link=link)
+            results[job_id] = tracker.run_linked(op, job_id, deadline, checked=True, looked=looked, link=link,
+                                                 begun=run.begun)
         except LedgerError as exc:
             ran = [r for j in chunk if isinstance(r := results.get(j), Outcome)]
             if isinstance(exc, NotRecorded):

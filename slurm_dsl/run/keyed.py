@@ -27,7 +27,7 @@ less than ``MIN_CALLS`` is ``InvalidInput``, before anything runs. Rows are ``dr
 events: a job's row comes once it is final (its last run settled, or its earlier operation
 found), so with settling, unknown rows come after the others. Each row's ``Outcome`` is
 ``settled`` (its ``effect``, and ``exits_as``). The history ids of this command's own operations
-are found by their ``actor`` (this process) and start time.
+are those their intents were committed under (``tracked.Begun``), never looked for again.
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ from . import settling
 from .calls import unstarted
 from .deadlines import check_deadline
 from .driver import Event, Events, Ran, Stopped, drive_linked
-from .tracked import Link, Taken, Tracker
+from .tracked import Begun, Link, Taken, Tracker
 from .tracked import earlier as as_earlier
 
 log = logging.getLogger("slurm_dsl")
@@ -298,12 +298,12 @@ class _Run:
         link = Link(self.key)  # the key checked once, by ``run_settled``: not again per run
         held: Dict[str, Outcome] = {}  # the last row of each job about to run again
         while todo:
-            started = self.ledger.now()
+            begun: Begun = {}  # each job's history id in this run, as its intent is committed
             unknown: List[Outcome] = []
             stopped: Optional[Stopped] = None
             try:
                 for event in drive_linked(self.tracker, self.op, todo, self.calls_by, one_by_one=self.one_by_one,
-                                          parallel=self.parallel, link=link):
+                                          parallel=self.parallel, link=link, begun=begun):
                     if isinstance(event, Stopped):
                         stopped = event
                         continue
@@ -332,11 +332,11 @@ class _Run:
                 return
             if not unknown:
                 return
-            mine = self._own(unknown, started)
+            mine = self._own(unknown, begun)
             for outcome in unknown:
                 if outcome.job_id in mine:
                     first.setdefault(outcome.job_id, mine[outcome.job_id].id)
-            verdicts = self._settle_own(mine, started)
+            verdicts = self._settle_own(mine)
             retry_now: List[str] = []
             for outcome in unknown:
                 entry = mine.get(outcome.job_id)
@@ -353,15 +353,15 @@ class _Run:
             link = Link(self.key, MappingProxyType({j: first[j] for j in retry_now}))
             runs += 1
 
-    def _own(self, outcomes: Sequence[Outcome], started: float) -> Dict[str, HistoryEntry]:
-        """This run's own history row of each job: the newest of this op by this process's
-        actor that started at or after ``started``; one read for them all (``operations_by``)."""
-        found = self.ledger.operations_by([o.job_id for o in outcomes], self.op, self.tracker.actor, started)
-        return {job: rows[-1] for job, rows in found.items()}
+    def _own(self, outcomes: Sequence[Outcome], begun: Begun) -> Dict[str, HistoryEntry]:
+        """This run's own history row of each job, by the history id its intent was committed
+        under (``begun``); one read for them all (``operations``)."""
+        found = self.ledger.operations([begun[o.job_id] for o in outcomes if o.job_id in begun])
+        return {e.job_id: e for e in found.values()}
 
-    def _settle_own(self, mine: Dict[str, HistoryEntry], started: float) -> Dict[int, Optional[Verdict]]:
+    def _settle_own(self, mine: Dict[str, HistoryEntry]) -> Dict[int, Optional[Verdict]]:
         """Look at once (a ``present`` ends it), then again once the settle delay has passed since
-        the last of them ended, within the deadline (``started``: when this run began, as ``_own``)."""
+        the last of them ended, within the deadline."""
         entries = list(mine.values())
         verdicts = self.settle(entries)
         while True:
@@ -374,6 +374,5 @@ class _Run:
                 return verdicts
             # Re-read, in one read: the rows as the ledger has them now (another settler may have
             # been first).
-            ids = {e.id for e in waiting}
-            now = self.ledger.operations_by([e.job_id for e in waiting], self.op, self.tracker.actor, started)
-            verdicts.update(self.settle([r for rows in now.values() for r in rows if r.id in ids]))
+            now = self.ledger.operations([e.id for e in waiting])
+            verdicts.update(self.settle(list(now.values())))

@@ -122,6 +122,10 @@ class Link(NamedTuple):
 
 NO_LINK = Link()
 
+# The history id of each job's operation a run began, filled in as it begins them, for a caller
+# that reads those rows back (``run.keyed``): never looked for again by actor and time.
+Begun = Dict[str, int]
+
 
 class Taken(NamedTuple):
     """A keyed job that, read again under its lease, is not to be acted on after all (docs/contract.md
@@ -329,12 +333,13 @@ class Tracker:
         actor: Optional[str] = None,
         looked: LookupAnswer = NOT_LOOKED,
         link: Link = NO_LINK,
+        begun: Optional[Begun] = None,
     ) -> Union[Outcome, Taken]:
         """One op on one job, recorded; the lease is ``owner``'s if given (a sweeper's), and the
         history says ``actor`` ran it (default: ``self.actor``, this process), under ``link``'s key
         and as a retry of ``link.retry_of``'s operation for the job, if any.  With a key, the key
         is read again under the lease (``not_to_act``): ``Taken`` if it now says not to act,
-        nothing run or written.
+        nothing run or written.  ``begun`` gets the job's history id once its intent is committed.
 
         Unless ``checked`` (the caller ran ``look_up`` for it and passes its answer as
         ``looked``, whose record of the job is committed as the baseline), the id is looked up
@@ -366,12 +371,14 @@ class Tracker:
                 if taken is not None:
                     ledger.release_lease(job, owner)
                 elif leased:
-                    begun = ledger.now()
-                    baselines, baseline_at, ends_by = start_fields(looked, [job], begun, self.clock(), deadline)
-                    op_id = ledger.begin_operation(job, op, nonce, begun, actor=actor or self.actor,
+                    began = ledger.now()
+                    baselines, baseline_at, ends_by = start_fields(looked, [job], began, self.clock(), deadline)
+                    op_id = ledger.begin_operation(job, op, nonce, began, actor=actor or self.actor,
                                                    baseline=baselines.get(job), baseline_at=baseline_at,
                                                    ends_by=ends_by, key=link.key,
                                                    retry_of=link.retry_of.get(job))
+                    if begun is not None:
+                        begun[job] = op_id
             if taken is not None:
                 return Taken(job, taken.detail)
             if leased:
