@@ -459,19 +459,26 @@ def finish(path: str, op_id: int, row: Optional[Sequence[Any]], outcome: Outcome
 
 
 def calls_json(outcome: Outcome) -> str:
-    """The history's ``calls`` column: each scontrol call of the outcome (``CallRecord``'s fields)."""
-    calls = [
+    """The history's ``calls`` column: each scontrol call of the outcome (``CallRecord``'s fields).
+    The ids of a list call mostly share their calls' fields (every ok id's hold is the same
+    SUCCESS): each distinct list of them is written once (``_calls_text``)."""
+    return _calls_text(tuple((c.number, c.status, c.status_text, c.outcome, c.message, c.reason)
+                             for c in outcome.calls))
+
+
+@functools.lru_cache(maxsize=256)
+def _calls_text(calls: Tuple[Tuple[Any, ...], ...]) -> str:
+    return json.dumps([
         {
-            "number": c.number,
-            "status": c.status,
-            "status_text": c.status_text,
-            "outcome": c.outcome.value,
-            "message": c.message,
-            "reason": c.reason.value if c.reason else None,
+            "number": number,
+            "status": status,
+            "status_text": status_text,
+            "outcome": outcome.value,
+            "message": message,
+            "reason": reason.value if reason else None,
         }
-        for c in outcome.calls
-    ]
-    return json.dumps(calls)
+        for number, status, status_text, outcome, message, reason in calls
+    ])
 
 
 def finished_values(

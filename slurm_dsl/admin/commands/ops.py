@@ -244,7 +244,8 @@ def _log_outcome(outcome: Outcome) -> None:
     # Logged for the journal; the result itself goes to stdout.  Only the outcomes an admin
     # must act on are warnings.
     level = logging.WARNING if outcome.result in (Result.UNKNOWN, Result.BIT_SET) else logging.INFO
-    log.log(level, "%s", describe(outcome))
+    if log.isEnabledFor(level):  # described only when written: at the default level, an ok row is not
+        log.log(level, "%s", describe(outcome))
 
 
 def _ledger_failed(error: LedgerError, not_started: Sequence[str], err: IO[str]) -> int:
