@@ -62,7 +62,6 @@ from ..core.model import (
     Reason,
     RequeueBit,
     Result,
-    describe,
 )
 from ..core.script import list_argv
 from ..core.vouch import VOUCHING, min_job_age, vouched
@@ -83,8 +82,8 @@ from .tracked import (
     Tracker,
     lease_owner,
     lease_ttl,
-    not_to_act,
-    start_fields,
+    record,
+    start,
 )
 
 log = logging.getLogger("slurm_dsl")
@@ -243,21 +242,9 @@ def _run_chunk(run: _Run, chunk: JobIds) -> List[Union[Outcome, Taken]]:
     # The leases and the intents: one transaction, committed before any script starts.  With a
     # key, each leased job's key is read again there: a job it now says not to act on gives its
     # lease back in the same transaction and is ``Taken`` (docs/contract.md §12).
-    with ledger.batch():
-        held = set(ledger.acquire_leases(chunk, owner, ledger.now(), ttl))
-        listed = chunk.among(held)
-        taken = not_to_act(ledger, op, listed, link.key)
-        if taken:
-            ledger.release_leases(list(taken), owner)
-            listed = listed.without(taken)
-        begun = ledger.now()
-        baselines, baseline_at, ends_by = start_fields(looked, listed, begun, tracker.clock(), deadline)
-        retries = {j: link.retry_of[j] for j in listed if j in link.retry_of}
-        op_ids = ledger.begin_operations([(j, op, nonce) for j in listed], begun, actor=tracker.actor,
-                                         baselines=baselines, baseline_at=baseline_at, ends_by=ends_by,
-                                         key=link.key, retry_of=retries)
-    if run.begun is not None:
-        run.begun.update(zip(listed, op_ids))
+    listed, op_ids, taken = start(ledger, op, chunk, owner=owner, ttl=ttl, nonce=nonce, looked=looked,
+                                  now=tracker.clock(), deadline=deadline, actor=tracker.actor, link=link,
+                                  begun=run.begun)
     results: Dict[str, Union[Outcome, Taken]] = {}
     results.update(_run_listed(run, listed, op_ids, nonce, owner))
     results.update((j, Taken(j, d.detail)) for j, d in taken.items())
@@ -310,16 +297,7 @@ def _run_listed(run: _Run, ids: JobIds, op_ids: List[int], nonce: str, owner: st
     # Each id's own stderr; a call's text no id owns once, with the first id of that call.
     finishes = [(op_id, outcomes[j], b"".join(c.stderr for c in outcomes[j].calls) + shared.get(j, b""))
                 for op_id, j in zip(op_ids, ids)]
-    try:
-        with ledger.batch():
-            ledger.finish_operations(finishes, ledger.now())
-            ledger.release_leases(ids, owner)
-    except LedgerError as exc:
-        for outcome in outcomes.values():
-            log.error("could not record %s (nonce %s) in %s", describe(outcome), nonce, ledger.path)
-        _give_back(ledger, ids, owner)
-        first, *more = (outcomes[j] for j in ids)
-        raise NotRecorded(first, exc, more=more) from exc
+    record(ledger, finishes, ids, owner, nonce, lambda: _give_back(ledger, ids, owner))
     return outcomes
 
 

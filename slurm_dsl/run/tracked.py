@@ -40,9 +40,9 @@ import re
 import threading
 import time
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
 
-from ..core.jobid import distinct_ids, validate_job_id
+from ..core.jobid import JobIds, checked_already, distinct_ids, validate_job_id
 from ..core.jobinfo import JobInfo
 from ..core.keys import Decision, Earlier, Step, check_key, decide, took_effect
 from ..core.model import (
@@ -183,6 +183,70 @@ def start_fields(
     baselines = {j: info for j in ids if (info := looked.infos.get(j)) is not None}
     baseline_at = None if looked.started is None or not baselines else ledger_now - (now - looked.started)
     return baselines, baseline_at, ledger_now + ends_after(deadline - now)
+
+
+class Started(NamedTuple):
+    """What ``start`` committed: the jobs leased and begun (``JobIds``, in their order) with
+    their history ids, and the jobs whose key, read again under the lease, said not to act
+    (their leases given back, nothing written for them)."""
+
+    listed: JobIds
+    op_ids: List[int]
+    taken: Dict[str, Decision]
+
+
+def start(
+    ledger: LedgerStore, op: Op, ids: JobIds, *, owner: str, ttl: float, nonce: str, looked: LookupAnswer,
+    now: float, deadline: float, actor: str, link: Link, begun: Optional[Begun] = None,
+) -> Started:
+    """The leases and the intents of ``ids`` (docs/contract.md §9.2): ONE committed transaction,
+    before any script starts; ``now`` is the tracker's clock then.  Each job ``owner`` could lease
+    (for ``ttl`` seconds) begins ``op`` under ``nonce``, with its baseline from ``looked``, run by
+    ``actor``, under ``link``'s key and as a retry of ``link.retry_of``'s operation; with a key,
+    a leased job whose key now says not to act (``not_to_act``) gives its lease back in the same
+    transaction.  A job another holds is in neither list (the caller waits for it, or runs it on
+    its own).  ``begun`` gets each job's history id.  Shared by one job (``Tracker.run_linked``)
+    and a bulk chunk (``run.bulk``)."""
+    with ledger.batch():
+        held = set(ledger.acquire_leases(ids, owner, ledger.now(), ttl))
+        listed = ids.among(held)
+        taken = not_to_act(ledger, op, listed, link.key)
+        if taken:
+            ledger.release_leases(list(taken), owner)
+            listed = listed.without(taken)
+        op_ids: List[int] = []
+        if listed:
+            began = ledger.now()
+            baselines, baseline_at, ends_by = start_fields(looked, listed, began, now, deadline)
+            retries = {j: link.retry_of[j] for j in listed if j in link.retry_of}
+            op_ids = ledger.begin_operations([(j, op, nonce) for j in listed], began, actor=actor,
+                                             baselines=baselines, baseline_at=baseline_at, ends_by=ends_by,
+                                             key=link.key, retry_of=retries)
+    if begun is not None:
+        begun.update(zip(listed, op_ids))
+    return Started(listed, op_ids, taken)
+
+
+def record(
+    ledger: LedgerStore, finishes: Sequence[Tuple[int, Outcome, bytes]], ids: Sequence[str], owner: str,
+    nonce: str, give_back: Callable[[], None],
+) -> None:
+    """The results (``finishes``: history id, outcome, stderr) and the leases of ``ids`` given
+    back: ONE transaction.  If the ledger fails, each outcome is logged (it ran: never lost), the
+    leases are given back if the ledger lets (``give_back``), and ``NotRecorded`` carries them
+    all.  Shared by one job and a bulk chunk, as ``start`` is."""
+    try:
+        with ledger.batch():
+            ledger.finish_operations(finishes, ledger.now())
+            ledger.release_leases(ids, owner)
+    except LedgerError as exc:
+        # The objects keep their intents (may_be_set for a requeue): nothing is lost for the
+        # sweeper.  The outcomes go to the log, and with the error to the caller.
+        for _, outcome, _ in finishes:
+            log.error("could not record %s (nonce %s) in %s", describe(outcome), nonce, ledger.path)
+        give_back()
+        first, *more = (outcome for _, outcome, _ in finishes)
+        raise NotRecorded(first, exc, more=more) from exc
 
 
 def current_actor() -> str:
@@ -363,25 +427,14 @@ class Tracker:
         nonce = new_nonce()
         while True:
             # The lease and the intent in one transaction: committed before the script starts.  A
-            # keyed job's key is read again there (``not_to_act``); if it now says not to act, the
-            # lease is given back in the same transaction and nothing is written.
-            with ledger.batch():
-                leased = ledger.acquire_lease(job, owner, ledger.now(), ttl)
-                taken = not_to_act(ledger, op, [job], link.key).get(job) if leased else None
-                if taken is not None:
-                    ledger.release_lease(job, owner)
-                elif leased:
-                    began = ledger.now()
-                    baselines, baseline_at, ends_by = start_fields(looked, [job], began, self.clock(), deadline)
-                    op_id = ledger.begin_operation(job, op, nonce, began, actor=actor or self.actor,
-                                                   baseline=baselines.get(job), baseline_at=baseline_at,
-                                                   ends_by=ends_by, key=link.key,
-                                                   retry_of=link.retry_of.get(job))
-                    if begun is not None:
-                        begun[job] = op_id
-            if taken is not None:
-                return Taken(job, taken.detail)
-            if leased:
+            # keyed job's key is read again there; if it now says not to act, the lease is given
+            # back in the same transaction and nothing is written.
+            started = start(ledger, op, checked_already([job]), owner=owner, ttl=ttl, nonce=nonce, looked=looked,
+                            now=self.clock(), deadline=deadline, actor=actor or self.actor, link=link, begun=begun)
+            if job in started.taken:
+                return Taken(job, started.taken[job].detail)
+            if started.op_ids:
+                op_id = started.op_ids[0]
                 break
             if self.clock() >= deadline:
                 bit = RequeueBit.CLEAR if op is Op.REQUEUE else None
@@ -393,17 +446,9 @@ class Tracker:
         except BaseException:
             self._give_back(ledger, job, owner)
             raise
-        try:
-            # The result and the lease given back in one transaction.
-            with ledger.batch():
-                ledger.finish_operation(op_id, outcome, b"".join(c.stderr for c in outcome.calls), ledger.now())
-                ledger.release_lease(job, owner)
-        except LedgerError as exc:
-            # The object keeps its intent (may_be_set for a requeue): nothing is lost for the
-            # sweeper.  The outcome goes to the log, and with the error to the caller.
-            log.error("could not record %s (nonce %s) in %s", describe(outcome), nonce, ledger.path)
-            self._give_back(ledger, job, owner)
-            raise NotRecorded(outcome, exc) from exc
+        # The result and the lease given back in one transaction.
+        record(ledger, [(op_id, outcome, b"".join(c.stderr for c in outcome.calls))], [job], owner, nonce,
+               lambda: self._give_back(ledger, job, owner))
         return outcome
 
     @staticmethod
