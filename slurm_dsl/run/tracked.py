@@ -417,7 +417,7 @@ class Tracker:
         job = validate_job_id(job_id)
         deadline = check_deadline(deadline, self.clock)
         if not checked:
-            looked = self.look_up(op, [job], deadline)
+            looked = self.look_up(op, checked_already([job]), deadline)  # checked just above
         # Refused here, a bad scontrol path writes nothing; refused by execute, it would leave the
         # intent below unfinished in the history for an operation that never ran.
         scontrol = find_scontrol(self.scontrol)
