@@ -32,6 +32,7 @@ import json
 import math
 from typing import (
     TYPE_CHECKING,
+    AbstractSet,
     Any,
     Dict,
     Iterable,
@@ -683,13 +684,16 @@ def start_fields(
     key: Optional[str],
     retry_of: Mapping[str, int],
     ends_by: Optional[float],
+    started: AbstractSet[str] = frozenset(),
 ) -> StartFields:
-    """``begin_operations``' keyword arguments, checked (InvalidInput) and encoded."""
+    """``begin_operations``' keyword arguments, checked (InvalidInput) and encoded.  ``started``:
+    the ids its starts hold, validated already (``checked_starts``): a baseline's id that is one
+    of them exactly is not validated again."""
     texts: Dict[str, str] = {}
     for job_id, info in dict(baselines).items():
         text = job_info_text(info)
         if text is not None:
-            texts[validate_job_id(job_id)] = text
+            texts[job_id if type(job_id) is str and job_id in started else validate_job_id(job_id)] = text
     retries: Dict[str, int] = {}
     for job_id, op_id in dict(retry_of).items():
         if isinstance(op_id, bool) or not isinstance(op_id, int) or op_id <= 0:

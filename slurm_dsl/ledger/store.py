@@ -122,7 +122,8 @@ class SqlStore(query.SqlQueries):
         after the other would."""
         checked = ledger_rows.checked_starts(starts)
         now = ledger_rows.finite("now", now)
-        fields = ledger_rows.start_fields(baselines, baseline_at, key, retry_of, ends_by)
+        fields = ledger_rows.start_fields(baselines, baseline_at, key, retry_of, ends_by,
+                                          {job_id for job_id, _, _ in checked})
         with self._atomic("begin operation") as cur:
             found = self._keyed(cur, query.BIT_OF_ONE, query.BITS_OF, [job_id for job_id, _, _ in checked])
             bits = {job_id: row[0] for job_id, row in found.items()}

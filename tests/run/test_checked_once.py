@@ -1,7 +1,7 @@
 """An id, and a key, are checked once, where they come in (docs/contract.md §1, §12): a bulk hold
 through the library and through the command line validates each id once on its way down to
-scontrol, and the ledger checks what it stores (a begun operation's id, its baseline's key and
-record) itself; a keyed run checks its key once, and the ledger once per transaction that
+scontrol, and the ledger checks what it stores (a begun operation's id, its baseline's record)
+itself; a keyed run checks its key once, and the ledger once per transaction that
 records it."""
 
 from __future__ import annotations
@@ -80,8 +80,8 @@ def test_a_bulk_hold_through_the_library_validates_each_id_once(tmp_path: Path, 
     assert [o.job_id for o in outcomes] == IDS
     outside, ledger = split(where)
     assert outside == N, where  # api.run_ops, the door
-    # The ledger checks what it stores: each begun operation's id, its baseline's key and record.
-    assert ledger <= 3 * N, where
+    # The ledger checks what it stores: each begun operation's id, its baseline's record.
+    assert ledger <= 2 * N, where
 
 
 def test_a_bulk_hold_through_the_command_line_validates_each_id_once(tmp_path: Path, fakes: Path,
@@ -90,7 +90,7 @@ def test_a_bulk_hold_through_the_command_line_validates_each_id_once(tmp_path: P
     hold_cli(tmp_path, fakes)
     outside, ledger = split(where)
     assert outside == N, where  # the parser's type, the door
-    assert ledger <= 3 * N, where
+    assert ledger <= 2 * N, where
 
 
 def test_a_keyed_bulk_hold_checks_its_key_once(tmp_path: Path, fakes: Path, monkeypatch: pytest.MonkeyPatch) -> None:
