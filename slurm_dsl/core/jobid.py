@@ -110,8 +110,8 @@ class JobIds(Tuple[str, ...]):
     def pick(self, chosen: Iterable[str]) -> JobIds:
         """Those of ``chosen`` that are among the ids, in the order of ``chosen``, each once:
         checked already."""
-        mine = set(self)
-        return _sealed(dict.fromkeys(j for j in chosen if j in mine))
+        mine = {j: j for j in self}  # a chosen id equal to one of them is that one, an exact str
+        return _sealed(dict.fromkeys(mine[j] for j in chosen if j in mine))
 
     def without(self, drop: Container[str]) -> JobIds:
         """Those of the ids that are not in ``drop``, in their order: checked already."""
@@ -120,9 +120,6 @@ class JobIds(Tuple[str, ...]):
 
 def _sealed(ids: Iterable[str]) -> JobIds:
     return tuple.__new__(JobIds, ids)
-
-
-NO_IDS = _sealed(())
 
 
 def distinct_ids(job_ids: Iterable[Union[str, int]]) -> JobIds:
