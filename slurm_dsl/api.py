@@ -36,7 +36,7 @@ import contextlib
 import time
 from typing import ContextManager, Dict, List, Optional, Sequence, Union
 
-from .core.jobid import validate_job_id
+from .core.jobid import distinct_ids, validate_job_id
 from .core.model import InvalidInput, Op, Outcome
 from .run.config import Configuration, configure
 from .run.deadlines import resolve_deadline
@@ -118,7 +118,7 @@ def run_ops(
 
     configured = _configuration(ledger, scontrol)
     when = _deadline(timeout, deadline, configured)
-    ids = list(dict.fromkeys(validate_job_id(j) for j in job_ids))
+    ids = distinct_ids(job_ids)
     delay = configured.settle_delay if settle_delay is None else settle_delay
 
     def run(tracker: Tracker) -> List[Outcome]:

@@ -23,7 +23,7 @@ from ..core.model import InvalidInput, UsageError
 from ..core.numbers import seconds, whole_number
 from ..core.settle import DEFAULT_SETTLE_DELAY, MIN_SETTLE_DELAY, check_settle_delay
 from ..core.shown import shown
-from ..run.deadlines import MAX_TIMEOUT
+from ..run.deadlines import MAX_TIMEOUT, timeout_of
 
 if TYPE_CHECKING:
     SubParsers = argparse._SubParsersAction[argparse.ArgumentParser]
@@ -77,10 +77,9 @@ exit status:
 
 
 def positive_seconds(text: str) -> float:
-    # deadlines.MAX_TIMEOUT: the runner's poll() could not wait much longer.  core.numbers' ASCII
-    # rule: no 1_0, no Arabic-Indic digits, no inf or nan.
-    value = seconds(text, 0.0, MAX_TIMEOUT)
-    if value is None or value == 0:
+    # The one timeout rule (deadlines.timeout_of): its bounds, core.numbers' ASCII digits.
+    value = timeout_of(text)
+    if value is None:
         raise argparse.ArgumentTypeError(
             f"must be a positive number of seconds, at most {MAX_TIMEOUT:g} (one day), in ASCII digits:"
             f" {shown(text, 40)!r}"

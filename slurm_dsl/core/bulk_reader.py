@@ -49,7 +49,7 @@ from operator import add, itemgetter, methodcaller, mul, sub
 from typing import Dict, FrozenSet, List, Mapping, NamedTuple, Optional, Sequence, Set, Tuple, Union
 
 from . import combine
-from .jobid import validate_job_id
+from .jobid import JobIds, validate_job_id
 from .model import Call, CallOutcome, InvalidInput, Op, Outcome, Reason
 from .plain import described, plain_bytes
 from .reader import nonce_bytes, read_call, read_op, read_outcome, split_status_lines, unknown
@@ -305,8 +305,18 @@ def combine_bulk(op: Union[Op, str], job_id: JobId, calls: Sequence[Call]) -> Ou
     then ``combine.single`` or ``combine.requeue`` decide, with the last call's status as the exit
     status.  Never raises for what the calls say; a bad op, job id or non-``Call`` is InvalidInput.
     """
-    op = read_op(op)
-    job = validate_job_id(job_id)
+    return _combine(read_op(op), validate_job_id(job_id), calls)
+
+
+def combine_listed(op: Op, job_ids: JobIds, calls: Mapping[int, Mapping[str, Call]]) -> Dict[str, Outcome]:
+    """``combine_bulk`` of each of ``job_ids`` (checked already: ``JobIds``) from its calls in
+    ``calls`` (call number -> that call's ``Call`` per id; an id a call did not take is absent
+    from it), in the order of ``job_ids``."""
+    numbers = sorted(calls)
+    return {j: _combine(op, j, [calls[n][j] for n in numbers if j in calls[n]]) for j in job_ids}
+
+
+def _combine(op: Op, job: str, calls: Sequence[Call]) -> Outcome:
     got = tuple(calls)
     if not all(isinstance(call, Call) for call in got):
         raise InvalidInput("calls must be Call values")
@@ -692,6 +702,8 @@ def _distinct_ids(job_ids: Sequence[JobId]) -> List[str]:
 
 def _ids(job_ids: Sequence[JobId]) -> Tuple[List[str], int]:
     """The distinct valid ids in order, and how many were given."""
+    if type(job_ids) is JobIds:  # checked already, none twice
+        return list(job_ids), len(job_ids)
     if isinstance(job_ids, (str, bytes, bytearray, memoryview)):
         raise InvalidInput("job ids must be a sequence of ids, not one string")
     try:

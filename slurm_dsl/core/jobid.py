@@ -6,12 +6,17 @@ else (array expressions ``123_4``, lists, names, signs, spaces, leading zeros,
 non-ASCII digits) is refused with ``InvalidInput``, a ``ValueError``, before it can go near a
 shell, and is echoed bounded (``token``).
 What comes out is an exact ``str`` of the value checked, whatever subclass came in.
+
+Strategy: an id is validated once, where it comes in.  ``distinct_ids`` checks a caller's ids
+and hands back ``JobIds``: canonical, none twice, in the order first given.  Every layer below
+takes ``JobIds`` as they are (``distinct_ids`` and ``checked_list`` of a ``JobIds`` check
+nothing again), and a part of one (``part``, ``among``, ``without``) is ``JobIds`` too.
 """
 
 from __future__ import annotations
 
 import re
-from typing import List, Sequence, Union
+from typing import Container, Iterable, List, Sequence, Tuple, Union
 
 from .model import InvalidInput
 
@@ -80,4 +85,59 @@ def canonical_ids(job_ids: Sequence[str]) -> List[str]:
     """The ids as canonical strings, first occurrence first; ``ValueError`` for a bad one (docs/contract.md §1)."""
     if isinstance(job_ids, (str, bytes)):
         raise InvalidInput("job_ids must be a sequence of job ids, not one string")
-    return list(dict.fromkeys(validate_job_id(j) for j in job_ids))
+    return list(distinct_ids(job_ids))
+
+
+class JobIds(Tuple[str, ...]):
+    """Job ids checked once (docs/contract.md §1): each ``validate_job_id``'s exact ``str``, none
+    twice, in the order first given.  Made only by ``distinct_ids`` (and ``checked_already``, for a
+    boundary that validated each id itself), or as a part of one: a layer handed ``JobIds``
+    trusts them and checks nothing again."""
+
+    __slots__ = ()
+
+    def __new__(cls, *args: object, **kwargs: object) -> JobIds:
+        raise TypeError("JobIds are made by distinct_ids, which checks each id")
+
+    def part(self, start: int, stop: int) -> JobIds:
+        """The ids from ``start`` to ``stop`` (a slice): checked already."""
+        return _sealed(tuple.__getitem__(self, slice(start, stop)))
+
+    def among(self, keep: Container[str]) -> JobIds:
+        """Those of the ids that are in ``keep``, in their order: checked already."""
+        return _sealed([j for j in self if j in keep])
+
+    def pick(self, chosen: Iterable[str]) -> JobIds:
+        """Those of ``chosen`` that are among the ids, in the order of ``chosen``, each once:
+        checked already."""
+        mine = {j: j for j in self}  # a chosen id equal to one of them is that one, an exact str
+        return _sealed(dict.fromkeys(mine[j] for j in chosen if j in mine))
+
+    def without(self, drop: Container[str]) -> JobIds:
+        """Those of the ids that are not in ``drop``, in their order: checked already."""
+        return _sealed([j for j in self if j not in drop])
+
+
+def _sealed(ids: Iterable[str]) -> JobIds:
+    return tuple.__new__(JobIds, ids)
+
+
+def distinct_ids(job_ids: Iterable[Union[str, int]]) -> JobIds:
+    """The ids, each validated (``validate_job_id``: ``InvalidInput`` at the first bad one), first
+    occurrence first; ``JobIds`` come back as they are, checked already."""
+    if type(job_ids) is JobIds:
+        return job_ids
+    return _sealed(dict.fromkeys(validate_job_id(j) for j in job_ids))
+
+
+def checked_already(ids: Iterable[str]) -> JobIds:
+    """``JobIds`` of ids a boundary validated itself, each with ``validate_job_id`` (the command
+    line's argument type, its reading of stdin), first occurrence first: nothing is checked."""
+    return _sealed(dict.fromkeys(ids))
+
+
+def checked_list(job_ids: Iterable[Union[str, int]]) -> List[str]:
+    """The ids, each validated, duplicates kept; ``JobIds`` as they are, checked already."""
+    if type(job_ids) is JobIds:
+        return list(job_ids)
+    return [validate_job_id(j) for j in job_ids]

@@ -78,7 +78,7 @@ import math
 import re
 from typing import List, Optional, Sequence, Set, Tuple, Union
 
-from .jobid import validate_job_id
+from .jobid import checked_list, validate_job_id
 from .model import InvalidInput, Op
 from .plain import plain_float, plain_str
 
@@ -219,7 +219,7 @@ def _list_call(op: Op, number: int, job_ids: Sequence[Union[str, int]]) -> Tuple
         raise InvalidInput(f"{op.value} has no call {number}: its calls are {', '.join(map(str, templates))}")
     if isinstance(job_ids, (str, bytes, bytearray, memoryview)):
         raise InvalidInput("job ids must be a sequence of job ids, not one string")
-    ids = [validate_job_id(j) for j in job_ids]
+    ids = checked_list(job_ids)
     if not ids:
         raise InvalidInput("no job ids: a list call needs at least one")
     seen: Set[str] = set()

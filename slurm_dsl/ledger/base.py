@@ -208,6 +208,11 @@ class LedgerStore(Protocol):
         job (oldest first), with settlements; a job with none is absent.  Reads only."""
         ...
 
+    def operations(self, op_ids: Sequence[int]) -> Dict[int, HistoryEntry]:
+        """The rows of the history ids given, with their settlements; an id with none is absent.
+        Reads only."""
+        ...
+
     def later_operations(self, op_ids: Sequence[int]) -> Dict[int, List[HistoryEntry]]:
         """For each history id, the rows of the same job with a larger id (oldest first; their
         stderr b""); an id with none is absent.  Reads only."""

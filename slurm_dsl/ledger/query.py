@@ -112,6 +112,7 @@ ACKNOWLEDGED = (ledger_rows.SELECT_TO_SETTLE + " WHERE h.id >= ? AND h.started_a
 KEYED = ledger_rows.SELECT_HISTORY + " WHERE h.op_key = ? AND h.op = ? AND h.job_id"
 OPERATIONS_BY = ledger_rows.SELECT_HISTORY + " WHERE h.op = ? AND h.actor = ? AND h.started_at >= ? AND h.job_id"
 OLDEST_FIRST = " ORDER BY h.id"
+OPERATIONS = ledger_rows.SELECT_HISTORY + " WHERE h.id"  # ``operations``: an IN list of history ids follows
 LATER_ORDER = " ORDER BY g.id, h.id"  # ``later_operations``: by the given id, then oldest first
 COUNT_BY_BIT = "SELECT bit, count(*) FROM objects GROUP BY bit"
 NOT_CLEAR = ledger_rows.SELECT_OBJECTS + " WHERE bit <> 'clear' ORDER BY updated_at, job_id"  # ``objects_not_clear``

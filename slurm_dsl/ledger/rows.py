@@ -32,6 +32,7 @@ import json
 import math
 from typing import (
     TYPE_CHECKING,
+    AbstractSet,
     Any,
     Dict,
     Iterable,
@@ -459,19 +460,26 @@ def finish(path: str, op_id: int, row: Optional[Sequence[Any]], outcome: Outcome
 
 
 def calls_json(outcome: Outcome) -> str:
-    """The history's ``calls`` column: each scontrol call of the outcome (``CallRecord``'s fields)."""
-    calls = [
+    """The history's ``calls`` column: each scontrol call of the outcome (``CallRecord``'s fields).
+    The ids of a list call mostly share their calls' fields (every ok id's hold is the same
+    SUCCESS): each distinct list of them is written once (``_calls_text``)."""
+    return _calls_text(tuple((c.number, c.status, c.status_text, c.outcome, c.message, c.reason)
+                             for c in outcome.calls))
+
+
+@functools.lru_cache(maxsize=256)
+def _calls_text(calls: Tuple[Tuple[Any, ...], ...]) -> str:
+    return json.dumps([
         {
-            "number": c.number,
-            "status": c.status,
-            "status_text": c.status_text,
-            "outcome": c.outcome.value,
-            "message": c.message,
-            "reason": c.reason.value if c.reason else None,
+            "number": number,
+            "status": status,
+            "status_text": status_text,
+            "outcome": outcome.value,
+            "message": message,
+            "reason": reason.value if reason else None,
         }
-        for c in outcome.calls
-    ]
-    return json.dumps(calls)
+        for number, status, status_text, outcome, message, reason in calls
+    ])
 
 
 def finished_values(
@@ -676,13 +684,16 @@ def start_fields(
     key: Optional[str],
     retry_of: Mapping[str, int],
     ends_by: Optional[float],
+    started: AbstractSet[str] = frozenset(),
 ) -> StartFields:
-    """``begin_operations``' keyword arguments, checked (InvalidInput) and encoded."""
+    """``begin_operations``' keyword arguments, checked (InvalidInput) and encoded.  ``started``:
+    the ids its starts hold, validated already (``checked_starts``): a baseline's id that is one
+    of them exactly is not validated again."""
     texts: Dict[str, str] = {}
     for job_id, info in dict(baselines).items():
         text = job_info_text(info)
         if text is not None:
-            texts[validate_job_id(job_id)] = text
+            texts[job_id if type(job_id) is str and job_id in started else validate_job_id(job_id)] = text
     retries: Dict[str, int] = {}
     for job_id, op_id in dict(retry_of).items():
         if isinstance(op_id, bool) or not isinstance(op_id, int) or op_id <= 0:

@@ -20,7 +20,7 @@ import time
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Mapping, Optional, Self, Sequence, Set, Tuple
 
-from ..core.jobid import validate_job_id
+from ..core.jobid import checked_list
 from ..core.model import Op, Outcome, RequeueBit, Result
 from . import query
 from . import rows as ledger_rows
@@ -122,7 +122,8 @@ class SqlStore(query.SqlQueries):
         after the other would."""
         checked = ledger_rows.checked_starts(starts)
         now = ledger_rows.finite("now", now)
-        fields = ledger_rows.start_fields(baselines, baseline_at, key, retry_of, ends_by)
+        fields = ledger_rows.start_fields(baselines, baseline_at, key, retry_of, ends_by,
+                                          {job_id for job_id, _, _ in checked})
         with self._atomic("begin operation") as cur:
             found = self._keyed(cur, query.BIT_OF_ONE, query.BITS_OF, [job_id for job_id, _, _ in checked])
             bits = {job_id: row[0] for job_id, row in found.items()}
@@ -176,7 +177,7 @@ class SqlStore(query.SqlQueries):
         ``ledger_rows.IN_PIECE`` ids, the ones taken written in one multi-row upsert
         (``ledger_rows.leases_taken`` decides).  With ``take_over_sweeps`` (only for the sweep
         holding the sweep lock), other sweeps' leases are taken too (``ledger_rules.sweep_owned``)."""
-        ids = [validate_job_id(j) for j in job_ids]
+        ids = checked_list(job_ids)
         now, ttl = ledger_rows.finite("now", now), ledger_rows.positive_ttl(ttl)
         with self._atomic("acquire lease") as cur:
             rows = self._keyed(cur, query.LEASE_OF_ONE, query.LEASES_OF, ids)
@@ -236,7 +237,7 @@ class SqlStore(query.SqlQueries):
         before schema 4, or one only a sweep or a merge wrote); a job without an object is
         absent.  One query per ``IN`` list of ``ledger_rows.IN_PIECE`` ids; reads only."""
         found: Dict[str, float] = {}
-        for piece in ledger_rows.pieces(ledger_rows.distinct(validate_job_id(j) for j in job_ids)):
+        for piece in ledger_rows.pieces(ledger_rows.distinct(checked_list(job_ids))):
             sql = ledger_rows.in_list(query.QUIET_TIMES, len(piece), "?")
             found.update((str(r[0]), float(r[1])) for r in self._read("read quiet times", sql, piece))
         return found
@@ -284,7 +285,7 @@ class SqlStore(query.SqlQueries):
         longest waiting first), so watched objects cannot starve a ``--limit``.  Only while
         ``owner`` holds the job's unexpired lease; returns the ids written.
         """
-        ids = [validate_job_id(j) for j in job_ids]
+        ids = checked_list(job_ids)
         now = ledger_rows.finite("now", now)
         written: List[str] = []
         with self._atomic("watch") as cur:
@@ -362,7 +363,7 @@ class SqlStore(query.SqlQueries):
             sql = self._unsettled(ledger_rows.SELECT_TO_SETTLE) + query.NEWEST_FIRST + tail[0]
             rows = self._read("read unsettled", sql, [since, now, now, *tail[1]])
             return ledger_rows.recorded(rows, self.path)
-        ids = ledger_rows.distinct(validate_job_id(j) for j in job_ids)
+        ids = ledger_rows.distinct(checked_list(job_ids))
         found: List[Recorded] = []
         for piece in ledger_rows.pieces(ids):
             sql = ledger_rows.in_list(self._unsettled(ledger_rows.SELECT_TO_SETTLE, query.OF_JOBS), len(piece), "?")
@@ -452,7 +453,7 @@ class SqlStore(query.SqlQueries):
         """The operations ``op`` with idempotency key ``key`` on each of ``job_ids``, oldest first,
         with their settlements; a job with none is absent.  Reads only (index ``history_key``)."""
         op, checked = Op(op), ledger_rows.checked_key(key)
-        ids = ledger_rows.distinct(validate_job_id(j) for j in job_ids)
+        ids = ledger_rows.distinct(checked_list(job_ids))
         found: Dict[str, List[HistoryEntry]] = {}
         for piece in ledger_rows.pieces(ids):
             sql = ledger_rows.in_list(query.KEYED, len(piece), "?", query.OLDEST_FIRST)
@@ -468,13 +469,25 @@ class SqlStore(query.SqlQueries):
         or later, oldest first, with their settlements; a job with none is absent.  One query per
         ``IN`` list of ``ledger_rows.IN_PIECE`` ids (index ``history_job``); reads only."""
         op, since = Op(op), ledger_rows.finite("since", since)
-        ids = ledger_rows.distinct(validate_job_id(j) for j in job_ids)
+        ids = ledger_rows.distinct(checked_list(job_ids))
         found: Dict[str, List[HistoryEntry]] = {}
         for piece in ledger_rows.pieces(ids):
             sql = ledger_rows.in_list(query.OPERATIONS_BY, len(piece), "?", query.OLDEST_FIRST)
             for r in self._read("read own operations", sql, [op.value, str(actor), since, *piece]):
                 e = ledger_rows.entry(r, self.path)
                 found.setdefault(e.job_id, []).append(e)
+        return found
+
+    def operations(self, op_ids: Sequence[int]) -> Dict[int, HistoryEntry]:
+        """The rows of the history ids given, with their settlements; an id with none is absent.
+        One query per ``IN`` list of ``ledger_rows.IN_PIECE`` ids (the primary key); reads only."""
+        ids = ledger_rows.checked_op_ids(op_ids)
+        found: Dict[int, HistoryEntry] = {}
+        for piece in ledger_rows.pieces(ids):
+            sql = ledger_rows.in_list(query.OPERATIONS, len(piece), "?", query.OLDEST_FIRST)
+            for r in self._read("read operations", sql, piece):
+                e = ledger_rows.entry(r, self.path)
+                found[e.id] = e
         return found
 
     def later_operations(self, op_ids: Sequence[int]) -> Dict[int, List[HistoryEntry]]:

@@ -44,11 +44,11 @@ from __future__ import annotations
 
 import logging
 import threading
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import AbstractSet, Callable, Dict, Iterator, List, Optional, Sequence, Union, cast
 
-from ..core.bulk_reader import ListCall, combine_bulk, plan_chunks, requeue_next_calls
-from ..core.jobid import validate_job_id
+from ..core.bulk_reader import ListCall, combine_listed, plan_chunks, requeue_next_calls
+from ..core.jobid import JobIds, distinct_ids
 from ..core.jobinfo import JobInfo
 from ..core.model import (
     Call,
@@ -62,7 +62,6 @@ from ..core.model import (
     Reason,
     RequeueBit,
     Result,
-    describe,
 )
 from ..core.script import list_argv
 from ..core.vouch import VOUCHING, min_job_age, vouched
@@ -76,15 +75,15 @@ from .calls import execute, new_nonce, run_list_call, run_open_list, unstarted
 from .deadlines import check_deadline
 from .tracked import (
     NO_LINK,
-    NOT_LOOKED,
+    Begun,
     Link,
     LookupAnswer,
     Taken,
     Tracker,
     lease_owner,
     lease_ttl,
-    not_to_act,
-    start_fields,
+    record,
+    start,
 )
 
 log = logging.getLogger("slurm_dsl")
@@ -132,6 +131,7 @@ def run_linked(
     progress: Optional[Progress] = None,
     link: Link = NO_LINK,
     looked_up: Optional[Callable[[], LookupAnswer]] = None,
+    begun: Optional[Begun] = None,
 ) -> Iterator[Union[Outcome, Taken]]:
     """One outcome per distinct id, in input order, as chunks finish; never raises for an outcome.
     With a key (``link``), a job whose key, read again under its lease, says not to act is a
@@ -144,6 +144,7 @@ def run_linked(
     key and, per job, the operation it retries (docs/contract.md §12).  ``looked_up``: the
     array check's lookup already started (``run.background.Background``: ``tracker.look_up`` of these
     ids, in this order, for this op and deadline); called for its answer before any intent.
+    ``begun`` gets each job's history id once its intent is committed.
 
     Raises before anything ran: ``InvalidInput`` (a bad id or timeout), ``WholeArray``,
     ``LookupFailed`` (the ids could not be looked up), ``LedgerError``.  A ledger failure
@@ -151,7 +152,7 @@ def run_linked(
     outcomes of earlier chunks have been yielded already.
     """
     op = Op(op)
-    ids = list(dict.fromkeys(validate_job_id(j) for j in job_ids))
+    ids = distinct_ids(job_ids)  # checked here once: every chunk below is a part of them
     if (timeout is None) == (deadline is None):
         raise InvalidInput("give exactly one of timeout (seconds) and deadline (epoch seconds)")
     if deadline is None:  # counted from now, once: every chunk, call and lookup below keeps it
@@ -162,16 +163,22 @@ def run_linked(
     looked = tracker.look_up(op, ids, when) if looked_up is None else looked_up()
     infos = looked.infos
     answered_at = tracker.clock() if infos else None  # slurmctld answered the lookup just now
-    age = _MinJobAge(tracker, when)  # asked once, at the first chunk that can use it
+    # scontrol and squeue resolved once for the whole run (host.binaries), before anything is
+    # written: a path refused then leaves no unfinished operation in the history (issue 16).
+    # Restore is not corroborated: a gone job's flag is gone.
+    scontrol = find_scontrol(tracker.scontrol)
+    squeue = None if op is Op.RESTORE else find_squeue(tracker.squeue, tracker.scontrol)
+    run = _Run(tracker, op, when, looked, answered_at, link, scontrol, squeue,
+               _MinJobAge(tracker, when), begun)  # MinJobAge asked once, at the first chunk that can use it
     done = 0
     for unit in _units(ids, infos, lambda: chunk_limit(op, when - tracker.clock())):
         outcomes: List[Union[Outcome, Taken]]
         if tracker.clock() >= when:
             outcomes = [unstarted(op, j) for j in unit]
         elif len(unit) == 1 and _alone(unit[0], infos):
-            outcomes = [tracker.run_linked(op, unit[0], when, checked=True, looked=looked, link=link)]
+            outcomes = [tracker.run_linked(op, unit[0], when, checked=True, looked=looked, link=link, begun=begun)]
         else:
-            outcomes = _run_chunk(tracker, op, unit, when, answered_at, looked, link, age)
+            outcomes = _run_chunk(run, unit)
         yield from outcomes
         done += len(unit)
         if progress is not None:
@@ -183,68 +190,63 @@ def _alone(job_id: str, infos: Dict[str, Optional[JobInfo]]) -> bool:
     return info is not None and info.array_job_id == job_id
 
 
-def _units(ids: List[str], infos: Dict[str, Optional[JobInfo]], limit: Callable[[], int]) -> Iterator[List[str]]:
+def _units(ids: JobIds, infos: Dict[str, Optional[JobInfo]], limit: Callable[[], int]) -> Iterator[JobIds]:
     """Chunks of list-safe ids and single array ids, in input order; each chunk is cut when it is
     its turn, to hold at most ``limit()`` ids (what fits the time left then)."""
-    run: List[str] = []
-    for job_id in ids:
+    start = 0  # where the run of list-safe ids not cut yet begins
+    for at, job_id in enumerate(ids):
         if _alone(job_id, infos):
-            yield from _cut(run, limit)
-            run = []
-            yield [job_id]
-        else:
-            run.append(job_id)
-    yield from _cut(run, limit)
+            yield from _cut(ids.part(start, at), limit)
+            start = at + 1
+            yield ids.part(at, at + 1)
+    yield from _cut(ids.part(start, len(ids)), limit)
 
 
-def _cut(ids: List[str], limit: Callable[[], int]) -> Iterator[List[str]]:
+def _cut(ids: JobIds, limit: Callable[[], int]) -> Iterator[JobIds]:
     start = 0
     while start < len(ids):
         most = limit()
-        chunk = next(iter(plan_chunks(ids[start:start + most], max_ids=most)))
-        yield chunk
-        start += len(chunk)
+        size = len(next(iter(plan_chunks(ids.part(start, start + most), max_ids=most))))
+        yield ids.part(start, start + size)
+        start += size
 
 
-def _run_chunk(
-    tracker: Tracker,
-    op: Op,
-    chunk: List[str],
-    deadline: float,
-    answered_at: Optional[float],
-    looked: LookupAnswer,
-    link: Link,
-    age: _MinJobAge,
-) -> List[Union[Outcome, Taken]]:
+@dataclass(frozen=True)
+class _Run:
+    """What every chunk of one bulk run shares, fixed when the run starts: the op under its one
+    deadline, the array check's answer (the baselines) and when slurmctld gave it (a ping's
+    stand-in), the key and retries the intents record, the programs resolved once, and
+    MinJobAge, asked once."""
+
+    tracker: Tracker
+    op: Op
+    deadline: float
+    looked: LookupAnswer
+    answered_at: Optional[float]
+    link: Link
+    scontrol: str
+    squeue: Optional[str]  # None: not corroborated (restore)
+    age: _MinJobAge
+    begun: Optional[Begun]  # each job's history id, as its intent is committed
+
+
+def _run_chunk(run: _Run, chunk: JobIds) -> List[Union[Outcome, Taken]]:
+    tracker, op, deadline, looked, link = run.tracker, run.op, run.deadline, run.looked, run.link
     ledger = tracker.ledger()
     owner = lease_owner("bulk")
     ttl = lease_ttl(deadline - tracker.clock(), tracker.lease_slack)  # every script of the chunk starts after this
     nonce = new_nonce()
     # What could refuse the chunk is checked before anything is written: a refusal then leaves
-    # no unfinished operation in the history (issue 16).  Restore is not corroborated: a gone
-    # job's flag is gone.
-    scontrol = find_scontrol(tracker.scontrol)
-    squeue = None if op is Op.RESTORE else find_squeue(tracker.squeue, tracker.scontrol)
+    # no unfinished operation in the history (issue 16).
     list_argv(Op.RELEASE if op is Op.OPEN else op, 1, chunk)
     # The leases and the intents: one transaction, committed before any script starts.  With a
     # key, each leased job's key is read again there: a job it now says not to act on gives its
     # lease back in the same transaction and is ``Taken`` (docs/contract.md §12).
-    with ledger.batch():
-        held = set(ledger.acquire_leases(chunk, owner, ledger.now(), ttl))
-        listed = [j for j in chunk if j in held]
-        taken = not_to_act(ledger, op, listed, link.key)
-        if taken:
-            ledger.release_leases(list(taken), owner)
-            listed = [j for j in listed if j not in taken]
-        begun = ledger.now()
-        baselines, baseline_at, ends_by = start_fields(looked, listed, begun, tracker.clock(), deadline)
-        retries = {j: link.retry_of[j] for j in listed if j in link.retry_of}
-        op_ids = ledger.begin_operations([(j, op, nonce) for j in listed], begun, actor=tracker.actor,
-                                         baselines=baselines, baseline_at=baseline_at, ends_by=ends_by,
-                                         key=link.key, retry_of=retries)
+    listed, op_ids, taken = start(ledger, op, chunk, owner=owner, ttl=ttl, nonce=nonce, looked=looked,
+                                  now=tracker.clock(), deadline=deadline, actor=tracker.actor, link=link,
+                                  begun=run.begun)
     results: Dict[str, Union[Outcome, Taken]] = {}
-    results.update(_run_listed(tracker, op, listed, op_ids, nonce, owner, deadline, answered_at, scontrol, squeue,
-                               looked, age))
+    results.update(_run_listed(run, listed, op_ids, nonce, owner))
     results.update((j, Taken(j, d.detail)) for j, d in taken.items())
     # Jobs another operation or sweep held: each on its own, waiting for its lease.  Should the
     # ledger fail there, the outcomes already in hand travel with the error, never lost.  Once
@@ -256,7 +258,8 @@ def _run_chunk(
             results[job_id] = unstarted(op, job_id)
             continue
         try:
-            results[job_id] = tracker.run_linked(op, job_id, deadline, checked=True, looked=looked, link=link)
+            results[job_id] = tracker.run_linked(op, job_id, deadline, checked=True, looked=looked, link=link,
+                                                 begun=run.begun)
         except LedgerError as exc:
             ran = [r for j in chunk if isinstance(r := results.get(j), Outcome)]
             if isinstance(exc, NotRecorded):
@@ -267,25 +270,14 @@ def _run_chunk(
     return [results[j] for j in chunk]
 
 
-def _run_listed(
-    tracker: Tracker,
-    op: Op,
-    ids: List[str],
-    op_ids: List[int],
-    nonce: str,
-    owner: str,
-    deadline: float,
-    answered_at: Optional[float],
-    scontrol: str,
-    squeue: Optional[str],
-    looked: LookupAnswer,
-    age: _MinJobAge,
-) -> Dict[str, Outcome]:
-    """Run the chunk's list calls on the ids whose intents are committed, then record the
-    results and give the leases back (one transaction).  ``squeue`` corroborates (None: not) the
-    ok ids that ``looked`` (the lookup before) and MinJobAge do not vouch for (``core.vouch``)."""
+def _run_listed(run: _Run, ids: JobIds, op_ids: List[int], nonce: str, owner: str) -> Dict[str, Outcome]:
+    """Run the chunk's list calls on the ids whose intents are committed (``op_ids``, under
+    ``nonce``, leased by ``owner``), then record the results and give the leases back (one
+    transaction).  The run's squeue corroborates (None: not) the ok ids that its lookup before
+    and MinJobAge do not vouch for (``core.vouch``)."""
     if not ids:
         return {}
+    tracker, op, deadline, scontrol, answered_at = run.tracker, run.op, run.deadline, run.scontrol, run.answered_at
     ledger = tracker.ledger()
     try:
         # slurmctld answering the ids' lookup a moment ago says as much as a ping would.
@@ -298,27 +290,18 @@ def _run_listed(
             # intent was recorded with, read by the single reader; nothing to corroborate.
             outcomes = {ids[0]: execute(op, ids[0], deadline, scontrol=scontrol, nonce=nonce, clock=tracker.clock)}
         else:
-            outcomes = _calls(op, ids, deadline, scontrol, nonce, tracker, squeue, shared, looked, age)
+            outcomes = _calls(run, ids, nonce, shared)
     except BaseException:
         _give_back(ledger, ids, owner)
         raise
     # Each id's own stderr; a call's text no id owns once, with the first id of that call.
     finishes = [(op_id, outcomes[j], b"".join(c.stderr for c in outcomes[j].calls) + shared.get(j, b""))
                 for op_id, j in zip(op_ids, ids)]
-    try:
-        with ledger.batch():
-            ledger.finish_operations(finishes, ledger.now())
-            ledger.release_leases(ids, owner)
-    except LedgerError as exc:
-        for outcome in outcomes.values():
-            log.error("could not record %s (nonce %s) in %s", describe(outcome), nonce, ledger.path)
-        _give_back(ledger, ids, owner)
-        first, *more = (outcomes[j] for j in ids)
-        raise NotRecorded(first, exc, more=more) from exc
+    record(ledger, finishes, ids, owner, nonce, lambda: _give_back(ledger, ids, owner))
     return outcomes
 
 
-def _give_back(ledger: LedgerStore, ids: List[str], owner: str) -> None:
+def _give_back(ledger: LedgerStore, ids: Sequence[str], owner: str) -> None:
     """Release the leases if the ledger lets us, never in place of what is on its way."""
     try:
         ledger.release_leases(ids, owner)
@@ -326,20 +309,9 @@ def _give_back(ledger: LedgerStore, ids: List[str], owner: str) -> None:
         log.warning("could not give back %d lease(s) (they lapse by themselves): %s", len(ids), exc)
 
 
-def _calls(
-    op: Op,
-    ids: List[str],
-    deadline: float,
-    scontrol: str,
-    nonce: str,
-    tracker: Tracker,
-    squeue: Optional[str],
-    shared: Dict[str, bytes],
-    looked: LookupAnswer = NOT_LOOKED,
-    age: Optional[_MinJobAge] = None,
-) -> Dict[str, Outcome]:
+def _calls(run: _Run, ids: JobIds, nonce: str, shared: Dict[str, bytes]) -> Dict[str, Outcome]:
     """Run the op's list calls on ``ids``, combine each id's calls as a single op would, and
-    corroborate the ids read as ok with one lookup through ``squeue`` (None: not at all), but
+    corroborate the ids read as ok with one lookup through the run's squeue (None: not at all), but
     for those the lookup before vouches for (``core.vouch``: it saw them pending, running or
     suspended, and the calls ended within MinJobAge of it, asked of slurmctld meanwhile).
     ``shared`` gets, per call whose stderr holds text no id owns, that text for the ledger
@@ -347,8 +319,10 @@ def _calls(
 
     A requeue can end ok only where call 2 succeeded, so those ids are looked up while call 3
     runs (in a thread: both mostly wait for their process), not after it."""
+    tracker, op, deadline, scontrol, squeue = run.tracker, run.op, run.deadline, run.scontrol, run.squeue
+    looked, age = run.looked, run.age
     candidates = {j for j in ids if (i := looked.infos.get(j)) is not None and i.state in VOUCHING}
-    if squeue is not None and candidates and age is not None:
+    if squeue is not None and candidates:
         age.ask(scontrol)  # in the background, while the calls run
     if op is Op.OPEN:  # one direct scontrol release of the list, unwrapped as open always is
         first = run_open_list(ids, deadline, scontrol, clock=tracker.clock)
@@ -357,26 +331,24 @@ def _calls(
     later: Dict[int, Dict[str, Call]] = {}
     early: Optional[Background[Found]] = None
     if op is Op.REQUEUE:
-        second_ids, third_ids = requeue_next_calls(ids, first)
+        second, third = requeue_next_calls(ids, first)
+        second_ids, third_ids = ids.among(set(second)), ids.among(set(third))
         if second_ids:
             later[2] = run_list_call(op, 2, second_ids, deadline, scontrol, clock=tracker.clock)
-            may_end_ok = [j for j in second_ids if later[2][j].outcome is CallOutcome.SUCCESS
-                          and not (j in candidates and age is not None and age.known())]
+            may_end_ok = second_ids.among({j for j in second_ids if later[2][j].outcome is CallOutcome.SUCCESS
+                                           and not (j in candidates and age.known())})
             if squeue is not None and may_end_ok and third_ids:
                 early = Background(lambda: _look_up(may_end_ok, squeue, deadline, tracker), "slurm-dsl lookup")
         if third_ids:
             later[3] = run_list_call(op, 3, third_ids, deadline, scontrol, clock=tracker.clock)
-    outcomes = {
-        j: combine_bulk(op, j, [first[j], *(later[n][j] for n in sorted(later) if j in later[n])])
-        for j in ids
-    }
+    outcomes = combine_listed(op, ids, {1: first, **later})
     outcomes = _unowned(op, {1: first, **later}, outcomes, shared)
     if squeue is None:
         return outcomes
-    min_age = age.result() if age is not None and candidates else None
+    min_age = age.result() if candidates else None
     sure = vouched(candidates, looked.infos, looked.started, min_age, tracker.clock())
     return corroborate(outcomes, squeue, deadline, tracker, early=early.result() if early is not None else None,
-                       vouched=sure)
+                       vouched=sure, ids=ids, scontrol=scontrol)
 
 
 # Bytes of a call's unowned text shown in its one diagnostic, and kept in the ledger (a third of
@@ -461,7 +433,7 @@ Found = Union[Dict[str, Optional[JobInfo]], LookupFailed]
 LOOKUP_FLOOR = 1.0
 
 
-def _look_up(ids: List[str], squeue: str, deadline: float, tracker: Tracker) -> Found:
+def _look_up(ids: JobIds, squeue: str, deadline: float, tracker: Tracker) -> Found:
     left = max(deadline - tracker.clock(), LOOKUP_FLOOR)
     try:
         return SqueueLookup(squeue, timeout=min(SQUEUE_TIMEOUT, left), many=MAX_LISTED).jobs(ids)
@@ -477,12 +449,17 @@ def corroborate(
     *,
     early: Optional[Found] = None,
     vouched: AbstractSet[str] = frozenset(),
+    ids: Optional[JobIds] = None,
+    scontrol: Optional[str] = None,
 ) -> Dict[str, Outcome]:
     """One lookup of the ids read as ok but not ``vouched`` for: one slurmctld does not know is
     ``not_found`` (a list call can answer SUCCESS for a never-existed id, docs/slurm-bulk.md
     §3.4); if the lookup could not ask, they stay ok, marked unverified.  ``early``: a lookup
-    already made, used if it asked about every such id (else there is one more)."""
-    ok = [j for j, o in outcomes.items() if o.result is Result.OK and j not in vouched]
+    already made, used if it asked about every such id (else there is one more).  ``ids``: the
+    ids checked already (``JobIds``) that ``outcomes`` holds, else they are checked here;
+    ``scontrol``: the run's, resolved already (else the tracker's is resolved here)."""
+    checked = distinct_ids(outcomes) if ids is None else ids
+    ok = checked.among({j for j, o in outcomes.items() if o.result is Result.OK and j not in vouched})
     if not ok:
         return outcomes
     found = early if early is not None and (isinstance(early, LookupFailed) or set(ok) <= early.keys()) else None
@@ -491,12 +468,12 @@ def corroborate(
     if isinstance(found, LookupFailed):
         return {**outcomes, **{j: replace(outcomes[j], detail=f"unverified: {found.reason}") for j in ok}}
     # A "gone" answered to an account that may not see every job is no answer (lookups.sight).
-    found, blind = trusted(found, tracker.scontrol or find_scontrol(None))
+    found, blind = trusted(found, scontrol or tracker.scontrol or find_scontrol(None))
     if blind is not None:
         unseen = [j for j in ok if j not in found]
         outcomes = {**outcomes, **{j: replace(outcomes[j], detail=f"unverified: {blind.gone_note(1)}")
                                    for j in unseen}}
-        ok = [j for j in ok if j in found]
+        ok = ok.among(found)
     gone = {
         j: replace(
             outcomes[j],

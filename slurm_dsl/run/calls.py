@@ -21,7 +21,7 @@ import time
 from dataclasses import replace
 from typing import TYPE_CHECKING, Callable, Optional, Sequence, Union
 
-from ..core.jobid import validate_job_id
+from ..core.jobid import JobIds, validate_job_id
 from ..core.model import Op, Outcome, Reason, RequeueBit, Result
 from ..core.reader import read_outcome, unknown
 from ..core.script import KILL_GRACE, list_argv, render, render_list
@@ -132,7 +132,7 @@ def run_list_call(
     from ..core.bulk_reader import read_list_output, unknown_list_call
 
     op = Op(op)
-    ids = list(job_ids)
+    ids = job_ids if type(job_ids) is JobIds else list(job_ids)  # JobIds: checked already
     path = find_scontrol(scontrol)
     nonce = nonce or new_nonce()
     done = run_wrapped(lambda expired: render_list(op, number, ids, deadline, nonce, path, expired=expired),
@@ -157,7 +157,7 @@ def run_open_list(
     """
     from ..core.bulk_reader import read_open_list, unknown_list_call
 
-    ids = list(job_ids)
+    ids = job_ids if type(job_ids) is JobIds else list(job_ids)  # JobIds: checked already
     args = list_argv(Op.RELEASE, 1, ids)  # open's argv is release's; the ids and their size checked
     path = find_scontrol(scontrol)
     left = deadline - clock()

@@ -44,7 +44,7 @@ from ..core.plain import not_empty
 from ..core.settle import DEFAULT_SETTLE_DELAY, MIN_SETTLE_DELAY
 from ..core.shown import shown
 from ..ledger.base import DEFAULT_PATH
-from .deadlines import MAX_TIMEOUT
+from .deadlines import MAX_TIMEOUT, MIN_TIMEOUT, timeout_of
 
 DEFAULT_CONFIG = "/etc/slurm-dsl/slurm-dsl.conf"
 SECTION = "slurm-dsl"
@@ -95,6 +95,12 @@ def _seconds(low: float, high: float) -> Callable[[str], str]:
         return value
 
     return check
+
+
+def _timeout(value: str) -> str:
+    if timeout_of(value) is None:  # the one timeout rule, the command line's and the library's
+        raise ValueError(f"a number of seconds from {MIN_TIMEOUT:g} to {MAX_TIMEOUT:g}, in ASCII digits")
+    return value
 
 
 def _account(value: str) -> str:
@@ -158,7 +164,7 @@ SETTINGS: Tuple[Setting, ...] = (
             "how sweeps and settling look jobs up: auto, squeue or pyslurm",
             flag="--lookup", env_help="how sweeps look jobs up (auto, squeue, pyslurm), when --lookup is not given",
             example="auto", note="auto, squeue or pyslurm"),
-    Setting("timeout", None, None, _seconds(0.001, MAX_TIMEOUT),
+    Setting("timeout", None, None, _timeout,
             "the whole command's deadline in seconds, for commands given no --timeout (unset: --timeout is required)",
             flag="--timeout", seconds=True, example="30", note="the deadline of commands given no --timeout"),
     Setting("settle_delay", None, f"{DEFAULT_SETTLE_DELAY:g}", _seconds(MIN_SETTLE_DELAY, MAX_TIMEOUT),

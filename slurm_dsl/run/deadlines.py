@@ -2,7 +2,10 @@
 
 Every operation has a deadline (docs/contract.md §2): an epoch time after which no call starts.
 ``resolve_deadline`` makes one from exactly one of a timeout (seconds) and a
-deadline; ``check_deadline`` refuses what the runner could not wait for.  The
+deadline; ``check_deadline`` refuses what the runner could not wait for.  A timeout's bounds are
+here once (``MIN_TIMEOUT``, ``MAX_TIMEOUT``: ``timeout_in_bounds``, and ``timeout_of`` for one
+typed as text), for the library, the command line's ``--timeout`` and the config file's
+``timeout`` alike; each says in its own words what it refuses.  The
 clock is a parameter (``Clock``), so callers and tests can pass their own.
 """
 
@@ -13,6 +16,7 @@ import time
 from typing import Callable, Optional
 
 from ..core.model import InvalidInput
+from ..core.numbers import seconds
 from ..core.plain import plain_float
 
 Clock = Callable[[], float]
@@ -23,6 +27,9 @@ Clock = Callable[[], float]
 # stays far below that with every margin added (guard, kill grace, lease slack), and is far
 # beyond what one scontrol call, or waiting for another operation's lease on the job, needs.
 MAX_TIMEOUT = 86400.0
+# The shortest timeout: a millisecond, the unit a script's deadline is written in
+# (``core.script.deadline_ms`` rounds down): a shorter one could give a deadline before now.
+MIN_TIMEOUT = 0.001
 # How much further than MAX_TIMEOUT ``check_deadline`` lets a deadline be, so that one from
 # ``resolve_deadline`` is not refused a moment later if the wall clock stepped back meanwhile.
 _CLOCK_STEP = 60.0
@@ -40,6 +47,20 @@ TIMEOUT_HELP = (
 )
 
 
+def timeout_in_bounds(seconds: float) -> bool:
+    """Whether ``seconds`` is a timeout an operation takes: from ``MIN_TIMEOUT`` to
+    ``MAX_TIMEOUT`` (NaN is not)."""
+    return MIN_TIMEOUT <= seconds <= MAX_TIMEOUT
+
+
+def timeout_of(text: str) -> Optional[float]:
+    """A timeout typed as text (``--timeout``, the config file's ``timeout``): ASCII digits by
+    ``core.numbers``' rule (no 1_0, no Arabic-Indic digits, no inf or nan) and within
+    ``timeout_in_bounds``; else None."""
+    value = seconds(text, 0.0, MAX_TIMEOUT)
+    return value if value is not None and timeout_in_bounds(value) else None
+
+
 def resolve_deadline(timeout: Optional[float], deadline: Optional[float], clock: Clock = time.time) -> float:
     """An absolute wall-clock deadline from exactly one of ``timeout`` and ``deadline``.
 
@@ -49,12 +70,12 @@ def resolve_deadline(timeout: Optional[float], deadline: Optional[float], clock:
     if (timeout is None) == (deadline is None):
         raise InvalidInput("give exactly one of timeout (seconds) and deadline (epoch seconds)")
     if timeout is not None:
-        seconds = plain_float(timeout, "timeout")
-        if not 0 < seconds <= MAX_TIMEOUT:  # NaN fails both comparisons
+        given = plain_float(timeout, "timeout")
+        if not timeout_in_bounds(given):
             raise InvalidInput(
-                f"timeout must be a positive number of seconds, at most {MAX_TIMEOUT:g} (one day), got {seconds!r}"
+                f"timeout must be a positive number of seconds, at most {MAX_TIMEOUT:g} (one day), got {given!r}"
             )
-        return clock() + seconds
+        return clock() + given
     assert deadline is not None
     return check_deadline(deadline, clock)
 

@@ -21,7 +21,7 @@ import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Generator, List, Optional, Sequence, Tuple, Union, cast
 
-from ..core.jobid import validate_job_id
+from ..core.jobid import JobIds, distinct_ids
 from ..core.model import InvalidInput, LedgerError, NotRecorded, Op, Outcome
 from ..core.script import KILL_GRACE
 from ..host import process
@@ -29,7 +29,7 @@ from ..ledger import base
 from .background import Background
 from .calls import unstarted
 from .deadlines import check_deadline
-from .tracked import NO_LINK, Link, LookupAnswer, Taken, Tracker
+from .tracked import NO_LINK, Begun, Link, LookupAnswer, Taken, Tracker
 
 if TYPE_CHECKING:
     from .bulk import Progress
@@ -118,33 +118,35 @@ def drive_linked(
     parallel: int = 1,
     progress: Optional[Progress] = None,
     link: Link = NO_LINK,
+    begun: Optional[Begun] = None,
 ) -> LinkedEvents:
     """``drive``, every intent recording ``link`` (its key, and per job the operation it
-    retries); with a key, a job the key says not to act on once leased is a ``Taken`` event."""
+    retries); with a key, a job the key says not to act on once leased is a ``Taken`` event.
+    ``begun`` gets each job's history id once its intent is committed."""
     op = Op(op)
-    ids = list(dict.fromkeys(validate_job_id(j) for j in job_ids))
+    ids = distinct_ids(job_ids)
     if isinstance(parallel, bool) or not isinstance(parallel, int) or parallel < 1:
         raise InvalidInput(f"parallel must be a whole number, at least 1, got {parallel!r}")
     when = check_deadline(deadline, tracker.clock)
     if one_by_one or len(ids) == 1:
-        return _one_by_one(tracker, op, ids, when, parallel, link)
+        return _one_by_one(tracker, op, ids, when, parallel, link, begun)
     # The array check's lookup starts now, in a thread: its squeue runs while the bulk path is
     # imported and the caller gets going; its answer is waited for before the first intent
     # (which commits it as the baseline), and what it raises is raised there.
     looking = Background(lambda: tracker.look_up(op, ids, when), "slurm-dsl array check")
-    return _bulk(tracker, op, ids, when, progress, link, looking.result)
+    return _bulk(tracker, op, ids, when, progress, link, looking.result, begun)
 
 
 def _bulk(
-    tracker: Tracker, op: Op, ids: List[str], deadline: float, progress: Optional[Progress], link: Link,
-    looking: Callable[[], LookupAnswer],
+    tracker: Tracker, op: Op, ids: JobIds, deadline: float, progress: Optional[Progress], link: Link,
+    looking: Callable[[], LookupAnswer], begun: Optional[Begun],
 ) -> LinkedEvents:
     from .bulk import run_linked
 
     done: List[str] = []
     try:
         for outcome in run_linked(tracker, op, ids, deadline=deadline, progress=progress, link=link,
-                                looked_up=looking):
+                                looked_up=looking, begun=begun):
             done.append(outcome.job_id)
             yield outcome if isinstance(outcome, Taken) else Ran(outcome)
     except NotRecorded as exc:  # they ran: each is reported all the same, then nothing more starts
@@ -156,13 +158,13 @@ def _bulk(
         yield Stopped(exc, _left(ids, done))
 
 
-def _left(ids: List[str], done: List[str]) -> Tuple[str, ...]:
+def _left(ids: Sequence[str], done: List[str]) -> Tuple[str, ...]:
     seen = set(done)
     return tuple(j for j in ids if j not in seen)
 
 
 def _one_by_one(
-    tracker: Tracker, op: Op, ids: List[str], deadline: float, parallel: int, link: Link
+    tracker: Tracker, op: Op, ids: JobIds, deadline: float, parallel: int, link: Link, begun: Optional[Begun]
 ) -> LinkedEvents:
     # One lookup for every id before anything runs (docs/contract.md §9.4): an array's own JobId
     # would make scontrol act on every task of the array.  WholeArray, LookupFailed: nothing ran.
@@ -181,7 +183,7 @@ def _one_by_one(
         if tracker.clock() >= deadline:
             return unstarted(op, job_id), None
         try:
-            return tracker.run_linked(op, job_id, deadline, checked=True, looked=looked, link=link), None
+            return tracker.run_linked(op, job_id, deadline, checked=True, looked=looked, link=link, begun=begun), None
         except NotRecorded as exc:  # it ran (the tracker logged it)
             stop.set()
             return exc.outcome, exc

@@ -27,7 +27,7 @@ less than ``MIN_CALLS`` is ``InvalidInput``, before anything runs. Rows are ``dr
 events: a job's row comes once it is final (its last run settled, or its earlier operation
 found), so with settling, unknown rows come after the others. Each row's ``Outcome`` is
 ``settled`` (its ``effect``, and ``exits_as``). The history ids of this command's own operations
-are found by their ``actor`` (this process) and start time.
+are those their intents were committed under (``tracked.Begun``), never looked for again.
 """
 
 from __future__ import annotations
@@ -35,10 +35,11 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import replace
+from types import MappingProxyType
 from typing import Dict, Iterator, List, Optional, Sequence, Set, Tuple, Union
 
 from ..core.durable import Control
-from ..core.jobid import validate_job_id
+from ..core.jobid import JobIds, distinct_ids
 from ..core.jobinfo import JobInfo
 from ..core.keys import Decision, Earlier, Step, check_key, decide
 from ..core.model import DSLError, InvalidInput, LedgerError, LookupFailed, Op, Outcome, Result, Verdict
@@ -53,7 +54,7 @@ from . import settling
 from .calls import unstarted
 from .deadlines import check_deadline
 from .driver import Event, Events, Ran, Stopped, drive_linked
-from .tracked import Link, Taken, Tracker
+from .tracked import Begun, Link, Taken, Tracker
 from .tracked import earlier as as_earlier
 
 log = logging.getLogger("slurm_dsl")
@@ -81,7 +82,7 @@ def run_settled(
     for a bad key, retry count or settle delay, or a deadline too close to leave settling its
     time, raised here, before anything runs (the events come from the generator returned)."""
     op = Op(op)
-    ids = list(dict.fromkeys(validate_job_id(j) for j in job_ids))
+    ids = distinct_ids(job_ids)
     key = None if key is None else check_key(key)
     if isinstance(retry, bool) or not isinstance(retry, int) or not 0 <= retry <= 100:
         raise InvalidInput(f"retry must be a whole number from 0 to 100, not {retry!r}")
@@ -102,7 +103,7 @@ def run_settled(
     return _events(_Run(tracker, op, when, calls_by, key, delay, one_by_one, parallel), ids, settling, retry)
 
 
-def _events(run: _Run, ids: List[str], settling: bool, retry: int) -> Events:
+def _events(run: _Run, ids: JobIds, settling: bool, retry: int) -> Events:
     """Steps 1-4; a job its key, read again under its lease, says not to act on after all
     (``tracked.Taken``: another run of the key got there between this one's look-back and its
     lease) goes back to step 1, which reads what that run did."""
@@ -110,21 +111,23 @@ def _events(run: _Run, ids: List[str], settling: bool, retry: int) -> Events:
     while todo:
         act = todo
         if run.key is not None:
-            act = []
+            acting: List[str] = []
             for found in run.look_back(todo):
                 if isinstance(found, str):
-                    act.append(found)
+                    acting.append(found)
                 else:
                     yield found
-        todo = []
+            act = ids.pick(acting)
+        again: List[str] = []
         for event in run.act(act, settle=settling, retry=retry):
             if isinstance(event, Taken):
                 log.info("job %s: %s; looking at its key again", event.job_id, event.detail)
-                todo.append(event.job_id)
+                again.append(event.job_id)
                 continue
             yield event
             if isinstance(event, Stopped):
                 return  # the ledger failed: nothing more is written (the jobs taken are not started)
+        todo = ids.pick(again)
 
 
 class _Run:
@@ -224,7 +227,7 @@ class _Run:
 
     # -- step 1: keyed ---------------------------------------------------------------------------
 
-    def look_back(self, ids: List[str]) -> Iterator[Union[str, Event]]:
+    def look_back(self, ids: Sequence[str]) -> Iterator[Union[str, Event]]:
         """Each job to act on (its id), or its final row (a ``Ran``), by ``core.keys.decide``."""
         assert self.key is not None
         waiting = ids
@@ -291,21 +294,21 @@ class _Run:
 
     # -- steps 2-4: run, settle, retry ----------------------------------------------------------
 
-    def act(self, ids: List[str], *, settle: bool, retry: int) -> Iterator[Union[Event, Taken]]:
+    def act(self, ids: JobIds, *, settle: bool, retry: int) -> Iterator[Union[Event, Taken]]:
         if not ids:
             return
         first: Dict[str, int] = {}  # job -> the history id of its first run here
         runs = 0
         todo = ids
-        link = Link.of(self.key)
+        link = Link(self.key)  # the key checked once, by ``run_settled``: not again per run
         held: Dict[str, Outcome] = {}  # the last row of each job about to run again
         while todo:
-            started = self.ledger.now()
+            begun: Begun = {}  # each job's history id in this run, as its intent is committed
             unknown: List[Outcome] = []
             stopped: Optional[Stopped] = None
             try:
                 for event in drive_linked(self.tracker, self.op, todo, self.calls_by, one_by_one=self.one_by_one,
-                                          parallel=self.parallel, link=link):
+                                          parallel=self.parallel, link=link, begun=begun):
                     if isinstance(event, Stopped):
                         stopped = event
                         continue
@@ -334,11 +337,11 @@ class _Run:
                 return
             if not unknown:
                 return
-            mine = self._own(unknown, started)
+            mine = self._own(unknown, begun)
             for outcome in unknown:
                 if outcome.job_id in mine:
                     first.setdefault(outcome.job_id, mine[outcome.job_id].id)
-            verdicts = self._settle_own(mine, started)
+            verdicts = self._settle_own(mine)
             retry_now: List[str] = []
             for outcome in unknown:
                 entry = mine.get(outcome.job_id)
@@ -351,19 +354,19 @@ class _Run:
                     held[outcome.job_id] = row
                 else:
                     yield Ran(row)
-            todo = retry_now
-            link = Link.of(self.key, {j: first[j] for j in retry_now})
+            todo = ids.pick(retry_now)
+            link = Link(self.key, MappingProxyType({j: first[j] for j in retry_now}))
             runs += 1
 
-    def _own(self, outcomes: Sequence[Outcome], started: float) -> Dict[str, HistoryEntry]:
-        """This run's own history row of each job: the newest of this op by this process's
-        actor that started at or after ``started``; one read for them all (``operations_by``)."""
-        found = self.ledger.operations_by([o.job_id for o in outcomes], self.op, self.tracker.actor, started)
-        return {job: rows[-1] for job, rows in found.items()}
+    def _own(self, outcomes: Sequence[Outcome], begun: Begun) -> Dict[str, HistoryEntry]:
+        """This run's own history row of each job, by the history id its intent was committed
+        under (``begun``); one read for them all (``operations``)."""
+        found = self.ledger.operations([begun[o.job_id] for o in outcomes if o.job_id in begun])
+        return {e.job_id: e for e in found.values()}
 
-    def _settle_own(self, mine: Dict[str, HistoryEntry], started: float) -> Dict[int, Optional[Verdict]]:
+    def _settle_own(self, mine: Dict[str, HistoryEntry]) -> Dict[int, Optional[Verdict]]:
         """Look at once (a ``present`` ends it), then again once the settle delay has passed since
-        the last of them ended, within the deadline (``started``: when this run began, as ``_own``)."""
+        the last of them ended, within the deadline."""
         entries = list(mine.values())
         verdicts = self.settle(entries)
         while True:
@@ -376,6 +379,5 @@ class _Run:
                 return verdicts
             # Re-read, in one read: the rows as the ledger has them now (another settler may have
             # been first).
-            ids = {e.id for e in waiting}
-            now = self.ledger.operations_by([e.job_id for e in waiting], self.op, self.tracker.actor, started)
-            verdicts.update(self.settle([r for rows in now.values() for r in rows if r.id in ids]))
+            now = self.ledger.operations([e.id for e in waiting])
+            verdicts.update(self.settle(list(now.values())))

@@ -40,9 +40,9 @@ import re
 import threading
 import time
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
 
-from ..core.jobid import validate_job_id
+from ..core.jobid import JobIds, checked_already, distinct_ids, validate_job_id
 from ..core.jobinfo import JobInfo
 from ..core.keys import Decision, Earlier, Step, check_key, decide, took_effect
 from ..core.model import (
@@ -110,7 +110,7 @@ class Link(NamedTuple):
     """What ties an operation to others, recorded with its intent (docs/contract.md §12): the
     idempotency key it runs under (None: none) and, per job, the id of the first operation this
     one retries (a job absent from ``retry_of``: a first run).  Made by ``Link.of``, which checks
-    the key (``core.keys.check_key``)."""
+    the key (``core.keys.check_key``), or directly from a key checked already (``run.keyed``)."""
 
     key: Optional[str] = None
     retry_of: Mapping[str, int] = MappingProxyType({})
@@ -121,6 +121,10 @@ class Link(NamedTuple):
 
 
 NO_LINK = Link()
+
+# The history id of each job's operation a run began, filled in as it begins them, for a caller
+# that reads those rows back (``run.keyed``): never looked for again by actor and time.
+Begun = Dict[str, int]
 
 
 class Taken(NamedTuple):
@@ -179,6 +183,70 @@ def start_fields(
     baselines = {j: info for j in ids if (info := looked.infos.get(j)) is not None}
     baseline_at = None if looked.started is None or not baselines else ledger_now - (now - looked.started)
     return baselines, baseline_at, ledger_now + ends_after(deadline - now)
+
+
+class Started(NamedTuple):
+    """What ``start`` committed: the jobs leased and begun (``JobIds``, in their order) with
+    their history ids, and the jobs whose key, read again under the lease, said not to act
+    (their leases given back, nothing written for them)."""
+
+    listed: JobIds
+    op_ids: List[int]
+    taken: Dict[str, Decision]
+
+
+def start(
+    ledger: LedgerStore, op: Op, ids: JobIds, *, owner: str, ttl: float, nonce: str, looked: LookupAnswer,
+    now: float, deadline: float, actor: str, link: Link, begun: Optional[Begun] = None,
+) -> Started:
+    """The leases and the intents of ``ids`` (docs/contract.md §9.2): ONE committed transaction,
+    before any script starts; ``now`` is the tracker's clock then.  Each job ``owner`` could lease
+    (for ``ttl`` seconds) begins ``op`` under ``nonce``, with its baseline from ``looked``, run by
+    ``actor``, under ``link``'s key and as a retry of ``link.retry_of``'s operation; with a key,
+    a leased job whose key now says not to act (``not_to_act``) gives its lease back in the same
+    transaction.  A job another holds is in neither list (the caller waits for it, or runs it on
+    its own).  ``begun`` gets each job's history id.  Shared by one job (``Tracker.run_linked``)
+    and a bulk chunk (``run.bulk``)."""
+    with ledger.batch():
+        held = set(ledger.acquire_leases(ids, owner, ledger.now(), ttl))
+        listed = ids.among(held)
+        taken = not_to_act(ledger, op, listed, link.key)
+        if taken:
+            ledger.release_leases(list(taken), owner)
+            listed = listed.without(taken)
+        op_ids: List[int] = []
+        if listed:
+            began = ledger.now()
+            baselines, baseline_at, ends_by = start_fields(looked, listed, began, now, deadline)
+            retries = {j: link.retry_of[j] for j in listed if j in link.retry_of}
+            op_ids = ledger.begin_operations([(j, op, nonce) for j in listed], began, actor=actor,
+                                             baselines=baselines, baseline_at=baseline_at, ends_by=ends_by,
+                                             key=link.key, retry_of=retries)
+    if begun is not None:
+        begun.update(zip(listed, op_ids))
+    return Started(listed, op_ids, taken)
+
+
+def record(
+    ledger: LedgerStore, finishes: Sequence[Tuple[int, Outcome, bytes]], ids: Sequence[str], owner: str,
+    nonce: str, give_back: Callable[[], None],
+) -> None:
+    """The results (``finishes``: history id, outcome, stderr) and the leases of ``ids`` given
+    back: ONE transaction.  If the ledger fails, each outcome is logged (it ran: never lost), the
+    leases are given back if the ledger lets (``give_back``), and ``NotRecorded`` carries them
+    all.  Shared by one job and a bulk chunk, as ``start`` is."""
+    try:
+        with ledger.batch():
+            ledger.finish_operations(finishes, ledger.now())
+            ledger.release_leases(ids, owner)
+    except LedgerError as exc:
+        # The objects keep their intents (may_be_set for a requeue): nothing is lost for the
+        # sweeper.  The outcomes go to the log, and with the error to the caller.
+        for _, outcome, _ in finishes:
+            log.error("could not record %s (nonce %s) in %s", describe(outcome), nonce, ledger.path)
+        give_back()
+        first, *more = (outcome for _, outcome, _ in finishes)
+        raise NotRecorded(first, exc, more=more) from exc
 
 
 def current_actor() -> str:
@@ -282,7 +350,7 @@ class Tracker:
 
     def look_up(self, op: Union[Op, str], job_ids: Sequence[Union[str, int]], deadline: float) -> LookupAnswer:
         """``refuse_whole_arrays``, and when its lookup started (the baselines' time)."""
-        ids = list(dict.fromkeys(validate_job_id(j) for j in job_ids))
+        ids = distinct_ids(job_ids)
         started = self.clock()
         left = deadline - started
         if Op(op) is Op.RESTORE or not ids or left <= 0:
@@ -329,12 +397,13 @@ class Tracker:
         actor: Optional[str] = None,
         looked: LookupAnswer = NOT_LOOKED,
         link: Link = NO_LINK,
+        begun: Optional[Begun] = None,
     ) -> Union[Outcome, Taken]:
         """One op on one job, recorded; the lease is ``owner``'s if given (a sweeper's), and the
         history says ``actor`` ran it (default: ``self.actor``, this process), under ``link``'s key
         and as a retry of ``link.retry_of``'s operation for the job, if any.  With a key, the key
         is read again under the lease (``not_to_act``): ``Taken`` if it now says not to act,
-        nothing run or written.
+        nothing run or written.  ``begun`` gets the job's history id once its intent is committed.
 
         Unless ``checked`` (the caller ran ``look_up`` for it and passes its answer as
         ``looked``, whose record of the job is committed as the baseline), the id is looked up
@@ -348,7 +417,7 @@ class Tracker:
         job = validate_job_id(job_id)
         deadline = check_deadline(deadline, self.clock)
         if not checked:
-            looked = self.look_up(op, [job], deadline)
+            looked = self.look_up(op, checked_already([job]), deadline)  # checked just above
         # Refused here, a bad scontrol path writes nothing; refused by execute, it would leave the
         # intent below unfinished in the history for an operation that never ran.
         scontrol = find_scontrol(self.scontrol)
@@ -358,23 +427,14 @@ class Tracker:
         nonce = new_nonce()
         while True:
             # The lease and the intent in one transaction: committed before the script starts.  A
-            # keyed job's key is read again there (``not_to_act``); if it now says not to act, the
-            # lease is given back in the same transaction and nothing is written.
-            with ledger.batch():
-                leased = ledger.acquire_lease(job, owner, ledger.now(), ttl)
-                taken = not_to_act(ledger, op, [job], link.key).get(job) if leased else None
-                if taken is not None:
-                    ledger.release_lease(job, owner)
-                elif leased:
-                    begun = ledger.now()
-                    baselines, baseline_at, ends_by = start_fields(looked, [job], begun, self.clock(), deadline)
-                    op_id = ledger.begin_operation(job, op, nonce, begun, actor=actor or self.actor,
-                                                   baseline=baselines.get(job), baseline_at=baseline_at,
-                                                   ends_by=ends_by, key=link.key,
-                                                   retry_of=link.retry_of.get(job))
-            if taken is not None:
-                return Taken(job, taken.detail)
-            if leased:
+            # keyed job's key is read again there; if it now says not to act, the lease is given
+            # back in the same transaction and nothing is written.
+            started = start(ledger, op, checked_already([job]), owner=owner, ttl=ttl, nonce=nonce, looked=looked,
+                            now=self.clock(), deadline=deadline, actor=actor or self.actor, link=link, begun=begun)
+            if job in started.taken:
+                return Taken(job, started.taken[job].detail)
+            if started.op_ids:
+                op_id = started.op_ids[0]
                 break
             if self.clock() >= deadline:
                 bit = RequeueBit.CLEAR if op is Op.REQUEUE else None
@@ -386,17 +446,9 @@ class Tracker:
         except BaseException:
             self._give_back(ledger, job, owner)
             raise
-        try:
-            # The result and the lease given back in one transaction.
-            with ledger.batch():
-                ledger.finish_operation(op_id, outcome, b"".join(c.stderr for c in outcome.calls), ledger.now())
-                ledger.release_lease(job, owner)
-        except LedgerError as exc:
-            # The object keeps its intent (may_be_set for a requeue): nothing is lost for the
-            # sweeper.  The outcome goes to the log, and with the error to the caller.
-            log.error("could not record %s (nonce %s) in %s", describe(outcome), nonce, ledger.path)
-            self._give_back(ledger, job, owner)
-            raise NotRecorded(outcome, exc) from exc
+        # The result and the lease given back in one transaction.
+        record(ledger, [(op_id, outcome, b"".join(c.stderr for c in outcome.calls))], [job], owner, nonce,
+               lambda: self._give_back(ledger, job, owner))
         return outcome
 
     @staticmethod

@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from slurm_dsl import InvalidInput, validate_job_id
-from slurm_dsl.core.jobid import MAX_JOB_ID
+from slurm_dsl.core.jobid import MAX_JOB_ID, JobIds, checked_list, distinct_ids
 
 HOSTILE = [
     "1;id",
@@ -105,3 +105,34 @@ def test_any_text_passes_exactly_when_the_rule_says_and_comes_back_as_given(text
     else:
         with pytest.raises(InvalidInput):
             validate_job_id(text)
+
+
+# -- JobIds: ids checked once, where they come in ------------------------------------------------
+
+
+class _Sly(str):
+    def __str__(self) -> str:
+        return "1; rm -rf /"
+
+
+def test_distinct_ids_checks_each_once_keeps_the_first_of_each_and_refuses_as_validate_job_id() -> None:
+    ids = distinct_ids(["12", 7, "12", _Sly("9")])
+    assert type(ids) is JobIds and ids == ("12", "7", "9") and all(type(j) is str for j in ids)
+    with pytest.raises(InvalidInput) as refused:
+        distinct_ids(["12", "1_2"])
+    with pytest.raises(InvalidInput) as alone:
+        validate_job_id("1_2")
+    assert str(refused.value) == str(alone.value)
+
+
+def test_job_ids_are_trusted_as_they_are_and_only_made_by_the_checks() -> None:
+    ids = distinct_ids(["3", "1", "2"])
+    assert distinct_ids(ids) is ids and checked_list(ids) == ["3", "1", "2"]
+    with pytest.raises(TypeError):
+        JobIds(["not checked"])
+    parts = [ids.part(1, 3), ids.among({"2", "3", "99"}), ids.without({"1"}), ids.pick(["2", "99", "3", "2"])]
+    assert [tuple(p) for p in parts] == [("1", "2"), ("3", "2"), ("3", "2"), ("2", "3")]
+    assert all(type(p) is JobIds for p in parts)
+    # A chosen id equal to one of them is that one: an exact str, never the caller's object.
+    (picked,) = ids.pick([_Sly("3")])
+    assert type(picked) is str and str(picked) == "3"

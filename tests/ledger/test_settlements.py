@@ -499,6 +499,22 @@ def test_operations_by_gives_one_actor_s_operations_of_one_op_since_a_time(ledge
             ledger.operations_by(["not a job"], Op.HOLD, "me", T0)
 
 
+def test_operations_gives_the_rows_of_the_history_ids_asked_for(ledger_location: str) -> None:
+    with open_ledger(ledger_location) as ledger:
+        a = run(ledger, "7", Op.HOLD, T0, unknown(Op.HOLD, "7"), 1, actor="me")
+        run(ledger, "8", Op.HOLD, T0 + 1, ok(Op.HOLD, "8"), 2)  # not asked for
+        b = run(ledger, "9", Op.RELEASE, T0 + 2, None, 3, actor="another")
+        ledger.add_settlements([(a, Verdict.PRESENT, T0 + 5, None, "")], T0 + 6, by="sweep")
+        found = ledger.operations([b, a, b, a + b + 100])  # each once; one that is not there absent
+        assert {i: (e.job_id, e.op, e.actor) for i, e in found.items()} == {
+            a: ("7", Op.HOLD, "me"), b: ("9", Op.RELEASE, "another")}
+        settled = found[a].settlement
+        assert settled is not None and settled.verdict is Verdict.PRESENT and found[b].result is None
+        assert ledger.operations([]) == {}
+        with pytest.raises(InvalidInput):
+            ledger.operations(["7"])  # type: ignore[list-item]
+
+
 def test_later_operations_are_the_job_s_rows_after_each(ledger_location: str) -> None:
     with open_ledger(ledger_location) as ledger:
         a = run(ledger, "7", Op.HOLD, T0, unknown(Op.HOLD, "7"), 1)

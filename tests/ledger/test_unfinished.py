@@ -30,7 +30,7 @@ def test_a_requeue_whose_result_could_not_be_recorded_is_counted_and_stays_track
         raise LedgerError("the disk is full", path=ledger_location)
 
     fake = write_fake(tmp_path / "bin", {})  # every call succeeds: the requeue ran, all of it
-    monkeypatch.setattr(store_class(ledger_location), "finish_operation", failing)
+    monkeypatch.setattr(store_class(ledger_location), "finish_operations", failing)  # one job's too
     with Tracker(ledger_location, scontrol=str(fake)) as t:
         with pytest.raises(NotRecorded) as raised:
             t.run(Op.REQUEUE, "5", time.time() + 10)

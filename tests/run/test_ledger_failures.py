@@ -178,7 +178,7 @@ def test_a_lease_that_cannot_be_given_back_does_not_lose_the_outcome(
         raise LedgerError("database is locked", path=str(ledger_path))
 
     fake = write_fake(tmp_path / "bin", {})
-    monkeypatch.setattr(store_class(ledger_path), "release_lease", locked)
+    monkeypatch.setattr(store_class(ledger_path), "release_leases", locked)  # one job's too (tracked.record)
     with Tracker(str(ledger_path), scontrol=str(fake)) as t:
         with pytest.raises(NotRecorded) as raised:
             t.run(Op.HOLD, "5", time.time() + 10)
@@ -196,18 +196,18 @@ def test_a_ledger_failing_before_the_script_raises_its_own_error_and_runs_nothin
 ) -> None:
     fake = write_fake(tmp_path / "bin", {})
     store = store_class(ledger_path)
-    begin = store.begin_operation
+    begin = store.begin_operations  # one job's too (tracked.start)
 
     def failing_begin(self: Any, *args: Any, **kwargs: Any) -> int:
         raise LedgerError("begin operation: disk I/O error", path=str(ledger_path))
 
-    monkeypatch.setattr(store, "begin_operation", failing_begin)
+    monkeypatch.setattr(store, "begin_operations", failing_begin)
     with Tracker(str(ledger_path), scontrol=str(fake)) as t:
         with pytest.raises(LedgerError, match="begin operation") as info:
             t.run(Op.HOLD, "5", time.time() + 10)
         assert not isinstance(info.value, NotRecorded), "nothing ran"
         assert calls_made(fake) == []
-        monkeypatch.setattr(store, "begin_operation", begin)
+        monkeypatch.setattr(store, "begin_operations", begin)
         # The lease was taken in the intent's transaction, so it went with it: the next
         # operation on the job gets the job at once.
         ledger = t.ledger()

@@ -157,7 +157,7 @@ def test_an_outcome_that_cannot_be_recorded_is_logged_and_the_intent_kept(
         raise LedgerError("database or disk is full", path=ledger_path)
 
     fake = write_fake(tmp_path / "bin", {})
-    monkeypatch.setattr(SqliteLedger, "finish_operation", full_disk)
+    monkeypatch.setattr(SqliteLedger, "finish_operations", full_disk)  # one job's too (tracked.record)
     with Tracker(ledger_path, scontrol=str(fake)) as t:
         with pytest.raises(LedgerError):
             t.run(Op.REQUEUE, "18", time.time() + 5)

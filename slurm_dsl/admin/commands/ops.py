@@ -17,12 +17,13 @@ import logging
 import time
 from typing import IO, Iterable, List, Sequence
 
+from ...core.jobid import checked_already
 from ...core.keys import check_key
 from ...core.model import InvalidInput, LedgerError, Op, Outcome, Result, UsageError, describe
 from ...core.numbers import whole_number
 from ...core.shown import shown
 from ...host.binaries import find_scontrol
-from ...run.deadlines import TIMEOUT_HELP
+from ...run.deadlines import TIMEOUT_HELP, resolve_deadline
 from ...run.driver import Stopped, drive
 from ...run.tracked import Tracker
 from .. import render as show
@@ -190,8 +191,9 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
             f"no deadline: give --timeout SECONDS, or set timeout = SECONDS in the config file"
             f" ({args.configuration.file})"
         )
-    deadline = time.time() + args.timeout
-    ids = job_ids(args.job_ids)
+    deadline = resolve_deadline(args.timeout, None)
+    # Each validated once, by the parser's type and ``job_ids``: nothing below checks them again.
+    ids = checked_already(job_ids(args.job_ids))
     tracker = Tracker(args.ledger, scontrol=find_scontrol(args.scontrol), squeue=args.squeue,
                       configuration=args.configuration)
     bulk = not args.one_by_one and len(ids) > 1
@@ -242,7 +244,8 @@ def _log_outcome(outcome: Outcome) -> None:
     # Logged for the journal; the result itself goes to stdout.  Only the outcomes an admin
     # must act on are warnings.
     level = logging.WARNING if outcome.result in (Result.UNKNOWN, Result.BIT_SET) else logging.INFO
-    log.log(level, "%s", describe(outcome))
+    if log.isEnabledFor(level):  # described only when written: at the default level, an ok row is not
+        log.log(level, "%s", describe(outcome))
 
 
 def _ledger_failed(error: LedgerError, not_started: Sequence[str], err: IO[str]) -> int:
