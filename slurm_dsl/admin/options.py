@@ -23,7 +23,7 @@ from ..core.model import InvalidInput, UsageError
 from ..core.numbers import seconds, whole_number
 from ..core.settle import DEFAULT_SETTLE_DELAY, MIN_SETTLE_DELAY, check_settle_delay
 from ..core.shown import shown
-from ..run.deadlines import MAX_TIMEOUT, timeout_of
+from ..run.deadlines import MAX_TIMEOUT, MIN_TIMEOUT, timeout_of
 
 if TYPE_CHECKING:
     SubParsers = argparse._SubParsersAction[argparse.ArgumentParser]
@@ -81,8 +81,8 @@ def positive_seconds(text: str) -> float:
     value = timeout_of(text)
     if value is None:
         raise argparse.ArgumentTypeError(
-            f"must be a positive number of seconds, at most {MAX_TIMEOUT:g} (one day), in ASCII digits:"
-            f" {shown(text, 40)!r}"
+            f"must be a number of seconds, at least {MIN_TIMEOUT:g} and at most {MAX_TIMEOUT:g} (one day), in ASCII"
+            f" digits: {shown(text, 40)!r}"
         )
     return value
 

@@ -73,7 +73,8 @@ def resolve_deadline(timeout: Optional[float], deadline: Optional[float], clock:
         given = plain_float(timeout, "timeout")
         if not timeout_in_bounds(given):
             raise InvalidInput(
-                f"timeout must be a positive number of seconds, at most {MAX_TIMEOUT:g} (one day), got {given!r}"
+                f"timeout must be a number of seconds, at least {MIN_TIMEOUT:g} and at most {MAX_TIMEOUT:g} (one day),"
+                f" got {given!r}"
             )
         return clock() + given
     assert deadline is not None
