@@ -119,7 +119,8 @@ def hand_back_check(hand_back: bool, control: Control, now: float, where: str = 
         else ", every controller before it refused a connection")
     age = now - control.beat_at
     return Check("hand-back", OK, f"the heartbeat is controller {control.writer}'s, written {age:.0f} s ago{held}"
-                 " (read before each look that may say absent)")
+                 f" (read before each look that may say absent, which waits until its writer has been in control"
+                 f" for {control.held_for:.0f} s)")
 
 
 def _account_name(uid: int) -> str:

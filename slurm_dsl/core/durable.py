@@ -59,6 +59,19 @@ writer took control after ``end`` (the primary: with the requests queued on it),
 that could take control from it holds a socket with requests on it.  Anything else (no heartbeat,
 an older one, a controller before the writer that listens or cannot be reached) may hold one back:
 ``absent`` is not read yet, and no object is cleared.
+
+Rule 7, in charge long enough (``may_be_held``, ``remember``): a heartbeat proves its writer in
+control, not that it has worked through the requests that waited on its socket: in CI (24.11.5,
+under load) a lookup made after the restarted primary's first heartbeat still showed the job
+without the requeue that had waited on its socket, applied later.  So ``absent`` also waits until
+the writer has been in control for longer than such a request could have waited
+(``CONTROL_TIMEOUT`` plus slurm.conf's MessageTimeout, ``held_for``; docs/contract.md §13.6): the
+heartbeats of one writer are remembered (``Control.seen``), and a request sent before ``end`` is
+no longer held back once one of them was written after ``end`` (Rule 2's margin) and the heartbeat
+read now is at least ``held_for`` later.  The writer was in control at that earlier heartbeat,
+after ``end``, so whatever waited on its socket from before ``end`` has had ``held_for`` to be
+applied; a controller restarted since then listened only after ``end``, so holds nothing sent
+before it.  A writer that changes starts the memory again.
 """
 
 from __future__ import annotations
@@ -72,6 +85,13 @@ JOB_STATE_VERSION = b"PROTOCOL_VERSION"
 HEADER_BYTES = 4 + len(JOB_STATE_VERSION) + 1 + 2 + 8  # what ``save_started`` needs of the file
 # Seconds the ledger's clock and the controller's may differ (Rule 2).
 CLOCK_MARGIN = 1.0
+# slurmctld's CONTROL_TIMEOUT (src/slurmctld/slurmctld.h) and MessageTimeout's default
+# (src/common/read_config.h): together, how long a request may wait on a controller's socket (Rule 7).
+CONTROL_TIMEOUT = 30
+DEFAULT_MESSAGE_TIMEOUT = 10
+HELD_FOR = float(CONTROL_TIMEOUT + DEFAULT_MESSAGE_TIMEOUT)
+# Heartbeats one writer's memory keeps (Rule 7): the oldest go first, which only delays a verdict.
+SEEN_KEPT = 64
 # Seconds an operation's history row is read again after it began, whatever it showed (Rule 4):
 # far longer than the transaction that writes a row, so every lower id has committed by then.
 MARK_GUARD = 60.0
@@ -138,11 +158,15 @@ class Control(NamedTuple):
     """Rule 6: what was read of the controllers, before a lookup: the heartbeat's time (whole
     seconds, the writer's clock; None: no heartbeat could be read) and its writer's index among
     the SlurmctldHost lines, and for each controller listed before the writer, whether it listens
-    (True), refused the connection (False) or could not be told (None)."""
+    (True), refused the connection (False) or could not be told (None).  Rule 7: the heartbeats of
+    the same writer read before, oldest first (``remember``), and how long a request may wait on a
+    controller's socket (``held_for``, seconds)."""
 
     beat_at: Optional[int]
     writer: Optional[int]
     listening: Tuple[Optional[bool], ...] = ()
+    seen: Tuple[int, ...] = ()
+    held_for: float = HELD_FOR
 
 
 # Nothing read: every request may still be held back.
@@ -166,7 +190,41 @@ def may_be_held(control: Control, end: float, margin: float = CLOCK_MARGIN) -> b
         return True
     before = control.listening[:control.writer]
     # Every controller before the writer asked, and each refused the connection.
-    return len(before) < control.writer or any(listens is not False for listens in before)
+    if len(before) < control.writer or any(listens is not False for listens in before):
+        return True
+    # Rule 7: in control since a heartbeat after the end, for at least ``held_for``.
+    since = min((b for b in control.seen if began_after(b, end, margin)), default=None)
+    return since is None or control.beat_at - since < control.held_for
+
+
+def remember(seen: Tuple[int, ...], same_writer: bool, beat_at: int, spacing: float,
+             kept: int = SEEN_KEPT) -> Tuple[int, ...]:
+    """Rule 7: the heartbeats to remember once ``beat_at`` is read, given those remembered before
+    (``seen``, of the writer read then; ``same_writer``: whether it wrote this one too): a new
+    writer starts again; a heartbeat is kept when it is at least ``spacing`` s after the newest kept
+    (an older one read again adds nothing), and at most ``kept`` of them, the oldest dropped."""
+    if not same_writer or not seen:
+        return (beat_at,)
+    if beat_at < seen[-1] + spacing:
+        return seen
+    return (*seen, beat_at)[-kept:]
+
+
+_TIMEOUT = re.compile(r"(?<![A-Za-z])MessageTimeout\s*=\s*(\S+)", re.IGNORECASE)
+
+
+def held_for(slurm_conf: Optional[str]) -> float:
+    """Rule 7: how long a request may wait on a controller's socket, in seconds: CONTROL_TIMEOUT
+    plus slurm.conf's MessageTimeout (its default, 10, when the text does not set it; the last
+    setting counts, as slurmctld reads it; one that is no whole number counts as 100, the longest
+    Slurm allows without a warning, the safe side)."""
+    found = None
+    for line in (slurm_conf or "").splitlines():
+        for value in _TIMEOUT.findall(line.split("#", 1)[0]):
+            found = value
+    if found is None:
+        return HELD_FOR
+    return float(CONTROL_TIMEOUT + (int(found) if found.isdigit() else 100))
 
 
 _HOST = re.compile(r"(?<![A-Za-z])(SlurmctldHost|ControlMachine|ControlAddr|BackupController|BackupAddr|SlurmctldPort)"

@@ -15,7 +15,6 @@ no file for a moment (read again: once).
 
 from __future__ import annotations
 
-import errno
 import os
 import re
 import socket
@@ -28,6 +27,7 @@ from ..core.durable import (
     Control,
     controllers,
     heartbeat,
+    held_for,
     may_hand_back,
     save_started,
 )
@@ -93,18 +93,21 @@ def listens(address: str, port: int, timeout: float = PROBE_TIMEOUT) -> Optional
     try:
         with socket.create_connection((address, port), timeout=timeout):
             return True
-    except ConnectionRefusedError:
+    except ConnectionRefusedError:  # ECONNREFUSED, whichever call raised it
         return False
-    except OSError as exc:
-        return False if exc.errno == errno.ECONNREFUSED else None
+    except OSError:
+        return None
 
 
 def read_control(environ: Optional[Mapping[str, str]] = None, location: Optional[str] = None) -> Control:
     """What ``core.durable`` Rule 6 reads of the controllers, now, before a lookup: the heartbeat
     in ``location`` (default: ``state_save_location()``), then whether each controller slurm.conf
-    lists before its writer listens.  ``UNREAD`` (all may hold a request back) when slurm.conf or
-    the heartbeat cannot be read."""
-    listed = controllers(_slurm_conf(environ))
+    lists before its writer listens, and how long a request may wait on a controller's socket
+    (slurm.conf's MessageTimeout, Rule 7).  ``UNREAD`` (all may hold a request back) when slurm.conf
+    or the heartbeat cannot be read.  No heartbeat read before is in it (``Control.seen``: the
+    caller remembers them)."""
+    text = _slurm_conf(environ)
+    listed = controllers(text)
     path = os.path.join(location or state_save_location(environ), "heartbeat")
     try:
         with open(path, "rb") as beat:  # replaced by a rename: a read sees a whole file
@@ -120,7 +123,7 @@ def read_control(environ: Optional[Mapping[str, str]] = None, location: Optional
         asked.append(listens(address, port))
         if asked[-1] is not False:
             break  # one that may hold a request is enough: the rest are not asked
-    return Control(at, writer, tuple(asked))
+    return Control(at, writer, tuple(asked), held_for=held_for(text))
 
 
 def last_save(location: Optional[str] = None) -> LastSave:

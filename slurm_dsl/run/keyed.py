@@ -170,7 +170,7 @@ class _Run:
         """One lookup of ``job_ids`` within the deadline: its answers (None: it could not ask), the
         ledger-clock time it started, and the controllers as read before it (``settling.controls``,
         core.settle Rule 14)."""
-        control = settling.controls()
+        control = settling.controls(self.ledger)
         looked_at = self.ledger.now()
         left = self.left()
         if left <= 0:

@@ -27,14 +27,14 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Set, Tuple, Union
 
-from ..core.durable import UNREAD, Control, began_after, next_mark
+from ..core.durable import UNREAD, Control, began_after, next_mark, remember
 from ..core.jobinfo import JobInfo, Lookup
-from ..core.model import InvalidInput, LookupFailed, Result, Verdict
+from ..core.model import InvalidInput, LedgerError, LookupFailed, Result, Verdict
 from ..core.script import KILL_GRACE
 from ..core.settle import DEFAULT_SETTLE_DELAY, GONE_DETAIL, OneLookup, Pending, Recorded, Settled, exits_as, looked_up
 from ..ledger.base import LedgerStore
 from ..ledger.records import HistoryEntry, iso_utc, job_info_json
-from ..lookups.saves import hand_back_possible, read_control
+from ..lookups.saves import hand_back_possible, read_control, state_save_location
 from ..lookups.sight import trusted
 from .calls import GUARD_MARGIN
 from .deadlines import MAX_TIMEOUT
@@ -85,11 +85,53 @@ class Decided(NamedTuple):
         }
 
 
-def controls() -> Optional[Control]:
+# The heartbeats this process has read (core.durable Rule 7): the writer and its heartbeats kept.
+_seen: Dict[str, Tuple[int, Tuple[int, ...]]] = {}
+SEEN_KEY = "controllers_seen"  # where a sweep's summary keeps them for the next process
+
+
+def controls(ledger: Optional[LedgerStore] = None) -> Optional[Control]:
     """The controllers as read now, to be read before a lookup whose ``absent`` may be read, or
-    an object cleared (``core.durable`` Rule 6, ``core.settle`` Rule 14): None where slurm.conf
-    names one controller (no hand-back: nothing to read)."""
-    return read_control() if hand_back_possible() else None
+    an object cleared (``core.durable`` Rules 6 and 7, ``core.settle`` Rule 14): None where
+    slurm.conf names one controller (no hand-back: nothing to read).  The heartbeats of the same
+    writer read before are in it (``Control.seen``): this process's, and the first time, those the
+    last sweep recorded in ``ledger`` (``seen_by``)."""
+    if not hand_back_possible():
+        return None
+    location = state_save_location()
+    read = read_control(location=location)
+    if read.beat_at is None or read.writer is None:
+        return read
+    before = _seen.get(location)
+    if before is None and ledger is not None:
+        before = seen_by(ledger)
+    writer, seen = before if before is not None else (read.writer, ())
+    kept = remember(seen, writer == read.writer, read.beat_at, read.held_for / 4)
+    _seen[location] = (read.writer, kept)
+    return read._replace(seen=kept)
+
+
+def seen_by(ledger: LedgerStore) -> Optional[Tuple[int, Tuple[int, ...]]]:
+    """The writer and heartbeats the last sweep recorded (its summary's ``controllers_seen``), or
+    None: none did, or not in that form."""
+    try:
+        last = ledger.last_sweep()
+    except LedgerError as exc:
+        log.warning("could not read the last sweep's controllers from %s: %s", ledger.path, exc)
+        return None
+    found = None if last is None else last.summary.get(SEEN_KEY)
+    if not isinstance(found, dict):
+        return None
+    writer, beats = found.get("writer"), found.get("beats")
+    if type(writer) is not int or not isinstance(beats, list) or not all(type(b) is int for b in beats):
+        return None
+    return writer, tuple(sorted(beats))
+
+
+def seen_now() -> Optional[Dict[str, object]]:
+    """What a sweep's summary keeps of the heartbeats this process read (``SEEN_KEY``), or None."""
+    found = _seen.get(state_save_location())
+    return None if found is None else {"writer": found[0], "beats": list(found[1])}
 
 
 def decide(
@@ -385,7 +427,7 @@ def settle_rows(
                          if e.result is not None]
     asked = list(dict.fromkeys([*(e.job_id for e in todo), *(e.job_id for e in acknowledged)]))
     answers: Optional[Mapping[str, Optional[JobInfo]]] = {}
-    control = controls() if todo else None  # before the lookup (core.settle Rule 14)
+    control = controls(ledger) if todo else None  # before the lookup (core.settle Rule 14)
     looked_at = ledger.now()
     if asked:
         try:

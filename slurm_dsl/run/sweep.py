@@ -164,6 +164,8 @@ class SweepReport:
     acknowledged: List[settling.Decided] = field(default_factory=list)
     lost_written: int = 0
     acknowledged_from: Optional[int] = None
+    # The heartbeats read of the controller in control, for the next sweep (core.durable Rule 7).
+    controllers_seen: Optional[Dict[str, object]] = None
 
     @property
     def save_error(self) -> Optional[str]:
@@ -196,6 +198,7 @@ class SweepReport:
             **({"lost": len(self.lost)} if self.lost else {}),
             # Only once past the first id: a ledger's summary of a sweep that read none stays as it was.
             **({"acknowledged_from": self.acknowledged_from} if (self.acknowledged_from or 1) > 1 else {}),
+            **({settling.SEEN_KEY: self.controllers_seen} if self.controllers_seen else {}),
         }
 
     @property
@@ -300,7 +303,8 @@ def sweep(
         report.save = last_save()
         # And the controllers: where a backup may hand back, no absent is read and no object
         # cleared while one may still hold a request back (core.settle Rule 14, core.durable Rule 6).
-        control = settling.controls()
+        control = settling.controls(ledger)
+        report.controllers_seen = settling.seen_now()
         looked_at = ledger.now()  # when the lookup starts: the settle delay counts to here
         if asked:
             try:

@@ -385,6 +385,8 @@ def test_the_hand_back_check_says_whether_absent_can_be_read() -> None:
     assert blind.status == "warn" and "no unknown operation will be read absent" in blind.detail
     primary = hand_back_check(True, Control(990, 0), 1000.0)
     assert primary.status == "ok" and "controller 0's, written 10 s ago" in primary.detail
+    assert "in control for 40 s" in primary.detail
+    assert "in control for 33 s" in hand_back_check(True, Control(990, 0, held_for=33.0), 1000.0).detail
     handing = hand_back_check(True, Control(999, 1, (True,)), 1000.0)
     assert handing.status == "ok" and "a hand-back in progress" in handing.detail
     down = hand_back_check(True, Control(999, 1, (False,)), 1000.0)

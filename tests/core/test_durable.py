@@ -20,9 +20,11 @@ from slurm_dsl.core.durable import (
     began_after,
     controllers,
     heartbeat,
+    held_for,
     may_be_held,
     may_hand_back,
     next_mark,
+    remember,
     save_started,
 )
 
@@ -185,7 +187,11 @@ def naive_beat(data: bytes) -> Optional[tuple]:  # type: ignore[type-arg]
     return None if at == 0 else (at, writer)
 
 
-def naive_held(beat_at: Optional[int], writer: Optional[int], listening: tuple, end: float) -> bool:  # type: ignore[type-arg]
+# Rule 7, from the same section: and the writer has been in control for longer than a request
+# may wait on a socket, shown by a heartbeat of the same writer read before, written after the end,
+# at least ``held_for`` before the one read now.
+def naive_held(beat_at: Optional[int], writer: Optional[int], listening: tuple, end: float,  # type: ignore[type-arg]
+               seen: tuple = (), held_for: float = 40.0) -> bool:  # type: ignore[type-arg]
     if beat_at is None or writer is None:
         return True
     if not beat_at > end + CLOCK_MARGIN:
@@ -193,7 +199,10 @@ def naive_held(beat_at: Optional[int], writer: Optional[int], listening: tuple, 
     for index in range(writer):
         if index >= len(listening) or listening[index] is not False:
             return True
-    return False
+    for earlier in seen:
+        if earlier > end + CLOCK_MARGIN and beat_at - earlier >= held_for:
+            return False  # in control after the end, and long enough since
+    return True
 
 
 @given(st.binary(max_size=20) | st.builds(lambda a, b: struct.pack(">QQ", a, b),
@@ -210,27 +219,58 @@ def test_the_pairs_heartbeat() -> None:
     st.one_of(st.none(), st.integers(1, 2000)), st.one_of(st.none(), st.integers(0, 3)),
     st.lists(st.one_of(st.none(), st.booleans()), max_size=4).map(tuple),
     st.floats(0, 2000, allow_nan=False),
+    st.lists(st.integers(1, 2000), max_size=5).map(lambda b: tuple(sorted(b))),
+    st.sampled_from([13.0, 40.0, 130.0]),
 )
 def test_may_be_held_is_the_naive_reading(beat_at: Optional[int], writer: Optional[int], listening: tuple,  # type: ignore[type-arg]
-                                          end: float) -> None:
-    assert may_be_held(Control(beat_at, writer, listening), end) is naive_held(beat_at, writer, listening, end)
+                                          end: float, seen: tuple, held_for: float) -> None:  # type: ignore[type-arg]
+    control = Control(beat_at, writer, listening, seen, held_for)
+    assert may_be_held(control, end) is naive_held(beat_at, writer, listening, end, seen, held_for)
+
+
+LONG = (1000,)  # a heartbeat of the same writer read 40 s before the one read now (Rule 7)
 
 
 @pytest.mark.parametrize(("control", "held"), [
     (UNREAD, True),  # nothing read
-    (Control(1000, 0), False),  # the primary wrote after the end: it took control (and its queue) since
-    (Control(1001, 0), False),
-    (Control(1000, 0, ()), False),
-    (Control(999, 0), True),  # in the end's second (Rule 2): it may have been in control only before
-    (Control(1000, 1, (True,)), True),  # the backup in control, the primary listens: a hand-back
-    (Control(1000, 1, (None,)), True),  # the primary could not be reached: it may
-    (Control(1000, 1, (False,)), False),  # the primary refused: nothing listens there
-    (Control(1000, 1, ()), True),  # the primary was not asked
-    (Control(1000, 2, (False, True)), True),
-    (Control(1000, 2, (False, False)), False),
+    (Control(1040, 0, (), LONG), False),  # the primary wrote after the end, and has been in control 40 s since
+    (Control(1041, 0, (), LONG), False),
+    (Control(1039, 0, (), LONG), True),  # not yet 40 s: a request that waited on its socket may still come
+    (Control(1040, 0), True),  # no earlier heartbeat of it read: in control since when is not known
+    (Control(1000, 0, (), (1000,)), True),  # its first heartbeat: the CI case, a requeue applied later
+    (Control(1039, 0, (), (999,)), True),  # in the end's second (Rule 2): it may have been in control only before
+    (Control(1040, 0, (), (999, 1000)), False),  # the first one after the end counts
+    (Control(1040, 1, (True,), LONG), True),  # the backup in control, the primary listens: a hand-back
+    (Control(1040, 1, (None,), LONG), True),  # the primary could not be reached: it may
+    (Control(1040, 1, (False,), LONG), False),  # the primary refused: nothing listens there
+    (Control(1040, 1, (), LONG), True),  # the primary was not asked
+    (Control(1040, 2, (False, True), LONG), True),
+    (Control(1040, 2, (False, False), LONG), False),
+    (Control(1013, 0, (), LONG, 13.0), False),  # a shorter wait on a socket (held_for): sooner
 ])
 def test_a_request_is_held_back_unless_the_controllers_say_it_cannot_be(control: Control, held: bool) -> None:
     assert may_be_held(control, 998.5) is held
+
+
+@pytest.mark.parametrize(("seen", "same", "beat", "kept"), [
+    ((), True, 100, (100,)),  # the first one read
+    ((100,), False, 200, (200,)),  # another writer: start again
+    ((100,), True, 105, (100,)),  # closer than the spacing: nothing added
+    ((100,), True, 110, (100, 110)),
+    ((100, 110), True, 90, (100, 110)),  # an older one read again adds nothing
+    (tuple(range(0, 640, 10)), True, 640, tuple(range(10, 650, 10))),  # 64 kept, the oldest dropped
+])
+def test_the_heartbeats_remembered(seen: tuple, same: bool, beat: int, kept: tuple) -> None:  # type: ignore[type-arg]
+    assert remember(seen, same, beat, 10.0) == kept
+
+
+@pytest.mark.parametrize(("text", "seconds"), [
+    (None, 40.0), ("", 40.0), ("MessageTimeout=3\n", 33.0), ("messagetimeout = 20 # long\n", 50.0),
+    ("MessageTimeout=3\nMessageTimeout=7\n", 37.0),  # the last one counts
+    ("# MessageTimeout=3\n", 40.0), ("MessageTimeout=ten\n", 130.0),
+])
+def test_how_long_a_request_may_wait_on_a_socket(text: Optional[str], seconds: float) -> None:
+    assert held_for(text) == seconds
 
 
 @pytest.mark.parametrize(("text", "expected"), [

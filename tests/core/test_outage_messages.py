@@ -137,15 +137,18 @@ def test_a_requeue_whose_call_failed_in_a_hand_back_is_not_absent_before_the_bou
 # Rule 14, from docs/contract.md §13.6's words: where a backup may hand back, absent is read only from
 # a lookup before which the controllers were read and no request sent before the end can still be
 # held back; a later operation's record, read without such a reading, cannot say absent.
-PRIMARY_AFTER = Control(int(END) + 30, 0)  # the primary wrote a heartbeat after the end: it took control
-BACKUP_PRIMARY_LISTENS = Control(int(END) + 30, 1, (True,))  # a hand-back in progress
-BACKUP_PRIMARY_DOWN = Control(int(END) + 30, 1, (False,))  # the primary refused the connection
-PRIMARY_BEFORE = Control(int(END) - 1, 0)  # the newest heartbeat is from before the end
+# Rule 7 (core.durable): and the writer's heartbeat read before, after the end, is 40 s older.
+SINCE = (int(END) + 5,)
+PRIMARY_AFTER = Control(int(END) + 45, 0, (), SINCE)  # the primary wrote heartbeats after the end: in control
+BACKUP_PRIMARY_LISTENS = Control(int(END) + 45, 1, (True,), SINCE)  # a hand-back in progress
+BACKUP_PRIMARY_DOWN = Control(int(END) + 45, 1, (False,), SINCE)  # the primary refused the connection
+PRIMARY_BEFORE = Control(int(END) - 1, 0, (), (int(END) - 41,))  # the newest heartbeat is from before the end
+PRIMARY_JUST_NOW = Control(int(END) + 30, 0, (), (int(END) + 30,))  # its first heartbeat: it just took control
 
 
 @pytest.mark.parametrize("reason", [Reason.UNRECOGNISED_STDERR, Reason.KILLED_BY_SIGNAL, None])
 @pytest.mark.parametrize(("control", "absent"), [
-    (UNREAD, False), (PRIMARY_BEFORE, False), (BACKUP_PRIMARY_LISTENS, False),
+    (UNREAD, False), (PRIMARY_BEFORE, False), (BACKUP_PRIMARY_LISTENS, False), (PRIMARY_JUST_NOW, False),
     (PRIMARY_AFTER, True), (BACKUP_PRIMARY_DOWN, True),
 ])
 def test_where_a_backup_may_hand_back_absent_needs_controllers_that_hold_nothing_back(
@@ -177,8 +180,24 @@ def test_a_requeue_retried_during_a_slow_hand_back_is_not_absent_until_the_prima
                                 control=Control(int(END + after) - 1, 1, (True,))) is None
     requeued = JobInfo(J, "PENDING", True, 1, 4294901, "BeginTime")  # the primary took control: applied
     found = settle_operation(requeue, [], requeued, END + 46.0, no_ends_by_bound=60.0, hand_back=True,
-                             control=Control(int(END) + 45, 0))
+                             control=Control(int(END) + 45, 0, (), (int(END) + 45,)))
     assert found is not None and found.verdict is Verdict.PRESENT
+
+
+def test_a_requeue_is_not_absent_from_the_primarys_first_seconds_in_control() -> None:
+    # CI, 24.11.5 under load (stop 37): the restarted primary's heartbeat was after the end, and a
+    # lookup 32 s after the end still showed RestartCnt 0: the requeue that had waited on its socket
+    # came later.  Rule 7: no absent until the primary has been in control for held_for.
+    base = JobInfo(J, "RUNNING", True, 0, 4294901, "None")
+    requeue = Recorded(1, J, Op.REQUEUE, Result.UNKNOWN, END - 5.0, finished_at=END, baseline=base,
+                       baseline_at=END - 6.0, reason=Reason.CLEAR_FAILED)
+    first = int(END) + 31
+    for beat in (first, first + 10, first + 32):
+        assert settle_operation(requeue, [], base, END + 32.0 + beat - first, no_ends_by_bound=60.0, hand_back=True,
+                                control=Control(beat, 0, (), (first,), 33.0)) is None
+    late = settle_operation(requeue, [], base, END + 66.0, no_ends_by_bound=60.0, hand_back=True,
+                            control=Control(first + 33, 0, (), (first,), 33.0))
+    assert late is not None and late.verdict is Verdict.ABSENT
 
 
 def test_a_later_operations_record_cannot_say_absent_where_a_backup_may_hand_back() -> None:

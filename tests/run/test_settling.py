@@ -176,7 +176,11 @@ def test_where_a_backup_may_hand_back_absent_and_a_clear_wait_for_controllers_th
     # A requeue cut off 300 s ago (far past every bound), its job at Requeue=0 and RestartCnt 0:
     # absent, and its object cleared, only when the heartbeat read before the lookup was written
     # after it and no controller listed before the heartbeat's writer listens (docs/contract.md
-    # §13.6): a restarted primary that listens may still hold the requeue back (a hand-back).
+    # §13.6): a restarted primary that listens may still hold the requeue back (a hand-back).  And
+    # only once the writer has been in control for longer than a request may wait on its socket
+    # (core.durable Rule 7): the first sweep sees its first heartbeat, gives no verdict and keeps
+    # the object; the next sweep, in another process (the memory is the ledger's), 60 s later does.
+    location = Path(os.environ["SLURM_DSL_STATE_SAVE_LOCATION"])
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as server:
         server.bind(("127.0.0.1", 0))
         port = server.getsockname()[1]
@@ -185,9 +189,15 @@ def test_where_a_backup_may_hand_back_absent_and_a_clear_wait_for_controllers_th
         conf = tmp_path / "slurm.conf"
         conf.write_text(f"SlurmctldHost=ctl-a(127.0.0.1)\nSlurmctldHost=ctl-b(127.0.0.1)\nSlurmctldPort={port}\n")
         monkeypatch.setenv("SLURM_CONF", str(conf))
-        write_heartbeat(Path(os.environ["SLURM_DSL_STATE_SAVE_LOCATION"]), int(time.time()), writer)
+        write_heartbeat(location, int(time.time()) - 60, writer)
         with open_ledger(ledger_location) as ledger:
             op_id = unknown(ledger, "7", Op.REQUEUE, ago=300.0, baseline=record("7"))
+        with Tracker(ledger_location, scontrol=fake_scontrol) as t:
+            first = sweep(t, MemoryLookup({"7": record("7")}), settle_delay=2.0)
+        assert [d.settled for d in first.verdicts] == [None]
+        assert [s.done for s in first.swept] == [Done.UNSAVED], first.swept
+        monkeypatch.setattr(settling, "_seen", {})  # the next sweep is another process
+        write_heartbeat(location, int(time.time()), writer)
         with Tracker(ledger_location, scontrol=fake_scontrol) as t:
             report = sweep(t, MemoryLookup({"7": record("7")}), settle_delay=2.0)
     quiet = primary == "refused"
