@@ -950,7 +950,9 @@ class Runner:
                 looked += 1
             if looked == 2:
                 break
-            time.sleep(self.settle_delay + 1.0)
+            # On the pair, absent waits until the controller in charge has been so for 33 s, from
+            # two heartbeats that far apart (core.durable Rule 7): the second sweep comes that late.
+            time.sleep(self.settle_delay + 1.0 if self.controller.name != "pair" else HANDED_BACK)
         self.stopping.set()
         for _ in range(30):
             if self.look("final") is not None:
