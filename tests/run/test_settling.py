@@ -393,3 +393,38 @@ def test_decide_reads_baselines_only_where_a_verdict_reads_one(ledger_location: 
         assert {e.id: e.settlement.verdict for job in ("7", "8", "10") for e in ledger.history(job)
                 if e.settlement is not None} == {gone: Verdict.GONE, live: Verdict.PRESENT,
                                                  twice: Verdict.UNDECIDABLE, after: Verdict.GONE}
+
+
+def test_the_controllers_heartbeats_are_remembered_by_the_process_and_from_the_last_sweep(
+    ledger_location: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # core.durable Rule 7: the heartbeats of one writer, kept one per quarter of held_for (here
+    # MessageTimeout=10: 40 s, so 10 s apart); a new writer starts again; a process that has read
+    # none starts from what the last sweep recorded.
+    location = Path(os.environ["SLURM_DSL_STATE_SAVE_LOCATION"])
+    conf = tmp_path / "slurm.conf"
+    conf.write_text(TWO_CONTROLLERS + "MessageTimeout=10\n")
+    monkeypatch.setenv("SLURM_CONF", str(conf))
+    monkeypatch.setattr(settling, "_seen", {})
+    seen = []
+    for at, writer in ((1000, 0), (1004, 0), (1010, 0), (1020, 0), (1030, 1)):
+        write_heartbeat(location, at, writer)
+        control = settling.controls()
+        assert control is not None and (control.beat_at, control.writer, control.held_for) == (at, writer, 40.0)
+        seen.append(control.seen)
+    assert seen == [(1000,), (1000,), (1000, 1010), (1000, 1010, 1020), (1030,)]
+    # Another process: nothing of its own, the last sweep's record instead, if the writer is the same.
+    with open_ledger(ledger_location) as ledger:
+        ledger.record_sweep(1.0, 2.0, {"counts": {}, settling.SEEN_KEY: {"writer": 1, "beats": [1030, 1040]}})
+        monkeypatch.setattr(settling, "_seen", {})
+        write_heartbeat(location, 1050, 1)
+        again = settling.controls(ledger)
+        assert again is not None and again.seen == (1030, 1040, 1050)
+        monkeypatch.setattr(settling, "_seen", {})
+        write_heartbeat(location, 1060, 0)  # the primary took control back: its own heartbeats only
+        other = settling.controls(ledger)
+        assert other is not None and other.seen == (1060,)
+        assert settling.seen_now() == {"writer": 0, "beats": [1060]}
+        # A record in another form counts as none.
+        ledger.record_sweep(3.0, 4.0, {"counts": {}, settling.SEEN_KEY: {"writer": "0", "beats": [1]}})
+        assert settling.seen_by(ledger) is None
