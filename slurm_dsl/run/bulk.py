@@ -70,6 +70,7 @@ from ..host.binaries import find_scontrol, find_squeue
 from ..ledger.base import STDERR_CAP, LedgerStore
 from ..lookups.sight import trusted
 from ..lookups.squeue import MAX_LISTED, SQUEUE_TIMEOUT, SqueueLookup
+from .arrays import LookupAnswer
 from .background import Background
 from .calls import execute, new_nonce, run_list_call, run_open_list, unstarted
 from .deadlines import check_deadline
@@ -77,7 +78,6 @@ from .tracked import (
     NO_LINK,
     Begun,
     Link,
-    LookupAnswer,
     Taken,
     Tracker,
     lease_owner,

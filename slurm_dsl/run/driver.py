@@ -26,10 +26,11 @@ from ..core.model import InvalidInput, LedgerError, NotRecorded, Op, Outcome
 from ..core.script import KILL_GRACE
 from ..host import process
 from ..ledger import base
+from .arrays import LookupAnswer
 from .background import Background
 from .calls import unstarted
 from .deadlines import check_deadline
-from .tracked import NO_LINK, Begun, Link, LookupAnswer, Taken, Tracker
+from .tracked import NO_LINK, Begun, Link, Taken, Tracker
 
 if TYPE_CHECKING:
     from .bulk import Progress
@@ -99,13 +100,16 @@ def drive(
     one_by_one: bool = False,
     parallel: int = 1,
     progress: Optional[Progress] = None,
+    looking: Optional[Callable[[], LookupAnswer]] = None,
 ) -> Events:
     """Run ``op`` on each distinct id of ``job_ids`` before ``deadline`` (epoch seconds), in input
     order: the bulk path unless ``one_by_one`` or a single id.  ``progress`` (ids done, ids in
-    all) is called as bulk chunks finish."""
+    all) is called as bulk chunks finish.  ``looking``: the array check of these ids under this
+    deadline, already started by the caller (``arrays.look_up`` in a ``Background``; its
+    ``result``), so that its squeue runs while the caller loads and opens what it needs."""
     # Without a key nothing is ever Taken (``tracked.not_to_act`` reads no key).
     return cast(Events, drive_linked(tracker, op, job_ids, deadline, one_by_one=one_by_one, parallel=parallel,
-                                     progress=progress))
+                                     progress=progress, looking=looking))
 
 
 def drive_linked(
@@ -119,6 +123,7 @@ def drive_linked(
     progress: Optional[Progress] = None,
     link: Link = NO_LINK,
     begun: Optional[Begun] = None,
+    looking: Optional[Callable[[], LookupAnswer]] = None,
 ) -> LinkedEvents:
     """``drive``, every intent recording ``link`` (its key, and per job the operation it
     retries); with a key, a job the key says not to act on once leased is a ``Taken`` event.
@@ -129,12 +134,13 @@ def drive_linked(
         raise InvalidInput(f"parallel must be a whole number, at least 1, got {parallel!r}")
     when = check_deadline(deadline, tracker.clock)
     if one_by_one or len(ids) == 1:
-        return _one_by_one(tracker, op, ids, when, parallel, link, begun)
-    # The array check's lookup starts now, in a thread: its squeue runs while the bulk path is
-    # imported and the caller gets going; its answer is waited for before the first intent
-    # (which commits it as the baseline), and what it raises is raised there.
-    looking = Background(lambda: tracker.look_up(op, ids, when), "slurm-dsl array check")
-    return _bulk(tracker, op, ids, when, progress, link, looking.result, begun)
+        return _one_by_one(tracker, op, ids, when, parallel, link, begun, looking)
+    if looking is None:
+        # The array check's lookup starts now, in a thread: its squeue runs while the bulk path is
+        # imported and the caller gets going; its answer is waited for before the first intent
+        # (which commits it as the baseline), and what it raises is raised there.
+        looking = Background(lambda: tracker.look_up(op, ids, when), "slurm-dsl array check").result
+    return _bulk(tracker, op, ids, when, progress, link, looking, begun)
 
 
 def _bulk(
@@ -164,12 +170,13 @@ def _left(ids: Sequence[str], done: List[str]) -> Tuple[str, ...]:
 
 
 def _one_by_one(
-    tracker: Tracker, op: Op, ids: JobIds, deadline: float, parallel: int, link: Link, begun: Optional[Begun]
+    tracker: Tracker, op: Op, ids: JobIds, deadline: float, parallel: int, link: Link, begun: Optional[Begun],
+    looking: Optional[Callable[[], LookupAnswer]] = None,
 ) -> LinkedEvents:
     # One lookup for every id before anything runs (docs/contract.md §9.4): an array's own JobId
     # would make scontrol act on every task of the array.  WholeArray, LookupFailed: nothing ran.
     # Its answer for each job is committed with that job's intent (its baseline).
-    looked = tracker.look_up(op, ids, deadline)
+    looked = tracker.look_up(op, ids, deadline) if looking is None else looking()
     from concurrent.futures import ThreadPoolExecutor  # after the first call: see the imports
 
     # Set at the first ledger error (or if the consumer stops): from then on no new script

@@ -48,23 +48,20 @@ from ..core.keys import Decision, Earlier, Step, check_key, decide, took_effect
 from ..core.model import (
     CallOutcome,
     LedgerError,
-    LookupFailed,
     NotRecorded,
     Op,
     Outcome,
     RequeueBit,
     Result,
     Verdict,
-    WholeArray,
     describe,
 )
 from ..core.script import KILL_GRACE
-from ..host.binaries import find_scontrol, find_squeue
+from ..host.binaries import find_scontrol
 from ..ledger import base
 from ..ledger.base import LedgerStore
 from ..ledger.choose import open_ledger
-from ..lookups.squeue import MAX_LISTED, SqueueLookup
-from ..lookups.squeue import SQUEUE_TIMEOUT as LOOKUP_TIMEOUT
+from .arrays import NOT_LOOKED, LookupAnswer, look_up
 from .calls import GUARD_MARGIN, execute, new_nonce
 from .config import Configuration, configure
 from .deadlines import Clock, check_deadline
@@ -93,17 +90,6 @@ def ends_after(left: float) -> float:
     seconds away is dead, whatever happens: ``lease_ttl``'s rule without the slack (the ledger
     records it as ``ends_by``)."""
     return max(left, 0.0) + KILL_GRACE + GUARD_MARGIN
-
-
-class LookupAnswer(NamedTuple):
-    """What the lookup before an operation said of each id (``Tracker.look_up``), and when it
-    STARTED on the tracker's clock (None: no lookup was made; then ``infos`` is empty)."""
-
-    infos: Dict[str, Optional[JobInfo]]
-    started: Optional[float] = None
-
-
-NOT_LOOKED = LookupAnswer({}, None)
 
 
 class Link(NamedTuple):
@@ -349,21 +335,10 @@ class Tracker:
         return self.look_up(op, job_ids, deadline).infos
 
     def look_up(self, op: Union[Op, str], job_ids: Sequence[Union[str, int]], deadline: float) -> LookupAnswer:
-        """``refuse_whole_arrays``, and when its lookup started (the baselines' time)."""
-        ids = distinct_ids(job_ids)
-        started = self.clock()
-        left = deadline - started
-        if Op(op) is Op.RESTORE or not ids or left <= 0:
-            return NOT_LOOKED
-        squeue = find_squeue(self.squeue, self.scontrol)
-        try:
-            infos = SqueueLookup(squeue, timeout=min(LOOKUP_TIMEOUT, left), many=MAX_LISTED).jobs(ids)
-        except LookupFailed as exc:  # same type, saying what it means here
-            raise LookupFailed(f"{exc.reason}; could not check the ids for whole arrays, so nothing ran") from exc
-        whole = [info for info in infos.values() if info is not None and info.whole_array]
-        if whole:
-            raise WholeArray(whole)
-        return LookupAnswer(infos, started)
+        """``refuse_whole_arrays``, and when its lookup started (the baselines' time):
+        ``arrays.look_up`` with this tracker's squeue, scontrol and clock."""
+        return look_up(op, distinct_ids(job_ids), deadline, squeue=self.squeue, scontrol=self.scontrol,
+                       clock=self.clock)
 
     def run(
         self,

@@ -27,10 +27,11 @@ from slurm_dsl.ledger.choose import open_ledger
 from slurm_dsl.ledger.records import HistoryEntry
 from slurm_dsl.run import bulk as bulk_module
 from slurm_dsl.run import tracked as tracked_module
+from slurm_dsl.run.arrays import NOT_LOOKED, LookupAnswer
 from slurm_dsl.run.bulk import run_many
 from slurm_dsl.run.calls import GUARD_MARGIN
 from slurm_dsl.run.driver import Ran, drive
-from slurm_dsl.run.tracked import NOT_LOOKED, LookupAnswer, Tracker, start_fields
+from slurm_dsl.run.tracked import Tracker, start_fields
 from tests.fakes import write_fake, write_fake_squeue, write_list_fake
 
 AHEAD = 1000.0  # the tracker's clock minus the ledger's (SQLite's is the host's)

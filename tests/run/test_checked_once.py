@@ -30,6 +30,7 @@ MODULES = (
     "slurm_dsl.run.bulk", "slurm_dsl.run.tracked", "slurm_dsl.run.keyed", "slurm_dsl.run.calls",
     "slurm_dsl.core.script", "slurm_dsl.core.bulk_reader", "slurm_dsl.core.reader", "slurm_dsl.lookups.squeue",
     "slurm_dsl.ledger.store", "slurm_dsl.ledger.rows", "slurm_dsl.ledger.sqlite", "slurm_dsl.run.config",
+    "slurm_dsl.run.arrays",
 )
 
 Where = Counter[str]  # calls by the module that made them
@@ -128,5 +129,5 @@ def test_scontrol_and_squeue_are_resolved_once_per_run_not_per_chunk(tmp_path: P
     assert [o.result.value for o in outcomes] == ["ok"] * N
     assert len([c for c in (fakes.parent / "calls.log").read_text().splitlines() if c.startswith("hold ")]) == 4
     # The array check's lookup, and the run's corroborating squeue: once each, whatever the chunks.
-    assert squeues["slurm_dsl.run.bulk"] == 1 and squeues["slurm_dsl.run.tracked"] == 1, squeues
+    assert squeues["slurm_dsl.run.bulk"] == 1 and squeues["slurm_dsl.run.arrays"] == 1, squeues
     assert scontrols["slurm_dsl.run.bulk"] == 1, scontrols

@@ -15,8 +15,10 @@ import pytest
 
 from slurm_dsl import RequeueBit, Result, run_ops
 from slurm_dsl.admin.cli import main
+from slurm_dsl.core.jobinfo import JobInfo
 from slurm_dsl.core.model import WholeArray
 from slurm_dsl.ledger.choose import open_ledger
+from slurm_dsl.run.arrays import LookupAnswer
 from slurm_dsl.run.deadlines import OVERRUN
 from slurm_dsl.run.driver import Ran, drive, overrun_seconds
 from slurm_dsl.run.tracked import Tracker
@@ -136,6 +138,65 @@ def test_a_whole_array_the_started_lookup_finds_is_raised_at_the_first_event_and
         events = drive(tracker, "hold", ["11", "165"], time.time() + 30)
         with pytest.raises(WholeArray, match="job 165"):
             next(events)
+    assert calls_made(fake) == []
+    with open_ledger(tmp_path / "l.sqlite3") as ledger:
+        assert ledger.history("11") == [] and ledger.history("165") == []
+
+
+@pytest.mark.parametrize("one_by_one", [False, True])
+def test_a_lookup_the_caller_started_is_the_one_drive_waits_for_and_commits(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, one_by_one: bool
+) -> None:
+    """The command line starts a bulk run's array check itself, before it opens the ledger
+    (``looking``): drive then asks squeue nothing more before the calls, and the answer it is
+    given is the baselines' (here not what squeue would say now: a reason it does not show)."""
+    fake = _bulk_fakes(tmp_path, monkeypatch, "11|PENDING|0|0|1|None\n12|PENDING|0|0|1|None\n")
+    held = JobInfo("11", "PENDING", False, 0, 0, "JobHeldUser")
+    asked: List[str] = []
+
+    def looking() -> LookupAnswer:
+        asked.append("asked")
+        return LookupAnswer({"11": held, "12": None}, time.time() - 0.5)
+
+    with Tracker(str(tmp_path / "l.sqlite3"), scontrol=str(fake)) as tracker:
+        ran = [e for e in drive(tracker, "hold", ["11", "12"], time.time() + 30, one_by_one=one_by_one,
+                                looking=looking) if isinstance(e, Ran)]
+    assert asked == ["asked"]
+    assert [(r.outcome.job_id, r.outcome.result) for r in ran] == [("11", Result.OK), ("12", Result.OK)]
+    with open_ledger(tmp_path / "l.sqlite3") as ledger:
+        first = ledger.history("11")[0]
+        assert first.baseline is not None and first.baseline.reason == "JobHeldUser"
+        assert ledger.history("12")[0].baseline is None
+
+
+def test_the_command_line_starts_a_bulk_array_check_before_the_ledger_and_a_bad_ledger_runs_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake = _bulk_fakes(tmp_path, monkeypatch, "11|PENDING|0|0|1|None\n12|PENDING|0|0|1|None\n")
+    bad = tmp_path / "not-a-ledger"
+    bad.write_bytes(b"not a database\n" * 100)
+    code, out, err, _ = cli(["hold", "11", "12", "--timeout", "30", "--scontrol", str(fake), "--ledger", str(bad)])
+    assert (code, out) == (1, "")
+    assert "not-a-ledger" in err
+    # The check was started before the ledger was opened (it is only a lookup); nothing ran.
+    log = tmp_path / "bin" / "squeue.log"
+    give_up = time.monotonic() + 20
+    while not log.exists() and time.monotonic() < give_up:
+        time.sleep(0.01)
+    assert log.exists()
+    assert calls_made(fake) == []
+    assert bad.read_bytes() == b"not a database\n" * 100
+
+
+def test_the_command_line_refuses_a_whole_array_its_early_check_finds_and_writes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake = _bulk_fakes(tmp_path, monkeypatch, "11|PENDING|0|0|1|None\n165|165|2|PENDING|0|0|1|None\n"
+                       "166|165|1|PENDING|0|0|1|None\n")
+    code, out, err, _ = cli(["hold", "11", "165", "--timeout", "30", "--scontrol", str(fake),
+                             "--ledger", str(tmp_path / "l.sqlite3")])
+    assert (code, out) == (2, "")
+    assert "165" in err
     assert calls_made(fake) == []
     with open_ledger(tmp_path / "l.sqlite3") as ledger:
         assert ledger.history("11") == [] and ledger.history("165") == []

@@ -15,7 +15,7 @@ import argparse
 import contextlib
 import logging
 import time
-from typing import IO, Iterable, List, Sequence
+from typing import IO, TYPE_CHECKING, Callable, Iterable, List, Optional, Sequence
 
 from ...core.jobid import checked_already
 from ...core.keys import check_key
@@ -24,9 +24,6 @@ from ...core.numbers import whole_number
 from ...core.shown import shown
 from ...host.binaries import find_scontrol
 from ...run.deadlines import TIMEOUT_HELP, resolve_deadline
-from ...run.driver import Stopped, drive
-from ...run.tracked import Tracker
-from .. import render as show
 from ..exits import EXIT_CODES, EXIT_ERROR, EXIT_OK
 from ..options import (
     MAX_PARALLEL,
@@ -44,6 +41,9 @@ from ..options import (
     refusing,
     settle_delay_option,
 )
+
+if TYPE_CHECKING:
+    from ...run.arrays import LookupAnswer
 
 log = logging.getLogger("slurm_dsl")
 
@@ -175,6 +175,8 @@ def add(sub: argparse._SubParsersAction, name: str) -> None:  # type: ignore[typ
 
 def emit(outcomes: Iterable[Outcome], as_json: bool, out: IO[str]) -> int:
     """Write each outcome's row (or JSON object) as it comes; the worst exit status of them."""
+    from .. import render as show
+
     code = EXIT_OK
     for outcome in outcomes:
         out.write(show.outcome_text(outcome, as_json))
@@ -194,12 +196,28 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     deadline = resolve_deadline(args.timeout, None)
     # Each validated once, by the parser's type and ``job_ids``: nothing below checks them again.
     ids = checked_already(job_ids(args.job_ids))
-    tracker = Tracker(args.ledger, scontrol=find_scontrol(args.scontrol), squeue=args.squeue,
-                      configuration=args.configuration)
+    scontrol = find_scontrol(args.scontrol)
+    squeue = args.squeue if args.squeue is not None else args.configuration.squeue  # as ``Tracker`` takes it
     bulk = not args.one_by_one and len(ids) > 1
+    keyed = args.key is not None or args.settle or args.retry
+    looking: Optional[Callable[[], LookupAnswer]] = None
+    if bulk and not keyed:
+        # The array check first (docs/contract.md §9.4), in a thread: its squeue runs while the
+        # driver and the ledger load and the ledger opens; ``drive`` waits for it before the
+        # first intent.  Only a lookup: if the ledger then fails, nothing ran.
+        from ...run.arrays import look_up
+        from ...run.background import Background
+
+        op = args.op
+        looking = Background(lambda: look_up(op, ids, deadline, squeue=squeue, scontrol=scontrol, clock=time.time),
+                             "slurm-dsl array check").result
+    from ...run.driver import Stopped, drive
+    from ...run.tracked import Tracker
+
+    tracker = Tracker(args.ledger, scontrol=scontrol, squeue=squeue, configuration=args.configuration)
     progress = Progress(err) if bulk and err.isatty() else None
     code = EXIT_OK
-    if args.key is not None or args.settle or args.retry:
+    if keyed:
         from ...run.keyed import run_settled
 
         try:
@@ -211,7 +229,7 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
             raise UsageError(str(exc)) from None
     else:
         events_of = drive(tracker, args.op, ids, deadline, one_by_one=not bulk, parallel=args.parallel,
-                          progress=progress)
+                          progress=progress, looking=looking)
     held: List[Outcome] = []  # with --durable: the rows, printed once their save is confirmed
     with tracker, contextlib.closing(events_of) as events:
         try:
