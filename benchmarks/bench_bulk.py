@@ -7,7 +7,10 @@ machine's load are the same for all three:
 - ``slurm-dsl``: the CLI on the whole list (bulk path, ledger, one lookup for the array
   check and one for corroboration, one ping per chunk), as an admin runs it;
 - (a) a loop of bare per-id ``scontrol hold <id>`` processes, what a shell loop does;
-- (b) one bare ``scontrol hold <id,id,...>``, the floor: no deadline, no reading, no ledger.
+- (b) one bare ``scontrol hold <id,id,...>``: no deadline, no reading, no ledger;
+- (c) for hold and release, ``benchmarks/floor.py`` run by the same Python: the least a command
+  started per operation can add to (b) (a squeue in a thread, a commit before the call and one
+  after, nothing read or checked), so that slurm-dsl's added time can be set against the floor.
 
 The requeue round uses the pending jobs the release round left: call 2 is refused per id
 (``Job is pending execution``), so every method pays for all three calls on every id.  The
@@ -48,7 +51,9 @@ from tests import lab
 from tests.fakes import write_fake_squeue, write_list_fake
 
 SCONTROL = "/usr/bin/scontrol"
+SQUEUE = "/usr/bin/squeue"
 REPO = Path(__file__).resolve().parent.parent
+FLOOR = Path(__file__).resolve().parent / "floor.py"
 SYSTEM_PYTHON = "/usr/bin/python3"  # what contrib/README.md's `python3 -m venv` runs on Debian
 
 
@@ -104,10 +109,12 @@ def requeue_methods(command: List[str], ids: List[str], ledger: str) -> Dict[str
 
 
 def bench_op(
-    command: List[str], name: str, ids: List[str], ledger: str, rounds: int, compare: Optional[List[str]] = None
+    command: List[str], name: str, ids: List[str], ledger: str, rounds: int, compare: Optional[List[str]] = None,
+    python: Optional[str] = None,
 ) -> Dict[str, float]:
     """Median seconds of each method for ``name`` (hold and release alternate to keep the jobs
-    cycling); ``compare``: a second slurm-dsl measured the same way, as ``compared``."""
+    cycling); ``compare``: a second slurm-dsl measured the same way, as ``compared``; ``python``:
+    the floor (``benchmarks/floor.py``) run by it, as ``(c) floor``."""
     joined = ",".join(ids)
     if name == "requeue":
         methods = requeue_methods(command, ids, ledger)
@@ -123,6 +130,8 @@ def bench_op(
         }
         if compare is not None:
             methods["compared"] = lambda: cli(compare, name, ids, ledger + ".compared")
+        if python is not None:
+            methods["(c) floor"] = lambda: one([python, str(FLOOR), ledger + ".floor", SQUEUE, SCONTROL, name, *ids])
         undo = lambda: one([SCONTROL, other, joined])  # noqa: E731
     times: Dict[str, List[float]] = {m: [] for m in methods}
     for _ in range(rounds):
@@ -230,7 +239,8 @@ def main() -> None:
             )
             ledger = str(Path(tmp) / "ledger.sqlite3")
             results = {
-                f"{op} {len(chosen)}": bench_op(command, op, chosen, ledger, args.rounds, compare)
+                f"{op} {len(chosen)}": bench_op(command, op, chosen, ledger, args.rounds, compare,
+                                                python=None if args.in_place else args.python)
                 for op in ops
                 for chosen in [ids[: args.requeue] if op == "requeue" else ids]
             }
@@ -247,6 +257,8 @@ def main() -> None:
               f"   (a)/slurm-dsl {per_id / ours:5.2f}x   slurm-dsl/(b) {ours / floor:5.2f}x"
               + (f"   compared {medians['compared']:7.3f} = {medians['compared'] / floor:5.2f}x (b)"
                  if "compared" in medians else ""))
+        added = {m: 1000 * (t - floor) for m, t in medians.items() if m in ("slurm-dsl", "compared", "(c) floor")}
+        print(f"  {'':<15} added to (b): " + "   ".join(f"{m} {ms:+.0f} ms" for m, ms in added.items()))
     for count in (1000, 10000):
         print(f"  peak Python memory of run_many over {count} ids: {memory(count):.1f} MiB")
 
