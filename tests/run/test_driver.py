@@ -169,13 +169,14 @@ def test_a_lookup_the_caller_started_is_the_one_drive_waits_for_and_commits(
         assert ledger.history("12")[0].baseline is None
 
 
-def test_the_command_line_starts_a_bulk_array_check_before_the_ledger_and_a_bad_ledger_runs_nothing(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("ids", [["11", "12"], ["11"], ["11", "12", "--one-by-one"]])
+def test_the_command_line_starts_the_array_check_before_the_ledger_and_a_bad_ledger_runs_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ids: List[str]
 ) -> None:
     fake = _bulk_fakes(tmp_path, monkeypatch, "11|PENDING|0|0|1|None\n12|PENDING|0|0|1|None\n")
     bad = tmp_path / "not-a-ledger"
     bad.write_bytes(b"not a database\n" * 100)
-    code, out, err, _ = cli(["hold", "11", "12", "--timeout", "30", "--scontrol", str(fake), "--ledger", str(bad)])
+    code, out, err, _ = cli(["hold", *ids, "--timeout", "30", "--scontrol", str(fake), "--ledger", str(bad)])
     assert (code, out) == (1, "")
     assert "not-a-ledger" in err
     # The check was started before the ledger was opened (it is only a lookup); nothing ran.

@@ -201,10 +201,11 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     bulk = not args.one_by_one and len(ids) > 1
     keyed = args.key is not None or args.settle or args.retry
     looking: Optional[Callable[[], LookupAnswer]] = None
-    if bulk and not keyed:
-        # The array check first (docs/contract.md §9.4), in a thread: its squeue runs while the
-        # driver and the ledger load and the ledger opens; ``drive`` waits for it before the
-        # first intent.  Only a lookup: if the ledger then fails, nothing ran.
+    if not keyed:
+        # The array check first (docs/contract.md §9.4), for one job or many, in a thread: its
+        # squeue runs while the driver and the ledger load and the ledger opens; ``drive`` waits
+        # for it before the first intent.  Only a lookup: if the ledger then fails, nothing ran.
+        # (A keyed run looks back first, and looks its ids up with that: ``run.keyed``.)
         from ...run.arrays import look_up
         from ...run.background import Background
 
