@@ -35,6 +35,7 @@ directory, and that ``slurm-dsl`` is run.
 from __future__ import annotations
 
 import argparse
+import math
 import statistics
 import subprocess
 import sys
@@ -110,7 +111,7 @@ def requeue_methods(command: List[str], ids: List[str], ledger: str) -> Dict[str
 
 def bench_op(
     command: List[str], name: str, ids: List[str], ledger: str, rounds: int, compare: Optional[List[str]] = None,
-    python: Optional[str] = None,
+    python: Optional[str] = None, loops: bool = True,
 ) -> Dict[str, float]:
     """Median seconds of each method for ``name`` (hold and release alternate to keep the jobs
     cycling); ``compare``: a second slurm-dsl measured the same way, as ``compared``; ``python``:
@@ -133,6 +134,8 @@ def bench_op(
         if python is not None:
             methods["(c) floor"] = lambda: one([python, str(FLOOR), ledger + ".floor", SQUEUE, SCONTROL, name, *ids])
         undo = lambda: one([SCONTROL, other, joined])  # noqa: E731
+    if not loops:
+        del methods["(a) per-id loop"]
     times: Dict[str, List[float]] = {m: [] for m in methods}
     for _ in range(rounds):
         for method, run in methods.items():
@@ -221,6 +224,9 @@ def main() -> None:
                         help="which of hold, release, requeue to measure (default: %(default)s)")
     parser.add_argument("--compare", metavar="PATH",
                         help="a second slurm-dsl command measured in the same rounds (e.g. main's)")
+    parser.add_argument("--no-loop", action="store_true",
+                        help="leave out (a), the per-id loop: a thousand scontrol calls a round keep slurmctld"
+                        " busy (and saving) into the next measurement; for the ratios to (b) alone")
     args = parser.parse_args()
     ops = args.ops.split(",")
     if not set(ops) <= {"hold", "release", "requeue"}:
@@ -240,7 +246,8 @@ def main() -> None:
             ledger = str(Path(tmp) / "ledger.sqlite3")
             results = {
                 f"{op} {len(chosen)}": bench_op(command, op, chosen, ledger, args.rounds, compare,
-                                                python=None if args.in_place else args.python)
+                                                python=None if args.in_place else args.python,
+                                                loops=not args.no_loop)
                 for op in ops
                 for chosen in [ids[: args.requeue] if op == "requeue" else ids]
             }
@@ -252,7 +259,8 @@ def main() -> None:
         lab.cancel(*ids)
     print(f"\nmedians of {args.rounds} interleaved rounds (seconds), and slurm-dsl's ratios:")
     for what, medians in results.items():
-        ours, per_id, floor = medians["slurm-dsl"], medians["(a) per-id loop"], medians["(b) one list call"]
+        ours, floor = medians["slurm-dsl"], medians["(b) one list call"]
+        per_id = medians.get("(a) per-id loop", math.nan)
         print(f"  {what:<15} slurm-dsl {ours:7.3f}   (a) {per_id:7.3f}   (b) {floor:7.3f}"
               f"   (a)/slurm-dsl {per_id / ours:5.2f}x   slurm-dsl/(b) {ours / floor:5.2f}x"
               + (f"   compared {medians['compared']:7.3f} = {medians['compared'] / floor:5.2f}x (b)"
