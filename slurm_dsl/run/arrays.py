@@ -8,8 +8,8 @@ job's intent as its baseline.  A restore, no ids, and a deadline already past as
 (``NOT_LOOKED``).
 
 Strategy: a module of its own, with no ledger and no bulk path behind it, so that the command
-line can start a bulk operation's check (in a thread: ``run.background``) before it loads them
-and opens the ledger: the squeue runs while they load (docs/benchmarks.md §2).
+line can start an operation's check (in a thread: ``run.background``) before it loads them and
+opens the ledger: the squeue runs while they load (docs/benchmarks.md §2).
 """
 
 from __future__ import annotations
