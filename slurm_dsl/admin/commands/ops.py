@@ -197,7 +197,7 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     # Each validated once, by the parser's type and ``job_ids``: nothing below checks them again.
     ids = checked_already(job_ids(args.job_ids))
     scontrol = find_scontrol(args.scontrol)
-    squeue = args.squeue if args.squeue is not None else args.configuration.squeue  # as ``Tracker`` takes it
+    squeue = args.squeue  # the effective setting (``cli._apply_config``), as ``Tracker`` gets it
     bulk = not args.one_by_one and len(ids) > 1
     keyed = args.key is not None or args.settle or args.retry
     looking: Optional[Callable[[], LookupAnswer]] = None
