@@ -13,6 +13,8 @@ knowingly, even under CI.
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
@@ -137,3 +139,57 @@ def ledger_location(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[
         yield str(tmp_path / "ledger.sqlite3")
         return
     yield request.getfixturevalue("mariadb_location")
+
+
+class Hung:
+    """A directory served by a FUSE file system (bindfs over ``source``) whose server can be
+    frozen (``freeze``: SIGSTOP) and let go (``thaw``): every access below ``path`` then waits, as
+    on an NFS mount whose server stopped answering (what a primary/backup pair shares)."""
+
+    def __init__(self, source: Path, path: Path, pid: int) -> None:
+        self.source, self.path, self.pid = source, path, pid
+
+    def freeze(self) -> None:
+        os.kill(self.pid, signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        os.kill(self.pid, signal.SIGCONT)
+
+
+@pytest.fixture
+def hung_directory(tmp_path: Path) -> Iterator[Hung]:
+    """A ``Hung`` directory over an empty one; skipped where bindfs or FUSE cannot be used (as
+    root), which under CI=true is a failure; on the host's major only (the kernel's FUSE is the
+    same under every major's chroot)."""
+    import shutil
+
+    from tests.examples import full
+
+    if not full():
+        pytest.skip("a hung file system is tried on the host's major")
+    why = "" if os.geteuid() == 0 else "not root"
+    why = why or ("" if shutil.which("bindfs") else "no bindfs (Debian package bindfs)")
+    why = why or ("" if os.path.exists("/dev/fuse") else "no /dev/fuse")
+    if why:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"cannot make a hung file system: {why} (CI=true: it must run)", pytrace=False)
+        pytest.skip(f"cannot make a hung file system: {why}")
+    source, path = tmp_path / "served", tmp_path / "mounted"
+    source.mkdir()
+    path.mkdir()
+    # -f: in the foreground, so that its pid is the server's; the mount is there once the
+    # mount table says so.
+    server = subprocess.Popen(["bindfs", "-f", "--no-allow-other", str(source), str(path)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 30
+        while not os.path.ismount(path):
+            if server.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"bindfs did not mount {path}: {server.stderr.read() if server.stderr else ''!r}")
+            time.sleep(0.02)
+        yield Hung(source, path, server.pid)
+    finally:
+        os.kill(server.pid, signal.SIGCONT)
+        subprocess.run(["umount", "-l", str(path)], check=False, capture_output=True)
+        server.terminate()
+        server.wait(30)

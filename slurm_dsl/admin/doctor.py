@@ -41,7 +41,7 @@ from ..host.binaries import find_scontrol, find_squeue
 from ..ledger.choose import is_url, open_ledger, sqlite_path
 from ..lookups import sight
 from ..lookups.choose import make_lookup
-from ..lookups.saves import DEFAULT_SLURM_CONF, hand_back_possible, read_control, state_save_location
+from ..lookups.saves import conf_path, hand_back_possible, read_control, slurm_conf, state_save_location
 from ..lookups.squeue import JOBINFO, JOBINFO_ENV, SqueueLookup, find_jobinfo, first_line, slurm_version
 
 OK, WARN, FAIL = "ok", "warn", "fail"
@@ -91,9 +91,14 @@ def run_checks(
     except ConfigError as exc:
         checks.append(Check("lookup", FAIL, str(exc)))
     checks.append(jobinfo_check())
-    hand_back = hand_back_possible()
-    where = f"{os.environ.get('SLURM_CONF') or DEFAULT_SLURM_CONF}, {os.path.join(state_save_location(), 'heartbeat')}"
-    checks.append(hand_back_check(hand_back, read_control() if hand_back else UNREAD, time.time(), where))
+    conf = slurm_conf()
+    hand_back = hand_back_possible(conf=conf)
+    location = state_save_location(conf=conf)
+    where = f"{conf_path()}, {os.path.join(location, 'heartbeat') if location else 'StateSaveLocation'}"
+    if conf.unreadable is not None:
+        where += f" (slurm.conf: {conf.unreadable})"
+    control = read_control(location=location, conf=conf) if hand_back else UNREAD
+    checks.append(hand_back_check(hand_back, control, time.time(), where))
     config = _show_config(path) if up else None
     checks += [] if not up else _config_checks(config)
     checks += _ledger_checks(ledger_path)

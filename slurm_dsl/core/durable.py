@@ -72,12 +72,14 @@ read now is at least ``held_for`` later.  The writer was in control at that earl
 after ``end``, so whatever waited on its socket from before ``end`` has had ``held_for`` to be
 applied; a controller restarted since then listened only after ``end``, so holds nothing sent
 before it.  A writer that changes starts the memory again.
+
 """
 
 from __future__ import annotations
 
-import re
-from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
+from typing import List, NamedTuple, Optional, Sequence, Tuple
+
+from .slurmconf import SlurmConf
 
 # slurmctld's JOB_STATE_VERSION string, the first thing in every job_state it writes (22.05 to
 # 26.05: src/slurmctld/job_mgr.c, "write header: version, time").
@@ -128,30 +130,20 @@ def next_mark(mark: int, read: Sequence[Tuple[int, float, bool]], now: float, gu
     return max(mark, read[-1][0] + 1) if read else mark
 
 
-_SETTING = re.compile(r"([A-Za-z]+)\s*=")
-
-
-def may_hand_back(slurm_conf: Optional[str]) -> bool:
+def may_hand_back(conf: Optional[SlurmConf]) -> bool:
     """Rule 5: whether a hand-back (a restarted primary taking control back from a backup,
-    docs/contract.md §13.6) can happen on the cluster of this slurm.conf text (None: it could not
-    be read).  False only when the text is read, includes no other file, names exactly one
-    controller (one ``SlurmctldHost``, or the older ``ControlMachine``) and no
-    ``BackupController``; anything else may have a backup, which is the safe side: the longer
-    settle delay of ``core.settle`` Rule 13.  Keys are case-insensitive, ``#`` starts a comment."""
-    if slurm_conf is None:
+    docs/contract.md §13.6) can happen on the cluster of this slurm.conf (None, or ``unreadable``:
+    it could not be read whole).  False only when it was read and names exactly one controller as
+    slurmctld counts them (src/common/read_config.c ``_load_slurmctld_host``: the ``SlurmctldHost``
+    lines when there is one, the older ``ControlMachine`` and ``BackupController`` ignored then; else
+    ``ControlMachine``, and a ``BackupController`` is a second); anything else may have a backup,
+    which is the safe side: the longer settle delay of ``core.settle`` Rule 13."""
+    if conf is None or conf.unreadable is not None:
         return True
-    controllers = 0
-    for line in slurm_conf.splitlines():
-        text = line.split("#", 1)[0].strip()
-        if text.split(None, 1)[:1] and text.split(None, 1)[0].lower() == "include":
-            return True
-        for key in _SETTING.findall(text):
-            key = key.lower()
-            if key == "backupcontroller":
-                return True
-            if key in ("slurmctldhost", "controlmachine"):
-                controllers += 1
-    return controllers != 1
+    hosts = conf.every("SlurmctldHost")
+    if hosts:
+        return len(hosts) != 1
+    return conf.last("ControlMachine") is None or conf.last("BackupController") is not None
 
 
 class Control(NamedTuple):
@@ -210,59 +202,44 @@ def remember(seen: Tuple[int, ...], same_writer: bool, beat_at: int, spacing: fl
     return (*seen, beat_at)[-kept:]
 
 
-_TIMEOUT = re.compile(r"(?<![A-Za-z])MessageTimeout\s*=\s*(\S+)", re.IGNORECASE)
-
-
-def held_for(slurm_conf: Optional[str]) -> float:
+def held_for(conf: Optional[SlurmConf]) -> float:
     """Rule 7: how long a request may wait on a controller's socket, in seconds: CONTROL_TIMEOUT
-    plus slurm.conf's MessageTimeout (its default, 10, when the text does not set it; the last
-    setting counts, as slurmctld reads it; one that is no whole number counts as 100, the longest
-    Slurm allows without a warning, the safe side)."""
-    found = None
-    for line in (slurm_conf or "").splitlines():
-        for value in _TIMEOUT.findall(line.split("#", 1)[0]):
-            found = value
+    plus slurm.conf's MessageTimeout (its default, 10, when it is not set; one that is no whole
+    number counts as 100, the longest Slurm allows without a warning, the safe side)."""
+    found = None if conf is None else conf.last("MessageTimeout")
     if found is None:
         return HELD_FOR
     return float(CONTROL_TIMEOUT + (int(found) if found.isdigit() else 100))
 
 
-_HOST = re.compile(r"(?<![A-Za-z])(SlurmctldHost|ControlMachine|ControlAddr|BackupController|BackupAddr|SlurmctldPort)"
-                   r"\s*=\s*(\S+)", re.IGNORECASE)
 DEFAULT_SLURMCTLD_PORT = 6817  # SLURMCTLD_PORT, src/common/slurm_protocol_defs.h
 
 
-def controllers(slurm_conf: Optional[str]) -> Optional[Tuple[Tuple[str, int], ...]]:
-    """Rule 6: each controller's address and port, in slurm.conf's order (the heartbeat's index),
-    from slurm.conf's text; None when it cannot be told (no text, an ``include``, no controller, a
-    port that is no number).  ``SlurmctldHost=name(address)`` gives the address, else the name;
-    the older ``ControlMachine``/``ControlAddr``, ``BackupController``/``BackupAddr`` the same; a
-    ``SlurmctldPort`` range listens on its first port too."""
-    if slurm_conf is None:
+def controllers(conf: Optional[SlurmConf]) -> Optional[Tuple[Tuple[str, int], ...]]:
+    """Rule 6: each controller's address and port, in slurm.conf's order (the heartbeat's index);
+    None when it cannot be told (slurm.conf not read whole, no controller, a port that is no
+    number).  As slurmctld reads them: ``SlurmctldHost=name(address)`` gives the address, else the
+    name; with no SlurmctldHost, the older ``ControlMachine``/``ControlAddr``,
+    ``BackupController``/``BackupAddr``; a ``SlurmctldPort`` range listens on its first port too."""
+    if conf is None or conf.unreadable is not None:
         return None
     hosts: List[str] = []
-    old: Dict[str, str] = {}
+    for value in conf.every("SlurmctldHost"):
+        name, _, rest = value.partition("(")
+        hosts.append(rest.rstrip(")") if rest else name)
+    primary = conf.last("ControlMachine")
+    if not hosts and primary is not None:
+        hosts.append(conf.last("ControlAddr") or primary)
+        backup = conf.last("BackupController")
+        if backup is not None:
+            hosts.append(conf.last("BackupAddr") or backup)
     port = DEFAULT_SLURMCTLD_PORT
-    for line in slurm_conf.splitlines():
-        text = line.split("#", 1)[0].strip()
-        if text.split(None, 1)[:1] and text.split(None, 1)[0].lower() == "include":
+    given = conf.last("SlurmctldPort")
+    if given is not None:
+        first = given.split("-", 1)[0]
+        if not first.isdigit() or not 0 < int(first) < 65536:
             return None
-        for found in _HOST.finditer(text):
-            key, value = found.group(1).lower(), found.group(2)
-            if key == "slurmctldhost":
-                name, _, rest = value.partition("(")
-                hosts.append(rest.rstrip(")") if rest else name)
-            elif key == "slurmctldport":
-                first = value.split("-", 1)[0]
-                if not first.isdigit() or not 0 < int(first) < 65536:
-                    return None
-                port = int(first)
-            else:
-                old[key] = value
-    if not hosts and "controlmachine" in old:
-        hosts.append(old.get("controladdr", old["controlmachine"]))
-        if "backupcontroller" in old:
-            hosts.append(old.get("backupaddr", old["backupcontroller"]))
+        port = int(first)
     if not hosts or any(not h for h in hosts):
         return None
     return tuple((h, port) for h in hosts)

@@ -1,24 +1,22 @@
-"""slurmctld's last save of its job state, read from its StateSaveLocation (docs/contract.md §13).
+"""slurmctld's state on disk, and slurm.conf as slurmctld reads it (docs/contract.md §13): no RPC.
 
-The header of ``<StateSaveLocation>/job_state`` says when the save that wrote it began
-(``core.durable.save_started``): no RPC, a read of a few dozen bytes.  The directory is
-``$SLURM_DSL_STATE_SAVE_LOCATION`` when set, else slurm.conf's ``StateSaveLocation`` (the file
-``$SLURM_CONF`` names, else /etc/slurm/slurm.conf; keys are case-insensitive, ``#`` starts a
-comment), else Slurm's default, /var/spool (``DEFAULT_SAVE_STATE_LOC``, src/common/read_config.h).
-On a primary/backup pair the directory is shared: whichever controller is in charge writes it.
+slurm.conf is the file ``$SLURM_CONF`` names, else /etc/slurm/slurm.conf, read with what it
+includes (``core.slurmconf``).  The StateSaveLocation is ``$SLURM_DSL_STATE_SAVE_LOCATION`` when
+set, else slurm.conf's last ``StateSaveLocation``, else Slurm's default, /var/spool
+(``DEFAULT_SAVE_STATE_LOC``, src/common/read_config.h); None when slurm.conf cannot be read whole
+(then nothing is known of where slurmctld saves).  On a primary/backup pair the directory is
+shared: whichever controller is in charge writes it.
 
-The file is the SlurmUser's, mode 0600: root and the SlurmUser read it, nobody else (then nothing
-is known saved, and ``LastSave.why`` says so).  slurmctld replaces it by linking a new file into
-place (``save_buf_to_state``: ``job_state.new``, fsync, link), so a read sees a whole header or
-no file for a moment (read again: once).
+Every file is read by ``host.files`` (no symbolic link, a regular file only, within a deadline).
+slurmctld replaces ``job_state`` by linking a new file into place (``save_buf_to_state``:
+``job_state.new``, fsync, link), so the name is missing for a moment: it is looked at again, once.
 """
 
 from __future__ import annotations
 
 import os
-import re
 import socket
-from typing import List, Mapping, NamedTuple, Optional
+from typing import List, Mapping, NamedTuple, Optional, Union
 
 from ..core.durable import (
     HEADER_BYTES,
@@ -31,53 +29,52 @@ from ..core.durable import (
     may_hand_back,
     save_started,
 )
+from ..core.slurmconf import SlurmConf, Unreadable, read
+from ..host.files import FILE_TIMEOUT, Identity, NotRead, identity, read_regular
 
 STATE_ENV = "SLURM_DSL_STATE_SAVE_LOCATION"
 DEFAULT_SLURM_CONF = "/etc/slurm/slurm.conf"
 DEFAULT_STATE_SAVE_LOCATION = "/var/spool"
-_KEY = re.compile(r"\s*StateSaveLocation\s*=\s*(\S+)", re.IGNORECASE)
+MAX_CONF = 4 << 20  # bytes of slurm.conf, and of each file it includes, read at most
 
 
-class LastSave(NamedTuple):
-    """When the last save of ``path`` began (whole seconds, the controller's clock), or None and
-    why it could not be told."""
-
-    started: Optional[int]
-    path: str
-    why: str = ""
+def conf_path(environ: Optional[Mapping[str, str]] = None) -> str:
+    """Where slurm.conf is: ``$SLURM_CONF``, else /etc/slurm/slurm.conf."""
+    env = os.environ if environ is None else environ
+    return env.get("SLURM_CONF") or DEFAULT_SLURM_CONF
 
 
-def state_save_location(environ: Optional[Mapping[str, str]] = None) -> str:
-    """The directory slurmctld saves its state in (see the module)."""
+def slurm_conf(environ: Optional[Mapping[str, str]] = None, timeout: float = FILE_TIMEOUT) -> SlurmConf:
+    """slurm.conf and the files it includes (a relative name is beside it), each read within
+    ``timeout``; ``unreadable`` says why when one could not be read."""
+    path = conf_path(environ)
+
+    def text(name: str) -> Union[str, Unreadable]:
+        found = read_regular(name, MAX_CONF, timeout)
+        return Unreadable(found.why) if isinstance(found, NotRead) else found.decode("utf-8", "replace")
+
+    top = text(path)
+    if isinstance(top, Unreadable):
+        return SlurmConf(unreadable=f"{path}: {top.why}")
+    return read(top, lambda name: text(name if name.startswith("/") else os.path.join(os.path.dirname(path), name)))
+
+
+def state_save_location(environ: Optional[Mapping[str, str]] = None, conf: Optional[SlurmConf] = None) -> Optional[str]:
+    """The directory slurmctld saves its state in (see the module); None: it cannot be told."""
     env = os.environ if environ is None else environ
     given = env.get(STATE_ENV)
     if given:
         return given
-    try:
-        with open(env.get("SLURM_CONF") or DEFAULT_SLURM_CONF, encoding="utf-8", errors="replace") as conf:
-            for line in conf:
-                found = _KEY.match(line.split("#", 1)[0])
-                if found:
-                    return found.group(1)
-    except OSError:
-        pass
-    return DEFAULT_STATE_SAVE_LOCATION
-
-
-def _slurm_conf(environ: Optional[Mapping[str, str]]) -> Optional[str]:
-    """slurm.conf's text (the file ``$SLURM_CONF`` names, else /etc/slurm/slurm.conf), or None."""
-    env = os.environ if environ is None else environ
-    try:
-        with open(env.get("SLURM_CONF") or DEFAULT_SLURM_CONF, encoding="utf-8", errors="replace") as conf:
-            return conf.read()
-    except OSError:
+    conf = slurm_conf(env) if conf is None else conf
+    if conf.unreadable is not None:
         return None
+    return conf.last("StateSaveLocation") or DEFAULT_STATE_SAVE_LOCATION
 
 
-def hand_back_possible(environ: Optional[Mapping[str, str]] = None) -> bool:
-    """Whether slurm.conf (the file ``$SLURM_CONF`` names, else /etc/slurm/slurm.conf) may name a
-    backup controller (``core.durable.may_hand_back``; a file that cannot be read may)."""
-    return may_hand_back(_slurm_conf(environ))
+def hand_back_possible(environ: Optional[Mapping[str, str]] = None, conf: Optional[SlurmConf] = None) -> bool:
+    """Whether slurm.conf may name a backup controller (``core.durable.may_hand_back``; one that
+    cannot be read whole may)."""
+    return may_hand_back(slurm_conf(environ) if conf is None else conf)
 
 
 # Seconds a controller is given to accept a connection (``listens``): a listening socket accepts
@@ -99,23 +96,22 @@ def listens(address: str, port: int, timeout: float = PROBE_TIMEOUT) -> Optional
         return None
 
 
-def read_control(environ: Optional[Mapping[str, str]] = None, location: Optional[str] = None) -> Control:
+def read_control(environ: Optional[Mapping[str, str]] = None, location: Optional[str] = None,
+                 conf: Optional[SlurmConf] = None) -> Control:
     """What ``core.durable`` Rule 6 reads of the controllers, now, before a lookup: the heartbeat
     in ``location`` (default: ``state_save_location()``), then whether each controller slurm.conf
     lists before its writer listens, and how long a request may wait on a controller's socket
     (slurm.conf's MessageTimeout, Rule 7).  ``UNREAD`` (all may hold a request back) when slurm.conf
     or the heartbeat cannot be read.  No heartbeat read before is in it (``Control.seen``: the
     caller remembers them)."""
-    text = _slurm_conf(environ)
-    listed = controllers(text)
-    path = os.path.join(location or state_save_location(environ), "heartbeat")
-    try:
-        with open(path, "rb") as beat:  # replaced by a rename: a read sees a whole file
-            data = beat.read(HEARTBEAT_BYTES + 1)
-    except OSError:
+    conf = slurm_conf(environ) if conf is None else conf
+    listed = controllers(conf)
+    where = location or state_save_location(environ, conf)
+    if where is None or listed is None:
         return UNREAD
-    found = heartbeat(data)
-    if listed is None or found is None or found[1] >= len(listed):
+    data = read_regular(os.path.join(where, "heartbeat"), HEARTBEAT_BYTES)
+    found = None if isinstance(data, NotRead) else heartbeat(data)
+    if found is None or found[1] >= len(listed):
         return UNREAD
     at, writer = found
     asked: List[Optional[bool]] = []
@@ -123,22 +119,59 @@ def read_control(environ: Optional[Mapping[str, str]] = None, location: Optional
         asked.append(listens(address, port))
         if asked[-1] is not False:
             break  # one that may hold a request is enough: the rest are not asked
-    return Control(at, writer, tuple(asked), held_for=held_for(text))
+    return Control(at, writer, tuple(asked), held_for=held_for(conf))
 
 
-def last_save(location: Optional[str] = None) -> LastSave:
-    """The header of ``location``'s job_state (default: ``state_save_location()``), read now."""
-    path = os.path.join(location or state_save_location(), "job_state")
+class Seen(NamedTuple):
+    """``job_state`` as one look found it: its ``Identity`` (None: it could not be looked at, and
+    ``why`` says why) in ``path``."""
+
+    identity: Optional[Identity]
+    path: str
+    why: str = ""
+
+
+def look_at_save(location: Optional[str], timeout: float = FILE_TIMEOUT) -> Seen:
+    """Which save of ``location``'s job_state is there now (its ``Identity``, from its status
+    alone); a name missing for slurmctld's moment between two links is looked at once more."""
+    if location is None:
+        return Seen(None, "job_state", "where slurmctld saves its state cannot be told (slurm.conf)")
+    path = os.path.join(location, "job_state")
     why = ""
-    for _ in range(2):  # the file is missing for a moment while slurmctld links a new one in
-        try:
-            with open(path, "rb") as state:
-                header = state.read(HEADER_BYTES)
-        except FileNotFoundError:
-            why = "no such file"
-            continue
-        except OSError as exc:
-            return LastSave(None, path, exc.strerror or str(exc))
+    for _ in range(2):
+        found = identity(path, timeout)
+        if not isinstance(found, NotRead):
+            return Seen(found, path)
+        why = found.why
+        if not found.missing:
+            break
+    return Seen(None, path, why)
+
+
+class LastSave(NamedTuple):
+    """When the last save of ``path`` began (whole seconds, the controller's clock), or None and
+    why it could not be told: shown to the admin, never compared with another clock."""
+
+    started: Optional[int]
+    path: str
+    why: str = ""
+
+
+def last_save(location: Optional[str] = None, timeout: float = FILE_TIMEOUT) -> LastSave:
+    """The header of ``location``'s job_state (default: ``state_save_location()``), read now."""
+    where = location or state_save_location()
+    if where is None:
+        return LastSave(None, "job_state", "where slurmctld saves its state cannot be told (slurm.conf)")
+    path = os.path.join(where, "job_state")
+    why = ""
+    for _ in range(2):
+        # The header alone: a job_state of 100,000 jobs is read no further than its first bytes.
+        header = read_regular(path, HEADER_BYTES, timeout, head=True)
+        if isinstance(header, NotRead):
+            why = header.why
+            if header.missing:
+                continue
+            return LastSave(None, path, why)
         started = save_started(header)
         return LastSave(started, path, "" if started is not None else "not a job_state this slurm-dsl knows")
     return LastSave(None, path, why)

@@ -34,7 +34,7 @@ from ..core.script import KILL_GRACE
 from ..core.settle import DEFAULT_SETTLE_DELAY, GONE_DETAIL, OneLookup, Pending, Recorded, Settled, exits_as, looked_up
 from ..ledger.base import LedgerStore
 from ..ledger.records import HistoryEntry, iso_utc, job_info_json
-from ..lookups.saves import hand_back_possible, read_control, state_save_location
+from ..lookups.saves import hand_back_possible, read_control, slurm_conf, state_save_location
 from ..lookups.sight import trusted
 from .calls import GUARD_MARGIN
 from .deadlines import MAX_TIMEOUT
@@ -96,11 +96,12 @@ def controls(ledger: Optional[LedgerStore] = None) -> Optional[Control]:
     slurm.conf names one controller (no hand-back: nothing to read).  The heartbeats of the same
     writer read before are in it (``Control.seen``): this process's, and the first time, those the
     last sweep recorded in ``ledger`` (``seen_by``)."""
-    if not hand_back_possible():
+    conf = slurm_conf()
+    if not hand_back_possible(conf=conf):
         return None
-    location = state_save_location()
-    read = read_control(location=location)
-    if read.beat_at is None or read.writer is None:
+    location = state_save_location(conf=conf)
+    read = read_control(location=location, conf=conf)
+    if location is None or read.beat_at is None or read.writer is None:
         return read
     before = _seen.get(location)
     if before is None and ledger is not None:
@@ -130,7 +131,8 @@ def seen_by(ledger: LedgerStore) -> Optional[Tuple[int, Tuple[int, ...]]]:
 
 def seen_now() -> Optional[Dict[str, object]]:
     """What a sweep's summary keeps of the heartbeats this process read (``SEEN_KEY``), or None."""
-    found = _seen.get(state_save_location())
+    location = state_save_location()
+    found = None if location is None else _seen.get(location)
     return None if found is None else {"writer": found[0], "beats": list(found[1])}
 
 

@@ -103,6 +103,32 @@ def test_read_of_a_missing_file_is_error_1() -> None:
     assert got == 1 and err.startswith("slurm-dsl: cannot read")
 
 
+@pytest.mark.parametrize("kind", ["fifo", "device", "symlink"])
+def test_read_refuses_at_once_what_is_not_a_regular_file(tmp_path: Path, kind: str) -> None:
+    """A FIFO with no writer used to hang ``read``, /dev/zero to end in a MemoryError traceback
+    (docs/contract.md §13.8): each is refused at once, exit 1."""
+    path = tmp_path / "input"
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "symlink":
+        log = tmp_path / "stderr.log"
+        log.write_bytes(frame(NONCE, [(suspend(ALREADY_FINISHED, "9"), 1, 1)]))
+        path.symlink_to(log)
+    else:
+        path = Path("/dev/zero")
+    done = cli_process(["read", "hold", "9", "--nonce", NONCE, "--exit-status", "1", str(path)], timeout=60)
+    assert done.returncode == 1
+    assert done.stderr.startswith("slurm-dsl: cannot read") and "refused" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_read_refuses_an_endless_standard_input() -> None:
+    with open("/dev/zero", "rb") as zero:
+        done = cli_process(["read", "hold", "9", "--nonce", NONCE, "--exit-status", "1"], stdin=zero, timeout=60)
+    assert done.returncode == 1
+    assert "longer than" in done.stderr and "Traceback" not in done.stderr
+
+
 def test_script_prints_and_runs_nothing(fake: Path) -> None:
     got, out, _ = cli(["script", "requeue", "7", "--timeout", "5", "--scontrol", str(fake)])
     assert got == 0

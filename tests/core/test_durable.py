@@ -27,6 +27,7 @@ from slurm_dsl.core.durable import (
     remember,
     save_started,
 )
+from slurm_dsl.core.slurmconf import SlurmConf, Unreadable, read
 
 
 def packed(started: int, version: bytes = b"PROTOCOL_VERSION", protocol: int = 0x2600) -> bytes:
@@ -122,13 +123,15 @@ def test_the_mark_never_passes_a_row_that_must_be_read_again(mark: int, flags: l
     assert got <= (read[-1][0] + 1 if read else mark)
 
 
-# Rule 5, from docs/contract.md §13.6's words: only a slurm.conf that is read, includes nothing and
-# names one controller (SlurmctldHost, or the older ControlMachine) and no BackupController has no
-# hand-back.  A naive reading, written apart: word by word, keys before "=", any case.
+# Rule 5, from docs/contract.md §13.6's words and slurmctld's own count of its controllers
+# (src/common/read_config.c ``_load_slurmctld_host``): only a slurm.conf that is read whole and names
+# one controller has no hand-back: one SlurmctldHost; or, with none, ControlMachine and no
+# BackupController.  An include that cannot be read leaves it unread.  A naive reading, written
+# apart: word by word, keys before "=", any case.
 def naive_hand_back(text: Optional[str]) -> bool:
     if text is None:
         return True
-    hosts = 0
+    hosts = old = backup = 0
     for line in text.split("\n"):
         if "#" in line:
             line = line[: line.index("#")]
@@ -139,11 +142,20 @@ def naive_hand_back(text: Optional[str]) -> bool:
             if "=" not in word:
                 continue
             key = word[: word.index("=")].lower()
-            if key == "backupcontroller":
-                return True
-            if key in ("slurmctldhost", "controlmachine"):
-                hosts += 1
-    return hosts != 1
+            hosts += key == "slurmctldhost"
+            old += key == "controlmachine"
+            backup += key == "backupcontroller"
+    if hosts:
+        return hosts != 1
+    return old == 0 or backup > 0
+
+
+def conf(text: Optional[str]) -> Optional[SlurmConf]:
+    """slurm.conf's text read as slurm-dsl reads it, any file it includes unreadable (None: none)."""
+    def include(name: str) -> Unreadable:
+        return Unreadable("not here")
+
+    return None if text is None else read(text, include)
 
 
 @pytest.mark.parametrize(("text", "expected"), [
@@ -155,11 +167,12 @@ def naive_hand_back(text: Optional[str]) -> bool:
     ("SlurmctldHost=ctl-a\n#SlurmctldHost=ctl-b\n", False),
     ("ControlMachine=ctl\n", False),
     ("ControlMachine=ctl\nBackupController=ctl-b\n", True),
+    ("SlurmctldHost=ctl\nBackupController=ctl-b\n", False),  # slurmctld ignores the older key then
     ("SlurmctldHost=ctl\nInclude /etc/slurm/more.conf\n", True),
     ("SlurmctldHost=ctl-a SlurmctldHost=ctl-b\n", True),
 ])
 def test_a_hand_back_can_happen_unless_slurm_conf_names_one_controller(text: Optional[str], expected: bool) -> None:
-    assert may_hand_back(text) is expected is naive_hand_back(text)
+    assert may_hand_back(conf(text)) is expected is naive_hand_back(text)
 
 
 LINES = st.sampled_from([
@@ -172,7 +185,7 @@ LINES = st.sampled_from([
 @given(st.lists(LINES, max_size=8))
 def test_may_hand_back_is_the_naive_reading(lines: List[str]) -> None:
     text = "\n".join(lines)
-    assert may_hand_back(text) is naive_hand_back(text)
+    assert may_hand_back(conf(text)) is naive_hand_back(text)
 
 
 
@@ -270,7 +283,7 @@ def test_the_heartbeats_remembered(seen: tuple, same: bool, beat: int, kept: tup
     ("# MessageTimeout=3\n", 40.0), ("MessageTimeout=ten\n", 130.0),
 ])
 def test_how_long_a_request_may_wait_on_a_socket(text: Optional[str], seconds: float) -> None:
-    assert held_for(text) == seconds
+    assert held_for(conf(text)) == seconds
 
 
 @pytest.mark.parametrize(("text", "expected"), [
@@ -285,4 +298,4 @@ def test_how_long_a_request_may_wait_on_a_socket(text: Optional[str], seconds: f
     ("SlurmctldHost=ctl\nSlurmctldPort=http\n", None),
 ])
 def test_the_controllers_in_slurm_conf_order(text: Optional[str], expected: Optional[tuple]) -> None:  # type: ignore[type-arg]
-    assert controllers(text) == expected
+    assert controllers(conf(text)) == expected

@@ -6,14 +6,23 @@ listens, and a port nothing listens on."""
 from __future__ import annotations
 
 import socket
+import time
 from pathlib import Path
 from typing import Iterator, Tuple
 
 import pytest
 
 from slurm_dsl.core.durable import UNREAD, Control
-from slurm_dsl.lookups.saves import hand_back_possible, listens, read_control
-from tests.fakes import write_heartbeat
+from slurm_dsl.lookups.saves import (
+    hand_back_possible,
+    last_save,
+    listens,
+    look_at_save,
+    read_control,
+    state_save_location,
+)
+from tests.conftest import Hung
+from tests.fakes import write_heartbeat, write_job_state
 
 
 @pytest.fixture
@@ -83,3 +92,43 @@ def test_what_cannot_be_read_is_unread(tmp_path: Path, closed: int, what: str) -
     else:
         Path(env["SLURM_CONF"]).write_text(f"SlurmctldHost=a\nSlurmctldHost=b\nInclude {tmp_path}/x.conf\n")
     assert read_control(env) == UNREAD
+
+
+def test_the_controllers_in_an_included_file_are_read(tmp_path: Path, closed: int) -> None:
+    """A common layout: slurm.conf includes the file that names the controllers (it used to make
+    every object a keep that never ends: docs/contract.md §13.8)."""
+    env, state = pair(tmp_path, closed)
+    hosts = tmp_path / "controllers.conf"
+    hosts.write_text(f"SlurmctldHost=ctl-a(127.0.0.1)\nSlurmctldHost=ctl-b(127.0.0.1)\nSlurmctldPort={closed}\n")
+    Path(env["SLURM_CONF"]).write_text("ClusterName=unit\nInclude controllers.conf\nMessageTimeout=3\n")
+    write_heartbeat(state, 1796403600, 1)
+    assert read_control(env) == Control(1796403600, 1, (False,), held_for=33.0)
+    assert hand_back_possible(env) is True
+
+
+def test_the_last_state_save_location_counts(tmp_path: Path) -> None:
+    conf = tmp_path / "slurm.conf"
+    conf.write_text("StateSaveLocation=/first\nStateSaveLocation=/last\n")
+    assert state_save_location({"SLURM_CONF": str(conf)}) == "/last"
+    assert state_save_location({"SLURM_CONF": str(tmp_path / "none")}) is None  # where: cannot be told
+    conf.write_text("StateSaveLocation=/first\nInclude missing.conf\n")
+    assert state_save_location({"SLURM_CONF": str(conf)}) is None
+
+
+def test_a_state_save_location_that_hangs_is_given_up_within_the_deadline(tmp_path: Path,
+                                                                          hung_directory: Hung) -> None:
+    """A StateSaveLocation whose file server stopped answering (issue: it held a sweep, with its
+    lock, for ever): every read gives up at its deadline and says so."""
+    write_heartbeat(hung_directory.source, 1796403600, 0)
+    write_job_state(hung_directory.source, 1796403600)
+    conf = tmp_path / "slurm.conf"
+    conf.write_text("ClusterName=unit\nSlurmctldHost=ctl-a(127.0.0.1)\nSlurmctldHost=ctl-b(127.0.0.1)\n")
+    env = {"SLURM_CONF": str(conf)}
+    where = str(hung_directory.path)
+    assert last_save(where).started == 1796403600  # answering: read
+    hung_directory.freeze()
+    started = time.monotonic()
+    assert "no answer within 0.5 s" in last_save(where, timeout=0.5).why
+    assert "no answer within 0.5 s" in look_at_save(where, timeout=0.5).why
+    assert read_control(env, where) == UNREAD  # its heartbeat cannot be read: all may hold a request
+    assert time.monotonic() - started < 10  # three reads of 0.5 s, and read_control's 2 s

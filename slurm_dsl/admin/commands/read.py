@@ -9,6 +9,9 @@ from typing import IO
 
 from ...core.model import DSLError, Op
 from ...core.reader import read_outcome
+from ...core.shown import shown
+from ...host.files import NotRead, read_regular
+from ...host.process import CAP
 from ..options import RESULT_EPILOG, Command, common_options, job_id, no_ledger, output_options
 from .ops import emit
 
@@ -31,15 +34,20 @@ def add(sub: argparse._SubParsersAction, name: str) -> None:  # type: ignore[typ
     p.set_defaults(handler="read")
 
 
+# Bytes of captured stderr read at most: what a script's run keeps of it (host.process.CAP).
+MAX_INPUT = CAP
+
+
 def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     if args.file is None or args.file == "-":
-        data = sys.stdin.buffer.read()
+        data = sys.stdin.buffer.read(MAX_INPUT + 1)
+        if len(data) > MAX_INPUT:
+            raise DSLError(f"cannot read standard input: longer than {MAX_INPUT} bytes, which no script's stderr is")
     else:
-        try:
-            with open(args.file, "rb") as f:
-                data = f.read()
-        except OSError as exc:
-            raise DSLError(f"cannot read {args.file}: {exc.strerror}") from None
+        found = read_regular(args.file, MAX_INPUT)
+        if isinstance(found, NotRead):
+            raise DSLError(f"cannot read {shown(args.file, 200)}: {found.why}")
+        data = found
     outcome = read_outcome(args.op, args.job_id, data, args.exit_status, args.nonce)
     return emit([outcome], args.json, out)
 
