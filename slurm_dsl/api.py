@@ -33,7 +33,6 @@ real signatures: a misspelt keyword is a type error, not a runtime surprise.
 from __future__ import annotations
 
 import contextlib
-import time
 from typing import ContextManager, Dict, List, Optional, Sequence, Union
 
 from .core.jobid import distinct_ids, validate_job_id
@@ -139,7 +138,7 @@ def run_ops(
             return found
         from .run.durable import confirm_saved
 
-        return confirm_saved(tracker, found, time.time(), when)
+        return confirm_saved(tracker, found, when, key)
 
     if isinstance(ledger, Tracker):
         return run(ledger)

@@ -50,17 +50,30 @@ def _no_slurm_for_the_array_check(
 
 
 @pytest.fixture(autouse=True)
-def _saved_state(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Outside tests/integration, slurmctld's state directory is one whose job_state was written
-    by a save that began an hour from now: whatever a unit test's sweep clears is known saved
-    (docs/contract.md §13), unless the test writes another (``tests.fakes.write_job_state``).
-    tests/integration use the lab's own."""
-    from tests.fakes import write_job_state
+def _saved_state(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> Path:
+    """Outside tests/integration, slurmctld's state directory is one of the test's own (with a
+    job_state, for the readers), and slurmctld saves between any two looks at it
+    (``tests.fakes.SavesAtEveryLook``): whatever a unit test's sweep clears is known saved
+    (docs/contract.md §13), unless the test looks at the real files (``real_saves``) and saves
+    itself (``tests.fakes.write_job_state``).  tests/integration use the lab's own."""
+    from tests.fakes import SavesAtEveryLook, write_job_state
 
     directory = tmp_path_factory.mktemp("statesave")
-    write_job_state(directory, int(time.time()) + 3600)
+    write_job_state(directory, int(time.time()))
     monkeypatch.setenv("SLURM_DSL_STATE_SAVE_LOCATION", str(directory))
+    if request.node.get_closest_marker("integration") is None:
+        monkeypatch.setattr("slurm_dsl.lookups.saves.look_at_save", SavesAtEveryLook())
     return directory
+
+
+@pytest.fixture
+def real_saves(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The looks at slurmctld's saves see the real files again: a save is a ``write_job_state``."""
+    from tests.fakes import REAL_LOOK_AT_SAVE
+
+    monkeypatch.setattr("slurm_dsl.lookups.saves.look_at_save", REAL_LOOK_AT_SAVE)
 
 
 ONE_CONTROLLER = "ClusterName=unit\nSlurmctldHost=localhost\n"

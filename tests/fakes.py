@@ -11,6 +11,8 @@ from typing import Dict, List, Optional, Sequence
 
 from slurm_dsl.core.jobinfo import JobInfo
 from slurm_dsl.core.model import LookupFailed
+from slurm_dsl.host.files import Identity
+from slurm_dsl.lookups import saves as _saves
 
 # Which call an argv is: the key the fake's plan uses.
 KEYS = {
@@ -233,6 +235,38 @@ def write_heartbeat(directory: Path, at: int, writer: int) -> Path:
     new = directory / "heartbeat.new"
     new.write_bytes(at.to_bytes(8, "big") + writer.to_bytes(8, "big"))
     return new.replace(directory / "heartbeat")
+
+
+# The real look, kept before any test replaces it (``tests.conftest._saved_state``).
+REAL_LOOK_AT_SAVE = _saves.look_at_save
+
+
+class SavesAtEveryLook:
+    """``lookups.saves.look_at_save`` of a slurmctld that saves between any two looks at its
+    job_state: each look sees a file no look saw before (docs/contract.md §13.2, Rule 1: each save
+    is a new file).  ``looks``: how many were taken."""
+
+    def __init__(self) -> None:
+        self.looks = 0
+
+    def __call__(self, location: Optional[str], timeout: float = 2.0) -> _saves.Seen:
+        self.looks += 1
+        path = os.path.join(location or "", "job_state")
+        return _saves.Seen(Identity(self.looks, self.looks, self.looks), path)
+
+
+class ScriptedSaves:
+    """``lookups.saves.look_at_save`` of a slurmctld whose job_state the n-th look sees as
+    ``files[n]`` (the last one from then on): a number per save's file."""
+
+    def __init__(self, files: Sequence[int]) -> None:
+        self.files = list(files)
+        self.looks = 0
+
+    def __call__(self, location: Optional[str], timeout: float = 2.0) -> _saves.Seen:
+        n = self.files[min(self.looks, len(self.files) - 1)]
+        self.looks += 1
+        return _saves.Seen(Identity(n, n, n), os.path.join(location or "", "job_state"))
 
 
 def write_job_state(directory: Path, started: int, protocol_version: int = 0x2600) -> Path:

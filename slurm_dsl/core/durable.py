@@ -1,39 +1,46 @@
 """When a change slurmctld acknowledged is known saved (docs/contract.md §13).  Pure: the caller
-reads the state file and the ledger; these rules only read values.
+looks at the state files and reads the ledger; these rules only read values.
 
 slurmctld replies to an update or a requeue before it saves, and its save thread writes
 ``job_state`` at most once per 5 s (docs/contract.md §13.1 has the source lines).  A controller that
 dies in that window comes back, or hands over, with the job as it was at the last save.
 
-Strategy: "saved" is read from the controller's own state file, never guessed from a clock.
+Strategy: "saved" is read from what was seen of the controller's own state file, in the order it
+was seen, never from a clock: no time of slurmctld's is compared with one of this host's or of a
+ledger server's, nor ordered across a possible step of any of them (docs/durability.md §5 lists
+every comparison of times).
 
-Rule 1, the save's start: every ``job_state`` begins with a header that ``dump_all_job_state``
-packs before it takes the job lock: ``JOB_STATE_VERSION`` as a packed string (a 32-bit big-endian
-length, the bytes, a NUL), a 16-bit protocol version, then ``time(NULL)`` as a 64-bit big-endian
-integer taken when that save began (``save_started``).  A save whose start is after a change
-includes it: an update replies while it holds the job write lock, and a save packs the jobs under
-the job read lock, so a save that began after the reply packs the job as the reply left it.
+Rule 1, a save is a new file: slurmctld writes each save of its job state to ``job_state.new``,
+then links it in at ``job_state`` (``save_buf_to_state``), the new file made while the one it
+replaces still exists, so a file seen there that is not the one seen before (``Look.seen``: its
+inode, last write and size, compared for equality only) belongs to a later save.  The save thread
+is one thread (``slurmctld_state_save``, the one caller of ``dump_all_job_state``): a save begins
+packing only after the one before it was linked in.
 
-Rule 2, whole seconds: the start is ``time(NULL)``, a whole second, so it proves a save began
-after an instant ``t`` only when it is greater than ``t`` (``began_after``).  A change saved in the
-very second it was made (the cold save right after a reply) is not proven by its own save; the
-next save proves it.  ``t`` is on the ledger's clock (MariaDB's, or this host's), the start on the
-controller's: ``CLOCK_MARGIN`` covers hosts kept within a second by NTP (doctor's clock check).
+Rule 2, two replacements after a look (``looks_needed``): a look made after a change was
+acknowledged (its own look, by the process that made it, right after its calls; or, by anyone, a
+look made once that process is over) is followed by a look that sees another file (a save was
+linked after the first look), then by one more that sees yet another: the save that wrote the
+third file began packing after the second file was linked, so after the first look, so after the
+acknowledgement: it packed the job as the change left it.  The looks must be one observer's (one
+host's view of one StateSaveLocation, ``observer``), in the order it took them: a file system
+shared by two hosts may show one of them a file the other has already seen replaced.  A look
+that cannot be taken (no such file, a file system that does not answer) sees nothing: it never
+counts.  Inode numbers are reused: a later file that happens to get an earlier one's inode, last
+write and size is taken for it, which can only delay "saved".
 
-Rule 3, the save before the look: a change is known saved once a save began after it AND a
-lookup made after reading that save still shows it (the caller reads the file first, then
-looks).  The look is what makes a takeover or a restart harmless: a controller that took over,
-or came back, with the job as it was before the change shows the job without it, however recent
-its own saves are.  So an object (docs/contract.md §9) is cleared only when the job shows
-Requeue=0 (or is gone) in a lookup made after reading a save that began after the last moment any
-call of slurm-dsl's could have changed the job's flag (the object's ``quiet_at``).  Anything that
-cannot be read (no state file, another format, an unreadable directory) proves nothing: the
-object stays watched.
+Rule 3, the save before the look: a change is known saved once Rule 2 holds AND a lookup made
+after the last of those looks still shows it.  The lookup is what makes a takeover or a restart
+harmless: a controller that took over, or came back, with the job as it was before the change
+shows the job without it, however many saves it has made since.  So an object (docs/contract.md
+§9) is cleared only when the job shows Requeue=0 (or is gone, Rule 8) in a lookup made after the
+looks that prove its quiet moment saved (the object's ``quiet_mark``: where the looks stood when
+the last call slurm-dsl made on the job was over).
 
 Rule 4, an acknowledged operation read again (docs/contract.md §13.4): an ``ok`` (or a requeue's
-``bit_set``) is re-read from the record by every sweep until it is either known saved (Rule 3: a
-lookup made after reading a save that began after the operation's end still shows its effect:
-``saved``) or settled for good (found lost, gone, or undecidable).  The sweep keeps where it got to
+``bit_set``) is re-read from the record by every sweep until it is either known saved (Rule 3 from
+the looks at its end: a lookup after them still shows its effect: ``saved``) or settled for good
+(found lost, gone, or undecidable).  The sweep keeps where it got to
 as the lowest history id it must read again (``next_mark``): the first operation, in id order, that
 is not yet done, or that began less than ``MARK_GUARD`` ago (an id handed out before a committed one
 may still be in an open transaction on MariaDB, whose auto-increment ids can commit out of order).
@@ -73,6 +80,11 @@ after ``end``, so whatever waited on its socket from before ``end`` has had ``he
 applied; a controller restarted since then listened only after ``end``, so holds nothing sent
 before it.  A writer that changes starts the memory again.
 
+Rule 8, gone is saved too (docs/contract.md §13.8): a job's purge is a change slurmctld saves late
+like any other, so a lookup that says "gone" clears an object, or settles an operation ``gone``,
+only once Rule 2 holds from a look made after the lookup that first said so (the object's
+``gone_mark``), and a lookup after those looks still says gone.  A lookup that shows the job again
+forgets that mark.
 """
 
 from __future__ import annotations
@@ -97,6 +109,50 @@ SEEN_KEPT = 64
 # Seconds an operation's history row is read again after it began, whatever it showed (Rule 4):
 # far longer than the transaction that writes a row, so every lower id has committed by then.
 MARK_GUARD = 60.0
+
+
+# How many saves must be seen replaced after a look before what was acknowledged before it is
+# known saved (Rule 2): the first may have begun packing before the acknowledgement.
+REPLACEMENTS = 2
+# Looks kept per observer in the ledger (Rule 2): an anchor older than all of them has more than
+# enough after it.
+LOOKS_KEPT = 64
+
+
+class Look(NamedTuple):
+    """One look at ``job_state`` (Rule 1): who looked (``observer``: one host's view of one
+    StateSaveLocation) and which save's file it saw (``seen``).  Stored as ``observer=seen``."""
+
+    observer: str
+    seen: str
+
+    def __str__(self) -> str:
+        return f"{self.observer}={self.seen}"
+
+    @classmethod
+    def parse(cls, text: Optional[str]) -> Optional[Look]:
+        """The look stored as ``text`` (None: none, or not one)."""
+        observer, sep, seen = (text or "").rpartition("=")
+        return cls(observer, seen) if sep and observer and seen else None
+
+
+# One observer's looks as the ledger keeps them: (place, what it saw), in the order they were taken,
+# each one kept only when it saw another file than the one before.
+Chain = Sequence[Tuple[int, str]]
+
+
+def looks_needed(mark: Optional[int], own: Optional[Look], observer: str, chain: Chain) -> int:
+    """Rule 2: how many more looks by ``observer`` that see another file must come before what was
+    acknowledged before the anchor (``mark``: where the looks stood then, None: no anchor yet;
+    ``own``: the look its own process took then, if any) is known saved; 0: it is.  ``chain``:
+    ``observer``'s looks, the latest ones at least."""
+    if mark is None:
+        return REPLACEMENTS + 1
+    seen = [s for place, s in chain if place > mark]
+    if own is not None and own.observer == observer:
+        seen.insert(0, own.seen)
+    replaced = sum(1 for before, after in zip(seen, seen[1:]) if before != after)
+    return max(0, REPLACEMENTS - replaced)
 
 
 def save_started(header: bytes) -> Optional[int]:

@@ -23,7 +23,21 @@ newest row).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ContextManager, Dict, List, Mapping, Optional, Protocol, Sequence, Tuple
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Callable,
+    ContextManager,
+    Dict,
+    List,
+    Mapping,
+    NamedTuple,
+    Optional,
+    Protocol,
+    Sequence,
+    Set,
+    Tuple,
+)
 
 from ..core.model import Op, Outcome, RequeueBit
 
@@ -38,6 +52,30 @@ BUSY_TIMEOUT = 5.0  # seconds a writer waits for another one before LedgerError
 STDERR_CAP = 64 * 1024  # bytes of a script's stderr kept in the history (the head)
 BACKOFF_BASE = 60.0  # seconds before the sweeper looks a job up again after one failed lookup
 BACKOFF_CAP = 3600.0  # the back-off doubles per failed lookup up to this
+
+
+class Looks(NamedTuple):
+    """What ``LedgerStore.look_at_saves`` returns: where the looks at slurmctld's saves stand
+    (``place``: the last one's), the observer's kept looks, oldest first (``core.durable.Chain``),
+    and what the look just taken saw (None: nothing)."""
+
+    place: int
+    chain: Tuple[Tuple[int, str], ...]
+    seen: Optional[str]
+
+
+class Marks(NamedTuple):
+    """An object's marks (core.durable Rules 2 and 8): where the looks stood once slurm-dsl's last
+    call on its job was over (None: not known yet) and the look taken then (None: none), and where
+    they stood when a lookup first said the job is gone (None: it did not) and the look taken then."""
+
+    quiet: Optional[int]
+    quiet_look: Optional[str]
+    gone: Optional[int]
+    gone_look: Optional[str]
+    # When (the ledger's clock) a call of slurm-dsl's last could change the job's flag, or its
+    # object last changed where that was not written (core.durable Rule 6).
+    quiet_at: Optional[float] = None
 
 
 class LedgerStore(Protocol):
@@ -90,7 +128,9 @@ class LedgerStore(Protocol):
         margin): written at the start, never changed.  Times on the ledger's clock."""
         ...
 
-    def finish_operation(self, op_id: int, outcome: Outcome, stderr: bytes, now: float) -> RequeueBit: ...
+    def finish_operation(
+        self, op_id: int, outcome: Outcome, stderr: bytes, now: float, *, look: Optional[str] = None
+    ) -> RequeueBit: ...
 
     def begin_operations(
         self,
@@ -108,7 +148,12 @@ class LedgerStore(Protocol):
         id (a job not in them gets None)."""
         ...
 
-    def finish_operations(self, finishes: Sequence[Tuple[int, Outcome, bytes]], now: float) -> List[RequeueBit]: ...
+    def finish_operations(
+        self, finishes: Sequence[Tuple[int, Outcome, bytes]], now: float, *, look: Optional[str] = None
+    ) -> List[RequeueBit]:
+        """``finish_operation`` for many; ``look``: the finishing process's own look at slurmctld's
+        job_state after their calls (core.durable Rule 2), kept with each one's mark."""
+        ...
 
     def acquire_lease(self, job_id: str, owner: str, now: float, ttl: float) -> bool: ...
 
@@ -132,7 +177,23 @@ class LedgerStore(Protocol):
 
     def count_not_clear(self) -> int: ...
 
-    def quiet_times(self, job_ids: Sequence[str]) -> Dict[str, float]: ...
+    def look_at_saves(self, observer: str, look: Callable[[], Optional[str]]) -> Looks: ...
+
+    def marks(self, job_ids: Sequence[str]) -> Dict[str, Marks]: ...
+
+    def anchors(
+        self, job_ids: Sequence[str], *, quiet: bool = True
+    ) -> Set[Tuple[Optional[int], Optional[str]]]: ...
+
+    def anchor_quiet(self, job_ids: Sequence[str], look: Optional[str]) -> int: ...
+
+    def mark_gone(self, job_ids: Sequence[str], look: Optional[str]) -> int: ...
+
+    def forget_gone(self, job_ids: Sequence[str]) -> int: ...
+
+    def op_marks(self, op_ids: Sequence[int]) -> Dict[int, Tuple[int, Optional[str]]]: ...
+
+    def anchor_operations(self, op_ids: Sequence[int], look: Optional[str]) -> int: ...
 
     def set_bit(self, job_id: str, bit: RequeueBit, why: str, now: float, *, owner: str) -> bool: ...
 

@@ -231,6 +231,25 @@ MIGRATIONS: Tuple[Tuple[str, ...], ...] = (
         # Until when a call of slurm-dsl's may change the job's flag (docs/contract.md §13).
         "ALTER TABLE objects ADD COLUMN IF NOT EXISTS quiet_at DOUBLE NULL",
     ),
+    (
+        # SQLite's schema 5: saves proven by what was seen of them, in order (core.durable Rules 1,
+        # 2, 8), not by comparing clocks.  NULL marks in older rows: not known yet (the sweep anchors them).
+        "ALTER TABLE objects ADD COLUMN IF NOT EXISTS quiet_mark BIGINT NULL,"
+        " ADD COLUMN IF NOT EXISTS quiet_look VARCHAR(1024) NULL,"
+        " ADD COLUMN IF NOT EXISTS gone_mark BIGINT NULL,"
+        " ADD COLUMN IF NOT EXISTS gone_look VARCHAR(1024) NULL",
+        f"""CREATE TABLE IF NOT EXISTS looks (
+            seq BIGINT UNSIGNED NOT NULL AUTO_INCREMENT PRIMARY KEY,
+            observer VARCHAR(512) NOT NULL,
+            seen VARCHAR(512) NOT NULL,
+            KEY looks_observer (observer, seq)
+        ) {_TABLE}""",
+        f"""CREATE TABLE IF NOT EXISTS op_looks (
+            op_id BIGINT UNSIGNED NOT NULL PRIMARY KEY,
+            mark BIGINT NOT NULL,
+            look VARCHAR(1024) NULL
+        ) {_TABLE}""",
+    ),
 )
 # The current history_finish_once around its condition (``schema.start_guard``).
 _FINISH_ONCE_HEAD = "CREATE TRIGGER history_finish_once BEFORE UPDATE ON history FOR EACH ROW\nBEGIN\n    IF "

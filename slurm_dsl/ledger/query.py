@@ -100,7 +100,31 @@ BACKOFF_RESET = "lookup_failures = 0, next_lookup_at = 0, lookup_error = ''"
 # The reads and writes of one statement each, the store's method named first.
 RELEASE = "DELETE FROM leases WHERE owner = ? AND job_id"  # ``release_leases``, with an IN list
 OBJECT_OF = ledger_rows.SELECT_OBJECTS + " WHERE job_id = ?"  # ``get``
-QUIET_TIMES = "SELECT job_id, coalesce(quiet_at, updated_at) FROM objects WHERE job_id"  # with an IN list
+# The looks at slurmctld's saves (schema 5, core.durable Rules 1, 2, 8), and the marks they anchor.
+LAST_PLACE = "SELECT coalesce(max(seq), 0) FROM looks"
+LAST_LOOK = "SELECT seen FROM looks WHERE observer = ? ORDER BY seq DESC LIMIT 1"
+ADD_LOOK = "INSERT INTO looks (observer, seen) VALUES (?, ?)"
+LOOKS_OF = "SELECT seq, seen FROM looks WHERE observer = ? ORDER BY seq DESC LIMIT ?"
+DROP_LOOKS = "DELETE FROM looks WHERE observer = ? AND seq < ?"
+WRITE_QUIET = "UPDATE objects SET quiet_at = ?, quiet_mark = ?, quiet_look = ? WHERE job_id = ?"
+MARKS_OF = (  # an IN list follows
+    "SELECT job_id, quiet_mark, quiet_look, gone_mark, gone_look, coalesce(quiet_at, updated_at)"
+    " FROM objects WHERE job_id"
+)
+# The distinct anchors of objects (quiet marks and their looks, those there; gone marks and theirs, a
+# job not marked gone as (NULL, NULL)), an IN list of job ids following each.
+QUIET_ANCHORS = "SELECT DISTINCT quiet_mark, quiet_look FROM objects WHERE quiet_mark IS NOT NULL AND job_id"
+GONE_ANCHORS = "SELECT DISTINCT gone_mark, gone_look FROM objects WHERE job_id"
+# Each with the mark and the look, then an IN list of job ids.
+ANCHOR_QUIET = "UPDATE objects SET quiet_mark = ?, quiet_look = ? WHERE quiet_mark IS NULL AND job_id"
+MARK_GONE = "UPDATE objects SET gone_mark = ?, gone_look = ? WHERE gone_mark IS NULL AND job_id"
+FORGET_GONE = "UPDATE objects SET gone_mark = NULL, gone_look = NULL WHERE gone_mark IS NOT NULL AND job_id"
+OP_LOOK = schema.insert("op_looks", schema.OP_LOOKS.names())
+OP_MARKS_OF = "SELECT op_id, mark, look FROM op_looks WHERE op_id"  # an IN list follows
+ANCHOR_OPERATIONS = (  # the mark and the look, then an IN list of history ids
+    "INSERT INTO op_looks (op_id, mark, look) SELECT h.id, ?, ? FROM history h"
+    " WHERE NOT EXISTS (SELECT 1 FROM op_looks o WHERE o.op_id = h.id) AND h.id"
+)
 COUNT_NOT_CLEAR = "SELECT count(*) FROM objects WHERE bit <> 'clear'"
 WATCH = "UPDATE objects SET lookup_failures = 0, next_lookup_at = ?, lookup_error = '' WHERE job_id = ?"
 HISTORY_OF = ledger_rows.SELECT_HISTORY + " WHERE h.job_id = ? ORDER BY h.id"  # ``history``
@@ -369,10 +393,23 @@ class SqlQueries(abc.ABC):
                 self._set_version(cur, number + 1)
 
     def _write_quiet(self, cur: Cursor, quiet: Sequence[ledger_rows.QuietWrite]) -> None:
-        """The objects' ``quiet_at`` (``ledger_rows.QuietWrite``); their rows exist (written above
+        """The objects' quiet moment (``ledger_rows.QuietWrite``); their rows exist (written above
         in the same transaction, or before)."""
         if quiet:
-            cur.executemany(self._sql("UPDATE objects SET quiet_at = ? WHERE job_id = ?"), list(quiet))
+            cur.executemany(self._sql(WRITE_QUIET), list(quiet))
+
+    def _last_place(self, cur: Cursor) -> int:
+        """Where the looks at slurmctld's saves stand: the place of the last one taken (0: none)."""
+        found = self._run(cur, LAST_PLACE).fetchone()
+        return int(found[0]) if found and found[0] is not None else 0
+
+    def _in_lists(self, cur: Cursor, sql: str, head: Sequence[Any], keys: Sequence[Any]) -> int:
+        """``sql`` with ``head``'s parameters, then an ``IN`` list, for each piece of ``keys``;
+        how many rows they changed."""
+        changed = 0
+        for piece in ledger_rows.pieces(ledger_rows.distinct(keys)):
+            changed += max(self._run(cur, ledger_rows.in_list(sql, len(piece), "?"), (*head, *piece)).rowcount, 0)
+        return changed
 
     def _append_history(self, cur: Cursor, rows: Sequence[Tuple[Any, ...]]) -> List[int]:
         """Append the history ``rows`` (``ledger_rows.HistoryStart``); their ids

@@ -70,11 +70,13 @@ _E = TypeVar("_E", bound=enum.Enum)
 _T = TypeVar("_T")
 
 # What each read takes of a row, by column name (``ledger.schema``), in this order: a decoder reads
-# a row's values by these names (``named``), never by position.  A JobObject's (``quiet_at`` is
-# read alone, ``quiet_times``); every column of a history row; its settlement's, but those of its
-# row (``op_id``, ``job_id``); what settling reads of a row (``settle.Recorded``'s fields, a test
-# checks) and what a sweep first reads of one (``settle.Pending``'s).
-OBJECT_COLUMNS = tuple(c for c in schema.OBJECTS.names() if c != "quiet_at")
+# a row's values by these names (``named``), never by position.  A JobObject's (the marks of what
+# was seen of slurmctld's saves are read alone, ``marks``); every column of a history row; its
+# settlement's, but those of its row (``op_id``, ``job_id``); what settling reads of a row
+# (``settle.Recorded``'s fields, a test checks) and what a sweep first reads of one
+# (``settle.Pending``'s).
+MARK_COLUMNS = ("quiet_at", "quiet_mark", "quiet_look", "gone_mark", "gone_look")
+OBJECT_COLUMNS = tuple(c for c in schema.OBJECTS.names() if c not in MARK_COLUMNS)
 HISTORY_COLUMNS = schema.HISTORY.names()
 SETTLEMENT_COLUMNS = tuple(c for c in schema.SETTLEMENTS.names() if c not in ("op_id", "job_id"))
 TO_SETTLE_COLUMNS = (
@@ -720,10 +722,12 @@ class BeginPlan(NamedTuple):
     quiet: List[QuietWrite]
 
 
-# An object's ``quiet_at``, and its job: until when a call of slurm-dsl's may still change the
-# job's flag (docs/contract.md §13): a requeue's or restore's ``ends_by`` when it begins, its
-# finish when it finishes (a late finish, Rule 7 of ledger_rules, leaves it as it is).
-QuietWrite = Tuple[float, str]
+# An object's quiet moment, and its job (docs/contract.md §13): ``quiet_at`` (the ledger's clock:
+# shown only), ``quiet_mark`` and ``quiet_look`` (core.durable Rule 2; None and None: a call of
+# slurm-dsl's may still change the job's flag).  A requeue or restore writes (its ``ends_by``, None,
+# None) when it begins, and (its finish, the looks' mark, its own look) when it finishes (a late
+# finish, Rule 7 of ledger_rules, leaves it as it is).
+QuietWrite = Tuple[Optional[float], Optional[int], Optional[str], str]
 FLAG_OPS = (Op.REQUEUE, Op.RESTORE)  # the ops whose calls change the job's flag
 
 
@@ -745,8 +749,8 @@ def begin_plan(
     fields = fields or StartFields()
     quiet: Dict[str, QuietWrite] = {}
     for job_id, op, nonce in starts:
-        if op in FLAG_OPS and fields.ends_by is not None:
-            quiet[job_id] = (fields.ends_by, job_id)
+        if op in FLAG_OPS:
+            quiet[job_id] = (fields.ends_by, None, None, job_id)
         prior = current.get(job_id)
         if prior is None:  # a new object, bit clear (an intent below may overwrite it at once)
             prior = current[job_id] = RequeueBit.CLEAR
@@ -805,12 +809,15 @@ def finish_plan(
     now: float,
     *,
     hex_stderr: bool = False,
+    mark: int = 0,
+    look: Optional[str] = None,
 ) -> FinishPlan:
     """``FinishPlan`` of ``finishes`` (op_id, outcome, stderr) at ``now``, given the operations'
     rows there (op id -> ``finish``'s row; an id absent has none), as the finishes one after the
     other would: an operation finished earlier in the batch is "already finished", and one on a
-    job whose object an earlier finish changed sees that bit.  The first finish refused raises
-    (``finish``), so nothing of the batch is written."""
+    job whose object an earlier finish changed sees that bit; ``mark`` and ``look`` (where the looks
+    at slurmctld's saves stood, and the finishing process's own look) are the objects' quiet moment.
+    The first finish refused raises (``finish``), so nothing of the batch is written."""
     current: Dict[str, str] = {}  # job id -> the bit the batch left so far
     done: Set[int] = set()
     objects: Dict[str, ObjectWrite] = {}
@@ -826,7 +833,7 @@ def finish_plan(
             row = (job, op_text, nonce, prior_text, now if op_id in done else finished_at, current.get(job, bit), later)
         job_id, after = finish(path, op_id, row, outcome)
         if outcome.op in FLAG_OPS and not later:  # no operation began on the job after it
-            quiet[job_id] = (now, job_id)  # its calls are over, and every earlier one's too (its lease)
+            quiet[job_id] = (now, mark, look, job_id)  # its calls are over, every earlier one's too (its lease)
         done.add(op_id)
         if after.why is not None:
             current[job_id] = after.bit.value

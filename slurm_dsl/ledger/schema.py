@@ -23,7 +23,7 @@ Dialect = Literal["sqlite", "mariadb"]
 
 # The schema these tables are, in each dialect (``user_version`` in SQLite, ``schema_version`` in
 # MariaDB, which started at SQLite's schema 2).
-CURRENT = {"sqlite": 4, "mariadb": 3}
+CURRENT = {"sqlite": 5, "mariadb": 4}
 
 BITS = "'clear', 'may_be_set', 'set'"
 OPS = "'hold', 'release', 'requeue', 'restore', 'open'"
@@ -77,8 +77,17 @@ OBJECTS = Table("objects", (
     Column("lookup_failures", "INTEGER NOT NULL DEFAULT 0", "BIGINT NOT NULL DEFAULT 0"),
     Column("next_lookup_at", "REAL NOT NULL DEFAULT 0", "DOUBLE NOT NULL DEFAULT 0"),
     Column("lookup_error", "TEXT NOT NULL DEFAULT ''", "MEDIUMTEXT NOT NULL DEFAULT ''"),
-    # Until when a call of slurm-dsl's may change the job's flag (docs/contract.md §13).
+    # When (the ledger's clock) a call of slurm-dsl's last could change the job's flag: shown, never
+    # compared with slurmctld's clock (docs/contract.md §13).
     Column("quiet_at", "REAL", "DOUBLE NULL"),
+    # Where the looks at slurmctld's saves stood once slurm-dsl's last call on the job was over, and
+    # the look its own process took then (core.durable Rule 2: ``LOOKS``; NULL: not known yet).
+    Column("quiet_mark", "INTEGER", "BIGINT NULL"),
+    Column("quiet_look", "TEXT", "VARCHAR(1024) NULL"),
+    # Where the looks stood when a lookup first said the job is gone, and the look taken after that
+    # lookup (core.durable Rule 8; NULL: not seen gone).
+    Column("gone_mark", "INTEGER", "BIGINT NULL"),
+    Column("gone_look", "TEXT", "VARCHAR(1024) NULL"),
 ), keys=("KEY objects_pending (bit, next_lookup_at, updated_at)",))
 
 # ids are never reused: prune never removes a job's newest row, so never the largest id.
@@ -153,7 +162,24 @@ SETTLEMENTS = Table("settlements", (
     Column("detail", "TEXT NOT NULL", "MEDIUMTEXT NOT NULL"),
 ), keys=("UNIQUE KEY settlements_op (op_id)",))
 
-TABLES = (OBJECTS, HISTORY, LEASES, LAST_SWEEP, PRUNING, WRITE_LOCK, SETTLEMENTS)
+# The looks at slurmctld's job_state (core.durable Rules 1 and 2), each taken inside the write lock, so
+# that ``seq`` is the order they were taken in: one observer's row kept only when it saw another file
+# than its row before, its last ``LOOKS_KEPT`` kept.
+LOOKS = Table("looks", (
+    Column("seq", "INTEGER PRIMARY KEY AUTOINCREMENT", "BIGINT UNSIGNED NOT NULL AUTO_INCREMENT PRIMARY KEY"),
+    Column("observer", "TEXT NOT NULL", "VARCHAR(512) NOT NULL"),
+    Column("seen", "TEXT NOT NULL", "VARCHAR(512) NOT NULL"),
+), keys=("KEY looks_observer (observer, seq)",))
+
+# Where the looks stood when an operation was over, and its own look then (core.durable Rule 4):
+# written when it finishes, or by the sweep that reads it again (NULL look: not its own).
+OP_LOOKS = Table("op_looks", (
+    Column("op_id", "INTEGER PRIMARY KEY", "BIGINT UNSIGNED NOT NULL PRIMARY KEY"),
+    Column("mark", "INTEGER NOT NULL", "BIGINT NOT NULL"),
+    Column("look", "TEXT", "VARCHAR(1024) NULL"),
+))
+
+TABLES = (OBJECTS, HISTORY, LEASES, LAST_SWEEP, PRUNING, WRITE_LOCK, SETTLEMENTS, LOOKS, OP_LOOKS)
 
 # A history row's columns written at its start (``begin_operations``), in their order, its id
 # apart; and those written when it finishes (``finish_operations``), in their order.

@@ -67,6 +67,7 @@ _BITS, _OPS, _VERDICTS = schema.BITS, schema.OPS, schema.VERDICTS
 # file's tables at once (``SCHEMA``).
 _PENDING_INDEX = "CREATE INDEX objects_pending ON objects (updated_at, job_id) WHERE bit != 'clear'"
 _JOB_INDEX = "CREATE INDEX history_job ON history (job_id, id)"
+_LOOKS_INDEX = "CREATE INDEX looks_observer ON looks (observer, seq)"
 # Prune alone may delete history (``pruning``), and never an unfinished row, a row of an object
 # whose bit is not clear, or an object's newest row (ledger_rules.may_prune).
 _NO_DELETE = """CREATE TRIGGER history_no_delete BEFORE DELETE ON history
@@ -209,6 +210,25 @@ MIGRATIONS: Tuple[Tuple[str, ...], ...] = (
         # sweep clears an object only from a lookup after a save that began after it.
         "ALTER TABLE objects ADD COLUMN quiet_at REAL",
     ),
+    (
+        # Saves proven by what was seen of them, in order (core.durable Rules 1, 2, 8), not by
+        # comparing clocks.  NULL marks in older rows: not known yet (the sweep anchors them).
+        "ALTER TABLE objects ADD COLUMN quiet_mark INTEGER",
+        "ALTER TABLE objects ADD COLUMN quiet_look TEXT",
+        "ALTER TABLE objects ADD COLUMN gone_mark INTEGER",
+        "ALTER TABLE objects ADD COLUMN gone_look TEXT",
+        """CREATE TABLE looks (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            observer TEXT NOT NULL,
+            seen TEXT NOT NULL
+        )""",
+        _LOOKS_INDEX,
+        """CREATE TABLE op_looks (
+            op_id INTEGER PRIMARY KEY,
+            mark INTEGER NOT NULL,
+            look TEXT
+        )""",
+    ),
 )
 
 # A new file's schema at once: ``schema.CURRENT["sqlite"]``, the version MIGRATIONS reach (a test
@@ -225,6 +245,7 @@ SCHEMA: Tuple[str, ...] = (
     _KEY_INDEX,
     _SETTLEMENTS_NO_UPDATE,
     _SETTLEMENTS_NO_DELETE,
+    _LOOKS_INDEX,
 )
 
 # Finishing operations: their ``ledger_rows.finished_values`` (the id last) into their rows, one

@@ -18,12 +18,14 @@ from __future__ import annotations
 
 import time
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Mapping, Optional, Self, Sequence, Set, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Mapping, Optional, Self, Sequence, Set, Tuple
 
+from ..core.durable import LOOKS_KEPT
 from ..core.jobid import checked_list
 from ..core.model import Op, Outcome, RequeueBit, Result
 from . import query
 from . import rows as ledger_rows
+from .base import Looks, Marks
 
 if TYPE_CHECKING:
     from ..core.jobinfo import JobInfo
@@ -135,7 +137,9 @@ class SqlStore(query.SqlQueries):
             self._write_quiet(cur, plan.quiet)
             return self._append_history(cur, plan.history)
 
-    def finish_operation(self, op_id: int, outcome: Outcome, stderr: bytes, now: float) -> RequeueBit:
+    def finish_operation(
+        self, op_id: int, outcome: Outcome, stderr: bytes, now: float, *, look: Optional[str] = None
+    ) -> RequeueBit:
         """Fill in operation ``op_id`` with its outcome; return the object's new bit.
 
         One transaction.  The bit becomes ``ledger_rules.after``: ``next_bit(prior, outcome)``, where
@@ -143,24 +147,32 @@ class SqlStore(query.SqlQueries):
         other ops never wrote it, so it is the object's current bit.  A requeue or restore records
         why; hold, release and open leave the object as it is.
         """
-        return self.finish_operations([(op_id, outcome, stderr)], now)[0]
+        return self.finish_operations([(op_id, outcome, stderr)], now, look=look)[0]
 
-    def finish_operations(self, finishes: Sequence[Tuple[int, Outcome, bytes]], now: float) -> List[RequeueBit]:
+    def finish_operations(
+        self, finishes: Sequence[Tuple[int, Outcome, bytes]], now: float, *, look: Optional[str] = None
+    ) -> List[RequeueBit]:
         """``finish_operation`` for many ``(op_id, outcome, stderr)`` in ONE transaction (a bulk
         chunk's results); if any is refused, none is written.
 
         Set-based: the operations read (``_keyed``) in ``IN`` lists of ``ledger_rows.IN_PIECE``
         ids, decided by ``ledger_rows.finish_plan`` (as the finishes one after the other would:
         the same operation twice is "already finished"), the objects changed in one multi-row
-        upsert, the history rows by the dialect's ``_finish_history``."""
+        upsert, the history rows by the dialect's ``_finish_history``.  ``look``: the finishing
+        process's own look at slurmctld's job_state, taken after their calls were over (None: none
+        could be); with where the looks stand, each operation's mark (core.durable Rules 2 and 4)."""
         now = ledger_rows.finite("now", now)
         finishes = list(finishes)
         with self._atomic("finish operation") as cur:
             rows = self._keyed(cur, query.FINISHING_ONE, query.FINISHING_ROWS, [op_id for op_id, _, _ in finishes])
-            plan = ledger_rows.finish_plan(self.path, finishes, rows, now, hex_stderr=self.HEX_STDERR)
+            mark = self._last_place(cur)
+            plan = ledger_rows.finish_plan(self.path, finishes, rows, now, hex_stderr=self.HEX_STDERR, mark=mark,
+                                           look=look)
             self._write_rows(cur, query.WRITE_BIT, plan.objects, self._upsert("job_id", query.BIT_COLUMNS))
             self._write_quiet(cur, plan.quiet)
             self._finish_history(cur, plan.history)
+            marks = [(op_id, mark, look) for op_id in ledger_rows.distinct([op_id for op_id, _, _ in finishes])]
+            self._write_rows(cur, query.OP_LOOK, marks, self._upsert("op_id", ("mark", "look")))
         return plan.bits
 
     # -- leases ----------------------------------------------------------------------------------
@@ -231,16 +243,83 @@ class SqlStore(query.SqlQueries):
                 ids += [str(row[0]) for row in chunk]
         return ids
 
-    def quiet_times(self, job_ids: Sequence[str]) -> Dict[str, float]:
-        """Each object's ``quiet_at`` (docs/contract.md §13: until when a call of slurm-dsl's may
-        have changed its job's flag), or its ``updated_at`` where none was written (an object from
-        before schema 4, or one only a sweep or a merge wrote); a job without an object is
-        absent.  One query per ``IN`` list of ``ledger_rows.IN_PIECE`` ids; reads only."""
-        found: Dict[str, float] = {}
+    # -- what was seen of slurmctld's saves (core.durable Rules 1, 2, 8) -------------------------
+
+    def look_at_saves(self, observer: str, look: Callable[[], Optional[str]]) -> Looks:
+        """One look at slurmctld's job_state by ``observer``, taken (``look()``: what it sees, None:
+        nothing) inside the write lock, so that the looks' places are the order they were taken in;
+        kept when it sees another file than ``observer``'s look before (its last
+        ``core.durable.LOOKS_KEPT`` kept).  ``Looks``: where the looks stand now, ``observer``'s
+        kept ones, and what this one saw."""
+        with self._atomic("look at saves") as cur:
+            seen = look()
+            last = self._run(cur, self._locked(query.LAST_LOOK), (observer,)).fetchone()
+            if seen is not None and (last is None or str(last[0]) != seen):
+                self._run(cur, query.ADD_LOOK, (observer, seen))
+            chain = [(int(place), str(text)) for place, text in
+                     self._run(cur, query.LOOKS_OF, (observer, LOOKS_KEPT)).fetchall()][::-1]
+            if len(chain) == LOOKS_KEPT:
+                self._run(cur, query.DROP_LOOKS, (observer, chain[0][0]))
+            return Looks(self._last_place(cur), tuple(chain), seen)
+
+    def marks(self, job_ids: Sequence[str]) -> Dict[str, Marks]:
+        """Each object's ``Marks``; a job without an object is absent.  Reads only.  Objects with
+        the same marks share one value (a bulk operation's objects all have the same)."""
+        found: Dict[str, Marks] = {}
+        same: Dict[Tuple[Any, ...], Marks] = {}
         for piece in ledger_rows.pieces(ledger_rows.distinct(checked_list(job_ids))):
-            sql = ledger_rows.in_list(query.QUIET_TIMES, len(piece), "?")
-            found.update((str(r[0]), float(r[1])) for r in self._read("read quiet times", sql, piece))
+            sql = ledger_rows.in_list(query.MARKS_OF, len(piece), "?")
+            for r in self._read("read marks", sql, piece):
+                values = (_int(r[1]), _text(r[2]), _int(r[3]), _text(r[4]), float(r[5]))
+                found[str(r[0])] = same.get(values) or same.setdefault(values, Marks(*values))
         return found
+
+    def anchors(self, job_ids: Sequence[str], *, quiet: bool = True) -> Set[Tuple[Optional[int], Optional[str]]]:
+        """The distinct anchors of these objects' marks, their gone marks' ((None, None) for one not
+        marked gone) and (``quiet``) their quiet marks' (those there): each ``(mark, look)``
+        (core.durable Rule 2).  Reads only."""
+        found: Set[Tuple[Optional[int], Optional[str]]] = set()
+        for piece in ledger_rows.pieces(ledger_rows.distinct(checked_list(job_ids))):
+            for sql in (query.QUIET_ANCHORS, query.GONE_ANCHORS)[0 if quiet else 1:]:
+                found.update((_int(r[0]), _text(r[1]))
+                             for r in self._read("read anchors", ledger_rows.in_list(sql, len(piece), "?"), piece))
+        return found
+
+    def anchor_quiet(self, job_ids: Sequence[str], look: Optional[str]) -> int:
+        """Where the looks stand now, and ``look`` (one taken once nothing of slurm-dsl's could
+        still change their flags: call it holding their leases), become the quiet mark of each
+        object that has none (its last operation never finished, or it is from before schema 5).
+        How many got one."""
+        with self._atomic("anchor quiet") as cur:
+            return self._in_lists(cur, query.ANCHOR_QUIET, (self._last_place(cur), look), checked_list(job_ids))
+
+    def mark_gone(self, job_ids: Sequence[str], look: Optional[str]) -> int:
+        """Where the looks stand now, and ``look`` (one taken after the lookup that said these jobs
+        are gone), become the gone mark of each object that has none (core.durable Rule 8).  How
+        many got one."""
+        with self._atomic("mark gone") as cur:
+            return self._in_lists(cur, query.MARK_GONE, (self._last_place(cur), look), checked_list(job_ids))
+
+    def forget_gone(self, job_ids: Sequence[str]) -> int:
+        """The gone marks of these jobs go: a lookup showed them again.  How many had one."""
+        with self._atomic("forget gone") as cur:
+            return self._in_lists(cur, query.FORGET_GONE, (), checked_list(job_ids))
+
+    def op_marks(self, op_ids: Sequence[int]) -> Dict[int, Tuple[int, Optional[str]]]:
+        """Where the looks stood when each operation was over, and its own look then (None: not its
+        own); an operation without one is absent.  Reads only."""
+        found: Dict[int, Tuple[int, Optional[str]]] = {}
+        for piece in ledger_rows.pieces(ledger_rows.distinct([int(i) for i in op_ids])):
+            sql = ledger_rows.in_list(query.OP_MARKS_OF, len(piece), "?")
+            found.update((int(r[0]), (int(r[1]), _text(r[2]))) for r in self._read("read operation marks", sql, piece))
+        return found
+
+    def anchor_operations(self, op_ids: Sequence[int], look: Optional[str]) -> int:
+        """Where the looks stand now, and ``look`` (taken now), become the mark of each finished
+        operation that has none (from before schema 5, or written by an import).  How many got one."""
+        with self._atomic("anchor operations") as cur:
+            return self._in_lists(cur, query.ANCHOR_OPERATIONS, (self._last_place(cur), look),
+                                  [int(i) for i in op_ids])
 
     def count_not_clear(self) -> int:
         """How many objects have a bit that is not clear (leased and backed-off ones included)."""
@@ -638,3 +717,11 @@ class SqlStore(query.SqlQueries):
         from .records import ImportResult
 
         return ImportResult(copied, merged, kept, added, skipped, settled)
+
+
+def _int(value: Any) -> Optional[int]:
+    return None if value is None else int(value)
+
+
+def _text(value: Any) -> Optional[str]:
+    return None if value is None else str(value)

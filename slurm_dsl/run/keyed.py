@@ -54,6 +54,7 @@ from . import settling
 from .calls import unstarted
 from .deadlines import check_deadline
 from .driver import Event, Events, Ran, Stopped, drive_linked
+from .looks import Watch
 from .tracked import Begun, Link, Taken, Tracker
 from .tracked import earlier as as_earlier
 
@@ -143,6 +144,7 @@ class _Run:
         self.key = key
         self.delay = delay
         self.hand_back = hand_back_possible()  # Rule 13: a backup may hold requests back longer
+        self.watch = Watch(self.ledger)  # what is seen of slurmctld's saves (core.durable Rules 2 and 8)
         self.one_by_one = one_by_one
         self.parallel = parallel
         self.by = f"command, {tracker.actor}"
@@ -167,25 +169,37 @@ class _Run:
     def look(
         self, job_ids: Sequence[str]
     ) -> Tuple[Optional[Dict[str, Optional[JobInfo]]], float, Optional[Control]]:
-        """One lookup of ``job_ids`` within the deadline: its answers (None: it could not ask), the
+        """One lookup of ``job_ids`` within the deadline: its answers (None: it could not ask; a
+        gone job whose purge is not yet known saved left out, ``settling.saved_gone``), the
         ledger-clock time it started, and the controllers as read before it (``settling.controls``,
         core.settle Rule 14)."""
+        self.watch.look()  # before the lookup (core.durable Rules 3 and 8)
         control = settling.controls(self.ledger)
         looked_at = self.ledger.now()
+        if self.left() <= 0:
+            return None, looked_at, control
+        answers = self.ask(job_ids)
+        # A purge is saved late too: gone once the looks prove it (core.durable Rule 8), within the deadline.
+        hidden = settling.confirm_gone(self.ledger, self.watch, job_ids, answers, self.ask,
+                                       wait=min(settling.SAVE_WAIT, max(self.left() - 1.0, 0.0)))
+        return settling.without(answers, hidden), looked_at, control
+
+    def ask(self, job_ids: Sequence[str]) -> Optional[Dict[str, Optional[JobInfo]]]:
+        """One squeue lookup of ``job_ids`` within the deadline (None: it could not ask), its "gone"
+        trusted only from an account that sees every job (``lookups.sight``)."""
         left = self.left()
         if left <= 0:
-            return None, looked_at, control
+            return None
         squeue = find_squeue(self.tracker.squeue, self.tracker.scontrol)
         try:
             answers = SqueueLookup(squeue, timeout=min(SQUEUE_TIMEOUT, left), many=MAX_LISTED).jobs(job_ids)
         except LookupFailed as exc:
             log.warning("settling: could not look jobs up: %s; no verdict from this look", exc.reason)
-            return None, looked_at, control
-        # A "gone" answered to an account that may not see every job decides nothing (lookups.sight).
+            return None
         answers, blind = trusted(answers, find_scontrol(self.tracker.scontrol))
         if blind is not None:
             log.warning("settling: %s", blind.gone_note(len(job_ids) - len(answers)))
-        return answers, looked_at, control
+        return answers
 
     def settle(
         self, entries: Sequence[HistoryEntry], acknowledged: Sequence[HistoryEntry] = ()

@@ -25,19 +25,20 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Set, Tuple, Union
+from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Set, Tuple, Union
 
-from ..core.durable import UNREAD, Control, began_after, next_mark, remember
+from ..core.durable import UNREAD, Control, next_mark, remember
 from ..core.jobinfo import JobInfo, Lookup
 from ..core.model import InvalidInput, LedgerError, LookupFailed, Result, Verdict
 from ..core.script import KILL_GRACE
 from ..core.settle import DEFAULT_SETTLE_DELAY, GONE_DETAIL, OneLookup, Pending, Recorded, Settled, exits_as, looked_up
-from ..ledger.base import LedgerStore
+from ..ledger.base import LedgerStore, Marks
 from ..ledger.records import HistoryEntry, iso_utc, job_info_json
 from ..lookups.saves import hand_back_possible, read_control, slurm_conf, state_save_location
 from ..lookups.sight import trusted
 from .calls import GUARD_MARGIN
 from .deadlines import MAX_TIMEOUT
+from .looks import Watch
 
 log = logging.getLogger("slurm_dsl")
 
@@ -252,30 +253,112 @@ def reread(
     answers: Optional[Mapping[str, Optional[JobInfo]]],
     looked_at: float,
     settle_delay: float,
-    save_started: Optional[int],
+    watch: Watch,
     *,
     mark: int,
     now: float,
+    write: bool = True,
 ) -> Reread:
     """The acknowledged operations of ``rows`` (``LedgerStore.acknowledged`` from ``mark``, read at
     ``now``) read again from one lookup's ``answers`` (None: it could not ask), made at ``looked_at``
-    after reading a save that began at ``save_started`` (None: not known).  A ``present`` is done
-    with once that save began after the operation's end (``durable.began_after``), or when it was
-    read through a later operation's baseline (that one is read on its own); an unfinished row
-    waits for its result.  Reads the later operations; writes nothing."""
+    after ``watch``'s looks.  A ``present`` is done with once those looks prove the operation's end
+    saved (its mark, ``core.durable`` Rules 2 and 4), or when it was read through a later
+    operation's baseline (that one is read on its own); an unfinished row waits for its result.
+    Reads the later operations; a finished row without a mark (from before schema 5) gets one now,
+    unless not ``write``."""
     finished = [r for r in rows if r.result is not None]
     decided = recheck(ledger, finished, answers, looked_at, settle_delay)
+    present = [d.entry.id for d in decided if d.settled is not None and d.settled.verdict is Verdict.PRESENT]
+    marks = ledger.op_marks(present) if present else {}
+    if write and len(marks) < len(present):
+        ledger.anchor_operations([i for i in present if i not in marks], watch.own())
     done: Set[int] = set()
     for d in decided:
-        s, end = d.settled, d.entry.finished_at
+        s = d.settled
         if s is None:
             continue
+        found = marks.get(d.entry.id)
         if s.verdict is not Verdict.PRESENT or s.from_operation is not None or (
-            end is not None and began_after(save_started, end)
+            found is not None and watch.saved(*found)
         ):
             done.add(d.entry.id)
     after = next_mark(mark, [(r.id, r.started_at, r.id in done) for r in rows], now)
     return Reread(decided, done, after)
+
+
+# Seconds a settling waits at most for the saves that prove a purge (core.durable Rule 8): two of
+# slurmctld's save windows (5 s each) and one second more.
+SAVE_WAIT = 11.0
+
+Answers = Dict[str, Optional[JobInfo]]
+
+
+def confirm_gone(
+    ledger: LedgerStore, watch: Watch, asked: Sequence[str], answers: Optional[Answers],
+    ask: Callable[[Sequence[str]], Optional[Answers]], *, wait: float = SAVE_WAIT, write: bool = True,
+) -> Set[str]:
+    """After a lookup of ``asked`` (``answers``; None: it could not ask), which of the jobs it says
+    are gone may not be read as gone yet: a purge is saved late like any change (``core.durable``
+    Rule 8).  Each job it says is gone gets a gone mark where it has none, with a look taken now,
+    and each it shows loses its own; then, for the gone ones whose mark the looks do not yet
+    prove, up to ``wait`` seconds of looks and, once they prove every such mark, one more lookup
+    of those jobs (``ask``), whose records replace theirs in ``answers``.  The gone jobs whose mark
+    is still not proven: no verdict is read from them yet (``without``).  Unless ``write``, nothing
+    is written and nothing waited for."""
+    if answers is None or not asked:
+        return set()
+    gone = [j for j in asked if j in answers and answers[j] is None]
+    if write:
+        _mark(ledger, watch, asked, answers)
+    short = _unproven(ledger, watch, gone)
+    if not short or not write or wait <= 0:
+        return set(short)
+    anchors = ledger.anchors(short, quiet=False)
+    watch.wait(lambda: all(watch.needed(*a) == 0 for a in anchors), wait)
+    again = ask(short) if all(watch.needed(*a) == 0 for a in anchors) else None
+    if again is None:
+        return set(short)
+    answers.update((j, again[j]) for j in short if j in again)
+    _mark(ledger, watch, short, again)
+    return set()  # still gone after the looks that prove the purge, or shown again
+
+
+def _unproven(ledger: LedgerStore, watch: Watch, gone: Sequence[str]) -> List[str]:
+    """The jobs of ``gone`` whose gone mark ``watch``'s looks do not prove (Rule 8); read through the
+    few distinct marks they share, each job's own only when some are proven and some not."""
+    if not gone:
+        return []
+    anchors = ledger.anchors(gone, quiet=False)
+    open_ = {a for a in anchors if watch.needed(*a) > 0}
+    if not open_:
+        return []
+    if open_ == anchors:
+        return list(gone)
+    marks = ledger.marks(gone)
+    return [j for j in gone if not _proven(watch, marks.get(j))]
+
+
+def _mark(ledger: LedgerStore, watch: Watch, asked: Sequence[str], answers: Mapping[str, Optional[JobInfo]]) -> None:
+    """Gone marks for the jobs ``answers`` say are gone (where they have none), none for those it shows."""
+    gone = [j for j in asked if j in answers and answers[j] is None]
+    shown = [j for j in asked if answers.get(j) is not None]
+    if gone:
+        ledger.mark_gone(gone, watch.own())
+    if shown:
+        ledger.forget_gone(shown)
+
+
+def _proven(watch: Watch, marks: Optional[Marks]) -> bool:
+    """Whether ``watch``'s looks prove a job's gone mark (Rule 8)."""
+    return marks is not None and marks.gone is not None and watch.saved(marks.gone, marks.gone_look)
+
+
+def without(answers: Optional[Answers], hidden: Set[str]) -> Optional[Answers]:
+    """``answers`` without the jobs of ``hidden`` (``confirm_gone``'s: gone, not yet known saved):
+    such a job is left out, as one the lookup did not answer for, so no verdict is read from it."""
+    if answers is None or not hidden:
+        return answers
+    return {j: v for j, v in answers.items() if j not in hidden}
 
 
 def write(ledger: LedgerStore, decided: Sequence[Decided], now: float, *, by: str) -> int:
@@ -370,6 +453,16 @@ class Row:
         }
 
 
+def _asked_again(lookup: Lookup, ids: Sequence[str], scontrol: str) -> Optional[Answers]:
+    """A second lookup of ``ids`` (``confirm_gone``'s), its "gone" trusted as the first one's."""
+    try:
+        answers, _ = trusted(lookup.jobs(list(ids)), scontrol)
+    except LookupFailed as exc:
+        log.warning("could not look jobs up again: %s", exc.reason)
+        return None
+    return answers
+
+
 def stored_row(entry: HistoryEntry) -> Row:
     """An operation as the ledger has it: settled earlier, or not (yet)."""
     s = entry.settlement
@@ -429,6 +522,8 @@ def settle_rows(
                          if e.result is not None]
     asked = list(dict.fromkeys([*(e.job_id for e in todo), *(e.job_id for e in acknowledged)]))
     answers: Optional[Mapping[str, Optional[JobInfo]]] = {}
+    watch = Watch(ledger)
+    watch.look()  # before the lookup: a gone job's purge is proven saved by looks before it (core.durable Rule 8)
     control = controls(ledger) if todo else None  # before the lookup (core.settle Rule 14)
     looked_at = ledger.now()
     if asked:
@@ -440,6 +535,8 @@ def settle_rows(
         else:
             if blind is not None:
                 report.unseen = blind.gone_note(len(asked) - len(answers))
+    found = None if answers is None else dict(answers)
+    answers = without(found, confirm_gone(ledger, watch, asked, found, lambda ids: _asked_again(lookup, ids, scontrol)))
     decided = {d.entry.id: d for d in decide(ledger, todo, answers, looked_at, settle_delay, control)}
     lost = [d for d in recheck(ledger, acknowledged, answers, looked_at, settle_delay)
             if d.settled is not None and d.settled.verdict in LOST_VERDICTS]

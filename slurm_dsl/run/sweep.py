@@ -51,25 +51,28 @@ import logging
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Optional, ParamSpec, Tuple, TypeVar
+from typing import Callable, Dict, List, Optional, ParamSpec, Sequence, Set, Tuple, TypeVar
 
 from ..core.combine import found_finished
-from ..core.durable import Control, began_after, may_be_held
+from ..core.durable import Control, may_be_held
 from ..core.jobinfo import JobInfo, Lookup
 from ..core.ledger_rules import SWEEP_TAG
 from ..core.model import InvalidInput, LedgerError, LookupFailed, Op, Outcome, RequeueBit, Result
 from ..core.settle import DEFAULT_SETTLE_DELAY, Pending, Recorded, check_settle_delay
 from ..host.binaries import find_scontrol
-from ..ledger.base import LedgerStore
+from ..ledger.base import LedgerStore, Marks
 from ..lookups.saves import LastSave, last_save
 from ..lookups.sight import trusted
 from ..lookups.squeue import SqueueLookup
-from . import settling
+from . import looks, settling
 from .tracked import Tracker, lease_owner
 
 log = logging.getLogger("slurm_dsl")
 
 RESTORE_TIMEOUT = 15.0
+# Seconds a sweep waits at most for saves that would prove its objects' marks (core.durable Rule 2):
+# two of slurmctld's save windows (5 s each) and one second more.
+SAVE_WAIT = 11.0
 # Seconds from taking the sweep lock until the leases of the sweep that held it before are taken
 # over.  The lock is free only once its holder is dead (an flock, or GET_LOCK on a connection the
 # server saw close) or done; every process a run starts dies within about a second of its runner
@@ -157,8 +160,10 @@ class SweepReport:
     verdicts_written: int = 0
     # "Gone" answers not trusted (lookups.sight): why, and whom to run as; None: none.
     unseen: Optional[str] = None
-    # slurmctld's last save of its job state, read before the lookup (docs/contract.md §13).
+    # slurmctld's last save of its job state, read before the lookup: shown only (docs/contract.md §13).
     save: Optional[LastSave] = None
+    # Why this sweep's looks at slurmctld's saves saw nothing (None: they saw; core.durable Rule 2).
+    looks_why: Optional[str] = None
     # The acknowledged operations read again (docs/contract.md §13.4), and the history id the next
     # sweep reads them from (None: a dry run, or none were read: the last sweep's stays).
     acknowledged: List[settling.Decided] = field(default_factory=list)
@@ -169,13 +174,11 @@ class SweepReport:
 
     @property
     def save_error(self) -> Optional[str]:
-        """Why objects were kept unsaved for want of a readable save (None: the save was read, or
-        no object needed it)."""
-        if self.save is None or self.save.started is not None:
+        """Why objects were kept unsaved for want of a look at slurmctld's saves (None: the looks
+        saw, or no object needed them): a keep that cannot end by itself."""
+        if self.looks_why is None or not any(s.done is Done.UNSAVED for s in self.swept):
             return None
-        if not any(s.done is Done.UNSAVED for s in self.swept):
-            return None
-        return f"cannot read when slurmctld last saved its job state ({self.save.path}: {self.save.why})"
+        return f"cannot see slurmctld's saves of its job state ({self.looks_why})"
 
     def counts(self) -> Dict[str, int]:
         counts = {d.value: 0 for d in Done}
@@ -257,6 +260,7 @@ def sweep(
     take_over_at: Optional[float] = None,
     settle_limit: int = settling.DEFAULT_LIMIT,
     settle_delay: float = DEFAULT_SETTLE_DELAY,
+    save_wait: float = SAVE_WAIT,
 ) -> SweepReport:
     """One pass over the objects whose bit is not clear, and over the unknown operations to
     settle.  The caller holds the ``SweepLock``.
@@ -264,7 +268,8 @@ def sweep(
     ``take_over_at``: a ``time.monotonic()`` instant (the lock taken + ``TAKE_OVER_GRACE``) from
     which the leases of other sweeps are taken over; None: they keep their objects until they
     lapse.  The sweep waits for it only if such an object is there to take.  ``settle_limit``:
-    at most so many operations settled (newest first); ``settle_delay``: core.settle's."""
+    at most so many operations settled (newest first); ``settle_delay``: core.settle's;
+    ``save_wait``: how long the sweep waits at most for saves that would prove its objects' marks."""
     delay = check_settle_delay(settle_delay)
     if isinstance(settle_limit, bool) or not isinstance(settle_limit, int) or settle_limit < 1:
         raise InvalidInput(f"settle_limit must be a whole number, at least 1, not {settle_limit!r}")
@@ -279,6 +284,15 @@ def sweep(
             time.sleep(max(take_over_at - time.monotonic(), 0.0))
             ids = ledger.pending_ids(ledger.now(), limit, take_over_sweeps=True)
     take_over = take_over_at is not None and time.monotonic() >= take_over_at
+    # What was seen of slurmctld's saves (core.durable Rule 2), before anything is decided; objects
+    # that a save or two more would prove get that long (``SAVE_WAIT``), before their leases.
+    watch = looks.Watch(ledger, keep=not dry_run)
+    watch.look()
+    if ids and not dry_run:
+        # The distinct marks there (a bulk operation's objects share one); not-yet-anchored ones are
+        # anchored under the lease below, and wait for a later sweep.
+        anchors = {a for a in ledger.anchors(ids) if a[0] is not None}
+        watch.wait(lambda: watch.why is not None or all(watch.needed(*a) == 0 for a in anchors), save_wait)
     if dry_run:
         leased = ids
     else:
@@ -291,6 +305,10 @@ def sweep(
     answers: Optional[Dict[str, Optional[JobInfo]]] = None
     looked_at = 0.0
     try:
+        if leased and not dry_run:
+            # A leased object without a quiet mark: the operation that left it so is over (its lease
+            # lapsed), so a look now is after its last call (Rule 2's anchor).
+            ledger.anchor_quiet(leased, watch.own())
         now = ledger.now()
         unsettled = ledger.to_settle(now, since=now - settling.SINCE_DAYS * settling.DAY, limit=settle_limit)
         mark = settling.acknowledged_from(ledger)
@@ -298,9 +316,11 @@ def sweep(
         # One lookup for the objects and the operations alike: the leased jobs first, then the rest.
         asked = list(dict.fromkeys([*leased, *(e.job_id for e in unsettled),
                                     *(e.job_id for e in again if e.result is not None)]))
-        # slurmctld's last save, read before the lookup: an object is cleared only from a lookup
-        # made after a save that began after its quiet_at (docs/contract.md §13).
-        report.save = last_save()
+        report.save = last_save(watch.at.location)  # shown only
+        # The looks before the lookup: an object is cleared only from a lookup made after the
+        # looks that prove its quiet moment saved (core.durable Rules 2 and 3).
+        watch.look()
+        report.looks_why = watch.why
         # And the controllers: where a backup may hand back, no absent is read and no object
         # cleared while one may still hold a request back (core.settle Rule 14, core.durable Rule 6).
         control = settling.controls(ledger)
@@ -315,12 +335,20 @@ def sweep(
                 if blind is not None:
                     report.unseen = blind.gone_note(len(asked) - len(answers))
                     log.warning("sweep: %s", report.unseen)
+        # A purge is saved late too (core.durable Rule 8): what the lookup says is gone counts only
+        # once looks prove a save after the lookup that first said so and a lookup after them still
+        # says so: the jobs first seen gone now are looked up once more, after up to SAVE_WAIT of
+        # looks (or by a later sweep).
+        hidden = settling.confirm_gone(ledger, watch, asked, answers, lambda jobs: _ask(tracker, lookup, jobs),
+                                       wait=save_wait, write=not dry_run)
+        settled_answers = settling.without(answers, hidden)
         # The verdicts before the restores: a restore this sweep runs begins after its lookup, so it
         # cannot have changed what the lookup read, but read as a later operation on the flag it
         # would make an earlier unknown restore of the job undecidable for ever.
-        _verdicts(tracker, ledger, unsettled, answers, looked_at, delay, control, report, dry_run)
-        _reread(tracker, ledger, again, answers, looked_at, delay, report, dry_run, mark=mark, now=now)
-        _settle(tracker, ledger, answers, leased, owner, report, dry_run, restore_timeout, control)
+        _verdicts(tracker, ledger, unsettled, settled_answers, looked_at, delay, control, report, dry_run)
+        _reread(tracker, ledger, again, settled_answers, looked_at, delay, report, dry_run, mark=mark, now=now,
+                watch=watch)
+        _settle(tracker, ledger, answers, leased, owner, report, dry_run, restore_timeout, control, watch, hidden)
     finally:
         if not dry_run:
             ledger.release_leases(leased, owner)
@@ -335,6 +363,16 @@ def sweep(
             # "last sweep" in ``ledger status`` and this line in the journal say the rest.
             log.warning("could not record the sweep in %s: %s", ledger.path, exc)
     return report
+
+
+def _ask(tracker: Tracker, lookup: Lookup, jobs: Sequence[str]) -> Optional[Dict[str, Optional[JobInfo]]]:
+    """A second lookup of ``jobs`` (``settling.confirm_gone``'s), its "gone" trusted as the first one's."""
+    try:
+        answers, _ = trusted(lookup.jobs(list(jobs)), find_scontrol(tracker.scontrol))
+    except LookupFailed as exc:
+        log.warning("sweep: could not look jobs up again: %s", exc.reason)
+        return None
+    return answers
 
 
 def _not_held(ids: List[str], leased: List[str]) -> List[str]:
@@ -387,11 +425,11 @@ def _reread(
     *,
     mark: int,
     now: float,
+    watch: looks.Watch,
 ) -> None:
     """The acknowledged operations read again (step 7), their lost ones written unless a dry run;
     the mark moves on only once they are."""
-    started = None if report.save is None else report.save.started
-    found = settling.reread(ledger, rows, answers, looked_at, delay, started, mark=mark, now=now)
+    found = settling.reread(ledger, rows, answers, looked_at, delay, watch, mark=mark, now=now, write=not dry_run)
     report.acknowledged = found.decided
     written = None if dry_run else _written(tracker, ledger, found.lost, "the acknowledged operations found lost")
     if written is not None:
@@ -408,9 +446,12 @@ def _settle(
     dry_run: bool,
     restore_timeout: float,
     control: Optional[Control],
+    watch: looks.Watch,
+    hidden: Set[str],
 ) -> None:
     """The leased objects, from the lookup's answers (None: it could not ask, ``report.lookup_error``);
-    ``control``: the controllers as read before it (None: one controller, no hand-back)."""
+    ``control``: the controllers as read before it (None: one controller, no hand-back); ``watch``:
+    what was seen of slurmctld's saves; ``hidden``: the jobs gone whose purge is not yet known saved."""
     if not leased:
         return
     if infos is None:
@@ -429,7 +470,7 @@ def _settle(
     # Each job's decision is taken again where it is used (``decide`` is pure and cheap), not kept in
     # a list beside the clears and the report: a sweep of 100,000 objects then holds at its peak the
     # clears being written, not also 100,000 decisions (docs/benchmarks.md §4).
-    unsaved = _unsaved(ledger, report.save, [job for job in leased if decide(infos.get(job))[0] is Action.CLEAR],
+    unsaved = _unsaved(ledger, watch, hidden, [job for job in leased if decide(infos.get(job))[0] is Action.CLEAR],
                        control)
     if dry_run:
         would = {Action.CLEAR: Done.WOULD_CLEAR, Action.RESTORE: Done.WOULD_RESTORE, Action.WATCH: Done.WATCHING}
@@ -472,33 +513,38 @@ def _settle(
 
 
 LAPSED = "the sweep's lease lapsed; left for the next sweep"
+NO_MARKS = Marks(None, None, None, None)
 
 
 def _unsaved(
-    ledger: LedgerStore, save: Optional[LastSave], clears: List[str], control: Optional[Control] = None
+    ledger: LedgerStore, watch: looks.Watch, hidden: Set[str], clears: List[str], control: Optional[Control] = None,
 ) -> Dict[str, str]:
     """Of the jobs the lookup says to clear (Requeue=0, or gone), those not yet known saved, with
-    why: their object's ``quiet_at`` is not before a save that began before the lookup
-    (``core.durable`` Rule 3, docs/contract.md §13), or, where a backup may hand back (``control``
-    not None), a controller may still hold back a call made before it (Rule 6).  Their objects
-    stay, watched without back-off."""
+    why: the looks taken before the lookup do not prove a save after slurm-dsl's last call on the
+    job (its quiet mark, ``core.durable`` Rules 2 and 3), or, for a gone job, after the lookup that
+    first said so (``hidden``: its gone mark not proven, Rule 8); or, where a backup may hand back
+    (``control`` not None), a controller may still hold back a call made before it (Rule 6).  Their
+    objects stay, watched without back-off."""
     if not clears:
         return {}
-    started = None if save is None else save.started
-    quiet = ledger.quiet_times(clears)
-    if started is None:
-        why = "its job shows Requeue=0 or is gone, but when slurmctld last saved cannot be read: kept"
+    if watch.why is not None:
+        why = f"its job shows Requeue=0 or is gone, but slurmctld's saves cannot be seen ({watch.why}): kept"
         return {job: why for job in clears}
-    last = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(started))
     held = ("its job shows Requeue=0 or is gone, but a controller may still hold back a call slurm-dsl made on it"
             " (a hand-back in progress, or the controllers could not be read): kept until none can")
+    marks = ledger.marks(clears)
     out = {}
     for job in clears:
-        at = quiet.get(job, math.inf)
-        if not began_after(started, at):
-            out[job] = (f"its job shows Requeue=0 or is gone, but slurmctld's last save (begun {last}) is not after"
-                        " slurm-dsl's last call on it: kept until a save is")
-        elif control is not None and may_be_held(control, at):
+        found = marks.get(job, NO_MARKS)
+        short = watch.needed(found.quiet, found.quiet_look)
+        if short:
+            out[job] = (f"its job shows Requeue=0 or is gone, but slurm-dsl's last call on it is not yet known saved"
+                        f" ({short} more of slurmctld's saves to see): kept until it is")
+        elif job in hidden:
+            purge = watch.needed(found.gone, found.gone_look)
+            out[job] = (f"its job is gone, but its purge is not yet known saved ({purge} more of slurmctld's saves to"
+                        " see): kept until it is")
+        elif control is not None and may_be_held(control, found.quiet_at if found.quiet_at is not None else math.inf):
             out[job] = held
     return out
 

@@ -61,6 +61,7 @@ from ..host.binaries import find_scontrol
 from ..ledger import base
 from ..ledger.base import LedgerStore
 from ..ledger.choose import open_ledger
+from . import looks
 from .arrays import NOT_LOOKED, LookupAnswer, look_up
 from .calls import GUARD_MARGIN, execute, new_nonce
 from .config import Configuration, configure
@@ -215,15 +216,18 @@ def start(
 
 def record(
     ledger: LedgerStore, finishes: Sequence[Tuple[int, Outcome, bytes]], ids: Sequence[str], owner: str,
-    nonce: str, give_back: Callable[[], None],
+    nonce: str, give_back: Callable[[], None], at: Optional[looks.Place] = None,
 ) -> None:
     """The results (``finishes``: history id, outcome, stderr) and the leases of ``ids`` given
-    back: ONE transaction.  If the ledger fails, each outcome is logged (it ran: never lost), the
-    leases are given back if the ledger lets (``give_back``), and ``NotRecorded`` carries them
-    all.  Shared by one job and a bulk chunk, as ``start`` is."""
+    back: ONE transaction, with a look at slurmctld's saves taken first, now that their calls are
+    over (``at``: where; none where no call can have changed anything: core.durable Rule 2).  If
+    the ledger fails, each outcome is logged (it ran: never lost), the leases are given back if
+    the ledger lets (``give_back``), and ``NotRecorded`` carries them all.  Shared by one job and
+    a bulk chunk, as ``start`` is."""
+    seen = looks.look(at) if at is not None and any(o.result in CHANGED for _, o, _ in finishes) else None
     try:
         with ledger.batch():
-            ledger.finish_operations(finishes, ledger.now())
+            ledger.finish_operations(finishes, ledger.now(), look=None if seen is None else str(seen))
             ledger.release_leases(ids, owner)
     except LedgerError as exc:
         # The objects keep their intents (may_be_set for a requeue): nothing is lost for the
@@ -233,6 +237,10 @@ def record(
         give_back()
         first, *more = (outcome for _, outcome, _ in finishes)
         raise NotRecorded(first, exc, more=more) from exc
+
+
+# The results of calls that may have changed a job: what a look after them is for (core.durable Rule 2).
+CHANGED = (Result.OK, Result.BIT_SET, Result.UNKNOWN)
 
 
 def current_actor() -> str:
@@ -296,6 +304,13 @@ class Tracker:
         self._lock = threading.Lock()
         self._opened: List[LedgerStore] = []
         self.ledger()  # open (and create, migrate) now: a bad ledger fails before anything runs
+
+    def place(self) -> looks.Place:
+        """Where this tracker's operations look at slurmctld's saves (read once, when first needed)."""
+        found: Optional[looks.Place] = getattr(self, "_place", None)
+        if found is None:
+            found = self._place = looks.place()
+        return found
 
     def ledger(self) -> LedgerStore:
         """This thread's connection to the ledger (opened on first use)."""
@@ -423,7 +438,7 @@ class Tracker:
             raise
         # The result and the lease given back in one transaction.
         record(ledger, [(op_id, outcome, b"".join(c.stderr for c in outcome.calls))], [job], owner, nonce,
-               lambda: self._give_back(ledger, job, owner))
+               lambda: self._give_back(ledger, job, owner), self.place())
         return outcome
 
     @staticmethod

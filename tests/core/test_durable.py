@@ -5,7 +5,7 @@ the core may not import); and the whole-second rule."""
 from __future__ import annotations
 
 import struct
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 import pytest
 from hypothesis import given
@@ -17,10 +17,12 @@ from slurm_dsl.core.durable import (
     MARK_GUARD,
     UNREAD,
     Control,
+    Look,
     began_after,
     controllers,
     heartbeat,
     held_for,
+    looks_needed,
     may_be_held,
     may_hand_back,
     next_mark,
@@ -299,3 +301,58 @@ def test_how_long_a_request_may_wait_on_a_socket(text: Optional[str], seconds: f
 ])
 def test_the_controllers_in_slurm_conf_order(text: Optional[str], expected: Optional[tuple]) -> None:  # type: ignore[type-arg]
     assert controllers(conf(text)) == expected
+
+
+# Rules 1 and 2, from docs/contract.md §13's words: a change is known saved once the save file is
+# seen replaced after the change was seen acknowledged, twice (the first replacement may have begun
+# packing before it), by one observer, in the order it looked.  A naive reading, written apart: walk
+# the observer's looks after the anchor one by one, starting from the anchor's own look when it is
+# this observer's, and count the looks that saw another file than the one seen just before.
+def naive_saved(mark: Optional[int], own: Optional[Look], observer: str, chain: List[Tuple[int, str]]) -> bool:
+    if mark is None:
+        return False
+    previous = own.seen if own is not None and own.observer == observer else None
+    replaced = 0
+    for place, seen in sorted(chain):
+        if place <= mark:
+            continue
+        if previous is not None and seen != previous:
+            replaced += 1
+        previous = seen
+    return replaced >= 2
+
+
+CHAINS = st.lists(st.tuples(st.integers(1, 30), st.sampled_from("abcd")), max_size=8).map(
+    lambda rows: [(place, seen) for place, seen in sorted(dict(rows).items())]
+)
+
+
+@given(st.one_of(st.none(), st.integers(0, 30)), st.one_of(st.none(), st.sampled_from([
+    Look("me", "a"), Look("me", "b"), Look("other", "a")])), CHAINS)
+def test_looks_needed_is_zero_exactly_when_the_naive_reading_says_saved(
+    mark: Optional[int], own: Optional[Look], chain: List[Tuple[int, str]]
+) -> None:
+    # A chain as the ledger keeps it: each look kept only when it saw another file than the one before.
+    kept = [row for i, row in enumerate(chain) if i == 0 or row[1] != chain[i - 1][1]]
+    assert (looks_needed(mark, own, "me", kept) == 0) is naive_saved(mark, own, "me", kept)
+
+
+@pytest.mark.parametrize(("mark", "own", "chain", "needed"), [
+    (None, None, [(1, "a"), (2, "b"), (3, "c")], 3),  # no anchor: nothing proven
+    (5, Look("me", "a"), [], 2),  # its own look, nothing seen since
+    (5, Look("me", "a"), [(6, "a")], 2),  # seen again: not replaced
+    (5, Look("me", "a"), [(6, "b")], 1),  # replaced once: that save may have begun before the change
+    (5, Look("me", "a"), [(6, "b"), (7, "c")], 0),
+    (5, Look("me", "a"), [(4, "b"), (6, "c")], 1),  # a look before the anchor counts for nothing
+    (5, Look("other", "a"), [(6, "b"), (7, "c")], 1),  # another observer's own look: its first look is ours
+    (5, None, [(6, "b"), (7, "c"), (8, "d")], 0),
+    (5, Look.parse("me=a"), [(6, "b"), (7, "c")], 0),
+])
+def test_looks_needed(mark: Optional[int], own: Optional[Look], chain: List[Tuple[int, str]], needed: int) -> None:
+    assert looks_needed(mark, own, "me", chain) == needed
+
+
+def test_a_look_is_stored_and_read_back() -> None:
+    look = Look("ctl:1f2e:abc123", "4711:1733500000000000000:128")
+    assert Look.parse(str(look)) == look
+    assert Look.parse(None) is None and Look.parse("no equals sign") is None and Look.parse("=x") is None

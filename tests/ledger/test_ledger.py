@@ -6,6 +6,7 @@ is in test_mariadb_ledger.py."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import os
 import random
@@ -26,9 +27,10 @@ import slurm_dsl.ledger.base as ledger_module
 import slurm_dsl.ledger.rows as ledger_rows
 import slurm_dsl.ledger.sqlite as sqlite_module
 from slurm_dsl.core.combine import next_bit
+from slurm_dsl.core.durable import LOOKS_KEPT
 from slurm_dsl.core.model import Call, CallOutcome, LedgerError, Op, Outcome, Reason, RequeueBit, Result
 from slurm_dsl.core.refusals import ALREADY_FINISHED, INVALID_JOB_ID
-from slurm_dsl.ledger.base import STDERR_CAP, LedgerStore
+from slurm_dsl.ledger.base import STDERR_CAP, LedgerStore, Looks, Marks
 from slurm_dsl.ledger.choose import open_ledger
 from slurm_dsl.ledger.records import HistoryEntry
 from tests.examples import examples
@@ -166,7 +168,7 @@ def test_a_writer_waits_busy_timeout_then_ledger_error(ledger_location: str) -> 
 
 
 def test_schema_version_and_reopen_keeps_data(ledger_location: str) -> None:
-    assert len(sqlite_module.MIGRATIONS) == 4
+    assert len(sqlite_module.MIGRATIONS) == 5
     with fresh_ledger(ledger_location) as ledger:
         assert ledger.schema_version() == schema(ledger_location)
         ledger.begin_operation(JOB, Op.REQUEUE, NONCE, 1.0)
@@ -179,7 +181,53 @@ def test_schema_version_and_reopen_keeps_data(ledger_location: str) -> None:
             "SELECT table_name FROM information_schema.tables WHERE table_schema = DATABASE()"
             if is_mariadb(ledger_location) else "SELECT name FROM sqlite_master WHERE type = 'table'"
         )}
-    assert {"objects", "history", "leases", "last_sweep", "settlements"} <= tables
+    assert {"objects", "history", "leases", "last_sweep", "settlements", "looks", "op_looks"} <= tables
+
+
+def test_the_looks_at_slurmctlds_saves_are_kept_in_the_order_taken(ledger_location: str) -> None:
+    """core.durable Rules 1 and 2 (docs/contract.md §13.2): a look is kept only when it saw another
+    file than its observer's look before; the places are the order they were taken in, shared by
+    every observer; the last LOOKS_KEPT of an observer are kept; a look that saw nothing is none."""
+    with fresh_ledger(ledger_location) as ledger:
+        first = ledger.look_at_saves("a", lambda: "1")
+        assert first == Looks(first.place, ((first.place, "1"),), "1")
+        assert ledger.look_at_saves("a", lambda: "1").chain == first.chain  # the same file: not kept again
+        other = ledger.look_at_saves("b", lambda: "9")
+        assert other.place > first.place and other.chain == ((other.place, "9"),)
+        again = ledger.look_at_saves("a", lambda: "2")
+        assert [seen for _, seen in again.chain] == ["1", "2"] and again.place > other.place
+        assert ledger.look_at_saves("a", lambda: None) == Looks(again.place, again.chain, None)
+        for n in range(3, LOOKS_KEPT + 5):
+            last = ledger.look_at_saves("a", functools.partial(str, n))
+        assert len(last.chain) <= LOOKS_KEPT and last.chain[-1][1] == str(LOOKS_KEPT + 4)
+        assert [p for p, _ in last.chain] == sorted(p for p, _ in last.chain)
+
+
+def test_the_marks_of_an_object_and_an_operation(ledger_location: str) -> None:
+    """What anchors core.durable Rules 2, 4 and 8: a requeue's quiet moment at its start (none: its
+    calls may still change the flag) and its finish (where the looks stood, its own look); the
+    anchors a sweep gives what has none; a gone mark kept until the job is seen again."""
+    with fresh_ledger(ledger_location) as ledger:
+        ledger.look_at_saves("a", lambda: "1")
+        place = ledger.look_at_saves("a", lambda: "2").place
+        op_id = ledger.begin_operation(JOB, Op.REQUEUE, NONCE, 10.0, ends_by=30.0)
+        assert ledger.marks([JOB])[JOB] == Marks(None, None, None, None, 30.0)
+        ledger.finish_operation(op_id, Outcome(Op.REQUEUE, JOB, Result.UNKNOWN, MAY), b"", 11.0, look="a=2")
+        assert ledger.marks([JOB])[JOB] == Marks(place, "a=2", None, None, 11.0)
+        assert ledger.op_marks([op_id]) == {op_id: (place, "a=2")}
+        # A second requeue that never finishes: no quiet moment until a sweep anchors one.
+        ledger.begin_operation(JOB, Op.REQUEUE, NONCE, 12.0, ends_by=40.0)
+        assert ledger.marks([JOB])[JOB].quiet is None
+        later = ledger.look_at_saves("a", lambda: "3").place
+        assert ledger.anchor_quiet([JOB, "77"], "a=3") == 1  # 77 has no object
+        assert ledger.anchor_quiet([JOB], "a=4") == 0  # anchored already: kept
+        assert ledger.marks([JOB])[JOB][:2] == (later, "a=3")
+        assert ledger.mark_gone([JOB], "a=3") == 1 and ledger.mark_gone([JOB], "a=4") == 0
+        assert ledger.marks([JOB])[JOB][2:4] == (later, "a=3")
+        assert ledger.forget_gone([JOB]) == 1 and ledger.marks([JOB])[JOB][2:4] == (None, None)
+        hold = ledger.begin_operation("88", Op.HOLD, NONCE, 13.0)
+        ledger.finish_operation(hold, Outcome(Op.HOLD, "88", Result.OK, None), b"", 14.0)  # no look: None
+        assert ledger.op_marks([hold]) == {hold: (later, None)}
 
 
 def test_a_migration_and_its_version_bump_commit_together(
@@ -281,7 +329,8 @@ def test_begin_and_finish(
         assert obj is not None and obj.bit is after
         assert ("not yet known saved" in obj.why) is watched
         if outcome.op in (Op.REQUEUE, Op.RESTORE):
-            assert ledger.quiet_times([JOB]) == {JOB: 11.0}  # its calls were over when it finished
+            # Its calls were over when it finished: its quiet moment, where the looks stood then (none yet).
+            assert ledger.marks([JOB])[JOB] == Marks(0, None, None, None, 11.0)
         (entry,) = ledger.history(JOB)
         assert (entry.prior_bit, entry.bit_after, entry.result) == (prior, after, outcome.result)
         if outcome.op in (Op.REQUEUE, Op.RESTORE):

@@ -558,7 +558,7 @@ def test_a_schema_2_file_is_migrated_and_keeps_its_rows(tmp_path: Path) -> None:
     with pytest.raises(LedgerError, match="schema version 2, older than this slurm-dsl's"):
         open_ledger(str(path), migrate_schema=False)  # a read-only open: as before, refused
     with open_ledger(str(path)) as ledger:
-        assert ledger.schema_version() == 4
+        assert ledger.schema_version() == 5
         hold, requeue = ledger.history("8")
         assert (hold.result, hold.actor, hold.baseline, hold.key, hold.retry_of, hold.ends_by, hold.settlement) == (
             Result.UNKNOWN, "uid 0", None, None, None, None, None)
@@ -584,7 +584,7 @@ def test_mariadb_schema_1_is_migrated_to_2(mariadb_location: str) -> None:
                      " 'clear')", (T0,))
     assert is_mariadb(mariadb_location)
     with open_ledger(mariadb_location) as ledger:
-        assert ledger.schema_version() == 3
+        assert ledger.schema_version() == 4
         (row,) = ledger.history("8")
         assert (row.baseline, row.key, row.ends_by, row.settlement) == (None, None, None, None)
         assert [e.id for e in ledger.unsettled(T0 + 10)] == [row.id]

@@ -81,7 +81,8 @@ def test_a_sweep_makes_one_lookup_for_its_objects_and_its_unknown_operations(
     lookup = MemoryLookup({"1": record("1"), "7": record("7", priority=0), "8": record("8", priority=0)})
     with Tracker(ledger_location, scontrol=fake_scontrol) as t:
         report = sweep(t, lookup)
-    assert len(lookup.asked) == 1
+    # One lookup, and one more of the job it said is gone once saves are seen (docs/contract.md §13.8).
+    assert len(lookup.asked) == 2 and lookup.asked[1] == ["2"]
     assert sorted(lookup.asked[0]) == (["1", "2", "7", "8"] if with_unknown else ["1", "2"])
     assert {s.job_id: s.done for s in report.swept} == {"1": Done.CLEARED, "2": Done.CLEARED}
     got = {d.entry.job_id: None if d.settled is None else d.settled.verdict for d in report.verdicts}
@@ -217,7 +218,7 @@ def test_the_settle_limit_takes_the_newest_first(ledger_location: str, fake_scon
     lookup = MemoryLookup({})
     with Tracker(ledger_location, scontrol=fake_scontrol) as t:
         report = sweep(t, lookup, settle_limit=2)
-    assert lookup.asked == [["9", "8"]]
+    assert lookup.asked == [["9", "8"], ["9", "8"]]  # the second: they are gone (§13.8)
     assert [d.entry.job_id for d in report.verdicts] == ["9", "8"]
 
 
@@ -279,7 +280,8 @@ def test_with_pyslurm_the_sweep_is_one_rpc_with_or_without_unknown_operations(
     assert lookup is not None
     with Tracker(ledger_location, scontrol=fake_scontrol) as t:
         report = sweep(t, lookup)
-    assert fake_pyslurm.RPCS == ["load_jobs"]
+    # One RPC, and one more for the jobs it said are gone once saves are seen (§13.8).
+    assert fake_pyslurm.RPCS == ["load_jobs", "load_jobs"]
     got = {d.entry.job_id: d.settled.verdict for d in report.verdicts if d.settled}
     assert got == ({"11": Verdict.PRESENT, "12": Verdict.PRESENT, "13": Verdict.GONE} if with_unknown else {})
 

@@ -4,11 +4,12 @@ those the record no longer shows as "acknowledged, then lost", and reads no furt
 history id it got to (``core.durable`` Rule 4, ``settling.reread``).
 
 A real SQLite ledger, a fake scontrol, an in-memory lookup and a state directory whose job_state
-header the test writes.  The ledger's clock is moved on (``Clock``) instead of waiting out the
-settle delay and the mark's guard."""
+only the test replaces (``real_saves``; ``write_job_state`` is one save).  The ledger's clock is
+moved on (``Clock``) instead of waiting out the settle delay and the mark's guard."""
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 from typing import List, Optional
@@ -28,6 +29,7 @@ from slurm_dsl.run.tracked import Tracker
 from tests.fakes import MemoryLookup, write_fake, write_job_state
 
 AGE = MARK_GUARD + DEFAULT_SETTLE_DELAY + 30.0  # older than the mark's guard and the settle delay
+pytestmark = pytest.mark.usefixtures("real_saves")
 
 
 def held(job: str) -> JobInfo:
@@ -63,6 +65,7 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
 
 
 def hold(tmp_path: Path, *jobs: str) -> Path:
+    write_job_state(Path(os.environ["SLURM_DSL_STATE_SAVE_LOCATION"]), int(time.time()))  # the holds' own looks see it
     fake = write_fake(tmp_path / "bin", {})
     with Tracker(ledger_path(tmp_path), scontrol=str(fake)) as t:
         for job in jobs:
@@ -72,7 +75,7 @@ def hold(tmp_path: Path, *jobs: str) -> Path:
 
 def swept(tmp_path: Path, fake: Path, lookup: MemoryLookup, dry_run: bool = False) -> SweepReport:
     with Tracker(ledger_path(tmp_path), scontrol=str(fake)) as t:
-        return sweep(t, lookup, dry_run=dry_run)
+        return sweep(t, lookup, dry_run=dry_run, save_wait=0.0)  # the test saves between sweeps
 
 
 def history(tmp_path: Path, job: str) -> List[HistoryEntry]:
@@ -104,23 +107,22 @@ def test_a_hold_lost_in_a_crash_is_recorded_lost_by_the_next_sweep_and_read_no_m
     assert again.summary()["acknowledged_from"] == entry.id + 1
 
 
-def test_a_kept_hold_is_read_again_until_a_save_begun_after_it_proves_it(
+def test_a_kept_hold_is_read_again_until_two_saves_after_it_prove_it(
     tmp_path: Path, state: Path, clock: Clock
 ) -> None:
     fake = hold(tmp_path, "32")
-    end = time.time()
     clock.later()
     lookup = MemoryLookup({"32": held("32")})
-    write_job_state(state, int(end))  # the save of its own second proves nothing (§13.2)
-    report = swept(tmp_path, fake, lookup)
     (entry,) = history(tmp_path, "32")
-    assert verdicts(report) == [Verdict.PRESENT] and report.acknowledged_from == entry.id
-    write_job_state(state, int(end) + 2)  # a save begun after it, and the job still shows it
-    report = swept(tmp_path, fake, lookup)
+    for _ in range(2):  # no save since its own look, then one: the first may have begun before it (§13.2)
+        report = swept(tmp_path, fake, lookup)
+        assert verdicts(report) == [Verdict.PRESENT] and report.acknowledged_from == entry.id
+        write_job_state(state, int(time.time()) - 3600)  # whatever its header says
+    report = swept(tmp_path, fake, lookup)  # two saves after it, and the job still shows it
     assert verdicts(report) == [Verdict.PRESENT] and report.acknowledged_from == entry.id + 1
     assert swept(tmp_path, fake, lookup).acknowledged == []
     assert history(tmp_path, "32")[0].settlement is None  # a present is never recorded
-    assert len(lookup.asked) == 2
+    assert len(lookup.asked) == 3
 
 
 def test_absent_only_the_settle_delay_after_the_end_and_nothing_from_a_failed_lookup(
@@ -143,20 +145,19 @@ def test_the_mark_waits_at_the_first_operation_not_done_and_a_dry_run_moves_noth
     tmp_path: Path, state: Path, clock: Clock
 ) -> None:
     fake = hold(tmp_path, "34", "35", "36")
-    end = time.time()
     clock.later()
-    write_job_state(state, int(end) + 5)
     lookup = MemoryLookup({"34": held("34"), "35": eligible("35"), "36": held("36")})
     dry = swept(tmp_path, fake, lookup, dry_run=True)
     assert verdicts(dry) == [Verdict.PRESENT, Verdict.ABSENT, Verdict.PRESENT]
     assert dry.acknowledged_from is None and all(e.settlement is None for e in history(tmp_path, "35"))
     lookup.known["35"] = held("35")  # all three held now
-    write_job_state(state, int(end))  # no save after them: none of the three is proven
-    report = swept(tmp_path, fake, lookup)
+    report = swept(tmp_path, fake, lookup)  # no save after them: none of the three is proven
     first = history(tmp_path, "34")[0].id
     assert verdicts(report) == [Verdict.PRESENT] * 3 and report.acknowledged_from == first
-    lookup.known["34"] = eligible("34")  # 34 lost, 35 and 36 proven by a save after them
-    write_job_state(state, int(end) + 5)
+    lookup.known["34"] = eligible("34")  # 34 lost, 35 and 36 proven by two saves after them
+    write_job_state(state, int(time.time()))
+    swept(tmp_path, fake, MemoryLookup({}, fail="down"))  # a sweep that looks at saves, and cannot look jobs up
+    write_job_state(state, int(time.time()))
     report = swept(tmp_path, fake, lookup)
     assert verdicts(report) == [Verdict.ABSENT, Verdict.PRESENT, Verdict.PRESENT]
     assert report.acknowledged_from == history(tmp_path, "36")[0].id + 1

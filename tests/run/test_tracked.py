@@ -46,7 +46,11 @@ def test_an_ok_requeue_leaves_the_object_watched_until_its_clear_is_saved(tmp_pa
     with open_ledger(ledger_path) as ledger:
         (entry,) = ledger.history("11")
         obj = ledger.get("11")
-        assert entry.finished_at is not None and ledger.quiet_times(["11"]) == {"11": entry.finished_at}
+        marks = ledger.marks(["11"])["11"]
+        # Its quiet moment: when its calls were over, where the looks at slurmctld's saves stood then,
+        # and the look its process took (core.durable Rule 2).
+        assert entry.finished_at is not None and marks.quiet_at == entry.finished_at
+        assert marks.quiet is not None and marks.quiet_look is not None
     assert entry.result == "ok" and len(entry.calls) == 3
     assert obj is not None and obj.why.endswith("cleared, not yet known saved by slurmctld: watched until it is")
 

@@ -251,7 +251,7 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
         if held:
             from ...run.durable import confirm_saved
 
-            held = confirm_saved(tracker, held, time.time(), deadline)
+            held = confirm_saved(tracker, held, deadline, args.key)
             for outcome in held:
                 if outcome.saved is False:
                     log.warning("%s %s: %s", outcome.op.value, outcome.job_id, outcome.detail)

@@ -1,0 +1,126 @@
+"""Looking at slurmctld's saves (docs/contract.md §13.2): who looks, a process's own look after its
+calls, and the looks a sweep or a settling takes into the ledger, read by ``core.durable`` Rule 2.
+
+An observer is this host, in this boot, looking at one StateSaveLocation (``observer``): looks are
+compared only within one observer, in the order the ledger took them.  A look sees the identity of
+``job_state`` (``lookups.saves.look_at_save``: its status, no read), within ``host.files``' deadline.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import time
+from typing import Callable, Dict, NamedTuple, Optional
+
+from ..core.durable import Look, looks_needed
+from ..host.files import FILE_TIMEOUT, NotRead, read_regular
+from ..ledger.base import LedgerStore, Looks
+from ..lookups import saves
+
+log = logging.getLogger("slurm_dsl")
+
+BOOT_ID = "/proc/sys/kernel/random/boot_id"
+POLL = 0.2  # seconds between two looks of a wait for a save
+_boot: Dict[str, str] = {}
+
+
+def boot_id() -> str:
+    """This boot's id (the kernel's, read once per process; "" where it cannot be read)."""
+    if "id" not in _boot:
+        found = read_regular(BOOT_ID, 64)
+        _boot["id"] = "" if isinstance(found, NotRead) else found.decode("ascii", "replace").strip()
+    return _boot["id"]
+
+
+def observer(location: str) -> str:
+    """Who looks: this host in this boot at ``location`` (its name, a digest of the path)."""
+    where = hashlib.sha256(os.fsencode(location)).hexdigest()[:12]
+    return f"{os.uname().nodename}:{boot_id()}:{where}"
+
+
+class Place(NamedTuple):
+    """Where a process looks: its observer and the StateSaveLocation (None: it cannot be told,
+    and ``why`` says why)."""
+
+    observer: str
+    location: Optional[str]
+    why: str = ""
+
+
+def place(location: Optional[str] = None) -> Place:
+    """Where this process looks (``location``, else slurm.conf's StateSaveLocation)."""
+    where = location or saves.state_save_location()
+    if where is None:
+        return Place("", None, "where slurmctld saves its state cannot be told (slurm.conf cannot be read whole)")
+    return Place(observer(where), where)
+
+
+def seen(at: Place, timeout: float = FILE_TIMEOUT) -> saves.Seen:
+    """What a look at ``at``'s job_state sees now (``lookups.saves.look_at_save``)."""
+    if at.location is None:
+        return saves.Seen(None, "job_state", at.why)
+    return saves.look_at_save(at.location, timeout)
+
+
+def look(at: Place, timeout: float = FILE_TIMEOUT) -> Optional[Look]:
+    """One look at ``at``'s job_state now (None: nothing could be seen)."""
+    found = seen(at, timeout)
+    return None if found.identity is None else Look(at.observer, str(found.identity))
+
+
+class Watch:
+    """One process's looks through ``ledger`` (a sweep's, a settling's): each taken inside the
+    ledger's write lock (``LedgerStore.look_at_saves``), the last ``Looks`` kept, and why the last
+    look saw nothing (``why``).  ``keep`` False (a dry run): the looks are taken, but what they see
+    is not kept in the ledger; what it has kept is read as it is."""
+
+    def __init__(self, ledger: LedgerStore, at: Optional[Place] = None, timeout: float = FILE_TIMEOUT,
+                 *, keep: bool = True) -> None:
+        self.ledger = ledger
+        self.at = place() if at is None else at
+        self.timeout = timeout
+        self.keep = keep
+        self.looks: Optional[Looks] = None
+        self.why: Optional[str] = self.at.why or None
+
+    def look(self) -> Looks:
+        """Take one look into the ledger; the looks as they stand after it."""
+        why: Dict[str, str] = {}
+
+        def taken() -> Optional[str]:
+            found = seen(self.at, self.timeout)
+            if found.identity is None:
+                why["why"] = f"{found.path}: {found.why}"
+                return None
+            return str(found.identity) if self.keep else None
+
+        self.looks = self.ledger.look_at_saves(self.at.observer or "unknown", taken)
+        self.why = why.get("why")
+        return self.looks
+
+    def own(self) -> Optional[str]:
+        """A look taken now, not kept in the ledger: the one an anchor made now keeps as its own."""
+        seen = look(self.at, self.timeout) if self.keep else None
+        return None if seen is None else str(seen)
+
+    def needed(self, mark: Optional[int], own: Optional[str]) -> int:
+        """``core.durable.looks_needed`` of an anchor from this watch's last look (3 before any)."""
+        chain = () if self.looks is None else self.looks.chain
+        return looks_needed(mark, Look.parse(own), self.at.observer, chain)
+
+    def saved(self, mark: Optional[int], own: Optional[str]) -> bool:
+        """Whether what was acknowledged before the anchor is known saved by the looks so far (Rule 2)."""
+        return self.looks is not None and self.needed(mark, own) == 0
+
+    def wait(self, done: Callable[[], bool], seconds: float, clock: Callable[[], float] = time.monotonic) -> None:
+        """Look every ``POLL`` seconds, for at most ``seconds`` (``clock``: monotonic), until
+        ``done()`` says so or a look cannot see (``why``); a look that sees another file than the
+        last one kept is taken into the ledger (``look``), the others cost no transaction."""
+        until = clock() + seconds
+        while not done() and self.why is None and clock() + POLL <= until:
+            time.sleep(POLL)
+            now = look(self.at, self.timeout)
+            if now is None or self.looks is None or self.looks.seen != now.seen:
+                self.look()
