@@ -301,7 +301,7 @@ def test_the_package_builds_installs_holds_a_real_job_and_purges(deb: Path) -> N
     assert demo.returncode == 0, demo.stdout[-4000:] + demo.stderr[-2000:]
     assert "demo finished: every outcome as expected" in demo.stdout
 
-    # A ledger in the package's state directory (doctor's) is never deleted by a purge
+    # A ledger in the package's state directory (the hold's) is never deleted by a purge
     # (README.Debian); /etc/slurm-dsl is, whole: the lab's own ledger.cnf is put back after it.
     if not kept.exists():
         kept.write_bytes(b"")
