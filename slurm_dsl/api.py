@@ -10,13 +10,14 @@ and the environment), its own arguments standing for the command's flags.  So th
 ``ledger`` (a path or an open ``Tracker``, whose reading is used), else ``$SLURM_DSL_LEDGER``,
 else the config file's ``ledger``, else ``/var/lib/slurm-dsl/ledger.sqlite3``: the ledger the
 host's sweeps read.  scontrol and squeue likewise; no ``timeout`` nor ``deadline`` is the config
-file's ``timeout``; no ``settle_delay`` its ``settle_delay``.  A bad config file is
+file's ``timeout``, else the built-in default (``deadlines.DEFAULT_TIMEOUT``), as for the
+command; no ``settle_delay`` its ``settle_delay``.  A bad config file is
 ``ConfigFileError``, before anything runs.  A ledger that cannot be opened
 raises ``LedgerError`` before anything runs; one that fails once the script
 started raises ``NotRecorded`` (a ``LedgerError``) carrying the outcome.
 A bad job id, an empty ``ledger`` or ``scontrol``, a timeout over ``deadlines.MAX_TIMEOUT`` (one
-day), a deadline further away, both of them, or neither with no ``timeout`` in the config file,
-is ``InvalidInput`` (a ``ValueError``) before anything is recorded.
+day), a deadline further away, or both of them, is ``InvalidInput`` (a ``ValueError``) before
+anything is recorded.
 Except for ``restore``, the id is looked up first (one squeue): an array's
 own JobId reaching other tasks is ``WholeArray``, a lookup that fails ``LookupFailed``;
 either way nothing ran.  Every exception is a ``DSLError`` (see ``core.model``).
@@ -36,7 +37,7 @@ import contextlib
 from typing import ContextManager, Dict, List, Optional, Sequence, Union
 
 from .core.jobid import distinct_ids, validate_job_id
-from .core.model import InvalidInput, Op, Outcome
+from .core.model import Op, Outcome
 from .run.config import Configuration, configure
 from .run.deadlines import resolve_deadline
 from .run.tracked import Tracker
@@ -100,8 +101,8 @@ def run_ops(
     the bulk path, or one script per job (``one_by_one``, up to ``parallel`` at once).
 
     One Outcome per distinct id, in the order given, whatever each is (never raises for an
-    outcome).  At most one of ``timeout`` and ``deadline``, neither only when the config file
-    sets ``timeout``: the deadline of the whole call, computed once when it starts
+    outcome).  At most one of ``timeout`` and ``deadline`` (neither: the configured ``timeout``):
+    the deadline of the whole call, computed once when it starts
     (docs/contract.md §10.0); a job whose call has not started by then is ``expired``.  Raises
     before anything ran as ``run_op`` does; a ledger failure once a job ran is ``NotRecorded``
     with the outcomes it could not record in ``outcomes`` (those reported before it are
@@ -167,14 +168,9 @@ def _configuration(ledger: Union[str, Tracker, None], scontrol: Optional[str]) -
 
 
 def _deadline(timeout: Optional[float], deadline: Optional[float], configured: Configuration) -> float:
-    """The call's deadline: from ``timeout`` or ``deadline``, else from the config file's
-    ``timeout`` (as a command given no ``--timeout``); neither: ``InvalidInput``."""
+    """The call's deadline: from ``timeout`` or ``deadline``, else the configured ``timeout`` (the
+    config file's, else the built-in default), as for a command given no ``--timeout``."""
     if timeout is None and deadline is None:
-        if configured.timeout is None:
-            raise InvalidInput(
-                "no deadline: give timeout= (seconds) or deadline= (epoch seconds), or set timeout = SECONDS in the"
-                f" config file ({configured.file})"
-            )
         timeout = configured.timeout
     return resolve_deadline(timeout, deadline)
 

@@ -420,11 +420,12 @@ JOBINFO_BUILD = REPO_ROOT / "contrib" / "jobinfo" / "build"
 def jobinfo_helper() -> Tuple[Optional[str], str]:
     """(path, "") of slurm-dsl-jobinfo built from this checkout against the lab's libslurm (once
     per source, kept in the temporary directory), or (None, why) when it cannot be built here
-    (no C compiler, no libslurm-dev)."""
+    (no C compiler, no libslurm-dev).  It is built into a directory the build itself makes, as
+    the package's /usr/libexec/slurm-dsl on a fresh controller (issue 43)."""
     import hashlib
 
     digest = hashlib.sha256(JOBINFO_SOURCE.read_bytes() + JOBINFO_BUILD.read_bytes()).hexdigest()[:16]
-    out = Path(tempfile.gettempdir()) / f"slurm-dsl-jobinfo-{os.getuid()}-{digest}"
+    out = Path(tempfile.gettempdir()) / f"slurm-dsl-jobinfo-{os.getuid()}-{digest}" / "slurm-dsl-jobinfo"
     if out.is_file() and os.access(out, os.X_OK):
         return str(out), ""
     proc = subprocess.run(

@@ -69,6 +69,19 @@ def checkpointed(location: str) -> Optional[bool]:
     return None if is_mariadb(location) else True
 
 
+def timeouts_given(location: str) -> List[float]:
+    """The timeout each recorded operation ran under, oldest first, as its row says it: ``ends_by``
+    (its deadline + the kill grace + the guard margin) less ``started_at``.  The deadline is taken
+    when the command or call starts, a little before the row's start: a timeout T reads just
+    under T."""
+    from slurm_dsl.core.script import KILL_GRACE
+    from slurm_dsl.run.calls import GUARD_MARGIN
+
+    with Raw(location) as raw:
+        rows = raw.execute("SELECT ends_by - started_at FROM history ORDER BY id")
+    return [float(span) - KILL_GRACE - GUARD_MARGIN for (span,) in rows]
+
+
 class Raw:
     """A connection of its own to the ledger's storage, past the ledger's code, for what a test
     must do behind the ledger's back.  SQL is written with ``?`` placeholders in both dialects."""

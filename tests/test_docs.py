@@ -177,3 +177,15 @@ def test_the_readme_names_the_supported_slurm_majors_as_testing_md_does() -> Non
               "sid": "`contrib/test --majors sid`"}
     assert {r[1]: r[3].split(":")[0] for r in supported} == majors
     assert "`contrib/test --majors all`" in readme[readme.index("## Supported Slurm majors"):]
+
+
+def test_the_default_deadline_is_the_code_s_wherever_the_docs_say_it() -> None:
+    """The built-in deadline (issue 43) is ``deadlines.DEFAULT_TIMEOUT``; the settings table of
+    docs/contract.md §10.2, the choice that explains it and the README's opening say its value."""
+    from slurm_dsl.run.deadlines import DEFAULT_TIMEOUT
+
+    said = f"{DEFAULT_TIMEOUT:g} s"
+    for name, words in (("docs/contract.md", f"else the built-in default, {said} (`deadlines.DEFAULT_TIMEOUT`"),
+                        ("docs/choices.md", f"A command given no deadline has one: {said}"),
+                        ("README.md", f"one deadline ({said} unless you give another)")):
+        assert words in _words(read(ROOT / name)), name

@@ -13,9 +13,12 @@ or slurm.conf's SlurmUser may act on other users' jobs; anyone else cannot, or, 
 on, doctor cannot tell).  ``caller_check`` is pure (``show config`` is read by
 ``lookups.sight.parse_config``); the rest runs through ``host.process`` and the ledger.
 
-The ledger's checks depend on its backend.  An SQLite file is opened (created and migrated if
-need be) and its mode looked at.  A MariaDB URL is looked at without writing anything
-(``ledger.mariadb.probe``): the option file (``ledger-cnf``: a regular file of this uid or
+Doctor only looks: it creates, migrates and writes nothing (issue 43).  The ledger's checks
+depend on its backend.  An SQLite file is looked at (``ledger.sqlite.look``): a missing one is a
+line saying what will create it; a directory the units' account (the service account:
+``service_account``, else slurm.conf's SlurmUser) cannot write fails, with the chown; a file is
+read for its schema and objects, and its mode looked at.  A MariaDB URL is looked at without
+writing anything (``ledger.mariadb.probe``): the option file (``ledger-cnf``: a regular file of this uid or
 root, readable by nobody else), the server (``ledger-db``: reachable within the connect and
 read timeouts, its version), its clock against this host's (``ledger-time``: leases and
 back-offs use the server's, so an offset is no fault, but an admin wants to see it), and the
@@ -30,7 +33,7 @@ import shlex
 import stat
 import time
 from dataclasses import dataclass
-from typing import Dict, List, Mapping, Optional
+from typing import Dict, List, Mapping, NamedTuple, Optional
 
 from ..core.durable import UNREAD, Control
 from ..core.jobid import MAX_JOB_ID
@@ -38,7 +41,7 @@ from ..core.model import ConfigError, DSLError, LookupFailed
 from ..core.script import PROBE_STATUS, PROBE_STDERR, render_probe
 from ..host import process
 from ..host.binaries import find_scontrol, find_squeue
-from ..ledger.choose import is_url, open_ledger, sqlite_path
+from ..ledger.choose import is_url, sqlite_path
 from ..lookups import sight
 from ..lookups.choose import make_lookup
 from ..lookups.saves import conf_path, hand_back_possible, read_control, slurm_conf, state_save_location
@@ -58,12 +61,22 @@ class Check:
     detail: str  # render.check_json is its --json object
 
 
+class Units(NamedTuple):
+    """The account the units run as, whose the ledger directory must be: its name, uid, and how
+    it was told (for messages)."""
+
+    name: str
+    uid: int
+    told: str
+
+
 def run_checks(
     scontrol: Optional[str], squeue: Optional[str], ledger_path: str, lookup_kind: str = "auto", *,
-    became_owner_of: Optional[str] = None,
+    became_owner_of: Optional[str] = None, service_account: Optional[str] = None, config_file: str = "",
 ) -> List[Check]:
     """Every check, in order.  ``became_owner_of``: the ledger directory whose owner root's
-    command became (admin/account.py), which the caller check's fix names."""
+    command became (admin/account.py), which the caller check's fix names; ``service_account``:
+    the config file's (``config_file``), the units' account when set."""
     checks: List[Check] = []
     path = find_scontrol(scontrol)
     squeue = find_squeue(squeue, path)
@@ -101,7 +114,7 @@ def run_checks(
     checks.append(hand_back_check(hand_back, control, time.time(), where))
     config = _show_config(path) if up else None
     checks += [] if not up else _config_checks(config)
-    checks += _ledger_checks(ledger_path)
+    checks += _ledger_checks(ledger_path, units_account(service_account, config, config_file))
     euid = os.geteuid()
     checks.append(caller_check(euid, _account_name(euid), config, became_owner_of))
     return checks
@@ -245,32 +258,91 @@ def _config_checks(config: Optional[Mapping[str, str]]) -> List[Check]:
     return checks
 
 
-def _ledger_checks(location: str) -> List[Check]:
-    return _mariadb_checks(location) if is_url(location) else [_sqlite_check(location)]
+def units_account(
+    service_account: Optional[str], config: Optional[Mapping[str, str]], config_file: str
+) -> Optional[Units]:
+    """The account the units run as, whose the ledger directory must be (docs/contract.md §9.1):
+    the config file's ``service_account``, else slurm.conf's SlurmUser from ``show config``
+    (``config``: None when it could not be read); None when neither tells."""
+    import pwd
+
+    if service_account is not None:
+        try:
+            uid = pwd.getpwnam(service_account).pw_uid
+        except KeyError:
+            return None
+        return Units(service_account, uid, f"service_account in {config_file}")
+    found = None if config is None else sight.slurm_user(config)
+    return None if found is None else Units(found[0], found[1], "slurm.conf's SlurmUser")
 
 
-def _not_clear(detail: str, not_clear: int) -> Check:
-    return Check("ledger", OK if not not_clear else WARN, detail + ("" if not not_clear else ": run slurm-dsl sweep"))
+def _ledger_checks(location: str, units: Optional[Units]) -> List[Check]:
+    return _mariadb_checks(location) if is_url(location) else [_sqlite_check(location, units)]
 
 
-def _sqlite_check(location: str) -> Check:
+def _schema_check(where: str, dialect: str, schema: int, not_clear: Optional[int], none_yet: str) -> Check:
+    """The ledger line of a ledger that is there, from its schema version (0: none yet, said by
+    ``none_yet``) against the ``dialect``'s current one and, when they agree, how many objects
+    are not clear; either backend."""
+    from ..ledger.schema import CURRENT
+
+    current = CURRENT[dialect]
+    detail = f"{where} (schema {schema}"
+    if schema == 0:
+        return Check("ledger", WARN, f"{detail}): {none_yet}: the first slurm-dsl to open it creates the ledger's"
+                     " tables")
+    if schema < current:
+        return Check("ledger", WARN, f"{detail}, older than this slurm-dsl's {current}): the next slurm-dsl to open"
+                     " it migrates it")
+    if schema > current or not_clear is None:
+        return Check("ledger", FAIL, f"{detail}, newer than this slurm-dsl's {current}): upgrade slurm-dsl on this"
+                     " host")
+    return Check("ledger", OK if not not_clear else WARN, f"{detail}, {not_clear} object(s) not clear)"
+                 + ("" if not not_clear else ": run slurm-dsl sweep"))
+
+
+def _sqlite_check(location: str, units: Optional[Units]) -> Check:
+    from ..ledger.sqlite import look
+
     path = sqlite_path(location)
     try:
-        with open_ledger(location) as ledger:
-            version = ledger.schema_version()
-            not_clear = ledger.count_not_clear()
-        # What open lets through: a file others may read (the history shows every job's operations).
-        mode = stat.S_IMODE(os.lstat(path).st_mode)
+        found = look(path, busy_timeout=DB_BUSY_TIMEOUT)
     except DSLError as exc:
-        # open refuses a ledger or directory another account could write or own (a symlink, a
-        # foreign owner, group/world-writable), and its message says the fix.
+        # A ledger or directory another account could write or own (a symlink, a foreign owner,
+        # group/world-writable), or a file that is no ledger: the message says the fix.
         return Check("ledger", FAIL, str(exc))
-    except OSError as exc:  # removed or replaced since: whatever it is now is not checked
-        return Check("ledger", FAIL, f"{path}: {exc.strerror}")
-    detail = f"{path} (schema {version}, {not_clear} object(s) not clear)"
-    if mode & 0o077:
-        return Check("ledger", WARN, f"{detail}: mode {mode:04o}, should be 0600 (chmod 600 {shlex.quote(path)})")
-    return _not_clear(detail, not_clear)
+    return sqlite_check(path, found.directory_uid, found.mode, found.schema, found.not_clear, units)
+
+
+def sqlite_check(
+    path: str, directory_uid: Optional[int], mode: Optional[int], schema: int, not_clear: Optional[int],
+    units: Optional[Units],
+) -> Check:
+    """The ledger line of an SQLite ledger as ``ledger.sqlite.look`` found it (``directory_uid``
+    None: no directory; ``mode`` None: no file), the units running as ``units`` (None: not
+    known).  Pure.  The units' account must be able to write the directory: own it, or be root
+    (a directory others may write is refused before this, by the ledger's own rules)."""
+    directory = os.path.dirname(path) or "."
+    quoted = shlex.quote(directory)
+    who = "" if units is None else f"{units.name} (uid {units.uid}, {units.told})"
+    if directory_uid is None:
+        made = f"no ledger yet: the first operation or sweep creates {directory} (0700) and {path}, as its account"
+        if units is None or units.uid == 0:
+            return Check("ledger", OK, made)
+        return Check("ledger", WARN, f"{made}; made by root, {directory} would be root's, which the units' account,"
+                     f" {who}, cannot write: make it that account's first (install -d -m 0700 {quoted} &&"
+                     f" chown {shlex.quote(units.name)}: {quoted})")
+    if units is not None and units.uid not in (0, directory_uid):
+        return Check("ledger", FAIL, f"ledger directory {directory} is not writable by uid {units.uid}, the units'"
+                     f" account, {who}: it is uid {directory_uid}'s; chown -R {shlex.quote(units.name)}: {quoted}"
+                     " (while no sweep runs)")
+    if mode is None:
+        return Check("ledger", OK, f"no ledger yet: the first operation or sweep creates {path}")
+    found = _schema_check(path, "sqlite", schema, not_clear, "it holds no slurm-dsl schema")
+    # What the ledger's rules let through: a file others may read (the history shows every job's operations).
+    if found.status != FAIL and mode & 0o077:
+        return Check("ledger", WARN, f"{found.detail}: mode {mode:04o}, should be 0600 (chmod 600 {shlex.quote(path)})")
+    return found
 
 
 def _mariadb_checks(url: str) -> List[Check]:
@@ -306,17 +378,6 @@ def _mariadb_checks(url: str) -> List[Check]:
                             " this host's; check NTP on both"))
     else:
         checks.append(Check("ledger-time", OK, f"the server's clock is {how} (leases and back-offs use the server's)"))
-    current = len(mariadb.MIGRATIONS)
-    detail = f"{where.url} (schema {found.schema}"
-    if found.schema == 0:
-        checks.append(Check("ledger", WARN, f"{detail}): database {where.database} is empty: the first slurm-dsl"
-                            " to open it creates the ledger's tables"))
-    elif found.schema < current:
-        checks.append(Check("ledger", WARN, f"{detail}, older than this slurm-dsl's {current}): the next slurm-dsl"
-                            " to open it migrates it"))
-    elif found.schema > current or found.not_clear is None:
-        checks.append(Check("ledger", FAIL, f"{detail}, newer than this slurm-dsl's {current}): upgrade slurm-dsl"
-                            " on this host"))
-    else:
-        checks.append(_not_clear(f"{detail}, {found.not_clear} object(s) not clear)", found.not_clear))
+    checks.append(_schema_check(where.url, "mariadb", found.schema, found.not_clear,
+                                f"database {where.database} is empty"))
     return checks

@@ -53,6 +53,7 @@ import stat
 import time
 from contextlib import contextmanager
 from typing import Any, Callable, ContextManager, Iterator, Optional, Sequence, Tuple, Union, final
+from urllib.parse import quote
 
 from ..core.model import LedgerError, SweepBusy
 from . import rows as ledger_rows
@@ -299,6 +300,12 @@ def _create_file(path: str) -> None:
         # -wal and -shm files the database file's permissions.
         os.close(open_private_file(path, "ledger", ledger=path))
         return
+    _check_file(path, st)
+
+
+def _check_file(path: str, st: os.stat_result) -> None:
+    """LedgerError, with the fix, unless the existing ledger file ``path`` (``st``: its lstat) is
+    one this account may open: a real, private file of its own or root's that it can read and write."""
     if stat.S_ISLNK(st.st_mode):
         raise LedgerError(
             f"ledger {path} is a symbolic link: refusing to follow it; remove it"
@@ -312,6 +319,56 @@ def _create_file(path: str) -> None:
         raise LedgerError(f"ledger {path} {problem}", path=path)
     if not os.access(path, os.R_OK | os.W_OK, effective_ids=True):
         raise _denied("ledger", path, path)
+
+
+class Look:
+    """What ``look`` found at an SQLite ledger's path: the owner of its directory (None: there is
+    none), the file's mode (None: there is none), its schema version (0: none) and, when that is
+    this code's, how many objects are not clear.  A plain class: every operation imports this
+    module before its first Slurm call, and a NamedTuple compiles code at import (run/config.py)."""
+
+    __slots__ = ("directory_uid", "mode", "not_clear", "schema")
+
+    def __init__(
+        self, directory_uid: Optional[int], mode: Optional[int], schema: int, not_clear: Optional[int]
+    ) -> None:
+        self.directory_uid, self.mode, self.schema, self.not_clear = directory_uid, mode, schema, not_clear
+
+
+def look(path: str, *, busy_timeout: float = BUSY_TIMEOUT) -> Look:
+    """The ledger at ``path`` looked at, never created, migrated or switched to WAL (``doctor``,
+    docs/contract.md §10): a missing directory or file is said, not made.  What is there is held to
+    ``open``'s rules (LedgerError with the fix), then read by a connection that may not create
+    the file; SQLite's -wal and -shm files, made for any reader of a WAL file, go with its close.
+    LedgerError for a file that is not an SQLite database."""
+    parent = os.path.dirname(path) or "."
+    try:
+        st = os.lstat(parent)
+    except FileNotFoundError:
+        return Look(None, None, 0, None)
+    except OSError as exc:
+        raise LedgerError(f"cannot use ledger directory {parent}: {exc.strerror}", path=path) from None
+    _check_private_directory(parent, path)
+    try:
+        found = os.lstat(path)
+    except FileNotFoundError:
+        return Look(st.st_uid, None, 0, None)
+    except OSError as exc:
+        raise LedgerError(f"cannot use ledger {path}: {exc.strerror}", path=path) from None
+    _check_file(path, found)
+    try:
+        # mode=rw: an existing file only; a name that went away since is not made again.
+        conn = sqlite3.connect(f"file:{quote(os.path.abspath(path))}?mode=rw", uri=True, timeout=busy_timeout,
+                               isolation_level=None)
+    except sqlite3.Error as exc:
+        raise LedgerError(f"cannot open ledger {path}: {exc}", path=path) from exc
+    ledger = SqliteLedger(conn, path, BACKOFF_BASE, BACKOFF_CAP)
+    try:
+        version = ledger.schema_version()
+        not_clear = ledger.count_not_clear() if version == len(MIGRATIONS) else None
+    finally:
+        ledger.close()
+    return Look(st.st_uid, stat.S_IMODE(found.st_mode), version, not_clear)
 
 
 def _file_problem(st: os.stat_result, path: str) -> str:

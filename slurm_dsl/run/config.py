@@ -44,7 +44,7 @@ from ..core.plain import not_empty
 from ..core.settle import DEFAULT_SETTLE_DELAY, MIN_SETTLE_DELAY
 from ..core.shown import shown
 from ..ledger.base import DEFAULT_PATH
-from .deadlines import MAX_TIMEOUT, MIN_TIMEOUT, timeout_of
+from .deadlines import DEFAULT_TIMEOUT, MAX_TIMEOUT, MIN_TIMEOUT, timeout_of
 
 DEFAULT_CONFIG = "/etc/slurm-dsl/slurm-dsl.conf"
 SECTION = "slurm-dsl"
@@ -164,9 +164,10 @@ SETTINGS: Tuple[Setting, ...] = (
             "how sweeps and settling look jobs up: auto, squeue or pyslurm",
             flag="--lookup", env_help="how sweeps look jobs up (auto, squeue, pyslurm), when --lookup is not given",
             example="auto", note="auto, squeue or pyslurm"),
-    Setting("timeout", None, None, _timeout,
-            "the whole command's deadline in seconds, for commands given no --timeout (unset: --timeout is required)",
-            flag="--timeout", seconds=True, example="30", note="the deadline of commands given no --timeout"),
+    Setting("timeout", None, f"{DEFAULT_TIMEOUT:g}", _timeout,
+            "the whole command's deadline in seconds, for commands given no --timeout",
+            flag="--timeout", seconds=True, example=f"{DEFAULT_TIMEOUT:g}",
+            note="the deadline of commands given no --timeout"),
     Setting("settle_delay", None, f"{DEFAULT_SETTLE_DELAY:g}", _seconds(MIN_SETTLE_DELAY, MAX_TIMEOUT),
             "seconds after an operation's end before its effect may be judged absent (at least 2)",
             flag="--settle-delay", seconds=True, example="10"),
@@ -384,9 +385,8 @@ class Configuration:
         return self.value("squeue")
 
     @property
-    def timeout(self) -> Optional[float]:
-        text = self.value("timeout")
-        return None if text is None else float(text)
+    def timeout(self) -> float:
+        return float(self.value("timeout") or DEFAULT_TIMEOUT)  # it has a default, so it is never unset
 
     @property
     def settle_delay(self) -> float:

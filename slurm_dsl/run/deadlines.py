@@ -30,6 +30,11 @@ MAX_TIMEOUT = 86400.0
 # The shortest timeout: a millisecond, the unit a script's deadline is written in
 # (``core.script.deadline_ms`` rounds down): a shorter one could give a deadline before now.
 MIN_TIMEOUT = 0.001
+# The deadline of a command given no --timeout and no config file's ``timeout`` (and of a library
+# call given neither timeout nor deadline): a requeue's three calls, each given Slurm's default
+# MessageTimeout (10 s) to be answered, and room for --settle (13 s at the default settle delay)
+# or --durable (one save window, 5-6 s).  The reasons are docs/choices.md's, item 10.
+DEFAULT_TIMEOUT = 30.0
 # How much further than MAX_TIMEOUT ``check_deadline`` lets a deadline be, so that one from
 # ``resolve_deadline`` is not refused a moment later if the wall clock stepped back meanwhile.
 _CLOCK_STEP = 60.0

@@ -71,7 +71,7 @@ def test_a_bad_job_id_among_good_ones_runs_nothing(fake: Path) -> None:
 
 @pytest.mark.parametrize(
     "argv",
-    [[], ["hold"], ["hold", "1"], ["hold", "1", "--timeout", "0"], ["hold", "1", "--timeout", "-1"],
+    [[], ["hold"], ["hold", "1", "--timeout", "0"], ["hold", "1", "--timeout", "-1"],
      ["hold", "1", "--timeout", "nan"], ["frobnicate", "1"], ["hold", "12_3", "--timeout", "1"],
      ["read", "uhold", "1", "--exit-status", "0"], ["script", "open", "1", "--timeout", "1"]],
 )

@@ -19,8 +19,10 @@ import pytest
 
 from slurm_dsl.admin.cli import main
 from slurm_dsl.run import config
+from slurm_dsl.run.deadlines import DEFAULT_TIMEOUT
 from tests.cli_run import cli
 from tests.fakes import calls_made, write_fake
+from tests.ledger_backends import timeouts_given
 
 KEYS = ["ledger", "scontrol", "squeue", "lookup", "timeout", "settle_delay", "metrics_file", "log_level",
         "service_account"]
@@ -131,11 +133,25 @@ def test_the_file_s_timeout_lets_hold_run_without_timeout(tmp_path: Path, fake: 
     assert calls_made(fake) == ["hold 1"]
 
 
-def test_no_timeout_anywhere_is_a_usage_error_saying_both_ways(fake: Path) -> None:
-    code, out, err = cli(["hold", "1", "--scontrol", str(fake)])
-    assert code == 2 and out == ""
-    assert "--timeout SECONDS" in err and "timeout = SECONDS in the config file" in err
-    assert calls_made(fake) == []
+def test_with_no_timeout_anywhere_the_first_command_runs_within_the_built_in_deadline(
+    tmp_path: Path, fake: Path
+) -> None:
+    """Issue 43, item 4: ``slurm-dsl hold JOBID`` on a fresh install (no --timeout, no config file
+    timeout) was a usage error; it runs, within ``DEFAULT_TIMEOUT``, which the ledger's row shows:
+    its ``ends_by`` is the deadline + the kill grace + the guard margin after its start."""
+    ledger = tmp_path / "l.sqlite3"
+    code, out, err = cli(["hold", "1", "--scontrol", str(fake), "--ledger", str(ledger), "--json"])
+    assert (code, json.loads(out)["result"]) == (0, "ok"), err
+    assert calls_made(fake) == ["hold 1"]
+    (given,) = timeouts_given(str(ledger))
+    assert DEFAULT_TIMEOUT - 2 < given <= DEFAULT_TIMEOUT
+    # --help and the config file's --help say it.
+    for argv, says in ((["hold", "--help"], f"else {DEFAULT_TIMEOUT:g} s"),
+                       (["config", "--help"], f"timeout = {DEFAULT_TIMEOUT:g}\n")):
+        shown = io.StringIO()
+        with contextlib.redirect_stdout(shown), pytest.raises(SystemExit):
+            main(argv)
+        assert says in " ".join(shown.getvalue().split(" ")), argv
 
 
 # --- a bad file: nothing runs -------------------------------------------------------------------
@@ -222,7 +238,7 @@ def test_config_text_names_the_file_or_that_there_was_none(tmp_path: Path) -> No
     assert code == 0
     lines = out.splitlines()
     assert [line.split()[0] for line in lines[:-1]] == KEYS
-    assert "unset" in lines[KEYS.index("timeout")] and "built in" in lines[KEYS.index("timeout")]
+    assert lines[KEYS.index("timeout")].split() == ["timeout", f"{DEFAULT_TIMEOUT:g}", "built", "in"]
     assert lines[-1].startswith("config file: none (") and "does not exist" in lines[-1]
     path = conf(tmp_path / "c.conf", "timeout = 7")
     out = cli(["config", "--config", str(path)]).out

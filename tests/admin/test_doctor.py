@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import pwd
 import sys
 import time
 from pathlib import Path
@@ -14,7 +15,7 @@ import pytest
 
 import slurm_dsl.ledger.mariadb as mariadb_module
 from slurm_dsl.admin.cli import main
-from slurm_dsl.admin.doctor import CLOCK_WARN, caller_check, hand_back_check, jobinfo_check
+from slurm_dsl.admin.doctor import CLOCK_WARN, Units, caller_check, hand_back_check, jobinfo_check, sqlite_check
 from slurm_dsl.core.durable import UNREAD, Control
 from slurm_dsl.core.model import Op
 from slurm_dsl.ledger.choose import open_ledger
@@ -43,15 +44,20 @@ def doctor(
 
 def doctor_details(
     tmp_path: Path, requeue: int = 0, plugins: str = "lua", up: bool = True, lookup: str = "squeue",
-    ledger: Optional[str] = None,
+    ledger: Optional[str] = None, slurm_user: Optional[str] = None, config_file: Optional[Path] = None,
 ) -> Tuple[int, Dict[str, Tuple[str, str]]]:
-    """``doctor --json`` against fakes: its exit status, and each check's status and detail."""
+    """``doctor --json`` against fakes: its exit status, and each check's status and detail.
+    ``slurm_user``: the SlurmUser ``show config`` names (``slurm(64030)``; None: no such line)."""
     ping = "echo 'Slurmctld(primary) at vm is UP'" if up else "echo 'Slurmctld(primary) at vm is DOWN'; exit 1"
-    config = CONFIG.format(requeue=requeue, plugins=plugins).replace("\n", "\\n")
+    config = CONFIG.format(requeue=requeue, plugins=plugins)
+    if slurm_user is not None:
+        config += f"SlurmUser               = {slurm_user}\n"
+    config = config.replace("\n", "\\n")
     fake = write_fake(tmp_path / "bin", {}, default=f'case $1 in ping) {ping} ;; show) printf "{config}" ;; esac')
     squeue = write_fake_squeue(tmp_path / "sq", "")
     code, out, _ = cli(["doctor", "--json", "--scontrol", str(fake), "--squeue", str(squeue), "--lookup", lookup,
-                        "--ledger", ledger or str(tmp_path / "ledger.sqlite3")])
+                        "--ledger", ledger or str(tmp_path / "ledger.sqlite3"),
+                        *(["--config", str(config_file)] if config_file else [])])
     checks = {c["check"]: (c["status"], c["detail"]) for c in map(json.loads, out.splitlines())}
     return code, checks
 
@@ -101,6 +107,7 @@ def test_an_unusable_ledger_fails(tmp_path: Path) -> None:
 
 def test_a_sqlite_ledger_named_with_its_prefix(tmp_path: Path) -> None:
     path = tmp_path / "ledger.sqlite3"
+    open_ledger(path).close()
     code, checks = doctor_details(tmp_path, ledger=f"sqlite:{path}")
     assert code == 0 and checks["ledger"] == ("ok", f"{path} (schema 5, 0 object(s) not clear)")
 
@@ -111,6 +118,125 @@ def test_a_sqlite_ledger_others_may_read_warns_with_the_chmod(tmp_path: Path) ->
     path.chmod(0o644)
     code, checks = doctor_details(tmp_path, ledger=str(path))
     assert code == 0 and checks["ledger"][0] == "warn" and checks["ledger"][1].endswith(f"(chmod 600 {path})")
+
+
+def tree(top: Path) -> Dict[str, Tuple[int, int, int, bytes]]:
+    """Every file and directory under ``top``: its mode, owner, size and, for a file, its bytes."""
+    return {str(path.relative_to(top)): (path.lstat().st_mode, path.lstat().st_uid, path.lstat().st_size,
+                                         path.read_bytes() if path.is_file() else b"")
+            for path in sorted(top.rglob("*"))}
+
+
+def test_doctor_on_a_fresh_controller_creates_nothing(tmp_path: Path) -> None:
+    """Issue 43, item 3: doctor run first on a fresh controller made /var/lib/slurm-dsl (root's),
+    which the units of a SlurmUser=slurm cluster then could not write.  Now it only looks: on a
+    root-like layout with no ledger, nothing is created, and its line says what will create it."""
+    root = tmp_path / "root"
+    (root / "var" / "lib").mkdir(parents=True)
+    (root / "etc" / "slurm-dsl").mkdir(parents=True)
+    ledger = root / "var" / "lib" / "slurm-dsl" / "ledger.sqlite3"
+    config = root / "etc" / "slurm-dsl" / "slurm-dsl.conf"
+    config.write_text(f"[slurm-dsl]\nledger = {ledger}\n")
+    before = tree(root)
+    code, checks = doctor_details(tmp_path, ledger=str(ledger), config_file=config)
+    assert tree(root) == before
+    assert code == 0 and checks["ledger"] == (
+        "ok", f"no ledger yet: the first operation or sweep creates {ledger.parent} (0700) and {ledger}, as its"
+        " account")
+    # The directory there (the package made it), the ledger not yet: nothing made either.
+    ledger.parent.mkdir(mode=0o700)
+    before = tree(root)
+    code, checks = doctor_details(tmp_path, ledger=str(ledger))
+    assert tree(root) == before
+    assert code == 0 and checks["ledger"] == ("ok", f"no ledger yet: the first operation or sweep creates {ledger}")
+
+
+def test_a_sqlite_ledger_is_read_never_written(tmp_path: Path) -> None:
+    """Doctor opened (and so created, migrated and switched to WAL) the ledger it checked; it now
+    reads what is there, whatever its schema, and leaves every byte and no -wal or -shm file."""
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    path = state / "ledger.sqlite3"
+
+    def looked() -> Tuple[str, str]:
+        before = tree(state)
+        code, checks = doctor_details(tmp_path, ledger=str(path))
+        assert tree(state) == before
+        assert code == (1 if checks["ledger"][0] == "fail" else 0)
+        return checks["ledger"]
+
+    path.touch(mode=0o600)  # an empty file: SQLite's, with no schema yet
+    assert looked() == ("warn", f"{path} (schema 0): it holds no slurm-dsl schema: the first slurm-dsl to open it"
+                        " creates the ledger's tables")
+    with open_ledger(path) as ledger:
+        schema = ledger.schema_version()
+        ledger.begin_operation("7", Op.REQUEUE, "a" * 32, ledger.now())  # a requeue that never finished
+    assert looked() == ("warn", f"{path} (schema {schema}, 1 object(s) not clear): run slurm-dsl sweep")
+    with Raw(str(path)) as conn:
+        conn.execute(f"PRAGMA user_version = {schema - 1}")
+    assert looked() == ("warn", f"{path} (schema {schema - 1}, older than this slurm-dsl's {schema}): the next"
+                        " slurm-dsl to open it migrates it")
+    with Raw(str(path)) as conn:
+        conn.execute(f"PRAGMA user_version = {schema + 1}")
+    assert looked() == ("fail", f"{path} (schema {schema + 1}, newer than this slurm-dsl's {schema}): upgrade"
+                        " slurm-dsl on this host")
+    path.write_bytes(b"not a database, but long enough to be read as a header of one" * 2)
+    assert looked() == ("fail", f"ledger {path}: schema version: file is not a database")
+
+
+def test_a_ledger_directory_the_units_account_cannot_write_fails_with_the_chown(tmp_path: Path) -> None:
+    """Issue 43, item 3: a ledger directory of root's (here: of whoever runs the test) on a cluster
+    whose SlurmUser is slurm left the sweep unit failing (``ledger directory ... is not writable
+    by uid 64030``) while doctor said ok.  It is a failed line now, with the chown that fixes it;
+    the same directory named the units' by service_account is fine, and a missing one warns that
+    root's first command would make it root's."""
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    ledger = state / "ledger.sqlite3"
+    owner = os.geteuid()
+    assert owner != 64030, "run as the account the fake SlurmUser is"
+    code, checks = doctor_details(tmp_path, ledger=str(ledger), slurm_user="slurm(64030)")
+    assert code == 1 and checks["ledger"] == (
+        "fail", f"ledger directory {state} is not writable by uid 64030, the units' account, slurm (uid 64030,"
+        f" slurm.conf's SlurmUser): it is uid {owner}'s; chown -R slurm: {state} (while no sweep runs)")
+    mine = pwd.getpwuid(owner).pw_name
+    config = tmp_path / "slurm-dsl.conf"
+    config.write_text(f"[slurm-dsl]\nservice_account = {mine}\n")
+    code, checks = doctor_details(tmp_path, ledger=str(ledger), slurm_user="slurm(64030)", config_file=config)
+    assert checks["ledger"] == ("ok", f"no ledger yet: the first operation or sweep creates {ledger}")
+    missing = tmp_path / "none" / "ledger.sqlite3"
+    code, checks = doctor_details(tmp_path, ledger=str(missing), slurm_user="slurm(64030)")
+    assert code == 0 and checks["ledger"] == (
+        "warn", f"no ledger yet: the first operation or sweep creates {missing.parent} (0700) and {missing}, as its"
+        f" account; made by root, {missing.parent} would be root's, which the units' account, slurm (uid 64030,"
+        f" slurm.conf's SlurmUser), cannot write: make it that account's first (install -d -m 0700"
+        f" {missing.parent} && chown slurm: {missing.parent})")
+    assert not missing.parent.exists()
+
+
+@pytest.mark.parametrize(
+    ("directory_uid", "mode", "schema", "not_clear", "units", "want"),
+    [
+        (None, None, 0, None, None, "ok"),
+        (None, None, 0, None, 0, "ok"),  # SlurmUser=root: whoever makes it, root can write it
+        (None, None, 0, None, 64030, "warn"),
+        (0, None, 0, None, 0, "ok"),
+        (0, None, 0, None, 64030, "fail"),
+        (64030, None, 0, None, 64030, "ok"),
+        (1000, 0o600, 4, 0, 64030, "fail"),  # the directory decides before the file is looked at
+        (64030, 0o600, 4, 0, 64030, "ok"),
+        (64030, 0o640, 4, 0, 64030, "warn"),
+        (64030, 0o600, 4, 2, None, "warn"),
+        (64030, 0o640, 5, None, None, "fail"),  # newer: fail, whatever the mode
+    ],
+)
+def test_the_sqlite_ledger_line(
+    directory_uid: Optional[int], mode: Optional[int], schema: int, not_clear: Optional[int], units: Optional[int],
+    want: str,
+) -> None:
+    account = None if units is None else Units("root" if units == 0 else "slurm", units, "slurm.conf's SlurmUser")
+    check = sqlite_check("/var/lib/slurm-dsl/ledger.sqlite3", directory_uid, mode, schema, not_clear, account)
+    assert (check.name, check.status) == ("ledger", want), check.detail
 
 
 # -- a MariaDB ledger -------------------------------------------------------------------------------
@@ -312,8 +438,11 @@ def test_doctor_as_the_slurm_user_and_as_another_account(tmp_path: Path, monkeyp
     fake = write_fake(tmp_path / "bin", {}, default="case $1 in ping) echo 'Slurmctld(primary) at vm is UP' ;;"
                       f" show) printf '%s' '{config}' ;; esac")
     squeue = write_fake_squeue(tmp_path / "sq", "")
+    # The ledger's directory is the test's, named the units' account: only the caller line differs.
+    units = tmp_path / "slurm-dsl.conf"
+    units.write_text(f"[slurm-dsl]\nservice_account = {pwd.getpwuid(os.geteuid()).pw_name}\n")
     argv = ["doctor", "--json", "--scontrol", str(fake), "--squeue", str(squeue), "--lookup", "squeue",
-            "--ledger", str(tmp_path / "ledger.sqlite3")]
+            "--ledger", str(tmp_path / "ledger.sqlite3"), "--config", str(units)]
     for euid, code_wanted, status in ((64030, 0, "ok"), (1000, 1, "fail")):
         monkeypatch.setattr(os, "geteuid", lambda euid=euid: euid)
         code, out, _ = cli(argv)

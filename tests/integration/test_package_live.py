@@ -300,8 +300,12 @@ def test_the_package_builds_installs_holds_a_real_job_and_purges(deb: Path) -> N
     demo = _system([str(ROOT / "contrib" / "demo"), "--installed"], timeout=600)
     assert demo.returncode == 0, demo.stdout[-4000:] + demo.stderr[-2000:]
     assert "demo finished: every outcome as expected" in demo.stdout
+    # It keeps its ledger and says how to read it with the installed command (issue 43, item 2).
+    demo_ledger = Path("/var/tmp/slurm-dsl-demo/ledger.sqlite3")
+    assert "/usr/bin/slurm-dsl history " in demo.stdout and demo_ledger.is_file(), demo.stdout[-2000:]
+    shutil.rmtree(demo_ledger.parent)
 
-    # A ledger in the package's state directory (doctor's) is never deleted by a purge
+    # A ledger in the package's state directory (the hold's) is never deleted by a purge
     # (README.Debian); /etc/slurm-dsl is, whole: the lab's own ledger.cnf is put back after it.
     if not kept.exists():
         kept.write_bytes(b"")

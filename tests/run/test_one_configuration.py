@@ -22,9 +22,11 @@ import slurm_dsl
 from slurm_dsl.core.model import Op
 from slurm_dsl.ledger.choose import open_ledger
 from slurm_dsl.run.config import ConfigFileError
+from slurm_dsl.run.deadlines import DEFAULT_TIMEOUT
 from slurm_dsl.run.tracked import Tracker
 from tests.cli_run import cli
 from tests.fakes import calls_made, write_empty_squeue, write_fake
+from tests.ledger_backends import timeouts_given
 
 
 class Site:
@@ -114,12 +116,14 @@ def test_the_caller_s_own_arguments_beat_the_file(site: Site, tmp_path: Path) ->
     assert mine.exists() and not site.ledger.exists()
 
 
-def test_no_timeout_is_the_config_file_s_timeout(site: Site) -> None:
-    with pytest.raises(slurm_dsl.InvalidInput, match=r"no deadline: .* timeout = SECONDS in the config file"):
-        slurm_dsl.hold("5")
-    assert calls_made(site.scontrol) == [] and not site.ledger.exists()
-    site.write(f"ledger = {site.ledger}", f"scontrol = {site.scontrol}", f"squeue = {site.squeue}", "timeout = 5")
+def test_no_timeout_is_the_config_file_s_timeout_else_the_built_in_one(site: Site) -> None:
+    """A plugin's call given neither timeout nor deadline runs as the command given no --timeout:
+    under the config file's timeout, else ``DEFAULT_TIMEOUT`` (docs/choices.md, item 10)."""
     assert slurm_dsl.hold("5").ok and calls_made(site.scontrol) == ["hold 5"]
+    site.write(f"ledger = {site.ledger}", f"scontrol = {site.scontrol}", f"squeue = {site.squeue}", "timeout = 5")
+    assert slurm_dsl.hold("5").ok and calls_made(site.scontrol) == ["hold 5", "hold 5"]
+    first, second = timeouts_given(str(site.ledger))
+    assert DEFAULT_TIMEOUT - 2 < first <= DEFAULT_TIMEOUT and 3 < second <= 5
 
 
 def test_no_settle_delay_is_the_config_file_s(site: Site) -> None:

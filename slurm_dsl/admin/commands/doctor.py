@@ -16,8 +16,9 @@ def add(sub: argparse._SubParsersAction, name: str) -> None:  # type: ignore[typ
         name,
         help="check that this machine is ready for slurm-dsl",
         description="Check the scontrol to run, the deadline wrapper's tools, slurmctld, the Slurm version and"
-        " lookup, the lookup helper slurm-dsl-jobinfo, JobRequeue and the job_submit companion, the ledger, and"
-        " who is asking. Exit 0 unless a check fails (warnings do not).",
+        " lookup, the lookup helper slurm-dsl-jobinfo, JobRequeue and the job_submit companion, the ledger (whether"
+        " the units' account can write its directory), and who is asking. It only looks: it creates and changes"
+        " nothing, a missing ledger included. Exit 0 unless a check fails (warnings do not).",
     )
     output_options(p, "one JSON object per check")
     lookup_options(p)
@@ -29,7 +30,9 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     from ..doctor import FAIL, run_checks
 
     checks = run_checks(args.scontrol, args.squeue, args.ledger, args.lookup,
-                        became_owner_of=args.became_owner_of)
+                        became_owner_of=args.became_owner_of,
+                        service_account=args.configuration.value("service_account"),
+                        config_file=args.configuration.file)
     out.write(show.checks_text(checks, args.json))
     return EXIT_ERROR if any(c.status == FAIL for c in checks) else EXIT_OK
 

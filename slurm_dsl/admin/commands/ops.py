@@ -23,7 +23,7 @@ from ...core.model import InvalidInput, LedgerError, Op, Outcome, Result, UsageE
 from ...core.numbers import whole_number
 from ...core.shown import shown
 from ...host.binaries import find_scontrol
-from ...run.deadlines import TIMEOUT_HELP, resolve_deadline
+from ...run.deadlines import DEFAULT_TIMEOUT, TIMEOUT_HELP, resolve_deadline
 from ..exits import EXIT_CODES, EXIT_ERROR, EXIT_OK
 from ..options import (
     MAX_PARALLEL,
@@ -76,15 +76,15 @@ _REQUEUE_NOTE = (
 
 # Where --timeout may also come from (after TIMEOUT_HELP, which says what it means).
 _TIMEOUT_FROM = (
-    " Without --timeout, the config file's timeout is the deadline; a command given neither is a usage"
-    " error (nothing runs)."
+    " Without --timeout, the config file's timeout is the deadline, else"
+    f" {DEFAULT_TIMEOUT:g} s (slurm-dsl config shows which)."
 )
 
 
 def _op_examples(op: Op) -> str:
     return (
         "examples:\n"
-        f"  slurm-dsl {op.value} 1234 --timeout 10\n"
+        f"  slurm-dsl {op.value} 1234                      # the default deadline: see --timeout\n"
         f"  slurm-dsl {op.value} 1234 1235 1236 --timeout 10 --json\n"
         f"  squeue -h -p maint -o %A | xargs slurm-dsl {op.value} --timeout 10 --parallel 8\n\n"
         "when the result is unknown (--settle, --retry, --key):\n"
@@ -188,12 +188,7 @@ def emit(outcomes: Iterable[Outcome], as_json: bool, out: IO[str]) -> int:
 def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     # The whole command's one deadline (TIMEOUT_HELP), from when it starts: reading the ids and
     # opening the ledger count, and every chunk, job and call below keeps this same instant.
-    if args.timeout is None:
-        raise UsageError(
-            f"no deadline: give --timeout SECONDS, or set timeout = SECONDS in the config file"
-            f" ({args.configuration.file})"
-        )
-    deadline = resolve_deadline(args.timeout, None)
+    deadline = resolve_deadline(args.timeout, None)  # the flag's, else the configured one (cli._apply_config)
     # Each validated once, by the parser's type and ``job_ids``: nothing below checks them again.
     ids = checked_already(job_ids(args.job_ids))
     scontrol = find_scontrol(args.scontrol)
