@@ -7,7 +7,8 @@ Checks: the scontrol to run; the wrapper (/bin/sh running the script's own
 runner's TERM at a deadline); slurmctld answering ``scontrol ping``;
 the Slurm version and which lookup the sweeper will use; slurm-dsl-jobinfo (``jobinfo``: asked
 for a job id no job has, it must start against this libslurm and reach slurmctld; one that
-cannot run is a warning, since every lookup then asks squeue instead); ``JobRequeue=0`` and
+cannot run is a warning, since every lookup then asks squeue instead), and whether a sweep
+falls back to squeue (``sweep``); ``JobRequeue=0`` and
 the job_submit companion (``scontrol show config``); the ledger; who is asking (``caller``: root
 or slurm.conf's SlurmUser may act on other users' jobs; anyone else cannot, or, with accounting
 on, doctor cannot tell).  ``caller_check`` is pure (``show config`` is read by
@@ -84,13 +85,16 @@ def run_checks(
         checks.append(Check("slurm", OK, f"Slurm {version[0]}.{version[1]:02d} ({squeue} --version)"))
     except LookupFailed as exc:
         checks.append(Check("slurm", FAIL, f"cannot tell the Slurm version: {exc.reason}"))
+    asks: Optional[str] = None
     try:
         lookup = make_lookup(lookup_kind, squeue)
+        asks = lookup.name
         how = f"{squeue} -r -O" if isinstance(lookup, SqueueLookup) else f"{type(lookup).__name__}"
         checks.append(Check("lookup", OK, f"--lookup {lookup_kind}: sweeps look jobs up with {lookup.name} ({how})"))
     except ConfigError as exc:
         checks.append(Check("lookup", FAIL, str(exc)))
-    checks.append(jobinfo_check())
+    helper = jobinfo_check()
+    checks += [helper, sweep_check(asks, helper)]
     hand_back = hand_back_possible()
     where = f"{os.environ.get('SLURM_CONF') or DEFAULT_SLURM_CONF}, {os.path.join(state_save_location(), 'heartbeat')}"
     checks.append(hand_back_check(hand_back, read_control() if hand_back else UNREAD, time.time(), where))
@@ -200,6 +204,23 @@ def jobinfo_check(environ: Optional[Mapping[str, str]] = None) -> Check:
     if done.returncode != 0 or done.pipes_held:
         return Check("jobinfo", WARN, f"{helper} could not ask slurmctld (exit {done.returncode}: {said})")
     return Check("jobinfo", OK, f"{helper}: asks slurmctld for jobs one by one in one process")
+
+
+def sweep_check(lookup: Optional[str], helper: Check) -> Check:
+    """Whether a sweep asks slurmctld for its few jobs through slurm-dsl-jobinfo or falls back to
+    squeue, a process per job: from the name of the lookup ``--lookup`` makes (None: it cannot be
+    made) and the ``jobinfo`` check (an answering helper's detail starts with its path).  The
+    fallback keeps the helper check's status, and says how to build the helper (a pip install
+    has none).  Pure."""
+    if lookup is None:
+        return Check("sweep", FAIL, "sweeps cannot look jobs up: see the lookup check")
+    if lookup != "squeue":
+        return Check("sweep", OK, f"sweeps look jobs up with {lookup}; slurm-dsl-jobinfo is not used")
+    if helper.status == OK and helper.detail.startswith("/"):
+        return Check("sweep", OK, "sweeps ask slurmctld for a few jobs through slurm-dsl-jobinfo")
+    return Check("sweep", helper.status, "sweeps fall back to squeue, a process per job looked up; build"
+                 f" slurm-dsl-jobinfo for this Slurm with contrib/jobinfo/build {JOBINFO} (from the sdist or a"
+                 " checkout: docs/packaging.md)")
 
 
 def _wrapper_check() -> Check:

@@ -14,7 +14,7 @@ import pytest
 
 import slurm_dsl.ledger.mariadb as mariadb_module
 from slurm_dsl.admin.cli import main
-from slurm_dsl.admin.doctor import CLOCK_WARN, caller_check, hand_back_check, jobinfo_check
+from slurm_dsl.admin.doctor import CLOCK_WARN, Check, caller_check, hand_back_check, jobinfo_check, sweep_check
 from slurm_dsl.core.durable import UNREAD, Control
 from slurm_dsl.core.model import Op
 from slurm_dsl.ledger.choose import open_ledger
@@ -60,7 +60,8 @@ def test_a_ready_controller(tmp_path: Path) -> None:
     code, checks = doctor(tmp_path)
     assert code == 0
     want: List[str] = [
-        "scontrol", "wrapper", "slurmctld", "slurm", "lookup", "jobinfo", "hand-back", "JobRequeue", "job_submit",
+        "scontrol", "wrapper", "slurmctld", "slurm", "lookup", "jobinfo", "sweep", "hand-back", "JobRequeue",
+        "job_submit",
         "ledger", "caller",
     ]
     assert list(checks) == want
@@ -376,6 +377,28 @@ def test_jobinfo_that_cannot_reach_slurmctld_warns(tmp_path: Path) -> None:
 def test_jobinfo_named_by_a_relative_path_fails() -> None:
     check = jobinfo_check({"SLURM_DSL_JOBINFO": "slurm-dsl-jobinfo"})
     assert check.status == "fail" and "absolute path" in check.detail, check
+
+
+ANSWERS = Check("jobinfo", "ok", "/usr/libexec/slurm-dsl/slurm-dsl-jobinfo: asks slurmctld for jobs one by one")
+NONE = Check("jobinfo", "ok", "none (not installed at /usr/libexec/slurm-dsl/slurm-dsl-jobinfo): ...")
+BROKEN = Check("jobinfo", "warn", "/usr/libexec/slurm-dsl/slurm-dsl-jobinfo cannot be run (status 127: ...)")
+FALLS_BACK = "sweeps fall back to squeue"
+
+
+@pytest.mark.parametrize(("lookup", "helper", "status", "said"), [
+    ("squeue", ANSWERS, "ok", "through slurm-dsl-jobinfo"),
+    ("squeue", NONE, "ok", FALLS_BACK),  # a pip install: nothing wrong, but said, with the build
+    ("squeue", BROKEN, "warn", FALLS_BACK),  # a helper built for another Slurm
+    ("pyslurm", BROKEN, "ok", "with pyslurm; slurm-dsl-jobinfo is not used"),
+    (None, ANSWERS, "fail", "cannot look jobs up"),
+])
+def test_the_sweep_check_says_when_a_sweep_falls_back_to_squeue(
+    lookup: Optional[str], helper: Check, status: str, said: str
+) -> None:
+    check = sweep_check(lookup, helper)
+    assert (check.name, check.status) == ("sweep", status) and said in check.detail, check
+    assert (FALLS_BACK in check.detail) is (
+        "contrib/jobinfo/build /usr/libexec/slurm-dsl/slurm-dsl-jobinfo" in check.detail), check
 
 
 def test_the_hand_back_check_says_whether_absent_can_be_read() -> None:
