@@ -25,6 +25,7 @@ dependencies).
 
 from __future__ import annotations
 
+import fnmatch
 import grp
 import json
 import os
@@ -35,7 +36,7 @@ import stat
 import subprocess
 import tempfile
 from pathlib import Path
-from typing import Dict, Iterator, List, Set
+from typing import Dict, Iterator, List, Set, Tuple
 
 import pytest
 
@@ -76,16 +77,17 @@ def _system(argv: List[str], timeout: float = 600, **kw: object) -> subprocess.C
     return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env, check=False, cwd="/", **kw)  # type: ignore[call-overload, no-any-return]
 
 
-def effective(unit: str) -> Dict[str, str]:
+def effective(unit: str, root: Path = Path("/")) -> Dict[str, str]:
     """The unit's [Service] settings as systemd would read them: its file, then its drop-ins
-    (by file name, across DROPIN_DIRS, /etc's winning a name clash); the last assignment wins."""
+    (by file name, across DROPIN_DIRS, /etc's winning a name clash); the last assignment wins.
+    ``root``: the tree the unit and the drop-ins are read in."""
     name = Path(unit).name
     found: Dict[str, Path] = {}
     for directory in reversed(DROPIN_DIRS):
-        for conf in sorted((directory / f"{name}.d").glob("*.conf")):
+        for conf in sorted((root / directory.relative_to("/") / f"{name}.d").glob("*.conf")):
             found[conf.name] = conf
     fields: Dict[str, str] = {}
-    for path in [Path(unit), *(found[key] for key in sorted(found))]:
+    for path in [root / unit.lstrip("/"), *(found[key] for key in sorted(found))]:
         for line in path.read_text().splitlines():
             if "=" in line and not line.startswith(("#", ";")):
                 key, value = line.split("=", 1)
@@ -105,19 +107,60 @@ def uids_in(directory: Path) -> Set[int]:
     return {directory.stat().st_uid, *(f.stat().st_uid for f in directory.iterdir())}
 
 
-@pytest.fixture
-def deb() -> Iterator[Path]:
+SITELIB = "/usr/lib/python3/dist-packages"  # Debian's python3's, the .deb's and (rpm/macros.debian) the RPM's
+INSTALLED = ("config", "file", "unit", "made", "helper", "doc", "python")
+
+
+def listed(unitdir: str) -> List[Tuple[str, str]]:
+    """contrib/files, the one list of both packagings, as contrib/install-files resolves it: each
+    line's kind and destination (a trailing / for a directory, a glob for the dist-info)."""
+    shown = _system(["python3", str(ROOT / "contrib" / "install-files"), "--list", "--unitdir", unitdir,
+                     "--sitelib", SITELIB])
+    assert shown.returncode == 0, shown.stderr
+    return [(kind, destination) for kind, _, destination in (line.split() for line in shown.stdout.splitlines())]
+
+
+def _covers(destination: str, path: str) -> bool:
+    """Whether ``path`` is the destination's file (gzipped, as both packagings do to manual pages
+    and Debian to documentation), or a file in its directory."""
+    if destination.endswith("/"):
+        return fnmatch.fnmatch(path, destination + "*")
+    return fnmatch.fnmatch(path, destination) or fnmatch.fnmatch(path, destination + ".gz")
+
+
+def compare_with_the_list(files: Set[str], entries: List[Tuple[str, str]], own: Set[str]) -> None:
+    """A package holds a file for every installed line of contrib/files and, besides the files
+    its packaging adds itself (``own``, globs), nothing else: a file that drifted from the list
+    in either direction fails."""
+    installed = [destination for kind, destination in entries if kind in INSTALLED]
+    assert not [d for d in installed if not any(_covers(d, f) for f in files)], sorted(files)
+    stray = {f for f in files
+             if not any(_covers(d, f) for d in installed) and not any(fnmatch.fnmatch(f, o) for o in own)}
+    assert not stray, sorted(stray)
+
+
+def debian_release() -> str:
+    release = dict(line.split("=", 1) for line in Path("/etc/os-release").read_text().splitlines() if "=" in line)
+    return release.get("VERSION_ID", "").strip('"')
+
+
+def a_package_machine() -> None:
+    """Skip unless packages may be built and installed here (never where an admin installed one)."""
     if os.geteuid() != 0:
         pytest.skip("installs a package: root only")
     if shutil.which("apt-get") is None or shutil.which("dpkg") is None:
         pytest.skip("not a Debian machine")
     if _installed():
         pytest.skip("slurm-dsl is installed as a package here: a test never purges an admin's install")
-    release = dict(line.split("=", 1) for line in Path("/etc/os-release").read_text().splitlines() if "=" in line)
-    if release.get("VERSION_ID", "").strip('"') not in ("12", "13"):
+    if debian_release() not in ("12", "13"):
         pytest.skip("the package is built and installed on Debian 12 and 13, the releases it is for (not sid)")
+
+
+@pytest.fixture(scope="module")
+def built_deb() -> Iterator[Path]:
+    """The .deb of ``contrib/package`` (lintian passed), built once for the module's tests."""
+    a_package_machine()
     out = Path(tempfile.mkdtemp(prefix="slurm-dsl-deb."))
-    had_state = STATE.exists()
     try:
         built = _system([str(ROOT / "contrib" / "package"), "--out", str(out)], timeout=1200)
         assert built.returncode == 0, built.stderr[-4000:]
@@ -126,9 +169,18 @@ def deb() -> Iterator[Path]:
         assert path.parent == out and path.name == f"slurm-dsl_{slurm_dsl.__version__}_{arch}.deb"
         yield path
     finally:
+        shutil.rmtree(out, ignore_errors=True)
+
+
+@pytest.fixture
+def deb(built_deb: Path) -> Iterator[Path]:
+    """The .deb, purged after the test if it installed it (and a state directory it made)."""
+    had_state = STATE.exists()
+    try:
+        yield built_deb
+    finally:
         if _installed():
             _system(["dpkg", "--purge", "slurm-dsl"])
-        shutil.rmtree(out, ignore_errors=True)
         if not had_state and STATE.is_dir() and not STATE.is_symlink():
             # The package's postinst made it for this test; a failed test left it (and a ledger)
             # behind, which the next run would take for an admin's.
@@ -142,12 +194,14 @@ def test_the_package_builds_installs_holds_a_real_job_and_purges(deb: Path) -> N
     assert {Path(u).name for u in units} == {
         "slurm-dsl-sweep.service", "slurm-dsl-sweep.timer", "slurm-dsl-prune.service", "slurm-dsl-prune.timer",
     }
-    for wanted in ("/usr/bin/slurm-dsl", "/usr/share/man/man1/slurm-dsl.1.gz", "/usr/share/slurm-dsl/job_submit.lua",
-                   "/usr/share/bash-completion/completions/slurm-dsl",
-                   "/usr/share/doc/slurm-dsl/copyright",
+    # What contrib/files lists, and besides it only Debian's own documents (README.Debian
+    # compressed by dh_compress once it is over 4 kB, as Debian policy §12.3 asks).
+    compare_with_the_list(files, listed(str(Path(min(units)).parent)),
+                          {"/usr/share/doc/slurm-dsl/copyright", "/usr/share/doc/slurm-dsl/changelog.gz",
+                           "/usr/share/doc/slurm-dsl/README.Debian*"})
+    for wanted in ("/usr/share/man/man1/slurm-dsl.1.gz", "/usr/share/doc/slurm-dsl/copyright",
                    "/usr/lib/python3/dist-packages/slurm_dsl/admin/cli.py", str(CONFIG), JOBINFO):
         assert wanted in files
-    # Compressed by dh_compress once it is over 4 kB, as Debian policy §12.3 asks.
     assert files & {"/usr/share/doc/slurm-dsl/README.Debian", "/usr/share/doc/slurm-dsl/README.Debian.gz"}
     conffiles = _system(["dpkg-deb", "-I", str(deb), "conffiles"])
     assert conffiles.returncode == 0 and str(CONFIG) in conffiles.stdout.split(), conffiles.stdout
@@ -333,3 +387,99 @@ def test_the_package_builds_installs_holds_a_real_job_and_purges(deb: Path) -> N
     assert not Path("/usr/share/slurm-dsl").exists()
     assert not CONFIG.exists()  # a conffile: purge removes it
     assert not [u for u in units if Path(u).exists()]
+
+
+# --- beside other packagings: a copy-on-write root, SchedMD's Debian packages, the RPM, pip ---
+
+def apt_install(*packages: str) -> None:
+    """Install the Debian packages a test needs that are missing (the lists updated once, on failure)."""
+    missing = [p for p in packages if "install ok installed" not in _system(
+        ["dpkg-query", "-W", "-f=${Status}", p]).stdout]
+    if missing:
+        done = _system(["apt-get", "install", "-y", "-q", "--no-install-recommends", *missing])
+        if done.returncode != 0:
+            _system(["apt-get", "update", "-qq"])
+            done = _system(["apt-get", "install", "-y", "-q", "--no-install-recommends", *missing])
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+
+
+class Scratch:
+    """This machine seen through an overlay: / below, a directory of the test's above, which
+    takes every change.  Each command runs chrooted in it, in new mount and pid namespaces (the
+    kernel drops the mounts and ends what is left when it ends), with /proc, /dev, a tmpfs /tmp,
+    munged's socket (the lab's Slurm answers as it does outside) and ``files`` at /mnt, read-only.
+    ``hidden``: paths of the machine the root does not show (overlay whiteouts)."""
+
+    def __init__(self, base: Path, files: Path, hidden: Tuple[str, ...] = ()) -> None:
+        self.base, self.files = base, files
+        self.upper = base / "upper"
+        for name in ("upper", "work", "root"):
+            (base / name).mkdir()
+        for path in hidden:
+            whiteout = self.upper / path.lstrip("/")
+            whiteout.parent.mkdir(parents=True, exist_ok=True)
+            os.mknod(whiteout, stat.S_IFCHR | 0o600, os.makedev(0, 0))
+
+    MOUNT = ('base=$1 files=$2; shift 2; root=$base/root; '
+             'mount -t overlay overlay -o "lowerdir=/,upperdir=$base/upper,workdir=$base/work" "$root"; '
+             'mount -t proc proc "$root/proc"; mount --rbind /dev "$root/dev"; mount -t tmpfs tmpfs "$root/tmp"; '
+             'mount --bind /run/munge "$root/run/munge"; mount --bind -o ro "$files" "$root/mnt"; '
+             'exec chroot "$root" "$@"')
+
+    def run(self, *argv: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+        return _system(["unshare", "--mount", "--propagation", "private", "--pid", "--fork",
+                        "sh", "-euc", self.MOUNT, "sh", str(self.base), str(self.files),
+                        "env", "-i", f"PATH={SYSTEM_PATH}", "LC_ALL=C.UTF-8", "HOME=/root", *argv], timeout=timeout)
+
+
+@pytest.fixture
+def scratch() -> Iterator[Path]:
+    """A directory for a Scratch root and the files it is given."""
+    base = Path(tempfile.mkdtemp(prefix="slurm-dsl-scratch.", dir="/var/tmp"))
+    try:
+        yield base
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def host_major_only() -> None:
+    """The checks of other packagings run once, on the host's major (Debian 12, its python3 3.11:
+    the floor, which EL 8's and 9's python3.11 packages are too), where apt can install their tools."""
+    if os.environ.get("SLURM_DSL_TEST_MAJOR", "host") != "host" or debian_release() != "12":
+        pytest.skip("checked on the host's major, Debian 12, only")
+
+
+SMD_CLIENT = """Section: admin
+Priority: optional
+Standards-Version: 4.6.2
+Package: slurm-smd-client
+Version: 24.05.0-1
+Conflicts: slurm-client, slurm-client-emulator
+Description: stands in for SchedMD's slurm-smd-client (slurm-dsl's test)
+ Conflicts with Debian's slurm-client and provides no other name, as SchedMD's does.
+"""
+
+
+def test_the_deb_installs_beside_schedmds_slurm_smd_client(built_deb: Path, scratch: Path) -> None:
+    """A site on SchedMD's own Debian packages has slurm-smd-client, which conflicts with
+    slurm-client and provides nothing: the .deb depends on either.  In a scratch root of this
+    machine, slurm-client is replaced by an equivs slurm-smd-client, and dpkg installs the .deb."""
+    host_major_only()
+    apt_install("equivs")
+    files = scratch / "files"
+    files.mkdir()
+    (files / "slurm-smd-client.ctl").write_text(SMD_CLIENT)
+    made = _system(["sh", "-c", f"cd {files} && equivs-build slurm-smd-client.ctl"])
+    assert made.returncode == 0, made.stdout[-2000:] + made.stderr[-2000:]
+    shutil.copy(built_deb, files)
+    root = Scratch(scratch, files)
+    status = "dpkg-query -W -f '${Package} ${Status}\\n' slurm-client slurm-smd-client slurm-dsl"
+    done = root.run("sh", "-exc", "dpkg --remove --force-depends slurm-client >/dev/null; "
+                    "dpkg -i /mnt/slurm-smd-client_24.05.0-1_all.deb >/dev/null; "
+                    f"dpkg -i /mnt/{built_deb.name}; {status}; slurm-dsl --version")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    shown = done.stdout.splitlines()
+    assert "slurm-smd-client install ok installed" in shown and "slurm-dsl install ok installed" in shown, shown
+    assert not [line for line in shown if line.startswith("slurm-client install ok")], shown
+    assert shown[-1] == f"slurm-dsl {slurm_dsl.__version__}"
+    assert "install ok installed" in _system(["dpkg-query", "-W", "-f=${Status}", "slurm-client"]).stdout  # the lab's
