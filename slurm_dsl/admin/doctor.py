@@ -46,6 +46,9 @@ from ..lookups.saves import DEFAULT_SLURM_CONF, hand_back_possible, read_control
 from ..lookups.squeue import JOBINFO, JOBINFO_ENV, SqueueLookup, find_jobinfo, first_line, slurm_version
 
 OK, WARN, FAIL = "ok", "warn", "fail"
+# How the jobinfo check's detail begins without a helper, and says one that cannot start: the
+# sweep check reads them (a sweep falls back to squeue then, and only then).
+NO_HELPER, CANNOT_RUN = "none (", "cannot be run"
 CHECK_TIMEOUT = 20.0  # seconds each check may take
 PROBE_DEADLINE = 0.5  # seconds: the wrapper probe's call 1 is long done by then, its call 2 still asleep
 CLOCK_WARN = 60.0  # seconds between this host's clock and a MariaDB ledger server's worth a warning
@@ -191,14 +194,14 @@ def jobinfo_check(environ: Optional[Mapping[str, str]] = None) -> Check:
         return Check("jobinfo", FAIL, str(exc))
     if helper is None:
         why = f"${JOBINFO_ENV} is empty" if environ.get(JOBINFO_ENV) == "" else f"not installed at {JOBINFO}"
-        return Check("jobinfo", OK, f"none ({why}): lookups of a few jobs among many ask squeue, a process per job"
+        return Check("jobinfo", OK, f"{NO_HELPER}{why}): lookups of a few jobs among many ask squeue, a process per job"
                      " (contrib/README.md says how to build slurm-dsl-jobinfo)")
     done = process.run_argv((helper, os.urandom(16).hex(), str(MAX_JOB_ID)), timeout=CHECK_TIMEOUT)
     said = first_line(done.stderr) or "no message"
     if done.timed_out:
         return Check("jobinfo", WARN, f"{helper} did not answer within {CHECK_TIMEOUT:g} s")
     if done.returncode in (126, 127):
-        return Check("jobinfo", WARN, f"{helper} cannot be run (status {done.returncode}: {said}): every lookup asks"
+        return Check("jobinfo", WARN, f"{helper} {CANNOT_RUN} (status {done.returncode}: {said}): every lookup asks"
                      " squeue instead, with a warning; install the slurm-dsl-jobinfo built for this Slurm (the"
                      " package of this release, or contrib/jobinfo/build)")
     if done.returncode != 0 or done.pipes_held:
@@ -207,20 +210,25 @@ def jobinfo_check(environ: Optional[Mapping[str, str]] = None) -> Check:
 
 
 def sweep_check(lookup: Optional[str], helper: Check) -> Check:
-    """Whether a sweep asks slurmctld for its few jobs through slurm-dsl-jobinfo or falls back to
-    squeue, a process per job: from the name of the lookup ``--lookup`` makes (None: it cannot be
-    made) and the ``jobinfo`` check (an answering helper's detail starts with its path).  The
-    fallback keeps the helper check's status, and says how to build the helper (a pip install
-    has none).  Pure."""
+    """What a sweep asks slurmctld for its few jobs through, from the name of the lookup
+    ``--lookup`` makes (None: it cannot be made) and the ``jobinfo`` check: slurm-dsl-jobinfo
+    when it answers; squeue, a process per job, when there is none (a pip install) or it cannot
+    start (built for another Slurm: ``lookups.squeue``), said with the command that builds it; a
+    helper that starts but cannot ask makes lookups fail, not fall back.  Pure."""
     if lookup is None:
         return Check("sweep", FAIL, "sweeps cannot look jobs up: see the lookup check")
     if lookup != "squeue":
         return Check("sweep", OK, f"sweeps look jobs up with {lookup}; slurm-dsl-jobinfo is not used")
-    if helper.status == OK and helper.detail.startswith("/"):
+    build = f"contrib/jobinfo/build {JOBINFO} (from the sdist or a checkout: docs/packaging.md)"
+    if helper.status == OK and not helper.detail.startswith(NO_HELPER):
         return Check("sweep", OK, "sweeps ask slurmctld for a few jobs through slurm-dsl-jobinfo")
-    return Check("sweep", helper.status, "sweeps fall back to squeue, a process per job looked up; build"
-                 f" slurm-dsl-jobinfo for this Slurm with contrib/jobinfo/build {JOBINFO} (from the sdist or a"
-                 " checkout: docs/packaging.md)")
+    if helper.status == OK or CANNOT_RUN in helper.detail:
+        return Check("sweep", helper.status, "sweeps fall back to squeue, a process per job looked up; build"
+                     f" slurm-dsl-jobinfo for this Slurm with {build}")
+    if helper.status == FAIL:
+        return Check("sweep", FAIL, "sweeps cannot choose how to look jobs up: see the jobinfo check")
+    return Check("sweep", WARN, "sweeps' lookups fail while slurm-dsl-jobinfo starts but cannot ask slurmctld (see"
+                 f" the jobinfo check), and do not fall back to squeue: build it for this Slurm with {build}")
 
 
 def _wrapper_check() -> Check:

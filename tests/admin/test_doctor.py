@@ -379,26 +379,31 @@ def test_jobinfo_named_by_a_relative_path_fails() -> None:
     assert check.status == "fail" and "absolute path" in check.detail, check
 
 
-ANSWERS = Check("jobinfo", "ok", "/usr/libexec/slurm-dsl/slurm-dsl-jobinfo: asks slurmctld for jobs one by one")
-NONE = Check("jobinfo", "ok", "none (not installed at /usr/libexec/slurm-dsl/slurm-dsl-jobinfo): ...")
-BROKEN = Check("jobinfo", "warn", "/usr/libexec/slurm-dsl/slurm-dsl-jobinfo cannot be run (status 127: ...)")
+HELPER = "/usr/libexec/slurm-dsl/slurm-dsl-jobinfo"
 FALLS_BACK = "sweeps fall back to squeue"
 
 
 @pytest.mark.parametrize(("lookup", "helper", "status", "said"), [
-    ("squeue", ANSWERS, "ok", "through slurm-dsl-jobinfo"),
-    ("squeue", NONE, "ok", FALLS_BACK),  # a pip install: nothing wrong, but said, with the build
-    ("squeue", BROKEN, "warn", FALLS_BACK),  # a helper built for another Slurm
-    ("pyslurm", BROKEN, "ok", "with pyslurm; slurm-dsl-jobinfo is not used"),
-    (None, ANSWERS, "fail", "cannot look jobs up"),
+    ("squeue", Check("jobinfo", "ok", f"{HELPER}: asks slurmctld for jobs"), "ok", "through slurm-dsl-jobinfo"),
+    # A pip install: nothing is wrong, but it is said, with the build.
+    ("squeue", jobinfo_check({"SLURM_DSL_JOBINFO": ""}), "ok", FALLS_BACK),
+    # A helper built for another Slurm cannot start: lookups ask squeue (lookups.squeue).
+    ("squeue", Check("jobinfo", "warn", f"{HELPER} cannot be run (status 127: ...)"), "warn", FALLS_BACK),
+    # One that starts but cannot ask fails the lookups instead.
+    ("squeue", Check("jobinfo", "warn", f"{HELPER} could not ask slurmctld (exit 1: ...)"), "warn",
+     "do not fall back to squeue"),
+    ("squeue", jobinfo_check({"SLURM_DSL_JOBINFO": "relative"}), "fail", "see the jobinfo check"),
+    ("pyslurm", Check("jobinfo", "warn", f"{HELPER} cannot be run (status 127: ...)"), "ok", "not used"),
+    (None, Check("jobinfo", "ok", f"{HELPER}: asks slurmctld for jobs"), "fail", "see the lookup check"),
 ])
-def test_the_sweep_check_says_when_a_sweep_falls_back_to_squeue(
+def test_the_sweep_check_says_whether_a_sweep_falls_back_to_squeue(
     lookup: Optional[str], helper: Check, status: str, said: str
 ) -> None:
     check = sweep_check(lookup, helper)
     assert (check.name, check.status) == ("sweep", status) and said in check.detail, check
-    assert (FALLS_BACK in check.detail) is (
-        "contrib/jobinfo/build /usr/libexec/slurm-dsl/slurm-dsl-jobinfo" in check.detail), check
+    # The command that builds the helper, wherever the sweep does not use one that answers.
+    wanted = said in (FALLS_BACK, "do not fall back to squeue")
+    assert (f"with contrib/jobinfo/build {HELPER}" in check.detail) is wanted, check
 
 
 def test_the_hand_back_check_says_whether_absent_can_be_read() -> None:
