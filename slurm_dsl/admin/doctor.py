@@ -7,7 +7,8 @@ Checks: the scontrol to run; the wrapper (/bin/sh running the script's own
 runner's TERM at a deadline); slurmctld answering ``scontrol ping``;
 the Slurm version and which lookup the sweeper will use; slurm-dsl-jobinfo (``jobinfo``: asked
 for a job id no job has, it must start against this libslurm and reach slurmctld; one that
-cannot run is a warning, since every lookup then asks squeue instead); ``JobRequeue=0`` and
+cannot run is a warning, since every lookup then asks squeue instead), and whether a sweep
+falls back to squeue (``sweep``); ``JobRequeue=0`` and
 the job_submit companion (``scontrol show config``); the ledger; who is asking (``caller``: root
 or slurm.conf's SlurmUser may act on other users' jobs; anyone else cannot, or, with accounting
 on, doctor cannot tell).  ``caller_check`` is pure (``show config`` is read by
@@ -48,6 +49,9 @@ from ..lookups.saves import conf_path, hand_back_possible, read_control, slurm_c
 from ..lookups.squeue import JOBINFO, JOBINFO_ENV, SqueueLookup, find_jobinfo, first_line, slurm_version
 
 OK, WARN, FAIL = "ok", "warn", "fail"
+# How the jobinfo check's detail begins without a helper, and says one that cannot start: the
+# sweep check reads them (a sweep falls back to squeue then, and only then).
+NO_HELPER, CANNOT_RUN = "none (", "cannot be run"
 CHECK_TIMEOUT = 20.0  # seconds each check may take
 PROBE_DEADLINE = 0.5  # seconds: the wrapper probe's call 1 is long done by then, its call 2 still asleep
 CLOCK_WARN = 60.0  # seconds between this host's clock and a MariaDB ledger server's worth a warning
@@ -97,13 +101,16 @@ def run_checks(
         checks.append(Check("slurm", OK, f"Slurm {version[0]}.{version[1]:02d} ({squeue} --version)"))
     except LookupFailed as exc:
         checks.append(Check("slurm", FAIL, f"cannot tell the Slurm version: {exc.reason}"))
+    asks: Optional[str] = None
     try:
         lookup = make_lookup(lookup_kind, squeue)
+        asks = lookup.name
         how = f"{squeue} -r -O" if isinstance(lookup, SqueueLookup) else f"{type(lookup).__name__}"
         checks.append(Check("lookup", OK, f"--lookup {lookup_kind}: sweeps look jobs up with {lookup.name} ({how})"))
     except ConfigError as exc:
         checks.append(Check("lookup", FAIL, str(exc)))
-    checks.append(jobinfo_check())
+    helper = jobinfo_check()
+    checks += [helper, sweep_check(asks, helper)]
     conf = slurm_conf()
     hand_back = hand_back_possible(conf=conf)
     location = state_save_location(conf=conf)
@@ -205,19 +212,41 @@ def jobinfo_check(environ: Optional[Mapping[str, str]] = None) -> Check:
         return Check("jobinfo", FAIL, str(exc))
     if helper is None:
         why = f"${JOBINFO_ENV} is empty" if environ.get(JOBINFO_ENV) == "" else f"not installed at {JOBINFO}"
-        return Check("jobinfo", OK, f"none ({why}): lookups of a few jobs among many ask squeue, a process per job"
+        return Check("jobinfo", OK, f"{NO_HELPER}{why}): lookups of a few jobs among many ask squeue, a process per job"
                      " (contrib/README.md says how to build slurm-dsl-jobinfo)")
     done = process.run_argv((helper, os.urandom(16).hex(), str(MAX_JOB_ID)), timeout=CHECK_TIMEOUT)
     said = first_line(done.stderr) or "no message"
     if done.timed_out:
         return Check("jobinfo", WARN, f"{helper} did not answer within {CHECK_TIMEOUT:g} s")
     if done.returncode in (126, 127):
-        return Check("jobinfo", WARN, f"{helper} cannot be run (status {done.returncode}: {said}): every lookup asks"
+        return Check("jobinfo", WARN, f"{helper} {CANNOT_RUN} (status {done.returncode}: {said}): every lookup asks"
                      " squeue instead, with a warning; install the slurm-dsl-jobinfo built for this Slurm (the"
                      " package of this release, or contrib/jobinfo/build)")
     if done.returncode != 0 or done.pipes_held:
         return Check("jobinfo", WARN, f"{helper} could not ask slurmctld (exit {done.returncode}: {said})")
     return Check("jobinfo", OK, f"{helper}: asks slurmctld for jobs one by one in one process")
+
+
+def sweep_check(lookup: Optional[str], helper: Check) -> Check:
+    """What a sweep asks slurmctld for its few jobs through, from the name of the lookup
+    ``--lookup`` makes (None: it cannot be made) and the ``jobinfo`` check: slurm-dsl-jobinfo
+    when it answers; squeue, a process per job, when there is none (a pip install) or it cannot
+    start (built for another Slurm: ``lookups.squeue``), said with the command that builds it; a
+    helper that starts but cannot ask makes lookups fail, not fall back.  Pure."""
+    if lookup is None:
+        return Check("sweep", FAIL, "sweeps cannot look jobs up: see the lookup check")
+    if lookup != "squeue":
+        return Check("sweep", OK, f"sweeps look jobs up with {lookup}; slurm-dsl-jobinfo is not used")
+    build = f"contrib/jobinfo/build {JOBINFO} (from the sdist or a checkout: docs/packaging.md)"
+    if helper.status == OK and not helper.detail.startswith(NO_HELPER):
+        return Check("sweep", OK, "sweeps ask slurmctld for a few jobs through slurm-dsl-jobinfo")
+    if helper.status == OK or CANNOT_RUN in helper.detail:
+        return Check("sweep", helper.status, "sweeps fall back to squeue, a process per job looked up; build"
+                     f" slurm-dsl-jobinfo for this Slurm with {build}")
+    if helper.status == FAIL:
+        return Check("sweep", FAIL, "sweeps cannot choose how to look jobs up: see the jobinfo check")
+    return Check("sweep", WARN, "sweeps' lookups fail while slurm-dsl-jobinfo starts but cannot ask slurmctld (see"
+                 f" the jobinfo check), and do not fall back to squeue: build it for this Slurm with {build}")
 
 
 def _wrapper_check() -> Check:

@@ -15,10 +15,20 @@ import pytest
 
 import slurm_dsl.ledger.mariadb as mariadb_module
 from slurm_dsl.admin.cli import main
-from slurm_dsl.admin.doctor import CLOCK_WARN, Units, caller_check, hand_back_check, jobinfo_check, sqlite_check
+from slurm_dsl.admin.doctor import (
+    CLOCK_WARN,
+    Check,
+    Units,
+    caller_check,
+    hand_back_check,
+    jobinfo_check,
+    sqlite_check,
+    sweep_check,
+)
 from slurm_dsl.core.durable import UNREAD, Control
 from slurm_dsl.core.model import Op
 from slurm_dsl.ledger.choose import open_ledger
+from slurm_dsl.ledger.schema import CURRENT
 from slurm_dsl.lookups.sight import parse_config
 from tests.cli_run import cli
 from tests.fakes import write_fake, write_fake_squeue
@@ -66,7 +76,8 @@ def test_a_ready_controller(tmp_path: Path) -> None:
     code, checks = doctor(tmp_path)
     assert code == 0
     want: List[str] = [
-        "scontrol", "wrapper", "slurmctld", "slurm", "lookup", "jobinfo", "hand-back", "JobRequeue", "job_submit",
+        "scontrol", "wrapper", "slurmctld", "slurm", "lookup", "jobinfo", "sweep", "hand-back", "JobRequeue",
+        "job_submit",
         "ledger", "caller",
     ]
     assert list(checks) == want
@@ -214,6 +225,9 @@ def test_a_ledger_directory_the_units_account_cannot_write_fails_with_the_chown(
     assert not missing.parent.exists()
 
 
+NOW = CURRENT["sqlite"]  # the schema this slurm-dsl writes
+
+
 @pytest.mark.parametrize(
     ("directory_uid", "mode", "schema", "not_clear", "units", "want"),
     [
@@ -223,11 +237,12 @@ def test_a_ledger_directory_the_units_account_cannot_write_fails_with_the_chown(
         (0, None, 0, None, 0, "ok"),
         (0, None, 0, None, 64030, "fail"),
         (64030, None, 0, None, 64030, "ok"),
-        (1000, 0o600, 4, 0, 64030, "fail"),  # the directory decides before the file is looked at
-        (64030, 0o600, 4, 0, 64030, "ok"),
-        (64030, 0o640, 4, 0, 64030, "warn"),
-        (64030, 0o600, 4, 2, None, "warn"),
-        (64030, 0o640, 5, None, None, "fail"),  # newer: fail, whatever the mode
+        (1000, 0o600, NOW, 0, 64030, "fail"),  # the directory decides before the file is looked at
+        (64030, 0o600, NOW, 0, 64030, "ok"),
+        (64030, 0o640, NOW, 0, 64030, "warn"),
+        (64030, 0o600, NOW, 2, None, "warn"),
+        (64030, 0o600, NOW - 1, None, 64030, "warn"),  # older: migrated by the next slurm-dsl to open it
+        (64030, 0o640, NOW + 1, None, None, "fail"),  # newer: fail, whatever the mode
     ],
 )
 def test_the_sqlite_ledger_line(
@@ -505,6 +520,33 @@ def test_jobinfo_that_cannot_reach_slurmctld_warns(tmp_path: Path) -> None:
 def test_jobinfo_named_by_a_relative_path_fails() -> None:
     check = jobinfo_check({"SLURM_DSL_JOBINFO": "slurm-dsl-jobinfo"})
     assert check.status == "fail" and "absolute path" in check.detail, check
+
+
+HELPER = "/usr/libexec/slurm-dsl/slurm-dsl-jobinfo"
+FALLS_BACK = "sweeps fall back to squeue"
+
+
+@pytest.mark.parametrize(("lookup", "helper", "status", "said"), [
+    ("squeue", Check("jobinfo", "ok", f"{HELPER}: asks slurmctld for jobs"), "ok", "through slurm-dsl-jobinfo"),
+    # A pip install: nothing is wrong, but it is said, with the build.
+    ("squeue", jobinfo_check({"SLURM_DSL_JOBINFO": ""}), "ok", FALLS_BACK),
+    # A helper built for another Slurm cannot start: lookups ask squeue (lookups.squeue).
+    ("squeue", Check("jobinfo", "warn", f"{HELPER} cannot be run (status 127: ...)"), "warn", FALLS_BACK),
+    # One that starts but cannot ask fails the lookups instead.
+    ("squeue", Check("jobinfo", "warn", f"{HELPER} could not ask slurmctld (exit 1: ...)"), "warn",
+     "do not fall back to squeue"),
+    ("squeue", jobinfo_check({"SLURM_DSL_JOBINFO": "relative"}), "fail", "see the jobinfo check"),
+    ("pyslurm", Check("jobinfo", "warn", f"{HELPER} cannot be run (status 127: ...)"), "ok", "not used"),
+    (None, Check("jobinfo", "ok", f"{HELPER}: asks slurmctld for jobs"), "fail", "see the lookup check"),
+])
+def test_the_sweep_check_says_whether_a_sweep_falls_back_to_squeue(
+    lookup: Optional[str], helper: Check, status: str, said: str
+) -> None:
+    check = sweep_check(lookup, helper)
+    assert (check.name, check.status) == ("sweep", status) and said in check.detail, check
+    # The command that builds the helper, wherever the sweep does not use one that answers.
+    wanted = said in (FALLS_BACK, "do not fall back to squeue")
+    assert (f"with contrib/jobinfo/build {HELPER}" in check.detail) is wanted, check
 
 
 def test_the_hand_back_check_says_whether_absent_can_be_read() -> None:

@@ -120,8 +120,8 @@ def configure(machine: Machine, slurmctld: str = MISSING, shown: str = "", slurm
 
 def dropin_for(unit: str, user: str, group: str) -> str:
     return ("# Written by slurm-dsl's postinst at each configure (README.Debian): the units run as\n"
-            "# slurm.conf's SlurmUser, which may act on every job.  Removed by purge.  To run them as\n"
-            f"# another account: systemctl edit {unit}.service (override.conf comes after this file).\n"
+            "# slurm.conf's SlurmUser, which may act on every job.  Removed when the package is purged.\n"
+            f"# To run them as another account: systemctl edit {unit}.service (override.conf comes after it).\n"
             f"[Service]\nUser={user}\nGroup={group}\n")
 
 

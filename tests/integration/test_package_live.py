@@ -25,7 +25,9 @@ dependencies).
 
 from __future__ import annotations
 
+import fnmatch
 import grp
+import io
 import json
 import os
 import pwd
@@ -33,9 +35,10 @@ import re
 import shutil
 import stat
 import subprocess
+import tarfile
 import tempfile
 from pathlib import Path
-from typing import Dict, Iterator, List, Set
+from typing import Dict, Iterator, List, Set, Tuple
 
 import pytest
 
@@ -76,16 +79,17 @@ def _system(argv: List[str], timeout: float = 600, **kw: object) -> subprocess.C
     return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env, check=False, cwd="/", **kw)  # type: ignore[call-overload, no-any-return]
 
 
-def effective(unit: str) -> Dict[str, str]:
+def effective(unit: str, root: Path = Path("/")) -> Dict[str, str]:
     """The unit's [Service] settings as systemd would read them: its file, then its drop-ins
-    (by file name, across DROPIN_DIRS, /etc's winning a name clash); the last assignment wins."""
+    (by file name, across DROPIN_DIRS, /etc's winning a name clash); the last assignment wins.
+    ``root``: the tree the unit and the drop-ins are read in."""
     name = Path(unit).name
     found: Dict[str, Path] = {}
     for directory in reversed(DROPIN_DIRS):
-        for conf in sorted((directory / f"{name}.d").glob("*.conf")):
+        for conf in sorted((root / directory.relative_to("/") / f"{name}.d").glob("*.conf")):
             found[conf.name] = conf
     fields: Dict[str, str] = {}
-    for path in [Path(unit), *(found[key] for key in sorted(found))]:
+    for path in [root / unit.lstrip("/"), *(found[key] for key in sorted(found))]:
         for line in path.read_text().splitlines():
             if "=" in line and not line.startswith(("#", ";")):
                 key, value = line.split("=", 1)
@@ -105,19 +109,61 @@ def uids_in(directory: Path) -> Set[int]:
     return {directory.stat().st_uid, *(f.stat().st_uid for f in directory.iterdir())}
 
 
-@pytest.fixture
-def deb() -> Iterator[Path]:
+SITELIB = "/usr/lib/python3/dist-packages"  # Debian's python3's, the .deb's and (rpm/macros.debian) the RPM's
+INSTALLED = ("config", "file", "unit", "made", "helper", "doc", "python")
+
+
+def listed(unitdir: str) -> List[Tuple[str, str]]:
+    """contrib/files, the one list of both packagings, as contrib/install-files resolves it: each
+    line's kind and destination (a trailing / for a directory, a glob for the dist-info)."""
+    shown = _system(["python3", str(ROOT / "contrib" / "install-files"), "--list", "--unitdir", unitdir,
+                     "--sitelib", SITELIB])
+    assert shown.returncode == 0, shown.stderr
+    return [(kind, destination) for kind, _, destination in (line.split() for line in shown.stdout.splitlines())]
+
+
+def _covers(destination: str, path: str) -> bool:
+    """Whether ``path`` is the destination's file (gzipped, as both packagings do to manual pages
+    and Debian to documentation), or a file in its directory."""
+    if destination.endswith("/"):
+        return fnmatch.fnmatch(path, destination + "*")
+    return fnmatch.fnmatch(path, destination) or fnmatch.fnmatch(path, destination + ".gz")
+
+
+def compare_with_the_list(files: Set[str], entries: List[Tuple[str, str]], own: Set[str]) -> None:
+    """A package holds a file for every installed line of contrib/files and, besides the files
+    its packaging adds itself (``own``, globs), nothing else: a file that drifted from the list
+    in either direction fails."""
+    installed = [destination for kind, destination in entries if kind in INSTALLED]
+    assert not [d for d in installed if not any(_covers(d, f) for f in files)], sorted(files)
+    allowed = [*(d for kind, d in entries if kind == "configured"), *installed]  # the RPM's %ghost ones
+    stray = {f for f in files
+             if not any(_covers(d, f) for d in allowed) and not any(fnmatch.fnmatch(f, o) for o in own)}
+    assert not stray, sorted(stray)
+
+
+def debian_release() -> str:
+    release = dict(line.split("=", 1) for line in Path("/etc/os-release").read_text().splitlines() if "=" in line)
+    return release.get("VERSION_ID", "").strip('"')
+
+
+def a_package_machine() -> None:
+    """Skip unless packages may be built and installed here (never where an admin installed one)."""
     if os.geteuid() != 0:
         pytest.skip("installs a package: root only")
     if shutil.which("apt-get") is None or shutil.which("dpkg") is None:
         pytest.skip("not a Debian machine")
     if _installed():
         pytest.skip("slurm-dsl is installed as a package here: a test never purges an admin's install")
-    release = dict(line.split("=", 1) for line in Path("/etc/os-release").read_text().splitlines() if "=" in line)
-    if release.get("VERSION_ID", "").strip('"') not in ("12", "13"):
+    if debian_release() not in ("12", "13"):
         pytest.skip("the package is built and installed on Debian 12 and 13, the releases it is for (not sid)")
+
+
+@pytest.fixture(scope="module")
+def built_deb() -> Iterator[Path]:
+    """The .deb of ``contrib/package`` (lintian passed), built once for the module's tests."""
+    a_package_machine()
     out = Path(tempfile.mkdtemp(prefix="slurm-dsl-deb."))
-    had_state = STATE.exists()
     try:
         built = _system([str(ROOT / "contrib" / "package"), "--out", str(out)], timeout=1200)
         assert built.returncode == 0, built.stderr[-4000:]
@@ -126,9 +172,18 @@ def deb() -> Iterator[Path]:
         assert path.parent == out and path.name == f"slurm-dsl_{slurm_dsl.__version__}_{arch}.deb"
         yield path
     finally:
+        shutil.rmtree(out, ignore_errors=True)
+
+
+@pytest.fixture
+def deb(built_deb: Path) -> Iterator[Path]:
+    """The .deb, purged after the test if it installed it (and a state directory it made)."""
+    had_state = STATE.exists()
+    try:
+        yield built_deb
+    finally:
         if _installed():
             _system(["dpkg", "--purge", "slurm-dsl"])
-        shutil.rmtree(out, ignore_errors=True)
         if not had_state and STATE.is_dir() and not STATE.is_symlink():
             # The package's postinst made it for this test; a failed test left it (and a ledger)
             # behind, which the next run would take for an admin's.
@@ -142,12 +197,14 @@ def test_the_package_builds_installs_holds_a_real_job_and_purges(deb: Path) -> N
     assert {Path(u).name for u in units} == {
         "slurm-dsl-sweep.service", "slurm-dsl-sweep.timer", "slurm-dsl-prune.service", "slurm-dsl-prune.timer",
     }
-    for wanted in ("/usr/bin/slurm-dsl", "/usr/share/man/man1/slurm-dsl.1.gz", "/usr/share/slurm-dsl/job_submit.lua",
-                   "/usr/share/bash-completion/completions/slurm-dsl",
-                   "/usr/share/doc/slurm-dsl/copyright",
+    # What contrib/files lists, and besides it only Debian's own documents (README.Debian
+    # compressed by dh_compress once it is over 4 kB, as Debian policy §12.3 asks).
+    compare_with_the_list(files, listed(str(Path(min(units)).parent)),
+                          {"/usr/share/doc/slurm-dsl/copyright", "/usr/share/doc/slurm-dsl/changelog.gz",
+                           "/usr/share/doc/slurm-dsl/README.Debian*"})
+    for wanted in ("/usr/share/man/man1/slurm-dsl.1.gz", "/usr/share/doc/slurm-dsl/copyright",
                    "/usr/lib/python3/dist-packages/slurm_dsl/admin/cli.py", str(CONFIG), JOBINFO):
         assert wanted in files
-    # Compressed by dh_compress once it is over 4 kB, as Debian policy §12.3 asks.
     assert files & {"/usr/share/doc/slurm-dsl/README.Debian", "/usr/share/doc/slurm-dsl/README.Debian.gz"}
     conffiles = _system(["dpkg-deb", "-I", str(deb), "conffiles"])
     assert conffiles.returncode == 0 and str(CONFIG) in conffiles.stdout.split(), conffiles.stdout
@@ -337,3 +394,293 @@ def test_the_package_builds_installs_holds_a_real_job_and_purges(deb: Path) -> N
     assert not Path("/usr/share/slurm-dsl").exists()
     assert not CONFIG.exists()  # a conffile: purge removes it
     assert not [u for u in units if Path(u).exists()]
+
+
+# --- beside other packagings: a copy-on-write root, SchedMD's Debian packages, the RPM, pip ---
+
+def apt_install(*packages: str) -> None:
+    """Install the Debian packages a test needs that are missing (the lists updated once, on failure)."""
+    missing = [p for p in packages if "install ok installed" not in _system(
+        ["dpkg-query", "-W", "-f=${Status}", p]).stdout]
+    if missing:
+        done = _system(["apt-get", "install", "-y", "-q", "--no-install-recommends", *missing])
+        if done.returncode != 0:
+            _system(["apt-get", "update", "-qq"])
+            done = _system(["apt-get", "install", "-y", "-q", "--no-install-recommends", *missing])
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+
+
+class Scratch:
+    """This machine seen through an overlay: / below, a directory of the test's above, which
+    takes every change.  Each command runs chrooted in it, in new mount and pid namespaces (the
+    kernel drops the mounts and ends what is left when it ends), with /proc, /dev, a tmpfs /tmp,
+    munged's socket (the lab's Slurm answers as it does outside) and ``files`` at /mnt, read-only.
+    ``hidden``: paths of the machine the root does not show (overlay whiteouts)."""
+
+    def __init__(self, base: Path, files: Path, hidden: Tuple[str, ...] = ()) -> None:
+        self.base, self.files = base, files
+        self.upper = base / "upper"
+        for name in ("upper", "work", "root"):
+            (base / name).mkdir()
+        for path in hidden:
+            whiteout = self.upper / path.lstrip("/")
+            whiteout.parent.mkdir(parents=True, exist_ok=True)
+            os.mknod(whiteout, stat.S_IFCHR | 0o600, os.makedev(0, 0))
+
+    MOUNT = ('base=$1 files=$2; shift 2; root=$base/root; '
+             'mount -t overlay overlay -o "lowerdir=/,upperdir=$base/upper,workdir=$base/work" "$root"; '
+             'mount -t proc proc "$root/proc"; mount --rbind /dev "$root/dev"; mount -t tmpfs tmpfs "$root/tmp"; '
+             'mount --bind /run/munge "$root/run/munge"; mount --bind -o ro "$files" "$root/mnt"; '
+             'exec chroot "$root" "$@"')
+
+    def run(self, *argv: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+        return _system(["unshare", "--mount", "--propagation", "private", "--pid", "--fork",
+                        "sh", "-euc", self.MOUNT, "sh", str(self.base), str(self.files),
+                        "env", "-i", f"PATH={SYSTEM_PATH}", "LC_ALL=C.UTF-8", "HOME=/root", *argv], timeout=timeout)
+
+
+@pytest.fixture
+def scratch() -> Iterator[Path]:
+    """A directory for a Scratch root and the files it is given."""
+    base = Path(tempfile.mkdtemp(prefix="slurm-dsl-scratch.", dir="/var/tmp"))
+    try:
+        yield base
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def host_major_only() -> None:
+    """The checks of other packagings run once, on the host's major (Debian 12, its python3 3.11:
+    the floor, which EL 8's and 9's python3.11 packages are too), where apt can install their tools."""
+    if os.environ.get("SLURM_DSL_TEST_MAJOR", "host") != "host" or debian_release() != "12":
+        pytest.skip("checked on the host's major, Debian 12, only")
+
+
+SMD_CLIENT = """Section: admin
+Priority: optional
+Standards-Version: 4.6.2
+Package: slurm-smd-client
+Version: 24.05.0-1
+Conflicts: slurm-client, slurm-client-emulator
+Description: stands in for SchedMD's slurm-smd-client (slurm-dsl's test)
+ Conflicts with Debian's slurm-client and provides no other name, as SchedMD's does.
+"""
+
+
+def test_the_deb_installs_beside_schedmds_slurm_smd_client(built_deb: Path, scratch: Path) -> None:
+    """A site on SchedMD's own Debian packages has slurm-smd-client, which conflicts with
+    slurm-client and provides nothing: the .deb depends on either.  In a scratch root of this
+    machine, slurm-client is replaced by an equivs slurm-smd-client, and dpkg installs the .deb."""
+    host_major_only()
+    apt_install("equivs")
+    files = scratch / "files"
+    files.mkdir()
+    (files / "slurm-smd-client.ctl").write_text(SMD_CLIENT)
+    made = _system(["sh", "-c", f"cd {files} && equivs-build slurm-smd-client.ctl"])
+    assert made.returncode == 0, made.stdout[-2000:] + made.stderr[-2000:]
+    shutil.copy(built_deb, files)
+    root = Scratch(scratch, files)
+    status = "dpkg-query -W -f '${Package} ${Status}\\n' slurm-client slurm-smd-client slurm-dsl"
+    done = root.run("sh", "-exc", "dpkg --remove --force-depends slurm-client >/dev/null; "
+                    "dpkg -i /mnt/slurm-smd-client_24.05.0-1_all.deb >/dev/null; "
+                    f"dpkg -i /mnt/{built_deb.name}; {status}; slurm-dsl --version")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    shown = done.stdout.splitlines()
+    assert "slurm-smd-client install ok installed" in shown and "slurm-dsl install ok installed" in shown, shown
+    assert not [line for line in shown if line.startswith("slurm-client install ok")], shown
+    assert shown[-1] == f"slurm-dsl {slurm_dsl.__version__}"
+    assert "install ok installed" in _system(["dpkg-query", "-W", "-f=${Status}", "slurm-client"]).stdout  # the lab's
+
+
+@pytest.fixture(scope="module")
+def python_dists() -> Iterator[Tuple[Path, Path]]:
+    """The sdist and the wheel of the committed tree, made as a maintainer makes them: PyPI's
+    build and twine in a venv of Debian's python3, ``python -m build`` (PyPI's setuptools in its
+    isolated environment), then ``twine check`` (Debian 12's twine reads no metadata 2.4)."""
+    a_package_machine()
+    host_major_only()
+    work = Path(tempfile.mkdtemp(prefix="slurm-dsl-dists.", dir="/var/tmp"))
+    try:
+        tools = work / "tools"
+        made = _system(["sh", "-c", f"python3 -m venv {tools} && {tools}/bin/pip install -q build twine"])
+        assert made.returncode == 0, made.stdout[-2000:] + made.stderr[-2000:]
+        tree = work / "tree"
+        tree.mkdir()
+        archived = _system(["sh", "-c", f"git -C {ROOT} archive HEAD | tar -x -C {tree}"])
+        assert archived.returncode == 0, archived.stderr
+        built = _system([str(tools / "bin" / "python"), "-m", "build", "--outdir", str(work / "dist"), str(tree)])
+        assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
+        sdist, wheel = (work / "dist" / f"slurm_dsl-{slurm_dsl.__version__}{end}" for end in
+                        (".tar.gz", "-py3-none-any.whl"))
+        checked = _system([str(tools / "bin" / "twine"), "check", "--strict", str(sdist), str(wheel)])
+        assert checked.returncode == 0 and checked.stdout.count("PASSED") == 2, checked.stdout + checked.stderr
+        yield sdist, wheel
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def build_rpm(sdist: Path, out: Path, *rpmbuild: str, lint: bool = False) -> Tuple[Path, str]:
+    """``contrib/package --rpm`` of ``sdist``: the binary RPM, and what it said (rpmlint's report)."""
+    built = _system([str(ROOT / "contrib" / "package"), "--rpm", "--sdist", str(sdist), "--out", str(out),
+                     *(() if lint else ("--no-lintian",)), "--", *rpmbuild], timeout=600)
+    assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-4000:]
+    return Path(built.stdout.strip().splitlines()[-1]), built.stderr
+
+
+def rpm_query(rpm: Path, *query: str) -> List[str]:
+    done = _system(["rpm", "-qp", *query, str(rpm)])
+    assert done.returncode == 0, done.stderr
+    return done.stdout.splitlines()
+
+
+def newer_sdist(sdist: Path, where: Path) -> Path:
+    """``sdist`` again, its config file one comment longer: what a newer build ships."""
+    with tarfile.open(sdist) as old, tarfile.open(where / sdist.name, "w:gz") as new:
+        for member in old.getmembers():
+            data = old.extractfile(member) if member.isfile() else None
+            if member.name.endswith("/contrib/slurm-dsl.conf"):
+                body = data.read() + b"# a comment of the newer build\n"  # type: ignore[union-attr]
+                member.size = len(body)
+                data = io.BytesIO(body)
+            new.addfile(member, data)
+    return where / sdist.name
+
+
+def test_the_rpm_builds_lints_installs_upgrades_and_erases(
+    python_dists: Tuple[Path, Path], scratch: Path
+) -> None:
+    """rpm/slurm-dsl.spec, built as an EL host builds it (rpmbuild -ta of the sdist, through
+    contrib/package --rpm; rpm/macros.debian for EL's macro packages), then installed with
+    rpm --root into a scratch root of this machine (Scratch: the lab's Slurm, munge and python3
+    3.11 as they are here, /etc/slurm-dsl and /var/lib/slurm-dsl hidden, as on a new host), and
+    run from the installed files against the lab.  --nodeps: Debian has no RPM database of Slurm."""
+    sdist, _ = python_dists
+    files = scratch / "files"
+    files.mkdir()
+    rpm, said = build_rpm(sdist, files, lint=True)
+    assert rpm.name == f"slurm-dsl-{slurm_dsl.__version__}-1.{os.uname().machine}.rpm"
+    # rpmlint: no error, and each warning explained in the spec.
+    spec = (ROOT / "rpm" / "slurm-dsl.spec").read_text()
+    assert re.search(r"^ ?\d+ packages and \d+ specfiles checked; 0 errors,", said, re.M), said[-3000:]
+    warned = set(re.findall(r": W: (\S+)", said))
+    assert warned and not [w for w in warned if w.replace("%", "%%") not in spec], (warned, said[-3000:])
+
+    # Its files: what contrib/files lists, and besides the licence and the helper's build-id link.
+    modes = dict(line.split(" ", 1)[::-1] for line in rpm_query(rpm, "--qf", "[%{FILEMODES:perms} %{FILENAMES}\n]"))
+    entries = listed("/usr/lib/systemd/system")
+    compare_with_the_list({f for f, mode in modes.items() if not mode.startswith("d")}, entries,
+                          {"/usr/share/licenses/slurm-dsl/LICENSE", "/usr/lib/.build-id/*"})
+    ghosts = set(rpm_query(rpm, "--qf", "[%{FILENAMES} %{FILEFLAGS:fflags}\n]"))
+    assert {f"{d.rstrip('/')} g" for kind, d in entries if kind == "configured"} <= ghosts, ghosts
+    requires = rpm_query(rpm, "--requires")
+    assert {"/usr/bin/scontrol", "/usr/bin/squeue"} <= set(requires), requires
+    assert not [r for r in requires if r.startswith(("slurm", "python3-"))], requires  # no vendor's name
+    # Its %post is the postinst's configure, with its own two words.
+    post = "\n".join(rpm_query(rpm, "--qf", "%{POSTIN}"))
+    postinst = (ROOT / "debian" / "slurm-dsl.postinst").read_text().replace("#DEBHELPER#\n", "")
+    assert post.endswith("set -- configure\n" + postinst.replace(
+        "AGAIN='dpkg-reconfigure slurm-dsl'", "AGAIN='dnf reinstall slurm-dsl'").replace(
+        "NOTES=README.Debian", "NOTES=docs/packaging.md").rstrip("\n")), post
+    # The build conditions: no helper, no Slurm requirement (a Slurm in /opt).
+    lean, _ = build_rpm(sdist, files, "--without", "jobinfo", "--without", "slurm_requires")
+    assert lean.name.endswith(".noarch.rpm") and JOBINFO not in rpm_query(lean, "-l")
+    assert not [r for r in rpm_query(lean, "--requires") if re.search("scontrol|squeue|libslurm", r)]
+    assert "jobs are looked up with squeue" in " ".join(rpm_query(lean, "--qf", "%{DESCRIPTION}"))
+
+    root = Scratch(scratch, files, hidden=(str(ETC), str(STATE)))
+    rpmdb = ("rpm", "--dbpath", "/var/lib/rpm")
+    installed = root.run(*rpmdb, "--nodeps", "-i", f"/mnt/{rpm.name}")
+    assert installed.returncode == 0 and "scriptlet failed" not in installed.stderr, installed.stderr
+    slurm_user = lab_slurm_user()
+    st = (root.upper / STATE.relative_to("/")).stat()
+    assert (st.st_uid, st.st_gid, st.st_mode & 0o7777) == (slurm_user.pw_uid, slurm_user.pw_gid, 0o700)
+    services = [d for kind, d in entries if kind == "unit" and d.endswith(".service")]
+    for unit in services:
+        assert (effective(unit, root.upper)["User"], effective(unit, root.upper)["ExecStart"].split()[0]) == (
+            slurm_user.pw_name, "/usr/bin/slurm-dsl"), unit
+    assert not (root.upper / "etc/systemd/system/timers.target.wants").exists()
+    # The package's modules, run by a python3 of at least 3.11 (the spec's %{__python3} here).
+    where = root.run("sh", "-c", "python3 -c 'import slurm_dsl, sys; print(slurm_dsl.__file__, *sys.version_info[:2])'")
+    module, major, minor = where.stdout.split()
+    assert (int(major), int(minor)) >= (3, 11) and module.startswith(SITELIB + "/"), where
+    owner = root.run(*rpmdb, "-qf", module)
+    assert owner.stdout.strip() == rpm.name.removesuffix(".rpm"), owner.stdout + owner.stderr
+
+    # From the installed files, against the lab: doctor, then root's hold and release of another
+    # user's job and requeue of a running one, with the package's defaults (its ledger).
+    doctor = root.run("slurm-dsl", "doctor", "--json")
+    checks = {c["check"]: c for c in map(json.loads, doctor.stdout.splitlines())}
+    assert doctor.returncode == 0 and {checks[c]["status"] for c in ("slurmctld", "ledger", "caller")} == {"ok"}, \
+        doctor.stdout + doctor.stderr
+    assert checks["jobinfo"]["detail"].startswith(JOBINFO) and checks["sweep"]["status"] == "ok", checks
+    theirs, running = lab.make_job("pending", user=lab.TEST_USER), lab.make_job("running_rq0")
+    for job, op in ((theirs, "hold"), (theirs, "release"), (running, "requeue")):
+        ran = root.run("slurm-dsl", op, job, "--timeout", "20", "--json")
+        assert ran.returncode == 0 and json.loads(ran.stdout)["result"] == "ok", ran.stdout + ran.stderr
+    held = lab.job_state(theirs)
+    assert held is not None and held.priority != 0
+    requeued = lab.job_state(running)
+    assert requeued is not None and (requeued.restarts, requeued.requeue) == (1, 0), requeued
+    # What the sweep timer starts, as its unit and drop-in say (systemd is not PID 1 here).
+    sweep = effective(next(u for u in services if "sweep" in u), root.upper)
+    started = root.run("runuser", "-u", sweep["User"], "-g", sweep["Group"], "--", *sweep["ExecStart"].split())
+    assert started.returncode in {0, *map(int, sweep["SuccessExitStatus"].split())}, started.stdout + started.stderr
+    history = root.run("slurm-dsl", "history", "--json", theirs, running)
+    done = [(o["job_id"], o["op"], o["result"]) for o in map(json.loads, history.stdout.splitlines())
+            if o.get("kind") == "operation"]
+    assert done == [(theirs, "hold", "ok"), (theirs, "release", "ok"), (running, "requeue", "ok")], history.stdout
+
+    # A newer build over an edited config: the edit kept, the new one beside it, the ledger kept.
+    (scratch / "newer").mkdir()
+    newer, _ = build_rpm(newer_sdist(sdist, scratch / "newer"), files, "--define", "dist .1")
+    config = root.upper / CONFIG.relative_to("/")
+    config.write_text(config.read_text() + "timeout = 25\n")
+    upgraded = root.run(*rpmdb, "--nodeps", "-U", f"/mnt/{newer.name}")
+    assert upgraded.returncode == 0 and "scriptlet failed" not in upgraded.stderr, upgraded.stderr
+    assert root.run(*rpmdb, "-q", "slurm-dsl").stdout.strip() == newer.name.removesuffix(".rpm")
+    assert config.read_text().endswith("timeout = 25\n")
+    assert config.with_name("slurm-dsl.conf.rpmnew").read_text().endswith("# a comment of the newer build\n")
+    ledger = root.upper / STATE.relative_to("/") / "ledger.sqlite3"
+    assert root.run("slurm-dsl", "history", "--json", theirs, running).stdout == history.stdout
+    shown = json.loads(root.run("slurm-dsl", "config", "--json").stdout)
+    assert [(c["value"], c["source"]) for c in shown["settings"] if c["key"] == "timeout"] == [("25", "file")]
+
+    # Erased: nothing of it left but the ledger and, as rpm does with an edited config, the
+    # edit (.rpmsave) and the newer build's file (.rpmnew).
+    erased = root.run(*rpmdb, "--nodeps", "-e", "slurm-dsl")
+    assert erased.returncode == 0, erased.stderr
+    left = {"/" + str(p.relative_to(root.upper)) for p in root.upper.rglob("*") if not p.is_dir()}
+    assert {f for f in left if not f.startswith("/var/lib/rpm/")} == {
+        f"{CONFIG}.rpmsave", f"{CONFIG}.rpmnew", *(f"{STATE}/{p.name}" for p in ledger.parent.iterdir())}, left
+    assert ledger.exists()
+
+
+def test_the_wheel_in_a_clean_venv_asks_the_lab(python_dists: Tuple[Path, Path], mariadb_location: str,
+                                               scratch: Path) -> None:
+    """pip's route: the wheel with the mariadb extra in a new venv of Debian's python3; its doctor
+    on the lab, with a MariaDB ledger, says that a sweep falls back to squeue and how to build the
+    helper; built so, from the sdist, the helper answers."""
+    sdist, wheel = python_dists
+    venv = scratch / "venv"
+    made = _system(["python3", "-m", "venv", str(venv)])
+    assert made.returncode == 0, made.stderr
+    pip = _system([str(venv / "bin" / "pip"), "install", "-q", f"{wheel}[mariadb]"])
+    assert pip.returncode == 0, pip.stdout[-2000:] + pip.stderr[-2000:]
+
+    def doctor(jobinfo: str) -> Dict[str, Dict[str, str]]:
+        ran = _system([str(venv / "bin" / "slurm-dsl"), "doctor", "--json", "--ledger", mariadb_location],
+                      env={"SLURM_DSL_JOBINFO": jobinfo})
+        checks = {c["check"]: c for c in map(json.loads, ran.stdout.splitlines())}
+        assert ran.returncode == 0 and checks["slurmctld"]["status"] == checks["ledger-db"]["status"] == "ok", \
+            ran.stdout + ran.stderr
+        return checks
+
+    alone = doctor("")
+    assert alone["sweep"]["detail"].startswith("sweeps fall back to squeue"), alone["sweep"]
+    assert f"contrib/jobinfo/build {JOBINFO}" in alone["sweep"]["detail"]
+    helper = scratch / "slurm-dsl-jobinfo"
+    built = _system(["sh", "-c", f"tar -xzf {sdist} -C {scratch} && sh {scratch}/slurm_dsl-*/contrib/jobinfo/build"
+                     f" {helper}"])
+    assert built.returncode == 0, built.stderr
+    helped = doctor(str(helper))
+    assert helped["sweep"]["detail"].endswith("through slurm-dsl-jobinfo"), helped["sweep"]
