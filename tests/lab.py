@@ -30,7 +30,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 TEST_USER = "slurmdsl-alice"
 """A plain user that contrib/lab/up creates, to act as a non-owner of jobs."""
@@ -388,10 +388,11 @@ def kill_slurmctld(timeout: float = 30.0) -> None:
         time.sleep(POLL_INTERVAL / 10)
 
 
-def start_slurmctld(timeout: float = 30.0) -> None:
+def start_slurmctld(timeout: float = 30.0, environ: Optional[Mapping[str, str]] = None) -> None:
     """Start slurmctld (via contrib/lab/up, which starts only what is dead and
-    records the pid for contrib/lab/down) and wait until the lab is usable."""
-    env = dict(os.environ, SLURM_DSL_LAB_TIMEOUT=str(max(1, int(timeout))))
+    records the pid for contrib/lab/down) and wait until the lab is usable; ``environ``: more
+    of slurmctld's environment (a faked clock)."""
+    env = dict(os.environ, **(environ or {}), SLURM_DSL_LAB_TIMEOUT=str(max(1, int(timeout))))
     try:
         proc = subprocess.run(
             [str(LAB_UP)],

@@ -162,8 +162,10 @@ class SweepReport:
     unseen: Optional[str] = None
     # slurmctld's last save of its job state, read before the lookup: shown only (docs/contract.md §13).
     save: Optional[LastSave] = None
-    # Why this sweep's looks at slurmctld's saves saw nothing (None: they saw; core.durable Rule 2).
+    # Why this sweep's looks at slurmctld's saves saw nothing (None: they saw; core.durable Rule 2),
+    # and how many acknowledged operations it read again are still to be proven saved.
     looks_why: Optional[str] = None
+    unproven: int = 0
     # The acknowledged operations read again (docs/contract.md §13.4), and the history id the next
     # sweep reads them from (None: a dry run, or none were read: the last sweep's stays).
     acknowledged: List[settling.Decided] = field(default_factory=list)
@@ -174,9 +176,10 @@ class SweepReport:
 
     @property
     def save_error(self) -> Optional[str]:
-        """Why objects were kept unsaved for want of a look at slurmctld's saves (None: the looks
-        saw, or no object needed them): a keep that cannot end by itself."""
-        if self.looks_why is None or not any(s.done is Done.UNSAVED for s in self.swept):
+        """Why objects were kept unsaved, or acknowledged operations left unproven, for want of a look
+        at slurmctld's saves (None: the looks saw, or nothing needed them): a keep that cannot end
+        by itself."""
+        if self.looks_why is None or not (self.unproven or any(s.done is Done.UNSAVED for s in self.swept)):
             return None
         return f"cannot see slurmctld's saves of its job state ({self.looks_why})"
 
@@ -431,6 +434,7 @@ def _reread(
     the mark moves on only once they are."""
     found = settling.reread(ledger, rows, answers, looked_at, delay, watch, mark=mark, now=now, write=not dry_run)
     report.acknowledged = found.decided
+    report.unproven = sum(1 for d in found.decided if d.settled is not None and d.entry.id not in found.done)
     written = None if dry_run else _written(tracker, ledger, found.lost, "the acknowledged operations found lost")
     if written is not None:
         report.lost_written, report.acknowledged_from = written, found.mark
