@@ -27,10 +27,11 @@ import os
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 TEST_USER = "slurmdsl-alice"
 """A plain user that contrib/lab/up creates, to act as a non-owner of jobs."""
@@ -345,36 +346,30 @@ def stop_slurmctld(timeout: float = 30.0) -> None:
 RESEND = 5.0
 
 
-def saved_after(instant: float, timeout: float = 60.0) -> int:
-    """Wait until slurmctld has written its job state in a save that began after ``instant`` (more
-    than the clock margin after it: docs/contract.md §13.2), and return that save's start.  An
-    idle lab saves only when something changes (else every 300 s), so a held job of the test's
-    own is submitted and its comment changed each second until then, then cancelled: each change
-    makes the save thread write within a save window (5 s)."""
-    from slurm_dsl.core.durable import began_after
-    from slurm_dsl.lookups.saves import last_save
+@contextlib.contextmanager
+def saving(every: float = 1.0) -> Iterator[None]:
+    """slurmctld saving its job state while the block runs: a held job of the test's own has its
+    comment changed every ``every`` seconds (each change makes the save thread write within a save
+    window, 5 s), from a thread of the test, and is cancelled after.  An idle lab saves only when
+    something changes (else every 300 s): a sweep's looks see two saves after what it would clear
+    only while slurmctld goes on saving (docs/contract.md §13.2)."""
+    saver = submit("--hold", *SLEEP_JOB)
+    stop = threading.Event()
 
-    deadline = time.monotonic() + timeout
-    saver: Optional[str] = None
-    changes = 0
+    def change() -> None:
+        n = 0
+        while not stop.wait(every):
+            n += 1
+            run_cmd(["scontrol", "update", f"JobId={saver}", f"Comment=save-{n}"])
+
+    thread = threading.Thread(target=change, name="slurmctld saving", daemon=True)
+    thread.start()
     try:
-        while True:
-            started = last_save().started
-            if began_after(started, instant):
-                assert started is not None
-                return started
-            if time.monotonic() >= deadline:
-                raise LabError(f"slurmctld wrote no job_state begun after {instant:.1f} within {timeout:g} s"
-                               f" (last: {last_save()})")
-            if saver is None:
-                saver = submit("--hold", *SLEEP_JOB)
-            else:
-                changes += 1
-                check(["scontrol", "update", f"JobId={saver}", f"Comment=save-{changes}"])
-            time.sleep(1.0)
+        yield
     finally:
-        if saver is not None:
-            cancel(saver)
+        stop.set()
+        thread.join()
+        cancel(saver)
 
 
 def kill_slurmctld(timeout: float = 30.0) -> None:

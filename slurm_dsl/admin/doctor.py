@@ -32,11 +32,9 @@ from __future__ import annotations
 import os
 import shlex
 import stat
-import time
 from dataclasses import dataclass
 from typing import Dict, List, Mapping, NamedTuple, Optional
 
-from ..core.durable import UNREAD, Control
 from ..core.jobid import MAX_JOB_ID
 from ..core.model import ConfigError, DSLError, LookupFailed
 from ..core.script import PROBE_STATUS, PROBE_STDERR, render_probe
@@ -45,7 +43,14 @@ from ..host.binaries import find_scontrol, find_squeue
 from ..ledger.choose import is_url, sqlite_path
 from ..lookups import sight
 from ..lookups.choose import make_lookup
-from ..lookups.saves import conf_path, hand_back_possible, read_control, slurm_conf, state_save_location
+from ..lookups.saves import (
+    Controllers,
+    conf_path,
+    hand_back_possible,
+    read_controllers,
+    slurm_conf,
+    state_save_location,
+)
 from ..lookups.squeue import JOBINFO, JOBINFO_ENV, SqueueLookup, find_jobinfo, first_line, slurm_version
 
 OK, WARN, FAIL = "ok", "warn", "fail"
@@ -117,8 +122,8 @@ def run_checks(
     where = f"{conf_path()}, {os.path.join(location, 'heartbeat') if location else 'StateSaveLocation'}"
     if conf.unreadable is not None:
         where += f" (slurm.conf: {conf.unreadable})"
-    control = read_control(location=location, conf=conf) if hand_back else UNREAD
-    checks.append(hand_back_check(hand_back, control, time.time(), where))
+    control = read_controllers(location=location, conf=conf) if hand_back else NOTHING_READ
+    checks.append(hand_back_check(hand_back, control, where))
     config = _show_config(path) if up else None
     checks += [] if not up else _config_checks(config)
     checks += _ledger_checks(ledger_path, units_account(service_account, config, config_file))
@@ -127,14 +132,17 @@ def run_checks(
     return checks
 
 
-def hand_back_check(hand_back: bool, control: Control, now: float, where: str = "") -> Check:
+NOTHING_READ = Controllers(None, None)  # one controller: nothing to read
+
+
+def hand_back_check(hand_back: bool, control: Controllers, where: str = "") -> Check:
     """Whether ``absent`` can be read where a backup may hand back (docs/contract.md §13.6): with
     one controller in slurm.conf, always; with a backup, only when the heartbeat in
-    StateSaveLocation and slurm.conf's controllers can be read (``control``, read at ``now`` from the
-    files ``where`` names), else no unknown operation is ever read absent (warn, with the fix).  Pure."""
+    StateSaveLocation and slurm.conf's controllers can be read (``control``, from the files ``where``
+    names), else no unknown operation is ever read absent (warn, with the fix).  Pure."""
     if not hand_back:
         return Check("hand-back", OK, "slurm.conf names one controller: no hand-back can hold a request back")
-    if control.beat_at is None or control.writer is None:
+    if control.beat is None or control.writer is None:
         return Check("hand-back", WARN, "slurm.conf may name a backup controller, but the heartbeat in"
                      f" StateSaveLocation or slurm.conf's controllers cannot be read ({where}): no unknown operation"
                      " will be read absent (it stays unknown, and a keyed --retry runs nothing again); run slurm-dsl"
@@ -142,10 +150,9 @@ def hand_back_check(hand_back: bool, control: Control, now: float, where: str = 
     held = "" if not control.listening else (
         ", and a controller before it still listens: a hand-back in progress" if control.listening[-1] is not False
         else ", every controller before it refused a connection")
-    age = now - control.beat_at
-    return Check("hand-back", OK, f"the heartbeat is controller {control.writer}'s, written {age:.0f} s ago{held}"
-                 f" (read before each look that may say absent, which waits until its writer has been in control"
-                 f" for {control.held_for:.0f} s)")
+    return Check("hand-back", OK, f"the heartbeat is controller {control.writer}'s{held} (looked at before each"
+                 f" lookup that may say absent, which waits until two heartbeats are seen written after the end and"
+                 f" their writer has been in control for {control.held_for:.0f} s since, on this host's boot clock)")
 
 
 def _account_name(uid: int) -> str:

@@ -53,32 +53,34 @@ names one controller is known to have none.
 Rule 6, no request held back (``may_be_held``): the bound of Rule 5 counts from the client's end,
 but a restarted primary takes control only after its own start-up and the backup's relinquish,
 which under load took longer (docs/contract.md §13.6).  So where a hand-back can happen, what an
-operation ended at ``end`` may still do is read from the controllers themselves, before the lookup
-that is to show its effect absent (``Control``, read by ``lookups.saves.read_control``): the
-controller in control writes ``<StateSaveLocation>/heartbeat`` (its time and its index among the
-SlurmctldHost lines, two big-endian 64-bit integers, ``heartbeat``; every MIN(SlurmctldTimeout/4,
-30) s, from the moment it runs as the one in control: src/slurmctld/heartbeat.c 24.11: 70-147, started in
+operation may still do after its end is read from the controllers themselves, before the lookup
+that is to show its effect absent (``Control``, taken by ``run.settling.controls``): the controller
+in control writes ``<StateSaveLocation>/heartbeat`` (its time and its index among the SlurmctldHost
+lines, two big-endian 64-bit integers, ``heartbeat``; every MIN(SlurmctldTimeout/4, 30) s, and at
+once when it takes control: src/slurmctld/heartbeat.c 24.11: 70-147, started in
 src/slurmctld/controller.c 24.11: 927-940, after the lock its queued requests wait on is released),
-and a restarted primary holds requests on a socket it already listens on.  No request sent before
-``end`` can still be held back when a heartbeat written after ``end`` (Rule 2's margin) is there
-and every controller listed before its writer is known not to listen (a connection refused): the
-writer took control after ``end`` (the primary: with the requests queued on it), and no controller
-that could take control from it holds a socket with requests on it.  Anything else (no heartbeat,
-an older one, a controller before the writer that listens or cannot be reached) may hold one back:
-``absent`` is not read yet, and no object is cleared.
+each a new file renamed into place, and a restarted primary holds requests on a socket it already
+listens on.  No request sent before the end can still be held back once a heartbeat written after
+the end was seen (looks at the heartbeat, as Rule 2's at job_state: after the end's anchor, a look
+and then one that saw another file, ``Control.beats``) and every controller listed before its
+writer is known not to listen (a connection refused): the writer took control after the end (the
+primary: with the requests queued on it), and no controller that could take control from it holds a
+socket with requests on it.  Anything else (no such heartbeat seen, a controller before the writer
+that listens or cannot be reached) may hold one back: ``absent`` is not read yet, and no object is
+cleared.  The heartbeat's own time is never read: it is slurmctld's clock.
 
-Rule 7, in charge long enough (``may_be_held``, ``remember``): a heartbeat proves its writer in
-control, not that it has worked through the requests that waited on its socket: in CI (24.11.5,
-under load) a lookup made after the restarted primary's first heartbeat still showed the job
-without the requeue that had waited on its socket, applied later.  So ``absent`` also waits until
-the writer has been in control for longer than such a request could have waited
-(``CONTROL_TIMEOUT`` plus slurm.conf's MessageTimeout, ``held_for``; docs/contract.md §13.6): the
-heartbeats of one writer are remembered (``Control.seen``), and a request sent before ``end`` is
-no longer held back once one of them was written after ``end`` (Rule 2's margin) and the heartbeat
-read now is at least ``held_for`` later.  The writer was in control at that earlier heartbeat,
-after ``end``, so whatever waited on its socket from before ``end`` has had ``held_for`` to be
-applied; a controller restarted since then listened only after ``end``, so holds nothing sent
-before it.  A writer that changes starts the memory again.
+Rule 7, in charge long enough (``may_be_held``): a heartbeat proves its writer in control, not that
+it has worked through the requests that waited on its socket: in CI (24.11.5, under load) a lookup
+made after the restarted primary's first heartbeat still showed the job without the requeue that
+had waited on its socket, applied later.  So ``absent`` also waits until the writer has been in
+control for longer than such a request could have waited (``CONTROL_TIMEOUT`` plus slurm.conf's
+MessageTimeout, ``held_for``; docs/contract.md §13.6): measured on this host's boot clock (which
+never steps and counts a suspend) between the look that first saw a heartbeat written after the end
+and the look taken now, by one observer (one host, one boot), every heartbeat seen between them the
+same writer's.  The writer was in control when it wrote that heartbeat, after the end and before
+that look, so whatever waited on its socket from before the end has had at least ``held_for`` to be
+applied; a controller restarted since then listened only after the end, so holds nothing sent
+before it.  A writer that changes starts the wait again.
 
 Rule 8, gone is saved too (docs/contract.md §13.8): a job's purge is a change slurmctld saves late
 like any other, so a lookup that says "gone" clears an object, or settles an operation ``gone``,
@@ -97,15 +99,11 @@ from .slurmconf import SlurmConf
 # 26.05: src/slurmctld/job_mgr.c, "write header: version, time").
 JOB_STATE_VERSION = b"PROTOCOL_VERSION"
 HEADER_BYTES = 4 + len(JOB_STATE_VERSION) + 1 + 2 + 8  # what ``save_started`` needs of the file
-# Seconds the ledger's clock and the controller's may differ (Rule 2).
-CLOCK_MARGIN = 1.0
 # slurmctld's CONTROL_TIMEOUT (src/slurmctld/slurmctld.h) and MessageTimeout's default
 # (src/common/read_config.h): together, how long a request may wait on a controller's socket (Rule 7).
 CONTROL_TIMEOUT = 30
 DEFAULT_MESSAGE_TIMEOUT = 10
 HELD_FOR = float(CONTROL_TIMEOUT + DEFAULT_MESSAGE_TIMEOUT)
-# Heartbeats one writer's memory keeps (Rule 7): the oldest go first, which only delays a verdict.
-SEEN_KEPT = 64
 # Seconds an operation's history row is read again after it began, whatever it showed (Rule 4):
 # far longer than the transaction that writes a row, so every lower id has committed by then.
 MARK_GUARD = 60.0
@@ -169,12 +167,6 @@ def save_started(header: bytes) -> Optional[int]:
     return started if started > 0 else None
 
 
-def began_after(started: Optional[int], instant: float, margin: float = CLOCK_MARGIN) -> bool:
-    """Rule 2: whether a save that began at ``started`` (whole seconds, None: unknown) surely began
-    after ``instant`` (seconds, on a clock within ``margin`` of the controller's)."""
-    return started is not None and started > instant + margin
-
-
 def next_mark(mark: int, read: Sequence[Tuple[int, float, bool]], now: float, guard: float = MARK_GUARD) -> int:
     """Rule 4: the lowest history id the next sweep reads again, given ``mark`` (this sweep's) and
     the rows it read from there in id order, each ``(id, started_at, done)``: the first one not
@@ -202,60 +194,63 @@ def may_hand_back(conf: Optional[SlurmConf]) -> bool:
     return conf.last("ControlMachine") is None or conf.last("BackupController") is not None
 
 
-class Control(NamedTuple):
-    """Rule 6: what was read of the controllers, before a lookup: the heartbeat's time (whole
-    seconds, the writer's clock; None: no heartbeat could be read) and its writer's index among
-    the SlurmctldHost lines, and for each controller listed before the writer, whether it listens
-    (True), refused the connection (False) or could not be told (None).  Rule 7: the heartbeats of
-    the same writer read before, oldest first (``remember``), and how long a request may wait on a
-    controller's socket (``held_for``, seconds)."""
+class Beat(NamedTuple):
+    """Rule 6: one look at the heartbeat kept in the ledger: its place among the looks, which file
+    it saw (``seen``), that file's writer (its index among the SlurmctldHost lines), and this
+    host's boot clock when it was taken (``at``, seconds; Rule 7)."""
 
-    beat_at: Optional[int]
+    place: int
+    seen: str
+    writer: int
+    at: float
+
+
+class Control(NamedTuple):
+    """Rules 6 and 7: what was read of the controllers before a lookup: the writer of the heartbeat
+    there now (None: none could be read), for each controller listed before it whether it listens
+    (True), refused the connection (False) or could not be told (None), this observer's looks at the
+    heartbeat kept in the ledger, oldest first (``beats``), how long a request may wait on a
+    controller's socket (``held_for``, seconds), and this host's boot clock at the look just taken
+    (``now``)."""
+
     writer: Optional[int]
     listening: Tuple[Optional[bool], ...] = ()
-    seen: Tuple[int, ...] = ()
+    beats: Tuple[Beat, ...] = ()
     held_for: float = HELD_FOR
+    now: Optional[float] = None  # this host's boot clock when the heartbeat was looked at (Rule 7)
 
 
 # Nothing read: every request may still be held back.
-UNREAD = Control(None, None)
+UNREAD = Control(None)
 HEARTBEAT_BYTES = 16  # two big-endian 64-bit integers: time, writer's index
 
 
 def heartbeat(data: bytes) -> Optional[Tuple[int, int]]:
     """Rule 6: ``(time, writer's index)`` of a heartbeat file's bytes, or None when they are not
-    one (cut short, a time of 0)."""
+    one (cut short, a time of 0).  The time is shown, never compared."""
     if not isinstance(data, (bytes, bytearray)) or len(data) != HEARTBEAT_BYTES:
         return None
     at, writer = int.from_bytes(data[:8], "big"), int.from_bytes(data[8:], "big")
     return (at, writer) if at > 0 else None
 
 
-def may_be_held(control: Control, end: float, margin: float = CLOCK_MARGIN) -> bool:
-    """Rule 6: whether a request sent before ``end`` (the ledger's clock, within ``margin`` of the
-    controllers') may still be held back by a controller, from what ``control`` read."""
-    if control.beat_at is None or control.writer is None or not began_after(control.beat_at, end, margin):
+def may_be_held(control: Control, mark: Optional[int]) -> bool:
+    """Rules 6 and 7: whether a request sent before an operation's end (anchored at ``mark``, where
+    the looks stood once it was over; None: no anchor yet) may still be held back by a controller,
+    from what ``control`` read."""
+    if control.writer is None or mark is None or not control.beats:
         return True
     before = control.listening[:control.writer]
     # Every controller before the writer asked, and each refused the connection.
     if len(before) < control.writer or any(listens is not False for listens in before):
         return True
-    # Rule 7: in control since a heartbeat after the end, for at least ``held_for``.
-    since = min((b for b in control.seen if began_after(b, end, margin)), default=None)
-    return since is None or control.beat_at - since < control.held_for
-
-
-def remember(seen: Tuple[int, ...], same_writer: bool, beat_at: int, spacing: float,
-             kept: int = SEEN_KEPT) -> Tuple[int, ...]:
-    """Rule 7: the heartbeats to remember once ``beat_at`` is read, given those remembered before
-    (``seen``, of the writer read then; ``same_writer``: whether it wrote this one too): a new
-    writer starts again; a heartbeat is kept when it is at least ``spacing`` s after the newest kept
-    (an older one read again adds nothing), and at most ``kept`` of them, the oldest dropped."""
-    if not same_writer or not seen:
-        return (beat_at,)
-    if beat_at < seen[-1] + spacing:
-        return seen
-    return (*seen, beat_at)[-kept:]
+    after = [b for b in control.beats if b.place > mark]
+    # The first heartbeat seen written after the end: a look after the anchor that saw another file
+    # than the look before it (which was after the anchor too).
+    written = next((i for i in range(1, len(after)) if after[i].seen != after[i - 1].seen), None)
+    if written is None or any(b.writer != control.writer for b in after[written:]):
+        return True
+    return control.now is None or control.now - after[written].at < control.held_for
 
 
 def held_for(conf: Optional[SlurmConf]) -> float:

@@ -381,6 +381,7 @@ def settle_operation(
     settle_delay: float = DEFAULT_SETTLE_DELAY,
     hand_back: bool = False,
     control: Control = UNREAD,
+    mark: Optional[int] = None,
 ) -> Optional[Settled]:
     """The verdict to record on ``operation`` from one lookup of its job, or None: not now.
 
@@ -391,7 +392,7 @@ def settle_operation(
     once, its lookup's values checked once (tests/core/test_settle_operation.py).
     """
     return OneLookup(looked_at, no_ends_by_bound=no_ends_by_bound, settle_delay=settle_delay,
-                     hand_back=hand_back, control=control).settle(operation, later, looked)
+                     hand_back=hand_back, control=control).settle(operation, later, looked, mark)
 
 
 class OneLookup:
@@ -456,8 +457,11 @@ class OneLookup:
             out.append(ok)
         return out
 
-    def settle(self, operation: Recorded, later: Sequence[Recorded], looked: Looked) -> Optional[Settled]:
-        """``settle_operation(operation, later, looked, ...)`` with this lookup's values."""
+    def settle(
+        self, operation: Recorded, later: Sequence[Recorded], looked: Looked, mark: Optional[int] = None
+    ) -> Optional[Settled]:
+        """``settle_operation(operation, later, looked, ...)`` with this lookup's values; ``mark``:
+        where the looks stood once the operation was over (``core.durable`` Rule 6; None: not known)."""
         if not isinstance(operation, Recorded):
             raise InvalidInput(f"operation must be a Recorded, not {described(operation)}")
         op = _op(operation.op)
@@ -500,7 +504,7 @@ class OneLookup:
             found = _checked_verdict(op, looked, record, base, since_end, delay)
             if found is None:
                 return None
-            if found is Verdict.ABSENT and self.hand_back and may_be_held(self.control, end):
+            if found is Verdict.ABSENT and self.hand_back and may_be_held(self.control, mark):
                 return None  # Rule 14: a controller may still hold its request back
             return Settled(found, _lost(operation, found, _detail(op, found, record, operation.baseline, at - end)),
                            at, record)

@@ -18,7 +18,7 @@ import errno
 import os
 import stat
 import threading
-from typing import Callable, NamedTuple, TypeVar, Union
+from typing import Callable, NamedTuple, Tuple, TypeVar, Union
 
 # Seconds a read of one outside file gets at most when its caller has no shorter deadline: a
 # local file answers in microseconds, a healthy NFS server in milliseconds.
@@ -113,6 +113,25 @@ def read_regular(path: str, limit: int, timeout: float = FILE_TIMEOUT, *, head: 
             if size > limit:  # never with ``head``
                 return NotRead(path, f"longer than {limit} bytes: refused")
             return b"".join(chunks)
+        finally:
+            os.close(fd)
+
+    return within(timeout, work, path)
+
+
+def read_identified(path: str, limit: int, timeout: float = FILE_TIMEOUT) -> Union[Tuple[bytes, Identity], NotRead]:
+    """``read_regular``'s bytes with the ``Identity`` of the file they were read from (one open)."""
+
+    def work() -> Union[Tuple[bytes, Identity], NotRead]:
+        fd = os.open(path, _FLAGS)
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                return NotRead(path, f"{kind(st.st_mode)}, not a regular file: refused")
+            data = os.read(fd, limit + 1)
+            if len(data) > limit:
+                return NotRead(path, f"longer than {limit} bytes: refused")
+            return data, Identity(st.st_ino, st.st_mtime_ns, st.st_size)
         finally:
             os.close(fd)
 

@@ -179,6 +179,10 @@ class LedgerStore(Protocol):
 
     def look_at_saves(self, observer: str, look: Callable[[], Optional[str]]) -> Looks: ...
 
+    def look_at_heartbeat(
+        self, observer: str, look: Callable[[], Optional[Tuple[str, float]]]
+    ) -> Tuple[Tuple[int, str, float], ...]: ...
+
     def marks(self, job_ids: Sequence[str]) -> Dict[str, Marks]: ...
 
     def anchors(

@@ -242,6 +242,7 @@ MIGRATIONS: Tuple[Tuple[str, ...], ...] = (
             seq BIGINT UNSIGNED NOT NULL AUTO_INCREMENT PRIMARY KEY,
             observer VARCHAR(512) NOT NULL,
             seen VARCHAR(512) NOT NULL,
+            at_boot DOUBLE NULL,
             KEY looks_observer (observer, seq)
         ) {_TABLE}""",
         f"""CREATE TABLE IF NOT EXISTS op_looks (

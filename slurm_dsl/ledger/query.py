@@ -103,8 +103,8 @@ OBJECT_OF = ledger_rows.SELECT_OBJECTS + " WHERE job_id = ?"  # ``get``
 # The looks at slurmctld's saves (schema 5, core.durable Rules 1, 2, 8), and the marks they anchor.
 LAST_PLACE = "SELECT coalesce(max(seq), 0) FROM looks"
 LAST_LOOK = "SELECT seen FROM looks WHERE observer = ? ORDER BY seq DESC LIMIT 1"
-ADD_LOOK = "INSERT INTO looks (observer, seen) VALUES (?, ?)"
-LOOKS_OF = "SELECT seq, seen FROM looks WHERE observer = ? ORDER BY seq DESC LIMIT ?"
+ADD_LOOK = "INSERT INTO looks (observer, seen, at_boot) VALUES (?, ?, ?)"
+LOOKS_OF = "SELECT seq, seen, at_boot FROM looks WHERE observer = ? ORDER BY seq DESC LIMIT ?"
 DROP_LOOKS = "DELETE FROM looks WHERE observer = ? AND seq < ?"
 WRITE_QUIET = "UPDATE objects SET quiet_at = ?, quiet_mark = ?, quiet_look = ? WHERE job_id = ?"
 MARKS_OF = (  # an IN list follows

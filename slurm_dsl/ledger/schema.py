@@ -169,6 +169,8 @@ LOOKS = Table("looks", (
     Column("seq", "INTEGER PRIMARY KEY AUTOINCREMENT", "BIGINT UNSIGNED NOT NULL AUTO_INCREMENT PRIMARY KEY"),
     Column("observer", "TEXT NOT NULL", "VARCHAR(512) NOT NULL"),
     Column("seen", "TEXT NOT NULL", "VARCHAR(512) NOT NULL"),
+    # This host's boot clock when it was taken (a heartbeat's: core.durable Rule 7; NULL: job_state's).
+    Column("at_boot", "REAL", "DOUBLE NULL"),
 ), keys=("KEY looks_observer (observer, seq)",))
 
 # Where the looks stood when an operation was over, and its own look then (core.durable Rule 4):

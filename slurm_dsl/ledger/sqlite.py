@@ -221,7 +221,8 @@ MIGRATIONS: Tuple[Tuple[str, ...], ...] = (
         """CREATE TABLE looks (
             seq INTEGER PRIMARY KEY AUTOINCREMENT,
             observer TEXT NOT NULL,
-            seen TEXT NOT NULL
+            seen TEXT NOT NULL,
+            at_boot REAL
         )""",
         _LOOKS_INDEX,
         """CREATE TABLE op_looks (

@@ -253,14 +253,32 @@ class SqlStore(query.SqlQueries):
         kept ones, and what this one saw."""
         with self._atomic("look at saves") as cur:
             seen = look()
-            last = self._run(cur, self._locked(query.LAST_LOOK), (observer,)).fetchone()
-            if seen is not None and (last is None or str(last[0]) != seen):
-                self._run(cur, query.ADD_LOOK, (observer, seen))
-            chain = [(int(place), str(text)) for place, text in
-                     self._run(cur, query.LOOKS_OF, (observer, LOOKS_KEPT)).fetchall()][::-1]
-            if len(chain) == LOOKS_KEPT:
-                self._run(cur, query.DROP_LOOKS, (observer, chain[0][0]))
-            return Looks(self._last_place(cur), tuple(chain), seen)
+            chain = self._look(cur, observer, seen, None)
+            return Looks(self._last_place(cur), tuple((place, text) for place, text, _ in chain), seen)
+
+    def look_at_heartbeat(
+        self, observer: str, look: Callable[[], Optional[Tuple[str, float]]]
+    ) -> Tuple[Tuple[int, str, float], ...]:
+        """``look_at_saves`` for slurmctld's heartbeat (core.durable Rules 6 and 7): ``look()``
+        gives what it sees and this host's boot clock then; ``observer``'s kept looks, oldest first,
+        each ``(place, seen, boot clock)``."""
+        with self._atomic("look at the heartbeat") as cur:
+            found = look()
+            chain = self._look(cur, observer, None if found is None else found[0], None if found is None else found[1])
+            return tuple((place, text, float(at)) for place, text, at in chain if at is not None)
+
+    def _look(self, cur: query.Cursor, observer: str, seen: Optional[str],
+              at: Optional[float]) -> List[Tuple[int, str, Optional[float]]]:
+        """Keep one look (``seen``; None: nothing) when it saw another file than ``observer``'s last
+        kept one; ``observer``'s last ``LOOKS_KEPT``, oldest first."""
+        last = self._run(cur, self._locked(query.LAST_LOOK), (observer,)).fetchone()
+        if seen is not None and (last is None or str(last[0]) != seen):
+            self._run(cur, query.ADD_LOOK, (observer, seen, at))
+        chain = [(int(place), str(text), None if when is None else float(when)) for place, text, when in
+                 self._run(cur, query.LOOKS_OF, (observer, LOOKS_KEPT)).fetchall()][::-1]
+        if len(chain) == LOOKS_KEPT:
+            self._run(cur, query.DROP_LOOKS, (observer, chain[0][0]))
+        return chain
 
     def marks(self, job_ids: Sequence[str]) -> Dict[str, Marks]:
         """Each object's ``Marks``; a job without an object is absent.  Reads only.  Objects with

@@ -16,13 +16,12 @@ from __future__ import annotations
 
 import os
 import socket
-from typing import List, Mapping, NamedTuple, Optional, Union
+from typing import List, Mapping, NamedTuple, Optional, Tuple, Union
 
 from ..core.durable import (
     HEADER_BYTES,
     HEARTBEAT_BYTES,
-    UNREAD,
-    Control,
+    HELD_FOR,
     controllers,
     heartbeat,
     held_for,
@@ -30,7 +29,7 @@ from ..core.durable import (
     save_started,
 )
 from ..core.slurmconf import SlurmConf, Unreadable, read
-from ..host.files import FILE_TIMEOUT, Identity, NotRead, identity, read_regular
+from ..host.files import FILE_TIMEOUT, Identity, NotRead, identity, read_identified, read_regular
 
 STATE_ENV = "SLURM_DSL_STATE_SAVE_LOCATION"
 DEFAULT_SLURM_CONF = "/etc/slurm/slurm.conf"
@@ -96,30 +95,40 @@ def listens(address: str, port: int, timeout: float = PROBE_TIMEOUT) -> Optional
         return None
 
 
-def read_control(environ: Optional[Mapping[str, str]] = None, location: Optional[str] = None,
-                 conf: Optional[SlurmConf] = None) -> Control:
-    """What ``core.durable`` Rule 6 reads of the controllers, now, before a lookup: the heartbeat
-    in ``location`` (default: ``state_save_location()``), then whether each controller slurm.conf
-    lists before its writer listens, and how long a request may wait on a controller's socket
-    (slurm.conf's MessageTimeout, Rule 7).  ``UNREAD`` (all may hold a request back) when slurm.conf
-    or the heartbeat cannot be read.  No heartbeat read before is in it (``Control.seen``: the
-    caller remembers them)."""
+class Controllers(NamedTuple):
+    """What ``core.durable`` Rules 6 and 7 read of the controllers now, before a lookup: which
+    heartbeat file is there (``beat``: its identity and writer, ``identity#writer``; None: none
+    could be read), its writer's index, for each controller slurm.conf lists before the writer
+    whether it listens, and how long a request may wait on a controller's socket (``held_for``)."""
+
+    beat: Optional[str]
+    writer: Optional[int]
+    listening: Tuple[Optional[bool], ...] = ()
+    held_for: float = HELD_FOR
+
+
+def read_controllers(environ: Optional[Mapping[str, str]] = None, location: Optional[str] = None,
+                     conf: Optional[SlurmConf] = None) -> Controllers:
+    """The heartbeat in ``location`` (default: ``state_save_location()``), then whether each
+    controller slurm.conf lists before its writer listens (a connection opened and closed), and
+    slurm.conf's MessageTimeout; nothing (``beat`` None) when slurm.conf or the heartbeat cannot be
+    read."""
     conf = slurm_conf(environ) if conf is None else conf
     listed = controllers(conf)
     where = location or state_save_location(environ, conf)
     if where is None or listed is None:
-        return UNREAD
-    data = read_regular(os.path.join(where, "heartbeat"), HEARTBEAT_BYTES)
-    found = None if isinstance(data, NotRead) else heartbeat(data)
-    if found is None or found[1] >= len(listed):
-        return UNREAD
-    at, writer = found
+        return Controllers(None, None)
+    read = read_identified(os.path.join(where, "heartbeat"), HEARTBEAT_BYTES)
+    found = None if isinstance(read, NotRead) else heartbeat(read[0])
+    if isinstance(read, NotRead) or found is None or found[1] >= len(listed):
+        return Controllers(None, None)
+    writer = found[1]
     asked: List[Optional[bool]] = []
     for address, port in listed[:writer]:
         asked.append(listens(address, port))
         if asked[-1] is not False:
             break  # one that may hold a request is enough: the rest are not asked
-    return Control(at, writer, tuple(asked), held_for=held_for(conf))
+    return Controllers(f"{read[1]}#{writer}", writer, tuple(asked), held_for(conf))
 
 
 class Seen(NamedTuple):

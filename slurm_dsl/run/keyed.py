@@ -174,7 +174,7 @@ class _Run:
         ledger-clock time it started, and the controllers as read before it (``settling.controls``,
         core.settle Rule 14)."""
         self.watch.look()  # before the lookup (core.durable Rules 3 and 8)
-        control = settling.controls(self.ledger)
+        control = settling.controls(self.ledger, self.watch.at)
         looked_at = self.ledger.now()
         if self.left() <= 0:
             return None, looked_at, control
@@ -215,7 +215,7 @@ class _Run:
             return out
         answers, looked_at, control = self.look(list(dict.fromkeys(e.job_id for e in (*todo, *acknowledged))))
         try:
-            decided = settling.decide(self.ledger, todo, answers, looked_at, self.delay, control)
+            decided = settling.decide(self.ledger, todo, answers, looked_at, self.delay, control, anchor=self.watch)
             again = settling.recheck(self.ledger, acknowledged, answers, looked_at, self.delay)
             for d in again:
                 out[d.entry.id] = None if d.settled is None else d.settled.verdict

@@ -34,6 +34,12 @@ def boot_id() -> str:
     return _boot["id"]
 
 
+def boot_clock() -> float:
+    """This host's boot clock (CLOCK_BOOTTIME: it never steps and counts a suspend), compared only
+    with looks of the same observer: one host, one boot (core.durable Rule 7)."""
+    return time.clock_gettime(time.CLOCK_BOOTTIME)
+
+
 def observer(location: str) -> str:
     """Who looks: this host in this boot at ``location`` (its name, a digest of the path)."""
     where = hashlib.sha256(os.fsencode(location)).hexdigest()[:12]

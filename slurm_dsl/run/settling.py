@@ -27,18 +27,18 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Set, Tuple, Union
 
-from ..core.durable import UNREAD, Control, next_mark, remember
+from ..core.durable import UNREAD, Beat, Control, next_mark
 from ..core.jobinfo import JobInfo, Lookup
-from ..core.model import InvalidInput, LedgerError, LookupFailed, Result, Verdict
+from ..core.model import InvalidInput, LookupFailed, Result, Verdict
 from ..core.script import KILL_GRACE
 from ..core.settle import DEFAULT_SETTLE_DELAY, GONE_DETAIL, OneLookup, Pending, Recorded, Settled, exits_as, looked_up
 from ..ledger.base import LedgerStore, Marks
 from ..ledger.records import HistoryEntry, iso_utc, job_info_json
-from ..lookups.saves import hand_back_possible, read_control, slurm_conf, state_save_location
+from ..lookups.saves import hand_back_possible, read_controllers, slurm_conf, state_save_location
 from ..lookups.sight import trusted
 from .calls import GUARD_MARGIN
 from .deadlines import MAX_TIMEOUT
-from .looks import Watch
+from .looks import Place, Watch, boot_clock, place
 
 log = logging.getLogger("slurm_dsl")
 
@@ -86,55 +86,31 @@ class Decided(NamedTuple):
         }
 
 
-# The heartbeats this process has read (core.durable Rule 7): the writer and its heartbeats kept.
-_seen: Dict[str, Tuple[int, Tuple[int, ...]]] = {}
-SEEN_KEY = "controllers_seen"  # where a sweep's summary keeps them for the next process
-
-
-def controls(ledger: Optional[LedgerStore] = None) -> Optional[Control]:
-    """The controllers as read now, to be read before a lookup whose ``absent`` may be read, or
-    an object cleared (``core.durable`` Rules 6 and 7, ``core.settle`` Rule 14): None where
-    slurm.conf names one controller (no hand-back: nothing to read).  The heartbeats of the same
-    writer read before are in it (``Control.seen``): this process's, and the first time, those the
-    last sweep recorded in ``ledger`` (``seen_by``)."""
+def controls(ledger: LedgerStore, at: Optional[Place] = None, *, keep: bool = True) -> Optional[Control]:
+    """The controllers as read now, to be read before a lookup whose ``absent`` may be read, or an
+    object cleared (``core.durable`` Rules 6 and 7, ``core.settle`` Rule 14): None where slurm.conf
+    names one controller (no hand-back: nothing to read).  The heartbeat is looked at into the
+    ledger (``LedgerStore.look_at_heartbeat``: kept when it is another file than this observer's
+    last), with this host's boot clock, so that ``Control.beats`` holds this observer's looks,
+    whichever process took them; ``keep`` False (a dry run): nothing is kept."""
     conf = slurm_conf()
     if not hand_back_possible(conf=conf):
         return None
-    location = state_save_location(conf=conf)
-    read = read_control(location=location, conf=conf)
-    if location is None or read.beat_at is None or read.writer is None:
-        return read
-    before = _seen.get(location)
-    if before is None and ledger is not None:
-        before = seen_by(ledger)
-    writer, seen = before if before is not None else (read.writer, ())
-    kept = remember(seen, writer == read.writer, read.beat_at, read.held_for / 4)
-    _seen[location] = (read.writer, kept)
-    return read._replace(seen=kept)
+    where = at or place(state_save_location(conf=conf))
+    read = read_controllers(location=where.location, conf=conf) if where.location is not None else None
+    if read is None or read.beat is None or read.writer is None:
+        return UNREAD
+    now = boot_clock()
+    beat = read.beat
+    kept = ledger.look_at_heartbeat(f"{where.observer}/heartbeat", lambda: (beat, now) if keep else None)
+    beats = tuple(Beat(place_, seen, _writer(seen), when) for place_, seen, when in kept)
+    return Control(read.writer, read.listening, beats, read.held_for, now)
 
 
-def seen_by(ledger: LedgerStore) -> Optional[Tuple[int, Tuple[int, ...]]]:
-    """The writer and heartbeats the last sweep recorded (its summary's ``controllers_seen``), or
-    None: none did, or not in that form."""
-    try:
-        last = ledger.last_sweep()
-    except LedgerError as exc:
-        log.warning("could not read the last sweep's controllers from %s: %s", ledger.path, exc)
-        return None
-    found = None if last is None else last.summary.get(SEEN_KEY)
-    if not isinstance(found, dict):
-        return None
-    writer, beats = found.get("writer"), found.get("beats")
-    if type(writer) is not int or not isinstance(beats, list) or not all(type(b) is int for b in beats):
-        return None
-    return writer, tuple(sorted(beats))
-
-
-def seen_now() -> Optional[Dict[str, object]]:
-    """What a sweep's summary keeps of the heartbeats this process read (``SEEN_KEY``), or None."""
-    location = state_save_location()
-    found = None if location is None else _seen.get(location)
-    return None if found is None else {"writer": found[0], "beats": list(found[1])}
+def _writer(seen: str) -> int:
+    """The writer's index kept with a heartbeat's look (``identity#writer``; -1: none)."""
+    writer = seen.rpartition("#")[2]
+    return int(writer) if writer.isdigit() else -1
 
 
 def decide(
@@ -144,10 +120,14 @@ def decide(
     looked_at: float,
     settle_delay: float = DEFAULT_SETTLE_DELAY,
     control: Optional[Control] = UNREAD,
+    *,
+    anchor: Optional[Watch] = None,
 ) -> List[Decided]:
     """Each operation's verdict from one lookup's ``answers`` (None: the lookup could not ask),
     made at ``looked_at``; ``control``: the controllers as read before it (``controls``).
-    Reads the later operations (step 3), writes nothing.  The rules are
+    Reads the later operations (step 3) and, where a hand-back can happen, the marks of the
+    operations' ends (``core.durable`` Rule 6), giving one, with a look of ``anchor``'s, to each
+    that has none (an unfinished one, over now); writes nothing else (nothing, without ``anchor``).  The rules are
     ``core.settle.settle_operation``'s, the lookup's values checked once (``OneLookup``).
 
     Those whose verdict reads no baseline (``OneLookup.gone_at_once``: a gone job, no later
@@ -170,6 +150,7 @@ def decide(
     at_once = one.gone_at_once(plain, answers, later.keys())
     again = [e.id for e, quick in zip(entries, at_once) if not quick and isinstance(e, Pending)]
     whole = ledger.recorded(again) if again else {}
+    marks = _marks(ledger, [e.id for e, quick in zip(entries, at_once) if not quick], anchor) if one.hand_back else {}
     decided, gone = [], one.gone
     for entry, quick in zip(entries, at_once):
         if quick:
@@ -181,7 +162,8 @@ def decide(
             continue
         try:
             looked = looked_up(answers, entry.job_id)
-            settled = one.settle(operation, [recorded(o) for o in later.get(entry.id, ())], looked)
+            settled = one.settle(operation, [recorded(o) for o in later.get(entry.id, ())], looked,
+                                 marks.get(entry.id))
         except InvalidInput as exc:
             # A row the rules refuse (a baseline of another job, a time that is no number) is a
             # ledger's fault, not this sweep's: it stays unsettled, and the journal says why.
@@ -189,6 +171,19 @@ def decide(
             settled = None
         decided.append(Decided(entry, settled))
     return decided
+
+
+def _marks(ledger: LedgerStore, op_ids: Sequence[int], anchor: Optional[Watch]) -> Dict[int, int]:
+    """Where the looks stood once each operation was over (``LedgerStore.op_marks``); one that has
+    none (it never finished, and is over now: it is to settle) gets one now, with ``anchor``'s look."""
+    if not op_ids:
+        return {}
+    found = ledger.op_marks(op_ids)
+    missing = [i for i in op_ids if i not in found]
+    if missing and anchor is not None:
+        ledger.anchor_operations(missing, anchor.own())
+        found.update(ledger.op_marks(missing))
+    return {i: mark for i, (mark, _) in found.items()}
 
 
 def acknowledged_from(ledger: LedgerStore) -> int:
@@ -524,7 +519,7 @@ def settle_rows(
     answers: Optional[Mapping[str, Optional[JobInfo]]] = {}
     watch = Watch(ledger)
     watch.look()  # before the lookup: a gone job's purge is proven saved by looks before it (core.durable Rule 8)
-    control = controls(ledger) if todo else None  # before the lookup (core.settle Rule 14)
+    control = controls(ledger, watch.at) if todo else None  # before the lookup (core.settle Rule 14)
     looked_at = ledger.now()
     if asked:
         try:
@@ -537,7 +532,7 @@ def settle_rows(
                 report.unseen = blind.gone_note(len(asked) - len(answers))
     found = None if answers is None else dict(answers)
     answers = without(found, confirm_gone(ledger, watch, asked, found, lambda ids: _asked_again(lookup, ids, scontrol)))
-    decided = {d.entry.id: d for d in decide(ledger, todo, answers, looked_at, settle_delay, control)}
+    decided = {d.entry.id: d for d in decide(ledger, todo, answers, looked_at, settle_delay, control, anchor=watch)}
     lost = [d for d in recheck(ledger, acknowledged, answers, looked_at, settle_delay)
             if d.settled is not None and d.settled.verdict in LOST_VERDICTS]
     decided.update((d.entry.id, d) for d in lost)

@@ -48,7 +48,6 @@ import enum
 import functools
 import gc
 import logging
-import math
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, ParamSpec, Sequence, Set, Tuple, TypeVar
@@ -171,8 +170,6 @@ class SweepReport:
     acknowledged: List[settling.Decided] = field(default_factory=list)
     lost_written: int = 0
     acknowledged_from: Optional[int] = None
-    # The heartbeats read of the controller in control, for the next sweep (core.durable Rule 7).
-    controllers_seen: Optional[Dict[str, object]] = None
 
     @property
     def save_error(self) -> Optional[str]:
@@ -204,7 +201,6 @@ class SweepReport:
             **({"lost": len(self.lost)} if self.lost else {}),
             # Only once past the first id: a ledger's summary of a sweep that read none stays as it was.
             **({"acknowledged_from": self.acknowledged_from} if (self.acknowledged_from or 1) > 1 else {}),
-            **({settling.SEEN_KEY: self.controllers_seen} if self.controllers_seen else {}),
         }
 
     @property
@@ -308,10 +304,12 @@ def sweep(
     answers: Optional[Dict[str, Optional[JobInfo]]] = None
     looked_at = 0.0
     try:
-        if leased and not dry_run:
+        if leased and not dry_run and ledger.anchor_quiet(leased, watch.own()):
             # A leased object without a quiet mark: the operation that left it so is over (its lease
-            # lapsed), so a look now is after its last call (Rule 2's anchor).
-            ledger.anchor_quiet(leased, watch.own())
+            # lapsed), so a look now is after its last call (Rule 2's anchor); and saves after it,
+            # within the same wait, prove it.
+            anchors = {a for a in ledger.anchors(leased) if a[0] is not None}
+            watch.wait(lambda: watch.why is not None or all(watch.needed(*a) == 0 for a in anchors), save_wait)
         now = ledger.now()
         unsettled = ledger.to_settle(now, since=now - settling.SINCE_DAYS * settling.DAY, limit=settle_limit)
         mark = settling.acknowledged_from(ledger)
@@ -326,8 +324,7 @@ def sweep(
         report.looks_why = watch.why
         # And the controllers: where a backup may hand back, no absent is read and no object
         # cleared while one may still hold a request back (core.settle Rule 14, core.durable Rule 6).
-        control = settling.controls(ledger)
-        report.controllers_seen = settling.seen_now()
+        control = settling.controls(ledger, watch.at, keep=not dry_run)
         looked_at = ledger.now()  # when the lookup starts: the settle delay counts to here
         if asked:
             try:
@@ -348,7 +345,7 @@ def sweep(
         # The verdicts before the restores: a restore this sweep runs begins after its lookup, so it
         # cannot have changed what the lookup read, but read as a later operation on the flag it
         # would make an earlier unknown restore of the job undecidable for ever.
-        _verdicts(tracker, ledger, unsettled, settled_answers, looked_at, delay, control, report, dry_run)
+        _verdicts(tracker, ledger, unsettled, settled_answers, looked_at, delay, control, report, dry_run, watch)
         _reread(tracker, ledger, again, settled_answers, looked_at, delay, report, dry_run, mark=mark, now=now,
                 watch=watch)
         _settle(tracker, ledger, answers, leased, owner, report, dry_run, restore_timeout, control, watch, hidden)
@@ -397,10 +394,12 @@ def _verdicts(
     control: Optional[Control],
     report: SweepReport,
     dry_run: bool,
+    watch: looks.Watch,
 ) -> None:
     """The unknown operations' verdicts from the lookup's answers (None: it could not ask), written
     unless a dry run; ``control``: the controllers as read before the lookup."""
-    report.verdicts = settling.decide(ledger, unsettled, answers, looked_at, delay, control)
+    report.verdicts = settling.decide(ledger, unsettled, answers, looked_at, delay, control,
+                                      anchor=None if dry_run else watch)
     if not dry_run:
         # Not written: the objects are still settled below; the next sweep finds these again.
         report.verdicts_written = _written(tracker, ledger, report.verdicts, "the verdicts") or 0
@@ -548,7 +547,7 @@ def _unsaved(
             purge = watch.needed(found.gone, found.gone_look)
             out[job] = (f"its job is gone, but its purge is not yet known saved ({purge} more of slurmctld's saves to"
                         " see): kept until it is")
-        elif control is not None and may_be_held(control, found.quiet_at if found.quiet_at is not None else math.inf):
+        elif control is not None and may_be_held(control, found.quiet):
             out[job] = held
     return out
 

@@ -30,7 +30,7 @@ from slurm_dsl.core.model import Op, Outcome, Result
 from slurm_dsl.ledger.choose import open_ledger
 from tests.accounts import python_for, readable_package
 from tests.cli_run import cli, cli_process
-from tests.fakes import calls_made, write_fake, write_fake_squeue
+from tests.fakes import calls_made, write_fake, write_fake_squeue, write_job_state
 from tests.ledger_backends import MariaDbServer
 
 REPO = Path(__file__).resolve().parents[2]
@@ -211,6 +211,11 @@ def test_the_documented_mariadb_layout_serves_root_the_units_account_and_ledger_
     top = slurms_directory.parent
     python = python_for(entry.pw_name)
     env = {**os.environ, "PYTHONPATH": str(readable_package(top, "pymysql"))}
+    # slurmctld's StateSaveLocation, one the account can look into, as the SlurmUser can its own.
+    state = top / "statesave"
+    state.mkdir(mode=0o755)
+    write_job_state(state, int(time.time()))
+    env["SLURM_DSL_STATE_SAVE_LOCATION"] = str(state)
     for name in ("SLURM_DSL_LEDGER", "SLURM_DSL_SQUEUE", "SLURM_DSL_SCONTROL"):
         env.pop(name, None)
     fake = write_fake(top / "bin", {}, default="case $1 in ping) echo 'Slurmctld(primary) at vm is UP' ;; esac")

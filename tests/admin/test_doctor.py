@@ -17,6 +17,7 @@ import slurm_dsl.ledger.mariadb as mariadb_module
 from slurm_dsl.admin.cli import main
 from slurm_dsl.admin.doctor import (
     CLOCK_WARN,
+    NOTHING_READ,
     Check,
     Units,
     caller_check,
@@ -25,10 +26,10 @@ from slurm_dsl.admin.doctor import (
     sqlite_check,
     sweep_check,
 )
-from slurm_dsl.core.durable import UNREAD, Control
 from slurm_dsl.core.model import Op
 from slurm_dsl.ledger.choose import open_ledger
 from slurm_dsl.ledger.schema import CURRENT
+from slurm_dsl.lookups.saves import Controllers
 from slurm_dsl.lookups.sight import parse_config
 from tests.cli_run import cli
 from tests.fakes import write_fake, write_fake_squeue
@@ -550,15 +551,15 @@ def test_the_sweep_check_says_whether_a_sweep_falls_back_to_squeue(
 
 
 def test_the_hand_back_check_says_whether_absent_can_be_read() -> None:
-    one = hand_back_check(False, UNREAD, 1000.0)
+    one = hand_back_check(False, NOTHING_READ)
     assert one.status == "ok" and "one controller" in one.detail
-    blind = hand_back_check(True, UNREAD, 1000.0)
+    blind = hand_back_check(True, NOTHING_READ)
     assert blind.status == "warn" and "no unknown operation will be read absent" in blind.detail
-    primary = hand_back_check(True, Control(990, 0), 1000.0)
-    assert primary.status == "ok" and "controller 0's, written 10 s ago" in primary.detail
+    primary = hand_back_check(True, Controllers("1:2:16#0", 0))
+    assert primary.status == "ok" and "controller 0's" in primary.detail and "ago" not in primary.detail
     assert "in control for 40 s" in primary.detail
-    assert "in control for 33 s" in hand_back_check(True, Control(990, 0, held_for=33.0), 1000.0).detail
-    handing = hand_back_check(True, Control(999, 1, (True,)), 1000.0)
+    assert "in control for 33 s" in hand_back_check(True, Controllers("1:2:16#0", 0, held_for=33.0)).detail
+    handing = hand_back_check(True, Controllers("1:2:16#1", 1, (True,)))
     assert handing.status == "ok" and "a hand-back in progress" in handing.detail
-    down = hand_back_check(True, Control(999, 1, (False,)), 1000.0)
+    down = hand_back_check(True, Controllers("1:2:16#1", 1, (False,)))
     assert "refused" in down.detail

@@ -12,13 +12,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from slurm_dsl.core.durable import (
-    CLOCK_MARGIN,
     HEADER_BYTES,
     MARK_GUARD,
     UNREAD,
+    Beat,
     Control,
     Look,
-    began_after,
     controllers,
     heartbeat,
     held_for,
@@ -26,7 +25,6 @@ from slurm_dsl.core.durable import (
     may_be_held,
     may_hand_back,
     next_mark,
-    remember,
     save_started,
 )
 from slurm_dsl.core.slurmconf import SlurmConf, Unreadable, read
@@ -80,20 +78,6 @@ def test_any_bytes_read_as_the_naive_reading_or_nothing(data: bytes) -> None:
 ])
 def test_what_is_not_a_header_proves_nothing(data: bytes) -> None:
     assert save_started(data) is None
-
-
-@given(st.one_of(st.none(), st.integers(0, 2**40)), st.floats(0, 2**40, allow_nan=False))
-def test_a_save_began_after_an_instant_only_past_the_margin(started: Optional[int], instant: float) -> None:
-    # §13.2 rule 2: whole seconds on the controller's clock, the instant on one within a second of it.
-    want = started is not None and started - CLOCK_MARGIN > instant
-    assert began_after(started, instant) is want
-
-
-def test_a_save_in_the_same_second_proves_nothing() -> None:
-    ack = 1796381241.3  # acknowledged at .3; the cold save right after it began in that second
-    assert not began_after(1796381241, ack)
-    assert not began_after(1796381242, ack)  # a second later is within the clocks' margin
-    assert began_after(1796381243, ack)
 
 
 NOW = 10_000.0
@@ -192,32 +176,12 @@ def test_may_hand_back_is_the_naive_reading(lines: List[str]) -> None:
 
 
 # Rule 6, from docs/contract.md §13.6's words: the heartbeat is two big-endian 64-bit integers, the
-# time and the index of its writer among the SlurmctldHost lines.  Nothing sent before an instant
-# can still be held back when a heartbeat written after it (past the margin) was read and every
-# controller listed before its writer refused a connection; anything else may hold one back.
+# time and the index of its writer among the SlurmctldHost lines.
 def naive_beat(data: bytes) -> Optional[tuple]:  # type: ignore[type-arg]
     if len(data) != 16:
         return None
     at, writer = struct.unpack(">QQ", data)
     return None if at == 0 else (at, writer)
-
-
-# Rule 7, from the same section: and the writer has been in control for longer than a request
-# may wait on a socket, shown by a heartbeat of the same writer read before, written after the end,
-# at least ``held_for`` before the one read now.
-def naive_held(beat_at: Optional[int], writer: Optional[int], listening: tuple, end: float,  # type: ignore[type-arg]
-               seen: tuple = (), held_for: float = 40.0) -> bool:  # type: ignore[type-arg]
-    if beat_at is None or writer is None:
-        return True
-    if not beat_at > end + CLOCK_MARGIN:
-        return True  # the writer may have been in control only before the end
-    for index in range(writer):
-        if index >= len(listening) or listening[index] is not False:
-            return True
-    for earlier in seen:
-        if earlier > end + CLOCK_MARGIN and beat_at - earlier >= held_for:
-            return False  # in control after the end, and long enough since
-    return True
 
 
 @given(st.binary(max_size=20) | st.builds(lambda a, b: struct.pack(">QQ", a, b),
@@ -230,53 +194,66 @@ def test_the_pairs_heartbeat() -> None:
     assert heartbeat(struct.pack(">QQ", 1796403593, 1)) == (1796403593, 1)
 
 
-@given(
-    st.one_of(st.none(), st.integers(1, 2000)), st.one_of(st.none(), st.integers(0, 3)),
-    st.lists(st.one_of(st.none(), st.booleans()), max_size=4).map(tuple),
-    st.floats(0, 2000, allow_nan=False),
-    st.lists(st.integers(1, 2000), max_size=5).map(lambda b: tuple(sorted(b))),
-    st.sampled_from([13.0, 40.0, 130.0]),
-)
-def test_may_be_held_is_the_naive_reading(beat_at: Optional[int], writer: Optional[int], listening: tuple,  # type: ignore[type-arg]
-                                          end: float, seen: tuple, held_for: float) -> None:  # type: ignore[type-arg]
-    control = Control(beat_at, writer, listening, seen, held_for)
-    assert may_be_held(control, end) is naive_held(beat_at, writer, listening, end, seen, held_for)
+# Rules 6 and 7, from docs/contract.md §13.6's words: nothing sent before the end can still be held
+# back once a heartbeat written after the end was seen (after the end's anchor, a look, then a look
+# that saw another file) and every controller listed before its writer refused a connection, and
+# that writer has been in control since for at least held_for on this host's boot clock (from the
+# look that first saw that heartbeat to the look taken now), every heartbeat seen since its own.
+# A naive reading, written apart.
+def naive_held(control: Control, mark: Optional[int]) -> bool:
+    if control.writer is None or mark is None:
+        return True
+    for index in range(control.writer):
+        if index >= len(control.listening) or control.listening[index] is not False:
+            return True
+    seen_after = [b for b in sorted(control.beats) if b.place > mark]
+    for i in range(1, len(seen_after)):
+        if seen_after[i].seen == seen_after[i - 1].seen:
+            continue
+        if any(b.writer != control.writer for b in seen_after[i:]):
+            return True
+        return control.now is None or not control.now - seen_after[i].at >= control.held_for
+    return True
 
 
-LONG = (1000,)  # a heartbeat of the same writer read 40 s before the one read now (Rule 7)
+# One observer's looks at the heartbeat, one per place, oldest first.
+BEATS = st.lists(st.tuples(st.integers(1, 40), st.sampled_from("xyz"), st.integers(0, 1), st.floats(0, 200)),
+                 max_size=6).map(lambda rows: tuple(sorted({p: Beat(p, s, w, a) for p, s, w, a in rows}.values())))
+
+
+@given(st.one_of(st.none(), st.integers(0, 1)), st.lists(st.one_of(st.none(), st.booleans()), max_size=2).map(tuple),
+       BEATS, st.one_of(st.none(), st.floats(0, 300)), st.one_of(st.none(), st.integers(0, 40)),
+       st.sampled_from([13.0, 40.0]))
+def test_may_be_held_is_the_naive_reading(writer: Optional[int], listening: tuple, beats: tuple,  # type: ignore[type-arg]
+                                          now: Optional[float], mark: Optional[int], held: float) -> None:
+    control = Control(writer, listening, beats, held, now)
+    assert may_be_held(control, mark) is naive_held(control, mark)
+
+
+# The primary (writer 0) seen writing heartbeats a (place 11, before the end's anchor at 12), b (place
+# 13) and c (place 15, on the boot clock at 100); the heartbeat c was first seen written after the end.
+SEEN = (Beat(11, "a", 0, 10.0), Beat(13, "b", 0, 60.0), Beat(15, "c", 0, 100.0))
+SAME = (*SEEN[:2], Beat(15, "b", 0, 100.0))  # b seen again, not another file
+OTHER = (*SEEN[:2], Beat(15, "c", 1, 100.0))  # c written by the backup (writer 1)
 
 
 @pytest.mark.parametrize(("control", "held"), [
     (UNREAD, True),  # nothing read
-    (Control(1040, 0, (), LONG), False),  # the primary wrote after the end, and has been in control 40 s since
-    (Control(1041, 0, (), LONG), False),
-    (Control(1039, 0, (), LONG), True),  # not yet 40 s: a request that waited on its socket may still come
-    (Control(1040, 0), True),  # no earlier heartbeat of it read: in control since when is not known
-    (Control(1000, 0, (), (1000,)), True),  # its first heartbeat: the CI case, a requeue applied later
-    (Control(1039, 0, (), (999,)), True),  # in the end's second (Rule 2): it may have been in control only before
-    (Control(1040, 0, (), (999, 1000)), False),  # the first one after the end counts
-    (Control(1040, 1, (True,), LONG), True),  # the backup in control, the primary listens: a hand-back
-    (Control(1040, 1, (None,), LONG), True),  # the primary could not be reached: it may
-    (Control(1040, 1, (False,), LONG), False),  # the primary refused: nothing listens there
-    (Control(1040, 1, (), LONG), True),  # the primary was not asked
-    (Control(1040, 2, (False, True), LONG), True),
-    (Control(1040, 2, (False, False), LONG), False),
-    (Control(1013, 0, (), LONG, 13.0), False),  # a shorter wait on a socket (held_for): sooner
+    (Control(0, (), SEEN, 40.0, 140.0), False),  # c written after the end, its writer in control 40 s since
+    (Control(0, (), SEEN, 40.0, 139.0), True),  # not yet 40 s: a request that waited on its socket may still come
+    (Control(0, (), SEEN, 40.0, None), True),  # no boot clock now: cannot tell
+    (Control(0, (), SEEN[:2], 40.0, 500.0), True),  # b alone after the anchor: maybe written before the end
+    (Control(0, (), SAME, 40.0, 500.0), True),  # the same file again
+    (Control(0, (), OTHER, 40.0, 500.0), True),  # another writer now
+    (Control(1, (True,), OTHER, 40.0, 500.0), True),  # the primary listens
+    (Control(1, (None,), OTHER, 40.0, 500.0), True),  # cannot be reached
+    (Control(1, (False,), OTHER, 40.0, 500.0), False),  # it refused
+    (Control(1, (), OTHER, 40.0, 500.0), True),  # the primary not asked
+    (Control(0, (), SEEN, 13.0, 113.0), False),  # a shorter wait on a socket (held_for): sooner
 ])
 def test_a_request_is_held_back_unless_the_controllers_say_it_cannot_be(control: Control, held: bool) -> None:
-    assert may_be_held(control, 998.5) is held
-
-
-@pytest.mark.parametrize(("seen", "same", "beat", "kept"), [
-    ((), True, 100, (100,)),  # the first one read
-    ((100,), False, 200, (200,)),  # another writer: start again
-    ((100,), True, 105, (100,)),  # closer than the spacing: nothing added
-    ((100,), True, 110, (100, 110)),
-    ((100, 110), True, 90, (100, 110)),  # an older one read again adds nothing
-    (tuple(range(0, 640, 10)), True, 640, tuple(range(10, 650, 10))),  # 64 kept, the oldest dropped
-])
-def test_the_heartbeats_remembered(seen: tuple, same: bool, beat: int, kept: tuple) -> None:  # type: ignore[type-arg]
-    assert remember(seen, same, beat, 10.0) == kept
+    assert may_be_held(control, 12) is held
+    assert may_be_held(control, None) is True  # no anchor: nothing is known to be after the end
 
 
 @pytest.mark.parametrize(("text", "seconds"), [

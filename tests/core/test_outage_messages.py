@@ -13,7 +13,7 @@ from typing import Any, Optional, Sequence
 import pytest
 
 from slurm_dsl import Op, Reason, Result, read_outcome
-from slurm_dsl.core.durable import UNREAD, Control
+from slurm_dsl.core.durable import UNREAD, Beat, Control
 from slurm_dsl.core.jobinfo import JobInfo
 from slurm_dsl.core.model import CallOutcome, LookupFailed, Verdict
 from slurm_dsl.core.settle import (
@@ -137,13 +137,21 @@ def test_a_requeue_whose_call_failed_in_a_hand_back_is_not_absent_before_the_bou
 # Rule 14, from docs/contract.md §13.6's words: where a backup may hand back, absent is read only from
 # a lookup before which the controllers were read and no request sent before the end can still be
 # held back; a later operation's record, read without such a reading, cannot say absent.
-# Rule 7 (core.durable): and the writer's heartbeat read before, after the end, is 40 s older.
-SINCE = (int(END) + 5,)
-PRIMARY_AFTER = Control(int(END) + 45, 0, (), SINCE)  # the primary wrote heartbeats after the end: in control
-BACKUP_PRIMARY_LISTENS = Control(int(END) + 45, 1, (True,), SINCE)  # a hand-back in progress
-BACKUP_PRIMARY_DOWN = Control(int(END) + 45, 1, (False,), SINCE)  # the primary refused the connection
-PRIMARY_BEFORE = Control(int(END) - 1, 0, (), (int(END) - 41,))  # the newest heartbeat is from before the end
-PRIMARY_JUST_NOW = Control(int(END) + 30, 0, (), (int(END) + 30,))  # its first heartbeat: it just took control
+# Rules 6 and 7 (core.durable): the operation's end anchored at MARK; two heartbeat files seen after
+# it, the second written after the end, its writer in control 40 s since on the boot clock.
+MARK = 12
+
+
+def beats(writer: int, *at: float) -> tuple:  # type: ignore[type-arg]
+    """Looks at the heartbeat after the anchor, each another file, by ``writer``, at those boot times."""
+    return tuple(Beat(MARK + 1 + n, f"file-{n}", writer, when) for n, when in enumerate(at))
+
+
+PRIMARY_AFTER = Control(0, (), beats(0, 60.0, 100.0), 40.0, 140.0)  # in control 40 s since its heartbeat after the end
+BACKUP_PRIMARY_LISTENS = Control(1, (True,), beats(1, 60.0, 100.0), 40.0, 140.0)  # a hand-back in progress
+BACKUP_PRIMARY_DOWN = Control(1, (False,), beats(1, 60.0, 100.0), 40.0, 140.0)  # the primary refused the connection
+PRIMARY_BEFORE = Control(0, (), (Beat(MARK - 1, "old", 0, 10.0),), 40.0, 140.0)  # nothing seen since the end
+PRIMARY_JUST_NOW = Control(0, (), beats(0, 60.0, 100.0), 40.0, 100.0)  # its heartbeat after the end: just seen
 
 
 @pytest.mark.parametrize("reason", [Reason.UNRECOGNISED_STDERR, Reason.KILLED_BY_SIGNAL, None])
@@ -155,8 +163,8 @@ def test_where_a_backup_may_hand_back_absent_needs_controllers_that_hold_nothing
     reason: Optional[Reason], control: Control, absent: bool
 ) -> None:
     late = END + DEFAULT_SETTLE_DELAY + CONTROL_TIMEOUT + 60.0  # far past every bound
-    found = settle_operation(unknown_hold(reason), [], NOT_HELD, late, no_ends_by_bound=60.0, hand_back=True,
-                             control=control)
+    found = settle_operation(unknown_hold(reason), [], NOT_HELD, late, no_ends_by_bound=60.0,
+                             hand_back=True, control=control, mark=MARK)
     assert (found is not None and found.verdict is Verdict.ABSENT) is absent, found
     if not absent:
         assert found is None  # no verdict yet: look again later
@@ -177,10 +185,10 @@ def test_a_requeue_retried_during_a_slow_hand_back_is_not_absent_until_the_prima
     running = JobInfo(J, "RUNNING", True, 0, 4294901, "None")
     for after in (32.0, 45.0, 300.0):
         assert settle_operation(requeue, [], running, END + after, no_ends_by_bound=60.0, hand_back=True,
-                                control=Control(int(END + after) - 1, 1, (True,))) is None
+                                control=Control(1, (True,), beats(1, 10.0, 20.0), 40.0, after), mark=MARK) is None
     requeued = JobInfo(J, "PENDING", True, 1, 4294901, "BeginTime")  # the primary took control: applied
     found = settle_operation(requeue, [], requeued, END + 46.0, no_ends_by_bound=60.0, hand_back=True,
-                             control=Control(int(END) + 45, 0, (), (int(END) + 45,)))
+                             control=Control(0, (), beats(0, 45.0), 40.0, 46.0), mark=MARK)
     assert found is not None and found.verdict is Verdict.PRESENT
 
 
@@ -191,12 +199,12 @@ def test_a_requeue_is_not_absent_from_the_primarys_first_seconds_in_control() ->
     base = JobInfo(J, "RUNNING", True, 0, 4294901, "None")
     requeue = Recorded(1, J, Op.REQUEUE, Result.UNKNOWN, END - 5.0, finished_at=END, baseline=base,
                        baseline_at=END - 6.0, reason=Reason.CLEAR_FAILED)
-    first = int(END) + 31
-    for beat in (first, first + 10, first + 32):
-        assert settle_operation(requeue, [], base, END + 32.0 + beat - first, no_ends_by_bound=60.0, hand_back=True,
-                                control=Control(beat, 0, (), (first,), 33.0)) is None
+    first = 31.0  # the boot clock when the look first saw its heartbeat written after the end
+    for now in (first, first + 10, first + 32):
+        assert settle_operation(requeue, [], base, END + 32.0 + now - first, no_ends_by_bound=60.0, hand_back=True,
+                                control=Control(0, (), beats(0, 20.0, first), 33.0, now), mark=MARK) is None
     late = settle_operation(requeue, [], base, END + 66.0, no_ends_by_bound=60.0, hand_back=True,
-                            control=Control(first + 33, 0, (), (first,), 33.0))
+                            control=Control(0, (), beats(0, 20.0, first), 33.0, first + 33), mark=MARK)
     assert late is not None and late.verdict is Verdict.ABSENT
 
 

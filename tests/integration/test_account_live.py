@@ -19,7 +19,6 @@ import re
 import shutil
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, NamedTuple
 
@@ -162,8 +161,8 @@ def test_the_slurm_user_operates_sweeps_and_settles_other_users_jobs(slurm: Acco
     assert state(b).requeue == 0
     # Its restore's clear (and the requeue's above) are watched until slurmctld saves them; the
     # sweep after a save, as slurm (job_state is the SlurmUser's), clears them (contract §13.3).
-    lab.saved_after(time.time())
-    swept = as_account(slurm, "sweep", "--json", "--ledger", slurm.ledger, "--lookup", "squeue")
+    with lab.saving():
+        swept = as_account(slurm, "sweep", "--json", "--ledger", slurm.ledger, "--lookup", "squeue")
     assert swept.returncode == 0 and json.loads(swept.stdout.splitlines()[-1])["not_clear"] == 0, swept.stdout
 
     # An unknown hold of e, which is held: settle, as slurm, finds its effect present.

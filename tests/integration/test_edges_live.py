@@ -88,8 +88,8 @@ def test_a_cancelled_job_at_requeue_1_stays_watched_until_its_owner_requeues_it(
         assert lab.job_state(job).requeue == 0  # type: ignore[union-attr]
         assert bit(path, job) is RequeueBit.MAY_BE_SET
         # ... and the one after slurmctld saved that clears the object (docs/contract.md §13.3).
-        lab.saved_after(time.time())
-        report = sweep(tracker, SqueueLookup())
+        with lab.saving():
+            report = sweep(tracker, SqueueLookup())
     assert [(s.job_id, s.done) for s in report.swept] == [(job, Done.CLEARED)]
     assert bit(path, job) is RequeueBit.CLEAR
 
@@ -108,8 +108,7 @@ def test_a_split_pending_task_never_reads_as_gone_beside_its_array(tmp_path: Pat
     info = answer[task]
     assert info is not None and info.requeue and info.array_job_id == array
     assert answer[array] is not None and answer[array].array_tasks == 3  # type: ignore[union-attr]
-    lab.saved_after(time.time())  # the array's Requeue=0 is then known saved (§13.3)
-    with Tracker(path, scontrol="/usr/bin/scontrol") as tracker:
+    with lab.saving(), Tracker(path, scontrol="/usr/bin/scontrol") as tracker:  # Requeue=0 seen saved (§13.3)
         report = sweep(tracker, SqueueLookup(many=many))
     assert {s.job_id: s.done for s in report.swept} == {array: Done.CLEARED, task: Done.RESTORED}
     assert lab.job_state(task).requeue == 0  # type: ignore[union-attr]
@@ -121,8 +120,8 @@ def test_sixty_objects_and_a_split_task_take_the_listing_path(tmp_path: Path) ->
     gone = [str(n) for n in range(4000001, 4000061)]  # ids this lab never reaches
     for job in [array, *gone, task]:
         mark_unknown(path, job)
-    lab.saved_after(time.time())  # a save after the marks: the gone ones clear at once (§13.3)
-    with Tracker(path, scontrol="/usr/bin/scontrol") as tracker:
+    # Saves seen after the marks and after the lookup that says gone: the gone ones clear (§13.2, §13.3).
+    with lab.saving(), Tracker(path, scontrol="/usr/bin/scontrol") as tracker:
         report = sweep(tracker, SqueueLookup())  # 62 ids > 50: one listing of every job
     done = {s.job_id: s.done for s in report.swept}
     assert done[task] is Done.RESTORED

@@ -80,16 +80,14 @@ def sweep_on_b_until_settled(url: str) -> Tuple[int, List[Dict[str, Any]]]:
     swept: List[Dict[str, Any]] = []
     sweeps = 0
     while True:
-        done, jobs, summary = sweep_on_b(url)
+        with lab.saving():  # what the sweeps clear or restore is watched until seen saved (§13.3)
+            done, jobs, summary = sweep_on_b(url)
         sweeps += 1
         assert done.returncode == 0, (done.returncode, done.stdout, done.stderr)
         swept += jobs
         if summary["not_clear"] == 0:
             return sweeps, swept
         assert time.monotonic() < deadline, f"not settled after {sweeps} sweeps: {summary}"
-        if any(j["done"] in ("unsaved", "restored") for j in jobs):
-            # Cleared (or restored) flags are watched until slurmctld saves them (§13.3).
-            lab.saved_after(time.time())
         time.sleep(0.2)  # the poll interval of this loop: the leases lapse by the server's clock
 
 
@@ -554,8 +552,8 @@ def test_a_ledger_server_lost_while_the_script_runs_loses_no_outcome_and_no_inte
             assert time.monotonic() < deadline, "the lost host's leases never lapsed"
             time.sleep(0.1)
         assert ledger.now() >= max(e for _, e in held.values())
-    lab.saved_after(time.time())  # the flags the requeues cleared are saved: one sweep settles them (§13.3)
-    done, swept, summary = sweep_on_b(url)
+    with lab.saving():  # the flags the requeues cleared are seen saved: one sweep settles them (§13.3)
+        done, swept, summary = sweep_on_b(url)
     assert done.returncode == 0, done
     assert sorted((s["job_id"], s["done"]) for s in swept) == sorted((j, "cleared") for j in jobs)
     assert summary["not_clear"] == 0

@@ -87,9 +87,9 @@ def test_requeues_killed_at_random_moments_are_all_put_right(tmp_path: Path) -> 
     with Tracker(path, scontrol="/usr/bin/scontrol") as tracker:
         report = sweep(tracker, SqueueLookup())
         assert report.settled, report
-        # What the sweep cleared or restored is watched until slurmctld saves it (§13.3).
-        lab.saved_after(time.time())
-        report = sweep(tracker, SqueueLookup())
+        # What the sweep cleared or restored is watched until slurmctld is seen to save it (§13.3).
+        with lab.saving():
+            report = sweep(tracker, SqueueLookup())
     assert report.settled, report
     with open_ledger(path) as ledger:
         assert all(ledger.get(j) is None or ledger.get(j).bit is RequeueBit.CLEAR for j in jobs)  # type: ignore[union-attr]
@@ -147,8 +147,8 @@ def test_two_sweepers_and_operations_at_once(tmp_path: Path) -> None:
     # Settle what is left, then (after a save of slurmctld's, §13.3) the ledger and Slurm agree.
     with Tracker(path, scontrol="/usr/bin/scontrol") as tracker:
         assert sweep(tracker, SqueueLookup()).settled
-        lab.saved_after(time.time())
-        assert sweep(tracker, SqueueLookup()).settled
+        with lab.saving():
+            assert sweep(tracker, SqueueLookup()).settled
     with open_ledger(path) as ledger:
         for job in jobs:
             obj = ledger.get(job)
@@ -195,9 +195,9 @@ def test_a_forged_job_name_does_not_fool_the_sweep(tmp_path: Path, name: str, re
     )
     mark_unknown(path, job)
     with Tracker(path, scontrol="/usr/bin/scontrol") as tracker:
-        if done is Done.CLEARED:  # the flag the forged name hides is 0: cleared once saved (§13.3)
-            lab.saved_after(time.time())
-        report = sweep(tracker, SqueueLookup())
+        # The flag the forged name hides is 0: cleared once slurmctld is seen to save (§13.3).
+        with lab.saving():
+            report = sweep(tracker, SqueueLookup())
     assert [(s.job_id, s.done) for s in report.swept] == [(job, done)]
     assert lab.job_state(job).requeue == 0  # type: ignore[union-attr]
 
@@ -271,8 +271,8 @@ def test_a_killed_cli_leaves_no_call_to_set_a_flag_the_ledger_has_cleared(tmp_pa
             if obj is not None and obj.bit is RequeueBit.CLEAR:
                 assert lab.job_state(job).requeue == 0, "Requeue=1 while the ledger has the object clear"  # type: ignore[union-attr]
             time.sleep(0.2)  # the sweeps' interval
-        lab.saved_after(time.time())  # what the sweeps saw at Requeue=0 is cleared once saved (§13.3)
-        sweep(tracker, SqueueLookup())
+        with lab.saving():  # what the sweeps saw at Requeue=0 is cleared once seen saved (§13.3)
+            sweep(tracker, SqueueLookup())
         obj = ledger.get(job)
     assert obj is not None and obj.bit is RequeueBit.CLEAR, "the sweeps cleared the lapsed intent"
     assert lab.job_state(job).requeue == 0  # type: ignore[union-attr]

@@ -1,4 +1,4 @@
-"""What is read of the controllers before a lookup (lookups/saves.py ``read_control``,
+"""What is read of the controllers before a lookup (lookups/saves.py ``read_controllers``,
 docs/contract.md §13.6, core.durable Rule 6): the heartbeat in the StateSaveLocation, then whether
 each controller slurm.conf lists before its writer listens: a real socket on localhost that
 listens, and a port nothing listens on."""
@@ -12,13 +12,13 @@ from typing import Iterator, Tuple
 
 import pytest
 
-from slurm_dsl.core.durable import UNREAD, Control
 from slurm_dsl.lookups.saves import (
+    Controllers,
     hand_back_possible,
     last_save,
     listens,
     look_at_save,
-    read_control,
+    read_controllers,
     state_save_location,
 )
 from tests.conftest import Hung
@@ -61,20 +61,21 @@ def test_a_socket_that_listens_accepts_and_a_closed_port_refuses(listening: int,
 def test_the_primary_in_control_is_read_from_its_heartbeat_alone(tmp_path: Path, closed: int) -> None:
     env, state = pair(tmp_path, closed)
     write_heartbeat(state, 1796403600, 0)
-    assert read_control(env) == Control(1796403600, 0, ())
+    found = read_controllers(env)
+    assert (found.writer, found.listening) == (0, ()) and found.beat is not None and found.beat.endswith("#0")
     assert hand_back_possible(env) is True
 
 
 def test_the_backup_in_control_and_the_primary_listening_is_a_hand_back(tmp_path: Path, listening: int) -> None:
     env, state = pair(tmp_path, listening)
     write_heartbeat(state, 1796403600, 1)
-    assert read_control(env) == Control(1796403600, 1, (True,))
+    assert read_controllers(env)[1:3] == (1, (True,))
 
 
 def test_the_backup_in_control_and_the_primary_down_holds_nothing(tmp_path: Path, closed: int) -> None:
     env, state = pair(tmp_path, closed)
     write_heartbeat(state, 1796403600, 1)
-    assert read_control(env) == Control(1796403600, 1, (False,))
+    assert read_controllers(env)[1:3] == (1, (False,))
 
 
 @pytest.mark.parametrize("what", ["no heartbeat", "cut short", "writer not listed", "no slurm.conf", "include"])
@@ -91,7 +92,7 @@ def test_what_cannot_be_read_is_unread(tmp_path: Path, closed: int, what: str) -
         env["SLURM_CONF"] = str(tmp_path / "missing.conf")
     else:
         Path(env["SLURM_CONF"]).write_text(f"SlurmctldHost=a\nSlurmctldHost=b\nInclude {tmp_path}/x.conf\n")
-    assert read_control(env) == UNREAD
+    assert read_controllers(env) == Controllers(None, None)
 
 
 def test_the_controllers_in_an_included_file_are_read(tmp_path: Path, closed: int) -> None:
@@ -102,7 +103,7 @@ def test_the_controllers_in_an_included_file_are_read(tmp_path: Path, closed: in
     hosts.write_text(f"SlurmctldHost=ctl-a(127.0.0.1)\nSlurmctldHost=ctl-b(127.0.0.1)\nSlurmctldPort={closed}\n")
     Path(env["SLURM_CONF"]).write_text("ClusterName=unit\nInclude controllers.conf\nMessageTimeout=3\n")
     write_heartbeat(state, 1796403600, 1)
-    assert read_control(env) == Control(1796403600, 1, (False,), held_for=33.0)
+    assert read_controllers(env)[1:] == (1, (False,), 33.0)
     assert hand_back_possible(env) is True
 
 
@@ -130,5 +131,5 @@ def test_a_state_save_location_that_hangs_is_given_up_within_the_deadline(tmp_pa
     started = time.monotonic()
     assert "no answer within 0.5 s" in last_save(where, timeout=0.5).why
     assert "no answer within 0.5 s" in look_at_save(where, timeout=0.5).why
-    assert read_control(env, where) == UNREAD  # its heartbeat cannot be read: all may hold a request
-    assert time.monotonic() - started < 10  # three reads of 0.5 s, and read_control's 2 s
+    assert read_controllers(env, where) == Controllers(None, None)  # unread: all may hold a request
+    assert time.monotonic() - started < 10  # three reads of 0.5 s, and read_controllers' 2 s

@@ -21,7 +21,7 @@ from slurm_dsl.core.script import KILL_GRACE
 from slurm_dsl.ledger.base import LedgerStore
 from slurm_dsl.ledger.choose import open_ledger
 from slurm_dsl.lookups.pyslurm import load_pyslurm_lookup
-from slurm_dsl.run import settling
+from slurm_dsl.run import looks, settling
 from slurm_dsl.run.calls import GUARD_MARGIN
 from slurm_dsl.run.deadlines import MAX_TIMEOUT
 from slurm_dsl.run.sweep import Done, metrics_text, sweep
@@ -175,12 +175,13 @@ def test_where_a_backup_may_hand_back_absent_and_a_clear_wait_for_controllers_th
     primary: str
 ) -> None:
     # A requeue cut off 300 s ago (far past every bound), its job at Requeue=0 and RestartCnt 0:
-    # absent, and its object cleared, only when the heartbeat read before the lookup was written
-    # after it and no controller listed before the heartbeat's writer listens (docs/contract.md
-    # §13.6): a restarted primary that listens may still hold the requeue back (a hand-back).  And
-    # only once the writer has been in control for longer than a request may wait on its socket
-    # (core.durable Rule 7): the first sweep sees its first heartbeat, gives no verdict and keeps
-    # the object; the next sweep, in another process (the memory is the ledger's), 60 s later does.
+    # absent, and its object cleared, only when a heartbeat was seen written after it and no
+    # controller listed before its writer listens (docs/contract.md §13.6): a restarted primary that
+    # listens may still hold the requeue back (a hand-back).  And only once that writer has been in
+    # control for longer than a request may wait on its socket, on this host's boot clock (core.durable
+    # Rule 7): the first sweep sees one heartbeat, gives no verdict and keeps the object; once earlier
+    # sweeps (their looks in the ledger) saw two heartbeat files after the end, 100 s and 60 s ago, the
+    # next one does.
     location = Path(os.environ["SLURM_DSL_STATE_SAVE_LOCATION"])
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as server:
         server.bind(("127.0.0.1", 0))
@@ -197,7 +198,11 @@ def test_where_a_backup_may_hand_back_absent_and_a_clear_wait_for_controllers_th
             first = sweep(t, MemoryLookup({"7": record("7")}), settle_delay=2.0)
         assert [d.settled for d in first.verdicts] == [None]
         assert [s.done for s in first.swept] == [Done.UNSAVED], first.swept
-        monkeypatch.setattr(settling, "_seen", {})  # the next sweep is another process
+        heartbeat = f"{looks.place().observer}/heartbeat"
+        with open_ledger(ledger_location) as ledger:  # what earlier sweeps saw: two more heartbeat files
+            for n, ago in ((1, 100.0), (2, 60.0)):
+                ledger.look_at_heartbeat(heartbeat, lambda n=n, ago=ago: (f"earlier-{n}#{writer}",  # type: ignore[misc]
+                                                                           looks.boot_clock() - ago))
         write_heartbeat(location, int(time.time()), writer)
         with Tracker(ledger_location, scontrol=fake_scontrol) as t:
             report = sweep(t, MemoryLookup({"7": record("7")}), settle_delay=2.0)
@@ -397,36 +402,29 @@ def test_decide_reads_baselines_only_where_a_verdict_reads_one(ledger_location: 
                                                  twice: Verdict.UNDECIDABLE, after: Verdict.GONE}
 
 
-def test_the_controllers_heartbeats_are_remembered_by_the_process_and_from_the_last_sweep(
+def test_the_looks_at_the_heartbeat_are_the_ledgers_whichever_process_took_them(
     ledger_location: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # core.durable Rule 7: the heartbeats of one writer, kept one per quarter of held_for (here
-    # MessageTimeout=10: 40 s, so 10 s apart); a new writer starts again; a process that has read
-    # none starts from what the last sweep recorded.
+    # core.durable Rules 6 and 7: each look at the heartbeat is kept when it saw another file than
+    # the observer's last, with its writer and this host's boot clock; another process reads them
+    # from the ledger; a dry run keeps none.
     location = Path(os.environ["SLURM_DSL_STATE_SAVE_LOCATION"])
     conf = tmp_path / "slurm.conf"
     conf.write_text(TWO_CONTROLLERS + "MessageTimeout=10\n")
     monkeypatch.setenv("SLURM_CONF", str(conf))
-    monkeypatch.setattr(settling, "_seen", {})
-    seen = []
-    for at, writer in ((1000, 0), (1004, 0), (1010, 0), (1020, 0), (1030, 1)):
-        write_heartbeat(location, at, writer)
-        control = settling.controls()
-        assert control is not None and (control.beat_at, control.writer, control.held_for) == (at, writer, 40.0)
-        seen.append(control.seen)
-    assert seen == [(1000,), (1000,), (1000, 1010), (1000, 1010, 1020), (1030,)]
-    # Another process: nothing of its own, the last sweep's record instead, if the writer is the same.
     with open_ledger(ledger_location) as ledger:
-        ledger.record_sweep(1.0, 2.0, {"counts": {}, settling.SEEN_KEY: {"writer": 1, "beats": [1030, 1040]}})
-        monkeypatch.setattr(settling, "_seen", {})
-        write_heartbeat(location, 1050, 1)
-        again = settling.controls(ledger)
-        assert again is not None and again.seen == (1030, 1040, 1050)
-        monkeypatch.setattr(settling, "_seen", {})
-        write_heartbeat(location, 1060, 0)  # the primary took control back: its own heartbeats only
+        kept = []
+        for at, writer, again in ((1000, 0, False), (1000, 0, True), (1010, 0, False), (1030, 1, False)):
+            if not again:
+                write_heartbeat(location, at, writer)
+            control = settling.controls(ledger)
+            assert control is not None and (control.writer, control.held_for) == (writer, 40.0)
+            kept.append([b.writer for b in control.beats])
+        assert kept == [[0], [0], [0, 0], [0, 0, 1]]
+        assert control is not None and control.now is not None and control.beats[-1].at <= control.now
+        write_heartbeat(location, 1040, 1)
+        dry = settling.controls(ledger, keep=False)
+        assert dry is not None and [b.writer for b in dry.beats] == [0, 0, 1]
+    with open_ledger(ledger_location) as ledger:  # another process
         other = settling.controls(ledger)
-        assert other is not None and other.seen == (1060,)
-        assert settling.seen_now() == {"writer": 0, "beats": [1060]}
-        # A record in another form counts as none.
-        ledger.record_sweep(3.0, 4.0, {"counts": {}, settling.SEEN_KEY: {"writer": "0", "beats": [1]}})
-        assert settling.seen_by(ledger) is None
+        assert other is not None and [b.writer for b in other.beats] == [0, 0, 1, 1]
