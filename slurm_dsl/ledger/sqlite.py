@@ -279,11 +279,15 @@ def _create_file(path: str) -> None:
     it.  Then only this account can change what the names point at.
     """
     parent = os.path.dirname(path)
+    # Every directory above the ledger's, as given and as resolved, must be one no other account
+    # can change: else it could swap the directory made below for a link after the checks.
+    _check_ancestors(parent or ".", path)
     if parent:
         try:
             os.makedirs(parent, mode=0o700, exist_ok=True)
         except OSError as exc:
             raise LedgerError(f"cannot create ledger {path}: {exc}", path=path) from None
+    _check_ancestors(parent or ".", path)
     _check_private_directory(parent or ".", path)
     # An existing file is checked by its name, never opened: closing any descriptor of it would
     # drop every POSIX lock this process holds on it, those of a connection already open on it
@@ -370,6 +374,34 @@ def look(path: str, *, busy_timeout: float = BUSY_TIMEOUT) -> Look:
     finally:
         ledger.close()
     return Look(st.st_uid, stat.S_IMODE(found.st_mode), version, not_clear)
+
+
+def _check_ancestors(directory: str, ledger: str) -> None:
+    """LedgerError unless every directory above ``directory`` (those there: the rest is made by
+    this process), along the path as given and along the path it resolves to, is root's or this
+    process's account's and writable by neither group nor others, or sticky (/tmp: nobody may
+    rename another's entry there)."""
+    euid = os.geteuid()
+    for start in dict.fromkeys((os.path.abspath(directory), os.path.realpath(directory))):
+        above = os.path.dirname(start)
+        while True:
+            try:
+                st = os.stat(above)
+            except FileNotFoundError:
+                st = None
+            except OSError as exc:
+                raise LedgerError(f"cannot use ledger directory {above}: {exc.strerror}", path=ledger) from None
+            if st is not None and (st.st_uid not in (0, euid) or (
+                    st.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not st.st_mode & stat.S_ISVTX)):
+                raise LedgerError(
+                    f"ledger directory {start}: {above} above it is uid {st.st_uid}'s, mode"
+                    f" {stat.S_IMODE(st.st_mode):04o}: another account could swap the ledger's directory for a link;"
+                    " keep the ledger under directories only root (or this account) can change",
+                    path=ledger,
+                )
+            if above == os.path.dirname(above):
+                break
+            above = os.path.dirname(above)
 
 
 def _file_problem(st: os.stat_result, path: str) -> str:

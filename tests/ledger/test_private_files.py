@@ -171,6 +171,23 @@ def test_a_ledger_directory_of_another_account_is_refused(tmp_path: Path) -> Non
     assert os.listdir(theirs) == []
 
 
+def test_a_ledger_directory_to_be_made_under_another_accounts_is_refused_before_it_is_made(tmp_path: Path) -> None:
+    """Issue 41 item 8: root made the missing directory under another account's, checked only that
+    last name, and SQLite opened through a link the other account swapped in for it.  Every
+    directory above the ledger's must be one only root (or this account) can change."""
+    theirs = tmp_path / "theirs"
+    theirs.mkdir(mode=0o755)
+    os.chown(theirs, NOBODY, NOBODY)
+    with pytest.raises(LedgerError, match=rf"{theirs} above it is uid {NOBODY}'s.*swap the ledger's directory"):
+        open_ledger(theirs / "made" / "deeper" / "ledger.sqlite3")
+    assert os.listdir(theirs) == [], "refused before anything was made"
+    sticky = tmp_path / "sticky"
+    sticky.mkdir()
+    sticky.chmod(0o1777)  # as /tmp: nobody may rename root's entry there
+    open_ledger(sticky / "mine" / "ledger.sqlite3").close()
+    assert (sticky / "mine" / "ledger.sqlite3").exists()
+
+
 def test_a_ledger_directory_that_is_a_symlink_is_refused(tmp_path: Path) -> None:
     real = tmp_path / "real"
     real.mkdir(mode=0o700)
