@@ -85,7 +85,7 @@ def sweep_summary(report: SweepReport, lookup: str, not_clear: int) -> Dict[str,
             "fixed_orphans": [o.result.value for o in report.fixed_orphans], "not_clear": not_clear,
             "dry_run": report.dry_run, "seconds": round(report.finished - report.started, 3),
             "verdicts": counts(report.verdicts), "verdicts_written": report.verdicts_written,
-            "unseen": report.unseen, "save_error": report.save_error,
+            "unseen": report.unseen, "save_error": report.save_error, "keep_error": report.keep_error,
             "acknowledged": len(report.acknowledged), "lost": len(report.lost), "lost_written": report.lost_written,
             "last_save": None if report.save is None or report.save.started is None else report.save.started}
 

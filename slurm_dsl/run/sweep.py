@@ -72,6 +72,11 @@ RESTORE_TIMEOUT = 15.0
 # Seconds a sweep waits at most for saves that would prove its objects' marks (core.durable Rule 2):
 # two of slurmctld's save windows (5 s each) and one second more.
 SAVE_WAIT = 11.0
+# Seconds an object may stay kept (``unsaved``) since it became quiet before the sweep says so and
+# exits 15: slurmctld saves at least every 300 s (PERIODIC_CHECKPOINT), so two saves and the sweeps
+# that see them come well within it, unless nothing can (a StateSaveLocation that is not the one
+# slurmctld writes, a controller that no longer saves).  The ledger's clock, which only raises it.
+KEEP_BOUND = 3600.0
 # Seconds from taking the sweep lock until the leases of the sweep that held it before are taken
 # over.  The lock is free only once its holder is dead (an flock, or GET_LOCK on a connection the
 # server saw close) or done; every process a run starts dies within about a second of its runner
@@ -165,6 +170,9 @@ class SweepReport:
     # and how many acknowledged operations it read again are still to be proven saved.
     looks_why: Optional[str] = None
     unproven: int = 0
+    # Objects kept for a cause that cannot end by itself: the controllers unreadable where a backup
+    # may hand back, or kept past ``KEEP_BOUND`` (docs/contract.md §13.3); None: none.
+    keep_error: Optional[str] = None
     # The acknowledged operations read again (docs/contract.md §13.4), and the history id the next
     # sweep reads them from (None: a dry run, or none were read: the last sweep's stays).
     acknowledged: List[settling.Decided] = field(default_factory=list)
@@ -195,6 +203,7 @@ class SweepReport:
             "orphans": len(self.orphans),
             **({"unseen": self.unseen} if self.unseen else {}),
             **({"save_error": self.save_error} if self.save_error else {}),
+            **({"keep_error": self.keep_error} if self.keep_error else {}),
             "fixed_orphans": [o.result.value for o in self.fixed_orphans],
             # Only when there were some: a ledger's summary of a sweep with none stays as it was.
             **({"verdicts": {k: v for k, v in settling.counts(self.verdicts).items() if v}} if self.verdicts else {}),
@@ -214,7 +223,7 @@ class SweepReport:
         """Every object looked at was settled (and every orphan fixed, if asked)."""
         fixed = all(o.result is Result.OK for o in self.fixed_orphans)
         return (self.lookup_error is None and self.unseen is None and self.save_error is None and fixed
-                and all(s.done in SETTLED for s in self.swept))
+                and self.keep_error is None and all(s.done in SETTLED for s in self.swept))
 
 
 _P = ParamSpec("_P")
@@ -475,6 +484,7 @@ def _settle(
     # clears being written, not also 100,000 decisions (docs/benchmarks.md §4).
     unsaved = _unsaved(ledger, watch, hidden, [job for job in leased if decide(infos.get(job))[0] is Action.CLEAR],
                        control)
+    report.keep_error = _keep_error(ledger, unsaved, control)
     if dry_run:
         would = {Action.CLEAR: Done.WOULD_CLEAR, Action.RESTORE: Done.WOULD_RESTORE, Action.WATCH: Done.WATCHING}
         report.swept += [Swept(job, Done.UNSAVED, unsaved[job]) if job in unsaved else Swept(job, would[action], why)
@@ -519,6 +529,31 @@ LAPSED = "the sweep's lease lapsed; left for the next sweep"
 NO_MARKS = Marks(None, None, None, None)
 
 
+def _keep_error(ledger: LedgerStore, unsaved: Dict[str, str], control: Optional[Control]) -> Optional[str]:
+    """Why objects kept ``unsaved`` cannot leave by themselves, if they cannot (None: they will):
+    the controllers unreadable where a backup may hand back, or an object kept longer than
+    ``KEEP_BOUND`` since it became quiet (docs/contract.md §13.3)."""
+    if not unsaved:
+        return None
+    if control is not None and control.writer is None and any(why == HELD for why in unsaved.values()):
+        return ("slurm.conf may name a backup controller, but the heartbeat in StateSaveLocation or the"
+                " controllers cannot be read: no object whose clear may be held back is ever cleared (run the"
+                " sweep as root or the SlurmUser; slurm-dsl doctor says which file)")
+    now = ledger.now()
+    marks = ledger.marks(list(unsaved))
+    overdue = sorted((j for j, m in marks.items() if m.quiet_at is not None and now - m.quiet_at > KEEP_BOUND),
+                     key=int)
+    if overdue:
+        return (f"{len(overdue)} object(s) kept more than {KEEP_BOUND / 3600:g} h since slurm-dsl's last call on"
+                f" their jobs (first: {overdue[0]}): slurmctld's saves of them are not seen; is StateSaveLocation"
+                " the directory slurmctld writes?")
+    return None
+
+
+HELD = ("its job shows Requeue=0 or is gone, but a controller may still hold back a call slurm-dsl made on it"
+        " (a hand-back in progress, or the controllers could not be read): kept until none can")
+
+
 def _unsaved(
     ledger: LedgerStore, watch: looks.Watch, hidden: Set[str], clears: List[str], control: Optional[Control] = None,
 ) -> Dict[str, str]:
@@ -533,8 +568,6 @@ def _unsaved(
     if watch.why is not None:
         why = f"its job shows Requeue=0 or is gone, but slurmctld's saves cannot be seen ({watch.why}): kept"
         return {job: why for job in clears}
-    held = ("its job shows Requeue=0 or is gone, but a controller may still hold back a call slurm-dsl made on it"
-            " (a hand-back in progress, or the controllers could not be read): kept until none can")
     marks = ledger.marks(clears)
     out = {}
     for job in clears:
@@ -548,7 +581,7 @@ def _unsaved(
             out[job] = (f"its job is gone, but its purge is not yet known saved ({purge} more of slurmctld's saves to"
                         " see): kept until it is")
         elif control is not None and may_be_held(control, found.quiet):
-            out[job] = held
+            out[job] = HELD
     return out
 
 

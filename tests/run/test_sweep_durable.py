@@ -20,7 +20,7 @@ import pytest
 
 from slurm_dsl import Op, RequeueBit
 from slurm_dsl.core.jobinfo import JobInfo
-from slurm_dsl.core.model import Result
+from slurm_dsl.core.model import Outcome, Result
 from slurm_dsl.ledger.choose import open_ledger
 from slurm_dsl.run.sweep import Done, SweepReport, sweep
 from slurm_dsl.run.tracked import Tracker
@@ -156,3 +156,41 @@ def test_a_dry_run_says_what_it_would_keep(tmp_path: Path, ledger_location: str,
         report = swept(t, MemoryLookup({"26": info("26", False)}), dry_run=True)
     assert [s.done for s in report.swept] == [Done.UNSAVED]
     assert objects(ledger_location, "26") == {"26": RequeueBit.MAY_BE_SET}
+
+
+def test_a_keep_that_cannot_end_is_said_and_the_sweep_is_not_settled(tmp_path: Path, ledger_location: str,
+                                                                     state: Path) -> None:
+    """Issue 41 item 7: a keep that never ended, reported as fine (exit 0).  An object kept longer
+    than KEEP_BOUND since its job's last call (here, a StateSaveLocation slurmctld does not write:
+    nothing ever replaces its job_state) makes the sweep unsettled and says why."""
+    write_job_state(state, int(time.time()))
+    fake = write_fake(tmp_path / "bin", {})
+    with open_ledger(ledger_location) as ledger:
+        long_ago = ledger.now() - 2 * 3600.0
+        op_id = ledger.begin_operation("28", Op.REQUEUE, "0" * 32, long_ago)
+        ledger.finish_operation(op_id, Outcome(Op.REQUEUE, "28", Result.UNKNOWN, RequeueBit.MAY_BE_SET), b"",
+                                long_ago, look="somewhere=1:1:1")
+    with Tracker(ledger_location, scontrol=str(fake)) as t:
+        report = swept(t, MemoryLookup({"28": info("28", False)}))
+    assert [s.done for s in report.swept] == [Done.UNSAVED] and not report.settled
+    assert report.keep_error is not None and "kept more than 1 h" in report.keep_error, report.keep_error
+
+
+def test_controllers_that_cannot_be_read_on_a_pair_are_a_keep_that_cannot_end(
+    tmp_path: Path, ledger_location: str, state: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """slurm.conf names a backup, and no heartbeat can be read: no clear that a controller may hold
+    back is ever made; the sweep says so and exits 15 rather than 0 for ever."""
+    conf = tmp_path / "slurm.conf"
+    conf.write_text("ClusterName=unit\nSlurmctldHost=ctl-a\nSlurmctldHost=ctl-b\n")
+    monkeypatch.setenv("SLURM_CONF", str(conf))
+    write_job_state(state, int(time.time()))
+    fake = write_fake(tmp_path / "bin", {})
+    requeued(ledger_location, fake, ["29"])
+    with Tracker(ledger_location, scontrol=str(fake)) as t:
+        for _ in range(2):  # two saves seen after the clear: from then on, only the controllers keep it
+            write_job_state(state, int(time.time()))
+            swept(t, MemoryLookup({"29": info("29", False)}))
+        report = swept(t, MemoryLookup({"29": info("29", False)}))
+    assert [s.done for s in report.swept] == [Done.UNSAVED] and "hand-back" in report.swept[0].why
+    assert not report.settled and report.keep_error is not None and "cannot be read" in report.keep_error

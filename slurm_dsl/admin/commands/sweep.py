@@ -111,6 +111,8 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     if report.save_error:
         log.warning("sweep: %s: every object whose job shows Requeue=0 is kept (docs/contract.md §13.3); run the"
                     " sweep as root or the SlurmUser, or set $SLURM_DSL_STATE_SAVE_LOCATION", report.save_error)
+    if report.keep_error:
+        log.warning("sweep: %s (docs/contract.md §13.3)", report.keep_error)
     if args.metrics_file:
         # After the sweep's work, never before it: a metrics path that is missing or refused
         # (files.check_metrics_path) must not keep flags from being restored; it is exit 1.
