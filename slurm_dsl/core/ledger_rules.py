@@ -15,8 +15,8 @@ an operation's (docs/contract.md §9.5).  Rule 7, a late finish: an operation th
 another began on its job never makes the bit clearer (``after``; docs/contract.md §9.2).  Rule 8,
 no object is cleared before its clear is saved (docs/contract.md §13): a requeue or restore whose
 call cleared the job's flag leaves its object ``may_be_set``, watched (``UNSAVED`` in its why),
-and the sweep clears it once a lookup made after a save that began after the object's
-``quiet_at`` shows the job at Requeue=0 or gone (``core.durable``).
+and the sweep clears it once a lookup made after the looks that prove the object's quiet moment
+saved shows the job at Requeue=0 or gone (``core.durable`` Rules 2, 3, 8).
 """
 
 from __future__ import annotations

@@ -23,6 +23,9 @@ log = logging.getLogger("slurm_dsl")
 
 BOOT_ID = "/proc/sys/kernel/random/boot_id"
 POLL = 0.2  # seconds between two looks of a wait for a save
+# Seconds a wait sees no save before it takes slurmctld for idle: its save window (SAVE_MAX_WAIT,
+# 5 s: a change is saved within it) and a second.
+IDLE_AFTER = 6.0
 _boot: Dict[str, str] = {}
 
 
@@ -90,6 +93,7 @@ class Watch:
         self.keep = keep
         self.looks: Optional[Looks] = None
         self.why: Optional[str] = self.at.why or None
+        self.idle = False  # a wait saw no save for a save window: no more waits (``wait``)
 
     def look(self) -> Looks:
         """Take one look into the ledger; the looks as they stand after it."""
@@ -123,10 +127,17 @@ class Watch:
     def wait(self, done: Callable[[], bool], seconds: float, clock: Callable[[], float] = time.monotonic) -> None:
         """Look every ``POLL`` seconds, for at most ``seconds`` (``clock``: monotonic), until
         ``done()`` says so or a look cannot see (``why``); a look that sees another file than the
-        last one kept is taken into the ledger (``look``), the others cost no transaction."""
-        until = clock() + seconds
-        while not done() and self.why is None and clock() + POLL <= until:
+        last one kept is taken into the ledger (``look``), the others cost no transaction.  A wait
+        that sees no save within ``IDLE_AFTER`` (one save window and a second) finds slurmctld idle:
+        it ends, and this watch waits no more (an idle slurmctld saves on its next change, or its
+        periodic checkpoint: a later sweep sees it)."""
+        start = clock()
+        until, idle_at = start + seconds, start + IDLE_AFTER
+        first = None if self.looks is None else self.looks.seen
+        while not self.idle and not done() and self.why is None and clock() + POLL <= until:
             time.sleep(POLL)
             now = look(self.at, self.timeout)
             if now is None or self.looks is None or self.looks.seen != now.seen:
                 self.look()
+            if clock() >= idle_at and (self.looks is None or self.looks.seen == first):
+                self.idle = True
