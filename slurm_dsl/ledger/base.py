@@ -54,6 +54,10 @@ BACKOFF_BASE = 60.0  # seconds before the sweeper looks a job up again after one
 BACKOFF_CAP = 3600.0  # the back-off doubles per failed lookup up to this
 
 
+# Whether a lease's holder is known alive (True), known gone (False) or cannot be told (None).
+Alive = Callable[[str], Optional[bool]]
+
+
 class Looks(NamedTuple):
     """What ``LedgerStore.look_at_saves`` returns: where the looks at slurmctld's saves stand
     (``place``: the last one's), the observer's kept looks, oldest first (``core.durable.Chain``),
@@ -155,11 +159,19 @@ class LedgerStore(Protocol):
         job_state after their calls (core.durable Rule 2), kept with each one's mark."""
         ...
 
-    def acquire_lease(self, job_id: str, owner: str, now: float, ttl: float) -> bool: ...
+    def acquire_lease(
+        self, job_id: str, owner: str, now: float, ttl: float, *, alive: Optional[Alive] = None
+    ) -> bool: ...
 
     def acquire_leases(
-        self, job_ids: Sequence[str], owner: str, now: float, ttl: float, *, take_over_sweeps: bool = False
-    ) -> List[str]: ...
+        self, job_ids: Sequence[str], owner: str, now: float, ttl: float, *, take_over_sweeps: bool = False,
+        alive: Optional[Alive] = None,
+    ) -> List[str]:
+        """The leases ``owner`` could take; one past its expiry whose holder ``alive`` says is known
+        alive is not taken (docs/contract.md §13.7)."""
+        ...
+
+    def lease_holders(self, job_ids: Sequence[str]) -> Dict[str, str]: ...
 
     def release_lease(self, job_id: str, owner: str) -> bool: ...
 

@@ -25,7 +25,7 @@ from ..core.jobid import checked_list
 from ..core.model import Op, Outcome, RequeueBit, Result
 from . import query
 from . import rows as ledger_rows
-from .base import Looks, Marks
+from .base import Alive, Looks, Marks
 
 if TYPE_CHECKING:
     from ..core.jobinfo import JobInfo
@@ -177,25 +177,37 @@ class SqlStore(query.SqlQueries):
 
     # -- leases ----------------------------------------------------------------------------------
 
-    def acquire_lease(self, job_id: str, owner: str, now: float, ttl: float) -> bool:
+    def acquire_lease(
+        self, job_id: str, owner: str, now: float, ttl: float, *, alive: Optional[Alive] = None
+    ) -> bool:
         """Take (or renew) the job's lease until ``now + ttl``; False if another owner holds it."""
-        return bool(self.acquire_leases([job_id], owner, now, ttl))
+        return bool(self.acquire_leases([job_id], owner, now, ttl, alive=alive))
 
     def acquire_leases(
-        self, job_ids: Sequence[str], owner: str, now: float, ttl: float, *, take_over_sweeps: bool = False
+        self, job_ids: Sequence[str], owner: str, now: float, ttl: float, *, take_over_sweeps: bool = False,
+        alive: Optional[Alive] = None,
     ) -> List[str]:
         """``acquire_lease`` for many jobs in one transaction; returns the ids now held by ``owner``
         (in their order).  The leases there read (``_keyed``) in ``IN`` lists of
         ``ledger_rows.IN_PIECE`` ids, the ones taken written in one multi-row upsert
         (``ledger_rows.leases_taken`` decides).  With ``take_over_sweeps`` (only for the sweep
-        holding the sweep lock), other sweeps' leases are taken too (``ledger_rules.sweep_owned``)."""
+        holding the sweep lock), other sweeps' leases are taken too (``ledger_rules.sweep_owned``).
+        ``alive``: whether a holder is known alive, which keeps its lease past its expiry."""
         ids = checked_list(job_ids)
         now, ttl = ledger_rows.finite("now", now), ledger_rows.positive_ttl(ttl)
         with self._atomic("acquire lease") as cur:
             rows = self._keyed(cur, query.LEASE_OF_ONE, query.LEASES_OF, ids)
-            held = ledger_rows.leases_taken(ids, rows, owner, now, take_over_sweeps)
+            held = ledger_rows.leases_taken(ids, rows, owner, now, take_over_sweeps, alive)
             self._write_leases(cur, [(job_id, owner, now + ttl) for job_id in ledger_rows.distinct(held)])
         return held
+
+    def lease_holders(self, job_ids: Sequence[str]) -> Dict[str, str]:
+        """Who holds each job's lease, expired or not; a job with none is absent.  Reads only."""
+        found: Dict[str, str] = {}
+        for piece in ledger_rows.pieces(ledger_rows.distinct(checked_list(job_ids))):
+            sql = ledger_rows.in_list(query.LEASES_OF, len(piece), "?")
+            found.update((str(r[0]), str(r[1])) for r in self._read("read leases", sql, piece))
+        return found
 
     def release_lease(self, job_id: str, owner: str) -> bool:
         """Give the lease back; False if ``owner`` did not hold it (it lapsed and was taken)."""

@@ -249,6 +249,8 @@ class _Run:
             earlier = self.ledger.keyed(waiting, self.op, self.key)
             seen = [j for j in waiting if j in earlier]
             unsettled = self.ledger.unsettled(self.ledger.now(), job_ids=seen) if seen else []
+            running = settling.still_running(self.ledger, unsettled)  # a run known alive is not over
+            unsettled = [e for e in unsettled if e.id not in running]
             # ``unsettled`` of the jobs that have earlier keyed rows: those of them no longer running.
             # It holds their rows of any op and key too; ``lapsed`` is only ever asked about the
             # keyed rows' own ids (here and in ``_earlier``), so the others in it are never read.

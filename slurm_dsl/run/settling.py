@@ -29,9 +29,11 @@ from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Seq
 
 from ..core.durable import UNREAD, Beat, Control, next_mark
 from ..core.jobinfo import JobInfo, Lookup
+from ..core.ledger_rules import sweep_owned
 from ..core.model import InvalidInput, LookupFailed, Result, Verdict
 from ..core.script import KILL_GRACE
 from ..core.settle import DEFAULT_SETTLE_DELAY, GONE_DETAIL, OneLookup, Pending, Recorded, Settled, exits_as, looked_up
+from ..host.runs import owner_alive
 from ..ledger.base import LedgerStore, Marks
 from ..ledger.records import HistoryEntry, iso_utc, job_info_json
 from ..lookups.saves import hand_back_possible, read_controllers, slurm_conf, state_save_location
@@ -111,6 +113,21 @@ def _writer(seen: str) -> int:
     """The writer's index kept with a heartbeat's look (``identity#writer``; -1: none)."""
     writer = seen.rpartition("#")[2]
     return int(writer) if writer.isdigit() else -1
+
+
+def still_running(ledger: LedgerStore, entries: Sequence[Operation]) -> Set[int]:
+    """The unfinished operations of ``entries`` that may still run: their job's lease, however its
+    expiry stands on the ledger's clock, is held by a run known alive (``host.runs.owner_alive``).
+    A run is over only when it is known over (docs/contract.md §13.7): a clock stepped forward, or
+    a host paused whole, makes no running operation look finished."""
+    unfinished = [e for e in entries if e.result is None]
+    if not unfinished:
+        return set()
+    # A sweep's lease is no operation's: a sweep takes a job only from a run not known alive.
+    holders = {job: holder for job, holder in ledger.lease_holders([e.job_id for e in unfinished]).items()
+               if not sweep_owned(holder)}
+    alive = {holder: owner_alive(holder) for holder in set(holders.values())}
+    return {e.id for e in unfinished if e.job_id in holders and alive[holders[e.job_id]] is True}
 
 
 def decide(
@@ -499,6 +516,8 @@ def settle_rows(
     ``scontrol``): those jobs get no verdict, and ``unseen`` says so."""
     now = ledger.now()
     todo = ledger.unsettled(now, job_ids=job_ids) if job_ids is not None else ledger.unsettled(now, since=since)
+    running = still_running(ledger, todo)
+    todo = [e for e in todo if e.id not in running]
     todo_ids = {e.id for e in todo}
     report = SettleReport()
     acknowledged: List[Union[Recorded, HistoryEntry]] = []

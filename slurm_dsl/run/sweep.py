@@ -59,6 +59,7 @@ from ..core.ledger_rules import SWEEP_TAG
 from ..core.model import InvalidInput, LedgerError, LookupFailed, Op, Outcome, RequeueBit, Result
 from ..core.settle import DEFAULT_SETTLE_DELAY, Pending, Recorded, check_settle_delay
 from ..host.binaries import find_scontrol
+from ..host.runs import owner_alive
 from ..ledger.base import LedgerStore, Marks
 from ..lookups.saves import LastSave, last_save
 from ..lookups.sight import trusted
@@ -307,7 +308,7 @@ def sweep(
         # Leases first, lookup after: no operation can start on a leased job, so what
         # the lookup says stays true until the job is settled or its lease released.
         ttl = getattr(lookup, "timeout", 60.0) + restore_timeout * 2 + 60.0
-        leased = ledger.acquire_leases(ids, owner, ledger.now(), ttl, take_over_sweeps=take_over)
+        leased = ledger.acquire_leases(ids, owner, ledger.now(), ttl, take_over_sweeps=take_over, alive=owner_alive)
         report.swept += [Swept(j, Done.BUSY, "an operation holds the job") for j in _not_held(ids, leased)]
     unsettled: List[Pending] = []
     answers: Optional[Dict[str, Optional[JobInfo]]] = None
@@ -321,6 +322,8 @@ def sweep(
             watch.wait(lambda: watch.why is not None or all(watch.needed(*a) == 0 for a in anchors), save_wait)
         now = ledger.now()
         unsettled = ledger.to_settle(now, since=now - settling.SINCE_DAYS * settling.DAY, limit=settle_limit)
+        running = settling.still_running(ledger, unsettled)
+        unsettled = [e for e in unsettled if e.id not in running]
         mark = settling.acknowledged_from(ledger)
         again = ledger.acknowledged(mark, now - settling.SINCE_DAYS * settling.DAY, settle_limit)
         # One lookup for the objects and the operations alike: the leased jobs first, then the rest.

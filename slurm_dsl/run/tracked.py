@@ -58,6 +58,7 @@ from ..core.model import (
 )
 from ..core.script import KILL_GRACE
 from ..host.binaries import find_scontrol
+from ..host.runs import owner_alive, this_run
 from ..ledger import base
 from ..ledger.base import LedgerStore
 from ..ledger.choose import open_ledger
@@ -195,7 +196,7 @@ def start(
     its own).  ``begun`` gets each job's history id.  Shared by one job (``Tracker.run_linked``)
     and a bulk chunk (``run.bulk``)."""
     with ledger.batch():
-        held = set(ledger.acquire_leases(ids, owner, ledger.now(), ttl))
+        held = set(ledger.acquire_leases(ids, owner, ledger.now(), ttl, alive=owner_alive))
         listed = ids.among(held)
         taken = not_to_act(ledger, op, listed, link.key)
         if taken:
@@ -262,8 +263,10 @@ def current_actor() -> str:
 
 
 def lease_owner(tag: str = "op") -> str:
-    """A lease owner unique to this thread of this process on this host."""
-    return f"{tag}:{os.uname().nodename}:{os.getpid()}:{threading.get_ident()}:{new_nonce()[:8]}"
+    """A lease owner unique to this thread of this process on this host, naming its run after
+    ``@`` (``host.runs``: while that run is known alive, its leases hold, whatever the clocks)."""
+    return f"{tag}:{os.uname().nodename}:{os.getpid()}:{threading.get_ident()}:{new_nonce()[:8]}@{this_run()}"
+
 
 
 class Tracker:

@@ -20,6 +20,7 @@ import pytest
 from slurm_dsl.core.model import RequeueBit
 from slurm_dsl.ledger.choose import open_ledger
 from tests import lab
+from tests.cli_run import COMMAND as CLI
 from tests.cli_run import cli_process
 from tests.conftest import Hung
 
@@ -127,6 +128,46 @@ def test_a_backward_step_before_call_3_never_clears_an_unsaved_clear(tmp_path: P
             lab.check(["scontrol", "update", f"JobId={job}", f"Comment=save-{stamp}"])  # something to save
         final = lab.job_state(job)
         assert final is not None and final.requeue == 0
+        lab.cancel(job)
+
+
+SLOW_CALL_2 = """#!/bin/sh
+# scontrol, but a requeue's call 2 is on its way for a while.
+case $1 in requeue) sleep 40 ;; esac
+exec /usr/bin/scontrol "$@"
+"""
+
+
+def test_a_forward_step_makes_no_running_operation_look_over(tmp_path: Path) -> None:
+    """Issue finding 5: after a forward step, a second run of a key found the first run's lease
+    lapsed and its row no longer running, settled it absent at once and requeued, while the first
+    run's call was still on its way.  Here the second run's clock is five minutes ahead (libfaketime,
+    its ledger's clock with it): the first run is alive, so its operation is running, and the
+    second runs nothing."""
+    if not os.path.exists(FAKETIME):
+        pytest.fail(f"no {FAKETIME}: Debian's libfaketime (contrib/test installs faketime)")
+    ledger = str(tmp_path / "ledger.sqlite3")
+    scontrol = tmp_path / "scontrol"
+    scontrol.write_text(SLOW_CALL_2)
+    scontrol.chmod(0o755)
+    job = lab.make_job("running_rq0")
+    argv = ["requeue", job, "--key", "step-5", "--retry", "1", "--settle-delay", "2", "--json", "--ledger", ledger,
+            "--scontrol", str(scontrol)]
+    first = subprocess.Popen([*CLI, *argv, "--timeout", "60"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True)
+    try:
+        deadline = time.monotonic() + 30
+        while lab.job_state(job).requeue != 1:  # type: ignore[union-attr]
+            assert time.monotonic() < deadline and first.poll() is None, "the first run never set the flag"
+            time.sleep(0.05)
+        ahead = dict(os.environ, LD_PRELOAD=FAKETIME, FAKETIME="+300", FAKETIME_DONT_RESET="1")
+        second = cli_process([*argv, "--timeout", "12"], env=ahead, timeout=120)
+        (row,) = [json.loads(line) for line in second.stdout.splitlines()]
+        assert row["result"] == "expired" and row["calls"] == [], second.stdout + second.stderr
+        assert first.poll() is None, "the first run was still on its way"
+    finally:
+        first.kill()
+        first.wait()
         lab.cancel(job)
 
 

@@ -1,0 +1,78 @@
+"""A run is over only when it is known over (docs/contract.md §13.7): a lease past its expiry on the
+ledger's clock still holds while its run is alive, and an unfinished operation of a live run is not
+settled, whatever that clock says.  Real processes, a real SQLite ledger; the ledger's clock of the
+second run moved forward, as a step of the host's clock would (the live test steps it for real:
+tests/integration/test_clocks_live.py)."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from slurm_dsl.core.model import Op, Result
+from slurm_dsl.host.runs import Run, this_run
+from slurm_dsl.ledger.choose import open_ledger
+from slurm_dsl.ledger.sqlite import SqliteLedger
+from slurm_dsl.run.driver import Ran
+from slurm_dsl.run.keyed import run_settled
+from slurm_dsl.run.tracked import Tracker
+from tests.cli_run import COMMAND
+from tests.fakes import calls_made, write_fake, write_fake_squeue
+
+HOUR = 3600.0
+
+
+def test_a_lease_past_its_expiry_holds_while_its_run_is_alive(tmp_path: Path) -> None:
+    ledger_path = str(tmp_path / "ledger.sqlite3")
+    fake = write_fake(tmp_path / "bin", {})
+    gone = Run(this_run().host, this_run().boot, 999_999_999, this_run().start)
+    with open_ledger(ledger_path) as ledger:
+        long_ago = ledger.now() - HOUR
+        assert ledger.acquire_lease("1", f"op:other:1:2:abcd@{this_run()}", long_ago, 60.0)  # alive: this one
+        assert ledger.acquire_lease("2", f"op:other:1:2:abcd@{gone}", long_ago, 60.0)  # its run is gone
+    with Tracker(ledger_path, scontrol=str(fake)) as t:
+        held = t.run(Op.HOLD, "1", time.time() + 1)
+        done = t.run(Op.HOLD, "2", time.time() + 5)
+    assert held.result is Result.EXPIRED and "held the job until the deadline" in held.detail
+    assert done.result is Result.OK
+    assert calls_made(fake) == ["hold 2"]
+
+
+@pytest.fixture
+def clock_ahead(monkeypatch: pytest.MonkeyPatch) -> None:
+    """This process's ledger clock an hour ahead: every lease and ends_by of another process lapsed."""
+    real = SqliteLedger.now
+    monkeypatch.setattr(SqliteLedger, "now", lambda self: real(self) + HOUR)
+
+
+def test_a_second_run_of_a_key_does_not_act_while_the_first_is_on_its_way(
+    tmp_path: Path, clock_ahead: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 41 item 5: a forward step made the second run find the first's lease lapsed and its row
+    no longer running; it settled it absent at once and requeued while the first run's call 2 was
+    still on its way.  Now the first run is alive, so its operation is running: the second waits,
+    and at its deadline runs nothing."""
+    ledger_path = str(tmp_path / "ledger.sqlite3")
+    fake = write_fake(tmp_path / "bin", {"requeue": "exec sleep 60"})  # call 2 on its way
+    squeue = write_fake_squeue(tmp_path / "sq", "7|RUNNING|0|0|4294901|None\n")
+    monkeypatch.setenv("SLURM_DSL_SQUEUE", str(squeue))
+    first = subprocess.Popen([*COMMAND, "requeue", "7", "--key", "k", "--timeout", "50", "--ledger", ledger_path,
+                              "--scontrol", str(fake), "--squeue", str(squeue)],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while "requeue 7" not in calls_made(fake):
+            assert time.monotonic() < deadline and first.poll() is None, "the first run never reached call 2"
+            time.sleep(0.05)
+        with Tracker(ledger_path, scontrol=str(fake), squeue=str(squeue)) as t:
+            rows = list(run_settled(t, Op.REQUEUE, ["7"], time.time() + 8, key="k", retry=1, settle_delay=2.0))
+        assert [r.outcome.result for r in rows if isinstance(r, Ran)] == [Result.EXPIRED], rows  # nothing ran
+        assert calls_made(fake).count("requeue 7") == 1, calls_made(fake)
+        with open_ledger(ledger_path) as ledger:
+            assert [h.settlement for h in ledger.history("7")] == [None], "the running operation was settled"
+    finally:
+        first.kill()
+        first.wait()
