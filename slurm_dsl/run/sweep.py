@@ -487,7 +487,7 @@ def _settle(
     # clears being written, not also 100,000 decisions (docs/benchmarks.md §4).
     unsaved = _unsaved(ledger, watch, hidden, [job for job in leased if decide(infos.get(job))[0] is Action.CLEAR],
                        control)
-    report.keep_error = _keep_error(ledger, unsaved, control)
+    report.keep_error = None if dry_run else _keep_error(ledger, unsaved, control)  # a dry run keeps no looks
     if dry_run:
         would = {Action.CLEAR: Done.WOULD_CLEAR, Action.RESTORE: Done.WOULD_RESTORE, Action.WATCH: Done.WATCHING}
         report.swept += [Swept(job, Done.UNSAVED, unsaved[job]) if job in unsaved else Swept(job, would[action], why)
