@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import errno
 import os
+import time
 from typing import Dict, NamedTuple, Optional
 
 from .files import NotRead, read_regular
@@ -72,6 +73,33 @@ def this_run() -> Run:
     run = Run.parse(_found["run"])
     assert run is not None
     return run
+
+
+def boot_clock() -> float:
+    """This host's boot clock (CLOCK_BOOTTIME: it never steps and counts a suspend), compared only
+    with readings of the same host and boot (``ended``, ``since``)."""
+    return time.clock_gettime(time.CLOCK_BOOTTIME)
+
+
+def ended() -> str:
+    """Where and when now is on a clock that never steps: ``host/boot/seconds``."""
+    here = this_run()
+    return f"{here.host}/{here.boot}/{boot_clock():.6f}"
+
+
+def since(text: Optional[str], at: Optional[float] = None) -> Optional[float]:
+    """Seconds from ``text`` (an ``ended``) to ``at`` (a ``boot_clock`` reading; default: now), when
+    both are this host's in this boot; None when that cannot be told."""
+    host, _, rest = (text or "").partition("/")
+    boot, _, seconds = rest.partition("/")
+    here = this_run()
+    if host != here.host or boot != here.boot or here.boot == "?":
+        return None
+    try:
+        start = float(seconds)
+    except ValueError:
+        return None
+    return (boot_clock() if at is None else at) - start
 
 
 def alive(text: Optional[str]) -> Optional[bool]:

@@ -133,7 +133,8 @@ class LedgerStore(Protocol):
         ...
 
     def finish_operation(
-        self, op_id: int, outcome: Outcome, stderr: bytes, now: float, *, look: Optional[str] = None
+        self, op_id: int, outcome: Outcome, stderr: bytes, now: float, *, look: Optional[str] = None,
+        ended: Optional[str] = None,
     ) -> RequeueBit: ...
 
     def begin_operations(
@@ -153,10 +154,12 @@ class LedgerStore(Protocol):
         ...
 
     def finish_operations(
-        self, finishes: Sequence[Tuple[int, Outcome, bytes]], now: float, *, look: Optional[str] = None
+        self, finishes: Sequence[Tuple[int, Outcome, bytes]], now: float, *, look: Optional[str] = None,
+        ended: Optional[str] = None,
     ) -> List[RequeueBit]:
         """``finish_operation`` for many; ``look``: the finishing process's own look at slurmctld's
-        job_state after their calls (core.durable Rule 2), kept with each one's mark."""
+        job_state after their calls (core.durable Rule 2), kept with each one's mark; ``ended``:
+        where and when their calls were over on a boot clock (``host/boot/seconds``)."""
         ...
 
     def acquire_lease(
@@ -208,6 +211,8 @@ class LedgerStore(Protocol):
     def forget_gone(self, job_ids: Sequence[str]) -> int: ...
 
     def op_marks(self, op_ids: Sequence[int]) -> Dict[int, Tuple[int, Optional[str]]]: ...
+
+    def op_ends(self, op_ids: Sequence[int]) -> Dict[int, Tuple[int, Optional[str], Optional[str]]]: ...
 
     def anchor_operations(self, op_ids: Sequence[int], look: Optional[str]) -> int: ...
 

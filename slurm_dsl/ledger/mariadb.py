@@ -248,7 +248,8 @@ MIGRATIONS: Tuple[Tuple[str, ...], ...] = (
         f"""CREATE TABLE IF NOT EXISTS op_looks (
             op_id BIGINT UNSIGNED NOT NULL PRIMARY KEY,
             mark BIGINT NOT NULL,
-            look VARCHAR(1024) NULL
+            look VARCHAR(1024) NULL,
+            ended VARCHAR(512) NULL
         ) {_TABLE}""",
     ),
 )

@@ -33,14 +33,15 @@ from ..core.ledger_rules import sweep_owned
 from ..core.model import InvalidInput, LookupFailed, Result, Verdict
 from ..core.script import KILL_GRACE
 from ..core.settle import DEFAULT_SETTLE_DELAY, GONE_DETAIL, OneLookup, Pending, Recorded, Settled, exits_as, looked_up
-from ..host.runs import owner_alive
+from ..host.runs import boot_clock, owner_alive
+from ..host.runs import since as since_ended
 from ..ledger.base import LedgerStore, Marks
 from ..ledger.records import HistoryEntry, iso_utc, job_info_json
 from ..lookups.saves import hand_back_possible, read_controllers, slurm_conf, state_save_location
 from ..lookups.sight import trusted
 from .calls import GUARD_MARGIN
 from .deadlines import MAX_TIMEOUT
-from .looks import Place, Watch, boot_clock, place
+from .looks import Place, Watch, place
 
 log = logging.getLogger("slurm_dsl")
 
@@ -139,9 +140,11 @@ def decide(
     control: Optional[Control] = UNREAD,
     *,
     anchor: Optional[Watch] = None,
+    booted: Optional[float] = None,
 ) -> List[Decided]:
     """Each operation's verdict from one lookup's ``answers`` (None: the lookup could not ask),
-    made at ``looked_at``; ``control``: the controllers as read before it (``controls``).
+    made at ``looked_at`` (and ``booted``, this host's boot clock then: ``elapsed``); ``control``:
+    the controllers as read before it (``controls``).
     Reads the later operations (step 3) and, where a hand-back can happen, the marks of the
     operations' ends (``core.durable`` Rule 6), giving one, with a look of ``anchor``'s, to each
     that has none (an unfinished one, over now); writes nothing else (nothing, without ``anchor``).  The rules are
@@ -167,7 +170,9 @@ def decide(
     at_once = one.gone_at_once(plain, answers, later.keys())
     again = [e.id for e, quick in zip(entries, at_once) if not quick and isinstance(e, Pending)]
     whole = ledger.recorded(again) if again else {}
-    marks = _marks(ledger, [e.id for e, quick in zip(entries, at_once) if not quick], anchor) if one.hand_back else {}
+    slow = [e.id for e, quick in zip(entries, at_once) if not quick]
+    marks = _marks(ledger, slow, anchor) if one.hand_back else {}
+    spans = elapsed(ledger, slow, booted)
     decided, gone = [], one.gone
     for entry, quick in zip(entries, at_once):
         if quick:
@@ -180,7 +185,7 @@ def decide(
         try:
             looked = looked_up(answers, entry.job_id)
             settled = one.settle(operation, [recorded(o) for o in later.get(entry.id, ())], looked,
-                                 marks.get(entry.id))
+                                 marks.get(entry.id), spans.get(entry.id))
         except InvalidInput as exc:
             # A row the rules refuse (a baseline of another job, a time that is no number) is a
             # ledger's fault, not this sweep's: it stays unsettled, and the journal says why.
@@ -203,6 +208,20 @@ def _marks(ledger: LedgerStore, op_ids: Sequence[int], anchor: Optional[Watch]) 
     return {i: mark for i, (mark, _) in found.items()}
 
 
+def elapsed(ledger: LedgerStore, op_ids: Sequence[int], booted: Optional[float]) -> Dict[int, float]:
+    """The seconds from each operation's end to ``booted`` (a ``host.runs.boot_clock`` reading), for
+    those that ended on this host in this boot (``LedgerStore.op_ends``, ``host.runs.since``):
+    ``core.settle`` Rule 15.  The others are absent: their delay is read from the ledger's times."""
+    if booted is None or not op_ids:
+        return {}
+    found = {}
+    for op_id, (_, _, ended) in ledger.op_ends(op_ids).items():
+        seconds = since_ended(ended, booted)
+        if seconds is not None:
+            found[op_id] = seconds
+    return found
+
+
 def acknowledged_from(ledger: LedgerStore) -> int:
     """The history id the last sweep got to in reading acknowledged operations again (its
     summary's ``acknowledged_from``; 1: none did, or it does not say)."""
@@ -217,9 +236,12 @@ def recheck(
     answers: Optional[Mapping[str, Optional[JobInfo]]],
     looked_at: float,
     settle_delay: float = DEFAULT_SETTLE_DELAY,
+    *,
+    booted: Optional[float] = None,
 ) -> List[Decided]:
     """Acknowledged operations (``ok``, a requeue's ``bit_set``) read again from one lookup's
-    ``answers`` (None: it could not ask), made at ``looked_at`` (docs/contract.md §13.4, core.settle
+    ``answers`` (None: it could not ask), made at ``looked_at`` and ``booted`` (``decide``;
+    docs/contract.md §13.4, core.settle
     Rule 12): a controller that died before its next save, or a backup that took over, may have lost
     them.  Each one's verdict (None: not now); ``absent`` is "acknowledged, then lost".  Reads the
     later operations; writes nothing."""
@@ -227,11 +249,12 @@ def recheck(
         return [Decided(e, None) for e in entries]
     later = ledger.later_operations([e.id for e in entries])
     one = OneLookup(looked_at, no_ends_by_bound=NO_ENDS_BY_BOUND, settle_delay=settle_delay)
+    spans = elapsed(ledger, [e.id for e in entries], booted)
     decided = []
     for entry in entries:
         try:
             settled = one.settle(recorded(entry), [recorded(o) for o in later.get(entry.id, ())],
-                                 looked_up(answers, entry.job_id))
+                                 looked_up(answers, entry.job_id), elapsed=spans.get(entry.id))
         except InvalidInput as exc:
             log.warning("cannot read operation %s (job %s) again: %s", entry.id, entry.job_id, exc)
             settled = None
@@ -270,6 +293,7 @@ def reread(
     mark: int,
     now: float,
     write: bool = True,
+    booted: Optional[float] = None,
 ) -> Reread:
     """The acknowledged operations of ``rows`` (``LedgerStore.acknowledged`` from ``mark``, read at
     ``now``) read again from one lookup's ``answers`` (None: it could not ask), made at ``looked_at``
@@ -279,7 +303,7 @@ def reread(
     Reads the later operations; a finished row without a mark (from before schema 5) gets one now,
     unless not ``write``."""
     finished = [r for r in rows if r.result is not None]
-    decided = recheck(ledger, finished, answers, looked_at, settle_delay)
+    decided = recheck(ledger, finished, answers, looked_at, settle_delay, booted=booted)
     present = [d.entry.id for d in decided if d.settled is not None and d.settled.verdict is Verdict.PRESENT]
     marks = ledger.op_marks(present) if present else {}
     if write and len(marks) < len(present):
@@ -539,7 +563,7 @@ def settle_rows(
     watch = Watch(ledger)
     watch.look()  # before the lookup: a gone job's purge is proven saved by looks before it (core.durable Rule 8)
     control = controls(ledger, watch.at) if todo else None  # before the lookup (core.settle Rule 14)
-    looked_at = ledger.now()
+    looked_at, booted = ledger.now(), boot_clock()
     if asked:
         try:
             answers, blind = trusted(lookup.jobs(asked), scontrol)
@@ -551,8 +575,9 @@ def settle_rows(
                 report.unseen = blind.gone_note(len(asked) - len(answers))
     found = None if answers is None else dict(answers)
     answers = without(found, confirm_gone(ledger, watch, asked, found, lambda ids: _asked_again(lookup, ids, scontrol)))
-    decided = {d.entry.id: d for d in decide(ledger, todo, answers, looked_at, settle_delay, control, anchor=watch)}
-    lost = [d for d in recheck(ledger, acknowledged, answers, looked_at, settle_delay)
+    decided = {d.entry.id: d for d in decide(ledger, todo, answers, looked_at, settle_delay, control, anchor=watch,
+                                                   booted=booted)}
+    lost = [d for d in recheck(ledger, acknowledged, answers, looked_at, settle_delay, booted=booted)
             if d.settled is not None and d.settled.verdict in LOST_VERDICTS]
     decided.update((d.entry.id, d) for d in lost)
     if job_ids is None:

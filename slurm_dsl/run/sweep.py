@@ -59,7 +59,7 @@ from ..core.ledger_rules import SWEEP_TAG
 from ..core.model import InvalidInput, LedgerError, LookupFailed, Op, Outcome, RequeueBit, Result
 from ..core.settle import DEFAULT_SETTLE_DELAY, Pending, Recorded, check_settle_delay
 from ..host.binaries import find_scontrol
-from ..host.runs import owner_alive
+from ..host.runs import boot_clock, owner_alive
 from ..ledger.base import LedgerStore, Marks
 from ..lookups.saves import LastSave, last_save
 from ..lookups.sight import trusted
@@ -337,7 +337,9 @@ def sweep(
         # And the controllers: where a backup may hand back, no absent is read and no object
         # cleared while one may still hold a request back (core.settle Rule 14, core.durable Rule 6).
         control = settling.controls(ledger, watch.at, keep=not dry_run)
-        looked_at = ledger.now()  # when the lookup starts: the settle delay counts to here
+        # When the lookup starts: the settle delay counts to here, on this host's boot clock where
+        # the operation ended on it (core.settle Rule 15), else on the ledger's.
+        looked_at, booted = ledger.now(), boot_clock()
         if asked:
             try:
                 answers, blind = trusted(lookup.jobs(asked), find_scontrol(tracker.scontrol))
@@ -357,9 +359,10 @@ def sweep(
         # The verdicts before the restores: a restore this sweep runs begins after its lookup, so it
         # cannot have changed what the lookup read, but read as a later operation on the flag it
         # would make an earlier unknown restore of the job undecidable for ever.
-        _verdicts(tracker, ledger, unsettled, settled_answers, looked_at, delay, control, report, dry_run, watch)
+        _verdicts(tracker, ledger, unsettled, settled_answers, looked_at, delay, control, report, dry_run, watch,
+                  booted=booted)
         _reread(tracker, ledger, again, settled_answers, looked_at, delay, report, dry_run, mark=mark, now=now,
-                watch=watch)
+                watch=watch, booted=booted)
         _settle(tracker, ledger, answers, leased, owner, report, dry_run, restore_timeout, control, watch, hidden)
     finally:
         if not dry_run:
@@ -407,11 +410,13 @@ def _verdicts(
     report: SweepReport,
     dry_run: bool,
     watch: looks.Watch,
+    *,
+    booted: Optional[float] = None,
 ) -> None:
     """The unknown operations' verdicts from the lookup's answers (None: it could not ask), written
     unless a dry run; ``control``: the controllers as read before the lookup."""
     report.verdicts = settling.decide(ledger, unsettled, answers, looked_at, delay, control,
-                                      anchor=None if dry_run else watch)
+                                      anchor=None if dry_run else watch, booted=booted)
     if not dry_run:
         # Not written: the objects are still settled below; the next sweep finds these again.
         report.verdicts_written = _written(tracker, ledger, report.verdicts, "the verdicts") or 0
@@ -440,10 +445,12 @@ def _reread(
     mark: int,
     now: float,
     watch: looks.Watch,
+    booted: Optional[float] = None,
 ) -> None:
     """The acknowledged operations read again (step 7), their lost ones written unless a dry run;
     the mark moves on only once they are."""
-    found = settling.reread(ledger, rows, answers, looked_at, delay, watch, mark=mark, now=now, write=not dry_run)
+    found = settling.reread(ledger, rows, answers, looked_at, delay, watch, mark=mark, now=now, write=not dry_run,
+                            booted=booted)
     report.acknowledged = found.decided
     report.unproven = sum(1 for d in found.decided if d.settled is not None and d.entry.id not in found.done)
     written = None if dry_run else _written(tracker, ledger, found.lost, "the acknowledged operations found lost")

@@ -58,7 +58,7 @@ from ..core.model import (
 )
 from ..core.script import KILL_GRACE
 from ..host.binaries import find_scontrol
-from ..host.runs import owner_alive, this_run
+from ..host.runs import ended, owner_alive, this_run
 from ..ledger import base
 from ..ledger.base import LedgerStore
 from ..ledger.choose import open_ledger
@@ -225,10 +225,11 @@ def record(
     the ledger fails, each outcome is logged (it ran: never lost), the leases are given back if
     the ledger lets (``give_back``), and ``NotRecorded`` carries them all.  Shared by one job and
     a bulk chunk, as ``start`` is."""
+    over = ended()  # the calls are over: where and when, on a clock that never steps (§13.7)
     seen = looks.look(at) if at is not None and any(o.result in CHANGED for _, o, _ in finishes) else None
     try:
         with ledger.batch():
-            ledger.finish_operations(finishes, ledger.now(), look=None if seen is None else str(seen))
+            ledger.finish_operations(finishes, ledger.now(), look=None if seen is None else str(seen), ended=over)
             ledger.release_leases(ids, owner)
     except LedgerError as exc:
         # The objects keep their intents (may_be_set for a requeue): nothing is lost for the

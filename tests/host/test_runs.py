@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 from slurm_dsl.host import process
-from slurm_dsl.host.runs import RUN_ENV, Run, alive, owner_alive, started, this_run
+from slurm_dsl.host.runs import RUN_ENV, Run, alive, boot_clock, ended, owner_alive, since, started, this_run
 
 
 def test_this_run_is_this_process_and_is_alive() -> None:
@@ -47,3 +47,17 @@ def test_another_host_cannot_be_told_and_another_boot_is_gone() -> None:
     assert alive(str(Run("another-host", here.boot, here.pid, here.start))) is None
     assert alive(str(Run(here.host, "an-earlier-boot", here.pid, here.start))) is False
     assert alive("not a run") is None and owner_alive("op:written-before:1:2:abcd") is None
+
+
+def test_since_counts_on_the_boot_clock_of_this_host_and_boot_only() -> None:
+    """core.settle Rule 15: the seconds from an operation's end are read on one clock that never
+    steps, or not at all."""
+    here = this_run()
+    mark = ended()
+    at = boot_clock()
+    seconds = since(mark, at + 5.0)
+    assert seconds is not None and 5.0 <= seconds < 6.0
+    clock = mark.rpartition("/")[2]
+    assert since(f"another-host/{here.boot}/{clock}") is None
+    assert since(f"{here.host}/an-earlier-boot/{clock}") is None
+    assert since(None) is None and since("") is None and since(f"{here.host}/{here.boot}/soon") is None

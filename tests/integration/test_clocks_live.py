@@ -40,8 +40,9 @@ def faked_clock(tmp_path: Path) -> Iterator[Dict[str, str]]:
         pytest.fail(f"no {FAKETIME}: Debian's libfaketime (contrib/test installs faketime)")
     control = tmp_path / "offset"
     control.write_text("+0\n")
+    # As a real step: the wall clock moves, the monotonic and boot clocks do not.
     env = {"LD_PRELOAD": FAKETIME, "FAKETIME_TIMESTAMP_FILE": str(control), "FAKETIME_NO_CACHE": "1",
-           "FAKETIME_DONT_RESET": "1"}
+           "FAKETIME_DONT_RESET": "1", "FAKETIME_DONT_FAKE_MONOTONIC": "1"}
     lab.kill_slurmctld()
     lab.start_slurmctld(environ=env)
     try:
@@ -160,7 +161,8 @@ def test_a_forward_step_makes_no_running_operation_look_over(tmp_path: Path) -> 
         while lab.job_state(job).requeue != 1:  # type: ignore[union-attr]
             assert time.monotonic() < deadline and first.poll() is None, "the first run never set the flag"
             time.sleep(0.05)
-        ahead = dict(os.environ, LD_PRELOAD=FAKETIME, FAKETIME="+300", FAKETIME_DONT_RESET="1")
+        ahead = dict(os.environ, LD_PRELOAD=FAKETIME, FAKETIME="+300", FAKETIME_DONT_RESET="1",
+                     FAKETIME_DONT_FAKE_MONOTONIC="1")
         second = cli_process([*argv, "--timeout", "12"], env=ahead, timeout=120)
         (row,) = [json.loads(line) for line in second.stdout.splitlines()]
         assert row["result"] == "expired" and row["calls"] == [], second.stdout + second.stderr
@@ -168,6 +170,46 @@ def test_a_forward_step_makes_no_running_operation_look_over(tmp_path: Path) -> 
     finally:
         first.kill()
         first.wait()
+        lab.cancel(job)
+
+
+HANGING_HOLD = """#!/bin/sh
+# scontrol, but a hold is on its way past its run's deadline: it never reaches slurmctld.
+case $1 in hold) exec sleep 60 ;; esac
+exec /usr/bin/scontrol "$@"
+"""
+
+
+def test_a_forward_step_reads_no_absent_before_the_settle_delay(tmp_path: Path) -> None:
+    """Issue finding 5, the settle delay: a hold cut off by its deadline is unknown, and a request
+    cut off so may still reach slurmctld within the settle delay (10 s).  A settle on a clock an
+    hour ahead (libfaketime, the boot clock left alone, as a real step leaves it) read the ledger's
+    times, an hour, and said absent at once; now it reads the delay on the boot clock: no verdict
+    until it has passed."""
+    if not os.path.exists(FAKETIME):
+        pytest.fail(f"no {FAKETIME}: Debian's libfaketime (contrib/test installs faketime)")
+    ledger = str(tmp_path / "ledger.sqlite3")
+    scontrol = tmp_path / "scontrol"
+    scontrol.write_text(HANGING_HOLD)
+    scontrol.chmod(0o755)
+    job = lab.make_job("running_rq0")
+    try:
+        done = cli_process(["hold", job, "--json", "--timeout", "3", "--ledger", ledger, "--scontrol", str(scontrol)])
+        (row,) = [json.loads(line) for line in done.stdout.splitlines()]
+        assert row["result"] == "unknown", done.stdout + done.stderr
+        ahead = dict(os.environ, LD_PRELOAD=FAKETIME, FAKETIME="+3600", FAKETIME_DONT_FAKE_MONOTONIC="1")
+        stepped = cli_process(["settle", job, "--json", "--ledger", ledger], env=ahead)
+        (row,) = [json.loads(line) for line in stepped.stdout.splitlines()]
+        assert row["effect"] is None, stepped.stdout + stepped.stderr  # not absent: too soon on the boot clock
+        deadline = time.monotonic() + 60
+        while row["effect"] is None:
+            assert time.monotonic() < deadline, "never settled"
+            time.sleep(0.5)
+            settled = cli_process(["settle", job, "--json", "--ledger", ledger], env=ahead)
+            (row,) = [json.loads(line) for line in settled.stdout.splitlines()]
+        state = lab.job_state(job)
+        assert row["effect"] == "absent" and state is not None and state.priority > 0
+    finally:
         lab.cancel(job)
 
 
