@@ -140,7 +140,14 @@ def _marked(mark: str, since: int) -> Optional[bool]:
     return None if unreadable else False
 
 
+def owner_run(owner: str) -> Optional[str]:
+    """The run a lease owner names after its ``@`` (``run.tracked.lease_owner``); None for an
+    owner that names none (one written before runs were named)."""
+    run = owner.rpartition("@")[2] if "@" in owner else None
+    return run if Run.parse(run) is not None else None
+
+
 def owner_alive(owner: str) -> Optional[bool]:
-    """``alive`` of the run a lease owner names after its ``@`` (``run.tracked.lease_owner``);
-    None for an owner that names none (one written before runs were named)."""
-    return alive(owner.rpartition("@")[2]) if "@" in owner else None
+    """``alive`` of the run a lease owner names (``owner_run``; None: it names none)."""
+    run = owner_run(owner)
+    return None if run is None else alive(run)

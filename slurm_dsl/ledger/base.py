@@ -176,6 +176,18 @@ class LedgerStore(Protocol):
 
     def lease_holders(self, job_ids: Sequence[str]) -> Dict[str, str]: ...
 
+    def mark_run(self, run: str) -> None:
+        """While this ledger is open, let the hosts that share it tell ``run`` (``host.runs``)
+        alive (``run_marked``): a MariaDB ledger holds a lock named after it on a connection of
+        its own, which the server drops only with the run (or its host); a SQLite one, nothing.
+        Idempotent; a lock that cannot be had is a warning (the times decide, as without)."""
+        ...
+
+    def run_marked(self, run: str) -> Optional[bool]:
+        """True while ``run``'s mark (``mark_run``) is held: the run, or its host, has not gone
+        (it may be paused); None when that cannot be told."""
+        ...
+
     def release_lease(self, job_id: str, owner: str) -> bool: ...
 
     def release_leases(self, job_ids: Sequence[str], owner: str) -> int: ...

@@ -212,6 +212,12 @@ class SqlStore(query.SqlQueries):
             found.update((str(r[0]), str(r[1])) for r in self._read("read leases", sql, piece))
         return found
 
+    def mark_run(self, run: str) -> None:
+        """No mark: a SQLite ledger is of one host, where ``host.runs`` tells a run alive."""
+
+    def run_marked(self, run: str) -> Optional[bool]:
+        return None
+
     def release_lease(self, job_id: str, owner: str) -> bool:
         """Give the lease back; False if ``owner`` did not hold it (it lapsed and was taken)."""
         return self.release_leases([job_id], owner) > 0

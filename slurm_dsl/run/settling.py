@@ -33,9 +33,9 @@ from ..core.ledger_rules import sweep_owned
 from ..core.model import InvalidInput, LookupFailed, Result, Verdict
 from ..core.script import KILL_GRACE
 from ..core.settle import DEFAULT_SETTLE_DELAY, GONE_DETAIL, OneLookup, Pending, Recorded, Settled, exits_as, looked_up
-from ..host.runs import boot_clock, owner_alive
+from ..host.runs import boot_clock, owner_alive, owner_run
 from ..host.runs import since as since_ended
-from ..ledger.base import LedgerStore, Marks
+from ..ledger.base import Alive, LedgerStore, Marks
 from ..ledger.records import HistoryEntry, iso_utc, job_info_json
 from ..lookups.saves import hand_back_possible, read_controllers, slurm_conf, state_save_location
 from ..lookups.sight import trusted
@@ -116,9 +116,25 @@ def _writer(seen: str) -> int:
     return int(writer) if writer.isdigit() else -1
 
 
+def known_alive(ledger: LedgerStore) -> Alive:
+    """Whether a lease's holder is known alive: on this host, by its processes
+    (``host.runs.owner_alive``); where they cannot tell (another host), by its mark on the ledger
+    (``LedgerStore.run_marked``: a MariaDB ledger shared by the hosts of a pair).  Docs/contract.md
+    §13.7."""
+
+    def alive(owner: str) -> Optional[bool]:
+        found = owner_alive(owner)
+        run = owner_run(owner)
+        if found is None and run is not None:
+            return ledger.run_marked(run)
+        return found
+
+    return alive
+
+
 def still_running(ledger: LedgerStore, entries: Sequence[Operation]) -> Set[int]:
     """The unfinished operations of ``entries`` that may still run: their job's lease, however its
-    expiry stands on the ledger's clock, is held by a run known alive (``host.runs.owner_alive``).
+    expiry stands on the ledger's clock, is held by a run known alive (``known_alive``).
     A run is over only when it is known over (docs/contract.md §13.7): a clock stepped forward, or
     a host paused whole, makes no running operation look finished."""
     unfinished = [e for e in entries if e.result is None]
@@ -127,7 +143,8 @@ def still_running(ledger: LedgerStore, entries: Sequence[Operation]) -> Set[int]
     # A sweep's lease is no operation's: a sweep takes a job only from a run not known alive.
     holders = {job: holder for job, holder in ledger.lease_holders([e.job_id for e in unfinished]).items()
                if not sweep_owned(holder)}
-    alive = {holder: owner_alive(holder) for holder in set(holders.values())}
+    told = known_alive(ledger)
+    alive = {holder: told(holder) for holder in set(holders.values())}
     return {e.id for e in unfinished if e.job_id in holders and alive[holders[e.job_id]] is True}
 
 

@@ -59,7 +59,7 @@ from ..core.ledger_rules import SWEEP_TAG
 from ..core.model import InvalidInput, LedgerError, LookupFailed, Op, Outcome, RequeueBit, Result
 from ..core.settle import DEFAULT_SETTLE_DELAY, Pending, Recorded, check_settle_delay
 from ..host.binaries import find_scontrol
-from ..host.runs import boot_clock, owner_alive
+from ..host.runs import boot_clock, this_run
 from ..ledger.base import LedgerStore, Marks
 from ..lookups.saves import LastSave, last_save
 from ..lookups.sight import trusted
@@ -308,7 +308,9 @@ def sweep(
         # Leases first, lookup after: no operation can start on a leased job, so what
         # the lookup says stays true until the job is settled or its lease released.
         ttl = getattr(lookup, "timeout", 60.0) + restore_timeout * 2 + 60.0
-        leased = ledger.acquire_leases(ids, owner, ledger.now(), ttl, take_over_sweeps=take_over, alive=owner_alive)
+        ledger.mark_run(str(this_run()))
+        leased = ledger.acquire_leases(ids, owner, ledger.now(), ttl, take_over_sweeps=take_over,
+                                       alive=settling.known_alive(ledger))
         report.swept += [Swept(j, Done.BUSY, "an operation holds the job") for j in _not_held(ids, leased)]
     unsettled: List[Pending] = []
     answers: Optional[Dict[str, Optional[JobInfo]]] = None

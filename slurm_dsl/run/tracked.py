@@ -58,7 +58,7 @@ from ..core.model import (
 )
 from ..core.script import KILL_GRACE
 from ..host.binaries import find_scontrol
-from ..host.runs import ended, owner_alive, this_run
+from ..host.runs import ended, this_run
 from ..ledger import base
 from ..ledger.base import LedgerStore
 from ..ledger.choose import open_ledger
@@ -67,6 +67,7 @@ from .arrays import NOT_LOOKED, LookupAnswer, look_up
 from .calls import GUARD_MARGIN, execute, new_nonce
 from .config import Configuration, configure
 from .deadlines import Clock, check_deadline
+from .settling import known_alive
 
 if TYPE_CHECKING:
     from ..ledger.records import HistoryEntry  # loaded by a keyed run only: one job's hold never needs it
@@ -195,8 +196,9 @@ def start(
     transaction.  A job another holds is in neither list (the caller waits for it, or runs it on
     its own).  ``begun`` gets each job's history id.  Shared by one job (``Tracker.run_linked``)
     and a bulk chunk (``run.bulk``)."""
+    ledger.mark_run(str(this_run()))  # other hosts can tell this run alive while it is (§13.7)
     with ledger.batch():
-        held = set(ledger.acquire_leases(ids, owner, ledger.now(), ttl, alive=owner_alive))
+        held = set(ledger.acquire_leases(ids, owner, ledger.now(), ttl, alive=known_alive(ledger)))
         listed = ids.among(held)
         taken = not_to_act(ledger, op, listed, link.key)
         if taken:

@@ -1,11 +1,14 @@
 """A run is over only when it is known over (docs/contract.md §13.7): a lease past its expiry on the
 ledger's clock still holds while its run is alive, and an unfinished operation of a live run is not
-settled, whatever that clock says.  Real processes, a real SQLite ledger; the ledger's clock of the
-second run moved forward, as a step of the host's clock would (the live test steps it for real:
-tests/integration/test_clocks_live.py)."""
+settled, whatever that clock says.  Real processes, a real SQLite ledger (and a MariaDB one, shared
+with a run of "another host": a process in a UTS namespace of its own, its host name another); the
+ledger's clock of the second run moved forward, as a step of the host's clock would (the live test
+steps it for real: tests/integration/test_clocks_live.py)."""
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -15,6 +18,7 @@ import pytest
 from slurm_dsl.core.model import Op, Result
 from slurm_dsl.host.runs import Run, this_run
 from slurm_dsl.ledger.choose import open_ledger
+from slurm_dsl.ledger.mariadb import MariaDbLedger
 from slurm_dsl.ledger.sqlite import SqliteLedger
 from slurm_dsl.run.driver import Ran
 from slurm_dsl.run.keyed import run_settled
@@ -74,5 +78,41 @@ def test_a_second_run_of_a_key_does_not_act_while_the_first_is_on_its_way(
         with open_ledger(ledger_path) as ledger:
             assert [h.settlement for h in ledger.history("7")] == [None], "the running operation was settled"
     finally:
+        first.kill()
+        first.wait()
+
+
+def test_a_run_of_another_host_paused_mid_call_keeps_its_operation_running(
+    tmp_path: Path, mariadb_location: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 41 item 5, across hosts: a host paused whole while the other host of a pair ran the key
+    (its clock, or the ledger server's, past the lease).  The paused run's mark on the shared
+    ledger (``mark_run``: the server keeps it while its connection is there) tells the other host it
+    is not over: the second run acts on nothing."""
+    fake = write_fake(tmp_path / "bin", {"requeue": "exec sleep 60"})  # call 2 on its way
+    squeue = write_fake_squeue(tmp_path / "sq", "7|RUNNING|0|0|4294901|None\n")
+    monkeypatch.setenv("SLURM_DSL_SQUEUE", str(squeue))
+    argv = [*COMMAND, "requeue", "7", "--key", "k", "--timeout", "50", "--ledger", mariadb_location,
+            "--scontrol", str(fake), "--squeue", str(squeue)]
+    # "Another host": the run's host name, in a UTS namespace of its own, is not this one's.
+    first = subprocess.Popen(["unshare", "--uts", "sh", "-c", 'hostname another-host && exec "$@"', "sh", *argv],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while "requeue 7" not in calls_made(fake):
+            assert time.monotonic() < deadline and first.poll() is None, "the first run never reached call 2"
+            time.sleep(0.05)
+        os.kill(first.pid, signal.SIGSTOP)  # the host paused whole: its run says nothing
+        with open_ledger(mariadb_location) as ledger:
+            (holder,) = ledger.lease_holders(["7"]).values()
+            assert "@another-host/" in holder
+        real = MariaDbLedger.now
+        monkeypatch.setattr(MariaDbLedger, "now", lambda self: real(self) + HOUR)  # past every lease and ends_by
+        with Tracker(mariadb_location, scontrol=str(fake), squeue=str(squeue)) as t:
+            rows = list(run_settled(t, Op.REQUEUE, ["7"], time.time() + 8, key="k", retry=1, settle_delay=2.0))
+        assert [r.outcome.result for r in rows if isinstance(r, Ran)] == [Result.EXPIRED], rows  # nothing ran
+        assert calls_made(fake).count("requeue 7") == 1, calls_made(fake)
+    finally:
+        os.kill(first.pid, signal.SIGCONT)
         first.kill()
         first.wait()
