@@ -12,6 +12,7 @@ import signal
 import subprocess
 import time
 from pathlib import Path
+from typing import Sequence, Tuple
 
 import pytest
 
@@ -52,6 +53,26 @@ def clock_ahead(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(SqliteLedger, "now", lambda self: real(self) + HOUR)
 
 
+def at_call_2(tmp_path: Path, ledger: str, monkeypatch: pytest.MonkeyPatch,
+              prefix: Sequence[str] = ()) -> Tuple[subprocess.Popen[bytes], Path, Path]:
+    """A first run of key ``k`` (a requeue of job 7, run under ``prefix``), its call 2 on its way
+    once this returns; and its fake scontrol and squeue."""
+    fake = write_fake(tmp_path / "bin", {"requeue": "exec sleep 60"})
+    squeue = write_fake_squeue(tmp_path / "sq", "7|RUNNING|0|0|4294901|None\n")
+    monkeypatch.setenv("SLURM_DSL_SQUEUE", str(squeue))
+    first = subprocess.Popen([*prefix, *COMMAND, "requeue", "7", "--key", "k", "--timeout", "50", "--ledger", ledger,
+                              "--scontrol", str(fake), "--squeue", str(squeue)],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 30
+    while "requeue 7" not in calls_made(fake):
+        if time.monotonic() > deadline or first.poll() is not None:
+            first.kill()
+            first.wait()
+            pytest.fail("the first run never reached call 2")
+        time.sleep(0.05)
+    return first, fake, squeue
+
+
 def test_a_second_run_of_a_key_does_not_act_while_the_first_is_on_its_way(
     tmp_path: Path, clock_ahead: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -60,17 +81,8 @@ def test_a_second_run_of_a_key_does_not_act_while_the_first_is_on_its_way(
     still on its way.  Now the first run is alive, so its operation is running: the second waits,
     and at its deadline runs nothing."""
     ledger_path = str(tmp_path / "ledger.sqlite3")
-    fake = write_fake(tmp_path / "bin", {"requeue": "exec sleep 60"})  # call 2 on its way
-    squeue = write_fake_squeue(tmp_path / "sq", "7|RUNNING|0|0|4294901|None\n")
-    monkeypatch.setenv("SLURM_DSL_SQUEUE", str(squeue))
-    first = subprocess.Popen([*COMMAND, "requeue", "7", "--key", "k", "--timeout", "50", "--ledger", ledger_path,
-                              "--scontrol", str(fake), "--squeue", str(squeue)],
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    first, fake, squeue = at_call_2(tmp_path, ledger_path, monkeypatch)
     try:
-        deadline = time.monotonic() + 30
-        while "requeue 7" not in calls_made(fake):
-            assert time.monotonic() < deadline and first.poll() is None, "the first run never reached call 2"
-            time.sleep(0.05)
         with Tracker(ledger_path, scontrol=str(fake), squeue=str(squeue)) as t:
             rows = list(run_settled(t, Op.REQUEUE, ["7"], time.time() + 8, key="k", retry=1, settle_delay=2.0))
         assert [r.outcome.result for r in rows if isinstance(r, Ran)] == [Result.EXPIRED], rows  # nothing ran
@@ -89,19 +101,10 @@ def test_a_run_of_another_host_paused_mid_call_keeps_its_operation_running(
     (its clock, or the ledger server's, past the lease).  The paused run's mark on the shared
     ledger (``mark_run``: the server keeps it while its connection is there) tells the other host it
     is not over: the second run acts on nothing."""
-    fake = write_fake(tmp_path / "bin", {"requeue": "exec sleep 60"})  # call 2 on its way
-    squeue = write_fake_squeue(tmp_path / "sq", "7|RUNNING|0|0|4294901|None\n")
-    monkeypatch.setenv("SLURM_DSL_SQUEUE", str(squeue))
-    argv = [*COMMAND, "requeue", "7", "--key", "k", "--timeout", "50", "--ledger", mariadb_location,
-            "--scontrol", str(fake), "--squeue", str(squeue)]
     # "Another host": the run's host name, in a UTS namespace of its own, is not this one's.
-    first = subprocess.Popen(["unshare", "--uts", "sh", "-c", 'hostname another-host && exec "$@"', "sh", *argv],
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    another = ["unshare", "--uts", "sh", "-c", 'hostname another-host && exec "$@"', "sh"]
+    first, fake, squeue = at_call_2(tmp_path, mariadb_location, monkeypatch, another)
     try:
-        deadline = time.monotonic() + 30
-        while "requeue 7" not in calls_made(fake):
-            assert time.monotonic() < deadline and first.poll() is None, "the first run never reached call 2"
-            time.sleep(0.05)
         os.kill(first.pid, signal.SIGSTOP)  # the host paused whole: its run says nothing
         with open_ledger(mariadb_location) as ledger:
             (holder,) = ledger.lease_holders(["7"]).values()
