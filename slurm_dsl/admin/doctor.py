@@ -22,7 +22,8 @@ read for its schema and objects, and its mode looked at.  A MariaDB URL is looke
 writing anything (``ledger.mariadb.probe``): the option file (``ledger-cnf``: a regular file of this uid or
 root, readable by nobody else), the server (``ledger-db``: reachable within the connect and
 read timeouts, its version), its clock against this host's (``ledger-time``: leases and
-back-offs use the server's, so an offset is no fault, but an admin wants to see it), and the
+back-offs use the server's, and no rule compares its times with slurmctld's or this host's,
+docs/durability.md §5, so an offset is no fault, but an admin wants to see it), and the
 schema (``ledger``): empty or older is a warning (the next slurm-dsl to open it migrates it),
 newer a failure.
 """
@@ -410,7 +411,8 @@ def _mariadb_checks(url: str) -> List[Check]:
            f" (give or take {rtt / 2:.1f} ms)")
     if abs(offset) > CLOCK_WARN:
         checks.append(Check("ledger-time", WARN, f"the server's clock is {how}: leases and back-offs use the"
-                            " server's, so they still agree, but times in logs and history will not match"
+                            " server's and no rule compares it with another clock, so they still agree,"
+                            " but times in logs and history will not match"
                             " this host's; check NTP on both"))
     else:
         checks.append(Check("ledger-time", OK, f"the server's clock is {how} (leases and back-offs use the server's)"))

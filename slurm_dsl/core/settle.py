@@ -94,6 +94,13 @@ controllers before it (``control``, ``core.durable`` Rule 6) shows that no reque
 operation's end can still be held back: otherwise no verdict yet (look again later).  From a later
 operation's record (Rule 10), read without such a reading, a missing effect is ``undecidable`` there.
 
+Rule 15, the settle delay on one clock (docs/contract.md §13.7): the ledger's times (Rule 9) are
+wall-clock times, which a step moves; a forward step between an operation's end and a lookup would
+make the delay look served while its request may still be on its way.  So where the caller knows the
+seconds from the end to the lookup's start on one clock that never steps (``elapsed``: the same host
+and boot kept a boot-clock reading at the end), those seconds are the time since the end, not the
+ledger times' difference.
+
 Rule 8, the exit of a settled row (``exits_as``): a row whose result is ``unknown`` exits by its
 effect, ``present`` as ``ok``, ``gone`` as ``not_found``, ``absent``, ``undecidable`` or no verdict
 as ``unknown``; a row whose result is not unknown has no effect (None) and exits as its result.
@@ -458,10 +465,13 @@ class OneLookup:
         return out
 
     def settle(
-        self, operation: Recorded, later: Sequence[Recorded], looked: Looked, mark: Optional[int] = None
+        self, operation: Recorded, later: Sequence[Recorded], looked: Looked, mark: Optional[int] = None,
+        elapsed: Optional[float] = None,
     ) -> Optional[Settled]:
         """``settle_operation(operation, later, looked, ...)`` with this lookup's values; ``mark``:
-        where the looks stood once the operation was over (``core.durable`` Rule 6; None: not known)."""
+        where the looks stood once the operation was over (``core.durable`` Rule 6; None: not known);
+        ``elapsed``: the seconds from the operation's end to the lookup's start on one clock that
+        never steps (Rule 15; None: not known)."""
         if not isinstance(operation, Recorded):
             raise InvalidInput(f"operation must be a Recorded, not {described(operation)}")
         op = _op(operation.op)
@@ -492,7 +502,7 @@ class OneLookup:
         )
         if first is None:
             # ``verdict``'s checks, but for those made above
-            since_end = _seconds(at - end, "the time since the end")
+            since_end = _finite(at - end if elapsed is None else elapsed, "the time since the end")
             if not isinstance(looked, (JobInfo, NoJob)):
                 raise InvalidInput(
                     f"looked must be a JobInfo, NoJob.GONE or NoJob.COULD_NOT_ASK, not {described(looked)}"
@@ -506,7 +516,7 @@ class OneLookup:
                 return None
             if found is Verdict.ABSENT and self.hand_back and may_be_held(self.control, mark):
                 return None  # Rule 14: a controller may still hold its request back
-            return Settled(found, _lost(operation, found, _detail(op, found, record, operation.baseline, at - end)),
+            return Settled(found, _lost(operation, found, _detail(op, found, record, operation.baseline, since_end)),
                            at, record)
         what = f"a later {_op(first.op).value} on the job (operation {first.id})"
         if first.baseline is None or first.baseline_at is None:

@@ -55,6 +55,7 @@ from dataclasses import dataclass
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..core.script import GUARD, KILL_GRACE
+from .runs import RUN_ENV, this_run
 
 CAP = 1 << 20  # bytes kept of each of stdout and stderr
 # Seconds reading goes on after the child has exited, for its pipes to close.  The
@@ -107,9 +108,10 @@ class Completed:
 
 
 def fixed_env(environ: Optional[Mapping[str, str]] = None) -> Dict[str, str]:
-    """The environment every child gets: C locale, a safe PATH, and SLURM_CONF if set."""
+    """The environment every child gets: C locale, a safe PATH, SLURM_CONF if set, and the run it
+    belongs to (``host.runs.RUN_ENV``: what it started is known alive while it is there)."""
     source = os.environ if environ is None else environ
-    env = {"PATH": SAFE_PATH, "LC_ALL": "C", "LANG": "C"}
+    env = {"PATH": SAFE_PATH, "LC_ALL": "C", "LANG": "C", RUN_ENV: str(this_run())}
     env.update({k: source[k] for k in PASS_THROUGH if k in source})
     return env
 

@@ -54,6 +54,10 @@ BACKOFF_BASE = 60.0  # seconds before the sweeper looks a job up again after one
 BACKOFF_CAP = 3600.0  # the back-off doubles per failed lookup up to this
 
 
+# Whether a lease's holder is known alive (True), known gone (False) or cannot be told (None).
+Alive = Callable[[str], Optional[bool]]
+
+
 class Looks(NamedTuple):
     """What ``LedgerStore.look_at_saves`` returns: where the looks at slurmctld's saves stand
     (``place``: the last one's), the observer's kept looks, oldest first (``core.durable.Chain``),
@@ -129,7 +133,8 @@ class LedgerStore(Protocol):
         ...
 
     def finish_operation(
-        self, op_id: int, outcome: Outcome, stderr: bytes, now: float, *, look: Optional[str] = None
+        self, op_id: int, outcome: Outcome, stderr: bytes, now: float, *, look: Optional[str] = None,
+        ended: Optional[str] = None,
     ) -> RequeueBit: ...
 
     def begin_operations(
@@ -149,17 +154,39 @@ class LedgerStore(Protocol):
         ...
 
     def finish_operations(
-        self, finishes: Sequence[Tuple[int, Outcome, bytes]], now: float, *, look: Optional[str] = None
+        self, finishes: Sequence[Tuple[int, Outcome, bytes]], now: float, *, look: Optional[str] = None,
+        ended: Optional[str] = None,
     ) -> List[RequeueBit]:
         """``finish_operation`` for many; ``look``: the finishing process's own look at slurmctld's
-        job_state after their calls (core.durable Rule 2), kept with each one's mark."""
+        job_state after their calls (core.durable Rule 2), kept with each one's mark; ``ended``:
+        where and when their calls were over on a boot clock (``host/boot/seconds``)."""
         ...
 
-    def acquire_lease(self, job_id: str, owner: str, now: float, ttl: float) -> bool: ...
+    def acquire_lease(
+        self, job_id: str, owner: str, now: float, ttl: float, *, alive: Optional[Alive] = None
+    ) -> bool: ...
 
     def acquire_leases(
-        self, job_ids: Sequence[str], owner: str, now: float, ttl: float, *, take_over_sweeps: bool = False
-    ) -> List[str]: ...
+        self, job_ids: Sequence[str], owner: str, now: float, ttl: float, *, take_over_sweeps: bool = False,
+        alive: Optional[Alive] = None,
+    ) -> List[str]:
+        """The leases ``owner`` could take; one past its expiry whose holder ``alive`` says is known
+        alive is not taken (docs/contract.md §13.7)."""
+        ...
+
+    def lease_holders(self, job_ids: Sequence[str]) -> Dict[str, str]: ...
+
+    def mark_run(self, run: str) -> None:
+        """While this ledger is open, let the hosts that share it tell ``run`` (``host.runs``)
+        alive (``run_marked``): a MariaDB ledger holds a lock named after it on a connection of
+        its own, which the server drops only with the run (or its host); a SQLite one, nothing.
+        Idempotent; a lock that cannot be had is a warning (the times decide, as without)."""
+        ...
+
+    def run_marked(self, run: str) -> Optional[bool]:
+        """True while ``run``'s mark (``mark_run``) is held: the run, or its host, has not gone
+        (it may be paused); None when that cannot be told."""
+        ...
 
     def release_lease(self, job_id: str, owner: str) -> bool: ...
 
@@ -196,6 +223,8 @@ class LedgerStore(Protocol):
     def forget_gone(self, job_ids: Sequence[str]) -> int: ...
 
     def op_marks(self, op_ids: Sequence[int]) -> Dict[int, Tuple[int, Optional[str]]]: ...
+
+    def op_ends(self, op_ids: Sequence[int]) -> Dict[int, Tuple[int, Optional[str], Optional[str]]]: ...
 
     def anchor_operations(self, op_ids: Sequence[int], look: Optional[str]) -> int: ...
 

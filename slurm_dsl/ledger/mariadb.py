@@ -32,6 +32,10 @@ mapping of its errors.  Contract:
   disagree still agree on every lease and back-off.  Times are stored as DOUBLE epoch seconds.
 - One sweep at a time per database: ``sweep_lock`` holds ``GET_LOCK('slurm_dsl.sweep.<database>')``
   on a connection of its own for the whole sweep; the server releases it if that host dies.
+- A run's mark (docs/contract.md §13.7): ``mark_run`` holds ``GET_LOCK('slurm_dsl.run.<a hash of the
+  run>')`` on a connection of its own, its session's ``wait_timeout`` ``RUN_MARK_IDLE``; each call
+  renews it.  ``run_marked`` is ``IS_USED_LOCK``: held, the run (or its host, paused) is there; free,
+  it cannot be told (the run ended, or its host went, or its mark lapsed idle).
 - Never a hang: connect, read and write timeouts bound every call.  A connection the server
   dropped is replaced before a new transaction or read (once); a transaction that lost its
   connection is never retried (its commit may or may not have happened).  Every pymysql or OS
@@ -43,6 +47,8 @@ A ``MariaDbLedger`` is one connection: use it from one thread at a time (another
 from __future__ import annotations
 
 import functools
+import hashlib
+import logging
 import math
 import re
 import time
@@ -55,6 +61,8 @@ from . import query, schema, store
 from . import rows as ledger_rows
 from .base import BACKOFF_BASE, BACKOFF_CAP, BUSY_TIMEOUT
 from .mariadb_config import ClientOptions, Location, parse_url, read_option_file
+
+log = logging.getLogger("slurm_dsl")
 
 try:
     import pymysql
@@ -248,7 +256,8 @@ MIGRATIONS: Tuple[Tuple[str, ...], ...] = (
         f"""CREATE TABLE IF NOT EXISTS op_looks (
             op_id BIGINT UNSIGNED NOT NULL PRIMARY KEY,
             mark BIGINT NOT NULL,
-            look VARCHAR(1024) NULL
+            look VARCHAR(1024) NULL,
+            ended VARCHAR(512) NULL
         ) {_TABLE}""",
     ),
 )
@@ -436,6 +445,7 @@ class MariaDbLedger(store.SqlStore):
         self._server = server
         self._conn: Optional[Connection[Cursor]] = None
         self._finishing_on: Optional[Connection[Cursor]] = None  # the connection slurm_dsl_finishing exists on
+        self._marking: Optional[Tuple[str, Connection[Cursor]]] = None  # the run marked, and its connection
         self.database = server.location.database
         self._clock = clock
 
@@ -473,6 +483,7 @@ class MariaDbLedger(store.SqlStore):
     def close(self) -> None:
         conn, self._conn = self._conn, None
         self._finishing_on = None
+        self._unmark()
         if conn is not None:
             try:
                 conn.close()
@@ -681,6 +692,48 @@ class MariaDbLedger(store.SqlStore):
             return self._clock()
         return float(self._read("read the server's clock", "SELECT UNIX_TIMESTAMP(NOW(6))")[0][0])
 
+    def mark_run(self, run: str) -> None:
+        """Hold the lock of ``run`` (``run_lock_name``) on a connection of its own, or renew it;
+        a server that will not give it is a warning: the times decide, as without a mark."""
+        if self._marking is not None and self._marking[0] == run:
+            try:
+                self._marking[1].ping(False)  # the idle time starts again
+                return
+            except (pymysql.Error, OSError):
+                self._unmark()
+        self._unmark()
+        name = run_lock_name(run)
+        try:
+            conn = self._server.connect(self.database)
+        except LedgerError as exc:
+            log.warning("could not mark this run in %s: %s", self.path, exc)
+            return
+        try:
+            with conn.cursor() as cur:
+                cur.execute(f"SET SESSION wait_timeout = {RUN_MARK_IDLE}")
+                cur.execute("SELECT GET_LOCK(%s, 0)", (name,))
+                row = cur.fetchone()
+        except (pymysql.Error, OSError) as exc:
+            row = None
+            log.warning("could not mark this run in %s: %s", self.path, exc)
+        if row is None or row[0] != 1:
+            conn.close()
+            return
+        self._marking = (run, conn)
+
+    def _unmark(self) -> None:
+        marking, self._marking = self._marking, None
+        if marking is not None:
+            try:
+                marking[1].close()  # the server lets the lock go with the connection
+            except (pymysql.Error, OSError):
+                pass
+
+    def run_marked(self, run: str) -> Optional[bool]:
+        """True when ``run``'s lock is held; None when it is free (nothing told)."""
+        found = self._read("read a run's mark", "SELECT IS_USED_LOCK(?)", (run_lock_name(run),))
+        return True if found and found[0][0] is not None else None
+
     def sweep_lock(self) -> MariaDbSweepLock:
         return MariaDbSweepLock(self)
 
@@ -733,6 +786,14 @@ def probe(url: str, *, busy_timeout: float = 1.0, clock: Callable[[], float] = t
     finally:
         ledger.close()
     return Probe(str(version), before, float(server_time), after, schema, not_clear)
+
+
+RUN_MARK_IDLE = 600  # seconds a run's mark outlives its last renewal without a word from the run
+
+
+def run_lock_name(run: str) -> str:
+    """The server-wide lock that marks ``run``: 54 characters, under MariaDB's 64."""
+    return "slurm_dsl.run." + hashlib.blake2b(run.encode("utf-8", "replace"), digest_size=20).hexdigest()
 
 
 class MariaDbSweepLock:

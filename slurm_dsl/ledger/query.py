@@ -120,7 +120,7 @@ ANCHOR_QUIET = "UPDATE objects SET quiet_mark = ?, quiet_look = ? WHERE quiet_ma
 MARK_GONE = "UPDATE objects SET gone_mark = ?, gone_look = ? WHERE gone_mark IS NULL AND job_id"
 FORGET_GONE = "UPDATE objects SET gone_mark = NULL, gone_look = NULL WHERE gone_mark IS NOT NULL AND job_id"
 OP_LOOK = schema.insert("op_looks", schema.OP_LOOKS.names())
-OP_MARKS_OF = "SELECT op_id, mark, look FROM op_looks WHERE op_id"  # an IN list follows
+OP_MARKS_OF = "SELECT op_id, mark, look, ended FROM op_looks WHERE op_id"  # an IN list follows
 ANCHOR_OPERATIONS = (  # the mark and the look, then an IN list of history ids
     "INSERT INTO op_looks (op_id, mark, look) SELECT h.id, ?, ? FROM history h"
     " WHERE NOT EXISTS (SELECT 1 FROM op_looks o WHERE o.op_id = h.id) AND h.id"

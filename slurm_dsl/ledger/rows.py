@@ -34,6 +34,7 @@ from typing import (
     TYPE_CHECKING,
     AbstractSet,
     Any,
+    Callable,
     Dict,
     Iterable,
     Iterator,
@@ -505,16 +506,21 @@ def finished_values(
 
 
 def held_by_another(
-    row: Optional[Sequence[Any]], owner: str, now: float, take_over_sweeps: bool = False
+    row: Optional[Sequence[Any]], owner: str, now: float, take_over_sweeps: bool = False,
+    alive: Optional[Callable[[str], Optional[bool]]] = None,
 ) -> bool:
     """Whether the lease row (owner, expires_at) keeps ``owner`` from taking the job at ``now``;
-    with ``take_over_sweeps``, another sweep's lease keeps no one (``ledger_rules.sweep_owned``)."""
+    with ``take_over_sweeps``, another sweep's lease keeps no one (``ledger_rules.sweep_owned``).
+    A lease past its expiry still keeps it while ``alive`` says its holder is known alive: a run is
+    over only when it is known over, whatever the ledger's clock says (docs/contract.md §13.7)."""
     if row is None:
         return False
     holder, expires_at = row
-    if holder == owner or expires_at <= now:
+    if holder == owner:
         return False
-    return not (take_over_sweeps and rules.sweep_owned(str(holder)))
+    if take_over_sweeps and rules.sweep_owned(str(holder)):
+        return False
+    return expires_at > now or (alive is not None and alive(str(holder)) is True)
 
 
 def holds(row: Optional[Sequence[Any]], owner: str, now: float) -> bool:
@@ -527,13 +533,23 @@ def holds(row: Optional[Sequence[Any]], owner: str, now: float) -> bool:
 
 
 def leases_taken(
-    ids: Sequence[str], rows: Mapping[str, Sequence[Any]], owner: str, now: float, take_over_sweeps: bool = False
+    ids: Sequence[str], rows: Mapping[str, Sequence[Any]], owner: str, now: float, take_over_sweeps: bool = False,
+    alive: Optional[Callable[[str], Optional[bool]]] = None,
 ) -> List[str]:
     """``acquire_leases``' answer: of ``ids`` (in their order, a repeat too), those ``owner``
     holds after taking them one after the other, given the lease rows there (job id -> (owner,
     expires_at)): every one no other owner's unexpired lease keeps (``held_by_another``).  A job
-    taken is ``owner``'s, so a repeat is taken again; one kept from it stays kept."""
-    return [job_id for job_id in ids if not held_by_another(rows.get(job_id), owner, now, take_over_sweeps)]
+    taken is ``owner``'s, so a repeat is taken again; one kept from it stays kept.  ``alive``: as
+    ``held_by_another``'s, asked once per holder."""
+    asked: Dict[str, Optional[bool]] = {}
+
+    def once(holder: str) -> Optional[bool]:
+        if holder not in asked:
+            asked[holder] = None if alive is None else alive(holder)
+        return asked[holder]
+
+    return [job_id for job_id in ids
+            if not held_by_another(rows.get(job_id), owner, now, take_over_sweeps, once if alive else None)]
 
 
 # ``pending``'s query, ``?`` placeholders; with the sweeps' leases passed over, or not.  ``{columns}``:

@@ -179,6 +179,9 @@ OP_LOOKS = Table("op_looks", (
     Column("op_id", "INTEGER PRIMARY KEY", "BIGINT UNSIGNED NOT NULL PRIMARY KEY"),
     Column("mark", "INTEGER NOT NULL", "BIGINT NOT NULL"),
     Column("look", "TEXT", "VARCHAR(1024) NULL"),
+    # Where and when it was over on a boot clock: ``host/boot/seconds`` (docs/contract.md §13.7: the
+    # settle delay counted on one clock that never steps; NULL: not known).
+    Column("ended", "TEXT", "VARCHAR(512) NULL"),
 ))
 
 TABLES = (OBJECTS, HISTORY, LEASES, LAST_SWEEP, PRUNING, WRITE_LOCK, SETTLEMENTS, LOOKS, OP_LOOKS)

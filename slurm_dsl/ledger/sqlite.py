@@ -228,7 +228,8 @@ MIGRATIONS: Tuple[Tuple[str, ...], ...] = (
         """CREATE TABLE op_looks (
             op_id INTEGER PRIMARY KEY,
             mark INTEGER NOT NULL,
-            look TEXT
+            look TEXT,
+            ended TEXT
         )""",
     ),
 )

@@ -25,7 +25,7 @@ from ..core.jobid import checked_list
 from ..core.model import Op, Outcome, RequeueBit, Result
 from . import query
 from . import rows as ledger_rows
-from .base import Looks, Marks
+from .base import Alive, Looks, Marks
 
 if TYPE_CHECKING:
     from ..core.jobinfo import JobInfo
@@ -138,7 +138,8 @@ class SqlStore(query.SqlQueries):
             return self._append_history(cur, plan.history)
 
     def finish_operation(
-        self, op_id: int, outcome: Outcome, stderr: bytes, now: float, *, look: Optional[str] = None
+        self, op_id: int, outcome: Outcome, stderr: bytes, now: float, *, look: Optional[str] = None,
+        ended: Optional[str] = None,
     ) -> RequeueBit:
         """Fill in operation ``op_id`` with its outcome; return the object's new bit.
 
@@ -147,10 +148,11 @@ class SqlStore(query.SqlQueries):
         other ops never wrote it, so it is the object's current bit.  A requeue or restore records
         why; hold, release and open leave the object as it is.
         """
-        return self.finish_operations([(op_id, outcome, stderr)], now, look=look)[0]
+        return self.finish_operations([(op_id, outcome, stderr)], now, look=look, ended=ended)[0]
 
     def finish_operations(
-        self, finishes: Sequence[Tuple[int, Outcome, bytes]], now: float, *, look: Optional[str] = None
+        self, finishes: Sequence[Tuple[int, Outcome, bytes]], now: float, *, look: Optional[str] = None,
+        ended: Optional[str] = None,
     ) -> List[RequeueBit]:
         """``finish_operation`` for many ``(op_id, outcome, stderr)`` in ONE transaction (a bulk
         chunk's results); if any is refused, none is written.
@@ -160,7 +162,8 @@ class SqlStore(query.SqlQueries):
         the same operation twice is "already finished"), the objects changed in one multi-row
         upsert, the history rows by the dialect's ``_finish_history``.  ``look``: the finishing
         process's own look at slurmctld's job_state, taken after their calls were over (None: none
-        could be); with where the looks stand, each operation's mark (core.durable Rules 2 and 4)."""
+        could be); with where the looks stand, each operation's mark (core.durable Rules 2 and 4);
+        ``ended``: where and when they were over on a boot clock (``host/boot/seconds``)."""
         now = ledger_rows.finite("now", now)
         finishes = list(finishes)
         with self._atomic("finish operation") as cur:
@@ -171,31 +174,49 @@ class SqlStore(query.SqlQueries):
             self._write_rows(cur, query.WRITE_BIT, plan.objects, self._upsert("job_id", query.BIT_COLUMNS))
             self._write_quiet(cur, plan.quiet)
             self._finish_history(cur, plan.history)
-            marks = [(op_id, mark, look) for op_id in ledger_rows.distinct([op_id for op_id, _, _ in finishes])]
-            self._write_rows(cur, query.OP_LOOK, marks, self._upsert("op_id", ("mark", "look")))
+            marks = [(op_id, mark, look, ended) for op_id in ledger_rows.distinct([op_id for op_id, _, _ in finishes])]
+            self._write_rows(cur, query.OP_LOOK, marks, self._upsert("op_id", ("mark", "look", "ended")))
         return plan.bits
 
     # -- leases ----------------------------------------------------------------------------------
 
-    def acquire_lease(self, job_id: str, owner: str, now: float, ttl: float) -> bool:
+    def acquire_lease(
+        self, job_id: str, owner: str, now: float, ttl: float, *, alive: Optional[Alive] = None
+    ) -> bool:
         """Take (or renew) the job's lease until ``now + ttl``; False if another owner holds it."""
-        return bool(self.acquire_leases([job_id], owner, now, ttl))
+        return bool(self.acquire_leases([job_id], owner, now, ttl, alive=alive))
 
     def acquire_leases(
-        self, job_ids: Sequence[str], owner: str, now: float, ttl: float, *, take_over_sweeps: bool = False
+        self, job_ids: Sequence[str], owner: str, now: float, ttl: float, *, take_over_sweeps: bool = False,
+        alive: Optional[Alive] = None,
     ) -> List[str]:
         """``acquire_lease`` for many jobs in one transaction; returns the ids now held by ``owner``
         (in their order).  The leases there read (``_keyed``) in ``IN`` lists of
         ``ledger_rows.IN_PIECE`` ids, the ones taken written in one multi-row upsert
         (``ledger_rows.leases_taken`` decides).  With ``take_over_sweeps`` (only for the sweep
-        holding the sweep lock), other sweeps' leases are taken too (``ledger_rules.sweep_owned``)."""
+        holding the sweep lock), other sweeps' leases are taken too (``ledger_rules.sweep_owned``).
+        ``alive``: whether a holder is known alive, which keeps its lease past its expiry."""
         ids = checked_list(job_ids)
         now, ttl = ledger_rows.finite("now", now), ledger_rows.positive_ttl(ttl)
         with self._atomic("acquire lease") as cur:
             rows = self._keyed(cur, query.LEASE_OF_ONE, query.LEASES_OF, ids)
-            held = ledger_rows.leases_taken(ids, rows, owner, now, take_over_sweeps)
+            held = ledger_rows.leases_taken(ids, rows, owner, now, take_over_sweeps, alive)
             self._write_leases(cur, [(job_id, owner, now + ttl) for job_id in ledger_rows.distinct(held)])
         return held
+
+    def lease_holders(self, job_ids: Sequence[str]) -> Dict[str, str]:
+        """Who holds each job's lease, expired or not; a job with none is absent.  Reads only."""
+        found: Dict[str, str] = {}
+        for piece in ledger_rows.pieces(ledger_rows.distinct(checked_list(job_ids))):
+            sql = ledger_rows.in_list(query.LEASES_OF, len(piece), "?")
+            found.update((str(r[0]), str(r[1])) for r in self._read("read leases", sql, piece))
+        return found
+
+    def mark_run(self, run: str) -> None:
+        """No mark: a SQLite ledger is of one host, where ``host.runs`` tells a run alive."""
+
+    def run_marked(self, run: str) -> Optional[bool]:
+        return None
 
     def release_lease(self, job_id: str, owner: str) -> bool:
         """Give the lease back; False if ``owner`` did not hold it (it lapsed and was taken)."""
@@ -326,10 +347,16 @@ class SqlStore(query.SqlQueries):
     def op_marks(self, op_ids: Sequence[int]) -> Dict[int, Tuple[int, Optional[str]]]:
         """Where the looks stood when each operation was over, and its own look then (None: not its
         own); an operation without one is absent.  Reads only."""
-        found: Dict[int, Tuple[int, Optional[str]]] = {}
+        return {op_id: (mark, look) for op_id, (mark, look, _) in self.op_ends(op_ids).items()}
+
+    def op_ends(self, op_ids: Sequence[int]) -> Dict[int, Tuple[int, Optional[str], Optional[str]]]:
+        """``op_marks``, with where and when each operation was over on a boot clock (``ended``,
+        ``host/boot/seconds``; None: not known).  Reads only."""
+        found: Dict[int, Tuple[int, Optional[str], Optional[str]]] = {}
         for piece in ledger_rows.pieces(ledger_rows.distinct([int(i) for i in op_ids])):
             sql = ledger_rows.in_list(query.OP_MARKS_OF, len(piece), "?")
-            found.update((int(r[0]), (int(r[1]), _text(r[2]))) for r in self._read("read operation marks", sql, piece))
+            found.update((int(r[0]), (int(r[1]), _text(r[2]), _text(r[3])))
+                         for r in self._read("read operation marks", sql, piece))
         return found
 
     def anchor_operations(self, op_ids: Sequence[int], look: Optional[str]) -> int:

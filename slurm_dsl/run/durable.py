@@ -32,6 +32,7 @@ from ..core.keys import took_effect
 from ..core.model import LookupFailed, Op, Outcome, RequeueBit, Result, Verdict
 from ..host.binaries import find_scontrol, find_squeue
 from ..host.files import FILE_TIMEOUT, NotRead, identity
+from ..host.runs import boot_clock
 from ..lookups.sight import trusted
 from ..lookups.squeue import MAX_LISTED, SQUEUE_TIMEOUT, SqueueLookup
 from . import looks, settling
@@ -126,7 +127,7 @@ def _look(
         return {}, set()
     ledger = tracker.ledger()
     squeue = find_squeue(tracker.squeue, tracker.scontrol)
-    looked_at = ledger.now()
+    looked_at, booted = ledger.now(), boot_clock()
     timeout = min(SQUEUE_TIMEOUT, max(deadline - tracker.clock(), LOOKUP_FLOOR))
     try:
         answers, _ = trusted(SqueueLookup(squeue, timeout=timeout, many=MAX_LISTED).jobs(jobs),
@@ -141,7 +142,7 @@ def _look(
     out: Dict[str, Optional[str]] = {}
     lost: Set[str] = set()
     bits = {e.id: e.requeue_bit for e in entries}
-    for decided in settling.recheck(ledger, entries, answers, looked_at):
+    for decided in settling.recheck(ledger, entries, answers, looked_at, booted=booted):
         job = decided.entry.job_id
         settled = decided.settled
         if settled is not None and settled.verdict is Verdict.ABSENT:

@@ -45,6 +45,7 @@ from ..core.keys import Decision, Earlier, Step, check_key, decide
 from ..core.model import DSLError, InvalidInput, LedgerError, LookupFailed, Op, Outcome, Result, Verdict
 from ..core.settle import DEFAULT_SETTLE_DELAY, check_settle_delay, delay_of
 from ..host.binaries import find_scontrol, find_squeue
+from ..host.runs import boot_clock
 from ..ledger.base import LedgerStore
 from ..ledger.records import HistoryEntry
 from ..lookups.saves import hand_back_possible
@@ -168,14 +169,14 @@ class _Run:
 
     def look(
         self, job_ids: Sequence[str]
-    ) -> Tuple[Optional[Dict[str, Optional[JobInfo]]], float, Optional[Control]]:
+    ) -> Tuple[Optional[Dict[str, Optional[JobInfo]]], Tuple[float, float], Optional[Control]]:
         """One lookup of ``job_ids`` within the deadline: its answers (None: it could not ask; a
         gone job whose purge is not yet known saved left out, ``settling.saved_gone``), the
-        ledger-clock time it started, and the controllers as read before it (``settling.controls``,
-        core.settle Rule 14)."""
+        ledger-clock and boot-clock times it started (core.settle Rule 15), and the controllers as
+        read before it (``settling.controls``, core.settle Rule 14)."""
         self.watch.look()  # before the lookup (core.durable Rules 3 and 8)
         control = settling.controls(self.ledger, self.watch.at)
-        looked_at = self.ledger.now()
+        looked_at = self.ledger.now(), boot_clock()
         if self.left() <= 0:
             return None, looked_at, control
         answers = self.ask(job_ids)
@@ -213,10 +214,11 @@ class _Run:
         todo = [e for e in entries if e.settlement is None]
         if not todo and not acknowledged:
             return out
-        answers, looked_at, control = self.look(list(dict.fromkeys(e.job_id for e in (*todo, *acknowledged))))
+        answers, (looked_at, booted), control = self.look(list(dict.fromkeys(e.job_id for e in (*todo, *acknowledged))))
         try:
-            decided = settling.decide(self.ledger, todo, answers, looked_at, self.delay, control, anchor=self.watch)
-            again = settling.recheck(self.ledger, acknowledged, answers, looked_at, self.delay)
+            decided = settling.decide(self.ledger, todo, answers, looked_at, self.delay, control, anchor=self.watch,
+                                      booted=booted)
+            again = settling.recheck(self.ledger, acknowledged, answers, looked_at, self.delay, booted=booted)
             for d in again:
                 out[d.entry.id] = None if d.settled is None else d.settled.verdict
             decided += [d for d in again if d.settled is not None and d.settled.verdict in (Verdict.ABSENT,
@@ -249,6 +251,8 @@ class _Run:
             earlier = self.ledger.keyed(waiting, self.op, self.key)
             seen = [j for j in waiting if j in earlier]
             unsettled = self.ledger.unsettled(self.ledger.now(), job_ids=seen) if seen else []
+            running = settling.still_running(self.ledger, unsettled)  # a run known alive is not over
+            unsettled = [e for e in unsettled if e.id not in running]
             # ``unsettled`` of the jobs that have earlier keyed rows: those of them no longer running.
             # It holds their rows of any op and key too; ``lapsed`` is only ever asked about the
             # keyed rows' own ids (here and in ``_earlier``), so the others in it are never read.

@@ -15,32 +15,17 @@ import time
 from typing import Callable, Dict, NamedTuple, Optional
 
 from ..core.durable import Look, looks_needed
-from ..host.files import FILE_TIMEOUT, NotRead, read_regular
+from ..host.files import FILE_TIMEOUT
+from ..host.runs import boot_id
 from ..ledger.base import LedgerStore, Looks
 from ..lookups import saves
 
 log = logging.getLogger("slurm_dsl")
 
-BOOT_ID = "/proc/sys/kernel/random/boot_id"
 POLL = 0.2  # seconds between two looks of a wait for a save
 # Seconds a wait sees no save before it takes slurmctld for idle: its save window (SAVE_MAX_WAIT,
 # 5 s: a change is saved within it) and a second.
 IDLE_AFTER = 6.0
-_boot: Dict[str, str] = {}
-
-
-def boot_id() -> str:
-    """This boot's id (the kernel's, read once per process; "" where it cannot be read)."""
-    if "id" not in _boot:
-        found = read_regular(BOOT_ID, 64)
-        _boot["id"] = "" if isinstance(found, NotRead) else found.decode("ascii", "replace").strip()
-    return _boot["id"]
-
-
-def boot_clock() -> float:
-    """This host's boot clock (CLOCK_BOOTTIME: it never steps and counts a suspend), compared only
-    with looks of the same observer: one host, one boot (core.durable Rule 7)."""
-    return time.clock_gettime(time.CLOCK_BOOTTIME)
 
 
 def observer(location: str) -> str:

@@ -29,16 +29,19 @@ from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Seq
 
 from ..core.durable import UNREAD, Beat, Control, next_mark
 from ..core.jobinfo import JobInfo, Lookup
+from ..core.ledger_rules import sweep_owned
 from ..core.model import InvalidInput, LookupFailed, Result, Verdict
 from ..core.script import KILL_GRACE
 from ..core.settle import DEFAULT_SETTLE_DELAY, GONE_DETAIL, OneLookup, Pending, Recorded, Settled, exits_as, looked_up
-from ..ledger.base import LedgerStore, Marks
+from ..host.runs import boot_clock, owner_alive, owner_run
+from ..host.runs import since as since_ended
+from ..ledger.base import Alive, LedgerStore, Marks
 from ..ledger.records import HistoryEntry, iso_utc, job_info_json
 from ..lookups.saves import hand_back_possible, read_controllers, slurm_conf, state_save_location
 from ..lookups.sight import trusted
 from .calls import GUARD_MARGIN
 from .deadlines import MAX_TIMEOUT
-from .looks import Place, Watch, boot_clock, place
+from .looks import Place, Watch, place
 
 log = logging.getLogger("slurm_dsl")
 
@@ -113,6 +116,38 @@ def _writer(seen: str) -> int:
     return int(writer) if writer.isdigit() else -1
 
 
+def known_alive(ledger: LedgerStore) -> Alive:
+    """Whether a lease's holder is known alive: on this host, by its processes
+    (``host.runs.owner_alive``); where they cannot tell (another host), by its mark on the ledger
+    (``LedgerStore.run_marked``: a MariaDB ledger shared by the hosts of a pair).  Docs/contract.md
+    §13.7."""
+
+    def alive(owner: str) -> Optional[bool]:
+        found = owner_alive(owner)
+        run = owner_run(owner)
+        if found is None and run is not None:
+            return ledger.run_marked(run)
+        return found
+
+    return alive
+
+
+def still_running(ledger: LedgerStore, entries: Sequence[Operation]) -> Set[int]:
+    """The unfinished operations of ``entries`` that may still run: their job's lease, however its
+    expiry stands on the ledger's clock, is held by a run known alive (``known_alive``).
+    A run is over only when it is known over (docs/contract.md §13.7): a clock stepped forward, or
+    a host paused whole, makes no running operation look finished."""
+    unfinished = [e for e in entries if e.result is None]
+    if not unfinished:
+        return set()
+    # A sweep's lease is no operation's: a sweep takes a job only from a run not known alive.
+    holders = {job: holder for job, holder in ledger.lease_holders([e.job_id for e in unfinished]).items()
+               if not sweep_owned(holder)}
+    told = known_alive(ledger)
+    alive = {holder: told(holder) for holder in set(holders.values())}
+    return {e.id for e in unfinished if e.job_id in holders and alive[holders[e.job_id]] is True}
+
+
 def decide(
     ledger: LedgerStore,
     entries: Sequence[Operation],
@@ -122,9 +157,11 @@ def decide(
     control: Optional[Control] = UNREAD,
     *,
     anchor: Optional[Watch] = None,
+    booted: Optional[float] = None,
 ) -> List[Decided]:
     """Each operation's verdict from one lookup's ``answers`` (None: the lookup could not ask),
-    made at ``looked_at``; ``control``: the controllers as read before it (``controls``).
+    made at ``looked_at`` (and ``booted``, this host's boot clock then: ``elapsed``); ``control``:
+    the controllers as read before it (``controls``).
     Reads the later operations (step 3) and, where a hand-back can happen, the marks of the
     operations' ends (``core.durable`` Rule 6), giving one, with a look of ``anchor``'s, to each
     that has none (an unfinished one, over now); writes nothing else (nothing, without ``anchor``).  The rules are
@@ -150,7 +187,9 @@ def decide(
     at_once = one.gone_at_once(plain, answers, later.keys())
     again = [e.id for e, quick in zip(entries, at_once) if not quick and isinstance(e, Pending)]
     whole = ledger.recorded(again) if again else {}
-    marks = _marks(ledger, [e.id for e, quick in zip(entries, at_once) if not quick], anchor) if one.hand_back else {}
+    slow = [e.id for e, quick in zip(entries, at_once) if not quick]
+    marks = _marks(ledger, slow, anchor) if one.hand_back else {}
+    spans = elapsed(ledger, slow, booted)
     decided, gone = [], one.gone
     for entry, quick in zip(entries, at_once):
         if quick:
@@ -163,7 +202,7 @@ def decide(
         try:
             looked = looked_up(answers, entry.job_id)
             settled = one.settle(operation, [recorded(o) for o in later.get(entry.id, ())], looked,
-                                 marks.get(entry.id))
+                                 marks.get(entry.id), spans.get(entry.id))
         except InvalidInput as exc:
             # A row the rules refuse (a baseline of another job, a time that is no number) is a
             # ledger's fault, not this sweep's: it stays unsettled, and the journal says why.
@@ -186,6 +225,20 @@ def _marks(ledger: LedgerStore, op_ids: Sequence[int], anchor: Optional[Watch]) 
     return {i: mark for i, (mark, _) in found.items()}
 
 
+def elapsed(ledger: LedgerStore, op_ids: Sequence[int], booted: Optional[float]) -> Dict[int, float]:
+    """The seconds from each operation's end to ``booted`` (a ``host.runs.boot_clock`` reading), for
+    those that ended on this host in this boot (``LedgerStore.op_ends``, ``host.runs.since``):
+    ``core.settle`` Rule 15.  The others are absent: their delay is read from the ledger's times."""
+    if booted is None or not op_ids:
+        return {}
+    found = {}
+    for op_id, (_, _, ended) in ledger.op_ends(op_ids).items():
+        seconds = since_ended(ended, booted)
+        if seconds is not None:
+            found[op_id] = seconds
+    return found
+
+
 def acknowledged_from(ledger: LedgerStore) -> int:
     """The history id the last sweep got to in reading acknowledged operations again (its
     summary's ``acknowledged_from``; 1: none did, or it does not say)."""
@@ -200,9 +253,12 @@ def recheck(
     answers: Optional[Mapping[str, Optional[JobInfo]]],
     looked_at: float,
     settle_delay: float = DEFAULT_SETTLE_DELAY,
+    *,
+    booted: Optional[float] = None,
 ) -> List[Decided]:
     """Acknowledged operations (``ok``, a requeue's ``bit_set``) read again from one lookup's
-    ``answers`` (None: it could not ask), made at ``looked_at`` (docs/contract.md §13.4, core.settle
+    ``answers`` (None: it could not ask), made at ``looked_at`` and ``booted`` (``decide``;
+    docs/contract.md §13.4, core.settle
     Rule 12): a controller that died before its next save, or a backup that took over, may have lost
     them.  Each one's verdict (None: not now); ``absent`` is "acknowledged, then lost".  Reads the
     later operations; writes nothing."""
@@ -210,11 +266,12 @@ def recheck(
         return [Decided(e, None) for e in entries]
     later = ledger.later_operations([e.id for e in entries])
     one = OneLookup(looked_at, no_ends_by_bound=NO_ENDS_BY_BOUND, settle_delay=settle_delay)
+    spans = elapsed(ledger, [e.id for e in entries], booted)
     decided = []
     for entry in entries:
         try:
             settled = one.settle(recorded(entry), [recorded(o) for o in later.get(entry.id, ())],
-                                 looked_up(answers, entry.job_id))
+                                 looked_up(answers, entry.job_id), elapsed=spans.get(entry.id))
         except InvalidInput as exc:
             log.warning("cannot read operation %s (job %s) again: %s", entry.id, entry.job_id, exc)
             settled = None
@@ -253,6 +310,7 @@ def reread(
     mark: int,
     now: float,
     write: bool = True,
+    booted: Optional[float] = None,
 ) -> Reread:
     """The acknowledged operations of ``rows`` (``LedgerStore.acknowledged`` from ``mark``, read at
     ``now``) read again from one lookup's ``answers`` (None: it could not ask), made at ``looked_at``
@@ -262,7 +320,7 @@ def reread(
     Reads the later operations; a finished row without a mark (from before schema 5) gets one now,
     unless not ``write``."""
     finished = [r for r in rows if r.result is not None]
-    decided = recheck(ledger, finished, answers, looked_at, settle_delay)
+    decided = recheck(ledger, finished, answers, looked_at, settle_delay, booted=booted)
     present = [d.entry.id for d in decided if d.settled is not None and d.settled.verdict is Verdict.PRESENT]
     marks = ledger.op_marks(present) if present else {}
     if write and len(marks) < len(present):
@@ -499,6 +557,8 @@ def settle_rows(
     ``scontrol``): those jobs get no verdict, and ``unseen`` says so."""
     now = ledger.now()
     todo = ledger.unsettled(now, job_ids=job_ids) if job_ids is not None else ledger.unsettled(now, since=since)
+    running = still_running(ledger, todo)
+    todo = [e for e in todo if e.id not in running]
     todo_ids = {e.id for e in todo}
     report = SettleReport()
     acknowledged: List[Union[Recorded, HistoryEntry]] = []
@@ -520,7 +580,7 @@ def settle_rows(
     watch = Watch(ledger)
     watch.look()  # before the lookup: a gone job's purge is proven saved by looks before it (core.durable Rule 8)
     control = controls(ledger, watch.at) if todo else None  # before the lookup (core.settle Rule 14)
-    looked_at = ledger.now()
+    looked_at, booted = ledger.now(), boot_clock()
     if asked:
         try:
             answers, blind = trusted(lookup.jobs(asked), scontrol)
@@ -532,8 +592,9 @@ def settle_rows(
                 report.unseen = blind.gone_note(len(asked) - len(answers))
     found = None if answers is None else dict(answers)
     answers = without(found, confirm_gone(ledger, watch, asked, found, lambda ids: _asked_again(lookup, ids, scontrol)))
-    decided = {d.entry.id: d for d in decide(ledger, todo, answers, looked_at, settle_delay, control, anchor=watch)}
-    lost = [d for d in recheck(ledger, acknowledged, answers, looked_at, settle_delay)
+    decided = {d.entry.id: d for d in decide(ledger, todo, answers, looked_at, settle_delay, control, anchor=watch,
+                                                   booted=booted)}
+    lost = [d for d in recheck(ledger, acknowledged, answers, looked_at, settle_delay, booted=booted)
             if d.settled is not None and d.settled.verdict in LOST_VERDICTS]
     decided.update((d.entry.id, d) for d in lost)
     if job_ids is None:

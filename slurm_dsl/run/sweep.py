@@ -59,6 +59,7 @@ from ..core.ledger_rules import SWEEP_TAG
 from ..core.model import InvalidInput, LedgerError, LookupFailed, Op, Outcome, RequeueBit, Result
 from ..core.settle import DEFAULT_SETTLE_DELAY, Pending, Recorded, check_settle_delay
 from ..host.binaries import find_scontrol
+from ..host.runs import boot_clock, this_run
 from ..ledger.base import LedgerStore, Marks
 from ..lookups.saves import LastSave, last_save
 from ..lookups.sight import trusted
@@ -307,7 +308,9 @@ def sweep(
         # Leases first, lookup after: no operation can start on a leased job, so what
         # the lookup says stays true until the job is settled or its lease released.
         ttl = getattr(lookup, "timeout", 60.0) + restore_timeout * 2 + 60.0
-        leased = ledger.acquire_leases(ids, owner, ledger.now(), ttl, take_over_sweeps=take_over)
+        ledger.mark_run(str(this_run()))
+        leased = ledger.acquire_leases(ids, owner, ledger.now(), ttl, take_over_sweeps=take_over,
+                                       alive=settling.known_alive(ledger))
         report.swept += [Swept(j, Done.BUSY, "an operation holds the job") for j in _not_held(ids, leased)]
     unsettled: List[Pending] = []
     answers: Optional[Dict[str, Optional[JobInfo]]] = None
@@ -321,6 +324,8 @@ def sweep(
             watch.wait(lambda: watch.why is not None or all(watch.needed(*a) == 0 for a in anchors), save_wait)
         now = ledger.now()
         unsettled = ledger.to_settle(now, since=now - settling.SINCE_DAYS * settling.DAY, limit=settle_limit)
+        running = settling.still_running(ledger, unsettled)
+        unsettled = [e for e in unsettled if e.id not in running]
         mark = settling.acknowledged_from(ledger)
         again = ledger.acknowledged(mark, now - settling.SINCE_DAYS * settling.DAY, settle_limit)
         # One lookup for the objects and the operations alike: the leased jobs first, then the rest.
@@ -334,7 +339,9 @@ def sweep(
         # And the controllers: where a backup may hand back, no absent is read and no object
         # cleared while one may still hold a request back (core.settle Rule 14, core.durable Rule 6).
         control = settling.controls(ledger, watch.at, keep=not dry_run)
-        looked_at = ledger.now()  # when the lookup starts: the settle delay counts to here
+        # When the lookup starts: the settle delay counts to here, on this host's boot clock where
+        # the operation ended on it (core.settle Rule 15), else on the ledger's.
+        looked_at, booted = ledger.now(), boot_clock()
         if asked:
             try:
                 answers, blind = trusted(lookup.jobs(asked), find_scontrol(tracker.scontrol))
@@ -354,9 +361,10 @@ def sweep(
         # The verdicts before the restores: a restore this sweep runs begins after its lookup, so it
         # cannot have changed what the lookup read, but read as a later operation on the flag it
         # would make an earlier unknown restore of the job undecidable for ever.
-        _verdicts(tracker, ledger, unsettled, settled_answers, looked_at, delay, control, report, dry_run, watch)
+        _verdicts(tracker, ledger, unsettled, settled_answers, looked_at, delay, control, report, dry_run, watch,
+                  booted=booted)
         _reread(tracker, ledger, again, settled_answers, looked_at, delay, report, dry_run, mark=mark, now=now,
-                watch=watch)
+                watch=watch, booted=booted)
         _settle(tracker, ledger, answers, leased, owner, report, dry_run, restore_timeout, control, watch, hidden)
     finally:
         if not dry_run:
@@ -404,11 +412,13 @@ def _verdicts(
     report: SweepReport,
     dry_run: bool,
     watch: looks.Watch,
+    *,
+    booted: Optional[float] = None,
 ) -> None:
     """The unknown operations' verdicts from the lookup's answers (None: it could not ask), written
     unless a dry run; ``control``: the controllers as read before the lookup."""
     report.verdicts = settling.decide(ledger, unsettled, answers, looked_at, delay, control,
-                                      anchor=None if dry_run else watch)
+                                      anchor=None if dry_run else watch, booted=booted)
     if not dry_run:
         # Not written: the objects are still settled below; the next sweep finds these again.
         report.verdicts_written = _written(tracker, ledger, report.verdicts, "the verdicts") or 0
@@ -437,10 +447,12 @@ def _reread(
     mark: int,
     now: float,
     watch: looks.Watch,
+    booted: Optional[float] = None,
 ) -> None:
     """The acknowledged operations read again (step 7), their lost ones written unless a dry run;
     the mark moves on only once they are."""
-    found = settling.reread(ledger, rows, answers, looked_at, delay, watch, mark=mark, now=now, write=not dry_run)
+    found = settling.reread(ledger, rows, answers, looked_at, delay, watch, mark=mark, now=now, write=not dry_run,
+                            booted=booted)
     report.acknowledged = found.decided
     report.unproven = sum(1 for d in found.decided if d.settled is not None and d.entry.id not in found.done)
     written = None if dry_run else _written(tracker, ledger, found.lost, "the acknowledged operations found lost")

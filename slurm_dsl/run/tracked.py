@@ -58,6 +58,7 @@ from ..core.model import (
 )
 from ..core.script import KILL_GRACE
 from ..host.binaries import find_scontrol
+from ..host.runs import ended, this_run
 from ..ledger import base
 from ..ledger.base import LedgerStore
 from ..ledger.choose import open_ledger
@@ -66,6 +67,7 @@ from .arrays import NOT_LOOKED, LookupAnswer, look_up
 from .calls import GUARD_MARGIN, execute, new_nonce
 from .config import Configuration, configure
 from .deadlines import Clock, check_deadline
+from .settling import known_alive
 
 if TYPE_CHECKING:
     from ..ledger.records import HistoryEntry  # loaded by a keyed run only: one job's hold never needs it
@@ -194,8 +196,9 @@ def start(
     transaction.  A job another holds is in neither list (the caller waits for it, or runs it on
     its own).  ``begun`` gets each job's history id.  Shared by one job (``Tracker.run_linked``)
     and a bulk chunk (``run.bulk``)."""
+    ledger.mark_run(str(this_run()))  # other hosts can tell this run alive while it is (§13.7)
     with ledger.batch():
-        held = set(ledger.acquire_leases(ids, owner, ledger.now(), ttl))
+        held = set(ledger.acquire_leases(ids, owner, ledger.now(), ttl, alive=known_alive(ledger)))
         listed = ids.among(held)
         taken = not_to_act(ledger, op, listed, link.key)
         if taken:
@@ -224,10 +227,11 @@ def record(
     the ledger fails, each outcome is logged (it ran: never lost), the leases are given back if
     the ledger lets (``give_back``), and ``NotRecorded`` carries them all.  Shared by one job and
     a bulk chunk, as ``start`` is."""
+    over = ended()  # the calls are over: where and when, on a clock that never steps (§13.7)
     seen = looks.look(at) if at is not None and any(o.result in CHANGED for _, o, _ in finishes) else None
     try:
         with ledger.batch():
-            ledger.finish_operations(finishes, ledger.now(), look=None if seen is None else str(seen))
+            ledger.finish_operations(finishes, ledger.now(), look=None if seen is None else str(seen), ended=over)
             ledger.release_leases(ids, owner)
     except LedgerError as exc:
         # The objects keep their intents (may_be_set for a requeue): nothing is lost for the
@@ -262,8 +266,10 @@ def current_actor() -> str:
 
 
 def lease_owner(tag: str = "op") -> str:
-    """A lease owner unique to this thread of this process on this host."""
-    return f"{tag}:{os.uname().nodename}:{os.getpid()}:{threading.get_ident()}:{new_nonce()[:8]}"
+    """A lease owner unique to this thread of this process on this host, naming its run after
+    ``@`` (``host.runs``: while that run is known alive, its leases hold, whatever the clocks)."""
+    return f"{tag}:{os.uname().nodename}:{os.getpid()}:{threading.get_ident()}:{new_nonce()[:8]}@{this_run()}"
+
 
 
 class Tracker:

@@ -29,7 +29,7 @@ from slurm_dsl.core.settle import (
     settle_operation,
     verdict,
 )
-from tests.core.test_settle_operation import BOUND, HELD, JOB, T0, cases, expected, op
+from tests.core.test_settle_operation import BOUND, HELD, JOB, RUNNING, T0, cases, expected, naive_verdict, op
 from tests.examples import examples
 
 Case = Tuple[Recorded, List[Recorded], Looked, float, float]
@@ -85,3 +85,30 @@ def test_one_lookup_checks_its_values_once_and_each_operation_as_before() -> Non
     assert one.settle(op(1, Op.HOLD), [], NoJob.COULD_NOT_ASK) is None
     settled = one.settle(op(1, Op.HOLD), [], HELD)
     assert settled is not None and settled.record == HELD and JOB == "4211"
+
+
+@settings(max_examples=examples(400))
+@given(cases(), st.floats(0.0, 100.0))
+def test_the_seconds_on_one_clock_replace_the_ledger_times(case: Case, elapsed: float) -> None:
+    """Rule 15: given the seconds from the end on a clock that never steps, the delay is read from
+    them, whatever the ledger's times say (a step may have moved them either way)."""
+    operation, later, looked, looked_at, delay = case
+    got = OneLookup(looked_at, no_ends_by_bound=BOUND, settle_delay=delay).settle(operation, later, looked,
+                                                                               elapsed=elapsed)
+    if any(EFFECT_FIELD[operation.op] in FIELDS[o.op] for o in later):
+        return  # read from a later operation's record: elapsed is not this lookup's
+    if looked is NoJob.COULD_NOT_ASK:
+        assert got is None
+        return
+    want = naive_verdict(operation.op.value, looked if isinstance(looked, JobInfo) else None, operation.baseline,
+                         elapsed, delay)
+    assert (None if got is None else got.verdict.value) == want
+
+
+def test_a_forward_step_reads_no_absent_before_the_delay_on_the_boot_clock() -> None:
+    """The instance: the ledger's times say an hour since the end, the boot clock three seconds."""
+    one = OneLookup(T0 + 3600, no_ends_by_bound=BOUND, settle_delay=10.0)
+    assert one.settle(op(1, Op.HOLD), [], RUNNING) is not None  # the ledger's times alone: absent
+    assert one.settle(op(1, Op.HOLD), [], RUNNING, elapsed=3.0) is None
+    settled = one.settle(op(1, Op.HOLD), [], RUNNING, elapsed=10.0)
+    assert settled is not None and settled.verdict.value == "absent"

@@ -1,6 +1,7 @@
 """Durable without trusting a clock, on the lab (docs/contract.md §13.2, §13.8): the host's clock
-stepped back under slurmctld and slurm-dsl alike, through a real tool (Debian's libfaketime: every
-process started on one control file reads the offset it holds, changed while they run), and a
+stepped back under slurmctld and slurm-dsl alike, and forward under slurm-dsl, through a real tool
+(Debian's libfaketime: every process started on one control file reads the offset it holds,
+changed while they run; the monotonic and boot clocks left alone, as a real step leaves them), and a
 StateSaveLocation whose file server stops answering (bindfs, frozen: ``tests.conftest.Hung``).
 
 Each test is a finding that lost a flag or hung a sweep before the rule it checks."""
@@ -20,27 +21,47 @@ import pytest
 from slurm_dsl.core.model import RequeueBit
 from slurm_dsl.ledger.choose import open_ledger
 from tests import lab
+from tests.cli_run import COMMAND as CLI
 from tests.cli_run import cli_process
 from tests.conftest import Hung
 
 pytestmark = pytest.mark.integration
 
 FAKETIME = "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1"
+FIX = Path(__file__).resolve().parents[1] / "faketime_monotonic.c"
+
+
+@pytest.fixture(scope="module")
+def preload(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """What LD_PRELOAD puts a process on a stepped wall clock with: libfaketime, after the fix of
+    tests/faketime_monotonic.c (compiled here) for its monotonic sleeps."""
+    if not os.path.exists(FAKETIME):
+        pytest.fail(f"no {FAKETIME}: Debian's libfaketime (contrib/test installs faketime)")
+    fix = tmp_path_factory.mktemp("faketime") / "faketime_monotonic.so"
+    subprocess.run(["cc", "-std=c11", "-O2", "-Wall", "-Wextra", "-Werror", "-shared", "-fPIC", "-o", str(fix),
+                    str(FIX), "-ldl"], check=True)
+    return f"{fix} {FAKETIME}"
+
+
+def stepped(preload: str, offset: str) -> Dict[str, str]:
+    """This environment, its wall clock ``offset`` from the real one (libfaketime's FAKETIME) and
+    its monotonic and boot clocks left alone, as a real step leaves them."""
+    return dict(os.environ, LD_PRELOAD=preload, FAKETIME=offset, FAKETIME_DONT_RESET="1",
+                FAKETIME_DONT_FAKE_MONOTONIC="1")
 COLD = 6.5  # seconds without a save: slurmctld's save thread is idle (docs/durability.md §1)
 STEP = 90  # seconds the clock is stepped back, as the finding's
 
 
 @contextlib.contextmanager
-def faked_clock(tmp_path: Path) -> Iterator[Dict[str, str]]:
+def faked_clock(tmp_path: Path, preload: str) -> Iterator[Dict[str, str]]:
     """The environment that puts a process on one faked clock (its control file holds the offset,
     read at every clock read), slurmctld restarted on it; slurmctld restarted on the real clock
     after."""
-    if not os.path.exists(FAKETIME):
-        pytest.fail(f"no {FAKETIME}: Debian's libfaketime (contrib/test installs faketime)")
     control = tmp_path / "offset"
     control.write_text("+0\n")
-    env = {"LD_PRELOAD": FAKETIME, "FAKETIME_TIMESTAMP_FILE": str(control), "FAKETIME_NO_CACHE": "1",
-           "FAKETIME_DONT_RESET": "1"}
+    # As a real step: the wall clock moves, the monotonic and boot clocks do not.
+    env = {"LD_PRELOAD": preload, "FAKETIME_TIMESTAMP_FILE": str(control), "FAKETIME_NO_CACHE": "1",
+           "FAKETIME_DONT_RESET": "1", "FAKETIME_DONT_FAKE_MONOTONIC": "1"}
     lab.kill_slurmctld()
     lab.start_slurmctld(environ=env)
     try:
@@ -82,14 +103,14 @@ exec /usr/bin/scontrol "$@"
 """
 
 
-def test_a_backward_step_before_call_3_never_clears_an_unsaved_clear(tmp_path: Path) -> None:
+def test_a_backward_step_before_call_3_never_clears_an_unsaved_clear(tmp_path: Path, preload: str) -> None:
     """Issue finding 1: a 90 s step back between the last save and the clear made a save that began
     before the clear read as one after it; the sweep cleared the object; slurmctld, whose clock had
     gone back too, saved nothing more, died, and came back with the job at Requeue=1, untracked.
     Now no object is cleared until two saves are seen after the clear, whatever the clocks say: it
     stays watched through the crash, and the sweeps restore the flag."""
     ledger = str(tmp_path / "ledger.sqlite3")
-    with faked_clock(tmp_path) as env:
+    with faked_clock(tmp_path, preload) as env:
         control = env["FAKETIME_TIMESTAMP_FILE"]
         scontrol = tmp_path / "scontrol"
         scontrol.write_text(STEPPING.format(step=STEP, control=control))
@@ -127,6 +148,81 @@ def test_a_backward_step_before_call_3_never_clears_an_unsaved_clear(tmp_path: P
             lab.check(["scontrol", "update", f"JobId={job}", f"Comment=save-{stamp}"])  # something to save
         final = lab.job_state(job)
         assert final is not None and final.requeue == 0
+        lab.cancel(job)
+
+
+SLOW_CALL_2 = """#!/bin/sh
+# scontrol, but a requeue's call 2 is on its way for a while.
+case $1 in requeue) sleep 40 ;; esac
+exec /usr/bin/scontrol "$@"
+"""
+
+
+def test_a_forward_step_makes_no_running_operation_look_over(tmp_path: Path, preload: str) -> None:
+    """Issue finding 5: after a forward step, a second run of a key found the first run's lease
+    lapsed and its row no longer running, settled it absent at once and requeued, while the first
+    run's call was still on its way.  Here the second run's clock is five minutes ahead (libfaketime,
+    its ledger's clock with it): the first run is alive, so its operation is running, and the
+    second runs nothing."""
+    ledger = str(tmp_path / "ledger.sqlite3")
+    scontrol = tmp_path / "scontrol"
+    scontrol.write_text(SLOW_CALL_2)
+    scontrol.chmod(0o755)
+    job = lab.make_job("running_rq0")
+    argv = ["requeue", job, "--key", "step-5", "--retry", "1", "--settle-delay", "2", "--json", "--ledger", ledger,
+            "--scontrol", str(scontrol)]
+    first = subprocess.Popen([*CLI, *argv, "--timeout", "60"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True)
+    try:
+        deadline = time.monotonic() + 30
+        while lab.job_state(job).requeue != 1:  # type: ignore[union-attr]
+            assert time.monotonic() < deadline and first.poll() is None, "the first run never set the flag"
+            time.sleep(0.05)
+        second = cli_process([*argv, "--timeout", "12"], env=stepped(preload, "+300"), timeout=120)
+        (row,) = [json.loads(line) for line in second.stdout.splitlines()]
+        assert row["result"] == "expired" and row["calls"] == [], second.stdout + second.stderr
+        assert first.poll() is None, "the first run was still on its way"
+    finally:
+        first.kill()
+        first.wait()
+        lab.cancel(job)
+
+
+HANGING_HOLD = """#!/bin/sh
+# scontrol, but a hold is on its way past its run's deadline: it never reaches slurmctld.
+case $1 in hold) exec sleep 60 ;; esac
+exec /usr/bin/scontrol "$@"
+"""
+
+
+def test_a_forward_step_reads_no_absent_before_the_settle_delay(tmp_path: Path, preload: str) -> None:
+    """Issue finding 5, the settle delay: a hold cut off by its deadline is unknown, and a request
+    cut off so may still reach slurmctld within the settle delay (10 s).  A settle on a clock an
+    hour ahead (libfaketime, the boot clock left alone, as a real step leaves it) read the ledger's
+    times, an hour, and said absent at once; now it reads the delay on the boot clock: no verdict
+    until it has passed."""
+    ledger = str(tmp_path / "ledger.sqlite3")
+    scontrol = tmp_path / "scontrol"
+    scontrol.write_text(HANGING_HOLD)
+    scontrol.chmod(0o755)
+    job = lab.make_job("running_rq0")
+    try:
+        done = cli_process(["hold", job, "--json", "--timeout", "3", "--ledger", ledger, "--scontrol", str(scontrol)])
+        (row,) = [json.loads(line) for line in done.stdout.splitlines()]
+        assert row["result"] == "unknown", done.stdout + done.stderr
+        ahead = stepped(preload, "+3600")
+        soon = cli_process(["settle", job, "--json", "--ledger", ledger], env=ahead)
+        (row,) = [json.loads(line) for line in soon.stdout.splitlines()]
+        assert row["effect"] is None, soon.stdout + soon.stderr  # not absent: too soon on the boot clock
+        deadline = time.monotonic() + 60
+        while row["effect"] is None:
+            assert time.monotonic() < deadline, "never settled"
+            time.sleep(0.5)
+            settled = cli_process(["settle", job, "--json", "--ledger", ledger], env=ahead)
+            (row,) = [json.loads(line) for line in settled.stdout.splitlines()]
+        state = lab.job_state(job)
+        assert row["effect"] == "absent" and state is not None and state.priority > 0
+    finally:
         lab.cancel(job)
 
 

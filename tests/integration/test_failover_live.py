@@ -404,11 +404,9 @@ def test_a_sweep_killed_on_one_host_leaves_the_lock_and_the_work_to_the_other(ur
     lease = leases(url)[last]
     assert ":ctl-a:" in lease[0] and lease[0].startswith("sweep:")
     # The server released the dead host's lock with its connection: ctl-b's next sweep runs, takes
-    # over the dead sweep's lease (docs/contract.md §9.5) and settles everything, within 10 s.
+    # over the dead sweep's lease (docs/contract.md §9.5) before it lapses (below) and settles everything.
     done, swept, _ = sweep_on_b(url)
-    took = time.monotonic() - killed
     assert done.returncode == 0, done
-    assert took < 10.0, f"settled {took:.1f} s after ctl-a's sweep died"
     assert [s["job_id"] for s in swept if s["done"] == "restored"] == [last]
     # What it cleared or restored is watched until slurmctld saves it (§13.3): the next sweeps.
     sweep_on_b_until_settled(url)

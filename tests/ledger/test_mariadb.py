@@ -605,3 +605,22 @@ def test_the_ledger_path_is_the_url_without_its_query(mariadb_location: str) -> 
     with open_ledger(mariadb_location) as ledger:
         assert ledger.path == mariadb_location.split("?")[0] and "option_file" not in ledger.path
         assert cast(MariaDbLedger, ledger).database.startswith("slurm_dsl_t_")
+
+
+def test_a_runs_mark_is_seen_by_every_connection_while_its_ledger_is_open(mariadb_location: str) -> None:
+    """docs/contract.md §13.7: the hosts of a pair tell each other's runs alive by the server's lock."""
+    run = "another-host/0f0f/4242/99"
+    with open_ledger(mariadb_location) as marking, open_ledger(mariadb_location) as other:
+        assert other.run_marked(run) is None
+        marking.mark_run(run)
+        marking.mark_run(run)  # renewed, not taken twice
+        assert other.run_marked(run) is True and other.run_marked(run + "0") is None
+        assert len(mariadb_module.run_lock_name(run)) <= 64
+    with open_ledger(mariadb_location) as other:
+        assert other.run_marked(run) is None  # closed: the server let it go
+
+
+def test_a_sqlite_ledger_marks_nothing(tmp_path: Path) -> None:
+    with open_ledger(str(tmp_path / "l.sqlite3")) as ledger:
+        ledger.mark_run("h/b/1/2")
+        assert ledger.run_marked("h/b/1/2") is None

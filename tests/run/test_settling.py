@@ -18,6 +18,7 @@ import pytest
 from slurm_dsl.core.jobinfo import JobInfo
 from slurm_dsl.core.model import Op, Outcome, RequeueBit, Result, Verdict
 from slurm_dsl.core.script import KILL_GRACE
+from slurm_dsl.host import runs
 from slurm_dsl.ledger.base import LedgerStore
 from slurm_dsl.ledger.choose import open_ledger
 from slurm_dsl.lookups.pyslurm import load_pyslurm_lookup
@@ -40,15 +41,15 @@ def record(job: str, *, priority: int = PRIORITY, restarts: int = 0, requeue: bo
 
 
 def unknown(ledger: LedgerStore, job: str, op: Op, *, ago: float = 60.0, baseline: Optional[JobInfo] = None,
-            finish: bool = True) -> int:
+            finish: bool = True, ended: Optional[str] = None) -> int:
     """An operation whose result is unknown (or, ``finish=False``, that never finished), ``ago``
-    seconds back on the ledger's clock, its end 1 s after its start."""
+    seconds back on the ledger's clock, its end 1 s after its start (and ``ended``, on a boot clock)."""
     start = ledger.now() - ago
     op_id = ledger.begin_operation(job, op, "0" * 32, start, baseline=baseline,
                                    baseline_at=None if baseline is None else start - 0.2, ends_by=start + 1.0)
     if finish:
         bit = RequeueBit.MAY_BE_SET if op is Op.REQUEUE else None
-        ledger.finish_operation(op_id, Outcome(op, job, Result.UNKNOWN, bit), b"", start + 1.0)
+        ledger.finish_operation(op_id, Outcome(op, job, Result.UNKNOWN, bit), b"", start + 1.0, ended=ended)
     return op_id
 
 
@@ -202,7 +203,7 @@ def test_where_a_backup_may_hand_back_absent_and_a_clear_wait_for_controllers_th
         with open_ledger(ledger_location) as ledger:  # what earlier sweeps saw: two more heartbeat files
             for n, ago in ((1, 100.0), (2, 60.0)):
                 ledger.look_at_heartbeat(heartbeat, lambda n=n, ago=ago: (f"earlier-{n}#{writer}",  # type: ignore[misc]
-                                                                           looks.boot_clock() - ago))
+                                                                           runs.boot_clock() - ago))
         write_heartbeat(location, int(time.time()), writer)
         with Tracker(ledger_location, scontrol=fake_scontrol) as t:
             report = sweep(t, MemoryLookup({"7": record("7")}), settle_delay=2.0)
@@ -360,6 +361,32 @@ def test_settle_shows_the_verdict_a_faster_settler_wrote(ledger_location: str) -
     [row] = report.rows
     assert (row.verdict, row.when, row.by, row.detail) == (Verdict.UNDECIDABLE, settling.EARLIER, "sweep, elsewhere",
                                                            "the other settler's")
+
+
+def test_the_delay_counts_on_the_boot_clock_where_the_operation_ended_on_this_host(
+    ledger_location: str, fake_scontrol: str
+) -> None:
+    """core.settle Rule 15: the ledger's times say a minute since the end (a clock stepped forward
+    in between would say so), the boot clock of this host and boot says a moment: no absent yet.
+    An operation that ended on another host is read by the ledger's times."""
+    with open_ledger(ledger_location) as ledger:
+        here = unknown(ledger, "7", Op.HOLD, ended=runs.ended())
+        there = unknown(ledger, "8", Op.HOLD, ended=f"another-host/{runs.this_run().boot}/1.0")
+        pending = ledger.to_settle(ledger.now())
+        answers = {"7": record("7"), "8": record("8")}
+        now = ledger.now()
+        soon = {d.entry.id: d.settled for d in settling.decide(ledger, pending, answers, now, booted=runs.boot_clock())}
+        found = soon[there]
+        assert soon[here] is None and found is not None and found.verdict is Verdict.ABSENT
+        later = settling.decide(ledger, pending, answers, now, booted=runs.boot_clock() + 10.0)
+        assert {d.entry.id: d.settled.verdict for d in later if d.settled} == {here: Verdict.ABSENT,
+                                                                              there: Verdict.ABSENT}
+        acknowledged = settling.recheck(ledger, [ledger.history("7")[0]], answers, now, booted=runs.boot_clock())
+        assert [d.settled for d in acknowledged] == [None]
+    lookup = MemoryLookup({"7": record("7"), "8": record("8")})
+    with Tracker(ledger_location, scontrol=fake_scontrol) as t:
+        done = sweep(t, lookup)
+    assert {d.entry.job_id: d.settled.verdict for d in done.verdicts if d.settled} == {"8": Verdict.ABSENT}
 
 
 def test_decide_reads_baselines_only_where_a_verdict_reads_one(ledger_location: str) -> None:

@@ -4,8 +4,8 @@ those the record no longer shows as "acknowledged, then lost", and reads no furt
 history id it got to (``core.durable`` Rule 4, ``settling.reread``).
 
 A real SQLite ledger, a fake scontrol, an in-memory lookup and a state directory whose job_state
-only the test replaces (``real_saves``; ``write_job_state`` is one save).  The ledger's clock is
-moved on (``Clock``) instead of waiting out the settle delay and the mark's guard."""
+only the test replaces (``real_saves``; ``write_job_state`` is one save).  The ledger's clock (and
+the sweep's boot clock) is moved on (``Clock``) instead of waiting out the settle delay and the mark's guard."""
 
 from __future__ import annotations
 
@@ -21,9 +21,11 @@ from slurm_dsl.core.durable import MARK_GUARD
 from slurm_dsl.core.jobinfo import JobInfo
 from slurm_dsl.core.model import Result, Verdict
 from slurm_dsl.core.settle import DEFAULT_SETTLE_DELAY, LOST
+from slurm_dsl.host import runs
 from slurm_dsl.ledger.choose import open_ledger
 from slurm_dsl.ledger.records import HistoryEntry
 from slurm_dsl.ledger.sqlite import SqliteLedger
+from slurm_dsl.run import sweep as sweep_module
 from slurm_dsl.run.sweep import SweepReport, sweep
 from slurm_dsl.run.tracked import Tracker
 from tests.fakes import MemoryLookup, write_fake, write_job_state
@@ -59,8 +61,11 @@ class Clock:
 
 @pytest.fixture
 def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
+    """The ledger's clock and the sweep's boot clock (the settle delay reads it: core.settle Rule
+    15), moved on together."""
     moved = Clock()
     monkeypatch.setattr(SqliteLedger, "now", lambda self: time.time() + moved.ahead)
+    monkeypatch.setattr(sweep_module, "boot_clock", lambda: runs.boot_clock() + moved.ahead)
     return moved
 
 

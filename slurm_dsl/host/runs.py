@@ -1,0 +1,153 @@
+"""Which run of slurm-dsl a process is, and whether a run is known alive (docs/contract.md §13.7).
+
+A run is one process on one host in one boot: ``this_run`` is ``host/boot/pid/start``, ``start`` the
+process's start in clock ticks since boot (``/proc/<pid>/stat``, field 22), so a pid reused after
+the process died is another run.  Every program a run starts carries the run in its environment
+(``RUN_ENV``, put there by ``host.process.fixed_env``), so what it started is found too, even once
+it has left the run's session.
+
+``alive(run)``: True when the run's process, or a process carrying its mark, is there (frozen or
+not: a stopped process may go on); False when it is known gone (this host and boot, none there; or
+this host in another boot: it rebooted, and everything went with it); None when it cannot be told
+here (another host; a mark that is no run; a process whose environment this account may not read,
+which may be one of its own).  No clock is read: whether a run is over is never told by a time.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import time
+from typing import Dict, NamedTuple, Optional
+
+from .files import NotRead, read_regular
+
+RUN_ENV = "SLURM_DSL_RUN"
+BOOT_ID = "/proc/sys/kernel/random/boot_id"
+_found: Dict[str, str] = {}
+
+
+class Run(NamedTuple):
+    """A run as ``this_run`` writes it."""
+
+    host: str
+    boot: str
+    pid: int
+    start: int
+
+    def __str__(self) -> str:
+        return f"{self.host}/{self.boot}/{self.pid}/{self.start}"
+
+    @classmethod
+    def parse(cls, text: Optional[str]) -> Optional[Run]:
+        """The run ``text`` names (None: none, or not one)."""
+        parts = (text or "").split("/")
+        if len(parts) != 4 or not parts[2].isdigit() or not parts[3].isdigit() or not parts[0] or not parts[1]:
+            return None
+        return cls(parts[0], parts[1], int(parts[2]), int(parts[3]))
+
+
+def boot_id() -> str:
+    """This boot's id, read once per process ("" where it cannot be read)."""
+    if "boot" not in _found:
+        data = read_regular(BOOT_ID, 64)
+        _found["boot"] = "" if isinstance(data, NotRead) else data.decode("ascii", "replace").strip()
+    return _found["boot"]
+
+
+def started(pid: int) -> Optional[int]:
+    """When process ``pid`` started (clock ticks since boot), or None: no such process."""
+    data = read_regular(f"/proc/{pid}/stat", 4096)
+    if isinstance(data, NotRead):
+        return None
+    # The command name, field 2, is in parentheses and may hold anything: fields count after its ")".
+    fields = data.rpartition(b")")[2].split()
+    return int(fields[19]) if len(fields) > 19 and fields[19].isdigit() else None
+
+
+def this_run() -> Run:
+    """This process's run."""
+    if "run" not in _found:
+        pid = os.getpid()
+        _found["run"] = str(Run(os.uname().nodename, boot_id() or "?", pid, started(pid) or 0))
+    run = Run.parse(_found["run"])
+    assert run is not None
+    return run
+
+
+def boot_clock() -> float:
+    """This host's boot clock (CLOCK_BOOTTIME: it never steps and counts a suspend), compared only
+    with readings of the same host and boot (``ended``, ``since``)."""
+    return time.clock_gettime(time.CLOCK_BOOTTIME)
+
+
+def ended() -> str:
+    """Where and when now is on a clock that never steps: ``host/boot/seconds``."""
+    here = this_run()
+    return f"{here.host}/{here.boot}/{boot_clock():.6f}"
+
+
+def since(text: Optional[str], at: Optional[float] = None) -> Optional[float]:
+    """Seconds from ``text`` (an ``ended``) to ``at`` (a ``boot_clock`` reading; default: now), when
+    both are this host's in this boot; None when that cannot be told."""
+    host, _, rest = (text or "").partition("/")
+    boot, _, seconds = rest.partition("/")
+    here = this_run()
+    if host != here.host or boot != here.boot or here.boot == "?":
+        return None
+    try:
+        start = float(seconds)
+    except ValueError:
+        return None
+    return (boot_clock() if at is None else at) - start
+
+
+def alive(text: Optional[str]) -> Optional[bool]:
+    """Whether the run ``text`` names is known alive (True), known gone (False), or cannot be
+    told here (None): see the module."""
+    run = Run.parse(text)
+    here = this_run()
+    if run is None or run.host != here.host:
+        return None
+    if run.boot != here.boot:
+        return False if here.boot != "?" and run.boot != "?" else None
+    if started(run.pid) == run.start:
+        return True
+    return _marked(str(run), run.start)
+
+
+def _marked(mark: str, since: int) -> Optional[bool]:
+    """Whether a process of this host started at ``since`` or later (what a run started cannot be
+    older than the run) carries ``mark`` in its environment: True, False, or None when such a
+    process's environment could not be read."""
+    wanted = f"{RUN_ENV}={mark}".encode()
+    unreadable = False
+    try:
+        pids = [int(name) for name in os.listdir("/proc") if name.isdigit()]
+    except OSError:
+        return None
+    for pid in pids:
+        start = started(pid)
+        if start is None or start < since:
+            continue  # gone meanwhile, or older than the run
+        data = read_regular(f"/proc/{pid}/environ", 1 << 20, head=True)
+        if isinstance(data, NotRead):
+            # A kernel thread has no environment to read (ESRCH); one gone meanwhile is not there.
+            unreadable = unreadable or not (data.missing or data.why == os.strerror(errno.ESRCH))
+            continue
+        if wanted in data.split(b"\0"):
+            return True
+    return None if unreadable else False
+
+
+def owner_run(owner: str) -> Optional[str]:
+    """The run a lease owner names after its ``@`` (``run.tracked.lease_owner``); None for an
+    owner that names none (one written before runs were named)."""
+    run = owner.rpartition("@")[2] if "@" in owner else None
+    return run if Run.parse(run) is not None else None
+
+
+def owner_alive(owner: str) -> Optional[bool]:
+    """``alive`` of the run a lease owner names (``owner_run``; None: it names none)."""
+    run = owner_run(owner)
+    return None if run is None else alive(run)
