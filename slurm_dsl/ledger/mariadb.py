@@ -46,6 +46,7 @@ A ``MariaDbLedger`` is one connection: use it from one thread at a time (another
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import logging
@@ -705,8 +706,8 @@ class MariaDbLedger(store.SqlStore):
         name = run_lock_name(run)
         try:
             conn = self._server.connect(self.database)
-        except LedgerError as exc:
-            log.warning("could not mark this run in %s: %s", self.path, exc)
+        except (pymysql.Error, OSError) as exc:  # the ledger's own next use says why, as it would without
+            log.debug("could not mark this run in %s: %s", self.path, exc)
             return
         try:
             with conn.cursor() as cur:
@@ -717,7 +718,8 @@ class MariaDbLedger(store.SqlStore):
             row = None
             log.warning("could not mark this run in %s: %s", self.path, exc)
         if row is None or row[0] != 1:
-            conn.close()
+            with contextlib.suppress(pymysql.Error, OSError):
+                conn.close()
             return
         self._marking = (run, conn)
 

@@ -620,6 +620,21 @@ def test_a_runs_mark_is_seen_by_every_connection_while_its_ledger_is_open(mariad
         assert other.run_marked(run) is None  # closed: the server let it go
 
 
+def test_a_run_that_cannot_be_marked_goes_on(mariadb_location: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A server that refuses the mark's connection (it went down since the ledger was opened) is
+    no error of the mark's: the operation's own next use of the ledger says why."""
+    import pymysql
+
+    with open_ledger(mariadb_location) as ledger:
+        def down(self: Any, database: Optional[str]) -> Any:
+            raise pymysql.err.OperationalError(2003, "Can't connect to MySQL server")
+
+        with monkeypatch.context() as patched:
+            patched.setattr(mariadb_module.Server, "connect", down)
+            ledger.mark_run("h/b/1/2")  # no exception: the times decide, as without a mark
+        assert ledger.run_marked("h/b/1/2") is None
+
+
 def test_a_sqlite_ledger_marks_nothing(tmp_path: Path) -> None:
     with open_ledger(str(tmp_path / "l.sqlite3")) as ledger:
         ledger.mark_run("h/b/1/2")
