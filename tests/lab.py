@@ -150,6 +150,19 @@ def cancel(*job_ids: str, within: float = 60.0) -> None:
         time.sleep(POLL_INTERVAL)
 
 
+def cancel_left_over(within: float = 120.0) -> List[str]:
+    """Cancel every job of the lab's users (root and TEST_USER) that an earlier run left,
+    a chaos run killed mid-way say, and wait, polling, until none holds a slot: the tests
+    count on the node's 8 slots and on no job starting behind their backs.  Returns the ids
+    cancelled (the caller says so); best effort, like ``cancel``."""
+    users = f"root,{TEST_USER}"
+    proc = run_cmd(["squeue", "-h", "-a", "-u", users, "-o", "%i"])
+    ids = proc.stdout.split() if proc.returncode == 0 else []
+    if ids:
+        cancel(*ids, within=within)
+    return ids
+
+
 def cancel_submitted() -> None:
     """Cancel every job submitted through ``submit`` since the last call."""
     ids = list(_submitted)

@@ -51,6 +51,16 @@ def _real_squeue(monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
         monkeypatch.setenv("SLURM_DSL_JOBINFO", request.getfixturevalue("jobinfo_helper"))
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _no_jobs_left_over() -> None:
+    """Start from a node with no job of the lab's users: a run killed before its cleanup
+    (a chaos run, a test session) leaves sleep jobs that would hold the slots the tests need."""
+    if lab.lab_available() is None:
+        left = lab.cancel_left_over()
+        if left:
+            print(f"slurm-dsl tests: cancelled {len(left)} job(s) left over: {' '.join(left)}", file=sys.stderr)
+
+
 @pytest.fixture(autouse=True)
 def _slurm_lab() -> Iterator[None]:
     """Skip (or, under CI=true, fail) without a usable lab; afterwards cancel
