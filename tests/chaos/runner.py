@@ -51,7 +51,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
-from tests import lab
+from tests import faketime, lab
 from tests.chaos import schedule as sched
 from tests.chaos.history import History
 
@@ -71,8 +71,6 @@ CALLER = (sys.executable, "-m", "tests.chaos.caller")
 LEASES_LAPSE = 1.0 + 1.5 + 30.0 + 3.0
 HANDED_BACK = 35.0  # docs/testing.md §6.4: absent only once the controller in charge has been so this long
 SLEEP_JOB = ("--no-requeue", "--time=10", "--wrap", "sleep 600")
-FAKETIME = "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1"
-FAKETIME_FIX = REPO / "tests" / "faketime_monotonic.c"
 MAX_OFFSET = 300.0  # seconds a stepped clock is kept within, either way
 SKEWED_FOR = 30.0  # seconds the ledger server runs on a clock off by a mariadb-skew fault
 PURGE_WATCH = 75.0  # seconds a kill-after-purge fault looks for a purge (slurmctld purges once a minute)
@@ -361,13 +359,13 @@ class Runner:
         if not wanted:
             return
         fix = self.dir / "bin" / "faketime_monotonic.so"
-        done = subprocess.run(["cc", "-std=c11", "-O2", "-shared", "-fPIC", "-o", str(fix), str(FAKETIME_FIX), "-ldl"],
+        done = subprocess.run(["cc", "-std=c11", "-O2", "-shared", "-fPIC", "-o", str(fix), str(faketime.FIX), "-ldl"],
                               capture_output=True, text=True, check=False)
-        if not os.path.exists(FAKETIME) or done.returncode != 0:
-            self.history.write("note", t=time.time(), text=f"no stepped clocks: {FAKETIME} missing or the fix did"
-                               f" not build ({done.stderr.strip()[:300]})")
+        if not os.path.exists(faketime.LIBRARY) or done.returncode != 0:
+            self.history.write("note", t=time.time(), text=f"no stepped clocks: {faketime.LIBRARY} missing or the"
+                               f" fix did not build ({done.stderr.strip()[:300]})")
             return
-        self.preload = f"{fix} {FAKETIME}"
+        self.preload = f"{fix} {faketime.LIBRARY}"
         if "clock-step" not in wanted:
             return
         hosts = ("ctl-a", "ctl-b") if self.options.ledger == "mariadb" else ("host",)
@@ -386,8 +384,9 @@ class Runner:
         step leaves them); none without clock-step faults."""
         if clock not in self.clocks:
             return {}
-        return {"LD_PRELOAD": self.preload, "FAKETIME_TIMESTAMP_FILE": str(self.clocks[clock]),
-                "FAKETIME_CACHE_DURATION": "1", "FAKETIME_DONT_RESET": "1", "FAKETIME_DONT_FAKE_MONOTONIC": "1"}
+        env = faketime.on_file(self.preload, self.clocks[clock])
+        del env["FAKETIME_NO_CACHE"]  # read again once a second, not at every clock read (slurmctld reads often)
+        return {**env, "FAKETIME_CACHE_DURATION": "1"}
 
     def step_to(self, clock: str, offset: float) -> None:
         """``clock`` at ``offset`` seconds from the real one, its control file replaced whole."""
@@ -1032,8 +1031,7 @@ class Runner:
             self.skip(e, "no libfaketime (or its fix did not build)")
             return
         offset = e.seconds if e.pick >= 0.5 else -e.seconds
-        clock = {"LD_PRELOAD": self.preload, "FAKETIME": f"{offset:+.0f}", "FAKETIME_DONT_RESET": "1",
-                 "FAKETIME_DONT_FAKE_MONOTONIC": "1"}
+        clock = faketime.offset(self.preload, f"{offset:+.0f}")
         with self.alone(e) as go:
             if not go:
                 return
