@@ -76,8 +76,8 @@ def run_op(
     with opened:
         if key is None and not settle and not retry and not durable:
             return tracker.run(op, job, when)
-        (outcome,) = run_ops(op, [job], deadline=when, ledger=tracker, key=key, settle=settle, retry=retry,
-                             settle_delay=settle_delay, durable=durable)
+        (outcome,) = _run_ops(op, [job], when, configured, ledger=tracker, scontrol=scontrol, key=key, settle=settle,
+                              retry=retry, settle_delay=settle_delay, durable=durable)
         return outcome
 
 
@@ -114,10 +114,31 @@ def run_ops(
     ``--durable`` (docs/contract.md §13.5), return once slurmctld has saved the changes, each
     Outcome's ``saved`` saying whether it was by the deadline (one not saved exits as unknown).
     """
+    configured = _configuration(ledger, scontrol)
+    return _run_ops(op, job_ids, _deadline(timeout, deadline, configured), configured, ledger=ledger,
+                    scontrol=scontrol, one_by_one=one_by_one, parallel=parallel, key=key, settle=settle, retry=retry,
+                    settle_delay=settle_delay, durable=durable)
+
+
+def _run_ops(
+    op: Union[Op, str],
+    job_ids: Sequence[JobId],
+    when: float,
+    configured: Configuration,
+    *,
+    ledger: Union[str, Tracker, None],
+    scontrol: Optional[str],
+    one_by_one: bool = False,
+    parallel: int = 1,
+    key: Optional[str] = None,
+    settle: bool = False,
+    retry: int = 0,
+    settle_delay: Optional[float] = None,
+    durable: bool = False,
+) -> List[Outcome]:
+    """``run_ops`` until ``when``, a deadline resolved once (``_deadline``), on the steady clock."""
     from .run.driver import Stopped, drive
 
-    configured = _configuration(ledger, scontrol)
-    when = _deadline(timeout, deadline, configured)
     ids = distinct_ids(job_ids)
     delay = configured.settle_delay if settle_delay is None else settle_delay
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import os
 import signal
-import time
 from dataclasses import replace
 from typing import TYPE_CHECKING, Callable, Optional, Sequence, Union
 
@@ -28,7 +27,7 @@ from ..core.script import KILL_GRACE, list_argv, render, render_list
 from ..core.statuses import COMMAND_NOT_EXECUTABLE, COMMAND_NOT_FOUND, EXPIRED, WRAPPER_FAILED
 from ..host import process
 from ..host.binaries import find_scontrol
-from .deadlines import Clock, check_deadline
+from .deadlines import Clock, check_deadline, steady
 
 if TYPE_CHECKING:
     from ..core.bulk_reader import ListCall
@@ -72,7 +71,7 @@ def execute(
     *,
     scontrol: Optional[str] = None,
     nonce: Optional[str] = None,
-    clock: Clock = time.time,
+    clock: Clock = steady,
 ) -> Outcome:
     """Run one op on one job until ``deadline`` and read what it came to.  ``scontrol`` not given
     is the configured one, read as the command line reads it (``config.configure``: a bad config
@@ -121,7 +120,7 @@ def run_list_call(
     scontrol: str,
     *,
     nonce: Optional[str] = None,
-    clock: Clock = time.time,
+    clock: Clock = steady,
 ) -> ListCall:
     """Call ``number`` of ``op`` on every id of ``job_ids`` in one scontrol process, deadline-kept
     and framed as a single op's script is, read into one ``Call`` per id (docs/contract.md §11).
@@ -148,7 +147,7 @@ def run_list_call(
 
 
 def run_open_list(
-    job_ids: Sequence[str], deadline: float, scontrol: str, *, clock: Clock = time.time
+    job_ids: Sequence[str], deadline: float, scontrol: str, *, clock: Clock = steady
 ) -> ListCall:
     """``open`` on every id of ``job_ids`` in one direct ``scontrol release <list>`` (no script, no
     status line), under the runner's guard at the deadline itself, as open's single call runs;

@@ -1,11 +1,13 @@
-"""Deadlines: an absolute wall-clock instant from a timeout or a given deadline, within bounds.
+"""Deadlines: an instant on this process's steady clock from a timeout or a given deadline, within bounds.
 
-Every operation has a deadline (docs/contract.md §2): an epoch time after which no call starts.
-``resolve_deadline`` makes one from exactly one of a timeout (seconds) and a
-deadline; ``check_deadline`` refuses what the runner could not wait for.  A timeout's bounds are
-here once (``MIN_TIMEOUT``, ``MAX_TIMEOUT``: ``timeout_in_bounds``, and ``timeout_of`` for one
-typed as text), for the library, the command line's ``--timeout`` and the config file's
-``timeout`` alike; each says in its own words what it refuses.  The
+Every operation has a deadline (docs/contract.md §2): an instant after which no call starts.  It
+is kept on ``steady``, epoch seconds counted on the monotonic clock, so that a step of the wall
+clock while an operation runs moves it not (§10.0).  ``resolve_deadline`` makes one from exactly
+one of a timeout (seconds) and a deadline (epoch seconds on the wall clock: the time left is read
+against it once, here, at the door); ``check_deadline`` refuses what the runner could not wait
+for.  A timeout's bounds are here once (``MIN_TIMEOUT``, ``MAX_TIMEOUT``: ``timeout_in_bounds``,
+and ``timeout_of`` for one typed as text), for the library, the command line's ``--timeout`` and
+the config file's ``timeout`` alike; each says in its own words what it refuses.  The
 clock is a parameter (``Clock``), so callers and tests can pass their own.
 """
 
@@ -20,6 +22,13 @@ from ..core.numbers import seconds
 from ..core.plain import plain_float
 
 Clock = Callable[[], float]
+_ANCHOR = time.time() - time.monotonic()
+
+
+def steady() -> float:
+    """Epoch seconds on the monotonic clock: the wall clock as it read when this module was
+    imported, moved on by ``time.monotonic`` since.  Every deadline is kept on it."""
+    return _ANCHOR + time.monotonic()
 
 # The longest timeout, and the furthest deadline from now, an operation takes: one day.  The
 # runner waits with poll()/epoll, whose timeout is milliseconds in a C int: 2**31 ms is about
@@ -66,8 +75,10 @@ def timeout_of(text: str) -> Optional[float]:
     return value if value is not None and timeout_in_bounds(value) else None
 
 
-def resolve_deadline(timeout: Optional[float], deadline: Optional[float], clock: Clock = time.time) -> float:
-    """An absolute wall-clock deadline from exactly one of ``timeout`` and ``deadline``.
+def resolve_deadline(timeout: Optional[float], deadline: Optional[float], clock: Clock = steady) -> float:
+    """A deadline on ``clock`` from exactly one of ``timeout`` and ``deadline`` (epoch seconds on
+    the wall clock: the time it leaves is read against the wall clock now, and counted on
+    ``clock`` from then).
 
     ``ValueError`` unless the timeout is in (0, ``MAX_TIMEOUT``] seconds, or the deadline passes
     ``check_deadline``.
@@ -83,10 +94,11 @@ def resolve_deadline(timeout: Optional[float], deadline: Optional[float], clock:
             )
         return clock() + given
     assert deadline is not None
-    return check_deadline(deadline, clock)
+    left = check_deadline(deadline, time.time) - time.time()
+    return check_deadline(clock() + left, clock)
 
 
-def check_deadline(deadline: float, clock: Clock = time.time) -> float:
+def check_deadline(deadline: float, clock: Clock = steady) -> float:
     """``deadline`` (epoch seconds) as a plain float, or ``ValueError``.
 
     It must be positive, finite and at most ``MAX_TIMEOUT`` seconds from now (give or take

@@ -66,7 +66,7 @@ from . import looks
 from .arrays import NOT_LOOKED, LookupAnswer, look_up
 from .calls import GUARD_MARGIN, execute, new_nonce
 from .config import Configuration, configure
-from .deadlines import Clock, check_deadline
+from .deadlines import Clock, check_deadline, steady
 from .settling import known_alive
 
 if TYPE_CHECKING:
@@ -291,7 +291,7 @@ class Tracker:
         *,
         scontrol: Optional[str] = None,
         squeue: Optional[str] = None,
-        clock: Clock = time.time,
+        clock: Clock = steady,
         lease_slack: float = LEASE_SLACK,
         busy_timeout: Optional[float] = None,
         configuration: Optional[Configuration] = None,

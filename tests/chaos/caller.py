@@ -5,16 +5,19 @@ Usage: python -m tests.chaos.caller OP --timeout S --ledger L --scontrol PATH
        [--key K] [--retry N] [--settle] [--settle-delay S] [--one-by-one] [--parallel N] JOB...
 
 Its first line is ``{"kind": "deadline", "deadline": EPOCH}``: the deadline it passed, computed
-once before the call, so the checker knows it exactly.  Then one JSON object per outcome (the
-command line's row), or one ``{"kind": "error", ...}`` and exit 1 (2 for a usage error) when the
-call raised one of the package's errors.  Anything else raised is a traceback on stderr, which the
-checker reports.
+once before the call, so the checker knows it exactly; on the real clock, when this process is on
+a stepped one (a clock-step fault: the call gets its own clock's, as a site plugin's would).  Then
+one JSON object per outcome (the command line's row), or one ``{"kind": "error", ...}`` and exit 1
+(2 for a usage error) when the call raised one of the package's errors.  Anything else raised is a
+traceback on stderr, which the checker reports.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import subprocess
 import sys
 import time
 from typing import List, Optional
@@ -35,7 +38,12 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--parallel", type=int, default=1)
     args = parser.parse_args(argv)
     deadline = time.time() + args.timeout
-    print(json.dumps({"kind": "deadline", "deadline": deadline}), flush=True)
+    real = time.time()
+    if os.environ.get("LD_PRELOAD"):  # on a stepped clock: the real one from a process that is not
+        unfaked = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+        real = float(subprocess.run(["date", "+%s.%N"], env=unfaked, capture_output=True, text=True,
+                                    check=True).stdout)
+    print(json.dumps({"kind": "deadline", "deadline": real + (deadline - time.time())}), flush=True)
 
     import slurm_dsl
     from slurm_dsl.admin.render import outcome_text

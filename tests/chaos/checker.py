@@ -26,8 +26,10 @@ The invariants, by ``Violation.kind``:
 - ``false-claim``: a result (or settled effect) the record contradicts (§7, §12, above).
 - ``lost-flag``: once the schedule is quiet and a sweep has run, a job at Requeue=1 whose ledger
   object is clear or missing (§9: "nothing is ever lost"; §13: "No object is cleared before its
-  clear is saved").  One that fits §13's window (its flag's ``Requeue=0`` acknowledged, then
-  slurmctld SIGKILLed within 5 s) says so (``known``: ``durability-13``).
+  clear is saved"), unless the last call that set its flag was another admin's (a call of no
+  command of the run: the other-admin fault): that flag is the admin's, not slurm-dsl's.  One
+  that fits §13's window (its flag's ``Requeue=0`` acknowledged, then slurmctld SIGKILLed within
+  5 s) says so (``known``: ``durability-13``).
 - ``key-acted-twice``: a run of a key (or a command's own retry) made the op's first call on a job
   after another run of that key had its effect acknowledged on that job (§12: "if one is ok, or
   settles as present, the job is not acted on again"; "never both act on a job"), no crash in
@@ -61,9 +63,9 @@ LATE = 1.0  # seconds a request may be applied after its client died (settle-del
 HANDBACK = 35.0  # a call made around a controller restart or takeover may be applied this late (§13)
 KILLED_TAIL = 5.0  # a killed command's calls are gone by its deadline + kill grace + guard margin
 DURABILITY_WINDOW = 5.0  # §13: SAVE_MAX_WAIT
-CRASHES = frozenset({"slurmctld-kill", "slurmctld-kill-after-ack", "takeover"})
+CRASHES = frozenset({"slurmctld-kill", "slurmctld-kill-after-ack", "slurmctld-kill-after-purge", "takeover"})
 CONTROLLER_EVENTS = CRASHES | {"slurmctld-restart"}
-LEDGER_OUTAGES = frozenset({"mariadb-kill"})
+LEDGER_OUTAGES = frozenset({"mariadb-kill", "mariadb-skew"})  # mariadb-skew: its two restarts
 EXIT_OF_RESULT = {"ok": 0, "rejected": 10, "not_found": 11, "expired": 12, "not_run": 13, "bit_set": 14, "unknown": 15}
 # The op's first call (acting) and the call whose acknowledgement is its effect (§1).
 FIRST_ACTION = {"hold": "hold", "release": "release", "open": "release", "requeue": "requeue=1", "restore": "requeue=0"}
@@ -324,10 +326,11 @@ class History:
     def after(self, job: str, t: float) -> Optional[Seen]:
         return next((s for s in self.seen.get(job, ()) if s.t0 >= t), None)
 
-    def frozen(self, inv: Invocation) -> float:
+    def frozen(self, inv: Invocation, before: Optional[float] = None) -> float:
+        """Seconds ``inv`` was frozen by cli-stop faults (those begun before ``before`` only)."""
         total = 0.0
         for f in self.faults:
-            if f.kind == "cli-stop" and f.target == inv.id:
+            if f.kind == "cli-stop" and f.target == inv.id and (before is None or f.t < before):
                 total += (f.end if f.end is not None else (inv.end or f.t)) - f.t
         return total
 
@@ -493,6 +496,9 @@ def check_final(h: History, out: List[Violation], figures: Counter[str]) -> None
         figures["jobs at Requeue=1 in the end"] += 1
         if bit is not None and bit != "clear":
             continue
+        if admins_flag(h, job):
+            figures["jobs at Requeue=1 whose flag another admin set last (not checked)"] += 1
+            continue
         known, note = durability_window(h, job)
         lines = [seen.line] + ([obj["n"]] if obj is not None else []) + [looked[0].line] + note
         out.append(Violation(
@@ -515,6 +521,13 @@ def check_final(h: History, out: List[Violation], figures: Counter[str]) -> None
                 f" {op.get('result') or 'none: unfinished'}) has no verdict after two sweeps past the settle delay",
                 (op["n"], looked[0].line, looked[1].line), str(op.get("job"))))
     figures["operations in the ledger"] = len(h.operations)
+
+
+def admins_flag(h: History, job: str) -> bool:
+    """Whether the last call that set (or may have set: never seen to end) ``job``'s Requeue flag
+    was another admin's: a call of no command of the run."""
+    setters = [c for c in h.calls_by_job.get(job, ()) if c.action == "requeue=1" and (job in c.acked or c.t1 is None)]
+    return bool(setters) and max(setters, key=lambda c: c.t0).inv not in h.invocations
 
 
 def durability_window(h: History, job: str) -> Tuple[str, List[int]]:
@@ -628,9 +641,10 @@ def check_commands(h: History, out: List[Violation], figures: Counter[str]) -> N
             out.append(Violation("usage-ran", f"{inv.id} exited 2 (a usage error) but made {len(mine)} op call(s)",
                                  (inv.line, mine[0].line)))
         # Its deadline: a library call's own; a command's, set when its handler started, before any
-        # process it started (a lookup or a call), and at most its start-up tolerance after it began.
-        deadline = inv.start + inv.timeout + h.tolerance
+        # process it started (a lookup or a call), and at most its start-up tolerance after it began,
+        # plus the time it was frozen before that process (a cli-stop while it started).
         first = min((c.t0 for c in h.calls if c.inv == inv.id), default=None)
+        deadline = inv.start + inv.timeout + h.tolerance + h.frozen(inv, first)
         if first is not None:
             deadline = min(deadline, first + inv.timeout)
         if inv.deadline is not None:

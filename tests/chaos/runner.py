@@ -51,7 +51,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
-from tests import lab
+from tests import faketime, lab
 from tests.chaos import schedule as sched
 from tests.chaos.history import History
 
@@ -71,11 +71,22 @@ CALLER = (sys.executable, "-m", "tests.chaos.caller")
 LEASES_LAPSE = 1.0 + 1.5 + 30.0 + 3.0
 HANDED_BACK = 35.0  # docs/testing.md §6.4: absent only once the controller in charge has been so this long
 SLEEP_JOB = ("--no-requeue", "--time=10", "--wrap", "sleep 600")
+MAX_OFFSET = 300.0  # seconds a stepped clock is kept within, either way
+SKEWED_FOR = 30.0  # seconds the ledger server runs on a clock off by a mariadb-skew fault
+PURGE_WATCH = 75.0  # seconds a kill-after-purge fault looks for a purge (slurmctld purges once a minute)
+FINISHED = frozenset({"COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "OUT_OF_MEMORY",
+                      "BOOT_FAIL", "DEADLINE"})
+# What another admin does to a job between slurm-dsl's calls (other-admin), through the run's
+# wrapper so that the checker sees the call: the scontrol argv after the job is filled in.
+ADMIN_CALLS = (("hold", "{job}"), ("release", "{job}"), ("requeue", "{job}"),
+               ("update", "JobId={job}", "Requeue=1"), ("update", "JobId={job}", "Requeue=0"))
 
 WRAPPER = r"""#!/bin/sh
 # The chaos run's scontrol (tests/chaos/runner.py): each call is logged (S: its start and argv,
 # E: its end and exit; its stderr kept in err/) for the checker, then made with the real scontrol;
-# the first call of the command's fault verb gets its fault.
+# the first call of the command's fault verb gets its fault.  Its times are the real clock's,
+# whatever clock the command that called it is on (a clock-step fault).
+unset LD_PRELOAD
 d=$CHAOS_DIR
 id="$CHAOS_INV.$$"
 real=@REAL@
@@ -122,6 +133,7 @@ exit "$rc"
 LOOKUP_WRAPPER = """#!/bin/sh
 # The chaos run's squeue (or slurm-dsl-jobinfo): logged (L: when the command started it: its
 # deadline was set before), then the real one, after the command's delay (a slow lookup).
+unset LD_PRELOAD
 printf 'L %s %s\\n' "$CHAOS_INV.$$" "$(date +%s.%N)" >> "$CHAOS_DIR/calls.log"
 if [ -n "$CHAOS_SQUEUE_SLOW" ]; then sleep "$CHAOS_SQUEUE_SLOW"; fi
 exec @REAL@ "$@"
@@ -161,9 +173,13 @@ class Record:
 
 
 class Controller:
-    """The lab's slurmctld: killed (or stopped) and started again by the faults."""
+    """The lab's slurmctld: killed (or stopped) and started again by the faults; ``environ``, what
+    it is started with (a faked clock: clock-step)."""
 
     name = "single"
+
+    def __init__(self) -> None:
+        self.environ: Dict[str, str] = {}
 
     def setup(self) -> None:
         """Nothing: contrib/lab/up brought it up."""
@@ -180,7 +196,10 @@ class Controller:
 
     def start(self) -> None:
         """Every controller running again (contrib/lab/up starts only what is dead)."""
-        lab.start_slurmctld(timeout=60)
+        lab.start_slurmctld(timeout=60, environ=self.environ)
+
+    def state_save_location(self) -> str:
+        return "/var/spool/slurmctld"
 
     def takeover(self) -> Optional[List[str]]:
         """The argv that makes the backup take over, or None: no pair here."""
@@ -230,6 +249,9 @@ class Pair(Controller):
         command = os.environ.get("SLURM_DSL_CHAOS_TAKEOVER", "")
         return ["sh", "-c", command] if command else [REAL_SCONTROL, "takeover"]
 
+    def state_save_location(self) -> str:
+        return "/var/spool/slurm-pair/state"
+
 
 class Runner:
     def __init__(self, schedule: sched.Schedule, directory: Path, *, settle_delay: float = 2.0,
@@ -264,6 +286,11 @@ class Runner:
         self.jobinfo = ""
         self.last_controller_event = 0.0
         self.t0 = 0.0
+        self.preload = ""  # LD_PRELOAD of a process on a stepped clock ("": no clock-step faults)
+        self.clocks: Dict[str, Path] = {}  # clock -> its libfaketime control file: slurmctld, or a host
+        self.offsets: Dict[str, float] = {}
+        self.saves: Optional[Path] = None  # the StateSaveLocation as the commands see it (saves-stall)
+        self.saves_server: Optional[subprocess.Popen[bytes]] = None
 
     # -- the whole run ---------------------------------------------------------------------------
 
@@ -289,6 +316,8 @@ class Runner:
             (self.dir / sub).mkdir(parents=True, exist_ok=True)
         os.chmod(self.dir / "ledger", 0o700)
         (self.dir / "calls.log").touch()
+        self.set_up_clocks()
+        self.set_up_saves()
         self.write_tool("chaos-scontrol", WRAPPER.replace("@REAL@", quote(REAL_SCONTROL)))
         self.write_tool("chaos-squeue", LOOKUP_WRAPPER.replace("@REAL@", quote(REAL_SQUEUE)))
         if self.options.ledger == "mariadb":
@@ -318,8 +347,74 @@ class Runner:
             settle_delay=self.settle_delay, startup_tolerance=STARTUP_TOLERANCE, slurm=version, commit=commit,
             controller=self.controller.name,
             jobinfo=self.jobinfo or f"none: {why}", ledger_location=self.ledger.split("?")[0],
-            events=len(self.schedule.events))
+            events=len(self.schedule.events), clocks=sorted(self.clocks),
+            saves=str(self.saves) if self.saves is not None else None)
         self.make_jobs()
+
+    def set_up_clocks(self) -> None:
+        """For clock-step and mariadb-skew: libfaketime and its fix (tests/faketime_monotonic.c),
+        compiled here; for clock-step, a control file per clock (slurmctld, unless on the pair,
+        and each host the commands run as), slurmctld restarted on its own."""
+        wanted = {"clock-step", "mariadb-skew"} - self.options.without
+        if not wanted:
+            return
+        fix = self.dir / "bin" / "faketime_monotonic.so"
+        done = subprocess.run(["cc", "-std=c11", "-O2", "-shared", "-fPIC", "-o", str(fix), str(faketime.FIX), "-ldl"],
+                              capture_output=True, text=True, check=False)
+        if not os.path.exists(faketime.LIBRARY) or done.returncode != 0:
+            self.history.write("note", t=time.time(), text=f"no stepped clocks: {faketime.LIBRARY} missing or the"
+                               f" fix did not build ({done.stderr.strip()[:300]})")
+            return
+        self.preload = f"{fix} {faketime.LIBRARY}"
+        if "clock-step" not in wanted:
+            return
+        hosts = ("ctl-a", "ctl-b") if self.options.ledger == "mariadb" else ("host",)
+        names = (*hosts, *(("slurmctld",) if self.controller.name == "single" else ()))
+        for name in names:
+            self.clocks[name] = self.dir / f"clock.{name}"
+            self.offsets[name] = 0.0
+            self.step_to(name, 0.0)
+        if "slurmctld" in self.clocks:
+            self.controller.environ = self.stepped("slurmctld")
+            lab.stop_slurmctld()
+            self.controller.start()
+
+    def stepped(self, clock: str) -> Dict[str, str]:
+        """The environment of a process on ``clock`` (its monotonic clocks left alone, as a real
+        step leaves them); none without clock-step faults."""
+        if clock not in self.clocks:
+            return {}
+        env = faketime.on_file(self.preload, self.clocks[clock])
+        del env["FAKETIME_NO_CACHE"]  # read again once a second, not at every clock read (slurmctld reads often)
+        return {**env, "FAKETIME_CACHE_DURATION": "1"}
+
+    def step_to(self, clock: str, offset: float) -> None:
+        """``clock`` at ``offset`` seconds from the real one, its control file replaced whole."""
+        path = self.clocks[clock]
+        tmp = path.with_suffix(".new")
+        tmp.write_text(f"{offset:+.0f}\n")
+        os.replace(tmp, path)
+        self.offsets[clock] = offset
+
+    def set_up_saves(self) -> None:
+        """For saves-stall: the StateSaveLocation seen by the commands through bindfs, whose
+        server the fault stops (every read below it then waits, as on a file server that stopped
+        answering)."""
+        if "saves-stall" in self.options.without or shutil.which("bindfs") is None:
+            if "saves-stall" not in self.options.without:
+                self.history.write("note", t=time.time(), text="no stalled StateSaveLocation: no bindfs")
+            return
+        view = Path(tempfile.mkdtemp(prefix="slurm-dsl-chaos-saves-"))
+        server = subprocess.Popen(["bindfs", "-f", "--no-allow-other", self.controller.state_save_location(),
+                                   str(view)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.time() + 30
+        while not os.path.ismount(view):
+            if time.time() > deadline or server.poll() is not None:
+                server.kill()
+                self.history.write("note", t=time.time(), text="no stalled StateSaveLocation: bindfs did not mount")
+                return
+            time.sleep(0.05)
+        self.saves, self.saves_server = view, server
 
     def write_tool(self, name: str, text: str) -> Path:
         path = self.dir / "bin" / name
@@ -520,7 +615,10 @@ class Runner:
             else:
                 argv = [*CALLER, op, *jobs, "--timeout", f"{timeout:g}", *common, *extra]
         env = dict(os.environ, SLURM_DSL_SQUEUE=str(bin_dir / "squeue"),
-                   SLURM_DSL_JOBINFO="" if squeue_only or not self.jobinfo else str(bin_dir / "jobinfo"))
+                   SLURM_DSL_JOBINFO="" if squeue_only or not self.jobinfo else str(bin_dir / "jobinfo"),
+                   **self.stepped(host or "host"))
+        if self.saves is not None:
+            env["SLURM_DSL_STATE_SAVE_LOCATION"] = str(self.saves)
         command = list(argv)
         if host:
             command = ["unshare", "--uts", "--", "sh", "-c", 'hostname "$0" && exec "$@"', host, *command]
@@ -905,6 +1003,101 @@ class Runner:
                 self.history.write("fault_end", t=self.last_controller_event, id=fid, exit=done.returncode,
                                    stderr=done.stderr[-500:])
 
+    def fault_clock_step(self, e: sched.Fault) -> None:
+        """A clock stepped ``seconds`` (at most ``MAX_OFFSET`` from the real one): which clock and
+        which way from ``pick``; it stays there until the next step of it (the quiet end steps every
+        one back)."""
+        names = sorted(self.clocks)
+        if not names:
+            self.skip(e, "no stepped clocks (libfaketime or its fix missing, or left out)")
+            return
+        i = min(int(e.pick * 2 * len(names)), 2 * len(names) - 1)
+        name, sign = names[i // 2], (-1.0 if i % 2 == 0 else 1.0)
+        with self.lock:
+            before = self.offsets[name]
+            after = max(-MAX_OFFSET, min(MAX_OFFSET, before + sign * e.seconds))
+            self.step_to(name, after)
+        fid = f"f{e.number}"
+        self.history.write("fault", t=time.time(), id=fid, kind=e.kind, clock=name, step=after - before, offset=after)
+        self.history.write("fault_end", t=time.time(), id=fid)
+
+    def fault_mariadb_skew(self, e: sched.Fault) -> None:
+        """The ledger server restarted on a clock ``seconds`` off (either way, from ``pick``), for
+        ``SKEWED_FOR`` seconds, then restarted on the real one: each restart an outage."""
+        if self.options.ledger != "mariadb":
+            self.skip(e, "the ledger is SQLite")
+            return
+        if not self.preload:
+            self.skip(e, "no libfaketime (or its fix did not build)")
+            return
+        offset = e.seconds if e.pick >= 0.5 else -e.seconds
+        clock = faketime.offset(self.preload, f"{offset:+.0f}")
+        with self.alone(e) as go:
+            if not go:
+                return
+            self.restart_mariadb(e, f"f{e.number}a", clock, offset)
+        self.stopping.wait(SKEWED_FOR)
+        with self.daemons:  # never left skewed: waits for another daemon fault under way to end
+            self.restart_mariadb(e, f"f{e.number}b", {}, 0.0)
+
+    def restart_mariadb(self, e: sched.Fault, fid: str, environ: Dict[str, str], offset: float) -> None:
+        lab_mariadb = str(REPO / "contrib" / "lab" / "mariadb")
+        self.history.write("fault", t=time.time(), id=fid, kind=e.kind, offset=offset)
+        subprocess.run([lab_mariadb, "stop"], capture_output=True, text=True, timeout=120, check=False)
+        done = subprocess.run([lab_mariadb, "start"], capture_output=True, text=True, timeout=120, check=False,
+                              env=dict(os.environ, **environ))
+        self.history.write("fault_end", t=time.time(), id=fid, exit=done.returncode,
+                           stderr=done.stderr[-500:] if done.returncode else "")
+
+    def fault_slurmctld_kill_after_purge(self, e: sched.Fault) -> None:
+        """A finished job purged (gone from squeue), then slurmctld SIGKILLed ``seconds`` later,
+        before its next save can hold the purge: the job comes back as it was (docs/contract.md
+        §13.2).  Looks for a purge for up to ``PURGE_WATCH`` seconds."""
+        deadline = time.time() + PURGE_WATCH
+        finished: set[str] = set()
+        purged: List[str] = []
+        while not purged:
+            if time.time() > deadline or self.stopping.is_set():
+                self.skip(e, f"no finished job purged within {PURGE_WATCH:g} s")
+                return
+            _, records = self.squeue()
+            if records is not None:
+                purged = sorted(j for j in finished if j not in records)
+                finished |= {j for j, recs in records.items()
+                             if j in self.known and len(recs) == 1 and recs[0].state in FINISHED}
+            time.sleep(0.2)
+        with self.alone(e) as go:
+            if go:
+                time.sleep(e.seconds)
+                self.controller_event(e, lambda: {**self.controller.kill(signal.SIGKILL), "purged": purged}, 0.5)
+
+    def fault_saves_stall(self, e: sched.Fault) -> None:
+        """The StateSaveLocation the commands read stops answering for ``seconds`` (its bindfs
+        server stopped)."""
+        if self.saves_server is None:
+            self.skip(e, "no StateSaveLocation view (no bindfs)")
+            return
+        self.signal_process(e, self.saves_server.pid, None, "StateSaveLocation server", True)
+
+    def fault_other_admin(self, e: sched.Fault) -> None:
+        """Another admin's scontrol call on one of the run's jobs, between slurm-dsl's calls:
+        which job and which call from ``pick`` (``ADMIN_CALLS``), through the run's wrapper (its
+        command id an ``x``: no command of the run)."""
+        jobs = [self.slots[s] for s in sorted(self.slots) if s != sched.MASTER]
+        if not jobs:
+            self.skip(e, "no job")
+            return
+        job = jobs[int(e.pick * len(jobs))]
+        argv = [part.format(job=job) for part in ADMIN_CALLS[int(e.pick * 1_000_003) % len(ADMIN_CALLS)]]
+        inv = self.next_id("x")
+        env = dict(os.environ, CHAOS_DIR=str(self.dir), CHAOS_INV=inv, CHAOS_FAULT="", CHAOS_SQUEUE_SLOW="")
+        t = time.time()
+        done = subprocess.run([str(self.dir / "bin" / "chaos-scontrol"), *argv], env=env, capture_output=True,
+                              text=True, timeout=60, check=False)
+        self.history.write("fault", t=t, id=f"f{e.number}", kind=e.kind, target=inv, job=job, argv=argv,
+                           exit=done.returncode)
+        self.history.write("fault_end", t=time.time(), id=f"f{e.number}")
+
     # -- the end ---------------------------------------------------------------------------------
 
     def quiet(self) -> None:
@@ -913,6 +1106,9 @@ class Runner:
         self.history.write("phase", t=time.time(), name="quiet")
         self.gate.set()
         self.continue_all()
+        with self.lock:
+            for name in sorted(self.clocks):  # every clock stepped back to the real one
+                self.step_to(name, 0.0)
         with self.lock:
             threads = list(self.fault_threads)
         for thread in threads:  # faults still under way (a restart, a lock) end first
@@ -1016,6 +1212,20 @@ class Runner:
     def cleanup(self) -> None:
         with contextlib.suppress(lab.LabError):
             lab.cancel(*self.known, within=30)
+        if self.saves_server is not None and self.saves is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.saves_server.pid, signal.SIGCONT)
+            subprocess.run(["umount", "-l", str(self.saves)], capture_output=True, check=False)
+            self.saves_server.terminate()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.saves_server.wait(30)
+            with contextlib.suppress(OSError):
+                self.saves.rmdir()
+        if self.controller.environ:  # slurmctld on the real clock again, its state saved first
+            self.controller.environ = {}
+            with contextlib.suppress(lab.LabError):
+                lab.stop_slurmctld()
+                self.controller.start()
         if self.database is not None and not self.keep:
             with contextlib.suppress(Exception):
                 self.mariadb.drop(self.database)

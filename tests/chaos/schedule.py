@@ -56,6 +56,15 @@ RANDOM_FAULTS = {
     "mariadb-kill": (0.5, (0.5, 4.0)),
     "ledger-lock": (1.0, (1.0, 8.0)),
     "takeover": (0.3, (3.0, 10.0)),
+    # Issue 41's faults (docs/testing.md §6.2): a clock stepped (the size, either way: ``pick``
+    # chooses the clock and the way), the ledger server's clock off (the offset, either way) for
+    # a while, a purge SIGKILLed before it is saved (the delay after it), the StateSaveLocation
+    # stalled (how long), another admin's scontrol call on a job (``pick``: which call).
+    "clock-step": (1.5, (5.0, 120.0)),
+    "mariadb-skew": (0.3, (5.0, 60.0)),
+    "slurmctld-kill-after-purge": (0.5, (0.0, 1.5)),
+    "saves-stall": (0.8, (1.0, 8.0)),
+    "other-admin": (3.0, (0.0, 0.0)),
 }
 FAULT_KINDS: Tuple[str, ...] = (*RANDOM_FAULTS, *WRAPPER_FAULTS, "squeue-slow")
 
@@ -64,7 +73,9 @@ GROUPS = {
     # SIGKILL of slurmctld: an acknowledged Requeue=0 lost in the crash is the durability issue's
     # lost flag, not fixed yet (docs/testing.md §6): CI runs without it until it is.
     "durability-13": ("slurmctld-kill", "slurmctld-kill-after-ack"),
-    "slurmctld": ("slurmctld-kill", "slurmctld-kill-after-ack", "slurmctld-restart", "takeover"),
+    "slurmctld": ("slurmctld-kill", "slurmctld-kill-after-ack", "slurmctld-kill-after-purge", "slurmctld-restart",
+                  "takeover"),
+    "clocks": ("clock-step", "mariadb-skew"),
     "processes": ("cli-kill", "cli-stop", "script-kill", "script-stop", "scontrol-kill", "scontrol-stop", "sweep-kill"),
     "wrapper": (*WRAPPER_FAULTS, "squeue-slow"),
 }

@@ -228,6 +228,33 @@ def test_a_lost_flag_in_section_13s_window_says_so() -> None:
     assert found.kind == "lost-flag" and found.known == "durability-13" and "§13" in found.message
 
 
+def test_a_flag_another_admin_set_last_is_theirs_and_one_set_after_it_is_checked() -> None:
+    """The other-admin fault: an admin's Requeue=1 (a call of no command of the run) left at 1 is
+    no lost flag; a requeue of the run that set it again after the admin's is checked."""
+    h = H()
+    h.call("x1", "update JobId=7 Requeue=1", 5.0, 5.01)
+    final(h, 1, "clear")
+    assert h.check() == []
+    h = H()
+    h.call("x1", "update JobId=7 Requeue=1", 5.0, 5.01)
+    h.invoke("o2", "requeue", ["7"], 10.0, 10.5, rows=[row("requeue", "7", "unknown", ((1, 0), (2, -9)))])
+    h.call("o2", "update JobId=7 Requeue=1", 10.1, 10.11)
+    final(h, 1, "clear")
+    assert kinds(h.check()) == ["lost-flag"]
+
+
+def test_a_purge_killed_before_its_save_is_a_crash() -> None:
+    """The slurmctld-kill-after-purge fault: an acknowledged change across it is not a false claim."""
+    h = H()
+    h.see(9.0, j7=RUNNING)
+    h.invoke("o1", "hold", ["7"], 10.0, 10.5, rows=[row("hold", "7", "ok")])
+    h.call("o1", "hold 7", 10.1, 10.2)
+    h.fault("f1", "slurmctld-kill-after-purge", 10.8, 11.5)
+    h.see(12.0, j7=RUNNING)
+    assert h.check() == []
+    assert "slurmctld-kill-after-purge" in checker.CRASHES and "mariadb-skew" in checker.LEDGER_OUTAGES
+
+
 def test_an_unknown_operation_without_a_verdict_after_two_sweeps_is_unsettled() -> None:
     h = H()
     final(h, 0, "clear", settled=False)
@@ -330,6 +357,23 @@ def test_a_call_after_the_deadline_is_found() -> None:
     assert kinds(found) == ["deadline"] and "after its deadline" in found[0].message
 
 
+def test_a_command_frozen_while_it_started_set_its_deadline_after_the_freeze() -> None:
+    """Seed 202: a cli-stop 0.2 s after the start held the command before its handler set the
+    deadline; its call 11.8 s after the start (timeout 8.3 s) was within it."""
+    h = H()
+    h.invoke("o1", "restore", ["7"], 0.0, 14.0, timeout=8.3, rows=[row("restore", "7", "ok")])
+    h.fault("f1", "cli-stop", 0.2, 4.9, target="o1")
+    h.call("o1", "ping", 5.3, 5.31)
+    h.call("o1", "update JobId=7 Requeue=0", 12.0, 12.01)
+    assert "deadline" not in kinds(h.check())
+    h = H()
+    h.invoke("o1", "restore", ["7"], 0.0, 14.0, timeout=8.3, rows=[row("restore", "7", "ok")])
+    h.fault("f1", "cli-stop", 6.0, 9.0, target="o1")  # frozen after its first call: no later deadline
+    h.call("o1", "ping", 5.3, 5.31)
+    h.call("o1", "update JobId=7 Requeue=0", 12.0, 12.01)
+    assert "deadline" in kinds(h.check())
+
+
 def test_a_commands_deadline_is_dated_by_its_first_lookup() -> None:
     # Set when its handler started (docs/contract.md §10.0), before any process it starts: a call
     # more than the timeout after its first lookup started after the deadline, however slow the
@@ -429,8 +473,8 @@ def test_a_seed_gives_one_schedule_and_switching_a_fault_off_keeps_the_rest() ->
     assert sched.make(options).events == full.events
     assert sched.make(sched.Options(seed=12, minutes=2.0)).events != full.events
     without = sched.make(sched.Options(seed=11, minutes=2.0, without=sched.expand(frozenset({"durability-13"}))))
-    assert not any(f.kind.startswith("slurmctld-kill") for f in without.faults())
-    assert [e for e in full.events if not (isinstance(e, sched.Fault) and e.kind.startswith("slurmctld-kill"))] == \
+    assert not any(f.kind in sched.GROUPS["durability-13"] for f in without.faults())
+    assert [e for e in full.events if not (isinstance(e, sched.Fault) and e.kind in sched.GROUPS["durability-13"])] == \
         without.events
     kinds_seen = {f.kind for f in full.faults()}
     assert {"cli-kill", "cli-stop", "ledger-lock"} <= kinds_seen

@@ -20,36 +20,25 @@ import pytest
 
 from slurm_dsl.core.model import RequeueBit
 from slurm_dsl.ledger.choose import open_ledger
-from tests import lab
+from tests import faketime, lab
 from tests.cli_run import COMMAND as CLI
 from tests.cli_run import cli_process
 from tests.conftest import Hung
 
 pytestmark = pytest.mark.integration
 
-FAKETIME = "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1"
-FIX = Path(__file__).resolve().parents[1] / "faketime_monotonic.c"
+COLD = 6.5  # seconds without a save: slurmctld's save thread is idle (docs/durability.md §1)
+STEP = 90  # seconds the clock is stepped back, as the finding's
 
 
 @pytest.fixture(scope="module")
 def preload(tmp_path_factory: pytest.TempPathFactory) -> str:
-    """What LD_PRELOAD puts a process on a stepped wall clock with: libfaketime, after the fix of
-    tests/faketime_monotonic.c (compiled here) for its monotonic sleeps."""
-    if not os.path.exists(FAKETIME):
-        pytest.fail(f"no {FAKETIME}: Debian's libfaketime (contrib/test installs faketime)")
-    fix = tmp_path_factory.mktemp("faketime") / "faketime_monotonic.so"
-    subprocess.run(["cc", "-std=c11", "-O2", "-Wall", "-Wextra", "-Werror", "-shared", "-fPIC", "-o", str(fix),
-                    str(FIX), "-ldl"], check=True)
-    return f"{fix} {FAKETIME}"
+    return faketime.preload(tmp_path_factory.mktemp("faketime"))
 
 
-def stepped(preload: str, offset: str) -> Dict[str, str]:
-    """This environment, its wall clock ``offset`` from the real one (libfaketime's FAKETIME) and
-    its monotonic and boot clocks left alone, as a real step leaves them."""
-    return dict(os.environ, LD_PRELOAD=preload, FAKETIME=offset, FAKETIME_DONT_RESET="1",
-                FAKETIME_DONT_FAKE_MONOTONIC="1")
-COLD = 6.5  # seconds without a save: slurmctld's save thread is idle (docs/durability.md §1)
-STEP = 90  # seconds the clock is stepped back, as the finding's
+def stepped(preloaded: str, seconds: str) -> Dict[str, str]:
+    """This environment, its wall clock ``seconds`` off the real one."""
+    return dict(os.environ, **faketime.offset(preloaded, seconds))
 
 
 @contextlib.contextmanager
@@ -59,9 +48,7 @@ def faked_clock(tmp_path: Path, preload: str) -> Iterator[Dict[str, str]]:
     after."""
     control = tmp_path / "offset"
     control.write_text("+0\n")
-    # As a real step: the wall clock moves, the monotonic and boot clocks do not.
-    env = {"LD_PRELOAD": preload, "FAKETIME_TIMESTAMP_FILE": str(control), "FAKETIME_NO_CACHE": "1",
-           "FAKETIME_DONT_RESET": "1", "FAKETIME_DONT_FAKE_MONOTONIC": "1"}
+    env = faketime.on_file(preload, control)
     lab.kill_slurmctld()
     lab.start_slurmctld(environ=env)
     try:

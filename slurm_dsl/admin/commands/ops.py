@@ -23,7 +23,7 @@ from ...core.model import InvalidInput, LedgerError, Op, Outcome, Result, UsageE
 from ...core.numbers import whole_number
 from ...core.shown import shown
 from ...host.binaries import find_scontrol
-from ...run.deadlines import DEFAULT_TIMEOUT, TIMEOUT_HELP, resolve_deadline
+from ...run.deadlines import DEFAULT_TIMEOUT, TIMEOUT_HELP, resolve_deadline, steady
 from ..exits import EXIT_CODES, EXIT_ERROR, EXIT_OK
 from ..options import (
     MAX_PARALLEL,
@@ -205,7 +205,7 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
         from ...run.background import Background
 
         op = args.op
-        looking = Background(lambda: look_up(op, ids, deadline, squeue=squeue, scontrol=scontrol, clock=time.time),
+        looking = Background(lambda: look_up(op, ids, deadline, squeue=squeue, scontrol=scontrol, clock=steady),
                              "slurm-dsl array check").result
     from ...run.driver import Stopped, drive
     from ...run.tracked import Tracker

@@ -4,13 +4,13 @@ printed with a fresh nonce; nothing runs."""
 from __future__ import annotations
 
 import argparse
-import time
 from typing import IO
 
 from ...core.model import Op
 from ...core.script import render
 from ...host.binaries import find_scontrol
 from ...run.calls import new_nonce
+from ...run.deadlines import steady
 from ..exits import EXIT_OK
 from ..options import Command, common_options, job_id, no_ledger, positive_seconds
 
@@ -30,7 +30,7 @@ def add(sub: argparse._SubParsersAction, name: str) -> None:  # type: ignore[typ
 
 
 def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
-    deadline = time.time() + args.timeout
+    deadline = steady() + args.timeout
     out.write(render(Op(args.op), args.job_id, deadline, new_nonce(), find_scontrol(args.scontrol)))
     return EXIT_OK
 
