@@ -81,6 +81,13 @@ def boot_clock() -> float:
     return time.clock_gettime(time.CLOCK_BOOTTIME)
 
 
+def observer() -> Optional[str]:
+    """This host in this boot, ``host/boot`` (None: the boot cannot be told), the one whose boot
+    clock readings are compared with each other."""
+    here = this_run()
+    return None if here.boot == "?" else f"{here.host}/{here.boot}"
+
+
 def ended() -> str:
     """Where and when now is on a clock that never steps: ``host/boot/seconds``."""
     here = this_run()

@@ -261,6 +261,16 @@ MIGRATIONS: Tuple[Tuple[str, ...], ...] = (
             ended VARCHAR(512) NULL
         ) {_TABLE}""",
     ),
+    (
+        # SQLite's schema 6: when each observer first found an operation over, on its boot clock
+        # (docs/contract.md §13.7: the settle delay of an operation that ended elsewhere).
+        f"""CREATE TABLE IF NOT EXISTS op_seen (
+            op_id BIGINT UNSIGNED NOT NULL,
+            observer VARCHAR(512) NOT NULL,
+            at_boot DOUBLE NOT NULL,
+            PRIMARY KEY (op_id, observer)
+        ) {_TABLE}""",
+    ),
 )
 # The current history_finish_once around its condition (``schema.start_guard``).
 _FINISH_ONCE_HEAD = "CREATE TRIGGER history_finish_once BEFORE UPDATE ON history FOR EACH ROW\nBEGIN\n    IF "

@@ -69,6 +69,7 @@ _BITS, _OPS, _VERDICTS = schema.BITS, schema.OPS, schema.VERDICTS
 _PENDING_INDEX = "CREATE INDEX objects_pending ON objects (updated_at, job_id) WHERE bit != 'clear'"
 _JOB_INDEX = "CREATE INDEX history_job ON history (job_id, id)"
 _LOOKS_INDEX = "CREATE INDEX looks_observer ON looks (observer, seq)"
+_SEEN_KEY = "CREATE UNIQUE INDEX op_seen_key ON op_seen (op_id, observer)"
 # Prune alone may delete history (``pruning``), and never an unfinished row, a row of an object
 # whose bit is not clear, or an object's newest row (ledger_rules.may_prune).
 _NO_DELETE = """CREATE TRIGGER history_no_delete BEFORE DELETE ON history
@@ -232,6 +233,16 @@ MIGRATIONS: Tuple[Tuple[str, ...], ...] = (
             ended TEXT
         )""",
     ),
+    (
+        # When each observer first found an operation over, on its boot clock (docs/contract.md
+        # §13.7: the settle delay of an operation that ended elsewhere).
+        """CREATE TABLE op_seen (
+            op_id INTEGER NOT NULL,
+            observer TEXT NOT NULL,
+            at_boot REAL NOT NULL
+        )""",
+        _SEEN_KEY,
+    ),
 )
 
 # A new file's schema at once: ``schema.CURRENT["sqlite"]``, the version MIGRATIONS reach (a test
@@ -249,6 +260,7 @@ SCHEMA: Tuple[str, ...] = (
     _SETTLEMENTS_NO_UPDATE,
     _SETTLEMENTS_NO_DELETE,
     _LOOKS_INDEX,
+    _SEEN_KEY,
 )
 
 # Finishing operations: their ``ledger_rows.finished_values`` (the id last) into their rows, one

@@ -359,6 +359,21 @@ class SqlStore(query.SqlQueries):
                          for r in self._read("read operation marks", sql, piece))
         return found
 
+    def seen_over(self, op_ids: Sequence[int], observer: str, at: float, *, keep: bool = True) -> Dict[int, float]:
+        """When ``observer`` (``host/boot``) first found each operation over, on its boot clock:
+        ``at`` for one it had not found over before, kept for the next time unless not ``keep``."""
+        ids = ledger_rows.distinct([int(i) for i in op_ids])
+        if keep and ids:
+            with self._atomic("note operations found over") as cur:
+                self._write_rows(cur, query.SEEN_OVER, [(i, observer, at) for i in ids],
+                                 self._upsert("op_id, observer", (), "op_id = op_id"))
+        found = {i: at for i in ids}
+        for piece in ledger_rows.pieces(ids):
+            sql = ledger_rows.in_list(query.SEEN_OF, len(piece), "?")
+            found.update((int(r[0]), float(r[1])) for r in self._read("read when operations were found over", sql,
+                                                                        (observer, *piece)))
+        return found
+
     def anchor_operations(self, op_ids: Sequence[int], look: Optional[str]) -> int:
         """Where the looks stand now, and ``look`` (taken now), become the mark of each finished
         operation that has none (from before schema 5, or written by an import).  How many got one."""
@@ -688,9 +703,11 @@ class SqlStore(query.SqlQueries):
                     let_in, take_back = self.PRUNING
                     cur.execute(let_in)
                     cur.executemany(self._sql(query.DELETE_HISTORY), [(op_id,) for op_id, _ in doomed])
-                    # Their settlements go with them (the trigger lets none go whose row is there).
+                    # Their settlements go with them (the trigger lets none go whose row is there),
+                    # and their looks and when they were found over.
                     for piece in ledger_rows.pieces([op_id for op_id, _ in doomed]):
-                        self._run(cur, ledger_rows.in_list(query.SETTLEMENTS_OF, len(piece), "?"), piece)
+                        for sql in (query.SETTLEMENTS_OF, *query.OPERATION_EXTRAS):
+                            self._run(cur, ledger_rows.in_list(sql, len(piece), "?"), piece)
                     cur.execute(take_back)
             removed += len(doomed)
             jobs.update(job_id for _, job_id in doomed)

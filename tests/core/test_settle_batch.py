@@ -105,6 +105,27 @@ def test_the_seconds_on_one_clock_replace_the_ledger_times(case: Case, elapsed: 
     assert (None if got is None else got.verdict.value) == want
 
 
+@settings(max_examples=examples(400))
+@given(cases(), st.floats(0.0, 100.0))
+def test_seconds_no_more_than_the_time_since_the_end_never_make_it_longer(case: Case, seen: float) -> None:
+    """Rule 15: given seconds that are no more than the time since the end (since this host found
+    the operation over), the delay is read from the fewer of those and the ledger times' difference."""
+    operation, later, looked, looked_at, delay = case
+    got = OneLookup(looked_at, no_ends_by_bound=BOUND, settle_delay=delay).settle(operation, later, looked, seen=seen)
+    if any(EFFECT_FIELD[operation.op] in FIELDS[o.op] for o in later):
+        return  # read from a later operation's record: seen is not this lookup's
+    if looked is NoJob.COULD_NOT_ASK:
+        assert got is None
+        return
+    if operation.finished_at is not None:
+        end = operation.finished_at
+    else:
+        end = operation.ends_by if operation.ends_by is not None else operation.started_at + BOUND
+    want = naive_verdict(operation.op.value, looked if isinstance(looked, JobInfo) else None, operation.baseline,
+                         min(looked_at - end, seen), delay)
+    assert (None if got is None else got.verdict.value) == want
+
+
 def test_a_forward_step_reads_no_absent_before_the_delay_on_the_boot_clock() -> None:
     """The instance: the ledger's times say an hour since the end, the boot clock three seconds."""
     one = OneLookup(T0 + 3600, no_ends_by_bound=BOUND, settle_delay=10.0)
@@ -112,3 +133,6 @@ def test_a_forward_step_reads_no_absent_before_the_delay_on_the_boot_clock() -> 
     assert one.settle(op(1, Op.HOLD), [], RUNNING, elapsed=3.0) is None
     settled = one.settle(op(1, Op.HOLD), [], RUNNING, elapsed=10.0)
     assert settled is not None and settled.verdict.value == "absent"
+    assert one.settle(op(1, Op.HOLD), [], RUNNING, seen=3.0) is None  # found over 3 s ago: too soon
+    assert OneLookup(T0 + 5, no_ends_by_bound=BOUND, settle_delay=10.0).settle(op(1, Op.HOLD), [], RUNNING,
+                                                                               seen=60.0) is None
