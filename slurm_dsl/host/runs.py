@@ -109,6 +109,20 @@ def since(text: Optional[str], at: Optional[float] = None) -> Optional[float]:
     return (boot_clock() if at is None else at) - start
 
 
+def between(earlier: Optional[str], later: Optional[str]) -> Optional[float]:
+    """Seconds from ``earlier`` to ``later`` (each an ``ended``), when both were read on one host's
+    boot clock in one boot, whichever host; None when that cannot be told."""
+    first, second = (text or "" for text in (earlier, later))
+    where, _, at = first.rpartition("/")
+    there, _, then = second.rpartition("/")
+    if not where or where != there or where.endswith("/?") or "/" not in where:
+        return None
+    try:
+        return float(then) - float(at)
+    except ValueError:
+        return None
+
+
 def alive(text: Optional[str]) -> Optional[bool]:
     """Whether the run ``text`` names is known alive (True), known gone (False), or cannot be
     told here (None): see the module."""

@@ -119,6 +119,9 @@ HISTORY = Table("history", (
     # indexed, serves ``unsettled`` (SQLite's partial index history_unsettled does it there).
     Column("unsettled_at", None,
            "DOUBLE AS (IF(result = 'unknown' OR finished_at IS NULL, started_at, NULL)) VIRTUAL"),
+    # Where and when that lookup started on a boot clock, ``host/boot/seconds`` (docs/contract.md
+    # §13.7: how long after an earlier operation's end its record was read; NULL: not known).
+    _s("baseline_boot", "TEXT", "VARCHAR(512) NULL"),
 ), keys=(
     "KEY history_job (job_id, id)", "KEY history_unsettled (unsettled_at, id)", "KEY history_key (op_key, job_id, op)",
 ))

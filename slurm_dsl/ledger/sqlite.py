@@ -234,14 +234,27 @@ MIGRATIONS: Tuple[Tuple[str, ...], ...] = (
         )""",
     ),
     (
-        # When each observer first found an operation over, on its boot clock (docs/contract.md
-        # §13.7: the settle delay of an operation that ended elsewhere).
+        # When each observer first found an operation over, on its boot clock, and where and when
+        # an operation's baseline lookup started on one (docs/contract.md §13.7: the settle delay
+        # of an operation that ended elsewhere; how long after an earlier one's end a record was
+        # read).  A start column: history_finish_once guards it like the others.
         """CREATE TABLE op_seen (
             op_id INTEGER NOT NULL,
             observer TEXT NOT NULL,
             at_boot REAL NOT NULL
         )""",
         _SEEN_KEY,
+        "ALTER TABLE history ADD COLUMN baseline_boot TEXT",
+        "DROP TRIGGER history_finish_once",
+        """CREATE TRIGGER history_finish_once BEFORE UPDATE ON history
+            WHEN OLD.finished_at IS NOT NULL OR NEW.id IS NOT OLD.id OR NEW.job_id IS NOT OLD.job_id
+              OR NEW.op IS NOT OLD.op OR NEW.nonce IS NOT OLD.nonce
+              OR NEW.started_at IS NOT OLD.started_at OR NEW.prior_bit IS NOT OLD.prior_bit
+              OR NEW.actor IS NOT OLD.actor OR NEW.baseline IS NOT OLD.baseline
+              OR NEW.baseline_at IS NOT OLD.baseline_at OR NEW.op_key IS NOT OLD.op_key
+              OR NEW.retry_of IS NOT OLD.retry_of OR NEW.ends_by IS NOT OLD.ends_by
+              OR NEW.baseline_boot IS NOT OLD.baseline_boot
+            BEGIN SELECT RAISE(ABORT, 'history is append-only'); END""",
     ),
 )
 

@@ -33,7 +33,7 @@ from ..core.ledger_rules import sweep_owned
 from ..core.model import InvalidInput, LookupFailed, Result, Verdict
 from ..core.script import KILL_GRACE
 from ..core.settle import DEFAULT_SETTLE_DELAY, GONE_DETAIL, OneLookup, Pending, Recorded, Settled, exits_as, looked_up
-from ..host.runs import boot_clock, observer, owner_alive, owner_run
+from ..host.runs import between, boot_clock, observer, owner_alive, owner_run
 from ..host.runs import since as since_ended
 from ..ledger.base import Alive, LedgerStore, Marks
 from ..ledger.records import HistoryEntry, iso_utc, job_info_json
@@ -189,7 +189,9 @@ def decide(
     whole = ledger.recorded(again) if again else {}
     slow = [e.id for e, quick in zip(entries, at_once) if not quick]
     marks = _marks(ledger, slow, anchor) if one.hand_back else {}
-    spans = elapsed(ledger, slow, booted, keep=anchor is not None)
+    ends = ends_of(ledger, slow)
+    spans = elapsed(ledger, slow, booted, keep=anchor is not None, ends=ends)
+    before = read_after(ends, later)
     decided, gone = [], one.gone
     for entry, quick in zip(entries, at_once):
         if quick:
@@ -203,7 +205,7 @@ def decide(
             looked = looked_up(answers, entry.job_id)
             exact, seen = _spans(spans.get(entry.id))
             settled = one.settle(operation, [recorded(o) for o in later.get(entry.id, ())], looked,
-                                 marks.get(entry.id), exact, seen)
+                                 marks.get(entry.id), exact, seen, before.get(entry.id, {}))
         except InvalidInput as exc:
             # A row the rules refuse (a baseline of another job, a time that is no number) is a
             # ledger's fault, not this sweep's: it stays unsettled, and the journal says why.
@@ -241,19 +243,21 @@ def _spans(span: Optional[Since]) -> Tuple[Optional[float], Optional[float]]:
 
 
 def elapsed(
-    ledger: LedgerStore, op_ids: Sequence[int], booted: Optional[float], *, keep: bool = True
+    ledger: LedgerStore, op_ids: Sequence[int], booted: Optional[float], *, keep: bool = True,
+    ends: Optional[Mapping[int, Optional[str]]] = None,
 ) -> Dict[int, Since]:
     """The seconds since each operation's end at ``booted`` (a ``host.runs.boot_clock`` reading) on
     this host's boot clock, which no step moves (``core.settle`` Rule 15): exact where it ended on
     this host in this boot (``LedgerStore.op_ends``, ``host.runs.since``); else since this host, in
     this boot, first found it over (``LedgerStore.seen_over``, now the first time: kept unless not
     ``keep``), which came after its end: no more than the time since the end.  None of them where
-    this host's boot cannot be told: the ledger's times decide."""
+    this host's boot cannot be told: the ledger's times decide.  ``ends``: ``ends_of`` the same
+    operations, if read already."""
     here = observer()
     if booted is None or not op_ids or here is None:
         return {}
     found = {}
-    for op_id, (_, _, ended) in ledger.op_ends(op_ids).items():
+    for op_id, ended in (ends_of(ledger, op_ids) if ends is None else ends).items():
         seconds = since_ended(ended, booted)
         if seconds is not None:
             found[op_id] = Since(seconds, True)
@@ -262,6 +266,28 @@ def elapsed(
         found.update((op_id, Since(booted - first, False))
                      for op_id, first in ledger.seen_over(rest, here, booted, keep=keep).items())
     return found
+
+
+def ends_of(ledger: LedgerStore, op_ids: Sequence[int]) -> Dict[int, Optional[str]]:
+    """Where and when each operation ended on a boot clock (``LedgerStore.op_ends``; None: not kept)."""
+    return {op_id: ended for op_id, (_, _, ended) in ledger.op_ends(op_ids).items()} if op_ids else {}
+
+
+def read_after(
+    ends: Mapping[int, Optional[str]], later: Mapping[int, Sequence[HistoryEntry]]
+) -> Dict[int, Dict[int, float]]:
+    """For each operation with later ones (``LedgerStore.later_operations``), the seconds from its
+    end to each later one's record lookup, where both were read on one host's boot clock in one
+    boot (``host.runs.between``); the others are left out: that cannot be told (core.settle Rule 15)."""
+    out: Dict[int, Dict[int, float]] = {}
+    for op_id, others in later.items():
+        found = {}
+        for other in others:
+            seconds = between(ends.get(op_id), other.baseline_boot)
+            if seconds is not None:
+                found[other.id] = seconds
+        out[op_id] = found
+    return out
 
 
 def acknowledged_from(ledger: LedgerStore) -> int:
@@ -293,13 +319,16 @@ def recheck(
         return [Decided(e, None) for e in entries]
     later = ledger.later_operations([e.id for e in entries])
     one = OneLookup(looked_at, no_ends_by_bound=NO_ENDS_BY_BOUND, settle_delay=settle_delay)
-    spans = elapsed(ledger, [e.id for e in entries], booted, keep=keep)
+    ends = ends_of(ledger, [e.id for e in entries])
+    spans = elapsed(ledger, [e.id for e in entries], booted, keep=keep, ends=ends)
+    before = read_after(ends, later)
     decided = []
     for entry in entries:
         try:
             exact, seen = _spans(spans.get(entry.id))
             settled = one.settle(recorded(entry), [recorded(o) for o in later.get(entry.id, ())],
-                                 looked_up(answers, entry.job_id), elapsed=exact, seen=seen)
+                                 looked_up(answers, entry.job_id), elapsed=exact, seen=seen,
+                                 before=before.get(entry.id, {}))
         except InvalidInput as exc:
             log.warning("cannot read operation %s (job %s) again: %s", entry.id, entry.job_id, exc)
             settled = None

@@ -10,6 +10,7 @@ import os
 import socket
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Iterator, Optional
 
@@ -257,6 +258,29 @@ def test_a_later_operation_on_the_same_field_is_read_from_its_baseline(ledger_lo
     got = {d.entry.id: d.settled for d in report.verdicts}[first]
     assert got is not None and got.verdict is Verdict.PRESENT
     assert got.record == held and "a later release" in got.detail
+
+
+def test_a_later_record_counts_as_read_when_one_boot_clock_says(ledger_location: str, fake_scontrol: str) -> None:
+    """core.settle Rule 15: hold unknown, a later release whose record (not held) the ledger's times
+    say was read 59 s after the hold's end.  Read on this host's boot clock 59 s after: absent; 2 s
+    after (the ledger's clock stepped forward between): undecidable, too soon; on another host:
+    undecidable, cannot be told."""
+    not_held = record("7")
+    firsts = {}
+    with open_ledger(ledger_location) as ledger:
+        for job, read in (("7", ended_ago(1.0)), ("8", ended_ago(58.0)), ("9", "another-host/b00t/5.0")):
+            firsts[job] = unknown(ledger, job, Op.HOLD, ago=120.0, ended=ended_ago(60.0))
+            start = ledger.now() - 60.0
+            later = ledger.begin_operation(job, Op.RELEASE, "1" * 32, start, baseline=replace(not_held, job_id=job),
+                                           baseline_at=start - 0.2, ends_by=start + 1.0, baseline_boot=read)
+            ledger.finish_operation(later, Outcome(Op.RELEASE, job, Result.OK, None), b"", start + 1.0,
+                                    ended=ended_ago(59.0))
+    with Tracker(ledger_location, scontrol=fake_scontrol) as t:
+        report = sweep(t, MemoryLookup({j: replace(not_held, job_id=j) for j in firsts}))
+    got = {d.entry.job_id: d.settled for d in report.verdicts if d.entry.id in firsts.values()}
+    assert {j: s.verdict if s else None for j, s in got.items()} == {
+        "7": Verdict.ABSENT, "8": Verdict.UNDECIDABLE, "9": Verdict.UNDECIDABLE}
+    assert "too soon" in got["8"].detail and "cannot be told" in got["9"].detail  # type: ignore[union-attr]
 
 
 # -- pyslurm's adapter over its fake: one lookup, one RPC ----------------------------------------
