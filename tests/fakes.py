@@ -11,6 +11,7 @@ from typing import Dict, List, Optional, Sequence
 
 from slurm_dsl.core.jobinfo import JobInfo
 from slurm_dsl.core.model import LookupFailed
+from slurm_dsl.host import runs
 from slurm_dsl.host.files import Identity
 from slurm_dsl.lookups import saves as _saves
 
@@ -281,3 +282,8 @@ def write_job_state(directory: Path, started: int, protocol_version: int = 0x260
     new.write_bytes(header + b"\0" * 64)
     new.replace(path)
     return path
+
+
+def ended_ago(seconds: float) -> str:
+    """An operation's end ``seconds`` ago on this host's boot clock, as ``host.runs.ended`` writes it."""
+    return f"{runs.observer()}/{runs.boot_clock() - seconds:.6f}"

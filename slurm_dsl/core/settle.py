@@ -99,7 +99,14 @@ wall-clock times, which a step moves; a forward step between an operation's end 
 make the delay look served while its request may still be on its way.  So where the caller knows the
 seconds from the end to the lookup's start on one clock that never steps (``elapsed``: the same host
 and boot kept a boot-clock reading at the end), those seconds are the time since the end, not the
-ledger times' difference.
+ledger times' difference.  Where it knows only seconds that are no more than that (``seen``: since
+this host first found the operation over, on its boot clock), the time since the end is the least
+of those and the ledger times' difference: a step can make neither too long.  The same for a later
+operation's record (Rule 10): where the caller gives the seconds from the end to that record's
+lookup on one boot clock (``before``, by the later operation's id), the fewer of those and the
+ledger times' difference; where it gives ``before`` without them (the two were read on different
+hosts or boots, or before schema 6), how long after the end it was read cannot be told, and a
+missing effect is ``undecidable`` there, never ``absent``.
 
 Rule 8, the exit of a settled row (``exits_as``): a row whose result is ``unknown`` exits by its
 effect, ``present`` as ``ok``, ``gone`` as ``not_found``, ``absent``, ``undecidable`` or no verdict
@@ -466,12 +473,13 @@ class OneLookup:
 
     def settle(
         self, operation: Recorded, later: Sequence[Recorded], looked: Looked, mark: Optional[int] = None,
-        elapsed: Optional[float] = None,
+        elapsed: Optional[float] = None, seen: Optional[float] = None, before: Optional[Mapping[int, float]] = None,
     ) -> Optional[Settled]:
         """``settle_operation(operation, later, looked, ...)`` with this lookup's values; ``mark``:
         where the looks stood once the operation was over (``core.durable`` Rule 6; None: not known);
         ``elapsed``: the seconds from the operation's end to the lookup's start on one clock that
-        never steps (Rule 15; None: not known)."""
+        never steps; ``seen``: seconds that are no more than those; ``before``: by later operation,
+        the seconds from the end to its record's lookup on one boot clock (Rule 15; None: not known)."""
         if not isinstance(operation, Recorded):
             raise InvalidInput(f"operation must be a Recorded, not {described(operation)}")
         op = _op(operation.op)
@@ -502,7 +510,7 @@ class OneLookup:
         )
         if first is None:
             # ``verdict``'s checks, but for those made above
-            since_end = _finite(at - end if elapsed is None else elapsed, "the time since the end")
+            since_end = _finite(_since_end(at - end, elapsed, seen), "the time since the end")
             if not isinstance(looked, (JobInfo, NoJob)):
                 raise InvalidInput(
                     f"looked must be a JobInfo, NoJob.GONE or NoJob.COULD_NOT_ASK, not {described(looked)}"
@@ -525,8 +533,17 @@ class OneLookup:
         if before_at < started:
             return Settled(Verdict.UNDECIDABLE, f"{what}; its record was read before this one started", before_at,
                            first.baseline, first.id)
-        found = verdict(op, first.baseline, baseline=operation.baseline, since_end=before_at - end,
-                        settle_delay=delay)
+        read_after = before_at - end
+        if before is not None and first.id in before:
+            read_after = min(read_after, _finite(before[first.id], "the seconds before the later record"))
+        found = verdict(op, first.baseline, baseline=operation.baseline, since_end=read_after, settle_delay=delay)
+        if found is Verdict.ABSENT and before is not None and first.id not in before:
+            return Settled(
+                Verdict.UNDECIDABLE,
+                f"{what}; the record from before it does not show the effect, but how long after the end it was"
+                " read cannot be told on one clock (another host or boot)",
+                before_at, first.baseline, first.id,
+            )
         if found is Verdict.ABSENT and self.hand_back:
             return Settled(
                 Verdict.UNDECIDABLE,
@@ -537,13 +554,21 @@ class OneLookup:
         if found is None:
             return Settled(
                 Verdict.UNDECIDABLE,
-                f"{what}; the record from before it, read {before_at - end:.1f} s after the end, does not show the"
+                f"{what}; the record from before it, read {read_after:.1f} s after the end, does not show the"
                 " effect and was read too soon to say absent",
                 before_at, first.baseline, first.id,
             )
-        detail = _detail(op, found, first.baseline, operation.baseline, before_at - end)
+        detail = _detail(op, found, first.baseline, operation.baseline, read_after)
         return Settled(found, _lost(operation, found, f"{what}; from the record read before it: {detail}"),
                        before_at, first.baseline, first.id)
+
+
+def _since_end(by_ledger: float, elapsed: Optional[float], seen: Optional[float]) -> float:
+    """Rule 15: the time since an operation's end, from the ledger's times, ``elapsed`` (on a clock
+    that never steps) and ``seen`` (no more than that)."""
+    if elapsed is not None:
+        return elapsed
+    return by_ledger if seen is None else min(by_ledger, seen)
 
 
 _MISSING = object()  # ``gone_at_once``'s default: an id the answers do not hold

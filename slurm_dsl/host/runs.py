@@ -81,6 +81,13 @@ def boot_clock() -> float:
     return time.clock_gettime(time.CLOCK_BOOTTIME)
 
 
+def observer() -> Optional[str]:
+    """This host in this boot, ``host/boot`` (None: the boot cannot be told), the one whose boot
+    clock readings are compared with each other."""
+    here = this_run()
+    return None if here.boot == "?" else f"{here.host}/{here.boot}"
+
+
 def ended() -> str:
     """Where and when now is on a clock that never steps: ``host/boot/seconds``."""
     here = this_run()
@@ -100,6 +107,20 @@ def since(text: Optional[str], at: Optional[float] = None) -> Optional[float]:
     except ValueError:
         return None
     return (boot_clock() if at is None else at) - start
+
+
+def between(earlier: Optional[str], later: Optional[str]) -> Optional[float]:
+    """Seconds from ``earlier`` to ``later`` (each an ``ended``), when both were read on one host's
+    boot clock in one boot, whichever host; None when that cannot be told."""
+    first, second = (text or "" for text in (earlier, later))
+    where, _, at = first.rpartition("/")
+    there, _, then = second.rpartition("/")
+    if not where or where != there or where.endswith("/?") or "/" not in where:
+        return None
+    try:
+        return float(then) - float(at)
+    except ValueError:
+        return None
 
 
 def alive(text: Optional[str]) -> Optional[bool]:

@@ -124,12 +124,15 @@ class LedgerStore(Protocol):
         key: Optional[str] = None,
         retry_of: Optional[int] = None,
         ends_by: Optional[float] = None,
+        baseline_boot: Optional[str] = None,
     ) -> int:
         """The history row and, for a requeue, the intent, in one committed transaction; with
         the job's ``baseline`` (the record looked up before the first call), when that lookup
         STARTED (``baseline_at``, kept only with a baseline), the idempotency ``key``, the first
         operation it retries (``retry_of``) and ``ends_by`` (its deadline + kill grace + guard
-        margin): written at the start, never changed.  Times on the ledger's clock."""
+        margin): written at the start, never changed.  Times on the ledger's clock, but
+        ``baseline_boot``: where and when the baseline's lookup started on a boot clock
+        (``host/boot/seconds``, kept only with a baseline)."""
         ...
 
     def finish_operation(
@@ -148,6 +151,7 @@ class LedgerStore(Protocol):
         key: Optional[str] = None,
         retry_of: Mapping[str, int] = {},
         ends_by: Optional[float] = None,
+        baseline_boot: Optional[str] = None,
     ) -> List[int]:
         """``begin_operation`` for many in one transaction; ``baselines`` and ``retry_of`` by job
         id (a job not in them gets None)."""
@@ -225,6 +229,8 @@ class LedgerStore(Protocol):
     def op_marks(self, op_ids: Sequence[int]) -> Dict[int, Tuple[int, Optional[str]]]: ...
 
     def op_ends(self, op_ids: Sequence[int]) -> Dict[int, Tuple[int, Optional[str], Optional[str]]]: ...
+
+    def seen_over(self, op_ids: Sequence[int], observer: str, at: float, *, keep: bool = True) -> Dict[int, float]: ...
 
     def anchor_operations(self, op_ids: Sequence[int], look: Optional[str]) -> int: ...
 

@@ -127,6 +127,19 @@ BEGIN
     THEN SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'history is append-only';
     END IF;
 END"""
+# Schema 5: the baseline's boot clock reading is a start column too.
+_FINISH_ONCE_5 = """CREATE TRIGGER history_finish_once BEFORE UPDATE ON history FOR EACH ROW
+BEGIN
+    IF OLD.finished_at IS NOT NULL OR NOT (NEW.id <=> OLD.id) OR NOT (NEW.job_id <=> OLD.job_id)
+       OR NOT (NEW.op <=> OLD.op) OR NOT (NEW.nonce <=> OLD.nonce)
+       OR NOT (NEW.started_at <=> OLD.started_at) OR NOT (NEW.prior_bit <=> OLD.prior_bit)
+       OR NOT (NEW.actor <=> OLD.actor) OR NOT (NEW.baseline <=> OLD.baseline)
+       OR NOT (NEW.baseline_at <=> OLD.baseline_at) OR NOT (NEW.op_key <=> OLD.op_key)
+       OR NOT (NEW.retry_of <=> OLD.retry_of) OR NOT (NEW.ends_by <=> OLD.ends_by)
+       OR NOT (NEW.baseline_boot <=> OLD.baseline_boot)
+    THEN SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'history is append-only';
+    END IF;
+END"""
 _SETTLEMENTS_NO_UPDATE = """CREATE TRIGGER settlements_no_update BEFORE UPDATE ON settlements FOR EACH ROW
 SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'settlements are append-only'"""
 # Prune alone deletes one (its connection's row in ``pruning``), and only once its history row is gone.
@@ -260,6 +273,20 @@ MIGRATIONS: Tuple[Tuple[str, ...], ...] = (
             look VARCHAR(1024) NULL,
             ended VARCHAR(512) NULL
         ) {_TABLE}""",
+    ),
+    (
+        # SQLite's schema 6: when each observer first found an operation over, on its boot clock,
+        # and where and when an operation's baseline lookup started on one (docs/contract.md §13.7),
+        # a start column guarded by history_finish_once.
+        f"""CREATE TABLE IF NOT EXISTS op_seen (
+            op_id BIGINT UNSIGNED NOT NULL,
+            observer VARCHAR(512) NOT NULL,
+            at_boot DOUBLE NOT NULL,
+            PRIMARY KEY (op_id, observer)
+        ) {_TABLE}""",
+        "ALTER TABLE history ADD COLUMN IF NOT EXISTS baseline_boot VARCHAR(512) NULL",
+        "DROP TRIGGER IF EXISTS history_finish_once",
+        _FINISH_ONCE_5,
     ),
 )
 # The current history_finish_once around its condition (``schema.start_guard``).

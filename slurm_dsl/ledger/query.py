@@ -121,6 +121,8 @@ MARK_GONE = "UPDATE objects SET gone_mark = ?, gone_look = ? WHERE gone_mark IS 
 FORGET_GONE = "UPDATE objects SET gone_mark = NULL, gone_look = NULL WHERE gone_mark IS NOT NULL AND job_id"
 OP_LOOK = schema.insert("op_looks", schema.OP_LOOKS.names())
 OP_MARKS_OF = "SELECT op_id, mark, look, ended FROM op_looks WHERE op_id"  # an IN list follows
+SEEN_OVER = schema.insert("op_seen", schema.OP_SEEN.names())  # ``seen_over``: kept once an observer
+SEEN_OF = "SELECT op_id, at_boot FROM op_seen WHERE observer = ? AND op_id"  # the observer, an IN list
 ANCHOR_OPERATIONS = (  # the mark and the look, then an IN list of history ids
     "INSERT INTO op_looks (op_id, mark, look) SELECT h.id, ?, ? FROM history h"
     " WHERE NOT EXISTS (SELECT 1 FROM op_looks o WHERE o.op_id = h.id) AND h.id"
@@ -160,6 +162,8 @@ IMPORT_OBJECT = schema.insert("objects", ledger_rows.OBJECT_COLUMNS) + schema.va
 OBJECT_SET = tuple(c for c in ledger_rows.OBJECT_COLUMNS if c != "job_id")
 UPDATE_OBJECT = " ".join(("UPDATE objects SET", schema.assigned(OBJECT_SET), "WHERE job_id = ?"))
 SETTLEMENTS_OF = "DELETE FROM settlements WHERE op_id"  # prune's, with an IN list
+# What else is kept of an operation, which prune deletes with it (an IN list of ids follows each).
+OPERATION_EXTRAS = ("DELETE FROM op_looks WHERE op_id", "DELETE FROM op_seen WHERE op_id")
 HISTORY_THERE = " ".join(("SELECT id FROM history WHERE", schema.assigned(ledger_rows.SAME_ROW, joint=" AND ")))
 # The settlements (schema 3): one per operation at most, appended, never changed.
 SETTLE = schema.insert("settlements", ledger_rows.SETTLE_COLUMNS)

@@ -125,6 +125,8 @@ class HistoryEntry:
     ``retry_of``, the history id of the first operation it retries; ``ends_by``, the time by
     which every process of it is dead whatever happens (its deadline + kill grace + guard
     margin), all on the ledger's clock.  ``settlement``: its verdict, once settled.
+    ``baseline_boot`` (schema 6): where and when the baseline's lookup started on a boot clock,
+    ``host/boot/seconds``.
     """
 
     id: int
@@ -151,6 +153,7 @@ class HistoryEntry:
     retry_of: Optional[int] = None
     ends_by: Optional[float] = None
     settlement: Optional[Settlement] = None
+    baseline_boot: Optional[str] = None
 
     @property
     def finished(self) -> bool:
@@ -185,6 +188,7 @@ class HistoryEntry:
             "key": self.key,
             "retry_of": self.retry_of,
             **_times("ends_by", self.ends_by),
+            "baseline_boot": self.baseline_boot,
             "effect": None if self.settlement is None else self.settlement.verdict.value,
             "settlement": None if self.settlement is None else self.settlement.to_json(),
         }

@@ -259,6 +259,7 @@ def entry(r: Sequence[Any], path: str = "") -> HistoryEntry:
         key=h["op_key"],
         retry_of=None if h["retry_of"] is None else int(h["retry_of"]),
         ends_by=_time(h["ends_by"]),
+        baseline_boot=h["baseline_boot"],
         settlement=None if s["id"] is None else settlement(path, int(h["id"]), str(h["job_id"]), s),
     )
 
@@ -680,13 +681,15 @@ APPENDED = ("job_id", "op", "nonce", "prior_bit")
 class StartFields(NamedTuple):
     """What an operation's row records at its start besides the job, op and nonce (schema 3):
     each job's baseline as stored (job id -> ``job_info_text``; a job absent has none), when the
-    lookup started, the idempotency key, each job's ``retry_of``, ``ends_by``."""
+    lookup started, the idempotency key, each job's ``retry_of``, ``ends_by``, and where and when
+    the lookup started on a boot clock (``host/boot/seconds``)."""
 
     baselines: Mapping[str, str] = {}
     baseline_at: Optional[float] = None
     key: Optional[str] = None
     retry_of: Mapping[str, int] = {}
     ends_by: Optional[float] = None
+    baseline_boot: Optional[str] = None
 
 
 def checked_key(key: Optional[str]) -> Optional[str]:
@@ -703,6 +706,7 @@ def start_fields(
     retry_of: Mapping[str, int],
     ends_by: Optional[float],
     started: AbstractSet[str] = frozenset(),
+    baseline_boot: Optional[str] = None,
 ) -> StartFields:
     """``begin_operations``' keyword arguments, checked (InvalidInput) and encoded.  ``started``:
     the ids its starts hold, validated already (``checked_starts``): a baseline's id that is one
@@ -723,6 +727,7 @@ def start_fields(
         checked_key(key),
         retries,
         None if ends_by is None else finite("ends_by", ends_by),
+        None if baseline_boot is None else stored_text(baseline_boot)[:512],
     )
 
 
@@ -788,6 +793,7 @@ def begin_plan(
             "op_key": fields.key,
             "retry_of": fields.retry_of.get(job_id),
             "ends_by": fields.ends_by,
+            "baseline_boot": None if baseline is None else fields.baseline_boot,
         }))
     return BeginPlan(list(objects.values()), history, list(quiet.values()))
 
@@ -920,6 +926,7 @@ def history_values(e: HistoryEntry, *, hex_stderr: bool = False, retry_of: Optio
         "op_key": checked_key(e.key),
         "retry_of": retry_of,
         "ends_by": None if e.ends_by is None else finite("ends_by", e.ends_by),
+        "baseline_boot": None if e.baseline_boot is None else stored_text(e.baseline_boot)[:512],
     }
 
 

@@ -23,7 +23,7 @@ Dialect = Literal["sqlite", "mariadb"]
 
 # The schema these tables are, in each dialect (``user_version`` in SQLite, ``schema_version`` in
 # MariaDB, which started at SQLite's schema 2).
-CURRENT = {"sqlite": 5, "mariadb": 4}
+CURRENT = {"sqlite": 6, "mariadb": 5}
 
 BITS = "'clear', 'may_be_set', 'set'"
 OPS = "'hold', 'release', 'requeue', 'restore', 'open'"
@@ -119,6 +119,9 @@ HISTORY = Table("history", (
     # indexed, serves ``unsettled`` (SQLite's partial index history_unsettled does it there).
     Column("unsettled_at", None,
            "DOUBLE AS (IF(result = 'unknown' OR finished_at IS NULL, started_at, NULL)) VIRTUAL"),
+    # Where and when that lookup started on a boot clock, ``host/boot/seconds`` (docs/contract.md
+    # §13.7: how long after an earlier operation's end its record was read; NULL: not known).
+    _s("baseline_boot", "TEXT", "VARCHAR(512) NULL"),
 ), keys=(
     "KEY history_job (job_id, id)", "KEY history_unsettled (unsettled_at, id)", "KEY history_key (op_key, job_id, op)",
 ))
@@ -184,7 +187,16 @@ OP_LOOKS = Table("op_looks", (
     Column("ended", "TEXT", "VARCHAR(512) NULL"),
 ))
 
-TABLES = (OBJECTS, HISTORY, LEASES, LAST_SWEEP, PRUNING, WRITE_LOCK, SETTLEMENTS, LOOKS, OP_LOOKS)
+# When each observer (``host/boot``) first found an operation over, on its boot clock: the settle
+# delay of one that did not end on the observer's host and boot counts from there (docs/contract.md
+# §13.7; core.settle Rule 15).
+OP_SEEN = Table("op_seen", (
+    Column("op_id", "INTEGER NOT NULL", "BIGINT UNSIGNED NOT NULL"),
+    Column("observer", "TEXT NOT NULL", "VARCHAR(512) NOT NULL"),
+    Column("at_boot", "REAL NOT NULL", "DOUBLE NOT NULL"),
+), keys=("PRIMARY KEY (op_id, observer)",))
+
+TABLES = (OBJECTS, HISTORY, LEASES, LAST_SWEEP, PRUNING, WRITE_LOCK, SETTLEMENTS, LOOKS, OP_LOOKS, OP_SEEN)
 
 # A history row's columns written at its start (``begin_operations``), in their order, its id
 # apart; and those written when it finishes (``finish_operations``), in their order.

@@ -69,6 +69,7 @@ _BITS, _OPS, _VERDICTS = schema.BITS, schema.OPS, schema.VERDICTS
 _PENDING_INDEX = "CREATE INDEX objects_pending ON objects (updated_at, job_id) WHERE bit != 'clear'"
 _JOB_INDEX = "CREATE INDEX history_job ON history (job_id, id)"
 _LOOKS_INDEX = "CREATE INDEX looks_observer ON looks (observer, seq)"
+_SEEN_KEY = "CREATE UNIQUE INDEX op_seen_key ON op_seen (op_id, observer)"
 # Prune alone may delete history (``pruning``), and never an unfinished row, a row of an object
 # whose bit is not clear, or an object's newest row (ledger_rules.may_prune).
 _NO_DELETE = """CREATE TRIGGER history_no_delete BEFORE DELETE ON history
@@ -232,6 +233,29 @@ MIGRATIONS: Tuple[Tuple[str, ...], ...] = (
             ended TEXT
         )""",
     ),
+    (
+        # When each observer first found an operation over, on its boot clock, and where and when
+        # an operation's baseline lookup started on one (docs/contract.md §13.7: the settle delay
+        # of an operation that ended elsewhere; how long after an earlier one's end a record was
+        # read).  A start column: history_finish_once guards it like the others.
+        """CREATE TABLE op_seen (
+            op_id INTEGER NOT NULL,
+            observer TEXT NOT NULL,
+            at_boot REAL NOT NULL
+        )""",
+        _SEEN_KEY,
+        "ALTER TABLE history ADD COLUMN baseline_boot TEXT",
+        "DROP TRIGGER history_finish_once",
+        """CREATE TRIGGER history_finish_once BEFORE UPDATE ON history
+            WHEN OLD.finished_at IS NOT NULL OR NEW.id IS NOT OLD.id OR NEW.job_id IS NOT OLD.job_id
+              OR NEW.op IS NOT OLD.op OR NEW.nonce IS NOT OLD.nonce
+              OR NEW.started_at IS NOT OLD.started_at OR NEW.prior_bit IS NOT OLD.prior_bit
+              OR NEW.actor IS NOT OLD.actor OR NEW.baseline IS NOT OLD.baseline
+              OR NEW.baseline_at IS NOT OLD.baseline_at OR NEW.op_key IS NOT OLD.op_key
+              OR NEW.retry_of IS NOT OLD.retry_of OR NEW.ends_by IS NOT OLD.ends_by
+              OR NEW.baseline_boot IS NOT OLD.baseline_boot
+            BEGIN SELECT RAISE(ABORT, 'history is append-only'); END""",
+    ),
 )
 
 # A new file's schema at once: ``schema.CURRENT["sqlite"]``, the version MIGRATIONS reach (a test
@@ -249,6 +273,7 @@ SCHEMA: Tuple[str, ...] = (
     _SETTLEMENTS_NO_UPDATE,
     _SETTLEMENTS_NO_DELETE,
     _LOOKS_INDEX,
+    _SEEN_KEY,
 )
 
 # Finishing operations: their ``ledger_rows.finished_values`` (the id last) into their rows, one

@@ -87,20 +87,22 @@ class SqlStore(query.SqlQueries):
         key: Optional[str] = None,
         retry_of: Optional[int] = None,
         ends_by: Optional[float] = None,
+        baseline_boot: Optional[str] = None,
     ) -> int:
         """Record that ``op`` starts on ``job_id``; return the history row's id.
 
         One committed transaction: the history row (with the object's bit before it and who runs
         it, ``actor``; "" is recorded as unknown; the job's ``baseline`` record and when its lookup
         started, ``baseline_at``, kept only with a baseline; the idempotency ``key``; the first
-        operation it retries, ``retry_of``; and ``ends_by``), the object if it is new (bit clear),
+        operation it retries, ``retry_of``; ``ends_by``; and ``baseline_boot``, where and when the
+        baseline's lookup started on a boot clock), the object if it is new (bit clear),
         and for a requeue the intent: the object becomes may_be_set.  Call it while holding the
         job's lease, and start the script only after it returned.
         """
         return self.begin_operations(
             [(job_id, op, nonce)], now, actor=actor,
             baselines={} if baseline is None else {job_id: baseline}, baseline_at=baseline_at, key=key,
-            retry_of={} if retry_of is None else {job_id: retry_of}, ends_by=ends_by,
+            retry_of={} if retry_of is None else {job_id: retry_of}, ends_by=ends_by, baseline_boot=baseline_boot,
         )[0]
 
     def begin_operations(
@@ -114,6 +116,7 @@ class SqlStore(query.SqlQueries):
         key: Optional[str] = None,
         retry_of: Mapping[str, int] = {},
         ends_by: Optional[float] = None,
+        baseline_boot: Optional[str] = None,
     ) -> List[int]:
         """``begin_operation`` for many ``(job_id, op, nonce)`` in ONE committed transaction (a bulk
         chunk's intents): every intent is committed before any of their scripts may start.
@@ -125,7 +128,7 @@ class SqlStore(query.SqlQueries):
         checked = ledger_rows.checked_starts(starts)
         now = ledger_rows.finite("now", now)
         fields = ledger_rows.start_fields(baselines, baseline_at, key, retry_of, ends_by,
-                                          {job_id for job_id, _, _ in checked})
+                                          {job_id for job_id, _, _ in checked}, baseline_boot)
         with self._atomic("begin operation") as cur:
             found = self._keyed(cur, query.BIT_OF_ONE, query.BITS_OF, [job_id for job_id, _, _ in checked])
             bits = {job_id: row[0] for job_id, row in found.items()}
@@ -357,6 +360,21 @@ class SqlStore(query.SqlQueries):
             sql = ledger_rows.in_list(query.OP_MARKS_OF, len(piece), "?")
             found.update((int(r[0]), (int(r[1]), _text(r[2]), _text(r[3])))
                          for r in self._read("read operation marks", sql, piece))
+        return found
+
+    def seen_over(self, op_ids: Sequence[int], observer: str, at: float, *, keep: bool = True) -> Dict[int, float]:
+        """When ``observer`` (``host/boot``) first found each operation over, on its boot clock:
+        ``at`` for one it had not found over before, kept for the next time unless not ``keep``."""
+        ids = ledger_rows.distinct([int(i) for i in op_ids])
+        if keep and ids:
+            with self._atomic("note operations found over") as cur:
+                self._write_rows(cur, query.SEEN_OVER, [(i, observer, at) for i in ids],
+                                 self._upsert("op_id, observer", (), "op_id = op_id"))
+        found = {i: at for i in ids}
+        for piece in ledger_rows.pieces(ids):
+            sql = ledger_rows.in_list(query.SEEN_OF, len(piece), "?")
+            found.update((int(r[0]), float(r[1])) for r in self._read("read when operations were found over", sql,
+                                                                        (observer, *piece)))
         return found
 
     def anchor_operations(self, op_ids: Sequence[int], look: Optional[str]) -> int:
@@ -688,9 +706,11 @@ class SqlStore(query.SqlQueries):
                     let_in, take_back = self.PRUNING
                     cur.execute(let_in)
                     cur.executemany(self._sql(query.DELETE_HISTORY), [(op_id,) for op_id, _ in doomed])
-                    # Their settlements go with them (the trigger lets none go whose row is there).
+                    # Their settlements go with them (the trigger lets none go whose row is there),
+                    # and their looks and when they were found over.
                     for piece in ledger_rows.pieces([op_id for op_id, _ in doomed]):
-                        self._run(cur, ledger_rows.in_list(query.SETTLEMENTS_OF, len(piece), "?"), piece)
+                        for sql in (query.SETTLEMENTS_OF, *query.OPERATION_EXTRAS):
+                            self._run(cur, ledger_rows.in_list(sql, len(piece), "?"), piece)
                     cur.execute(take_back)
             removed += len(doomed)
             jobs.update(job_id for _, job_id in doomed)

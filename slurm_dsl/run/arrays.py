@@ -20,16 +20,19 @@ from ..core.jobid import JobIds
 from ..core.jobinfo import JobInfo
 from ..core.model import LookupFailed, Op, WholeArray
 from ..host.binaries import find_squeue
+from ..host.runs import ended
 from ..lookups.squeue import MAX_LISTED, SQUEUE_TIMEOUT, SqueueLookup
 from .deadlines import Clock
 
 
 class LookupAnswer(NamedTuple):
     """What the lookup before an operation said of each id (``look_up``), and when it STARTED on
-    the caller's clock (None: no lookup was made; then ``infos`` is empty)."""
+    the caller's clock (None: no lookup was made; then ``infos`` is empty) and, as
+    ``host.runs.ended`` says it, on this host's boot clock (``at_boot``)."""
 
     infos: Dict[str, Optional[JobInfo]]
     started: Optional[float] = None
+    at_boot: Optional[str] = None
 
 
 NOT_LOOKED = LookupAnswer({}, None)
@@ -41,7 +44,7 @@ def look_up(
 ) -> LookupAnswer:
     """The array check of ``ids`` (distinct, valid) before ``op``, by ``deadline`` on ``clock``,
     with squeue at ``squeue`` (None: beside ``scontrol``, else the default: ``find_squeue``)."""
-    started = clock()
+    started, at_boot = clock(), ended()
     left = deadline - started
     if Op(op) is Op.RESTORE or not ids or left <= 0:
         return NOT_LOOKED
@@ -53,4 +56,4 @@ def look_up(
     whole = [info for info in infos.values() if info is not None and info.whole_array]
     if whole:
         raise WholeArray(whole)
-    return LookupAnswer(infos, started)
+    return LookupAnswer(infos, started, at_boot)

@@ -33,7 +33,7 @@ from ..core.ledger_rules import sweep_owned
 from ..core.model import InvalidInput, LookupFailed, Result, Verdict
 from ..core.script import KILL_GRACE
 from ..core.settle import DEFAULT_SETTLE_DELAY, GONE_DETAIL, OneLookup, Pending, Recorded, Settled, exits_as, looked_up
-from ..host.runs import boot_clock, owner_alive, owner_run
+from ..host.runs import between, boot_clock, observer, owner_alive, owner_run
 from ..host.runs import since as since_ended
 from ..ledger.base import Alive, LedgerStore, Marks
 from ..ledger.records import HistoryEntry, iso_utc, job_info_json
@@ -189,7 +189,9 @@ def decide(
     whole = ledger.recorded(again) if again else {}
     slow = [e.id for e, quick in zip(entries, at_once) if not quick]
     marks = _marks(ledger, slow, anchor) if one.hand_back else {}
-    spans = elapsed(ledger, slow, booted)
+    ends = ends_of(ledger, slow)
+    spans = elapsed(ledger, slow, booted, keep=anchor is not None, ends=ends)
+    before = read_after(ends, later)
     decided, gone = [], one.gone
     for entry, quick in zip(entries, at_once):
         if quick:
@@ -201,8 +203,9 @@ def decide(
             continue
         try:
             looked = looked_up(answers, entry.job_id)
+            exact, seen = _spans(spans.get(entry.id))
             settled = one.settle(operation, [recorded(o) for o in later.get(entry.id, ())], looked,
-                                 marks.get(entry.id), spans.get(entry.id))
+                                 marks.get(entry.id), exact, seen, before.get(entry.id, {}))
         except InvalidInput as exc:
             # A row the rules refuse (a baseline of another job, a time that is no number) is a
             # ledger's fault, not this sweep's: it stays unsettled, and the journal says why.
@@ -225,18 +228,66 @@ def _marks(ledger: LedgerStore, op_ids: Sequence[int], anchor: Optional[Watch]) 
     return {i: mark for i, (mark, _) in found.items()}
 
 
-def elapsed(ledger: LedgerStore, op_ids: Sequence[int], booted: Optional[float]) -> Dict[int, float]:
-    """The seconds from each operation's end to ``booted`` (a ``host.runs.boot_clock`` reading), for
-    those that ended on this host in this boot (``LedgerStore.op_ends``, ``host.runs.since``):
-    ``core.settle`` Rule 15.  The others are absent: their delay is read from the ledger's times."""
-    if booted is None or not op_ids:
+class Since(NamedTuple):
+    """Seconds since an operation's end on this host's boot clock: ``exact``, or no more than that."""
+
+    seconds: float
+    exact: bool
+
+
+def _spans(span: Optional[Since]) -> Tuple[Optional[float], Optional[float]]:
+    """``span`` as ``core.settle.OneLookup.settle`` takes it: ``elapsed`` and ``seen``."""
+    if span is None:
+        return None, None
+    return (span.seconds, None) if span.exact else (None, span.seconds)
+
+
+def elapsed(
+    ledger: LedgerStore, op_ids: Sequence[int], booted: Optional[float], *, keep: bool = True,
+    ends: Optional[Mapping[int, Optional[str]]] = None,
+) -> Dict[int, Since]:
+    """The seconds since each operation's end at ``booted`` (a ``host.runs.boot_clock`` reading) on
+    this host's boot clock, which no step moves (``core.settle`` Rule 15): exact where it ended on
+    this host in this boot (``LedgerStore.op_ends``, ``host.runs.since``); else since this host, in
+    this boot, first found it over (``LedgerStore.seen_over``, now the first time: kept unless not
+    ``keep``), which came after its end: no more than the time since the end.  None of them where
+    this host's boot cannot be told: the ledger's times decide.  ``ends``: ``ends_of`` the same
+    operations, if read already."""
+    here = observer()
+    if booted is None or not op_ids or here is None:
         return {}
     found = {}
-    for op_id, (_, _, ended) in ledger.op_ends(op_ids).items():
+    for op_id, ended in (ends_of(ledger, op_ids) if ends is None else ends).items():
         seconds = since_ended(ended, booted)
         if seconds is not None:
-            found[op_id] = seconds
+            found[op_id] = Since(seconds, True)
+    rest = [i for i in op_ids if i not in found]
+    if rest:
+        found.update((op_id, Since(booted - first, False))
+                     for op_id, first in ledger.seen_over(rest, here, booted, keep=keep).items())
     return found
+
+
+def ends_of(ledger: LedgerStore, op_ids: Sequence[int]) -> Dict[int, Optional[str]]:
+    """Where and when each operation ended on a boot clock (``LedgerStore.op_ends``; None: not kept)."""
+    return {op_id: ended for op_id, (_, _, ended) in ledger.op_ends(op_ids).items()} if op_ids else {}
+
+
+def read_after(
+    ends: Mapping[int, Optional[str]], later: Mapping[int, Sequence[HistoryEntry]]
+) -> Dict[int, Dict[int, float]]:
+    """For each operation with later ones (``LedgerStore.later_operations``), the seconds from its
+    end to each later one's record lookup, where both were read on one host's boot clock in one
+    boot (``host.runs.between``); the others are left out: that cannot be told (core.settle Rule 15)."""
+    out: Dict[int, Dict[int, float]] = {}
+    for op_id, others in later.items():
+        found = {}
+        for other in others:
+            seconds = between(ends.get(op_id), other.baseline_boot)
+            if seconds is not None:
+                found[other.id] = seconds
+        out[op_id] = found
+    return out
 
 
 def acknowledged_from(ledger: LedgerStore) -> int:
@@ -255,23 +306,29 @@ def recheck(
     settle_delay: float = DEFAULT_SETTLE_DELAY,
     *,
     booted: Optional[float] = None,
+    keep: bool = True,
 ) -> List[Decided]:
     """Acknowledged operations (``ok``, a requeue's ``bit_set``) read again from one lookup's
     ``answers`` (None: it could not ask), made at ``looked_at`` and ``booted`` (``decide``;
     docs/contract.md §13.4, core.settle
     Rule 12): a controller that died before its next save, or a backup that took over, may have lost
     them.  Each one's verdict (None: not now); ``absent`` is "acknowledged, then lost".  Reads the
-    later operations; writes nothing."""
+    later operations; writes nothing but when this host first found them over (``elapsed``), and
+    that only with ``keep``."""
     if not entries or answers is None:
         return [Decided(e, None) for e in entries]
     later = ledger.later_operations([e.id for e in entries])
     one = OneLookup(looked_at, no_ends_by_bound=NO_ENDS_BY_BOUND, settle_delay=settle_delay)
-    spans = elapsed(ledger, [e.id for e in entries], booted)
+    ends = ends_of(ledger, [e.id for e in entries])
+    spans = elapsed(ledger, [e.id for e in entries], booted, keep=keep, ends=ends)
+    before = read_after(ends, later)
     decided = []
     for entry in entries:
         try:
+            exact, seen = _spans(spans.get(entry.id))
             settled = one.settle(recorded(entry), [recorded(o) for o in later.get(entry.id, ())],
-                                 looked_up(answers, entry.job_id), elapsed=spans.get(entry.id))
+                                 looked_up(answers, entry.job_id), elapsed=exact, seen=seen,
+                                 before=before.get(entry.id, {}))
         except InvalidInput as exc:
             log.warning("cannot read operation %s (job %s) again: %s", entry.id, entry.job_id, exc)
             settled = None
@@ -320,7 +377,7 @@ def reread(
     Reads the later operations; a finished row without a mark (from before schema 5) gets one now,
     unless not ``write``."""
     finished = [r for r in rows if r.result is not None]
-    decided = recheck(ledger, finished, answers, looked_at, settle_delay, booted=booted)
+    decided = recheck(ledger, finished, answers, looked_at, settle_delay, booted=booted, keep=write)
     present = [d.entry.id for d in decided if d.settled is not None and d.settled.verdict is Verdict.PRESENT]
     marks = ledger.op_marks(present) if present else {}
     if write and len(marks) < len(present):

@@ -164,14 +164,16 @@ def not_to_act(ledger: LedgerStore, op: Op, job_ids: Sequence[str], key: Optiona
 
 def start_fields(
     looked: LookupAnswer, ids: Sequence[str], ledger_now: float, now: float, deadline: float
-) -> Tuple[Dict[str, JobInfo], Optional[float], float]:
+) -> Tuple[Dict[str, JobInfo], Optional[float], float, Optional[str]]:
     """The baselines of ``ids`` (those the lookup found), their ``baseline_at`` and ``ends_by``,
     on the ledger's clock, for an operation beginning at ``ledger_now`` (the ledger's clock),
     which is ``now`` on the tracker's: the ledger's may be another host's (MariaDB), so each
-    time is carried over as its distance from now."""
+    time is carried over as its distance from now.  And ``baseline_boot``, the lookup's start on
+    this host's boot clock (``LookupAnswer.at_boot``), which settling compares with an earlier
+    operation's end (``core.settle`` Rule 15)."""
     baselines = {j: info for j in ids if (info := looked.infos.get(j)) is not None}
     baseline_at = None if looked.started is None or not baselines else ledger_now - (now - looked.started)
-    return baselines, baseline_at, ledger_now + ends_after(deadline - now)
+    return baselines, baseline_at, ledger_now + ends_after(deadline - now), looked.at_boot if baselines else None
 
 
 class Started(NamedTuple):
@@ -207,11 +209,11 @@ def start(
         op_ids: List[int] = []
         if listed:
             began = ledger.now()
-            baselines, baseline_at, ends_by = start_fields(looked, listed, began, now, deadline)
+            baselines, baseline_at, ends_by, baseline_boot = start_fields(looked, listed, began, now, deadline)
             retries = {j: link.retry_of[j] for j in listed if j in link.retry_of}
             op_ids = ledger.begin_operations([(j, op, nonce) for j in listed], began, actor=actor,
                                              baselines=baselines, baseline_at=baseline_at, ends_by=ends_by,
-                                             key=link.key, retry_of=retries)
+                                             key=link.key, retry_of=retries, baseline_boot=baseline_boot)
     if begun is not None:
         begun.update(zip(listed, op_ids))
     return Started(listed, op_ids, taken)

@@ -121,7 +121,7 @@ def test_a_sqlite_ledger_named_with_its_prefix(tmp_path: Path) -> None:
     path = tmp_path / "ledger.sqlite3"
     open_ledger(path).close()
     code, checks = doctor_details(tmp_path, ledger=f"sqlite:{path}")
-    assert code == 0 and checks["ledger"] == ("ok", f"{path} (schema 5, 0 object(s) not clear)")
+    assert code == 0 and checks["ledger"] == ("ok", f"{path} (schema 6, 0 object(s) not clear)")
 
 
 def test_a_sqlite_ledger_others_may_read_warns_with_the_chmod(tmp_path: Path) -> None:

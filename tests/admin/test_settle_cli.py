@@ -14,7 +14,7 @@ from slurm_dsl.core.model import Op, Outcome, RequeueBit, Result
 from slurm_dsl.ledger.base import LedgerStore
 from slurm_dsl.ledger.choose import open_ledger
 from tests.cli_run import cli
-from tests.fakes import write_fake_squeue
+from tests.fakes import ended_ago, write_fake_squeue
 
 PRIORITY = 4294901657
 # squeue's records (id|State|Requeue|RestartCnt|PriorityLong|Reason): 7 held, 8 not, 9 requeued once.
@@ -27,7 +27,7 @@ def unknown(ledger: LedgerStore, job: str, op: Op, *, ago: float = 60.0, baselin
     op_id = ledger.begin_operation(job, op, "0" * 32, start, baseline=baseline,
                                    baseline_at=None if baseline is None else start - 0.2, ends_by=start + 1.0)
     bit = (RequeueBit.MAY_BE_SET if result is Result.UNKNOWN else RequeueBit.CLEAR) if op is Op.REQUEUE else None
-    ledger.finish_operation(op_id, Outcome(op, job, result, bit), b"", start + 1.0)
+    ledger.finish_operation(op_id, Outcome(op, job, result, bit), b"", start + 1.0, ended=ended_ago(ago - 1.0))
     return op_id
 
 

@@ -45,7 +45,9 @@ The invariants, by ``Violation.kind``:
   ran").
 - ``exit-status``: an operation command's exit status that is not its worst row's (§10, §12).
 - ``unsettled``: an unknown or unfinished operation with no verdict after two sweeps past the
-  settle delay, the schedule quiet (§12: "Every sweep settles the unknown operations").
+  settle delay, the schedule quiet (§12: "Every sweep settles the unknown operations"), and past
+  every time the ledger's clock wrote while it stood ahead (§13.7: the times decide where a run
+  cannot be told over).
 - ``ledger-lost``: the ledger could not be read back once the schedule was quiet, or a command
   found it corrupt (SQLite's ``database disk image is malformed``): every flag it tracked is
   then untracked (§9: "nothing is ever lost"; §9.1: a committed intent survives a power cut).
@@ -271,6 +273,13 @@ class History:
                 self.objects[str(x["job"])] = x
             elif kind == "ledger_operation":
                 self.operations.append(x)
+        # How far ahead of the real clock the ledger's clock ever stood: a clock-step of a SQLite
+        # ledger's command clocks (not slurmctld's), a mariadb-skew of the server.  The times it
+        # wrote then lie that far ahead: an operation is over, on its times, only that much later.
+        mariadb = str(self.run.get("ledger_location", "")).startswith("mariadb")
+        ledgers = [x for x in pending_faults if (
+            x["kind"] == "mariadb-skew" if mariadb else x["kind"] == "clock-step" and x.get("clock") != "slurmctld")]
+        self.ledger_ahead = max([0.0] + [float(x.get("offset") or 0.0) for x in ledgers])
         for x in pending_faults:
             self.faults.append(Fault(x["id"], x["kind"], float(x["t"]), fault_ends.get(x["id"]), x.get("target"),
                                      x["n"]))
@@ -507,10 +516,12 @@ def check_final(h: History, out: List[Violation], figures: Counter[str]) -> None
             f" and its ledger object is {'missing' if obj is None else 'clear'}"
             + (f"; {known}" if known else ""),
             tuple(lines), job, "durability-13" if known else None))
-    # Two sweeps that looked, the second at least the settle delay after every operation ended.
+    # Two sweeps that looked, the second at least the settle delay after every operation ended, and
+    # after the ledger's clock passed every time it wrote while ahead (§13.7: where a run cannot be
+    # told over, its operation's times decide).
     last_end = max((i.end_eff() for i in h.invocations.values() if i.kind != "sweep" or i.phase != "final"),
                    default=h.t_start)
-    if len(looked) < 2 or looked[1].start < last_end + h.settle_delay:
+    if len(looked) < 2 or looked[1].start < last_end + h.ledger_ahead + h.settle_delay:
         figures["unsettled check not made (fewer than two sweeps past the settle delay)"] += 1
         return
     for op in h.operations:

@@ -289,6 +289,10 @@ class Runner:
         self.preload = ""  # LD_PRELOAD of a process on a stepped clock ("": no clock-step faults)
         self.clocks: Dict[str, Path] = {}  # clock -> its libfaketime control file: slurmctld, or a host
         self.offsets: Dict[str, float] = {}
+        # How far ahead of the real clock the ledger's clock ever stood (clock-step on a SQLite
+        # ledger's command clocks, mariadb-skew on the server): the times it wrote then (an
+        # operation's ends_by, a lease's expiry) lie that far ahead, and the quiet end waits it out.
+        self.ledger_ahead = 0.0
         self.saves: Optional[Path] = None  # the StateSaveLocation as the commands see it (saves-stall)
         self.saves_server: Optional[subprocess.Popen[bytes]] = None
 
@@ -1017,6 +1021,8 @@ class Runner:
             before = self.offsets[name]
             after = max(-MAX_OFFSET, min(MAX_OFFSET, before + sign * e.seconds))
             self.step_to(name, after)
+            if self.options.ledger != "mariadb" and name != "slurmctld":
+                self.ledger_ahead = max(self.ledger_ahead, after)
         fid = f"f{e.number}"
         self.history.write("fault", t=time.time(), id=fid, kind=e.kind, clock=name, step=after - before, offset=after)
         self.history.write("fault_end", t=time.time(), id=fid)
@@ -1032,6 +1038,7 @@ class Runner:
             return
         offset = e.seconds if e.pick >= 0.5 else -e.seconds
         clock = faketime.offset(self.preload, f"{offset:+.0f}")
+        self.ledger_ahead = max(self.ledger_ahead, offset)
         with self.alone(e) as go:
             if not go:
                 return
@@ -1131,7 +1138,7 @@ class Runner:
         with self.lock:
             starts = [x.start + x.timeout for x in self.started]
         until = max([*starts, time.time()]) + LEASES_LAPSE
-        until = max(until, self.last_controller_event + HANDED_BACK)
+        until = max(until, self.last_controller_event + HANDED_BACK) + self.ledger_ahead
         self.history.write("phase", t=time.time(), name="waiting for leases", until=until)
         while time.time() < until:
             time.sleep(1.0)

@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from slurm_dsl.core.jobinfo import JobInfo
-from slurm_dsl.core.model import InvalidInput, Op
+from slurm_dsl.core.model import InvalidInput, Op, Result, Verdict
 from slurm_dsl.core.settle import (
     EFFECT_FIELD,
     FIELDS,
@@ -105,6 +105,48 @@ def test_the_seconds_on_one_clock_replace_the_ledger_times(case: Case, elapsed: 
     assert (None if got is None else got.verdict.value) == want
 
 
+@settings(max_examples=examples(400))
+@given(cases(), st.floats(0.0, 100.0))
+def test_seconds_no_more_than_the_time_since_the_end_never_make_it_longer(case: Case, seen: float) -> None:
+    """Rule 15: given seconds that are no more than the time since the end (since this host found
+    the operation over), the delay is read from the fewer of those and the ledger times' difference."""
+    operation, later, looked, looked_at, delay = case
+    got = OneLookup(looked_at, no_ends_by_bound=BOUND, settle_delay=delay).settle(operation, later, looked, seen=seen)
+    if any(EFFECT_FIELD[operation.op] in FIELDS[o.op] for o in later):
+        return  # read from a later operation's record: seen is not this lookup's
+    if looked is NoJob.COULD_NOT_ASK:
+        assert got is None
+        return
+    if operation.finished_at is not None:
+        end = operation.finished_at
+    else:
+        end = operation.ends_by if operation.ends_by is not None else operation.started_at + BOUND
+    want = naive_verdict(operation.op.value, looked if isinstance(looked, JobInfo) else None, operation.baseline,
+                         min(looked_at - end, seen), delay)
+    assert (None if got is None else got.verdict.value) == want
+
+
+def test_a_later_record_is_read_on_the_boot_clock_where_it_can_be_and_never_as_absent_where_not() -> None:
+    """Rule 15 for a later operation's record: the ledger's times say it was read 99 s after the
+    end; the boot clock (``before``) says 3 s: too soon, so undecidable there; 50 s: absent; not
+    known on one clock (another host): undecidable, never absent.  A record that shows the effect
+    is ``present`` whatever the clocks say."""
+    one = OneLookup(T0 + 200, no_ends_by_bound=BOUND, settle_delay=10.0)
+    later = [op(2, Op.RELEASE, result=Result.OK, started=T0 + 100.0, finished=T0 + 101.0, baseline=RUNNING,
+                baseline_at=T0 + 100.0)]
+    plain = one.settle(op(1, Op.HOLD), later, RUNNING)
+    assert plain is not None and plain.verdict is Verdict.ABSENT
+    by_boot = one.settle(op(1, Op.HOLD), later, RUNNING, before={2: 50.0})
+    assert by_boot == replace(plain, detail=plain.detail.replace("99.0 s", "50.0 s"))
+    soon = one.settle(op(1, Op.HOLD), later, RUNNING, before={2: 3.0})
+    assert soon is not None and soon.verdict is Verdict.UNDECIDABLE and "read 3.0 s after the end" in soon.detail
+    blind = one.settle(op(1, Op.HOLD), later, RUNNING, before={})
+    assert blind is not None and blind.verdict is Verdict.UNDECIDABLE and "cannot be told" in blind.detail
+    held = [replace(later[0], baseline=HELD)]
+    found = one.settle(op(1, Op.HOLD), held, RUNNING, before={})
+    assert found is not None and found.verdict is Verdict.PRESENT
+
+
 def test_a_forward_step_reads_no_absent_before_the_delay_on_the_boot_clock() -> None:
     """The instance: the ledger's times say an hour since the end, the boot clock three seconds."""
     one = OneLookup(T0 + 3600, no_ends_by_bound=BOUND, settle_delay=10.0)
@@ -112,3 +154,6 @@ def test_a_forward_step_reads_no_absent_before_the_delay_on_the_boot_clock() -> 
     assert one.settle(op(1, Op.HOLD), [], RUNNING, elapsed=3.0) is None
     settled = one.settle(op(1, Op.HOLD), [], RUNNING, elapsed=10.0)
     assert settled is not None and settled.verdict.value == "absent"
+    assert one.settle(op(1, Op.HOLD), [], RUNNING, seen=3.0) is None  # found over 3 s ago: too soon
+    assert OneLookup(T0 + 5, no_ends_by_bound=BOUND, settle_delay=10.0).settle(op(1, Op.HOLD), [], RUNNING,
+                                                                               seen=60.0) is None

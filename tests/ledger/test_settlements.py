@@ -319,6 +319,22 @@ def test_prune_removes_settlements_only_with_their_rows(ledger_location: str) ->
         assert sorted(r[0] for r in conn.execute("SELECT op_id FROM settlements")) == [newest, recent]
 
 
+def test_prune_removes_what_else_is_kept_of_an_operation_with_it(ledger_location: str) -> None:
+    """An operation's looks (``op_looks``) and when it was found over (``op_seen``) go with its row."""
+    old = T0 - 200 * 86400
+    with open_ledger(ledger_location) as ledger:
+        gone = run(ledger, "7", Op.HOLD, old, unknown(Op.HOLD, "7"), 1)
+        newest = run(ledger, "7", Op.HOLD, old + 10, unknown(Op.HOLD, "7"), 2)
+        ledger.anchor_operations([gone, newest], None)
+        ledger.seen_over([gone, newest], "host-a/boot-1", 5.0)
+        assert ledger.add_settlements([(i, Verdict.PRESENT, T0, None, str(i)) for i in (gone, newest)],
+                                      T0, by="sweep") == 2
+        assert ledger.prune(rules.prune_before(T0, 90), T0).removed == 1
+    with Raw(ledger_location) as conn:
+        for table in ("op_looks", "op_seen"):
+            assert [r[0] for r in conn.execute(f"SELECT op_id FROM {table}")] == [newest], table
+
+
 # -- unsettled and its counts -----------------------------------------------------------------------
 
 
@@ -558,7 +574,7 @@ def test_a_schema_2_file_is_migrated_and_keeps_its_rows(tmp_path: Path) -> None:
     with pytest.raises(LedgerError, match="schema version 2, older than this slurm-dsl's"):
         open_ledger(str(path), migrate_schema=False)  # a read-only open: as before, refused
     with open_ledger(str(path)) as ledger:
-        assert ledger.schema_version() == 5
+        assert ledger.schema_version() == 6
         hold, requeue = ledger.history("8")
         assert (hold.result, hold.actor, hold.baseline, hold.key, hold.retry_of, hold.ends_by, hold.settlement) == (
             Result.UNKNOWN, "uid 0", None, None, None, None, None)
@@ -584,7 +600,7 @@ def test_mariadb_schema_1_is_migrated_to_2(mariadb_location: str) -> None:
                      " 'clear')", (T0,))
     assert is_mariadb(mariadb_location)
     with open_ledger(mariadb_location) as ledger:
-        assert ledger.schema_version() == 4
+        assert ledger.schema_version() == 5
         (row,) = ledger.history("8")
         assert (row.baseline, row.key, row.ends_by, row.settlement) == (None, None, None, None)
         assert [e.id for e in ledger.unsettled(T0 + 10)] == [row.id]

@@ -98,3 +98,17 @@ def test_prune_keeps_unfinished_rows_and_the_bit_they_left(ledger_location: str)
         obj = ledger.get("2")
         assert obj is not None and obj.bit is RequeueBit.MAY_BE_SET
         assert ledger.unfinished(t0 + 401 * DAY).lapsed == 3
+
+
+def test_each_observer_keeps_when_it_first_found_an_operation_over(ledger_location: str) -> None:
+    """``seen_over`` (docs/contract.md §13.7): the first reading of each observer stays, a later
+    one changes nothing, another observer has its own, and ``keep=False`` keeps nothing."""
+    with open_ledger(ledger_location) as ledger:
+        one = ledger.begin_operation("7", Op.HOLD, "0" * 32, ledger.now())
+        two = ledger.begin_operation("8", Op.HOLD, "0" * 32, ledger.now())
+        assert ledger.seen_over([one], "host-a/boot-1", 100.0) == {one: 100.0}
+        assert ledger.seen_over([one, two], "host-a/boot-1", 150.0) == {one: 100.0, two: 150.0}
+        assert ledger.seen_over([one], "host-b/boot-9", 7.0) == {one: 7.0}
+        assert ledger.seen_over([one, two], "host-c/boot-2", 3.0, keep=False) == {one: 3.0, two: 3.0}
+        assert ledger.seen_over([two], "host-c/boot-2", 4.0, keep=False) == {two: 4.0}
+        assert ledger.seen_over([], "host-a/boot-1", 1.0) == {}

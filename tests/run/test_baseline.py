@@ -23,6 +23,7 @@ import pytest
 from slurm_dsl.core.jobinfo import JobInfo
 from slurm_dsl.core.model import Op, Result
 from slurm_dsl.core.script import KILL_GRACE
+from slurm_dsl.host import runs
 from slurm_dsl.ledger.choose import open_ledger
 from slurm_dsl.ledger.records import HistoryEntry
 from slurm_dsl.run import bulk as bulk_module
@@ -209,6 +210,7 @@ def test_a_crash_after_the_intent_leaves_the_baseline_committed(
             t.run(Op.REQUEUE, "71", time.time() + 60)
     (e,) = rows(ledger_path, "71")
     assert not e.finished and e.baseline == RUNNING_71 and e.baseline_at is not None
+    assert (e.baseline_boot or "").startswith(f"{runs.observer()}/"), "the lookup's start on this host's boot clock"
 
 
 def test_a_crash_in_a_bulk_chunk_leaves_its_baselines_committed(
@@ -232,10 +234,11 @@ def test_a_crash_in_a_bulk_chunk_leaves_its_baselines_committed(
 @pytest.mark.parametrize("offset", [0.0, -3600.0, 86400.0])
 def test_start_fields_carry_each_time_as_its_distance_from_now(offset: float) -> None:
     now = 5000.0 + offset  # the tracker's clock, ``offset`` from the ledger's
-    looked = LookupAnswer({"1": RUNNING_71, "2": None}, started=now - 0.25)
-    baselines, baseline_at, ends_by = start_fields(looked, ["1", "2", "3"], 5000.0, now, now + 40)
-    assert baselines == {"1": RUNNING_71}
+    looked = LookupAnswer({"1": RUNNING_71, "2": None}, started=now - 0.25, at_boot="ctl1/b00t/12.5")
+    baselines, baseline_at, ends_by, at_boot = start_fields(looked, ["1", "2", "3"], 5000.0, now, now + 40)
+    assert baselines == {"1": RUNNING_71} and at_boot == "ctl1/b00t/12.5"
     assert baseline_at == 4999.75 and ends_by == 5000.0 + 40 + BACKSTOP
+    assert start_fields(looked, ["2"], 5000.0, now, now + 40)[3] is None, "no baseline: no boot clock reading"
     # A lookup that was not made (a restore, or the deadline already past): no baseline, no time.
     assert start_fields(NOT_LOOKED, ["1"], 5000.0, now, now + 40)[:2] == ({}, None)
     assert start_fields(LookupAnswer({"2": None}, now - 1), ["2"], 5000.0, now, now + 40)[:2] == ({}, None)

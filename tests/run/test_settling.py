@@ -10,6 +10,7 @@ import os
 import socket
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Iterator, Optional
 
@@ -29,7 +30,7 @@ from slurm_dsl.run.sweep import Done, metrics_text, sweep
 from slurm_dsl.run.tracked import Tracker
 from tests.cli_run import cli
 from tests.conftest import ONE_CONTROLLER, TWO_CONTROLLERS
-from tests.fakes import MemoryLookup, calls_made, write_fake, write_fake_squeue, write_heartbeat
+from tests.fakes import MemoryLookup, calls_made, ended_ago, write_fake, write_fake_squeue, write_heartbeat
 
 FAKE_PYSLURM = Path(__file__).resolve().parents[1] / "fake_pyslurm"
 PRIORITY = 4294901657
@@ -43,13 +44,18 @@ def record(job: str, *, priority: int = PRIORITY, restarts: int = 0, requeue: bo
 def unknown(ledger: LedgerStore, job: str, op: Op, *, ago: float = 60.0, baseline: Optional[JobInfo] = None,
             finish: bool = True, ended: Optional[str] = None) -> int:
     """An operation whose result is unknown (or, ``finish=False``, that never finished), ``ago``
-    seconds back on the ledger's clock, its end 1 s after its start (and ``ended``, on a boot clock)."""
+    seconds back on the ledger's clock, its end 1 s after its start; on this host's boot clock too
+    (``ended``: where and when else; an unfinished one: this host found it over then)."""
     start = ledger.now() - ago
     op_id = ledger.begin_operation(job, op, "0" * 32, start, baseline=baseline,
                                    baseline_at=None if baseline is None else start - 0.2, ends_by=start + 1.0)
+    over = runs.boot_clock() - ago + 1.0
     if finish:
         bit = RequeueBit.MAY_BE_SET if op is Op.REQUEUE else None
-        ledger.finish_operation(op_id, Outcome(op, job, Result.UNKNOWN, bit), b"", start + 1.0, ended=ended)
+        ledger.finish_operation(op_id, Outcome(op, job, Result.UNKNOWN, bit), b"", start + 1.0,
+                                ended=ended_ago(ago - 1.0) if ended is None else ended)
+    else:
+        ledger.seen_over([op_id], str(runs.observer()), over)
     return op_id
 
 
@@ -254,6 +260,29 @@ def test_a_later_operation_on_the_same_field_is_read_from_its_baseline(ledger_lo
     assert got.record == held and "a later release" in got.detail
 
 
+def test_a_later_record_counts_as_read_when_one_boot_clock_says(ledger_location: str, fake_scontrol: str) -> None:
+    """core.settle Rule 15: hold unknown, a later release whose record (not held) the ledger's times
+    say was read 59 s after the hold's end.  Read on this host's boot clock 59 s after: absent; 2 s
+    after (the ledger's clock stepped forward between): undecidable, too soon; on another host:
+    undecidable, cannot be told."""
+    not_held = record("7")
+    firsts = {}
+    with open_ledger(ledger_location) as ledger:
+        for job, read in (("7", ended_ago(1.0)), ("8", ended_ago(58.0)), ("9", "another-host/b00t/5.0")):
+            firsts[job] = unknown(ledger, job, Op.HOLD, ago=120.0, ended=ended_ago(60.0))
+            start = ledger.now() - 60.0
+            later = ledger.begin_operation(job, Op.RELEASE, "1" * 32, start, baseline=replace(not_held, job_id=job),
+                                           baseline_at=start - 0.2, ends_by=start + 1.0, baseline_boot=read)
+            ledger.finish_operation(later, Outcome(Op.RELEASE, job, Result.OK, None), b"", start + 1.0,
+                                    ended=ended_ago(59.0))
+    with Tracker(ledger_location, scontrol=fake_scontrol) as t:
+        report = sweep(t, MemoryLookup({j: replace(not_held, job_id=j) for j in firsts}))
+    got = {d.entry.job_id: d.settled for d in report.verdicts if d.entry.id in firsts.values()}
+    assert {j: s.verdict if s else None for j, s in got.items()} == {
+        "7": Verdict.ABSENT, "8": Verdict.UNDECIDABLE, "9": Verdict.UNDECIDABLE}
+    assert "too soon" in got["8"].detail and "cannot be told" in got["9"].detail  # type: ignore[union-attr]
+
+
 # -- pyslurm's adapter over its fake: one lookup, one RPC ----------------------------------------
 
 
@@ -368,17 +397,17 @@ def test_the_delay_counts_on_the_boot_clock_where_the_operation_ended_on_this_ho
 ) -> None:
     """core.settle Rule 15: the ledger's times say a minute since the end (a clock stepped forward
     in between would say so), the boot clock of this host and boot says a moment: no absent yet.
-    An operation that ended on another host is read by the ledger's times."""
+    An operation that ended on another host counts from when this host first found it over: the
+    first decision (which keeps that) gives none either, one 10 s later on the boot clock does."""
     with open_ledger(ledger_location) as ledger:
         here = unknown(ledger, "7", Op.HOLD, ended=runs.ended())
         there = unknown(ledger, "8", Op.HOLD, ended=f"another-host/{runs.this_run().boot}/1.0")
         pending = ledger.to_settle(ledger.now())
         answers = {"7": record("7"), "8": record("8")}
-        now = ledger.now()
-        soon = {d.entry.id: d.settled for d in settling.decide(ledger, pending, answers, now, booted=runs.boot_clock())}
-        found = soon[there]
-        assert soon[here] is None and found is not None and found.verdict is Verdict.ABSENT
-        later = settling.decide(ledger, pending, answers, now, booted=runs.boot_clock() + 10.0)
+        now, booted = ledger.now(), runs.boot_clock()
+        soon = settling.decide(ledger, pending, answers, now, booted=booted, anchor=looks.Watch(ledger))
+        assert {d.entry.id: d.settled for d in soon} == {here: None, there: None}
+        later = settling.decide(ledger, pending, answers, now, booted=booted + 10.0)
         assert {d.entry.id: d.settled.verdict for d in later if d.settled} == {here: Verdict.ABSENT,
                                                                               there: Verdict.ABSENT}
         acknowledged = settling.recheck(ledger, [ledger.history("7")[0]], answers, now, booted=runs.boot_clock())
@@ -386,7 +415,25 @@ def test_the_delay_counts_on_the_boot_clock_where_the_operation_ended_on_this_ho
     lookup = MemoryLookup({"7": record("7"), "8": record("8")})
     with Tracker(ledger_location, scontrol=fake_scontrol) as t:
         done = sweep(t, lookup)
-    assert {d.entry.job_id: d.settled.verdict for d in done.verdicts if d.settled} == {"8": Verdict.ABSENT}
+    assert {d.entry.job_id: d.settled.verdict for d in done.verdicts if d.settled} == {}
+
+
+def test_a_run_that_never_ended_counts_from_when_this_host_found_it_over(ledger_location: str) -> None:
+    """core.settle Rule 15: an operation whose run died mid-call kept no end; the ledger's times say
+    it is long past its ``ends_by`` (a clock stepped forward would say so), but this host found it
+    over only now: no absent until the delay has passed since, on this host's boot clock."""
+    with open_ledger(ledger_location) as ledger:
+        start = ledger.now() - 600.0
+        op_id = ledger.begin_operation("7", Op.HOLD, "0" * 32, start, ends_by=start + 1.0)
+        pending = ledger.to_settle(ledger.now())
+        answers = {"7": record("7")}
+        now, booted = ledger.now(), runs.boot_clock()
+        first = settling.decide(ledger, pending, answers, now, booted=booted, anchor=looks.Watch(ledger))
+        assert [(d.entry.id, d.settled) for d in first] == [(op_id, None)]
+        soon = settling.decide(ledger, pending, answers, now, booted=booted + 9.0)
+        assert [d.settled for d in soon] == [None]
+        later = settling.decide(ledger, pending, answers, now, booted=booted + 10.0)
+        assert [d.settled.verdict for d in later if d.settled] == [Verdict.ABSENT]
 
 
 def test_decide_reads_baselines_only_where_a_verdict_reads_one(ledger_location: str) -> None:
