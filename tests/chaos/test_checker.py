@@ -262,6 +262,16 @@ def test_an_unknown_operation_without_a_verdict_after_two_sweeps_is_unsettled() 
     assert kinds(h.check()) == ["unsettled"]
 
 
+def test_an_unsettled_operation_of_a_job_gone_in_the_end_is_not_checked() -> None:
+    """§13.2: gone only once two saves are seen after the purge; the run does not watch saves."""
+    h = H()
+    final(h, 0, "clear", settled=False)
+    h.see(82.0, source="final", j7=None)
+    report = checker.check(h.ended())
+    assert report.violations == []
+    assert report.figures["unsettled checks not made (the job gone, its purge not known saved)"] == 1
+
+
 def test_one_sweep_is_not_enough_to_call_an_operation_unsettled() -> None:
     h = H()
     final(h, 0, "clear", sweeps=1, settled=False)
