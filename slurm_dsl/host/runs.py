@@ -97,16 +97,8 @@ def ended() -> str:
 def since(text: Optional[str], at: Optional[float] = None) -> Optional[float]:
     """Seconds from ``text`` (an ``ended``) to ``at`` (a ``boot_clock`` reading; default: now), when
     both are this host's in this boot; None when that cannot be told."""
-    host, _, rest = (text or "").partition("/")
-    boot, _, seconds = rest.partition("/")
-    here = this_run()
-    if host != here.host or boot != here.boot or here.boot == "?":
-        return None
-    try:
-        start = float(seconds)
-    except ValueError:
-        return None
-    return (boot_clock() if at is None else at) - start
+    here = observer()
+    return None if here is None else between(text, f"{here}/{boot_clock() if at is None else at}")
 
 
 def between(earlier: Optional[str], later: Optional[str]) -> Optional[float]:

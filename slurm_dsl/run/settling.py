@@ -190,7 +190,7 @@ def decide(
     slow = [e.id for e, quick in zip(entries, at_once) if not quick]
     marks = _marks(ledger, slow, anchor) if one.hand_back else {}
     ends = ends_of(ledger, slow)
-    spans = elapsed(ledger, slow, booted, keep=anchor is not None, ends=ends)
+    spans = elapsed(ledger, slow, booted, ends, keep=anchor is not None)
     before = read_after(ends, later)
     decided, gone = [], one.gone
     for entry, quick in zip(entries, at_once):
@@ -243,8 +243,8 @@ def _spans(span: Optional[Since]) -> Tuple[Optional[float], Optional[float]]:
 
 
 def elapsed(
-    ledger: LedgerStore, op_ids: Sequence[int], booted: Optional[float], *, keep: bool = True,
-    ends: Optional[Mapping[int, Optional[str]]] = None,
+    ledger: LedgerStore, op_ids: Sequence[int], booted: Optional[float], ends: Mapping[int, Optional[str]], *,
+    keep: bool = True,
 ) -> Dict[int, Since]:
     """The seconds since each operation's end at ``booted`` (a ``host.runs.boot_clock`` reading) on
     this host's boot clock, which no step moves (``core.settle`` Rule 15): exact where it ended on
@@ -252,12 +252,12 @@ def elapsed(
     this boot, first found it over (``LedgerStore.seen_over``, now the first time: kept unless not
     ``keep``), which came after its end: no more than the time since the end.  None of them where
     this host's boot cannot be told: the ledger's times decide.  ``ends``: ``ends_of`` the same
-    operations, if read already."""
+    operations."""
     here = observer()
     if booted is None or not op_ids or here is None:
         return {}
     found = {}
-    for op_id, ended in (ends_of(ledger, op_ids) if ends is None else ends).items():
+    for op_id, ended in ends.items():
         seconds = since_ended(ended, booted)
         if seconds is not None:
             found[op_id] = Since(seconds, True)
@@ -320,7 +320,7 @@ def recheck(
     later = ledger.later_operations([e.id for e in entries])
     one = OneLookup(looked_at, no_ends_by_bound=NO_ENDS_BY_BOUND, settle_delay=settle_delay)
     ends = ends_of(ledger, [e.id for e in entries])
-    spans = elapsed(ledger, [e.id for e in entries], booted, keep=keep, ends=ends)
+    spans = elapsed(ledger, [e.id for e in entries], booted, ends, keep=keep)
     before = read_after(ends, later)
     decided = []
     for entry in entries:
