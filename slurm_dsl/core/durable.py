@@ -1,92 +1,13 @@
 """When a change slurmctld acknowledged is known saved (docs/contract.md §13).  Pure: the caller
 looks at the state files and reads the ledger; these rules only read values.
 
-slurmctld replies to an update or a requeue before it saves, and its save thread writes
-``job_state`` at most once per 5 s (docs/contract.md §13.1 has the source lines).  A controller that
-dies in that window comes back, or hands over, with the job as it was at the last save.
+"Saved" is read from what was seen of the controller's own state file and heartbeat, in the order
+one observer saw them, never from slurmctld's clock: no time of slurmctld's is compared with one of
+this host's or of a ledger server's, nor ordered across a possible step (docs/durability.md §5
+lists every comparison of times).
 
-Strategy: "saved" is read from what was seen of the controller's own state file, in the order it
-was seen, never from a clock: no time of slurmctld's is compared with one of this host's or of a
-ledger server's, nor ordered across a possible step of any of them (docs/durability.md §5 lists
-every comparison of times).
-
-Rule 1, a save is a new file: slurmctld writes each save of its job state to ``job_state.new``,
-then links it in at ``job_state`` (``save_buf_to_state``), the new file made while the one it
-replaces still exists, so a file seen there that is not the one seen before (``Look.seen``: its
-inode, last write and size, compared for equality only) belongs to a later save.  The save thread
-is one thread (``slurmctld_state_save``, the one caller of ``dump_all_job_state``): a save begins
-packing only after the one before it was linked in.
-
-Rule 2, two replacements after a look (``looks_needed``): a look made after a change was
-acknowledged (its own look, by the process that made it, right after its calls; or, by anyone, a
-look made once that process is over) is followed by a look that sees another file (a save was
-linked after the first look), then by one more that sees yet another: the save that wrote the
-third file began packing after the second file was linked, so after the first look, so after the
-acknowledgement: it packed the job as the change left it.  The looks must be one observer's (one
-host's view of one StateSaveLocation, ``observer``), in the order it took them: a file system
-shared by two hosts may show one of them a file the other has already seen replaced.  A look
-that cannot be taken (no such file, a file system that does not answer) sees nothing: it never
-counts.  Inode numbers are reused: a later file that happens to get an earlier one's inode, last
-write and size is taken for it, which can only delay "saved".
-
-Rule 3, the save before the look: a change is known saved once Rule 2 holds AND a lookup made
-after the last of those looks still shows it.  The lookup is what makes a takeover or a restart
-harmless: a controller that took over, or came back, with the job as it was before the change
-shows the job without it, however many saves it has made since.  So an object (docs/contract.md
-§9) is cleared only when the job shows Requeue=0 (or is gone, Rule 8) in a lookup made after the
-looks that prove its quiet moment saved (the object's ``quiet_mark``: where the looks stood when
-the last call slurm-dsl made on the job was over).
-
-Rule 4, an acknowledged operation read again (docs/contract.md §13.4): an ``ok`` (or a requeue's
-``bit_set``) is re-read from the record by every sweep until it is either known saved (Rule 3 from
-the looks at its end: a lookup after them still shows its effect: ``saved``) or settled for good
-(found lost, gone, or undecidable).  The sweep keeps where it got to
-as the lowest history id it must read again (``next_mark``): the first operation, in id order, that
-is not yet done, or that began less than ``MARK_GUARD`` ago (an id handed out before a committed one
-may still be in an open transaction on MariaDB, whose auto-increment ids can commit out of order).
-
-Rule 5, a hand-back (``may_hand_back``): a request sent to a restarted primary while the backup
-still holds control waits on the primary's socket and is applied when it takes control, up to
-CONTROL_TIMEOUT after its client gave up (docs/contract.md §13.6).  Only a cluster whose slurm.conf
-names one controller is known to have none.
-
-Rule 6, no request held back (``may_be_held``): the bound of Rule 5 counts from the client's end,
-but a restarted primary takes control only after its own start-up and the backup's relinquish,
-which under load took longer (docs/contract.md §13.6).  So where a hand-back can happen, what an
-operation may still do after its end is read from the controllers themselves, before the lookup
-that is to show its effect absent (``Control``, taken by ``run.settling.controls``): the controller
-in control writes ``<StateSaveLocation>/heartbeat`` (its time and its index among the SlurmctldHost
-lines, two big-endian 64-bit integers, ``heartbeat``; every MIN(SlurmctldTimeout/4, 30) s, and at
-once when it takes control: src/slurmctld/heartbeat.c 24.11: 70-147, started in
-src/slurmctld/controller.c 24.11: 927-940, after the lock its queued requests wait on is released),
-each a new file renamed into place, and a restarted primary holds requests on a socket it already
-listens on.  No request sent before the end can still be held back once a heartbeat written after
-the end was seen (looks at the heartbeat, as Rule 2's at job_state: after the end's anchor, a look
-and then one that saw another file, ``Control.beats``) and every controller listed before its
-writer is known not to listen (a connection refused): the writer took control after the end (the
-primary: with the requests queued on it), and no controller that could take control from it holds a
-socket with requests on it.  Anything else (no such heartbeat seen, a controller before the writer
-that listens or cannot be reached) may hold one back: ``absent`` is not read yet, and no object is
-cleared.  The heartbeat's own time is never read: it is slurmctld's clock.
-
-Rule 7, in charge long enough (``may_be_held``): a heartbeat proves its writer in control, not that
-it has worked through the requests that waited on its socket: in CI (24.11.5, under load) a lookup
-made after the restarted primary's first heartbeat still showed the job without the requeue that
-had waited on its socket, applied later.  So ``absent`` also waits until the writer has been in
-control for longer than such a request could have waited (``CONTROL_TIMEOUT`` plus slurm.conf's
-MessageTimeout, ``held_for``; docs/contract.md §13.6): measured on this host's boot clock (which
-never steps and counts a suspend) between the look that first saw a heartbeat written after the end
-and the look taken now, by one observer (one host, one boot), every heartbeat seen between them the
-same writer's.  The writer was in control when it wrote that heartbeat, after the end and before
-that look, so whatever waited on its socket from before the end has had at least ``held_for`` to be
-applied; a controller restarted since then listened only after the end, so holds nothing sent
-before it.  A writer that changes starts the wait again.
-
-Rule 8, gone is saved too (docs/contract.md §13.8): a job's purge is a change slurmctld saves late
-like any other, so a lookup that says "gone" clears an object, or settles an operation ``gone``,
-only once Rule 2 holds from a look made after the lookup that first said so (the object's
-``gone_mark``), and a lookup after those looks still says gone.  A lookup that shows the job again
-forgets that mark.
+"Rule N" here is ``core.life.RULES["DN"]``: one line each there, in full, with the source lines
+they rest on, in docs/contract.md §13.2 (Rules 1-4, 8) and §13.6 (Rules 5-7).
 """
 
 from __future__ import annotations

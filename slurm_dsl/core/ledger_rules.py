@@ -1,22 +1,8 @@
-"""What an operation does to a job's object in the ledger (docs/contract.md §9.2): the rules, no storage.
+"""What an operation does to a job's object in the ledger: the rules, no storage (docs/contract.md §9.2).
 
-Strategy: a ledger backend stores; these pure functions decide.  Rule 1, intent first: before
-a requeue's script starts, its object becomes ``may_be_set`` (``intent``), committed.  Rule 2,
-the bit after: ``after`` gives what the object holds once the outcome is known
-(``combine.next_bit`` of the bit before the operation), and why.  Rule 3: a job whose lookup
-failed is looked at again after a back-off that doubles per failure up to a cap (``backoff``).
-Only requeue and restore write the object; hold, release and open leave it as it is.  Rule 4,
-the one exception to an append-only history: ``prune`` removes only old, finished rows of clear,
-unleased objects, never an object's newest (``may_prune``).  Rule 5, merging two ledgers
-(``ledger migrate --merge``): of a job's two objects the less clear bit wins (``less_clear``), so
-a bit that may be set is never lost nor made clearer.  Rule 6, a dead sweep's leases: a sweep
-holding the sweep lock may take over at once the leases of other *sweeps* (``sweep_owned``), never
-an operation's (docs/contract.md §9.5).  Rule 7, a late finish: an operation that finishes after
-another began on its job never makes the bit clearer (``after``; docs/contract.md §9.2).  Rule 8,
-no object is cleared before its clear is saved (docs/contract.md §13): a requeue or restore whose
-call cleared the job's flag leaves its object ``may_be_set``, watched (``UNSAVED`` in its why),
-and the sweep clears it once a lookup made after the looks that prove the object's quiet moment
-saved shows the job at Requeue=0 or gone (``core.durable`` Rules 2, 3, 8).
+A ledger backend stores; these pure functions decide.  "Rule N" here is ``core.life.RULES["LN"]``:
+one line each there, in full in docs/contract.md §9.1 (Rules 4, 5), §9.2 (1, 2, 7), §9.5 (3, 6)
+and §13.3 (8).
 """
 
 from __future__ import annotations

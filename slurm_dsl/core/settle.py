@@ -1,117 +1,14 @@
 """Settling an unknown outcome: did the operation take effect? The rules, no lookup (docs/contract.md §12).
 
-Strategy: an ``unknown`` result says the call may or may not have happened; the job's record,
-looked up later (docs/contract.md §9.3), can say whether the operation's effect is there.  The
-caller looks and keeps the clock; ``verdict`` decides, from values only, and ``exits_as`` gives
-the result a settled row exits as.  The verdict goes next to the call's own result, never
-instead of it.
+An ``unknown`` result says the call may or may not have happened; the job's record, looked up later,
+can say whether the operation's effect is there.  The caller looks and keeps the clocks; ``verdict``
+decides from one record, ``settle_operation`` from what the ledger recorded of an operation and of
+the later ones on its job, and ``exits_as`` gives the result a settled row exits as.  A verdict goes
+next to the call's own result, never instead of it.  ``None`` is "not now: look again";
+``Verdict.UNDECIDABLE`` is for ever; every ``Verdict`` is final.
 
-Rule 1, a lookup that could not ask decides nothing: ``verdict`` returns None ("no verdict yet")
-whatever the op, the baseline or the time.  ``NoJob.COULD_NOT_ASK`` says so; "gone" is its own
-value (``NoJob.GONE``), so that "no record" can never be read from a failed lookup: a bare
-``None`` for the job is refused (``InvalidInput``).
-Rule 2, gone is gone: slurmctld no longer knows the job, whatever the op: ``Verdict.GONE``, at any
-time (nothing can be applied to a job slurmctld has forgotten).
-Rule 3, the effect of each op, read from the record (the table of docs/contract.md §12):
-``hold``, PriorityLong 0 (slurmctld's mark of a held job, whatever the Reason:
-docs/slurm-behaviour.md §4); ``release`` and ``open``, PriorityLong above 0; ``requeue``, RestartCnt
-above the baseline's (docs/slurm-behaviour.md §5: a successful requeue adds one); ``restore``, the
-Requeue flag 0.  Only ``requeue`` needs the baseline, the record committed with the intent.
-Rule 4, a requeue without a baseline is ``Verdict.UNDECIDABLE``: nothing says what its RestartCnt
-was.  So is one whose record shows fewer restarts than its baseline: the record is not the one the
-baseline was read from (slurmctld's state was lost and the id reused), so it cannot say.  So is
-one whose record shows more than one restart above its baseline: more than this one requeue
-happened (another admin's, a node failure's), and the record cannot say whether this one was among
-them (docs/contract.md §12, "A verdict reads the job's state, not its cause").
-
-A verdict reads the job's state, not its cause: ``present`` says the record shows the effect,
-whoever made it; ``absent`` says it does not show it now (another admin may have undone it).
-Rule 5, ``present`` may be read from any lookup, however soon after the end (or before it).
-Rule 6, ``absent`` only from a lookup made at least the settle delay after the end of the op's
-last script process, its process group killed (for ``open``, its direct scontrol process):
-``since_end`` seconds, None when that end is not known (e.g. an unfinished op whose process is not
-known dead).  A request that reached slurmctld just before its client died may still be applied
-(docs/settle-delay.md §3: once in 800 kills the effect came after a first look).  Earlier, or with
-no known end, the record without the effect gives None: no verdict yet, look again later.
-Rule 7, the settle delay is finite and at least ``MIN_SETTLE_DELAY`` (2 s); the default is
-``DEFAULT_SETTLE_DELAY`` (10 s, slurmctld's default MessageTimeout; docs/settle-delay.md §3).  A
-bad delay, op, record, baseline or time is ``InvalidInput``, before anything is decided.
-
-How a caller tells the three "not decided" apart: ``None`` is "not now: look again" (Rules 1 and
-6); ``Verdict.UNDECIDABLE`` is for ever (Rule 4): looking again will not change it, so it is a
-verdict to record.  Every ``Verdict`` is final.
-
-Settling one recorded operation (``settle_operation``): the rules above, given what the ledger
-recorded of it and of the later operations of its job, and one lookup (its answer and the ledger-
-clock time the lookup STARTED).  The caller keeps the clocks; these rules only subtract.
-Rule 9, the end of the operation, from which the settle delay counts: a finished one's
-``finished_at`` (written after its last process ended and its group was killed); an unfinished
-one's ``ends_by`` (its backstop: every process of it is dead by then, whatever happened); an old
-unfinished row without ``ends_by``, ``started_at`` plus the longest any operation may run
-(``no_ends_by_bound``: run.deadlines' MAX_TIMEOUT + KILL_GRACE + GUARD_MARGIN, passed in as a value,
-since the core imports no run module).  ``since_end`` = the lookup's start - that end.
-Rule 10, a later operation on the same field: the record a lookup shows today says nothing about
-this operation once a later operation of the same job has acted on the field its effect is read
-from (``FIELDS``: hold, release and open act on the priority; requeue on RestartCnt and the Requeue
-flag; restore on the Requeue flag).  The record read before the first such later operation started
-(its baseline, at its ``baseline_at``) is the last one that can speak for this one: the verdict is
-read from it, by Rules 1-7, with ``since_end`` from its ``baseline_at``.  Without that record (no
-baseline, or no time it was read) the verdict is ``undecidable`` ("a later <op> on the job, no
-record from before it"), for ever.  **Decision:** so is a record read before this operation
-started (it cannot show this operation's effect) and one that does not show the effect but was read
-too soon after the end to say ``absent``: looking again will never find an earlier record, so
-"not now" would keep the operation unsettled for ever.
-Rule 11, only an ``unknown`` or unfinished operation is settled, or an acknowledged one (Rule
-12); any other result, or a record of another job, is ``InvalidInput``.  The answer
-(``Settled``) is the verdict, its detail in words, and what it was read from: the record (None:
-gone, or none was read), the time that lookup started, and the id of the later operation whose
-baseline it was (None: the lookup given).
-
-Rule 12, an acknowledged operation read again (docs/contract.md §13.4): slurmctld replies before
-it saves, so an ``ok`` (or a requeue's ``bit_set``) can be lost by a controller that dies before
-its next save, or a backup that takes over from the last one.  Such an operation is settled by the
-same rules as an unknown one (the effect, the settle delay, a later operation on the field), and
-``absent`` then means "acknowledged, then lost" (its detail says so): the job was as asked and no
-longer is, whoever undid it.
-
-Rule 13, a call that failed with a message no refusal prints waits longer (docs/contract.md §13.6):
-an unknown operation whose reason is ``unrecognised_stderr`` (among them every message scontrol
-prints when no controller answers: ``Unexpected message received``, ``Socket timed out on send/recv
-operation``, ``Unable to contact slurm controller``), or a requeue's ``clear_failed`` or
-``clear_not_run`` (its call 2's reason is then not kept), may have been sent during a hand-back (a
-restarted primary taking control back from its backup), and such a request waits on the primary's
-listening socket and is applied when it takes control: up to ``CONTROL_TIMEOUT`` (30 s) after its
-client exited 1 (24.11.5: ~28 s, 10 of 10, docs/durability.md §2).  So its settle delay is the
-settle delay plus ``CONTROL_TIMEOUT`` (``delay_of``): ``absent`` is read only after that, and a
-keyed ``--retry`` never runs a requeue again before it.  A call cut off by its own deadline (killed,
-or timed out) prints nothing to tell a hand-back by, so where one can happen (slurm.conf names a
-backup controller: ``hand_back``) every unknown or unfinished operation waits so long.
-
-Rule 14, no ``absent`` while a request may be held back (docs/contract.md §13.6): the bound of Rule
-13 counts from the client's end, and a restarted primary under load took control later than that.
-So where a hand-back can happen, ``absent`` is read from a lookup only when what was read of the
-controllers before it (``control``, ``core.durable`` Rule 6) shows that no request sent before the
-operation's end can still be held back: otherwise no verdict yet (look again later).  From a later
-operation's record (Rule 10), read without such a reading, a missing effect is ``undecidable`` there.
-
-Rule 15, the settle delay on one clock (docs/contract.md §13.7): the ledger's times (Rule 9) are
-wall-clock times, which a step moves; a forward step between an operation's end and a lookup would
-make the delay look served while its request may still be on its way.  So where the caller knows the
-seconds from the end to the lookup's start on one clock that never steps (``elapsed``: the same host
-and boot kept a boot-clock reading at the end), those seconds are the time since the end, not the
-ledger times' difference.  Where it knows only seconds that are no more than that (``seen``: since
-this host first found the operation over, on its boot clock), the time since the end is the least
-of those and the ledger times' difference: a step can make neither too long.  The same for a later
-operation's record (Rule 10): where the caller gives the seconds from the end to that record's
-lookup on one boot clock (``before``, by the later operation's id), the fewer of those and the
-ledger times' difference; where it gives ``before`` without them (the two were read on different
-hosts or boots, or before schema 6), how long after the end it was read cannot be told, and a
-missing effect is ``undecidable`` there, never ``absent``.
-
-Rule 8, the exit of a settled row (``exits_as``): a row whose result is ``unknown`` exits by its
-effect, ``present`` as ``ok``, ``gone`` as ``not_found``, ``absent``, ``undecidable`` or no verdict
-as ``unknown``; a row whose result is not unknown has no effect (None) and exits as its result.
-The exit codes of those results are the command line's (``admin.cli.EXIT_CODES``).
+"Rule N" here is ``core.life.RULES["SN"]``: one line each there, in full in docs/contract.md §12
+(Rules 1-11), §13.4 (12), §13.6 (13, 14) and §13.7 (15).
 """
 
 from __future__ import annotations
@@ -121,6 +18,7 @@ import math
 from dataclasses import dataclass
 from typing import AbstractSet, Dict, FrozenSet, List, Mapping, NamedTuple, Optional, Sequence, Union
 
+from . import life
 from .durable import UNREAD, Control, may_be_held
 from .jobid import validate_job_id
 from .jobinfo import JobInfo
@@ -575,13 +473,13 @@ _MISSING = object()  # ``gone_at_once``'s default: an id the answers do not hold
 
 # Rule 12: what may be settled: an unknown or unfinished operation, and one slurmctld acknowledged
 # (``ok``, or ``bit_set``), read again after a controller may have lost it (docs/contract.md §13.4).
-SETTLED_RESULTS = (None, Result.UNKNOWN, Result.OK, Result.BIT_SET)
+SETTLED_RESULTS = life.SETTLEABLE
 LOST = "acknowledged, then lost (the controller came back, or another took over, without it; or it was undone)"
 
 
 def _lost(operation: Recorded, found: Verdict, detail: str) -> str:
     """Rule 12's words on an acknowledged operation whose effect is absent."""
-    if found is Verdict.ABSENT and operation.result in (Result.OK, Result.BIT_SET):
+    if found is Verdict.ABSENT and operation.result in life.ACKNOWLEDGED_RESULTS:
         return f"{LOST}: {detail}"
     return detail
 

@@ -51,10 +51,11 @@ from typing import (
 )
 
 from ..core import ledger_rules as rules
+from ..core import life
 from ..core.jobid import validate_job_id
 from ..core.jobinfo import JobInfo
 from ..core.keys import check_key
-from ..core.model import InvalidInput, LedgerError, Op, Outcome, Reason, RequeueBit, Result
+from ..core.model import InvalidInput, LedgerError, Op, Outcome, Reason, RequeueBit, Result, Verdict
 from ..core.shown import shown
 from . import schema
 from .base import STDERR_CAP
@@ -957,8 +958,6 @@ def checked_op_ids(op_ids: Iterable[int]) -> List[int]:
 def checked_verdicts(verdicts: Sequence[SettlementIn]) -> List[Tuple[int, str, float, Optional[str], str]]:
     """``add_settlements``' items, checked (InvalidInput) and encoded: (op_id, verdict's value,
     looked_at, the record's ``job_info_text``, detail as ``stored_text``)."""
-    from ..core.model import Verdict
-
     checked = []
     # A sweep's 10,000 verdicts share a few details ("gone: ..."): each distinct one made
     # ``stored_text`` once (docs/benchmarks.md §9).
@@ -998,10 +997,8 @@ def settlement_plan(
         if row is None:
             raise LedgerError(f"ledger {path}: no operation {op_id} to settle", path=path)
         job_id, finished_at, result, has_one = row
-        # An acknowledged one (ok, bit_set) takes only a final "lost" verdict: absent, or gone
-        # (docs/contract.md §13.4).
-        lost = result in (Result.OK.value, Result.BIT_SET.value) and verdict in ("absent", "gone")
-        if finished_at is not None and result != Result.UNKNOWN.value and not lost:
+        # The table says which verdicts a row may take (core.life: an acknowledged one only absent or gone).
+        if not life.verdict_allowed(None if finished_at is None else Result(result), Verdict(verdict)):
             raise LedgerError(
                 f"ledger {path}: operation {op_id} finished {result}, not unknown: it has nothing to settle",
                 path=path,
@@ -1015,8 +1012,6 @@ def settlement_plan(
 
 def settlement_values(s: Settlement, op_id: int) -> SettlementRow:
     """An imported settlement's columns (``SettlementRow``), of the history row ``op_id`` here."""
-    from ..core.model import Verdict
-
     return (
         op_id,
         validate_job_id(s.job_id),

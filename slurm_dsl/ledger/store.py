@@ -20,9 +20,10 @@ import time
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Mapping, Optional, Self, Sequence, Set, Tuple
 
+from ..core import life
 from ..core.durable import LOOKS_KEPT
 from ..core.jobid import checked_list
-from ..core.model import Op, Outcome, RequeueBit, Result
+from ..core.model import Op, Outcome, RequeueBit
 from . import query
 from . import rows as ledger_rows
 from .base import Alive, Looks, Marks
@@ -532,7 +533,7 @@ class SqlStore(query.SqlQueries):
         from_id, since = ledger_rows.checked_op_id(from_id), ledger_rows.finite("since", since)
         tail = (" LIMIT ?", [int(limit)]) if limit is not None and limit >= 0 else ("", [])
         sql = query.ACKNOWLEDGED + tail[0]
-        args = [from_id, since, Result.OK.value, Result.BIT_SET.value, *tail[1]]
+        args = [from_id, since, *sorted(r.value for r in life.ACKNOWLEDGED_RESULTS), *tail[1]]
         return ledger_rows.recorded(self._read("read acknowledged operations", sql, args), self.path)
 
     def recorded(self, op_ids: Sequence[int]) -> Dict[int, Recorded]:

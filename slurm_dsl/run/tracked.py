@@ -42,6 +42,7 @@ import time
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
 
+from ..core import life
 from ..core.jobid import JobIds, checked_already, distinct_ids, validate_job_id
 from ..core.jobinfo import JobInfo
 from ..core.keys import Decision, Earlier, Step, check_key, decide, took_effect
@@ -246,7 +247,7 @@ def record(
 
 
 # The results of calls that may have changed a job: what a look after them is for (core.durable Rule 2).
-CHANGED = (Result.OK, Result.BIT_SET, Result.UNKNOWN)
+CHANGED = life.MAY_HAVE_CHANGED
 
 
 def current_actor() -> str:
