@@ -464,17 +464,23 @@ class Cluster:
 
     def _apply(self, c: Controller, t: float, argv: List[str], uid: int) -> Tuple[int, str]:
         """Apply one request on controller ``c`` at ``t``: (exit status, stderr).  Replies first,
-        then schedules the save (the changes are in memory at once)."""
+        then schedules the save (the changes are in memory at once).  A list of ids is one
+        request per id, in order, each failing one printing its own lines (docs/slurm-bulk.md)."""
         self.applied.append((t, c.name, tuple(argv), uid))
-        verb, target = argv[0], self._target(argv)
+        verb = argv[0]
         value = next((a.split("=", 1)[1] for a in argv[1:] if a.lower().startswith("requeue=")), None)
-        if "_" in target:  # an array task addressed as A_T, or the array's own id: array format
+        answers = [self._apply_one(c, t, verb, value, uid, i) for i in self._target(argv).split(",") if i]
+        return max(rc for rc, _ in answers), "".join(text for _, text in answers)
+
+    def _apply_one(self, c: Controller, t: float, verb: str, value: Optional[str], uid: int,
+                   target: str) -> Tuple[int, str]:
+        if "_" in target:  # an array task addressed as A_T: the array format
             base, _, task = target.partition("_")
             members = [j for j in c.jobs.values() if j.array is not None and j.array[0] == base
                        and j.array[1] == int(task)]
             return self._array(c, t, verb, value, uid, base, members, [int(task)])
         members = [j for j in c.jobs.values() if j.array is not None and j.array[0] == target]
-        if members:
+        if members:  # the array's own JobId reaches every task
             return self._array(c, t, verb, value, uid, target, members, [m.array[1] for m in members if m.array])
         job = c.jobs.get(target)
         text = INVALID if job is None else self._one(c, t, verb, value, uid, job)
