@@ -16,7 +16,7 @@ import json
 from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Sequence
 
 from ..core import ledger_rules as rules
-from ..core.model import Outcome
+from ..core.model import Outcome, Result
 from ..core.shown import shown
 
 if TYPE_CHECKING:  # only their types: an operation, the common case, does not import the sweeper nor doctor
@@ -59,6 +59,50 @@ def format_outcome(outcome: Outcome) -> str:
 def outcome_text(outcome: Outcome, as_json: bool) -> str:
     """An operation's result as printed: its table row, or its JSON object (``Outcome.to_json``)."""
     return json_line(outcome.to_json()) if as_json else format_outcome(outcome) + "\n"
+
+
+# The order of a summary's parts: what needs an admin last, so that it ends the line.
+SUMMARY_ORDER = (Result.OK, Result.NOT_FOUND, Result.EXPIRED, Result.REJECTED, Result.NOT_RUN, Result.BIT_SET,
+                 Result.UNKNOWN)
+SUMMARY_RANGES = 8  # the most id ranges one group of a summary lists; the rest are counted
+
+
+def summary_line(outcomes: Sequence[Outcome], sep: str = " \u00b7 ") -> str:
+    """A run's rows folded into one line, as ``clush -b`` folds identical output: per result (the
+    one each row exits as) how many, and but for ``ok`` the ids by what was said,
+    ``ok 4,213 · rejected 12 (Job is pending execution: 101-112) · unknown 3 ([timed_out]: 7,9)``."""
+    groups: Dict[Result, Dict[str, List[str]]] = {}
+    for outcome in outcomes:
+        notes = [c.message for c in outcome.calls if c.message][-1:]
+        if outcome.reason is not None:
+            notes.append(f"[{outcome.reason.value}]")
+        groups.setdefault(outcome.exits_as, {}).setdefault(shown(" ".join(notes), 120), []).append(outcome.job_id)
+    parts = []
+    for result in SUMMARY_ORDER:
+        said = groups.get(result)
+        if not said:
+            continue
+        part = f"{result.value} {sum(len(ids) for ids in said.values()):,}"
+        if result is not Result.OK:
+            part += " (" + "; ".join(f"{t}: {folded(ids)}" if t else folded(ids) for t, ids in said.items()) + ")"
+        parts.append(part)
+    return sep.join(parts)
+
+
+def folded(ids: Sequence[str]) -> str:
+    """Job ids as ranges, ``101-112,2001``: plain numbers folded in order, array tasks after them;
+    past ``SUMMARY_RANGES`` ranges, how many ids more."""
+    numbers = sorted({int(i) for i in ids if i.isdigit()})
+    runs: List[List[int]] = []
+    for n in numbers:
+        if runs and n == runs[-1][1] + 1:
+            runs[-1][1] = n
+        else:
+            runs.append([n, n])
+    items = [(str(a) if a == b else f"{a}-{b}", b - a + 1) for a, b in runs]
+    items += [(i, 1) for i in sorted({i for i in ids if not i.isdigit()})]
+    rest = sum(n for _, n in items[SUMMARY_RANGES:])
+    return ",".join(t for t, _ in items[:SUMMARY_RANGES]) + (f" and {rest:,} more" if rest else "")
 
 
 # -- sweep ----------------------------------------------------------------------------------------

@@ -105,3 +105,22 @@ def test_the_sweeps_json_lines_each_with_a_kind() -> None:
     assert (summary["not_clear"], summary["dry_run"], summary["seconds"]) == (0, True, 0.25)
     assert all(line == json.dumps(json.loads(line), sort_keys=True)
                for line in render.sweep_text(report(), "pyslurm", 0, as_json=True).splitlines())
+
+
+def test_a_summary_folds_rows_as_the_issue_words_it() -> None:
+    """Issue 45 item 6's own example, the ids and counts written out by hand."""
+    from slurm_dsl.core.model import Call, CallOutcome, Op, Outcome, Reason, Result
+
+    pending = Call(1, 1, "1", b"", CallOutcome.REJECTED, "Job is pending execution")
+    rows = [Outcome(Op.HOLD, str(1000 + i), Result.OK, None) for i in range(4213)]
+    rows += [Outcome(Op.HOLD, str(i), Result.REJECTED, None, None, (pending,)) for i in range(112, 100, -1)]
+    rows += [Outcome(Op.HOLD, j, Result.UNKNOWN, None, Reason.TIMED_OUT) for j in ("2017", "2001", "2005")]
+    assert render.summary_line(rows) == (
+        "ok 4,213 \u00b7 rejected 12 (Job is pending execution: 101-112)"
+        " \u00b7 unknown 3 ([timed_out]: 2001,2005,2017)")
+
+
+def test_a_long_list_of_ids_is_cut_with_how_many_more() -> None:
+    ids = [str(n) for n in range(1, 40, 2)] + ["7_3", "7_1"]  # 20 ranges of one, two array tasks
+    assert render.folded(ids) == "1,3,5,7,9,11,13,15 and 14 more"
+    assert render.folded(["5", "4", "3", "9", "7_1"]) == "3-5,9,7_1"

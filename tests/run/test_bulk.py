@@ -409,3 +409,26 @@ def test_without_min_job_age_or_past_it_every_ok_id_is_looked_up(
         assert {o.result for o in run_many(t, Op.HOLD, ["11", "14"], 10.0)} == {Result.OK}
     _, second = squeue_calls(tmp_path)
     assert " -j 11,14 " in f" {second} "
+
+
+class Terminal(io.StringIO):
+    """A stdout that says it is a terminal."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize("terminal,json_flag", [(True, False), (False, False), (True, True)])
+def test_a_run_on_a_terminal_ends_with_its_rows_folded(
+    tmp_path: Path, fakes: Path, terminal: bool, json_flag: bool
+) -> None:
+    """Issue 45 item 6: one line per run, per result the count and the ids by what was said;
+    not when stdout is a file or a pipe, nor with --json (whose rows stay one object each)."""
+    out = Terminal() if terminal else io.StringIO()
+    argv = ["hold", *PLAN, "--timeout", "10", "--scontrol", str(fakes), "--ledger", str(tmp_path / "l.sqlite3")]
+    code = main(argv + (["--json"] if json_flag else []), out=out)
+    lines = out.getvalue().splitlines()
+    assert code == 11 and len(lines) == len(PLAN) + (terminal and not json_flag)
+    folded = ("ok 3 \u00b7 not_found 1 (Invalid job id specified: 13) \u00b7 rejected 2"
+              " (Job has already finished: 12; Invalid user id: 14)")
+    assert (lines[-1] == folded) == (terminal and not json_flag)

@@ -173,16 +173,33 @@ def add(sub: argparse._SubParsersAction, name: str) -> None:  # type: ignore[typ
     p.set_defaults(handler="op", op=op)
 
 
-def emit(outcomes: Iterable[Outcome], as_json: bool, out: IO[str]) -> int:
-    """Write each outcome's row (or JSON object) as it comes; the worst exit status of them."""
+def emit(outcomes: Iterable[Outcome], as_json: bool, out: IO[str], kept: Optional[List[Outcome]] = None) -> int:
+    """Write each outcome's row (or JSON object) as it comes, kept in ``kept`` if given; the worst
+    exit status of them."""
     from .. import render as show
 
     code = EXIT_OK
     for outcome in outcomes:
         out.write(show.outcome_text(outcome, as_json))
         out.flush()
+        if kept is not None:
+            kept.append(outcome)
         code = max(code, EXIT_CODES[outcome.exits_as])  # a settled row exits by its effect (§12)
     return code
+
+
+def summarize(outcomes: Sequence[Outcome], out: IO[str]) -> None:
+    """A run of many jobs ends, on a terminal, with its rows folded into one line (``render.summary_line``)."""
+    from .. import render as show
+
+    if len(outcomes) < 2:
+        return
+    line = show.summary_line(outcomes)
+    try:
+        line.encode(getattr(out, "encoding", None) or "utf-8")
+    except (UnicodeEncodeError, LookupError):  # a terminal that cannot show the middle dot
+        line = show.summary_line(outcomes, sep=" | ")
+    out.write(line + "\n")
 
 
 def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
@@ -227,6 +244,8 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
         events_of = drive(tracker, args.op, ids, deadline, one_by_one=not bulk, parallel=args.parallel,
                           progress=progress, looking=looking)
     held: List[Outcome] = []  # with --durable: the rows, printed once their save is confirmed
+    # On a terminal, the rows of many jobs end with one folded line (docs/contract.md §10).
+    shown: Optional[List[Outcome]] = [] if len(ids) > 1 and not args.json and out.isatty() else None
     with tracker, contextlib.closing(events_of) as events:
         try:
             # Results print as they come, in the order given, so a long run shows its progress.
@@ -239,7 +258,7 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
                 if args.durable:
                     held.append(event.outcome)
                 else:
-                    code = max(code, emit([event.outcome], args.json, out))
+                    code = max(code, emit([event.outcome], args.json, out, shown))
         finally:
             if progress is not None:
                 progress.close()
@@ -250,7 +269,9 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
             for outcome in held:
                 if outcome.saved is False:
                     log.warning("%s %s: %s", outcome.op.value, outcome.job_id, outcome.detail)
-            code = max(code, emit(held, args.json, out))
+            code = max(code, emit(held, args.json, out, shown))
+    if shown is not None:
+        summarize(shown, out)
     return code
 
 
