@@ -12,6 +12,7 @@ import stat
 from typing import List, Optional
 
 from ..core.model import DSLError, LedgerError
+from ..host import world
 from ..ledger.base import LedgerStore
 from ..ledger.choose import is_url, open_ledger, sqlite_path
 
@@ -26,7 +27,7 @@ def existing_ledger(path: str) -> LedgerStore:
             " config file's ledger names another; slurm-dsl config shows which is used)",
             path=path,
         )
-    return open_ledger(path)
+    return open_ledger(path, clock=world.current().wall)
 
 
 def same_location(a: str, b: str) -> bool:

@@ -20,6 +20,8 @@ import stat
 import threading
 from typing import Callable, NamedTuple, Tuple, TypeVar, Union
 
+from . import world
+
 # Seconds a read of one outside file gets at most when its caller has no shorter deadline: a
 # local file answers in microseconds, a healthy NFS server in milliseconds.
 FILE_TIMEOUT = 2.0
@@ -71,7 +73,7 @@ def within(timeout: float, work: Callable[[], Union[_T, NotRead]], path: str) ->
         finally:
             done.set()
 
-    threading.Thread(target=run, name="slurm-dsl read", daemon=True).start()
+    threading.Thread(target=world.carry(run), name="slurm-dsl read", daemon=True).start()
     if not done.wait(max(timeout, 0.0)):
         return NotRead(path, f"no answer within {max(timeout, 0.0):g} s (a hung file system?)")
     found = box[0]
@@ -94,6 +96,9 @@ def read_regular(path: str, limit: int, timeout: float = FILE_TIMEOUT, *, head: 
     """At most ``limit`` bytes of the regular file ``path`` (see the module); a ``NotRead`` when it
     is no such file, cannot be read, is longer than ``limit`` (unless ``head``: then its first
     ``limit`` bytes) or does not answer in ``timeout``."""
+    simulated = world.current().edge("read_regular")
+    if simulated is not None:
+        return simulated(path, limit, timeout, head=head)  # type: ignore[no-any-return]
 
     def work() -> Union[bytes, NotRead]:
         fd = os.open(path, _FLAGS)
@@ -121,6 +126,9 @@ def read_regular(path: str, limit: int, timeout: float = FILE_TIMEOUT, *, head: 
 
 def read_identified(path: str, limit: int, timeout: float = FILE_TIMEOUT) -> Union[Tuple[bytes, Identity], NotRead]:
     """``read_regular``'s bytes with the ``Identity`` of the file they were read from (one open)."""
+    simulated = world.current().edge("read_identified")
+    if simulated is not None:
+        return simulated(path, limit, timeout)  # type: ignore[no-any-return]
 
     def work() -> Union[Tuple[bytes, Identity], NotRead]:
         fd = os.open(path, _FLAGS)
@@ -142,6 +150,9 @@ def identity(path: str, timeout: float = FILE_TIMEOUT) -> Union[Identity, NotRea
     """The ``Identity`` of the regular file at ``path`` now, from its status alone (``lstat``: a
     symbolic link is refused; no read, so an account that may not read the file may still tell
     one save of it from the next); ``NotRead`` as ``read_regular``."""
+    simulated = world.current().edge("identity")
+    if simulated is not None:
+        return simulated(path, timeout)  # type: ignore[no-any-return]
 
     def work() -> Union[Identity, NotRead]:
         st = os.lstat(path)

@@ -55,6 +55,7 @@ from dataclasses import dataclass
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..core.script import GUARD, KILL_GRACE
+from . import world
 from .runs import RUN_ENV, this_run
 
 CAP = 1 << 20  # bytes kept of each of stdout and stderr
@@ -126,6 +127,9 @@ def run_script(script: str, *, timeout: float, cap: int = CAP, kill_grace: float
     """Run ``script`` with ``/bin/sh``, the script on stdin; ``timeout`` is its deadline, in
     seconds from now: TERM to its process group then, KILL ``kill_grace`` seconds later.  The
     shell gets the lifeline's fd and the backstop's seconds as ``$1`` and ``$2``."""
+    simulated = world.current().edge("run_script")
+    if simulated is not None:
+        return simulated(script, timeout=timeout, cap=cap, kill_grace=kill_grace)  # type: ignore[no-any-return]
     return _run((SH, "-s"), (), script.encode("utf-8"), timeout, cap, kill_grace)
 
 
@@ -133,6 +137,9 @@ def run_argv(argv: Sequence[str], *, timeout: float, cap: int = CAP, kill_grace:
     """Run ``argv`` (no shell string: a shell that starts the guards execs it), stdin from
     /dev/null.  A program that is missing is 127, one that cannot be executed 126."""
     argv = tuple(argv)
+    simulated = world.current().edge("run_argv")
+    if simulated is not None:
+        return simulated(argv, timeout=timeout, cap=cap, kill_grace=kill_grace)  # type: ignore[no-any-return]
     cannot = _cannot_exec(argv[0])
     if cannot is not None:
         return Completed(argv, cannot[0], b"", f"{argv[0]}: {cannot[1]}\n".encode(), False, False, started=False)

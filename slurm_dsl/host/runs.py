@@ -20,6 +20,7 @@ import os
 import time
 from typing import Dict, NamedTuple, Optional
 
+from . import world
 from .files import NotRead, read_regular
 
 RUN_ENV = "SLURM_DSL_RUN"
@@ -49,6 +50,8 @@ class Run(NamedTuple):
 
 def boot_id() -> str:
     """This boot's id, read once per process ("" where it cannot be read)."""
+    if world.current().this_run is not None:
+        return this_run().boot
     if "boot" not in _found:
         data = read_regular(BOOT_ID, 64)
         _found["boot"] = "" if isinstance(data, NotRead) else data.decode("ascii", "replace").strip()
@@ -67,8 +70,14 @@ def started(pid: int) -> Optional[int]:
 
 def this_run() -> Run:
     """This process's run."""
-    if "run" not in _found:
+    simulated = world.current().edge("this_run")
+    if simulated is not None:
+        found = Run.parse(simulated())
+        assert found is not None
+        return found
+    if "run" not in _found or _found.get("pid") != str(os.getpid()):  # a forked child is another run
         pid = os.getpid()
+        _found["pid"] = str(pid)
         _found["run"] = str(Run(os.uname().nodename, boot_id() or "?", pid, started(pid) or 0))
     run = Run.parse(_found["run"])
     assert run is not None
@@ -78,7 +87,8 @@ def this_run() -> Run:
 def boot_clock() -> float:
     """This host's boot clock (CLOCK_BOOTTIME: it never steps and counts a suspend), compared only
     with readings of the same host and boot (``ended``, ``since``)."""
-    return time.clock_gettime(time.CLOCK_BOOTTIME)
+    simulated = world.current().edge("boot_clock")
+    return simulated() if simulated is not None else time.clock_gettime(time.CLOCK_BOOTTIME)
 
 
 def observer() -> Optional[str]:
@@ -118,6 +128,9 @@ def between(earlier: Optional[str], later: Optional[str]) -> Optional[float]:
 def alive(text: Optional[str]) -> Optional[bool]:
     """Whether the run ``text`` names is known alive (True), known gone (False), or cannot be
     told here (None): see the module."""
+    simulated = world.current().edge("alive")
+    if simulated is not None:
+        return simulated(text)  # type: ignore[no-any-return]
     run = Run.parse(text)
     here = this_run()
     if run is None or run.host != here.host:

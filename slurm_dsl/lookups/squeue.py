@@ -55,14 +55,13 @@ from __future__ import annotations
 import logging
 import os
 import re
-import time
 from dataclasses import replace
 from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 from ..core.jobid import MAX_JOB_ID, canonical_ids, validate_job_id
 from ..core.jobinfo import JobInfo
 from ..core.model import InvalidInput, LookupFailed
-from ..host import process
+from ..host import process, world
 from ..host.binaries import DEFAULT_SQUEUE
 from . import plan
 
@@ -258,7 +257,7 @@ class SqueueLookup:
         parallel: int = PARALLEL,
         costs: plan.Costs = plan.SQUEUE_COSTS,
         sdiag_path: Optional[str] = None,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float] = world.monotonic,
         jobinfo: Optional[str] = _FIND,
         jobinfo_costs: plan.Costs = plan.JOBINFO_COSTS,
     ) -> None:
@@ -392,7 +391,7 @@ class SqueueLookup:
             return self._query([job], timeout=left).get(job)
 
         with ThreadPoolExecutor(max_workers=min(self.parallel, len(ids))) as pool:
-            futures = [pool.submit(ask, job) for job in ids]
+            futures = [pool.submit(world.carry(ask), job) for job in ids]
             try:
                 return {job: future.result() for job, future in zip(ids, futures)}
             finally:

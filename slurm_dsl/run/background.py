@@ -10,6 +10,8 @@ from __future__ import annotations
 import threading
 from typing import Callable, Generic, List, Optional, TypeVar
 
+from ..host import world
+
 T = TypeVar("T")
 
 
@@ -20,7 +22,7 @@ class Background(Generic[T]):
     def __init__(self, work: Callable[[], T], name: str) -> None:
         self._answer: List[T] = []
         self._error: Optional[BaseException] = None
-        self._thread = threading.Thread(target=self._run, args=(work,), name=name, daemon=True)
+        self._thread = threading.Thread(target=world.carry(self._run), args=(work,), name=name, daemon=True)
         self._thread.start()
 
     def _run(self, work: Callable[[], T]) -> None:

@@ -65,7 +65,7 @@ from ..core.model import (
 )
 from ..core.script import list_argv
 from ..core.vouch import VOUCHING, min_job_age, vouched
-from ..host import process
+from ..host import process, world
 from ..host.binaries import find_scontrol, find_squeue
 from ..ledger.base import STDERR_CAP, LedgerStore
 from ..lookups.sight import trusted
@@ -409,7 +409,7 @@ class _MinJobAge:
                 if done.returncode == 0 and not done.pipes_held:
                     self._value = min_job_age(done.stdout)
 
-        self._asking = threading.Thread(target=work, name="slurm-dsl MinJobAge", daemon=True)
+        self._asking = threading.Thread(target=world.carry(work), name="slurm-dsl MinJobAge", daemon=True)
         self._asking.start()
 
     def known(self) -> bool:

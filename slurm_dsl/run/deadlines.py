@@ -20,6 +20,7 @@ from typing import Callable, Optional
 from ..core.model import InvalidInput
 from ..core.numbers import seconds
 from ..core.plain import plain_float
+from ..host import world
 
 Clock = Callable[[], float]
 _ANCHOR = time.time() - time.monotonic()
@@ -27,8 +28,17 @@ _ANCHOR = time.time() - time.monotonic()
 
 def steady() -> float:
     """Epoch seconds on the monotonic clock: the wall clock as it read when this module was
-    imported, moved on by ``time.monotonic`` since.  Every deadline is kept on it."""
-    return _ANCHOR + time.monotonic()
+    imported, moved on by ``time.monotonic`` since (a simulated world's own).  Every deadline is
+    kept on it."""
+    simulated = world.current().edge("monotonic")
+    return simulated() if simulated is not None else _ANCHOR + time.monotonic()
+
+
+def wall() -> float:
+    """This host's wall clock (a simulated world's own): only to turn a given epoch deadline into
+    seconds from now, once."""
+    simulated = world.current().edge("wall")
+    return simulated() if simulated is not None else time.time()
 
 # The longest timeout, and the furthest deadline from now, an operation takes: one day.  The
 # runner waits with poll()/epoll, whose timeout is milliseconds in a C int: 2**31 ms is about
@@ -94,7 +104,7 @@ def resolve_deadline(timeout: Optional[float], deadline: Optional[float], clock:
             )
         return clock() + given
     assert deadline is not None
-    left = check_deadline(deadline, time.time) - time.time()
+    left = check_deadline(deadline, wall) - wall()
     return check_deadline(clock() + left, clock)
 
 

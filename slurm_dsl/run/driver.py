@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Callable, Generator, List, Optional, Sequence,
 from ..core.jobid import JobIds, distinct_ids
 from ..core.model import InvalidInput, LedgerError, NotRecorded, Op, Outcome
 from ..core.script import KILL_GRACE
-from ..host import process
+from ..host import process, world
 from ..ledger import base
 from .arrays import LookupAnswer
 from .background import Background
@@ -202,7 +202,7 @@ def _one_by_one(
     not_started: List[str] = []
     with ThreadPoolExecutor(max_workers=parallel) as pool:
         try:
-            for job_id, (outcome, error) in zip(ids, pool.map(one, ids)):
+            for job_id, (outcome, error) in zip(ids, pool.map(world.carry(one), ids)):
                 if outcome is None:
                     not_started.append(job_id)
                 elif isinstance(outcome, Taken):

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import logging
 import os
-import time
 from dataclasses import replace
 from typing import Dict, List, Optional, Sequence, Set, Tuple
 
@@ -30,6 +29,7 @@ from ..core.durable import looks_needed
 from ..core.jobinfo import JobInfo
 from ..core.keys import took_effect
 from ..core.model import LookupFailed, Op, Outcome, RequeueBit, Result, Verdict
+from ..host import world
 from ..host.binaries import find_scontrol, find_squeue
 from ..host.files import FILE_TIMEOUT, NotRead, identity
 from ..host.runs import boot_clock
@@ -97,7 +97,7 @@ def _wait(
             why = f"{short} more of slurmctld's saves not seen by the deadline (an idle slurmctld saves on its next" \
                   " change, or its checkpoint every 300 s)"
             return {j: out.get(j, why) for j in jobs}
-        time.sleep(POLL)
+        world.sleep(POLL)
         now = looks.look(at)
         if now is not None and now.seen != (chain[-1][1] if chain else own.seen):
             chain.append((len(chain) + 1, now.seen))

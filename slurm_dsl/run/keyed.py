@@ -33,7 +33,6 @@ are those their intents were committed under (``tracked.Begun``), never looked f
 from __future__ import annotations
 
 import logging
-import time
 from dataclasses import replace
 from types import MappingProxyType
 from typing import Dict, Iterator, List, Optional, Sequence, Set, Tuple, Union
@@ -44,6 +43,7 @@ from ..core.jobinfo import JobInfo
 from ..core.keys import Decision, Earlier, Step, check_key, decide
 from ..core.model import DSLError, InvalidInput, LedgerError, LookupFailed, Op, Outcome, Result, Verdict
 from ..core.settle import DEFAULT_SETTLE_DELAY, check_settle_delay, delay_of
+from ..host import world
 from ..host.binaries import find_scontrol, find_squeue
 from ..host.runs import boot_clock
 from ..ledger.base import LedgerStore
@@ -162,7 +162,7 @@ class _Run:
         if wait >= (self.deadline if by is None else by) - self.tracker.clock():
             return False
         if wait > 0:
-            time.sleep(wait)
+            world.sleep(wait)
         return True
 
     # -- lookups --------------------------------------------------------------------------------

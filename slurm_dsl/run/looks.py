@@ -11,14 +11,15 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-import time
 from typing import Callable, Dict, NamedTuple, Optional
 
 from ..core.durable import Look, looks_needed
+from ..host import world
 from ..host.files import FILE_TIMEOUT
-from ..host.runs import boot_id
+from ..host.runs import boot_id, this_run
 from ..ledger.base import LedgerStore, Looks
 from ..lookups import saves
+from .deadlines import steady
 
 log = logging.getLogger("slurm_dsl")
 
@@ -31,7 +32,8 @@ IDLE_AFTER = 6.0
 def observer(location: str) -> str:
     """Who looks: this host in this boot at ``location`` (its name, a digest of the path)."""
     where = hashlib.sha256(os.fsencode(location)).hexdigest()[:12]
-    return f"{os.uname().nodename}:{boot_id()}:{where}"
+    here = this_run()
+    return f"{here.host}:{boot_id()}:{where}"
 
 
 class Place(NamedTuple):
@@ -109,7 +111,7 @@ class Watch:
         """Whether what was acknowledged before the anchor is known saved by the looks so far (Rule 2)."""
         return self.looks is not None and self.needed(mark, own) == 0
 
-    def wait(self, done: Callable[[], bool], seconds: float, clock: Callable[[], float] = time.monotonic) -> None:
+    def wait(self, done: Callable[[], bool], seconds: float, clock: Callable[[], float] = steady) -> None:
         """Look every ``POLL`` seconds, for at most ``seconds`` (``clock``: monotonic), until
         ``done()`` says so or a look cannot see (``why``); a look that sees another file than the
         last one kept is taken into the ledger (``look``), the others cost no transaction.  A wait
@@ -120,7 +122,7 @@ class Watch:
         until, idle_at = start + seconds, start + IDLE_AFTER
         first = None if self.looks is None else self.looks.seen
         while not self.idle and not done() and self.why is None and clock() + POLL <= until:
-            time.sleep(POLL)
+            world.sleep(POLL)
             now = look(self.at, self.timeout)
             if now is None or self.looks is None or self.looks.seen != now.seen:
                 self.look()

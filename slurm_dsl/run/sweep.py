@@ -48,7 +48,6 @@ import enum
 import functools
 import gc
 import logging
-import time
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, ParamSpec, Sequence, Set, Tuple, TypeVar
 
@@ -58,6 +57,7 @@ from ..core.jobinfo import JobInfo, Lookup
 from ..core.ledger_rules import SWEEP_TAG
 from ..core.model import InvalidInput, LedgerError, LookupFailed, Op, Outcome, RequeueBit, Result
 from ..core.settle import DEFAULT_SETTLE_DELAY, Pending, Recorded, check_settle_delay
+from ..host import world
 from ..host.binaries import find_scontrol
 from ..host.runs import boot_clock, this_run
 from ..ledger.base import LedgerStore, Marks
@@ -65,6 +65,7 @@ from ..lookups.saves import LastSave, last_save
 from ..lookups.sight import trusted
 from ..lookups.squeue import SqueueLookup
 from . import looks, settling
+from .deadlines import steady
 from .tracked import Tracker, lease_owner
 
 log = logging.getLogger("slurm_dsl")
@@ -274,7 +275,7 @@ def sweep(
     """One pass over the objects whose bit is not clear, and over the unknown operations to
     settle.  The caller holds the ``SweepLock``.
 
-    ``take_over_at``: a ``time.monotonic()`` instant (the lock taken + ``TAKE_OVER_GRACE``) from
+    ``take_over_at``: a ``deadlines.steady()`` instant (the lock taken + ``TAKE_OVER_GRACE``) from
     which the leases of other sweeps are taken over; None: they keep their objects until they
     lapse.  The sweep waits for it only if such an object is there to take.  ``settle_limit``:
     at most so many operations settled (newest first); ``settle_delay``: core.settle's;
@@ -287,12 +288,12 @@ def sweep(
     owner = lease_owner(SWEEP_TAG)
     # The objects' ids alone: all the sweep needs of them, and 100,000 of them fit in a few MB.
     ids = ledger.pending_ids(ledger.now(), limit, take_over_sweeps=take_over_at is not None)
-    if take_over_at is not None and not dry_run and time.monotonic() < take_over_at:
+    if take_over_at is not None and not dry_run and steady() < take_over_at:
         # Too early to take a dead sweep's leases: wait for the grace only if there are any.
         if set(ids).difference(ledger.pending_ids(ledger.now(), limit)):
-            time.sleep(max(take_over_at - time.monotonic(), 0.0))
+            world.sleep(max(take_over_at - steady(), 0.0))
             ids = ledger.pending_ids(ledger.now(), limit, take_over_sweeps=True)
-    take_over = take_over_at is not None and time.monotonic() >= take_over_at
+    take_over = take_over_at is not None and steady() >= take_over_at
     # What was seen of slurmctld's saves (core.durable Rule 2), before anything is decided; objects
     # that a save or two more would prove get that long (``SAVE_WAIT``), before their leases.
     watch = looks.Watch(ledger, keep=not dry_run)

@@ -38,7 +38,6 @@ import os
 import pwd
 import re
 import threading
-import time
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
 
@@ -58,6 +57,7 @@ from ..core.model import (
     describe,
 )
 from ..core.script import KILL_GRACE
+from ..host import world
 from ..host.binaries import find_scontrol
 from ..host.runs import ended, this_run
 from ..ledger import base
@@ -261,7 +261,8 @@ def current_actor() -> str:
         name = pwd.getpwuid(uid).pw_name
     except KeyError:  # a uid with no passwd entry (a container, a removed account)
         name = "?"
-    actor = f"uid {uid} ({name}) on {os.uname().nodename}, pid {os.getpid()}"
+    here = this_run()
+    actor = f"uid {uid} ({name}) on {here.host}, pid {here.pid}"
     sudo = os.environ.get("SUDO_USER", "")
     if re.fullmatch(r"[A-Za-z0-9_.][A-Za-z0-9_.-]{0,63}", sudo):
         actor += f", sudo from {sudo}"
@@ -271,7 +272,8 @@ def current_actor() -> str:
 def lease_owner(tag: str = "op") -> str:
     """A lease owner unique to this thread of this process on this host, naming its run after
     ``@`` (``host.runs``: while that run is known alive, its leases hold, whatever the clocks)."""
-    return f"{tag}:{os.uname().nodename}:{os.getpid()}:{threading.get_ident()}:{new_nonce()[:8]}@{this_run()}"
+    here = this_run()
+    return f"{tag}:{here.host}:{here.pid}:{threading.get_ident()}:{new_nonce()[:8]}@{here}"
 
 
 
@@ -326,7 +328,7 @@ class Tracker:
         ledger: Optional[LedgerStore] = getattr(self._local, "ledger", None)
         if ledger is None:
             busy = base.BUSY_TIMEOUT if self.busy_timeout is None else self.busy_timeout
-            ledger = open_ledger(self.path, busy_timeout=busy)
+            ledger = open_ledger(self.path, busy_timeout=busy, clock=world.current().wall)
             self._local.ledger = ledger
             with self._lock:
                 self._opened.append(ledger)
@@ -439,7 +441,7 @@ class Tracker:
                 bit = RequeueBit.CLEAR if op is Op.REQUEUE else None
                 return Outcome(op, job, Result.EXPIRED, bit, None, (), None,
                                "another operation or sweeper held the job until the deadline")
-            time.sleep(LEASE_POLL)
+            world.sleep(LEASE_POLL)
         try:
             outcome = execute(op, job, deadline, scontrol=scontrol, nonce=nonce, clock=self.clock)
         except BaseException:

@@ -16,6 +16,7 @@ from slurm_dsl.admin.cli import main as cli_main
 from slurm_dsl.core.jobinfo import JobInfo
 from slurm_dsl.core.model import InvalidInput, Outcome, Result, SweepBusy
 from slurm_dsl.ledger.choose import open_ledger
+from slurm_dsl.run.deadlines import steady
 from slurm_dsl.run.sweep import Action, Done, decide, metrics_text, sweep
 from slurm_dsl.run.tracked import Tracker
 from tests.cli_run import cli
@@ -285,9 +286,9 @@ def test_a_sweep_holding_the_lock_takes_over_a_dead_sweeps_leases_after_the_grac
         assert ledger.acquire_leases(["3"], "op:ctl1:4712:1:0badf00d", now, 600.0) == ["3"]
     with Tracker(path, scontrol=str(fake)) as t:
         before = sweep(t, MemoryLookup({}))  # no take-over: a dead sweep's lease keeps its job
-        start = time.monotonic()
+        start = steady()
         report = sweep(t, MemoryLookup({}), take_over_at=start + 0.5)
-        waited = time.monotonic() - start
+        waited = steady() - start
     assert before.swept == []
     assert [(s.job_id, s.done) for s in report.swept] == [("1", Done.CLEARED)]
     assert waited >= 0.5
@@ -300,9 +301,9 @@ def test_a_sweep_with_no_dead_sweeps_lease_does_not_wait_for_the_grace(setup: tu
     path, fake = setup
     mark(path, ["1"])
     with Tracker(path, scontrol=str(fake)) as t:
-        start = time.monotonic()
+        start = steady()
         report = sweep(t, MemoryLookup({}), take_over_at=start + 60.0)
-        assert time.monotonic() - start < 60.0
+        assert steady() - start < 60.0
     assert [(s.job_id, s.done) for s in report.swept] == [("1", Done.CLEARED)]
 
 

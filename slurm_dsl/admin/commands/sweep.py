@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import argparse
 import logging
-import time
 from typing import IO
 
 from ...core.model import Result, UsageError
 from ...host.binaries import find_scontrol, find_squeue
+from ...run.deadlines import steady
 from ...run.tracked import Tracker
 from .. import render as show
 from ..exits import EXIT_CODES, EXIT_OK
@@ -84,7 +84,7 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     with Tracker(args.ledger, scontrol=scontrol, squeue=squeue, configuration=args.configuration) as tracker:
         with tracker.ledger().sweep_lock():  # SweepBusy if another sweep holds it: main exits 3
             # Holding the lock, this is the only sweep: the leases of any other are a dead one's.
-            take_over_at = time.monotonic() + TAKE_OVER_GRACE
+            take_over_at = steady() + TAKE_OVER_GRACE
             lookup = make_lookup(args.lookup, squeue)
             report = sweep(
                 tracker,

@@ -1,0 +1,180 @@
+"""The simulated world slurm-dsl's own code runs in: one host's clocks, its processes and files,
+and the simulated cluster behind scontrol and squeue (docs/testing.md §7).
+
+``Simulation.world(pid)`` is a strict ``slurm_dsl.host.world.World`` for one simulated process:
+every clock it reads is the simulation's (the host's wall clock may be stepped or skewed, its boot
+clock never steps), every process it starts is answered by the simulated cluster and takes
+simulated time, every outside file it reads is the simulated StateSaveLocation or slurm.conf, and
+a sleep moves the simulated clock.  An edge the simulation does not fill raises, so nothing reaches
+the real machine.  Written from docs/contract.md §2-§4, §9.3 and §13 and the ground truth, not from
+slurm_dsl's code; the ``Completed`` and ``Identity`` values are the edges' own types.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from dataclasses import dataclass, field
+from typing import Dict, Optional, Sequence, Set, Tuple, Union
+
+from slurm_dsl.host.files import Identity, NotRead
+from slurm_dsl.host.process import Completed
+from slurm_dsl.host.world import World
+from tests.sim import shell
+from tests.sim.slurmctld import Cluster
+
+EPOCH = 1_767_225_600.0  # the simulation's time 0 on a wall clock: 2026-01-01
+STATE = "/sim/state"
+CONF = "/etc/slurm/slurm.conf"
+SCONTROL, SQUEUE = "/usr/bin/scontrol", "/usr/bin/squeue"
+LOAD = 0.004  # seconds a squeue or scontrol load takes (docs/slurm-behaviour.md §7)
+
+
+@dataclass
+class Host:
+    """One simulated host: its name, this boot, its wall clock's offset from true time, and the
+    processes alive on it (pid -> start, in ticks since boot)."""
+
+    name: str = "simhost"
+    boot: str = "b0b0b0b0-0000-4000-8000-000000000001"
+    offset: float = 0.0
+    booted_at: float = 0.0  # simulated time of this boot
+    alive: Dict[int, int] = field(default_factory=dict)
+    next_pid: int = 4000
+
+
+class Simulation:
+    """A simulated cluster and host, and the clock they share (``t``: seconds since ``EPOCH``)."""
+
+    def __init__(self, cluster: Optional[Cluster] = None, host: Optional[Host] = None) -> None:
+        self.cluster = cluster or Cluster()
+        self.host = host or Host()
+        self.t = 0.0
+        self.started: Set[Tuple[str, ...]] = set()  # programs asked for that the simulation does not run
+
+    # -- time ---------------------------------------------------------------------------------
+
+    def advance(self, to: float) -> None:
+        self.t = max(self.t, to)
+        self.cluster.advance(self.t)
+
+    def sleep(self, seconds: float) -> None:
+        self.advance(self.t + max(seconds, 0.0))
+
+    # -- processes ------------------------------------------------------------------------------
+
+    def spawn(self) -> int:
+        """A new process on the host (a command, a sweep): its pid."""
+        pid = self.host.next_pid
+        self.host.next_pid += 1
+        self.host.alive[pid] = int((self.t - self.host.booted_at) * 100)
+        return pid
+
+    def exit(self, pid: int) -> None:
+        self.host.alive.pop(pid, None)
+
+    def world(self, pid: int) -> World:
+        host = self.host
+        return World(
+            monotonic=lambda: EPOCH + self.t,
+            wall=lambda: EPOCH + self.t + host.offset,
+            boot_clock=lambda: self.t - host.booted_at,
+            sleep=self.sleep,
+            run_script=self.run_script,
+            run_argv=self.run_argv,
+            read_regular=self.read_regular,
+            read_identified=self.read_identified,
+            identity=self.identity,
+            this_run=lambda: f"{host.name}/{host.boot}/{pid}/{host.alive.get(pid, 0)}",
+            alive=self.alive,
+            strict=True,
+        )
+
+    def alive(self, text: Optional[str]) -> Optional[bool]:
+        """As ``host.runs.alive`` words it: known alive, known gone, or cannot be told."""
+        parts = (text or "").split("/")
+        if len(parts) != 4 or not parts[2].isdigit():
+            return None
+        name, boot, pid, start = parts[0], parts[1], int(parts[2]), parts[3]
+        if name != self.host.name:
+            return None
+        if boot != self.host.boot:
+            return False
+        return str(self.host.alive.get(pid)) == start
+
+    def run_script(self, script: str, *, timeout: float, cap: int, kill_grace: float) -> Completed:
+        start = self.t
+        ran = shell.run(self.cluster, start, script, deadline=start + timeout)
+        self.advance(ran.ends)
+        return Completed(("/bin/sh", "-s"), ran.status, b"", ran.stderr, ran.ends >= start + timeout, False)
+
+    def run_argv(self, argv: Sequence[str], *, timeout: float, cap: int, kill_grace: float) -> Completed:
+        argv = tuple(argv)
+        program = os.path.basename(argv[0])
+        if program == "squeue":
+            return self._squeue(argv, timeout)
+        if program == "scontrol" and argv[1:3] == ("show", "config"):
+            self.advance(self.t + LOAD)
+            age = int(self.cluster.primary.min_job_age)
+            return Completed(argv, 0, f"MinJobAge               = {age} sec\n".encode(), b"", False, False)
+        if program == "scontrol" and argv[1] == "release":  # open: the direct call
+            reply = self.cluster.call(self.t, argv[1:])
+            self.advance(min(reply.ends, self.t + timeout))
+            return Completed(argv, reply.rc, b"", reply.stderr.encode(), reply.ends > self.t + timeout, False)
+        self.started.add(argv)
+        return Completed(argv, 127, b"", f"{argv[0]}: not in the simulation\n".encode(), False, False, started=False)
+
+    def _squeue(self, argv: Tuple[str, ...], timeout: float) -> Completed:
+        """``squeue -h -a -t all -r [-j ids] -O <fields, each ending in |>...<nonce>`` (contract
+        §9.3, docs/slurm-behaviour.md §9): a record per job, fields and nonce; a single unknown id
+        exits 1; no controller: exit 1 after the client's retries."""
+        ids = argv[argv.index("-j") + 1].split(",") if "-j" in argv else None
+        nonce = argv[-1].rsplit("|", 1)[1]
+        jobs = self.cluster.jobs(self.t, ids)
+        if jobs is None:
+            took, text = self.cluster.load_fails()
+            self.advance(self.t + min(took, timeout))
+            return Completed(argv, 1, b"", text.encode(), took > timeout, False)
+        self.advance(self.t + LOAD)
+        if ids is not None and len(ids) == 1 and not jobs:
+            return Completed(argv, 1, b"", b"slurm_load_jobs error: Invalid job id specified\n", False, False)
+        lines = []
+        for job in jobs.values():
+            array, task = (job.array[0], str(job.array[1])) if job.array else (job.job_id, "N/A")
+            fields = (job.job_id, array, task, job.state, str(job.requeue), str(job.restarts), str(job.priority),
+                      job.reason)
+            lines.append("|".join(fields) + "|" + nonce + "\n")
+        return Completed(argv, 0, "".join(lines).encode(), b"", False, False)
+
+    # -- files ----------------------------------------------------------------------------------
+
+    def _file(self, path: str) -> Union[Tuple[bytes, Identity], NotRead]:
+        disk = self.cluster.disk
+        if os.path.basename(path) == "slurm.conf":  # wherever the code under test looks for it
+            text = f"SlurmctldHost={self.cluster.primary.name}\nStateSaveLocation={STATE}\n"
+            if len(self.cluster.controllers) > 1:
+                text += f"SlurmctldHost={self.cluster.controllers[1].name}\n"
+            return text.encode(), Identity(7, 0, len(text))
+        if path == f"{STATE}/job_state" and disk.job_state is not None:
+            saved = disk.job_state
+            header = struct.pack(">I", 17) + b"PROTOCOL_VERSION\0" + struct.pack(">HQ", 0x2600, saved.began)
+            return header, Identity(saved.inode, int(saved.mtime * 1e9), saved.size)
+        if path == f"{STATE}/heartbeat" and disk.heartbeat is not None:
+            return struct.pack(">qq", *disk.heartbeat), Identity(disk.heartbeat_inode, 0, 16)
+        return NotRead(path, "No such file or directory", True)
+
+    def read_regular(self, path: str, limit: int, timeout: float, *, head: bool = False) -> Union[bytes, NotRead]:
+        found = self._file(path)
+        if isinstance(found, NotRead):
+            return found
+        data = found[0]
+        if len(data) > limit and not head:
+            return NotRead(path, f"longer than {limit} bytes: refused")
+        return data[:limit]
+
+    def read_identified(self, path: str, limit: int, timeout: float) -> Union[Tuple[bytes, Identity], NotRead]:
+        return self._file(path)
+
+    def identity(self, path: str, timeout: float) -> Union[Identity, NotRead]:
+        found = self._file(path)
+        return found if isinstance(found, NotRead) else found[1]
