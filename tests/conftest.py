@@ -206,3 +206,24 @@ def hung_directory(tmp_path: Path) -> Iterator[Hung]:
         subprocess.run(["umount", "-l", str(path)], check=False, capture_output=True)
         server.terminate()
         server.wait(30)
+
+
+# -- the simulator's schedules (tests/sim/test_schedules.py) ---------------------------------------
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--sim-seed", type=int, default=None,
+                     help="the first seed of the simulator's schedules (default: a fresh one, printed)")
+    parser.addoption("--sim-steps", type=int, default=60, help="steps per simulated schedule")
+
+
+@pytest.fixture(scope="session")
+def sim_seed(request: pytest.FixtureRequest) -> int:
+    given = request.config.getoption("--sim-seed")
+    seed = int.from_bytes(os.urandom(3), "big") if given is None else int(given)
+    print(f"\nsimulator: first seed {seed} (replay: --sim-seed {seed})")
+    return seed
+
+
+@pytest.fixture(scope="session")
+def sim_steps(request: pytest.FixtureRequest) -> int:
+    return int(request.config.getoption("--sim-steps"))

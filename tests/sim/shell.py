@@ -58,7 +58,7 @@ def parse(script: str) -> Tuple[str, List[Call]]:
     return nonce, calls
 
 
-def run(cluster: Cluster, t: float, script: str, deadline: float, uid: int = ROOT) -> Ran:
+def run(cluster: Cluster, t: float, script: str, deadline: float, uid: int = ROOT, who: str = "dsl") -> Ran:
     """Run ``script`` from ``t``; the runner TERMs it at ``deadline`` (simulated time)."""
     nonce, calls = parse(script)
     out: List[str] = []
@@ -69,7 +69,7 @@ def run(cluster: Cluster, t: float, script: str, deadline: float, uid: int = ROO
         if now >= deadline:
             status, text = EXPIRED, ""
         else:
-            reply = cluster.call(now, call.argv, uid)
+            reply = cluster.call(now, call.argv, uid, who)
             if reply.ends > deadline:  # TERMed while it ran: what it printed is lost with it
                 status, text, now = TIMED_OUT, "", deadline
             else:

@@ -61,6 +61,7 @@ class Job:
     restarts: int = 0
     ended_wall: Optional[float] = None  # the controller's wall clock when it finished (MinJobAge counts from it)
     array: Optional[Tuple[str, int]] = None  # (ArrayJobId, TaskId) of an array task
+    requeue_by: str = "submit"  # who last changed the Requeue flag (not slurmctld's: the checker's)
 
     def copy(self) -> Job:
         return dataclasses.replace(self)
@@ -279,7 +280,8 @@ class Cluster:
         # 24.11: a restarted primary takes control ~28.5 s after it starts; 22.05 at once.
         self.hand_back = (28.5 if major != "22.05" else 0.12) if hand_back is None else hand_back
         self.pending: List[Tuple[float, str]] = []  # (when, what): takeovers and hand-backs to come
-        self.held: List[Tuple[float, List[str], int]] = []  # requests waiting on a restarted primary's socket
+        self.held: List[Tuple[float, List[str], int, str]] = []  # requests waiting on a restarted primary's socket
+        self._who = "admin"  # who sends the request being applied
         self.next_id = 1000
         self.t = 0.0
         self.applied: List[Tuple[float, str, Tuple[str, ...], int]] = []  # (when, by whom, argv, uid)
@@ -318,8 +320,8 @@ class Cluster:
                 backup.start(at)
             self.primary.take_control(at)
             held, self.held = self.held, []
-            for _, argv, uid in held:  # what waited on its socket, in order
-                self._apply(self.primary, at, argv, uid)
+            for _, argv, uid, who in held:  # what waited on its socket, in order
+                self._apply(self.primary, at, argv, uid, who)
 
     def start(self, t: float, which: int = 0) -> None:
         """Start controller ``which``: a lone one, or a primary, takes control at once; a backup
@@ -409,8 +411,9 @@ class Cluster:
         took = 2 * mt if self.major == "26.05" else 2 * (mt - 1)
         return took, f"slurm_load_jobs error: {NO_CONTACT}\n"
 
-    def call(self, t: float, argv: Sequence[str], uid: int = ROOT) -> Reply:
-        """One scontrol control call made at ``t`` (or when the last call ended, if later)."""
+    def call(self, t: float, argv: Sequence[str], uid: int = ROOT, who: str = "admin") -> Reply:
+        """One scontrol control call made at ``t`` (or when the last call ended, if later), by
+        ``who`` (kept with the flag it changes, for the checker)."""
         self.advance(t)
         t = self.t
         mt = self.message_timeout
@@ -419,20 +422,20 @@ class Cluster:
         if bad is not None:
             return Reply(1, bad, t + 0.001, applied=None)
         if self.primary.up and not self.primary.in_control:  # a hand-back: it listens, and holds the request
-            self.held.append((t, list(argv), uid))
+            self.held.append((t, list(argv), uid, who))
             return Reply(1, self._format_down(argv), t + fail_after, applied=None)
         c = self.in_control()
         if c is not None:
             at = t + CALL - REPLY
             self.advance(at)
-            return Reply(*self._apply(c, at, list(argv), uid), ends=t + CALL, applied=at)
+            return Reply(*self._apply(c, at, list(argv), uid, who), ends=t + CALL, applied=at)
         backup_coming = [p for p in self.pending if p[1] == "takeover"]
         if backup_coming and backup_coming[0][0] <= t + 1.5 * self.slurmctld_timeout:
             at = backup_coming[0][0]  # the client retries the standby backup until it takes over
             self.advance(at)
             c = self.in_control()
             assert c is not None
-            return Reply(*self._apply(c, at, list(argv), uid), ends=at + REPLY, applied=at)
+            return Reply(*self._apply(c, at, list(argv), uid, who), ends=at + REPLY, applied=at)
         return Reply(1, self._format_down(argv), t + fail_after, applied=None)
 
     @staticmethod
@@ -462,11 +465,12 @@ class Cluster:
         sep = "" if self.major == "26.05" else " "
         return f"{text} for job {job}\nslurm_suspend error:{sep}{text}\n"
 
-    def _apply(self, c: Controller, t: float, argv: List[str], uid: int) -> Tuple[int, str]:
+    def _apply(self, c: Controller, t: float, argv: List[str], uid: int, who: str = "admin") -> Tuple[int, str]:
         """Apply one request on controller ``c`` at ``t``: (exit status, stderr).  Replies first,
         then schedules the save (the changes are in memory at once).  A list of ids is one
         request per id, in order, each failing one printing its own lines (docs/slurm-bulk.md)."""
         self.applied.append((t, c.name, tuple(argv), uid))
+        self._who = who
         verb = argv[0]
         value = next((a.split("=", 1)[1] for a in argv[1:] if a.lower().startswith("requeue=")), None)
         answers = [self._apply_one(c, t, verb, value, uid, i) for i in self._target(argv).split(",") if i]
@@ -515,6 +519,7 @@ class Cluster:
                 return FINISHED_TEXT
             if verb == "update":
                 job.requeue = 0 if value is None or int(value) == 0 else 1
+                job.requeue_by = self._who
             elif verb == "release":
                 if job.reason == "JobHeldAdmin" and uid != ROOT:
                     return DENIED

@@ -150,9 +150,9 @@ def test_a_flag_slurmctld_loses_is_found_and_cleared(tmp_path: Path, warm: bool)
     sim.advance(sim.t + 1.0)
     back = (sim.cluster.jobs(sim.t, [job]) or {})[job]
     assert (back.state, back.requeue, back.restarts) == (("RUNNING", 0, 0) if warm else ("RUNNING", 1, 0))
-    for _ in range(6):  # a sweep every 10 s, as the timer runs it
+    for _ in range(13):  # a sweep a minute, as the timer runs it: an idle slurmctld saves at its 300 s checkpoint
         _sweep(sim, ledger)
-        sim.advance(sim.t + 10.0)
+        sim.advance(sim.t + 60.0)
     with world.bound(sim.world(sim.spawn())), open_ledger(ledger) as opened:
         obj = opened.get(job)
     assert obj is not None and obj.bit is RequeueBit.CLEAR

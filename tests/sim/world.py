@@ -118,7 +118,7 @@ class Simulation:
             age = int(self.cluster.primary.min_job_age)
             return Completed(argv, 0, f"MinJobAge               = {age} sec\n".encode(), b"", False, False)
         if program == "scontrol" and argv[1] == "release":  # open: the direct call
-            reply = self.cluster.call(self.t, argv[1:])
+            reply = self.cluster.call(self.t, argv[1:], who="dsl")
             self.advance(min(reply.ends, self.t + timeout))
             return Completed(argv, reply.rc, b"", reply.stderr.encode(), reply.ends > self.t + timeout, False)
         self.started.add(argv)
@@ -157,7 +157,7 @@ class Simulation:
             return text.encode(), Identity(7, 0, len(text))
         if path == f"{STATE}/job_state" and disk.job_state is not None:
             saved = disk.job_state
-            header = struct.pack(">I", 17) + b"PROTOCOL_VERSION\0" + struct.pack(">HQ", 0x2600, saved.began)
+            header = struct.pack(">I", 17) + b"PROTOCOL_VERSION\0" + struct.pack(">Hq", 0x2600, saved.began)
             return header, Identity(saved.inode, int(saved.mtime * 1e9), saved.size)
         if path == f"{STATE}/heartbeat" and disk.heartbeat is not None:
             return struct.pack(">qq", *disk.heartbeat), Identity(disk.heartbeat_inode, 0, 16)

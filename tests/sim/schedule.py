@@ -1,0 +1,219 @@
+"""Seeded schedules of slurm-dsl's own commands in the simulated world, and the checker that reads
+them (issue 42 items 3-4; docs/testing.md §7).
+
+A schedule is a list of steps drawn from one seed: slurm-dsl's operations (one job, a bulk run,
+a keyed run with settling), sweeps, other admins acting on the same jobs, jobs finishing and
+arriving, time passing, and faults (slurmctld SIGKILLed and restarted, stopped gracefully, its
+wall clock stepped either way, this host's wall clock stepped).  ``play`` runs one step after the
+other, each command a new process of the simulated host, with a real SQLite ledger; the same
+seed replays the same schedule exactly.
+
+The checker, written from contract §9 and §13 apart from slurm-dsl's code, looks after every step
+at what slurmctld holds in memory and at what its last save holds (what a crash now would bring
+back): a job whose Requeue flag slurm-dsl's own call set to 1 there, while the ledger holds its
+object clear, is a lost flag (no operation is in flight between two steps).  A command that ends
+in anything but a result or a ``DSLError`` is a violation too.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, List, Optional, Tuple
+
+from slurm_dsl.core.model import DSLError, Op, RequeueBit
+from slurm_dsl.host import world
+from slurm_dsl.ledger.choose import open_ledger
+from slurm_dsl.run import deadlines
+from slurm_dsl.run.tracked import Tracker
+from tests.sim.slurmctld import Job, saved_jobs
+from tests.sim.world import SCONTROL, SQUEUE, Simulation
+
+# How often each kind of step is drawn.
+WEIGHTS: Dict[str, int] = {
+    "op": 26, "bulk": 6, "keyed": 6, "sweep": 12, "wait": 16, "kill": 4, "term": 2, "step": 3, "hostwall": 2,
+    "finish": 5, "submit": 4, "admin": 8,
+}
+OPS = (Op.HOLD, Op.RELEASE, Op.REQUEUE, Op.RESTORE)
+TIMEOUT = 30.0
+
+
+@dataclass(frozen=True)
+class Step:
+    kind: str
+    value: Tuple[object, ...] = ()
+
+
+@dataclass
+class Played:
+    seed: int
+    steps: List[Step]
+    violations: List[str] = field(default_factory=list)
+    commands: int = 0
+    faults: int = 0
+
+    def replay(self) -> str:
+        return f"python -m pytest tests/sim/test_schedules.py --sim-seed {self.seed} --sim-steps {len(self.steps)}"
+
+
+def schedule(seed: int, steps: int) -> List[Step]:
+    """The steps of ``seed``: kinds by ``WEIGHTS``, their values drawn from the same generator."""
+    rng = random.Random(seed)
+    kinds = list(WEIGHTS)
+    out = []
+    for _ in range(steps):
+        kind = rng.choices(kinds, [WEIGHTS[k] for k in kinds])[0]
+        pick = rng.random()
+        if kind in ("op", "keyed"):
+            out.append(Step(kind, (rng.choice(OPS), pick)))
+        elif kind == "bulk":
+            out.append(Step(kind, (rng.choice(OPS), pick, rng.randint(2, 5))))
+        elif kind == "kill":
+            out.append(Step(kind, (rng.choice((0.0, 0.05, 0.5, 2.0)), rng.uniform(0.5, 8.0))))
+        elif kind == "step":
+            out.append(Step(kind, (rng.choice((-90.0, -6.0, 6.0, 90.0)),)))
+        elif kind == "hostwall":
+            out.append(Step(kind, (rng.choice((-120.0, -20.0, 20.0, 120.0)),)))
+        elif kind == "admin":
+            out.append(Step(kind, (rng.choice(("hold", "release", "set", "clear", "requeue")), pick)))
+        elif kind == "wait":
+            out.append(Step(kind, (rng.choice((0.1, 1.0, 3.0, 6.0, 12.0, 40.0)),)))
+        else:
+            out.append(Step(kind, (pick,)))
+    return out
+
+
+class Player:
+    """Plays one schedule in one simulation."""
+
+    def __init__(self, directory: Path, seed: int) -> None:
+        self.sim = Simulation()
+        self.ledger = str(directory / f"ledger-{seed}.sqlite3")
+        self.sim.cluster.start(0.0)
+        self.jobs: List[str] = [self.sim.cluster.submit(0.0, requeue=i % 3 == 0) for i in range(6)]
+        self.sim.advance(1.0)
+        self.played = Played(seed, [])
+        self.checker = self.sim.spawn()  # the checker's own process, to read the ledger
+
+    def job(self, pick: float) -> str:
+        return self.jobs[int(pick * len(self.jobs)) % len(self.jobs)]
+
+    def command(self, work: str, *args: object) -> None:
+        """One slurm-dsl command: a new process, its tracker, its end."""
+        pid = self.sim.spawn()
+        self.played.commands += 1
+        try:
+            with world.bound(self.sim.world(pid)), Tracker(self.ledger, scontrol=SCONTROL, squeue=SQUEUE) as tracker:
+                deadline = deadlines.steady() + TIMEOUT
+                getattr(self, "_" + work)(tracker, deadline, *args)
+        except DSLError:
+            pass  # a refusal, a lookup that could not ask, a ledger error: the command said so
+        except Exception as exc:  # anything else is a crash of the command
+            self.played.violations.append(f"crash: {work} {args}: {type(exc).__name__}: {exc}")
+        finally:
+            self.sim.exit(pid)
+
+    def _op(self, tracker: Tracker, deadline: float, op: Op, pick: float) -> None:
+        tracker.run(op, self.job(pick), deadline)
+
+    def _bulk(self, tracker: Tracker, deadline: float, op: Op, pick: float, n: int) -> None:
+        from slurm_dsl.run.driver import drive
+
+        start = int(pick * len(self.jobs))
+        ids = [self.jobs[(start + i) % len(self.jobs)] for i in range(n)]
+        for _ in drive(tracker, op, ids, deadline):
+            pass
+
+    def _keyed(self, tracker: Tracker, deadline: float, op: Op, pick: float) -> None:
+        from slurm_dsl.run.keyed import run_settled
+
+        job = self.job(pick)
+        for _ in run_settled(tracker, op, [job], deadline, key=f"k-{op.value}-{job}", settle=True, retry=1,
+                             settle_delay=2.0, one_by_one=True, parallel=1):
+            pass
+
+    def _sweep(self, tracker: Tracker, deadline: float) -> None:
+        from slurm_dsl.lookups.squeue import SqueueLookup
+        from slurm_dsl.run.sweep import sweep
+
+        with tracker.ledger().sweep_lock():
+            sweep(tracker, SqueueLookup(SQUEUE), settle_delay=2.0)
+
+    def step(self, step: Step) -> None:
+        sim, cluster, v = self.sim, self.sim.cluster, step.value
+        self.played.steps.append(step)
+        if step.kind in ("op", "bulk", "keyed"):
+            self.command(step.kind, *v)
+        elif step.kind == "sweep":
+            self.command("sweep")
+        elif step.kind == "wait":
+            sim.sleep(float(v[0]))  # type: ignore[arg-type]
+        elif step.kind == "kill" and cluster.in_control() is not None:
+            self.played.faults += 1
+            cluster.kill(sim.t + float(v[0]))  # type: ignore[arg-type]
+            sim.advance(sim.t + float(v[0]) + float(v[1]))  # type: ignore[arg-type]
+            cluster.start(sim.t)
+        elif step.kind == "term" and cluster.in_control() is not None:
+            self.played.faults += 1
+            cluster.terminate(sim.t)
+            sim.advance(sim.t + 1.0)
+            cluster.start(sim.t)
+        elif step.kind == "step":
+            self.played.faults += 1
+            cluster.step_clock(sim.t, float(v[0]))  # type: ignore[arg-type]
+        elif step.kind == "hostwall":
+            self.played.faults += 1
+            sim.host.offset += float(v[0])  # type: ignore[arg-type]
+        elif step.kind == "finish" and cluster.in_control() is not None:
+            live = [j for j in self.jobs if (cluster.jobs(sim.t, [j]) or {}).get(j, Job(j, state="X")).state
+                    in ("RUNNING", "PENDING")]
+            if live:
+                cluster.finish(sim.t, live[int(float(v[0]) * len(live)) % len(live)])  # type: ignore[arg-type]
+        elif step.kind == "submit" and cluster.in_control() is not None:
+            self.jobs.append(cluster.submit(sim.t, requeue=int(float(v[0]) * 2)))  # type: ignore[arg-type]
+        elif step.kind == "admin" and cluster.in_control() is not None:
+            what, job = str(v[0]), self.job(float(v[1]))  # type: ignore[arg-type]
+            argv = {"hold": ("hold", job), "release": ("release", job), "requeue": ("requeue", job),
+                    "set": ("update", f"JobId={job}", "Requeue=1"), "clear": ("update", f"JobId={job}", "Requeue=0")}
+            sim.advance(cluster.call(sim.t, argv[what]).ends)
+        self.check(str(step))
+
+    def check(self, after: str) -> None:
+        """The lost-flag invariant, on what slurmctld holds and on what its last save holds."""
+        cluster = self.sim.cluster
+        with world.bound(self.sim.world(self.checker)), open_ledger(self.ledger) as ledger:
+            clear = {j for j in self.jobs if (o := ledger.get(j)) is None or RequeueBit(o.bit) is RequeueBit.CLEAR}
+        held: Dict[str, Dict[str, Job]] = {"on its last save": dict(saved_jobs(cluster.disk))}
+        live = cluster.in_control()
+        if live is not None:
+            held["in slurmctld's memory"] = live.jobs
+        for where, jobs in held.items():
+            for job_id, job in jobs.items():
+                if job.requeue == 1 and job.requeue_by == "dsl" and job_id in clear:
+                    self.played.violations.append(
+                        f"lost-flag: job {job_id} at Requeue=1 {where}, set by slurm-dsl, its object clear"
+                        f" (t={self.sim.t:.2f}, after step {len(self.played.steps)}: {after})")
+
+
+def play(directory: Path, seed: int, steps: int, *, stop_at_first: bool = True) -> Played:
+    """Play ``seed``'s schedule of ``steps`` steps, then sweep until quiet; the violations found."""
+    player = Player(directory, seed)
+    for step in schedule(seed, steps):
+        player.step(step)
+        if stop_at_first and player.played.violations:
+            return player.played
+    if player.sim.cluster.in_control() is None:
+        player.sim.cluster.start(player.sim.t)
+    for _ in range(13):  # the timer's sweeps, slurmctld up: an idle one saves at its 300 s checkpoints
+        player.step(Step("sweep"))
+        player.step(Step("wait", (60.0,)))
+    return player.played
+
+
+def first_violation(directory: Path, seeds: range, steps: int) -> Optional[Played]:
+    for seed in seeds:
+        played = play(directory, seed, steps)
+        if played.violations:
+            return played
+    return None

@@ -1,0 +1,31 @@
+"""Seeded schedules of slurm-dsl's own commands in the simulated world (tests/sim/schedule.py).
+
+Each CI run plays a fresh range of seeds (``--sim-seed`` fixes the first, ``--sim-steps`` the
+length); a violation prints the replay command.  And the simulator must find an old bug planted
+again: durability-13 (a requeue's cleared object not kept watched until its clear is saved).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from slurm_dsl.core import ledger_rules
+from tests.sim.schedule import first_violation, play
+
+SEEDS = 24
+STEPS = 60
+
+
+def test_schedules_keep_every_flag(tmp_path: Path, sim_seed: int, sim_steps: int) -> None:
+    for seed in range(sim_seed, sim_seed + SEEDS):
+        played = play(tmp_path, seed, sim_steps)
+        assert played.violations == [], f"{played.violations[:3]}; replay: {played.replay()}"
+
+
+def test_the_simulator_finds_durability_13_planted_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With Rule 8 dropped (a clear by a call ends the watch at once), a schedule loses a flag."""
+    monkeypatch.setattr(ledger_rules, "cleared_by_a_call", lambda outcome: False)
+    found = first_violation(tmp_path, range(1, 41), STEPS)
+    assert found is not None and "lost-flag" in found.violations[0], "not found in 40 schedules"
