@@ -20,9 +20,9 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
-from slurm_dsl.core.model import DSLError, Op, RequeueBit
+from slurm_dsl.core.model import DSLError, Op, Outcome, RequeueBit, Result
 from slurm_dsl.host import world
 from slurm_dsl.ledger.choose import open_ledger
 from slurm_dsl.run import deadlines
@@ -32,8 +32,8 @@ from tests.sim.world import SCONTROL, SQUEUE, Simulation
 
 # How often each kind of step is drawn.
 WEIGHTS: Dict[str, int] = {
-    "op": 26, "bulk": 6, "keyed": 6, "sweep": 12, "wait": 16, "kill": 4, "term": 2, "step": 3, "hostwall": 2,
-    "finish": 5, "submit": 4, "admin": 8,
+    "op": 26, "bulk": 6, "keyed": 6, "sweep": 12, "wait": 16, "kill": 4, "start": 4, "term": 2, "step": 3,
+    "hostwall": 2, "finish": 5, "submit": 4, "admin": 8,
 }
 OPS = (Op.HOLD, Op.RELEASE, Op.REQUEUE, Op.RESTORE)
 TIMEOUT = 30.0
@@ -100,9 +100,11 @@ class Player:
         return self.jobs[int(pick * len(self.jobs)) % len(self.jobs)]
 
     def command(self, work: str, *args: object) -> None:
-        """One slurm-dsl command: a new process, its tracker, its end."""
+        """One slurm-dsl command: a new process, its tracker, its end; then its rows checked."""
         pid = self.sim.spawn()
         self.played.commands += 1
+        self.sim.tag = f"dsl:{self.played.commands}"
+        self.rows: List[Outcome] = []
         try:
             with world.bound(self.sim.world(pid)), Tracker(self.ledger, scontrol=SCONTROL, squeue=SQUEUE) as tracker:
                 deadline = deadlines.steady() + TIMEOUT
@@ -113,25 +115,33 @@ class Player:
             self.played.violations.append(f"crash: {work} {args}: {type(exc).__name__}: {exc}")
         finally:
             self.sim.exit(pid)
+        for row in self.rows:
+            wrong = untrue(row, [e for e in self.sim.cluster.effects if e[1] == self.sim.tag])
+            if wrong:
+                self.played.violations.append(f"false-result: {work} {args}: {wrong}")
 
     def _op(self, tracker: Tracker, deadline: float, op: Op, pick: float) -> None:
-        tracker.run(op, self.job(pick), deadline)
+        self.rows.append(tracker.run(op, self.job(pick), deadline))
 
     def _bulk(self, tracker: Tracker, deadline: float, op: Op, pick: float, n: int) -> None:
         from slurm_dsl.run.driver import drive
 
         start = int(pick * len(self.jobs))
         ids = [self.jobs[(start + i) % len(self.jobs)] for i in range(n)]
-        for _ in drive(tracker, op, ids, deadline):
-            pass
+        for event in drive(tracker, op, ids, deadline):
+            outcome = getattr(event, "outcome", None)
+            if isinstance(outcome, Outcome):
+                self.rows.append(outcome)
 
     def _keyed(self, tracker: Tracker, deadline: float, op: Op, pick: float) -> None:
         from slurm_dsl.run.keyed import run_settled
 
         job = self.job(pick)
-        for _ in run_settled(tracker, op, [job], deadline, key=f"k-{op.value}-{job}", settle=True, retry=1,
-                             settle_delay=2.0, one_by_one=True, parallel=1):
-            pass
+        for event in run_settled(tracker, op, [job], deadline, key=f"k-{op.value}-{job}", settle=True, retry=1,
+                                 settle_delay=2.0, one_by_one=True, parallel=1):
+            outcome = getattr(event, "outcome", None)
+            if isinstance(outcome, Outcome) and outcome.calls:  # not an earlier run's row
+                self.rows.append(outcome)
 
     def _sweep(self, tracker: Tracker, deadline: float) -> None:
         from slurm_dsl.lookups.squeue import SqueueLookup
@@ -149,10 +159,11 @@ class Player:
             self.command("sweep")
         elif step.kind == "wait":
             sim.sleep(float(v[0]))  # type: ignore[arg-type]
-        elif step.kind == "kill" and cluster.in_control() is not None:
+        elif step.kind == "kill" and cluster.in_control() is not None:  # down until a start step
             self.played.faults += 1
             cluster.kill(sim.t + float(v[0]))  # type: ignore[arg-type]
-            sim.advance(sim.t + float(v[0]) + float(v[1]))  # type: ignore[arg-type]
+            sim.advance(sim.t + float(v[0]))  # type: ignore[arg-type]
+        elif step.kind == "start" and cluster.in_control() is None:
             cluster.start(sim.t)
         elif step.kind == "term" and cluster.in_control() is not None:
             self.played.faults += 1
@@ -190,10 +201,37 @@ class Player:
             held["in slurmctld's memory"] = live.jobs
         for where, jobs in held.items():
             for job_id, job in jobs.items():
-                if job.requeue == 1 and job.requeue_by == "dsl" and job_id in clear:
+                if job.requeue == 1 and job.requeue_by.startswith("dsl") and job_id in clear:
                     self.played.violations.append(
                         f"lost-flag: job {job_id} at Requeue=1 {where}, set by slurm-dsl, its object clear"
                         f" (t={self.sim.t:.2f}, after step {len(self.played.steps)}: {after})")
+
+
+# The call whose effect a result speaks of (contract §1, §7): the op's own, on its job.
+EFFECT_CALL = {Op.HOLD: ("hold", None), Op.RELEASE: ("release", None), Op.REQUEUE: ("requeue", None),
+               Op.RESTORE: ("update", "0"), Op.OPEN: ("release", None)}
+Effect = Tuple[float, str, str, str, Optional[str], Optional[str]]
+
+
+def untrue(row: Outcome, effects: Sequence[Effect]) -> Optional[str]:
+    """What is wrong with a row's result, against what its own command's calls did to its job in
+    slurmctld (None: nothing).  ``ok``: its effect call was applied; a refusal, not found, expired
+    or not run: it was not (a restore of a job slurmctld no longer knows is ok: the flag went with
+    it); ``bit_set``: a requeue's call 1 was applied and its call 3 was not; ``unknown``: anything."""
+    verb, value = EFFECT_CALL[row.op]
+    mine = [e for e in effects if e[3] == row.job_id]
+    done = any(e[2] == verb and e[4] == value and e[5] is None for e in mine)
+    result = row.result
+    if result is Result.OK and not done and not (row.op is Op.RESTORE and not mine):  # (no record: gone)
+        return f"job {row.job_id} {row.op.value} said ok, but its {verb} was not applied"
+    if result in (Result.REJECTED, Result.NOT_FOUND, Result.EXPIRED, Result.NOT_RUN) and done:
+        return f"job {row.job_id} {row.op.value} said {result.value}, but its {verb} was applied"
+    if result is Result.BIT_SET:
+        set_ = any(e[2] == "update" and e[4] == "1" and e[5] is None for e in mine)
+        cleared = any(e[2] == "update" and e[4] == "0" for e in mine)
+        if not set_ or cleared:
+            return f"job {row.job_id} requeue said bit_set, but its calls 1 and 3 did not leave the flag set"
+    return None
 
 
 def play(directory: Path, seed: int, steps: int, *, stop_at_first: bool = True) -> Played:

@@ -282,6 +282,8 @@ class Cluster:
         self.pending: List[Tuple[float, str]] = []  # (when, what): takeovers and hand-backs to come
         self.held: List[Tuple[float, List[str], int, str]] = []  # requests waiting on a restarted primary's socket
         self._who = "admin"  # who sends the request being applied
+        # Each request on each record, as applied: (when, who, verb, job, Requeue value, answer: None done).
+        self.effects: List[Tuple[float, str, str, str, Optional[str], Optional[str]]] = []
         self.next_id = 1000
         self.t = 0.0
         self.applied: List[Tuple[float, str, Tuple[str, ...], int]] = []  # (when, by whom, argv, uid)
@@ -509,7 +511,12 @@ class Cluster:
         return 1, "".join(line for _, line in lines)
 
     def _one(self, c: Controller, t: float, verb: str, value: Optional[str], uid: int, job: Job) -> Optional[str]:
-        """One record's answer (None: done), changing it as slurmctld does."""
+        """One record's answer (None: done), changing it as slurmctld does; kept in ``effects``."""
+        answer = self._answer(c, t, verb, value, uid, job)
+        self.effects.append((t, self._who, verb, job.job_id, value, answer))
+        return answer
+
+    def _answer(self, c: Controller, t: float, verb: str, value: Optional[str], uid: int, job: Job) -> Optional[str]:
         owner = uid in (ROOT, job.user)
         finished = job.state in FINISHED
         if verb in ("hold", "release", "uhold", "update"):

@@ -25,7 +25,18 @@ def test_schedules_keep_every_flag(tmp_path: Path, sim_seed: int, sim_steps: int
 
 
 def test_the_simulator_finds_durability_13_planted_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """With Rule 8 dropped (a clear by a call ends the watch at once), a schedule loses a flag."""
+    """With Rule L8 dropped (a clear by a call ends the watch at once), a schedule loses a flag."""
     monkeypatch.setattr(ledger_rules, "cleared_by_a_call", lambda outcome: False)
+    found = first_violation(tmp_path, range(1, 41), STEPS)
+    assert found is not None and "lost-flag" in found.violations[0], "not found in 40 schedules"
+
+
+def test_the_simulator_finds_a_clear_taken_for_saved_at_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With Rule D2 dropped (no save needs to be seen before a clear counts as saved), a sweep
+    clears an object whose clear slurmctld has not saved: a lost flag."""
+    from slurm_dsl.run import durable, looks
+
+    for module in (looks, durable):
+        monkeypatch.setattr(module, "looks_needed", lambda *args, **kwargs: 0)
     found = first_violation(tmp_path, range(1, 41), STEPS)
     assert found is not None and "lost-flag" in found.violations[0], "not found in 40 schedules"

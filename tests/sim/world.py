@@ -51,6 +51,7 @@ class Simulation:
         self.host = host or Host()
         self.t = 0.0
         self.started: Set[Tuple[str, ...]] = set()  # programs asked for that the simulation does not run
+        self.tag = "dsl"  # who slurm-dsl's calls are from, as the cluster keeps it (a command's own tag)
 
     # -- time ---------------------------------------------------------------------------------
 
@@ -104,7 +105,7 @@ class Simulation:
 
     def run_script(self, script: str, *, timeout: float, cap: int, kill_grace: float) -> Completed:
         start = self.t
-        ran = shell.run(self.cluster, start, script, deadline=start + timeout)
+        ran = shell.run(self.cluster, start, script, deadline=start + timeout, who=self.tag)
         self.advance(ran.ends)
         return Completed(("/bin/sh", "-s"), ran.status, b"", ran.stderr, ran.ends >= start + timeout, False)
 
@@ -118,7 +119,7 @@ class Simulation:
             age = int(self.cluster.primary.min_job_age)
             return Completed(argv, 0, f"MinJobAge               = {age} sec\n".encode(), b"", False, False)
         if program == "scontrol" and argv[1] == "release":  # open: the direct call
-            reply = self.cluster.call(self.t, argv[1:], who="dsl")
+            reply = self.cluster.call(self.t, argv[1:], who=self.tag)
             self.advance(min(reply.ends, self.t + timeout))
             return Completed(argv, reply.rc, b"", reply.stderr.encode(), reply.ends > self.t + timeout, False)
         self.started.add(argv)

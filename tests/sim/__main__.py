@@ -1,0 +1,77 @@
+"""``python -m tests.sim [--minutes M] [--seed S] [--steps N] [--plant NAME]``: play seeded
+schedules of slurm-dsl's own commands in the simulated world until M minutes have passed (or
+one seed's schedule with ``--seed`` and no ``--minutes``), print the figures, and on a violation
+the replay command; exit 1 on any violation (docs/testing.md §7).  ``--plant`` plants a named old
+bug first (``PLANTS``), to see how fast the schedules find it."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable, Dict
+
+from tests.sim.schedule import play
+
+
+def _plant(module: object, name: str, value: object) -> None:
+    setattr(module, name, value)
+
+
+def _durability_13() -> None:
+    from slurm_dsl.core import ledger_rules
+
+    _plant(ledger_rules, "cleared_by_a_call", lambda outcome: False)
+
+
+def _saved_at_once() -> None:
+    from slurm_dsl.run import durable, looks
+
+    for module in (looks, durable):
+        _plant(module, "looks_needed", lambda *args, **kwargs: 0)
+
+
+PLANTS: Dict[str, Callable[[], None]] = {
+    "durability-13": _durability_13,  # a requeue's cleared object not kept watched (Rule L8 dropped)
+    "saved-at-once": _saved_at_once,  # no save seen needed before a clear counts as saved (Rule D2 dropped)
+}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.sim", description=__doc__)
+    parser.add_argument("--minutes", type=float, default=None)
+    parser.add_argument("--seed", type=int, default=None, help="the first seed (default: a fresh one)")
+    parser.add_argument("--steps", type=int, default=60)
+    parser.add_argument("--plant", choices=sorted(PLANTS), default=None)
+    args = parser.parse_args()
+    logging.disable(logging.CRITICAL)  # the commands' own warnings: the figures are what is read here
+    os.environ["SLURM_DSL_LOOKUP"] = "squeue"
+    os.environ["SLURM_DSL_JOBINFO"] = ""
+    os.environ.pop("SLURM_DSL_STATE_SAVE_LOCATION", None)
+    if args.plant:
+        PLANTS[args.plant]()
+    seed = int.from_bytes(os.urandom(3), "big") if args.seed is None else args.seed
+    until = time.monotonic() + (args.minutes or 0) * 60
+    start, schedules, commands, steps = time.monotonic(), 0, 0, 0
+    with tempfile.TemporaryDirectory() as directory:
+        while True:
+            played = play(Path(directory), seed + schedules, args.steps)
+            schedules, commands, steps = schedules + 1, commands + played.commands, steps + len(played.steps)
+            if played.violations:
+                print(f"violation in schedule {schedules} (seed {played.seed}): {played.violations[0]}")
+                print(f"replay: python -m tests.sim --seed {played.seed} --steps {len(played.steps)}")
+                return 1
+            if args.minutes is None or time.monotonic() >= until:
+                break
+    took = time.monotonic() - start
+    print(f"seeds {seed}-{seed + schedules - 1}: {schedules} schedules, {steps} steps, {commands} commands"
+          f" in {took:.1f} s ({commands / took:.0f} commands/s), 0 violations")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
