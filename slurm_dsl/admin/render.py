@@ -13,14 +13,15 @@ to ``json.dumps``, which writes every control character as ``\\u00XX``.
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Sequence
+from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Sequence
 
 from ..core import ledger_rules as rules
-from ..core.model import Outcome, Result
+from ..core.model import Op, Outcome, Result
 from ..core.shown import shown
 
 if TYPE_CHECKING:  # only their types: an operation, the common case, does not import the sweeper nor doctor
     from ..core.jobinfo import JobInfo
+    from ..core.predict import Prediction
     from ..run.settling import Row, SettleReport
     from ..run.sweep import SweepReport, Swept
     from .doctor import Check
@@ -59,6 +60,19 @@ def format_outcome(outcome: Outcome) -> str:
 def outcome_text(outcome: Outcome, as_json: bool) -> str:
     """An operation's result as printed: its table row, or its JSON object (``Outcome.to_json``)."""
     return json_line(outcome.to_json()) if as_json else format_outcome(outcome) + "\n"
+
+
+def prediction_text(op: Op, job_id: str, info: Optional[JobInfo], said: Prediction, as_json: bool) -> str:
+    """One job of ``--dry-run``: what a run would call and what the record predicts (``kind``
+    ``dry_run``); the record as looked up (null: slurmctld does not know the job)."""
+    calls = [["scontrol", *args] for args in said.calls]
+    record = None if info is None else {"state": info.state, "requeue": info.requeue, "restarts": info.restarts,
+                                        "priority": info.priority}
+    if as_json:
+        return json_line({"kind": "dry_run", "job_id": job_id, "op": op.value, "would": said.result.value,
+                          "why": said.why, "record": record, "calls": calls})
+    run = "; ".join(" ".join(call) for call in calls)
+    return f"{job_id:>10}  {op.value:<8} would {said.result.value:<10} {shown(said.why)}  [calls: {run}]\n"
 
 
 # The order of a summary's parts: what needs an admin last, so that it ends the line.

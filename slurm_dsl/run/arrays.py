@@ -40,13 +40,14 @@ NOT_LOOKED = LookupAnswer({}, None)
 
 def look_up(
     op: Union[Op, str], ids: JobIds, deadline: float, *, squeue: Optional[str], scontrol: Optional[str],
-    clock: Clock,
+    clock: Clock, restore_too: bool = False,
 ) -> LookupAnswer:
     """The array check of ``ids`` (distinct, valid) before ``op``, by ``deadline`` on ``clock``,
-    with squeue at ``squeue`` (None: beside ``scontrol``, else the default: ``find_squeue``)."""
+    with squeue at ``squeue`` (None: beside ``scontrol``, else the default: ``find_squeue``);
+    ``restore_too``: a restore's ids are looked up too (``--dry-run``)."""
     started, at_boot = clock(), ended()
     left = deadline - started
-    if Op(op) is Op.RESTORE or not ids or left <= 0:
+    if (Op(op) is Op.RESTORE and not restore_too) or not ids or left <= 0:
         return NOT_LOOKED
     program = find_squeue(squeue, scontrol)
     try:

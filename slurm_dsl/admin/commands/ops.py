@@ -17,9 +17,9 @@ import logging
 import time
 from typing import IO, TYPE_CHECKING, Callable, Iterable, List, Optional, Sequence
 
-from ...core.jobid import checked_already
+from ...core.jobid import JobIds, checked_already
 from ...core.keys import check_key
-from ...core.model import InvalidInput, LedgerError, Op, Outcome, Result, UsageError, describe
+from ...core.model import InvalidInput, LedgerError, LookupFailed, Op, Outcome, Result, UsageError, describe
 from ...core.numbers import whole_number
 from ...core.shown import shown
 from ...host.binaries import find_scontrol
@@ -169,6 +169,12 @@ def add(sub: argparse._SubParsersAction, name: str) -> None:  # type: ignore[typ
         " order given",
     )
     _settling_options(p, op)
+    p.add_argument(
+        "--dry-run", action="store_true",
+        help="look before acting: look the jobs up and print, per job, the calls a run would make and the result"
+        " its record predicts; nothing is run or recorded (exit 0 unless the input is bad or the jobs cannot be"
+        " looked up)",
+    )
     common_options(p)
     p.set_defaults(handler="op", op=op)
 
@@ -210,6 +216,8 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     ids = checked_already(job_ids(args.job_ids))
     scontrol = find_scontrol(args.scontrol)
     squeue = args.squeue  # the effective setting (``cli._apply_config``), as ``Tracker`` gets it
+    if args.dry_run:
+        return dry_run(args, ids, deadline, scontrol, out)
     bulk = not args.one_by_one and len(ids) > 1
     keyed = args.key is not None or args.settle or args.retry
     looking: Optional[Callable[[], LookupAnswer]] = None
@@ -273,6 +281,27 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     if shown is not None:
         summarize(shown, out)
     return code
+
+
+def dry_run(args: argparse.Namespace, ids: JobIds, deadline: float, scontrol: str, out: IO[str]) -> int:
+    """``--dry-run``: one lookup of every id (an array's own JobId refused as a run would), then per
+    job what a run would call and what its record predicts (``core.predict``); no ledger opened,
+    no update made."""
+    from ...core.predict import predict
+    from ...run.arrays import look_up
+    from .. import render as show
+
+    mixed = [flag for flag, on in (("--key", args.key is not None), ("--settle", args.settle),
+                                   ("--retry", args.retry), ("--durable", args.durable)) if on]
+    if mixed:
+        raise UsageError(f"--dry-run only looks: it takes no {' or '.join(mixed)}")
+    looked = look_up(args.op, ids, deadline, squeue=args.squeue, scontrol=scontrol, clock=steady, restore_too=True)
+    if looked.started is None:
+        raise LookupFailed("the deadline passed before the jobs could be looked up: nothing predicted")
+    for job in ids:
+        info = looked.infos.get(job)
+        out.write(show.prediction_text(args.op, job, info, predict(args.op, job, info), args.json))
+    return EXIT_OK
 
 
 def _log_outcome(outcome: Outcome) -> None:
