@@ -34,7 +34,7 @@ import os
 import shlex
 import stat
 from dataclasses import dataclass
-from typing import Dict, List, Mapping, NamedTuple, Optional
+from typing import Dict, List, Mapping, NamedTuple, Optional, Tuple
 
 from ..core.jobid import MAX_JOB_ID
 from ..core.model import ConfigError, DSLError, LookupFailed
@@ -103,8 +103,7 @@ def run_checks(
         said = f"scontrol ping's output was still held open after it exited (a process that left its session?): {said}"
     checks.append(Check("slurmctld", OK if up else FAIL, said))
     try:
-        version = slurm_version(squeue)
-        checks.append(Check("slurm", OK, f"Slurm {version[0]}.{version[1]:02d} ({squeue} --version)"))
+        checks.append(slurm_check(slurm_version(squeue), squeue))
     except LookupFailed as exc:
         checks.append(Check("slurm", FAIL, f"cannot tell the Slurm version: {exc.reason}"))
     asks: Optional[str] = None
@@ -134,6 +133,21 @@ def run_checks(
 
 
 NOTHING_READ = Controllers(None, None)  # one controller: nothing to read
+
+
+# The Slurm majors slurm-dsl is tested on (README.md's support table, docs/testing.md §2).
+SUPPORTED = ((22, 5), (24, 11), (26, 5))
+
+
+def slurm_check(version: Tuple[int, int], squeue: str) -> Check:
+    """The Slurm major, and a warning when it is not one slurm-dsl is tested on: scontrol's texts
+    move between releases, and a refusal it does not know reads as unknown (contract §5)."""
+    said = f"Slurm {version[0]}.{version[1]:02d} ({squeue} --version)"
+    if tuple(version[:2]) in SUPPORTED:
+        return Check("slurm", OK, said)
+    tested = ", ".join(f"{a}.{b:02d}" for a, b in SUPPORTED)
+    return Check("slurm", WARN, f"{said}: not a major slurm-dsl is tested on ({tested}); a refusal whose text"
+                                " changed reads as unknown (README.md, supported versions)")
 
 
 def hand_back_check(hand_back: bool, control: Controllers, where: str = "") -> Check:

@@ -1,6 +1,6 @@
 """The ledger on a MariaDB/MySQL server (docs/contract.md §9.1.1): the only module that imports pymysql.
 
-``MariaDbLedger`` is ``store.SqlStore`` (every ``ledger.LedgerStore`` method, written once for both
+``MariaDbLedger`` is ``store.SqlStore`` (every ``ledger.base.LedgerStore`` method, written once for both
 backends, with the same rules: ``ledger_rules`` decides, ``ledger_rows`` encodes and checks the
 rows) in MariaDB's dialect, so that a primary and a backup slurmctld host share one ledger.  This
 module states only what MariaDB does its own way: the connection and its session, the write-lock
@@ -450,7 +450,7 @@ def _percent(sql: str) -> str:
 @final
 class MariaDbLedger(store.SqlStore):
     """A ledger in a MariaDB/MySQL database: ``store.SqlStore`` in MariaDB's dialect.  Open with
-    ``MariaDbLedger.open(url)`` (or ``ledger.open_ledger``); use as a context manager to close it."""
+    ``MariaDbLedger.open(url)`` (or ``ledger.choose.open_ledger``); use as a context manager to close it."""
 
     FOR_UPDATE = " FOR UPDATE"
     BLOB = "UNHEX(?)"  # stderr as hex, as _FINISH_ONE writes it: bytes never pass as utf8mb4 text
@@ -491,7 +491,7 @@ class MariaDbLedger(store.SqlStore):
         """Connect to the database ``url`` names and migrate it; ``now`` reads ``clock`` (default:
         the server's).  ConfigError for a bad URL or option file, LedgerError for the server.
         ``migrate_schema=False``: migrate nothing; an older schema (an empty database too) is
-        LedgerError (``ledger.open_ledger``)."""
+        LedgerError (``ledger.choose.open_ledger``)."""
         backoff_base = ledger_rows.finite("backoff_base", backoff_base)
         backoff_cap = ledger_rows.finite("backoff_cap", backoff_cap)
         ledger = cls(Server.of(url, busy_timeout), backoff_base, backoff_cap, clock)

@@ -1,6 +1,6 @@
 """The ledger's SQLite dialect (docs/contract.md §9.1): one file, the only module that imports sqlite3.
 
-``SqliteLedger`` is ``store.SqlStore`` (every ``ledger.LedgerStore`` method, written once for both
+``SqliteLedger`` is ``store.SqlStore`` (every ``ledger.base.LedgerStore`` method, written once for both
 backends) in SQLite's dialect: this module states only what SQLite does its own way (the file and
 its checks, the connection, ``BEGIN IMMEDIATE``, upserts, multi-row writes, the schema and its
 migrations' DDL, the WAL checkpoint and prune's pauses, the host's clock, the flock sweep lock,
@@ -553,7 +553,7 @@ def _refuse_older(path: str, version: int, current: int) -> None:
 @final
 class SqliteLedger(SqlStore):
     """The ledger file: ``store.SqlStore`` in SQLite's dialect.  Open with ``SqliteLedger.open(path)``
-    (or ``ledger.open_ledger``); use as a context manager to close it."""
+    (or ``ledger.choose.open_ledger``); use as a context manager to close it."""
 
     ANOTHER = "another ledger file"
     PRUNING = ("INSERT OR REPLACE INTO pruning (one) VALUES (1)", "DELETE FROM pruning")
@@ -592,7 +592,7 @@ class SqliteLedger(SqlStore):
     ) -> SqliteLedger:
         """Open (creating if need be) and migrate the ledger at ``path``; ``now`` reads ``clock``
         (default: the host's).  ``migrate_schema=False``: create nothing and migrate nothing; a
-        missing file or an older schema is LedgerError (``ledger.open_ledger``)."""
+        missing file or an older schema is LedgerError (``ledger.choose.open_ledger``)."""
         path = os.fspath(path)
         backoff_base = ledger_rows.finite("backoff_base", backoff_base)
         backoff_cap = ledger_rows.finite("backoff_cap", backoff_cap)

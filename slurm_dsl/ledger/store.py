@@ -1,4 +1,4 @@
-"""The ledger's domain over its query layer (docs/contract.md §9.1): every ``ledger.LedgerStore``
+"""The ledger's domain over its query layer (docs/contract.md §9.1): every ``ledger.base.LedgerStore``
 method, written once for SQLite (``ledger.sqlite``) and MariaDB (``ledger.mariadb``).
 
 Strategy: ``SqlStore`` is what the rest of the package calls: each operation checks its
@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 
 
 class SqlStore(query.SqlQueries):
-    """``ledger.LedgerStore`` over the query layer of a dialect subclass (this module's docstring)."""
+    """``ledger.base.LedgerStore`` over the query layer of a dialect subclass (this module's docstring)."""
 
     def __init__(self, path: str, backoff_base: float, backoff_cap: float) -> None:
         super().__init__(path)
@@ -664,7 +664,7 @@ class SqlStore(query.SqlQueries):
         return int(self._read("count history", query.COUNT_HISTORY)[0][0])
 
     def unfinished(self, now: float) -> Unfinished:
-        """The operations without a result (``ledger.Unfinished``), read in one statement."""
+        """The operations without a result (``ledger.records.Unfinished``), read in one statement."""
         now = ledger_rows.finite("now", now)
         return ledger_rows.unfinished(self._read("read unfinished operations", query.UNFINISHED, (now,)))
 

@@ -146,7 +146,7 @@ def earlier(
 
 def not_to_act(ledger: LedgerStore, op: Op, job_ids: Sequence[str], key: Optional[str]) -> Dict[str, Decision]:
     """The jobs of ``job_ids`` whose key, read again now, says not to act, with why; to be called
-    in the transaction that holds their leases and commits their intents (``ledger.batch``: every
+    in the transaction that holds their leases and commits their intents (``LedgerStore.batch``: every
     write of another process under the ledger's write lock is visible there, on both dialects),
     so that two runs of one key never both act on a job (docs/contract.md §12).
 

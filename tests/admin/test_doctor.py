@@ -563,3 +563,13 @@ def test_the_hand_back_check_says_whether_absent_can_be_read() -> None:
     assert handing.status == "ok" and "a hand-back in progress" in handing.detail
     down = hand_back_check(True, Controllers("1:2:16#1", 1, (False,)))
     assert "refused" in down.detail
+
+
+def test_a_slurm_major_not_tested_on_is_a_warning() -> None:
+    """Issue 44 item 8: doctor says when the running Slurm is not in the support table."""
+    from slurm_dsl.admin.doctor import OK, WARN, slurm_check
+
+    for tested in ((22, 5), (24, 11), (26, 5)):
+        assert slurm_check(tested, "/usr/bin/squeue").status == OK
+    untested = slurm_check((25, 11), "/opt/slurm/bin/squeue")
+    assert untested.status == WARN and "Slurm 25.11" in untested.detail and "22.05, 24.11, 26.05" in untested.detail
