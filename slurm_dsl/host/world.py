@@ -3,7 +3,8 @@ outside files it reads, and which run on which host it is (docs/testing.md §7).
 
 Every such touch goes through a thin edge that asks ``current()`` first: ``host.process``
 (``run_script``, ``run_argv``), ``host.files`` (``read_regular``, ``read_identified``,
-``identity``), ``host.runs`` (``this_run``, ``alive``, ``boot_clock``), ``run.deadlines``
+``identity``), ``host.runs`` (``this_run``, ``alive``, ``boot_clock``), ``lookups.saves``
+(``listens``: a connection to a controller), ``run.deadlines``
 (``steady``, ``wall``), ``sleep`` and ``monotonic`` here, and the ledger's clock as the run layer
 opens it.  A ``World`` whose fields are None is this machine, the default.  A simulator binds one
 of its own for the calls it makes (``bound``), filling what it simulates; ``strict`` makes an edge
@@ -38,6 +39,7 @@ class World:
     identity: Optional[Callable[..., Any]] = None  # as ``host.files.identity``
     this_run: Optional[Callable[[], str]] = None  # ``host/boot/pid/start`` of the calling run
     alive: Optional[Callable[[Optional[str]], Optional[bool]]] = None  # as ``host.runs.alive``
+    listens: Optional[Callable[[str, int], Optional[bool]]] = None  # as ``lookups.saves.listens``
     strict: bool = False
 
     def edge(self, name: str) -> Optional[Callable[..., Any]]:

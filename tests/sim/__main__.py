@@ -47,6 +47,8 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=None, help="the first seed (default: a fresh one)")
     parser.add_argument("--steps", type=int, default=60)
     parser.add_argument("--plant", choices=sorted(PLANTS), default=None)
+    parser.add_argument("--pair", action="store_true", help="a 24.11 primary/backup pair (every other schedule"
+                        " with --minutes: both)")
     args = parser.parse_args()
     logging.disable(logging.CRITICAL)  # the commands' own warnings: the figures are what is read here
     os.environ["SLURM_DSL_LOOKUP"] = "squeue"
@@ -59,11 +61,13 @@ def main() -> int:
     start, schedules, commands, steps = time.monotonic(), 0, 0, 0
     with tempfile.TemporaryDirectory() as directory:
         while True:
-            played = play(Path(directory), seed + schedules, args.steps)
+            pair = args.pair if args.minutes is None else (args.pair or schedules % 2 == 1)
+            played = play(Path(directory), seed + schedules, args.steps, pair=pair)
             schedules, commands, steps = schedules + 1, commands + played.commands, steps + len(played.steps)
             if played.violations:
                 print(f"violation in schedule {schedules} (seed {played.seed}): {played.violations[0]}")
-                print(f"replay: python -m tests.sim --seed {played.seed} --steps {len(played.steps)}")
+                again = " --pair" if pair else ""
+                print(f"replay: python -m tests.sim --seed {played.seed} --steps {len(played.steps)}{again}")
                 return 1
             if args.minutes is None or time.monotonic() >= until:
                 break

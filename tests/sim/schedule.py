@@ -27,7 +27,7 @@ from slurm_dsl.host import world
 from slurm_dsl.ledger.choose import open_ledger
 from slurm_dsl.run import deadlines
 from slurm_dsl.run.tracked import Tracker
-from tests.sim.slurmctld import Job, saved_jobs
+from tests.sim.slurmctld import Cluster, Job, saved_jobs
 from tests.sim.world import SCONTROL, SQUEUE, Simulation
 
 # How often each kind of step is drawn.
@@ -53,8 +53,8 @@ class Played:
     commands: int = 0
     faults: int = 0
 
-    def replay(self) -> str:
-        return f"python -m pytest tests/sim/test_schedules.py --sim-seed {self.seed} --sim-steps {len(self.steps)}"
+    def replay(self, pair: bool = False) -> str:
+        return f"python -m tests.sim --seed {self.seed} --steps {len(self.steps)}" + (" --pair" if pair else "")
 
 
 def schedule(seed: int, steps: int) -> List[Step]:
@@ -87,10 +87,13 @@ def schedule(seed: int, steps: int) -> List[Step]:
 class Player:
     """Plays one schedule in one simulation."""
 
-    def __init__(self, directory: Path, seed: int) -> None:
-        self.sim = Simulation()
+    def __init__(self, directory: Path, seed: int, *, pair: bool = False) -> None:
+        self.sim = Simulation(Cluster(pair=True, major="24.11", message_timeout=3.0) if pair else None)
+        self.pair = pair
         self.ledger = str(directory / f"ledger-{seed}.sqlite3")
         self.sim.cluster.start(0.0)
+        if pair:
+            self.sim.cluster.start(0.0, which=1)
         self.jobs: List[str] = [self.sim.cluster.submit(0.0, requeue=i % 3 == 0) for i in range(6)]
         self.sim.advance(1.0)
         self.played = Played(seed, [])
@@ -161,11 +164,14 @@ class Player:
             sim.sleep(float(v[0]))  # type: ignore[arg-type]
         elif step.kind == "kill" and cluster.in_control() is not None:  # down until a start step
             self.played.faults += 1
-            cluster.kill(sim.t + float(v[0]))  # type: ignore[arg-type]
+            which = cluster.controllers.index(cluster.in_control())  # type: ignore[arg-type]
+            cluster.kill(sim.t + float(v[0]), which)  # type: ignore[arg-type]
             sim.advance(sim.t + float(v[0]))  # type: ignore[arg-type]
-        elif step.kind == "start" and cluster.in_control() is None:
-            cluster.start(sim.t)
-        elif step.kind == "term" and cluster.in_control() is not None:
+        elif step.kind == "start":
+            down = [i for i, c in enumerate(cluster.controllers) if not c.up]
+            if down:  # a restarted primary takes control back from the backup later (a hand-back)
+                cluster.start(sim.t, down[0])
+        elif step.kind == "term" and cluster.in_control() is cluster.primary and not self.pair:
             self.played.faults += 1
             cluster.terminate(sim.t)
             sim.advance(sim.t + 1.0)
@@ -234,15 +240,17 @@ def untrue(row: Outcome, effects: Sequence[Effect]) -> Optional[str]:
     return None
 
 
-def play(directory: Path, seed: int, steps: int, *, stop_at_first: bool = True) -> Played:
-    """Play ``seed``'s schedule of ``steps`` steps, then sweep until quiet; the violations found."""
-    player = Player(directory, seed)
+def play(directory: Path, seed: int, steps: int, *, stop_at_first: bool = True, pair: bool = False) -> Played:
+    """Play ``seed``'s schedule of ``steps`` steps, then sweep until quiet; the violations found.
+    ``pair``: a 24.11 primary/backup pair, takeovers and hand-backs (docs/durability.md §3)."""
+    player = Player(directory, seed, pair=pair)
     for step in schedule(seed, steps):
         player.step(step)
         if stop_at_first and player.played.violations:
             return player.played
-    if player.sim.cluster.in_control() is None:
-        player.sim.cluster.start(player.sim.t)
+    for which, controller in enumerate(player.sim.cluster.controllers):
+        if not controller.up:
+            player.sim.cluster.start(player.sim.t, which)
     for _ in range(13):  # the timer's sweeps, slurmctld up: an idle one saves at its 300 s checkpoints
         player.step(Step("sweep"))
         player.step(Step("wait", (60.0,)))

@@ -24,6 +24,13 @@ def test_schedules_keep_every_flag(tmp_path: Path, sim_seed: int, sim_steps: int
         assert played.violations == [], f"{played.violations[:3]}; replay: {played.replay()}"
 
 
+def test_pair_schedules_keep_every_flag(tmp_path: Path, sim_seed: int, sim_steps: int) -> None:
+    """A 24.11 primary/backup pair: takeovers, hand-backs holding requests, applied later."""
+    for seed in range(sim_seed, sim_seed + SEEDS // 3):
+        played = play(tmp_path, seed, sim_steps, pair=True)
+        assert played.violations == [], f"{played.violations[:3]}; replay: {played.replay(pair=True)}"
+
+
 def test_the_simulator_finds_durability_13_planted_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """With Rule L8 dropped (a clear by a call ends the watch at once), a schedule loses a flag."""
     monkeypatch.setattr(ledger_rules, "cleared_by_a_call", lambda outcome: False)

@@ -19,6 +19,7 @@ from slurm_dsl.core.model import Op, RequeueBit, Result
 from slurm_dsl.host import files, process, runs, world
 from slurm_dsl.host.world import World
 from slurm_dsl.ledger.choose import open_ledger
+from slurm_dsl.lookups import saves
 from slurm_dsl.run import deadlines
 from slurm_dsl.run.tracked import Tracker
 from tests.sim.world import SCONTROL, SQUEUE, Simulation
@@ -37,6 +38,7 @@ EDGE_CALLS: List[Callable[[], object]] = [
     lambda: deadlines.wall(),
     lambda: world.sleep(0.0),
     lambda: world.monotonic(),
+    lambda: saves.listens("127.0.0.1", 6817),
 ]
 
 
@@ -62,9 +64,10 @@ ALLOWED = {
     ("ledger/sqlite.py", "os.getpid"), ("ledger/store.py", "time.monotonic"), ("ledger/mariadb.py", "time.time"),
     ("ledger/mariadb.py", "time.monotonic"), ("ledger/mariadb_config.py", "os.getpid"),
     ("admin/doctor.py", "time.time"), ("admin/commands/ops.py", "time.monotonic"),
+    ("lookups/saves.py", "socket.create_connection"),  # ``listens``, an edge itself: it asks the world first
 }
 DIRECT = {"time.time", "time.sleep", "time.monotonic", "time.clock_gettime", "os.getpid", "os.uname",
-          "threading.Thread", "subprocess.run", "subprocess.Popen"}
+          "threading.Thread", "subprocess.run", "subprocess.Popen", "socket.create_connection", "socket.socket"}
 
 
 def test_no_module_reaches_the_machine_but_the_edges() -> None:

@@ -88,6 +88,7 @@ class Simulation:
             identity=self.identity,
             this_run=lambda: f"{host.name}/{host.boot}/{pid}/{host.alive.get(pid, 0)}",
             alive=self.alive,
+            listens=self.listens,
             strict=True,
         )
 
@@ -102,6 +103,12 @@ class Simulation:
         if boot != self.host.boot:
             return False
         return str(self.host.alive.get(pid)) == start
+
+    def listens(self, address: str, port: int) -> Optional[bool]:
+        """A connection to a controller: accepted while it runs (a restarted primary listens while
+        it waits to take control back), refused when it does not."""
+        found = next((c for c in self.cluster.controllers if c.name == address), None)
+        return None if found is None else found.up
 
     def run_script(self, script: str, *, timeout: float, cap: int, kill_grace: float) -> Completed:
         start = self.t
