@@ -18,6 +18,7 @@ in anything but a result or a ``DSLError`` is a violation too.
 from __future__ import annotations
 
 import random
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -98,6 +99,7 @@ class Player:
         self.sim.advance(1.0)
         self.played = Played(seed, [])
         self.checker = self.sim.spawn()  # the checker's own process, to read the ledger
+        self.sim.before_script = self.leased
 
     def job(self, pick: float) -> str:
         return self.jobs[int(pick * len(self.jobs)) % len(self.jobs)]
@@ -122,6 +124,21 @@ class Player:
             wrong = untrue(row, [e for e in self.sim.cluster.effects if e[1] == self.sim.tag])
             if wrong:
                 self.played.violations.append(f"false-result: {work} {args}: {wrong}")
+        if work in ("op", "bulk"):
+            self.as_recorded(pid, work)
+
+    def as_recorded(self, pid: int, work: str) -> None:
+        """Each row a command printed is what the ledger recorded of its operation (contract §9.2)."""
+        with world.bound(self.sim.world(self.checker)), open_ledger(self.ledger) as ledger:
+            for row in self.rows:
+                mine = [e for e in ledger.history(row.job_id) if re.search(rf", pid {pid}(?:,|$)", e.actor or "")]
+                if row.result is Result.EXPIRED and not mine:
+                    continue  # its turn came after the deadline: nothing was recorded (contract §10.0)
+                if not mine or (mine[-1].result, mine[-1].requeue_bit) != (row.result, row.requeue_bit):
+                    recorded = (mine[-1].result, mine[-1].requeue_bit) if mine else None
+                    self.played.violations.append(
+                        f"row-not-recorded: {work}: job {row.job_id} printed {row.result.value}/{row.requeue_bit},"
+                        f" the ledger holds {recorded}")
 
     def _op(self, tracker: Tracker, deadline: float, op: Op, pick: float) -> None:
         self.rows.append(tracker.run(op, self.job(pick), deadline))
@@ -195,6 +212,21 @@ class Player:
                     "set": ("update", f"JobId={job}", "Requeue=1"), "clear": ("update", f"JobId={job}", "Requeue=0")}
             sim.advance(cluster.call(sim.t, argv[what]).ends)
         self.check(str(step))
+
+    def leased(self, pid: int, calls: List[Tuple[str, ...]]) -> None:
+        """Every scontrol call slurm-dsl makes on a job belongs to an operation under the job's
+        lease, held by the calling run (contract §9.2): read in the ledger as the script starts."""
+        jobs = sorted({j for argv in calls for a in argv[1:] for j in a.removeprefix("JobId=").split(",")
+                       if j.isdigit()})
+        host = self.sim.host
+        run = f"{host.name}/{host.boot}/{pid}/{host.alive.get(pid, 0)}"
+        with world.bound(self.sim.world(self.checker)), open_ledger(self.ledger) as ledger:
+            holders = ledger.lease_holders(jobs)
+        for job in jobs:
+            if holders.get(job, "").rpartition("@")[2] != run:
+                self.played.violations.append(
+                    f"unleased-call: {calls} on job {job} by run {run}, the lease held by {holders.get(job)!r}"
+                    f" (t={self.sim.t:.2f}, step {len(self.played.steps)})")
 
     def check(self, after: str) -> None:
         """The lost-flag invariant, on what slurmctld holds and on what its last save holds."""

@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import struct
 from dataclasses import dataclass, field
-from typing import Dict, Optional, Sequence, Set, Tuple, Union
+from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple, Union
 
 from slurm_dsl.host.files import Identity, NotRead
 from slurm_dsl.host.process import Completed
@@ -52,6 +52,8 @@ class Simulation:
         self.t = 0.0
         self.started: Set[Tuple[str, ...]] = set()  # programs asked for that the simulation does not run
         self.tag = "dsl"  # who slurm-dsl's calls are from, as the cluster keeps it (a command's own tag)
+        # Called with (pid, the script's calls) before a script runs: the checker's look at leases.
+        self.before_script: Optional[Callable[[int, List[Tuple[str, ...]]], None]] = None
 
     # -- time ---------------------------------------------------------------------------------
 
@@ -81,7 +83,7 @@ class Simulation:
             wall=lambda: EPOCH + self.t + host.offset,
             boot_clock=lambda: self.t - host.booted_at,
             sleep=self.sleep,
-            run_script=self.run_script,
+            run_script=lambda script, **kw: self.run_script(script, pid=pid, **kw),
             run_argv=self.run_argv,
             read_regular=self.read_regular,
             read_identified=self.read_identified,
@@ -110,7 +112,9 @@ class Simulation:
         found = next((c for c in self.cluster.controllers if c.name == address), None)
         return None if found is None else found.up
 
-    def run_script(self, script: str, *, timeout: float, cap: int, kill_grace: float) -> Completed:
+    def run_script(self, script: str, *, timeout: float, cap: int, kill_grace: float, pid: int = 0) -> Completed:
+        if self.before_script is not None:
+            self.before_script(pid, [call.argv for call in shell.parse(script)[1]])
         start = self.t
         ran = shell.run(self.cluster, start, script, deadline=start + timeout, who=self.tag)
         self.advance(ran.ends)
