@@ -35,9 +35,23 @@ def _saved_at_once() -> None:
         _plant(module, "looks_needed", lambda *args, **kwargs: 0)
 
 
+def _no_reread() -> None:
+    from slurm_dsl.run import tracked
+
+    _plant(tracked, "not_to_act", lambda *args, **kwargs: {})
+
+
+def _not_alive() -> None:
+    from slurm_dsl.run import settling
+
+    _plant(settling, "still_running", lambda ledger, entries: set())
+
+
 PLANTS: Dict[str, Callable[[], None]] = {
     "durability-13": _durability_13,  # a requeue's cleared object not kept watched (Rule L8 dropped)
     "saved-at-once": _saved_at_once,  # no save seen needed before a clear counts as saved (Rule D2 dropped)
+    "no-reread": _no_reread,  # a keyed job not decided again under its lease (keys acting twice)
+    "not-alive": _not_alive,  # a run known alive taken for over (the frozen keyed requeue, Rule R1 dropped)
 }
 
 

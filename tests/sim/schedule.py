@@ -19,12 +19,13 @@ from __future__ import annotations
 
 import random
 import re
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from slurm_dsl.core.model import DSLError, Op, Outcome, RequeueBit, Result
-from slurm_dsl.host import world
+from slurm_dsl.host import runs, world
 from slurm_dsl.ledger.choose import open_ledger
 from slurm_dsl.run import deadlines
 from slurm_dsl.run.tracked import Tracker
@@ -34,7 +35,7 @@ from tests.sim.world import SCONTROL, SQUEUE, Simulation
 # How often each kind of step is drawn.
 WEIGHTS: Dict[str, int] = {
     "op": 26, "bulk": 6, "keyed": 6, "sweep": 12, "wait": 16, "kill": 4, "start": 4, "term": 2, "step": 3,
-    "hostwall": 2, "finish": 5, "submit": 4, "admin": 8,
+    "hostwall": 2, "finish": 5, "submit": 4, "admin": 8, "freeze": 5,
 }
 OPS = (Op.HOLD, Op.RELEASE, Op.REQUEUE, Op.RESTORE)
 TIMEOUT = 30.0
@@ -70,6 +71,9 @@ def schedule(seed: int, steps: int) -> List[Step]:
             out.append(Step(kind, (rng.choice(OPS), pick)))
         elif kind == "bulk":
             out.append(Step(kind, (rng.choice(OPS), pick, rng.randint(2, 5))))
+        elif kind == "freeze":
+            out.append(Step(kind, (rng.choice((Op.REQUEUE, Op.HOLD)), pick, rng.randint(1, 4),
+                                   rng.choice((0.5, 5.0, 40.0, 200.0)), rng.choice((0.0, 0.0, 300.0)))))
         elif kind == "kill":
             out.append(Step(kind, (rng.choice((0.0, 0.05, 0.5, 2.0)), rng.uniform(0.5, 8.0))))
         elif kind == "step":
@@ -99,38 +103,86 @@ class Player:
         self.sim.advance(1.0)
         self.played = Played(seed, [])
         self.checker = self.sim.spawn()  # the checker's own process, to read the ledger
+        self.keys: Dict[str, Tuple[str, str]] = {}  # a keyed command's tag -> its (op, job)
+        self.losses: List[float] = []  # when a controller was killed (what it had not saved may be lost)
         self.sim.before_script = self.leased
 
     def job(self, pick: float) -> str:
         return self.jobs[int(pick * len(self.jobs)) % len(self.jobs)]
 
-    def command(self, work: str, *args: object) -> None:
-        """One slurm-dsl command: a new process, its tracker, its end; then its rows checked."""
+    def command(self, work: str, *args: object, freeze: Optional[Tuple[int, Callable[[], None]]] = None) -> None:
+        """One slurm-dsl command: a new process, its tracker, its end; then its rows checked.
+        ``freeze``: at which of its process starts or sleeps to call what (``frozen``)."""
         pid = self.sim.spawn()
         self.played.commands += 1
-        self.sim.tag = f"dsl:{self.played.commands}"
-        self.rows: List[Outcome] = []
+        tag = self.sim.tags[pid] = f"dsl:{self.played.commands}"
+        if freeze is not None:
+            self.sim.freeze_at[pid] = freeze
+        rows: List[Outcome] = []
         try:
             with world.bound(self.sim.world(pid)), Tracker(self.ledger, scontrol=SCONTROL, squeue=SQUEUE) as tracker:
                 deadline = deadlines.steady() + TIMEOUT
-                getattr(self, "_" + work)(tracker, deadline, *args)
+                getattr(self, "_" + work)(tracker, deadline, rows, *args)
         except DSLError:
             pass  # a refusal, a lookup that could not ask, a ledger error: the command said so
         except Exception as exc:  # anything else is a crash of the command
             self.played.violations.append(f"crash: {work} {args}: {type(exc).__name__}: {exc}")
         finally:
             self.sim.exit(pid)
-        for row in self.rows:
-            wrong = untrue(row, [e for e in self.sim.cluster.effects if e[1] == self.sim.tag])
+        for row in rows:
+            wrong = untrue(row, [e for e in self.sim.cluster.effects if e[1] == tag])
             if wrong:
                 self.played.violations.append(f"false-result: {work} {args}: {wrong}")
         if work in ("op", "bulk"):
-            self.as_recorded(pid, work)
+            self.as_recorded(pid, work, rows)
+        if work == "keyed":
+            self.keyed_once(str(args[0]), self.job(float(args[1])))  # type: ignore[arg-type]
 
-    def as_recorded(self, pid: int, work: str) -> None:
+    def frozen(self, op: Op, pick: float, at: int, gap: float, wall: float = 0.0) -> None:
+        """A keyed command stopped (SIGSTOP) at its ``at``-th process start or sleep; meanwhile
+        ``gap`` seconds pass, this host's wall clock steps ``wall`` seconds forward (the ledger's
+        clock: leases and ends_by look lapsed), and the same command (op, job, key) runs whole;
+        then the first goes on."""
+        stopped, go = threading.Event(), threading.Event()
+
+        def stop() -> None:
+            stopped.set()
+            go.wait()
+
+        first = threading.Thread(target=self.command, args=("keyed", op, pick), kwargs={"freeze": (at, stop)},
+                                 daemon=True)
+        first.start()
+        while first.is_alive() and not stopped.wait(0.001):
+            pass
+        if stopped.is_set():
+            self.sim.sleep(gap)
+            self.sim.host.offset += wall
+            self.command("keyed", op, pick)
+            go.set()
+        first.join()
+
+    def keyed_once(self, op: str, job: str) -> None:
+        """A key acts at most once (contract §12): no run of a key makes a call on its job after
+        another run of the key had its requeue applied, unless a crash or takeover came between
+        (what slurmctld lost may be done again)."""
+        if op != Op.REQUEUE.value:
+            return
+        tags = {t for t, k in self.keys.items() if k == (op, job)}
+        mine = [e for e in self.sim.cluster.effects if e[1] in tags and e[3] == job]
+        done = [(e[0], e[1]) for e in mine if e[2] == "requeue" and e[5] is None]
+        for tag in tags:
+            first = next((e[0] for e in mine if e[1] == tag), None)
+            for at, by in done:
+                if first is not None and by != tag and at < first and not any(at < k <= first for k in self.losses):
+                    self.played.violations.append(
+                        f"key-acted-twice: job {job}: a run of its requeue key made its first call at t={first:.2f},"
+                        f" after another run's requeue applied at t={at:.2f}, no crash between")
+                    return
+
+    def as_recorded(self, pid: int, work: str, rows: List[Outcome]) -> None:
         """Each row a command printed is what the ledger recorded of its operation (contract §9.2)."""
         with world.bound(self.sim.world(self.checker)), open_ledger(self.ledger) as ledger:
-            for row in self.rows:
+            for row in rows:
                 mine = [e for e in ledger.history(row.job_id) if re.search(rf", pid {pid}(?:,|$)", e.actor or "")]
                 if row.result is Result.EXPIRED and not mine:
                     continue  # its turn came after the deadline: nothing was recorded (contract §10.0)
@@ -140,10 +192,10 @@ class Player:
                         f"row-not-recorded: {work}: job {row.job_id} printed {row.result.value}/{row.requeue_bit},"
                         f" the ledger holds {recorded}")
 
-    def _op(self, tracker: Tracker, deadline: float, op: Op, pick: float) -> None:
-        self.rows.append(tracker.run(op, self.job(pick), deadline))
+    def _op(self, tracker: Tracker, deadline: float, rows: List[Outcome], op: Op, pick: float) -> None:
+        rows.append(tracker.run(op, self.job(pick), deadline))
 
-    def _bulk(self, tracker: Tracker, deadline: float, op: Op, pick: float, n: int) -> None:
+    def _bulk(self, tracker: Tracker, deadline: float, rows: List[Outcome], op: Op, pick: float, n: int) -> None:
         from slurm_dsl.run.driver import drive
 
         start = int(pick * len(self.jobs))
@@ -151,19 +203,20 @@ class Player:
         for event in drive(tracker, op, ids, deadline):
             outcome = getattr(event, "outcome", None)
             if isinstance(outcome, Outcome):
-                self.rows.append(outcome)
+                rows.append(outcome)
 
-    def _keyed(self, tracker: Tracker, deadline: float, op: Op, pick: float) -> None:
+    def _keyed(self, tracker: Tracker, deadline: float, rows: List[Outcome], op: Op, pick: float) -> None:
         from slurm_dsl.run.keyed import run_settled
 
         job = self.job(pick)
+        self.keys[self.sim.tags[runs.this_run().pid]] = (op.value, job)
         for event in run_settled(tracker, op, [job], deadline, key=f"k-{op.value}-{job}", settle=True, retry=1,
                                  settle_delay=2.0, one_by_one=True, parallel=1):
             outcome = getattr(event, "outcome", None)
             if isinstance(outcome, Outcome) and outcome.calls:  # not an earlier run's row
-                self.rows.append(outcome)
+                rows.append(outcome)
 
-    def _sweep(self, tracker: Tracker, deadline: float) -> None:
+    def _sweep(self, tracker: Tracker, deadline: float, rows: List[Outcome]) -> None:
         from slurm_dsl.lookups.squeue import SqueueLookup
         from slurm_dsl.run.sweep import sweep
 
@@ -175,6 +228,9 @@ class Player:
         self.played.steps.append(step)
         if step.kind in ("op", "bulk", "keyed"):
             self.command(step.kind, *v)
+        elif step.kind == "freeze":
+            self.played.faults += 1
+            self.frozen(*v)  # type: ignore[arg-type]
         elif step.kind == "sweep":
             self.command("sweep")
         elif step.kind == "wait":
@@ -183,6 +239,7 @@ class Player:
             self.played.faults += 1
             which = cluster.controllers.index(cluster.in_control())  # type: ignore[arg-type]
             cluster.kill(sim.t + float(v[0]), which)  # type: ignore[arg-type]
+            self.losses.append(sim.t + float(v[0]))  # type: ignore[arg-type]
             sim.advance(sim.t + float(v[0]))  # type: ignore[arg-type]
         elif step.kind == "start":
             down = [i for i, c in enumerate(cluster.controllers) if not c.up]

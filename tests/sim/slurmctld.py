@@ -62,6 +62,7 @@ class Job:
     ended_wall: Optional[float] = None  # the controller's wall clock when it finished (MinJobAge counts from it)
     array: Optional[Tuple[str, int]] = None  # (ArrayJobId, TaskId) of an array task
     requeue_by: str = "submit"  # who last changed the Requeue flag (not slurmctld's: the checker's)
+    eligible_at: Optional[float] = None  # a requeued job starts again then (EligibleTime: +120 s, §5)
 
     def copy(self) -> Job:
         return dataclasses.replace(self)
@@ -155,7 +156,7 @@ class Controller:
         t = max(t, self.now)  # a caller's "now" that another call already passed is that call's end
         while self.up and self.in_control:
             events = [e for e in (self._link_at(), self._due(self.now), self.next_checkpoint, self.next_purge,
-                                  self.next_beat) if e is not None and e <= t]
+                                  self.next_beat, self._next_start()) if e is not None and e <= t]
             if not events:
                 break
             at = max(min(events), self.now)
@@ -170,9 +171,23 @@ class Controller:
                 self._purge(at)
             elif self.next_beat <= at:
                 self.beat(at)
+            elif (self._next_start() or math.inf) <= at:
+                self._start_jobs(at)
             else:
                 self._begin_save(at)
         self.now = t
+
+    def _next_start(self) -> Optional[float]:
+        """When the scheduler next starts a requeued job (its EligibleTime), if any waits."""
+        times = [j.eligible_at for j in self.jobs.values()
+                 if j.eligible_at is not None and j.state == "PENDING" and j.priority > 0]
+        return min(times) if times else None
+
+    def _start_jobs(self, t: float) -> None:
+        for job in self.jobs.values():
+            if job.eligible_at is not None and job.eligible_at <= t and job.state == "PENDING" and job.priority > 0:
+                job.state, job.reason, job.eligible_at = "RUNNING", "None", None
+        self.schedule_save(t)
 
     def _link_at(self) -> Optional[float]:
         return None if self.packing is None else self.packing[0]
@@ -368,6 +383,7 @@ class Cluster:
         c = self._must_control()
         job_id = str(self.next_id)
         self.next_id += 1 + tasks
+        requeue = 1 if requeue else 0
         made = [Job(job_id, user, state, requeue=requeue)]
         if tasks:  # the tasks' own JobIds follow the array's, whose first task carries it
             made = [Job(str(int(job_id) + i), user, state, requeue=requeue, array=(job_id, i + 1))
@@ -552,6 +568,7 @@ class Cluster:
             job.reason, job.priority = "job_requeued_in_held_state", 0
         else:
             job.reason = "BeginTime"
+        job.eligible_at = t + 120.0  # the scheduler starts it again then (docs/slurm-behaviour.md §5)
         c.schedule_save(t)
         return None
 

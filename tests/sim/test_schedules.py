@@ -47,3 +47,13 @@ def test_the_simulator_finds_a_clear_taken_for_saved_at_once(tmp_path: Path, mon
         monkeypatch.setattr(module, "looks_needed", lambda *args, **kwargs: 0)
     found = first_violation(tmp_path, range(1, 41), STEPS)
     assert found is not None and "lost-flag" in found.violations[0], "not found in 40 schedules"
+
+
+def test_the_simulator_finds_keys_acting_twice_planted_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With a keyed job no longer decided again under its lease (the fix of keys acting twice under
+    concurrency reverted), a run frozen before its lease acts after the key's other run did."""
+    from slurm_dsl.run import tracked
+
+    monkeypatch.setattr(tracked, "not_to_act", lambda *args, **kwargs: {})
+    found = first_violation(tmp_path, range(1, 41), STEPS)
+    assert found is not None and "key-acted-twice" in found.violations[0], "not found in 40 schedules"

@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import struct
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple, Union
 
 from slurm_dsl.host.files import Identity, NotRead
 from slurm_dsl.host.process import Completed
@@ -51,7 +51,11 @@ class Simulation:
         self.host = host or Host()
         self.t = 0.0
         self.started: Set[Tuple[str, ...]] = set()  # programs asked for that the simulation does not run
-        self.tag = "dsl"  # who slurm-dsl's calls are from, as the cluster keeps it (a command's own tag)
+        self.tags: Dict[int, str] = {}  # who a process's calls are from, as the cluster keeps it ("dsl:N")
+        # A process to freeze (pid -> at which of its process starts or sleeps, counting from 1, and
+        # what to do then: the scheduler's ``freeze`` runs others while it waits; SIGSTOP).
+        self.freeze_at: Dict[int, Tuple[int, Callable[[], None]]] = {}
+        self.edges_of: Dict[int, int] = {}
         # Called with (pid, the script's calls) before a script runs: the checker's look at leases.
         self.before_script: Optional[Callable[[int, List[Tuple[str, ...]]], None]] = None
 
@@ -78,13 +82,26 @@ class Simulation:
 
     def world(self, pid: int) -> World:
         host = self.host
+
+        def sleep(seconds: float) -> None:
+            self.edge(pid)
+            self.sleep(seconds)
+
+        def run_script(script: str, **kw: Any) -> Completed:
+            self.edge(pid)
+            return self.run_script(script, pid=pid, **kw)
+
+        def run_argv(argv: Sequence[str], **kw: Any) -> Completed:
+            self.edge(pid)
+            return self.run_argv(argv, pid=pid, **kw)
+
         return World(
             monotonic=lambda: EPOCH + self.t,
             wall=lambda: EPOCH + self.t + host.offset,
             boot_clock=lambda: self.t - host.booted_at,
-            sleep=self.sleep,
-            run_script=lambda script, **kw: self.run_script(script, pid=pid, **kw),
-            run_argv=self.run_argv,
+            sleep=sleep,
+            run_script=run_script,
+            run_argv=run_argv,
             read_regular=self.read_regular,
             read_identified=self.read_identified,
             identity=self.identity,
@@ -93,6 +110,14 @@ class Simulation:
             listens=self.listens,
             strict=True,
         )
+
+    def edge(self, pid: int) -> None:
+        """Process ``pid`` is about to start a process or sleep: where a freeze takes it."""
+        self.edges_of[pid] = self.edges_of.get(pid, 0) + 1
+        at = self.freeze_at.get(pid)
+        if at is not None and at[0] == self.edges_of[pid]:
+            del self.freeze_at[pid]
+            at[1]()
 
     def alive(self, text: Optional[str]) -> Optional[bool]:
         """As ``host.runs.alive`` words it: known alive, known gone, or cannot be told."""
@@ -116,11 +141,11 @@ class Simulation:
         if self.before_script is not None:
             self.before_script(pid, [call.argv for call in shell.parse(script)[1]])
         start = self.t
-        ran = shell.run(self.cluster, start, script, deadline=start + timeout, who=self.tag)
+        ran = shell.run(self.cluster, start, script, deadline=start + timeout, who=self.tags.get(pid, "dsl"))
         self.advance(ran.ends)
         return Completed(("/bin/sh", "-s"), ran.status, b"", ran.stderr, ran.ends >= start + timeout, False)
 
-    def run_argv(self, argv: Sequence[str], *, timeout: float, cap: int, kill_grace: float) -> Completed:
+    def run_argv(self, argv: Sequence[str], *, timeout: float, cap: int, kill_grace: float, pid: int = 0) -> Completed:
         argv = tuple(argv)
         program = os.path.basename(argv[0])
         if program == "squeue":
@@ -130,7 +155,7 @@ class Simulation:
             age = int(self.cluster.primary.min_job_age)
             return Completed(argv, 0, f"MinJobAge               = {age} sec\n".encode(), b"", False, False)
         if program == "scontrol" and argv[1] == "release":  # open: the direct call
-            reply = self.cluster.call(self.t, argv[1:], who=self.tag)
+            reply = self.cluster.call(self.t, argv[1:], who=self.tags.get(pid, "dsl"))
             self.advance(min(reply.ends, self.t + timeout))
             return Completed(argv, reply.rc, b"", reply.stderr.encode(), reply.ends > self.t + timeout, False)
         self.started.add(argv)
