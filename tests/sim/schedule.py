@@ -35,7 +35,7 @@ from tests.sim.world import SCONTROL, SQUEUE, Simulation
 # How often each kind of step is drawn.
 WEIGHTS: Dict[str, int] = {
     "op": 26, "bulk": 6, "keyed": 6, "sweep": 12, "wait": 16, "kill": 4, "start": 4, "term": 2, "step": 3,
-    "hostwall": 2, "finish": 5, "submit": 4, "admin": 8, "freeze": 5,
+    "hostwall": 2, "finish": 5, "submit": 4, "admin": 8, "freeze": 5, "durable": 4,
 }
 OPS = (Op.HOLD, Op.RELEASE, Op.REQUEUE, Op.RESTORE)
 TIMEOUT = 30.0
@@ -67,7 +67,7 @@ def schedule(seed: int, steps: int) -> List[Step]:
     for _ in range(steps):
         kind = rng.choices(kinds, [WEIGHTS[k] for k in kinds])[0]
         pick = rng.random()
-        if kind in ("op", "keyed"):
+        if kind in ("op", "keyed", "durable"):
             out.append(Step(kind, (rng.choice(OPS), pick)))
         elif kind == "bulk":
             out.append(Step(kind, (rng.choice(OPS), pick, rng.randint(2, 5))))
@@ -195,6 +195,22 @@ class Player:
     def _op(self, tracker: Tracker, deadline: float, rows: List[Outcome], op: Op, pick: float) -> None:
         rows.append(tracker.run(op, self.job(pick), deadline))
 
+    def _durable(self, tracker: Tracker, deadline: float, rows: List[Outcome], op: Op, pick: float) -> None:
+        """``--durable``: the row once slurmctld's save of its change is confirmed; one said saved
+        must be on slurmctld's last save as the command ends (contract §13.5)."""
+        from slurm_dsl.run.durable import confirm_saved
+
+        job = self.job(pick)
+        baseline = (self.sim.cluster.jobs(self.sim.t, [job]) or {}).get(job)
+        row = confirm_saved(tracker, [tracker.run(op, job, deadline)], deadline)[0]
+        rows.append(row)
+        if row.saved:
+            saved = saved_jobs(self.sim.cluster.disk).get(job)
+            if saved is None or not shows(op, saved, baseline):
+                self.played.violations.append(
+                    f"durable-not-saved: {op.value} {job} said saved at t={self.sim.t:.2f}; slurmctld's last save"
+                    f" holds {saved}")
+
     def _bulk(self, tracker: Tracker, deadline: float, rows: List[Outcome], op: Op, pick: float, n: int) -> None:
         from slurm_dsl.run.driver import drive
 
@@ -226,7 +242,7 @@ class Player:
     def step(self, step: Step) -> None:
         sim, cluster, v = self.sim, self.sim.cluster, step.value
         self.played.steps.append(step)
-        if step.kind in ("op", "bulk", "keyed"):
+        if step.kind in ("op", "bulk", "keyed", "durable"):
             self.command(step.kind, *v)
         elif step.kind == "freeze":
             self.played.faults += 1
@@ -306,6 +322,18 @@ class Player:
 EFFECT_CALL = {Op.HOLD: ("hold", None), Op.RELEASE: ("release", None), Op.REQUEUE: ("requeue", None),
                Op.RESTORE: ("update", "0"), Op.OPEN: ("release", None)}
 Effect = Tuple[float, str, str, str, Optional[str], Optional[str]]
+
+
+def shows(op: Op, job: Job, before: Optional[Job]) -> bool:
+    """Whether ``job``'s record shows ``op``'s effect (contract §12's table): a hold priority 0, a
+    release or open above 0, a restore Requeue=0, a requeue RestartCnt above the record before."""
+    if op is Op.HOLD:
+        return job.priority == 0
+    if op in (Op.RELEASE, Op.OPEN):
+        return job.priority > 0
+    if op is Op.RESTORE:
+        return job.requeue == 0
+    return before is not None and job.restarts > before.restarts
 
 
 def untrue(row: Outcome, effects: Sequence[Effect]) -> Optional[str]:
