@@ -44,14 +44,21 @@ def _no_reread() -> None:
 def _not_alive() -> None:
     from slurm_dsl.run import settling
 
-    _plant(settling, "still_running", lambda ledger, entries: set())
+    _plant(settling, "owner_alive", lambda owner: None)  # as before §13.7: the times alone decide
+
+
+def _no_intent() -> None:
+    from slurm_dsl.core import ledger_rules
+
+    _plant(ledger_rules, "intent", lambda op, nonce: None)
 
 
 PLANTS: Dict[str, Callable[[], None]] = {
     "durability-13": _durability_13,  # a requeue's cleared object not kept watched (Rule L8 dropped)
     "saved-at-once": _saved_at_once,  # no save seen needed before a clear counts as saved (Rule D2 dropped)
     "no-reread": _no_reread,  # a keyed job not decided again under its lease (keys acting twice)
-    "not-alive": _not_alive,  # a run known alive taken for over (the frozen keyed requeue, Rule R1 dropped)
+    "not-alive": _not_alive,  # a run known alive no longer told: the times alone decide (§13.7 dropped)
+    "no-intent": _no_intent,  # a requeue's intent not committed before its script (Rule L1 dropped)
 }
 
 

@@ -35,7 +35,7 @@ from tests.sim.world import SCONTROL, SQUEUE, Simulation
 # How often each kind of step is drawn.
 WEIGHTS: Dict[str, int] = {
     "op": 26, "bulk": 6, "keyed": 6, "sweep": 12, "wait": 16, "kill": 4, "start": 4, "term": 2, "step": 3,
-    "hostwall": 2, "finish": 5, "submit": 4, "admin": 8, "freeze": 5, "durable": 4,
+    "hostwall": 2, "finish": 5, "submit": 4, "admin": 8, "freeze": 5, "durable": 4, "cmdkill": 4,
 }
 OPS = (Op.HOLD, Op.RELEASE, Op.REQUEUE, Op.RESTORE)
 TIMEOUT = 30.0
@@ -71,6 +71,8 @@ def schedule(seed: int, steps: int) -> List[Step]:
             out.append(Step(kind, (rng.choice(OPS), pick)))
         elif kind == "bulk":
             out.append(Step(kind, (rng.choice(OPS), pick, rng.randint(2, 5))))
+        elif kind == "cmdkill":
+            out.append(Step(kind, (rng.choice(("op", "keyed")), rng.choice(OPS), pick, 1, rng.randint(1, 2))))
         elif kind == "freeze":
             out.append(Step(kind, (rng.choice((Op.REQUEUE, Op.HOLD)), pick, rng.randint(1, 4),
                                    rng.choice((0.5, 5.0, 40.0, 200.0)), rng.choice((0.0, 0.0, 300.0)))))
@@ -89,6 +91,10 @@ def schedule(seed: int, steps: int) -> List[Step]:
     return out
 
 
+class Killed(BaseException):
+    """Ends, once its schedule is over, the thread of a command the schedule SIGKILLed."""
+
+
 class Player:
     """Plays one schedule in one simulation."""
 
@@ -103,6 +109,7 @@ class Player:
         self.sim.advance(1.0)
         self.played = Played(seed, [])
         self.checker = self.sim.spawn()  # the checker's own process, to read the ledger
+        self.over = threading.Event()  # set when the schedule is over: killed commands' threads end
         self.keys: Dict[str, Tuple[str, str]] = {}  # a keyed command's tag -> its (op, job)
         self.losses: List[float] = []  # when a controller was killed (what it had not saved may be lost)
         self.sim.before_script = self.leased
@@ -110,14 +117,18 @@ class Player:
     def job(self, pick: float) -> str:
         return self.jobs[int(pick * len(self.jobs)) % len(self.jobs)]
 
-    def command(self, work: str, *args: object, freeze: Optional[Tuple[int, Callable[[], None]]] = None) -> None:
+    def command(self, work: str, *args: object, freeze: Optional[Tuple[int, Callable[[], None]]] = None,
+                kill: Optional[Tuple[int, int, Callable[[], None]]] = None) -> None:
         """One slurm-dsl command: a new process, its tracker, its end; then its rows checked.
-        ``freeze``: at which of its process starts or sleeps to call what (``frozen``)."""
+        ``freeze``: at which of its process starts or sleeps to call what (``frozen``); ``kill``:
+        at which script, after how many calls, it dies (``killed``)."""
         pid = self.sim.spawn()
         self.played.commands += 1
         tag = self.sim.tags[pid] = f"dsl:{self.played.commands}"
         if freeze is not None:
             self.sim.freeze_at[pid] = freeze
+        if kill is not None:
+            self.sim.kill_at[pid] = kill
         rows: List[Outcome] = []
         try:
             with world.bound(self.sim.world(pid)), Tracker(self.ledger, scontrol=SCONTROL, squeue=SQUEUE) as tracker:
@@ -125,6 +136,8 @@ class Player:
                 getattr(self, "_" + work)(tracker, deadline, rows, *args)
         except DSLError:
             pass  # a refusal, a lookup that could not ask, a ledger error: the command said so
+        except Killed:
+            return  # SIGKILLed: nothing of it is left to check
         except Exception as exc:  # anything else is a crash of the command
             self.played.violations.append(f"crash: {work} {args}: {type(exc).__name__}: {exc}")
         finally:
@@ -160,6 +173,22 @@ class Player:
             self.command("keyed", op, pick)
             go.set()
         first.join()
+
+    def killed(self, work: str, op: Op, pick: float, script: int, calls: int) -> None:
+        """A command SIGKILLed (with its script, as its lifeline takes it) once its ``script``-th
+        script has made ``calls`` calls: nothing after that runs, no lease is given back."""
+        dead = threading.Event()
+
+        def die() -> None:
+            dead.set()
+            self.over.wait()  # gone: nothing of it runs again while the schedule is played
+            raise Killed()
+
+        victim = threading.Thread(target=self.command, args=(work, op, pick), kwargs={"kill": (script, calls, die)},
+                                  daemon=True)
+        victim.start()
+        while victim.is_alive() and not dead.wait(0.001):
+            pass
 
     def keyed_once(self, op: str, job: str) -> None:
         """A key acts at most once (contract §12): no run of a key makes a call on its job after
@@ -244,6 +273,9 @@ class Player:
         self.played.steps.append(step)
         if step.kind in ("op", "bulk", "keyed", "durable"):
             self.command(step.kind, *v)
+        elif step.kind == "cmdkill":
+            self.played.faults += 1
+            self.killed(*v)  # type: ignore[arg-type]
         elif step.kind == "freeze":
             self.played.faults += 1
             self.frozen(*v)  # type: ignore[arg-type]
@@ -361,17 +393,20 @@ def play(directory: Path, seed: int, steps: int, *, stop_at_first: bool = True, 
     """Play ``seed``'s schedule of ``steps`` steps, then sweep until quiet; the violations found.
     ``pair``: a 24.11 primary/backup pair, takeovers and hand-backs (docs/durability.md §3)."""
     player = Player(directory, seed, pair=pair)
-    for step in schedule(seed, steps):
-        player.step(step)
-        if stop_at_first and player.played.violations:
-            return player.played
-    for which, controller in enumerate(player.sim.cluster.controllers):
-        if not controller.up:
-            player.sim.cluster.start(player.sim.t, which)
-    for _ in range(13):  # the timer's sweeps, slurmctld up: an idle one saves at its 300 s checkpoints
-        player.step(Step("sweep"))
-        player.step(Step("wait", (60.0,)))
-    return player.played
+    try:
+        for step in schedule(seed, steps):
+            player.step(step)
+            if stop_at_first and player.played.violations:
+                return player.played
+        for which, controller in enumerate(player.sim.cluster.controllers):
+            if not controller.up:
+                player.sim.cluster.start(player.sim.t, which)
+        for _ in range(13):  # the timer's sweeps, slurmctld up: an idle one saves at its 300 s checkpoints
+            player.step(Step("sweep"))
+            player.step(Step("wait", (60.0,)))
+        return player.played
+    finally:
+        player.over.set()
 
 
 def first_violation(directory: Path, seeds: range, steps: int) -> Optional[Played]:

@@ -58,9 +58,13 @@ def parse(script: str) -> Tuple[str, List[Call]]:
     return nonce, calls
 
 
-def run(cluster: Cluster, t: float, script: str, deadline: float, uid: int = ROOT, who: str = "dsl") -> Ran:
-    """Run ``script`` from ``t``; the runner TERMs it at ``deadline`` (simulated time)."""
+def run(cluster: Cluster, t: float, script: str, deadline: float, uid: int = ROOT, who: str = "dsl",
+        calls_made: Optional[int] = None) -> Ran:
+    """Run ``script`` from ``t``; the runner TERMs it at ``deadline`` (simulated time).
+    ``calls_made``: the script is KILLed once so many calls were made (with its runner)."""
     nonce, calls = parse(script)
+    if calls_made is not None:
+        calls = calls[:calls_made]
     out: List[str] = []
     status, first, now = 0, 0, t
     for call in calls:

@@ -56,6 +56,10 @@ class Simulation:
         # what to do then: the scheduler's ``freeze`` runs others while it waits; SIGSTOP).
         self.freeze_at: Dict[int, Tuple[int, Callable[[], None]]] = {}
         self.edges_of: Dict[int, int] = {}
+        # A process to SIGKILL (pid -> at which script it runs, how many of its calls are made
+        # first, and what to call then): it makes them, dies, and never returns to slurm-dsl.
+        self.kill_at: Dict[int, Tuple[int, int, Callable[[], None]]] = {}
+        self.scripts_of: Dict[int, int] = {}
         # Called with (pid, the script's calls) before a script runs: the checker's look at leases.
         self.before_script: Optional[Callable[[int, List[Tuple[str, ...]]], None]] = None
 
@@ -141,6 +145,15 @@ class Simulation:
         if self.before_script is not None:
             self.before_script(pid, [call.argv for call in shell.parse(script)[1]])
         start = self.t
+        self.scripts_of[pid] = self.scripts_of.get(pid, 0) + 1
+        kill = self.kill_at.get(pid)
+        if kill is not None and kill[0] == self.scripts_of[pid]:
+            del self.kill_at[pid]
+            ran = shell.run(self.cluster, start, script, deadline=start + timeout, who=self.tags.get(pid, "dsl"),
+                            calls_made=kill[1])
+            self.advance(ran.ends)
+            self.exit(pid)
+            kill[2]()  # dead: this thread never goes on
         ran = shell.run(self.cluster, start, script, deadline=start + timeout, who=self.tags.get(pid, "dsl"))
         self.advance(ran.ends)
         return Completed(("/bin/sh", "-s"), ran.status, b"", ran.stderr, ran.ends >= start + timeout, False)
