@@ -53,11 +53,18 @@ def _no_intent() -> None:
     _plant(ledger_rules, "intent", lambda op, nonce: None)
 
 
+def _gone_at_once() -> None:
+    from slurm_dsl.run import settling
+
+    _plant(settling, "_unproven", lambda ledger, watch, gone: [])
+
+
 PLANTS: Dict[str, Callable[[], None]] = {
     "durability-13": _durability_13,  # a requeue's cleared object not kept watched (Rule L8 dropped)
     "saved-at-once": _saved_at_once,  # no save seen needed before a clear counts as saved (Rule D2 dropped)
     "no-reread": _no_reread,  # a keyed job not decided again under its lease (keys acting twice)
     "not-alive": _not_alive,  # a run known alive no longer told: the times alone decide (§13.7 dropped)
+    "gone-at-once": _gone_at_once,  # a purge taken as saved at once (Rule D8 dropped: finding 3)
     "no-intent": _no_intent,  # a requeue's intent not committed before its script (Rule L1 dropped)
 }
 

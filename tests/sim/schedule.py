@@ -99,7 +99,10 @@ class Player:
     """Plays one schedule in one simulation."""
 
     def __init__(self, directory: Path, seed: int, *, pair: bool = False) -> None:
-        self.sim = Simulation(Cluster(pair=True, major="24.11", message_timeout=3.0) if pair else None)
+        # MinJobAge 30 s (the lab's 300): finished jobs are purged within a schedule.
+        cluster = Cluster(pair=pair, major="24.11" if pair else "22.05", message_timeout=3.0 if pair else 10.0,
+                          min_job_age=30.0)
+        self.sim = Simulation(cluster)
         self.pair = pair
         self.ledger = str(directory / f"ledger-{seed}.sqlite3")
         self.sim.cluster.start(0.0)
