@@ -452,8 +452,8 @@ class Cluster:
             at = backup_coming[0][0]  # the client retries the standby backup until it takes over
             self.advance(at)
             c = self.in_control()
-            assert c is not None
-            return Reply(*self._apply(c, at, list(argv), uid, who), ends=at + REPLY, applied=at)
+            if c is not None:  # (a backup killed meanwhile never takes over: the client fails)
+                return Reply(*self._apply(c, at, list(argv), uid, who), ends=at + REPLY, applied=at)
         return Reply(1, self._format_down(argv), t + fail_after, applied=None)
 
     @staticmethod
