@@ -190,7 +190,8 @@ def _results(*stages: Stage) -> Tuple[Optional[Result], ...]:
 # changed the job (what a look after them is for, D2).
 SETTLEABLE: Tuple[Optional[Result], ...] = tuple(
     r for r in (None, *Result) if any(t.before is stage(r) and t.event.kind == "verdict" for t in TRANSITIONS))
-MAY_HAVE_CHANGED: Tuple[Optional[Result], ...] = tuple(r for r in _results(Stage.ACKNOWLEDGED, Stage.UNKNOWN))
+MAY_HAVE_CHANGED: Tuple[Optional[Result], ...] = _results(Stage.ACKNOWLEDGED, Stage.UNKNOWN)
+
 
 def markdown() -> str:
     """docs/contract.md §9.6: the diagram, the transitions and the rules, as Markdown."""
