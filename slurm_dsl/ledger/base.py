@@ -301,6 +301,16 @@ class LedgerStore(Protocol):
         job with none is absent.  Reads only."""
         ...
 
+    def selection(self, key: str, op: Op) -> Optional[Tuple[str, List[str]]]:
+        """What key ``key``'s ``op`` selected at its first run, or None.  Reads only."""
+        ...
+
+    def select_once(
+        self, key: str, op: Op, selector: str, job_ids: Sequence[str], now: float, actor: Optional[str]
+    ) -> Tuple[str, List[str]]:
+        """The set key ``key``'s ``op`` acts on: its first run's ``(selector, job ids)``, else these, recorded."""
+        ...
+
     def operations_by(
         self, job_ids: Sequence[str], op: Op, actor: str, since: float
     ) -> Dict[str, List[HistoryEntry]]:

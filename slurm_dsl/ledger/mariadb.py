@@ -288,6 +288,19 @@ MIGRATIONS: Tuple[Tuple[str, ...], ...] = (
         "DROP TRIGGER IF EXISTS history_finish_once",
         _FINISH_ONCE_5,
     ),
+    (
+        # SQLite's schema 7: the set a keyed run of selectors chose, kept for its reruns
+        # (core.select Rule 4).
+        f"""CREATE TABLE IF NOT EXISTS selections (
+            op_key VARCHAR(255) NOT NULL,
+            op VARCHAR(16) NOT NULL CHECK (op IN ({_OPS})),
+            selector MEDIUMTEXT NOT NULL,
+            job_ids MEDIUMTEXT NOT NULL,
+            selected_at DOUBLE NOT NULL,
+            actor MEDIUMTEXT NULL,
+            PRIMARY KEY (op_key, op)
+        ) {_TABLE}""",
+    ),
 )
 # The current history_finish_once around its condition (``schema.start_guard``).
 _FINISH_ONCE_HEAD = "CREATE TRIGGER history_finish_once BEFORE UPDATE ON history FOR EACH ROW\nBEGIN\n    IF "

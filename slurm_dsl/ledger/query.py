@@ -135,6 +135,8 @@ TO_SETTLE_OF = ledger_rows.SELECT_TO_SETTLE + " WHERE h.id"  # ``recorded``, wit
 ACKNOWLEDGED = (ledger_rows.SELECT_TO_SETTLE + " WHERE h.id >= ? AND h.started_at >= ? AND s.id IS NULL"
                 " AND (h.result IS NULL OR h.result IN (?, ?)) ORDER BY h.id")
 # ``keyed`` and ``operations_by``, with an IN list of job ids and OLDEST_FIRST.
+SELECTION_OF = "SELECT selector, job_ids FROM selections WHERE op_key = ? AND op = ?"  # ``select_once``
+ADD_SELECTION = schema.insert("selections", schema.SELECTIONS.names()) + schema.values(schema.SELECTIONS.names())
 KEYED = ledger_rows.SELECT_HISTORY + " WHERE h.op_key = ? AND h.op = ? AND h.job_id"
 OPERATIONS_BY = ledger_rows.SELECT_HISTORY + " WHERE h.op = ? AND h.actor = ? AND h.started_at >= ? AND h.job_id"
 OLDEST_FIRST = " ORDER BY h.id"

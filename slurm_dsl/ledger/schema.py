@@ -23,7 +23,7 @@ Dialect = Literal["sqlite", "mariadb"]
 
 # The schema these tables are, in each dialect (``user_version`` in SQLite, ``schema_version`` in
 # MariaDB, which started at SQLite's schema 2).
-CURRENT = {"sqlite": 6, "mariadb": 5}
+CURRENT = {"sqlite": 7, "mariadb": 6}
 
 BITS = "'clear', 'may_be_set', 'set'"
 OPS = "'hold', 'release', 'requeue', 'restore', 'open'"
@@ -196,7 +196,18 @@ OP_SEEN = Table("op_seen", (
     Column("at_boot", "REAL NOT NULL", "DOUBLE NOT NULL"),
 ), keys=("PRIMARY KEY (op_id, observer)",))
 
-TABLES = (OBJECTS, HISTORY, LEASES, LAST_SWEEP, PRUNING, WRITE_LOCK, SETTLEMENTS, LOOKS, OP_LOOKS, OP_SEEN)
+# The jobs a keyed run of selectors chose (docs/contract.md §10.3; core.select Rule 4): one row per
+# key and operation, written by its first run, never changed, so that every rerun acts on that set.
+SELECTIONS = Table("selections", (
+    Column("op_key", "TEXT NOT NULL", "VARCHAR(255) NOT NULL"),
+    Column("op", "TEXT NOT NULL", "VARCHAR(16) NOT NULL", OPS),
+    Column("selector", "TEXT NOT NULL", "MEDIUMTEXT NOT NULL"),  # core.select.Selection.text
+    Column("job_ids", "TEXT NOT NULL", "MEDIUMTEXT NOT NULL"),  # space-separated, in the listing's order
+    Column("selected_at", "REAL NOT NULL", "DOUBLE NOT NULL"),
+    Column("actor", "TEXT", "MEDIUMTEXT NULL"),
+), keys=("PRIMARY KEY (op_key, op)",))
+
+TABLES = (OBJECTS, HISTORY, LEASES, LAST_SWEEP, PRUNING, WRITE_LOCK, SETTLEMENTS, LOOKS, OP_LOOKS, OP_SEEN, SELECTIONS)
 
 # A history row's columns written at its start (``begin_operations``), in their order, its id
 # apart; and those written when it finishes (``finish_operations``), in their order.

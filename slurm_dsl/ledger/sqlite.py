@@ -70,6 +70,7 @@ _PENDING_INDEX = "CREATE INDEX objects_pending ON objects (updated_at, job_id) W
 _JOB_INDEX = "CREATE INDEX history_job ON history (job_id, id)"
 _LOOKS_INDEX = "CREATE INDEX looks_observer ON looks (observer, seq)"
 _SEEN_KEY = "CREATE UNIQUE INDEX op_seen_key ON op_seen (op_id, observer)"
+_SELECTIONS_KEY = "CREATE UNIQUE INDEX selections_key ON selections (op_key, op)"
 # Prune alone may delete history (``pruning``), and never an unfinished row, a row of an object
 # whose bit is not clear, or an object's newest row (ledger_rules.may_prune).
 _NO_DELETE = """CREATE TRIGGER history_no_delete BEFORE DELETE ON history
@@ -256,6 +257,18 @@ MIGRATIONS: Tuple[Tuple[str, ...], ...] = (
               OR NEW.baseline_boot IS NOT OLD.baseline_boot
             BEGIN SELECT RAISE(ABORT, 'history is append-only'); END""",
     ),
+    (
+        # The set a keyed run of selectors chose, kept for its reruns (core.select Rule 4).
+        f"""CREATE TABLE selections (
+            op_key TEXT NOT NULL,
+            op TEXT NOT NULL CHECK (op IN ({_OPS})),
+            selector TEXT NOT NULL,
+            job_ids TEXT NOT NULL,
+            selected_at REAL NOT NULL,
+            actor TEXT
+        )""",
+        _SELECTIONS_KEY,
+    ),
 )
 
 # A new file's schema at once: ``schema.CURRENT["sqlite"]``, the version MIGRATIONS reach (a test
@@ -274,6 +287,7 @@ SCHEMA: Tuple[str, ...] = (
     _SETTLEMENTS_NO_DELETE,
     _LOOKS_INDEX,
     _SEEN_KEY,
+    _SELECTIONS_KEY,
 )
 
 # Finishing operations: their ``ledger_rows.finished_values`` (the id last) into their rows, one

@@ -605,6 +605,26 @@ class SqlStore(query.SqlQueries):
                 found.setdefault(e.job_id, []).append(e)
         return found
 
+    def selection(self, key: str, op: Op) -> Optional[Tuple[str, List[str]]]:
+        """What key ``key``'s ``op`` selected at its first run (``select_once``), or None.  Reads only."""
+        found = self._read("read the selection", query.SELECTION_OF, (ledger_rows.checked_key(key), Op(op).value))
+        return (str(found[0][0]), str(found[0][1]).split()) if found else None
+
+    def select_once(
+        self, key: str, op: Op, selector: str, job_ids: Sequence[str], now: float, actor: Optional[str]
+    ) -> Tuple[str, List[str]]:
+        """The set of jobs key ``key``'s ``op`` acts on (core.select Rule 4): the one its first run
+        recorded, as ``(selector, job ids)``, else ``job_ids`` (chosen by ``selector``) recorded now as it."""
+        op, checked = Op(op), ledger_rows.checked_key(key)
+        ids = ledger_rows.distinct(checked_list(job_ids))
+        now = ledger_rows.finite("now", now)
+        with self._atomic("record the selection") as cur:
+            row = self._run(cur, self._locked(query.SELECTION_OF), (checked, op.value)).fetchone()
+            if row is not None:
+                return str(row[0]), str(row[1]).split()
+            self._run(cur, query.ADD_SELECTION, (checked, op.value, str(selector), " ".join(ids), now, actor))
+        return str(selector), list(ids)
+
     def operations_by(
         self, job_ids: Sequence[str], op: Op, actor: str, since: float
     ) -> Dict[str, List[HistoryEntry]]:

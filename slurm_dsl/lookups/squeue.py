@@ -91,6 +91,8 @@ SDIAG_TIMEOUT = 2.0  # seconds
 # an operation's two lookups, or a sweep's each minute, ask sdiag once, not each time.
 COUNT_MAX_AGE = 60.0  # seconds
 _COUNTS: Dict[Tuple[str, object], Tuple[float, int]] = {}  # (sdiag, run) -> (when, jobs held)
+# What squeue says of a selector it refuses (``select``): a node, a user or a state it does not know.
+_REFUSED = re.compile(rb"^squeue: error: (Invalid (?:node name|user|job state specified)[^\n]{0,200})", re.MULTILINE)
 _SDIAG_COUNT = re.compile(rb"^Jobs (pending|running):[ \t]+(0|[1-9][0-9]{0,9})[ \t]*$", re.MULTILINE)
 
 # squeue's answer for `-j <one id>` that slurmctld does not know (docs/slurm-behaviour.md §4, §9).
@@ -297,6 +299,26 @@ class SqueueLookup:
             return self._each(ids)
         found = self._query(ids)
         return {i: found.get(i) for i in ids}
+
+    def select(self, filters: Sequence[str], job_ids: Sequence[str] = ()) -> Dict[str, JobInfo]:
+        """The records squeue lists with ``filters`` (``core.select.Selection.filters``: its
+        default states unless they name some), among ``job_ids`` if given: one listing.  A filter
+        squeue refuses (``Invalid node name``, ``Invalid user``: 22.05 says the latter with exit 0)
+        is ``InvalidInput`` in squeue's words; anything else that is not a whole answer,
+        ``LookupFailed``."""
+        nonce = os.urandom(16).hex()
+        ids = canonical_ids(job_ids)
+        argv = (self.squeue_path, "-h", "-a", "-r", *filters, *(("-j", ",".join(ids)) if ids else ()),
+                "-O", squeue_format(nonce))
+        done = self.run(argv, timeout=self.timeout, cap=self.cap)
+        refused = _REFUSED.search(done.stderr)
+        if refused is not None and not done.timed_out:
+            raise InvalidInput(f"squeue: {refused.group(1).decode('utf-8', 'backslashreplace')}")
+        if done.timed_out or done.truncated or done.pipes_held or done.returncode != 0 or done.stderr.strip():
+            if done.timed_out:
+                raise LookupFailed(f"squeue did not answer within {self.timeout:g} s")
+            raise LookupFailed(_describe_failure(done))
+        return parse_squeue(done.stdout, nonce)
 
     def all_jobs(self) -> Dict[str, JobInfo]:
         """Every job slurmctld knows (one squeue listing), e.g. to find orphans."""

@@ -37,6 +37,7 @@ from slurm_dsl.core.model import (
     UsageError,
     Verdict,
 )
+from slurm_dsl.ledger import schema
 from slurm_dsl.ledger.base import LedgerStore
 from slurm_dsl.ledger.choose import open_ledger
 from slurm_dsl.ledger.records import HistoryEntry, ImportResult, JobObject
@@ -485,7 +486,7 @@ def test_an_older_source_file_is_refused_not_migrated(tmp_path: Path) -> None:
     conn.close()
     code, out, err = cli(["ledger", "migrate", "--from", str(source), "--to", str(tmp_path / "new.sqlite3")])
     assert (code, out) == (1, "")
-    assert f"ledger {source} has schema version 1, older than this slurm-dsl's (6)" in err
+    assert f"ledger {source} has schema version 1, older than this slurm-dsl's ({schema.CURRENT['sqlite']})" in err
     assert f"'slurm-dsl ledger status --ledger {source}' migrates it" in err
     conn = sqlite3.connect(str(source))
     assert conn.execute("PRAGMA user_version").fetchone() == (1,), "the source is not written"

@@ -574,7 +574,7 @@ def test_a_schema_2_file_is_migrated_and_keeps_its_rows(tmp_path: Path) -> None:
     with pytest.raises(LedgerError, match="schema version 2, older than this slurm-dsl's"):
         open_ledger(str(path), migrate_schema=False)  # a read-only open: as before, refused
     with open_ledger(str(path)) as ledger:
-        assert ledger.schema_version() == 6
+        assert ledger.schema_version() == 7
         hold, requeue = ledger.history("8")
         assert (hold.result, hold.actor, hold.baseline, hold.key, hold.retry_of, hold.ends_by, hold.settlement) == (
             Result.UNKNOWN, "uid 0", None, None, None, None, None)

@@ -17,7 +17,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from slurm_dsl.core.jobinfo import JobInfo
-from slurm_dsl.core.model import LookupFailed
+from slurm_dsl.core.model import InvalidInput, LookupFailed
 from slurm_dsl.host.process import Completed
 from slurm_dsl.lookups import choose as lookup_choice
 from slurm_dsl.lookups import squeue as squeue_lookup
@@ -607,3 +607,46 @@ def test_default_lookup_is_squeue_without_pyslurm(
         found: Optional[object] = lookup_choice.default_lookup()
     assert isinstance(found, SqueueLookup)
     assert len(caplog.records) == 1 and "not installed" in caplog.records[0].getMessage()
+
+
+# -- select: one listing for the selectors (docs/contract.md §10.3) --------------------------------
+
+
+def test_select_is_one_listing_with_the_filters_and_squeues_default_states() -> None:
+    fake = FakeSqueue(listing(KNOWN))
+    found = SqueueLookup("/usr/bin/squeue", 9.0, run=fake).select(("-w", "vm", "-t", "RUNNING"))
+    assert set(found) == set(KNOWN)
+    (argv, kwargs), = fake.calls
+    assert argv[:7] == ("/usr/bin/squeue", "-h", "-a", "-r", "-w", "vm", "-t") and "all" not in argv
+    assert kwargs["timeout"] == 9.0
+
+
+def test_select_among_ids_names_them() -> None:
+    fake = FakeSqueue(listing(KNOWN))
+    assert set(SqueueLookup("/usr/bin/squeue", run=fake).select(("-p", "debug"), ["10", "11"])) == {"10", "11"}
+    argv = fake.calls[0][0]
+    assert argv[argv.index("-j") + 1] == "10,11"
+
+
+@pytest.mark.parametrize("stderr, rc", [
+    (b"squeue: error: Invalid node name nope\n", 1),
+    (b"squeue: error: Invalid user: nobodyx\n\n", 0),  # 22.05 says it and exits 0
+    (b"squeue: error: Invalid job state specified: BOGUS\nsqueue: error: Valid job states include: ...\n", 1),
+])
+def test_a_selector_squeue_refuses_is_bad_input_in_its_words(stderr: bytes, rc: int) -> None:
+    fake = FakeSqueue(lambda argv, nonce: done(argv, rc, b"", stderr))
+    with pytest.raises(InvalidInput) as raised:
+        SqueueLookup("/usr/bin/squeue", run=fake).select(("-w", "nope"))
+    assert str(raised.value).startswith("squeue: Invalid ")
+
+
+@pytest.mark.parametrize("answer", [
+    dict(returncode=1, stderr=b"squeue: error: Unable to contact slurm controller (connect failure)\n"),
+    dict(returncode=0, stderr=b"squeue: error: something else\n"),
+    dict(timed_out=True),
+    dict(truncated=True),
+])
+def test_a_listing_that_is_not_a_whole_answer_is_lookup_failed(answer: Dict[str, Any]) -> None:
+    fake = FakeSqueue(lambda argv, nonce: done(argv, **answer))
+    with pytest.raises(LookupFailed):
+        SqueueLookup("/usr/bin/squeue", run=fake).select(("-w", "vm"))

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import logging
 import time
 from typing import IO, TYPE_CHECKING, Callable, Iterable, List, Optional, Sequence
@@ -21,6 +22,7 @@ from ...core.jobid import JobIds, checked_already
 from ...core.keys import check_key
 from ...core.model import InvalidInput, LedgerError, LookupFailed, Op, Outcome, Result, UsageError, describe
 from ...core.numbers import whole_number
+from ...core.select import Selection, check_states, check_value
 from ...core.shown import shown
 from ...host.binaries import find_scontrol
 from ...run.deadlines import DEFAULT_TIMEOUT, TIMEOUT_HELP, resolve_deadline, steady
@@ -44,6 +46,7 @@ from ..options import (
 
 if TYPE_CHECKING:
     from ...run.arrays import LookupAnswer
+    from ...run.tracked import Tracker
 
 log = logging.getLogger("slurm_dsl")
 
@@ -137,6 +140,38 @@ def _settling_options(parser: argparse.ArgumentParser, op: Op) -> None:
     )
 
 
+# The selectors (docs/contract.md §10.3): option, Selection field, squeue's option, what it takes.
+_SELECTORS = (
+    ("--node", "node", "-w", "NODES", "jobs on these nodes (a hostlist: node[01-04],gpu1)"),
+    ("--partition", "partition", "-p", "P", "jobs in these partitions (comma list)"),
+    ("--user", "user", "-u", "U", "jobs of these users (comma list)"),
+    ("--account", "account", "-A", "A", "jobs charged to these accounts (comma list)"),
+    ("--state", "state", "-t", "STATES", "jobs in these states (comma list: PENDING, RUNNING, PD, R...; default:"
+     " squeue's, every state but the finished ones)"),
+    ("--name", "name", "-n", "N", "jobs with these names (comma list)"),
+    ("--reservation", "reservation", "-R", "R", "jobs in this reservation"),
+    ("--pending-reason", "pending_reason", "", "TEXT", "jobs whose squeue reason is TEXT (any case), e.g."
+     " 'launch failed requeued held' or JobHeldAdmin"),
+)
+
+
+def _selector_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group(
+        "select jobs (AND-ed with each other and with the ids given; one squeue listing)",
+        "An array's own JobId is never selected (a call on it reaches every task): its tasks not yet"
+        " split off are named on stderr. A selection that matches nothing exits 0 and says so. With"
+        " --key, the jobs the key's first run selected are the key's: a rerun acts on that set again.",
+    )
+    for option, dest, _, metavar, text in _SELECTORS:
+        check = check_states if dest == "state" else functools.partial(check_value, what=option)
+        group.add_argument(option, dest=f"select_{dest}", type=refusing(check), metavar=metavar, help=text)
+
+
+def selection_of(args: argparse.Namespace) -> Selection:
+    """The selectors of a parsed command line (each checked by its option's type)."""
+    return Selection(**{dest: getattr(args, f"select_{dest}", None) or "" for _, dest, _, _, _ in _SELECTORS})
+
+
 def add(sub: argparse._SubParsersAction, name: str) -> None:  # type: ignore[type-arg]
     op = Op(name)
     p = sub.add_parser(
@@ -149,9 +184,11 @@ def add(sub: argparse._SubParsersAction, name: str) -> None:  # type: ignore[typ
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument(
-        "job_ids", nargs="+", type=job_id_or_stdin, metavar="JOBID",
-        help="plain decimal job id(s), or - to read whitespace-separated ids from stdin",
+        "job_ids", nargs="*", type=job_id_or_stdin, metavar="JOBID",
+        help="plain decimal job id(s), or - to read whitespace-separated ids from stdin; or select jobs"
+        " (below), or both",
     )
+    _selector_options(p)
     p.add_argument(
         "--one-by-one", action="store_true",
         help="one script per job (default with several ids: the bulk path, one scontrol per chunk and call)",
@@ -212,14 +249,31 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     # The whole command's one deadline (TIMEOUT_HELP), from when it starts: reading the ids and
     # opening the ledger count, and every chunk, job and call below keeps this same instant.
     deadline = resolve_deadline(args.timeout, None)  # the flag's, else the configured one (cli._apply_config)
+    selection = selection_of(args)
+    if not args.job_ids and not selection:
+        raise UsageError(f"{args.op.value}: give job ids, or select jobs (--node, --partition, --user, ...)")
     # Each validated once, by the parser's type and ``job_ids``: nothing below checks them again.
-    ids = checked_already(job_ids(args.job_ids))
+    given = checked_already(job_ids(args.job_ids)) if args.job_ids else None
     scontrol = find_scontrol(args.scontrol)
     squeue = args.squeue  # the effective setting (``cli._apply_config``), as ``Tracker`` gets it
+    keyed = args.key is not None or args.settle or args.retry
+    tracker: Optional[Tracker] = None
+    if selection:
+        if args.key is not None and not args.dry_run:  # the key's set is kept in its ledger
+            from ...run.tracked import Tracker
+
+            tracker = Tracker(args.ledger, scontrol=scontrol, squeue=squeue, configuration=args.configuration)
+        ids = _selected(args, selection, given, deadline, scontrol, tracker, err)
+        if not ids:
+            if tracker is not None:
+                tracker.close()
+            return EXIT_OK
+    else:
+        assert given is not None
+        ids = given
     if args.dry_run:
         return dry_run(args, ids, deadline, scontrol, out)
     bulk = not args.one_by_one and len(ids) > 1
-    keyed = args.key is not None or args.settle or args.retry
     looking: Optional[Callable[[], LookupAnswer]] = None
     if not keyed:
         # The array check first (docs/contract.md §9.4), for one job or many, in a thread: its
@@ -235,7 +289,8 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     from ...run.driver import Stopped, drive
     from ...run.tracked import Tracker
 
-    tracker = Tracker(args.ledger, scontrol=scontrol, squeue=squeue, configuration=args.configuration)
+    if tracker is None:
+        tracker = Tracker(args.ledger, scontrol=scontrol, squeue=squeue, configuration=args.configuration)
     progress = Progress(err) if bulk and err.isatty() else None
     code = EXIT_OK
     if keyed:
@@ -281,6 +336,33 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     if shown is not None:
         summarize(shown, out)
     return code
+
+
+def _selected(args: argparse.Namespace, selection: Selection, given: Optional[JobIds], deadline: float,
+              scontrol: str, tracker: Optional[Tracker], err: IO[str]) -> JobIds:
+    """The jobs the selectors choose (``run.select.resolve``), what was left out said on stderr."""
+    from ...run.select import resolve
+
+    try:
+        resolved = resolve(selection, given, args.op, deadline, squeue=args.squeue, scontrol=scontrol, clock=steady,
+                           ledger=tracker.ledger() if tracker is not None else None, key=args.key,
+                           actor=tracker.actor if tracker is not None else None)
+    except (InvalidInput, UsageError) as exc:  # a selector Slurm does not know, a key's other selectors
+        if tracker is not None:
+            tracker.close()
+        raise UsageError(str(exc)) from None
+    except BaseException:
+        if tracker is not None:
+            tracker.close()
+        raise
+    for array, tasks in resolved.arrays_left.items():
+        err.write(f"{PROG}: array {array}: not selected: a call on its JobId reaches its {tasks} tasks, not one"
+                  " (address a task by its own JobId)\n")
+    if resolved.recorded:
+        log.info("key %s: acting on the %d jobs its first run selected", args.key, len(resolved.job_ids))
+    if not resolved.job_ids:
+        err.write(f"{PROG}: no job matches {selection.text()}: nothing to do\n")
+    return resolved.job_ids
 
 
 def dry_run(args: argparse.Namespace, ids: JobIds, deadline: float, scontrol: str, out: IO[str]) -> int:
