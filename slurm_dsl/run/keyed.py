@@ -305,8 +305,13 @@ class _Run:
         e = next(r for r in rows if r.id == decision.because)
         verdict = verdicts.get(e.id) if e.id in verdicts else (e.settlement.verdict if e.settlement else None)
         result = e.result or Result.UNKNOWN
+        detail = decision.detail
+        if verdict in (Verdict.ABSENT, Verdict.GONE) and result is not Result.UNKNOWN:
+            # Acknowledged, then lost (§13.4: its job gone with slurmctld's state, or the change
+            # undone): its ok is not this run's answer; the row exits by the verdict.
+            result, detail = Result.UNKNOWN, f"{detail}; it was acknowledged ({result.value}), then lost"
         return Outcome(
-            self.op, job, result, e.requeue_bit, e.reason, (), e.exit_status, decision.detail,
+            self.op, job, result, e.requeue_bit, e.reason, (), e.exit_status, detail,
             effect=verdict if result is Result.UNKNOWN else None, settled=True,
         )
 

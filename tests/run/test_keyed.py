@@ -207,6 +207,25 @@ def test_a_key_requeues_a_lost_requeue_once(tmp_path: Path) -> None:
     assert lost.settlement is not None and lost.settlement.verdict is Verdict.ABSENT
 
 
+def test_a_keyed_rerun_whose_acknowledged_job_is_gone_is_not_ok(tmp_path: Path) -> None:
+    # The requeue was ok; then slurmctld lost its whole state (a hand-back, measured once in 7 on
+    # 26.05: issue 45 item 7) and the job is gone.  The rerun never requeues twice, and its row
+    # must not say ok: it exits as gone (11), saying the ok was lost.
+    fake = setup(tmp_path, {}, RUNNING.replace("|0|1|", "|0|0|"))
+    with tracker(tmp_path, fake) as t:
+        (first,) = rows(run_settled(t, Op.REQUEUE, ["7"], time.time() + 60, key="k"))
+        assert first.result is Result.OK
+        write_fake_squeue(fake.parent, "")  # squeue -j 7: Invalid job id specified
+        (again,) = rows(run_settled(t, Op.REQUEUE, ["7"], time.time() + 60, key="k", settle_delay=DELAY))
+    assert (again.result, again.effect, again.exits_as, again.calls) == (
+        Result.UNKNOWN, Verdict.GONE, Result.NOT_FOUND, ()), again
+    assert "acknowledged (ok), then lost" in again.detail
+    assert [c for c in calls_made(fake) if c.startswith("requeue")] == ["requeue 7"]
+    code, out, _ = cli(["requeue", "7", "--key", "k", "--ledger", str(tmp_path / "ledger.sqlite3"), "--scontrol",
+                        str(fake), "--squeue", str(fake.parent / "squeue"), "--timeout", "30"])
+    assert code == 11 and " ok " not in out, out
+
+
 def test_a_key_after_an_unknown_run_waits_the_delay_and_acts_only_on_absent(tmp_path: Path) -> None:
     fake = setup(tmp_path, {"hold": once_killed(tmp_path)}, NOT_HELD)
     with tracker(tmp_path, fake) as t:
