@@ -25,3 +25,7 @@ EXIT_SWEEP_BUSY = 3  # another sweep holds the lock: nothing done
 # ``history`` and ``settle`` when none of the jobs has a record: the ledger does not know them, as
 # not_found says slurmctld does not.  (1 stays "the ledger could not be read".)
 EXIT_NO_RECORD = EXIT_CODES[Result.NOT_FOUND]
+
+# ``sweep`` that recorded an acknowledged operation as lost, and ``history --lost`` that lists one not
+# redone: slurmctld lost a change it acknowledged (docs/contract.md §13.4), news an alert must carry.
+EXIT_LOST = 16

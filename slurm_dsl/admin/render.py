@@ -241,6 +241,22 @@ def history_text(records: Sequence[Dict[str, Any]], as_json: bool) -> str:
     return "".join(json_line(r) for r in records) if as_json else as_lines(history_lines(records))
 
 
+def lost_text(records: Sequence[Dict[str, Any]], as_json: bool) -> str:
+    """``history --lost``, from ``view.lost_json``: one line per lost operation, and how to redo it."""
+    if as_json:
+        return "".join(json_line(r) for r in records)
+    if not records:
+        return "no acknowledged operation was found lost, or every one found lost was redone\n"
+    lines = []
+    for r in records:
+        verdict = r["settlement"]["verdict"] if r.get("settlement") else "?"
+        redo = f"redo: {r['redo']}" if r["redo"] else "its job is gone: nothing can redo it"
+        key = f" key {r['key']}" if r.get("key") else ""
+        lines.append(f"{r['job_id']:>10}  {r['op']:<8} operation {r['id']}{key} ({shown(r['actor'] or UNKNOWN_ACTOR)},"
+                     f" {r['started_at']}): {r['result']}, then lost ({verdict}); {redo}")
+    return as_lines(lines)
+
+
 def status_text(status: Dict[str, Any], as_json: bool) -> str:
     """``ledger status``, from ``view.status_json``."""
     return json_line(status) if as_json else as_lines(status_lines(status))

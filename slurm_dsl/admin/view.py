@@ -14,7 +14,7 @@ import dataclasses
 from typing import Any, Dict, List, Optional, Sequence
 
 from ..core import ledger_rules as rules
-from ..core.model import InvalidInput, LedgerError, RequeueBit, UsageError
+from ..core.model import InvalidInput, LedgerError, RequeueBit, UsageError, Verdict
 from ..ledger.base import LedgerStore
 from ..ledger.records import HistoryEntry, ImportResult, JobObject, PruneResult, iso_utc
 
@@ -40,6 +40,20 @@ def history_json(job_id: str, obj: Optional[JobObject], entries: Sequence[Histor
         return [{"kind": "no_record", "job_id": job_id}]
     head = [object_json(obj)] if obj is not None else []
     return head + [e.to_json() for e in entries]
+
+
+def redo_command(e: HistoryEntry) -> Optional[str]:
+    """The command that redoes a lost operation (docs/contract.md §13.4): its key run again (which
+    acts again where the effect was lost), else the op again; None when its job is gone."""
+    if e.settlement is not None and e.settlement.verdict is Verdict.GONE:
+        return None
+    return f"slurm-dsl {e.op.value} {e.job_id}" + (f" --key {e.key}" if e.key is not None else "")
+
+
+def lost_json(entries: Sequence[HistoryEntry]) -> List[Dict[str, Any]]:
+    """``history --lost --json``: each lost operation not redone (``kind`` ``lost``), with its verdict
+    and the command that redoes it (``redo``: None when its job is gone)."""
+    return [{**e.to_json(), "kind": "lost", "redo": redo_command(e)} for e in entries]
 
 
 def status_json(ledger: LedgerStore, now: float) -> Dict[str, Any]:

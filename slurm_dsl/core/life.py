@@ -148,7 +148,7 @@ class Transition(NamedTuple):
 
 _FINISH = {r: Event("finish", r.value) for r in Result}
 _VERDICT = {v: Event("verdict", v.value) for v in Verdict}
-_LOST = (Verdict.ABSENT, Verdict.GONE)  # S12: the only verdicts recorded on an acknowledged operation
+LOST_VERDICTS = (Verdict.ABSENT, Verdict.GONE)  # S12: the only verdicts recorded on an acknowledged operation
 
 TRANSITIONS: Tuple[Transition, ...] = (
     Transition(None, Event("begin"), Stage.BEGUN, ("L1",), "the operation, under its job's lease"),
@@ -160,11 +160,11 @@ TRANSITIONS: Tuple[Transition, ...] = (
                                                               "S14", "S15", "D8"), "a sweep, settle or keyed run")
       for v in Verdict),
     *(Transition(Stage.ACKNOWLEDGED, _VERDICT[v], Stage.SETTLED, ("S12", "S6", "S10", "S14", "S15", "D8"),
-                 "a sweep, settle or keyed run: acknowledged, then lost") for v in _LOST),
+                 "a sweep, settle or keyed run: acknowledged, then lost") for v in LOST_VERDICTS),
     Transition(Stage.ACKNOWLEDGED, Event("saved"), Stage.SAVED, ("D2", "D3", "D4"), "a sweep"),
     # Saved is not for ever: another admin, or a later loss of slurmctld's state, can still undo it.
     *(Transition(Stage.SAVED, _VERDICT[v], Stage.SETTLED, ("S12", "S6", "S10", "S14", "S15", "D8"),
-                 "settle given its job, or a keyed run: acknowledged, then lost") for v in _LOST),
+                 "settle given its job, or a keyed run: acknowledged, then lost") for v in LOST_VERDICTS),
     # A late finish (L7): a run whose row was settled while it was frozen records its result beside the verdict.
     *(Transition(Stage.SETTLED, _FINISH[r], Stage.SETTLED, ("L7",), "the operation, late") for r in Result),
 )

@@ -301,6 +301,10 @@ class LedgerStore(Protocol):
         job with none is absent.  Reads only."""
         ...
 
+    def lost(self, limit: int = 1000) -> List[HistoryEntry]:
+        """Acknowledged operations found lost and not redone since, oldest first.  Reads only."""
+        ...
+
     def selection(self, key: str, op: Op) -> Optional[Tuple[str, List[str]]]:
         """What key ``key``'s ``op`` selected at its first run, or None.  Reads only."""
         ...

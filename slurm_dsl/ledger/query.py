@@ -135,6 +135,15 @@ TO_SETTLE_OF = ledger_rows.SELECT_TO_SETTLE + " WHERE h.id"  # ``recorded``, wit
 ACKNOWLEDGED = (ledger_rows.SELECT_TO_SETTLE + " WHERE h.id >= ? AND h.started_at >= ? AND s.id IS NULL"
                 " AND (h.result IS NULL OR h.result IN (?, ?)) ORDER BY h.id")
 # ``keyed`` and ``operations_by``, with an IN list of job ids and OLDEST_FIRST.
+# ``lost``: acknowledged operations (life S12) read again absent or gone, with no later acknowledged
+# operation of the same op on the job (a redo; lost too, it is listed itself); oldest first.  Its
+# parameters: the acknowledged results (life.ACKNOWLEDGED_RESULTS), the lost verdicts
+# (life.LOST_VERDICTS), the acknowledged results again, the limit.
+LOST = "".join((
+    ledger_rows.SELECT_HISTORY, " WHERE h.result IN (?, ?) AND s.verdict IN (?, ?)"
+    " AND NOT EXISTS (SELECT 1 FROM history l"
+    " WHERE l.job_id = h.job_id AND l.op = h.op AND l.id > h.id AND l.result IN (?, ?)) ORDER BY h.id LIMIT ?",
+))
 SELECTION_OF = "SELECT selector, job_ids FROM selections WHERE op_key = ? AND op = ?"  # ``select_once``
 ADD_SELECTION = schema.insert("selections", schema.SELECTIONS.names()) + schema.values(schema.SELECTIONS.names())
 KEYED = ledger_rows.SELECT_HISTORY + " WHERE h.op_key = ? AND h.op = ? AND h.job_id"

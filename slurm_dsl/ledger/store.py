@@ -482,6 +482,16 @@ class SqlStore(query.SqlQueries):
         rows = self._read("read history", query.HISTORY_OF, (job_id,))
         return [ledger_rows.entry(r, self.path) for r in rows]
 
+    def lost(self, limit: int = 1000) -> List[HistoryEntry]:
+        """The acknowledged operations recorded "acknowledged, then lost" (life S12) that no later
+        acknowledged operation of the same op on the job has redone (one lost too is listed itself),
+        oldest first, at most ``limit``."""
+        acknowledged = sorted(r.value for r in life.ACKNOWLEDGED_RESULTS)
+        lost = sorted(v.value for v in life.LOST_VERDICTS)
+        args = [*acknowledged, *lost, *acknowledged, max(int(limit), 0)]
+        rows = self._read("read lost operations", query.LOST, args)
+        return [ledger_rows.entry(r, self.path) for r in rows]
+
     # -- settling (docs/contract.md §12) -----------------------------------------------------------
 
     def unsettled(

@@ -27,6 +27,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Set, Tuple, Union
 
+from ..core import life
 from ..core.durable import UNREAD, Beat, Control, next_mark
 from ..core.jobinfo import JobInfo, Lookup
 from ..core.ledger_rules import sweep_owned
@@ -336,7 +337,7 @@ def recheck(
     return decided
 
 
-LOST_VERDICTS = (Verdict.ABSENT, Verdict.GONE)  # the verdicts the ledger takes on an acknowledged one
+LOST_VERDICTS = life.LOST_VERDICTS  # the verdicts the ledger takes on an acknowledged one (S12)
 ACKNOWLEDGED = (Result.OK, Result.BIT_SET)  # the results read again after a crash (core.settle Rule 12)
 
 

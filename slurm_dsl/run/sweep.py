@@ -635,9 +635,10 @@ def _orphans(
             report.fixed_orphans.append(tracker.run(Op.RESTORE, job_id, tracker.clock() + restore_timeout, actor=actor))
 
 
-def metrics_text(report: SweepReport, not_clear: int, unknown_unsettled: int) -> str:
+def metrics_text(report: SweepReport, not_clear: int, unknown_unsettled: int, lost_not_redone: int = 0) -> str:
     """A Prometheus textfile (node_exporter's textfile collector) for one sweep; ``unknown_unsettled``:
-    the ledger's unknown and unfinished operations without a verdict after it (``count_unsettled``)."""
+    the ledger's unknown and unfinished operations without a verdict after it (``count_unsettled``);
+    ``lost_not_redone``: its acknowledged operations found lost that nothing has redone (``lost``)."""
     verdicts = settling.counts(report.verdicts)
     lines = [
         "# HELP slurm_dsl_sweep_objects Objects the last sweep handled, by what it did.",
@@ -651,6 +652,13 @@ def metrics_text(report: SweepReport, not_clear: int, unknown_unsettled: int) ->
         "# HELP slurm_dsl_unknown_unsettled Unknown or unfinished operations without a verdict after the sweep.",
         "# TYPE slurm_dsl_unknown_unsettled gauge",
         f"slurm_dsl_unknown_unsettled {unknown_unsettled}",
+        "# HELP slurm_dsl_sweep_lost Acknowledged operations the last sweep found lost in a crash or takeover.",
+        "# TYPE slurm_dsl_sweep_lost gauge",
+        f"slurm_dsl_sweep_lost {len(report.lost)}",
+        "# HELP slurm_dsl_lost_not_redone Acknowledged operations found lost that nothing has redone since"
+        " (slurm-dsl history --lost).",
+        "# TYPE slurm_dsl_lost_not_redone gauge",
+        f"slurm_dsl_lost_not_redone {lost_not_redone}",
         "# HELP slurm_dsl_sweep_verdicts Verdicts the last sweep gave unknown operations (none: not yet).",
         "# TYPE slurm_dsl_sweep_verdicts gauge",
         *(f'slurm_dsl_sweep_verdicts{{verdict="{k}"}} {v}' for k, v in sorted(verdicts.items())),

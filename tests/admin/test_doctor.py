@@ -27,6 +27,7 @@ from slurm_dsl.admin.doctor import (
     sweep_check,
 )
 from slurm_dsl.core.model import Op
+from slurm_dsl.ledger import schema
 from slurm_dsl.ledger.choose import open_ledger
 from slurm_dsl.ledger.schema import CURRENT
 from slurm_dsl.lookups.saves import Controllers
@@ -121,7 +122,8 @@ def test_a_sqlite_ledger_named_with_its_prefix(tmp_path: Path) -> None:
     path = tmp_path / "ledger.sqlite3"
     open_ledger(path).close()
     code, checks = doctor_details(tmp_path, ledger=f"sqlite:{path}")
-    assert code == 0 and checks["ledger"] == ("ok", f"{path} (schema 6, 0 object(s) not clear)")
+    version = schema.CURRENT["sqlite"]
+    assert code == 0 and checks["ledger"] == ("ok", f"{path} (schema {version}, 0 object(s) not clear)")
 
 
 def test_a_sqlite_ledger_others_may_read_warns_with_the_chmod(tmp_path: Path) -> None:

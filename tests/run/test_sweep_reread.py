@@ -166,3 +166,33 @@ def test_the_mark_waits_at_the_first_operation_not_done_and_a_dry_run_moves_noth
     report = swept(tmp_path, fake, lookup)
     assert verdicts(report) == [Verdict.ABSENT, Verdict.PRESENT, Verdict.PRESENT]
     assert report.acknowledged_from == history(tmp_path, "36")[0].id + 1
+
+
+def test_a_sweep_that_records_a_lost_operation_exits_16_and_its_metric_stays_until_redone(
+    tmp_path: Path, state: Path, clock: Clock
+) -> None:
+    # Issue 45 item 7: the loss is news where admins alert: the sweep's exit status (16, once) and
+    # slurm_dsl_lost_not_redone (every sweep, until the op is redone); history --lost lists it.
+    from tests.cli_run import cli
+    from tests.fakes import write_fake_squeue
+
+    fake = hold(tmp_path, "41")
+    end = time.time()
+    clock.later()
+    write_job_state(state, int(end) + 5)  # saved since, without the hold
+    write_fake_squeue(fake.parent, "41|PENDING|0|0|4294901|BeginTime\n")
+    metrics = tmp_path / "sweep.prom"
+    argv = ["sweep", "--ledger", ledger_path(tmp_path), "--scontrol", str(fake), "--squeue",
+            str(fake.parent / "squeue"), "--lookup", "squeue", "--metrics-file", str(metrics)]
+    code, out, err = cli(argv)
+    assert code == 16, (out, err)
+    assert "then lost (1 recorded)" in out and "history --lost" in err
+    assert "slurm_dsl_sweep_lost 1\n" in metrics.read_text() and "slurm_dsl_lost_not_redone 1\n" in metrics.read_text()
+    code, out, err = cli(argv)  # recorded once: the next sweep exits 0, the metric still says it
+    assert code == 0, (out, err)
+    assert "slurm_dsl_sweep_lost 0\n" in metrics.read_text() and "slurm_dsl_lost_not_redone 1\n" in metrics.read_text()
+    code, out, _ = cli(["history", "--lost", "--ledger", ledger_path(tmp_path)])
+    assert code == 16 and "redo: slurm-dsl hold 41" in out
+    hold(tmp_path, "41")  # redone
+    code, out, _ = cli(["history", "--lost", "--ledger", ledger_path(tmp_path)])
+    assert code == 0, out

@@ -13,7 +13,7 @@ from ...host.binaries import find_scontrol, find_squeue
 from ...run.deadlines import steady
 from ...run.tracked import Tracker
 from .. import render as show
-from ..exits import EXIT_CODES, EXIT_OK
+from ..exits import EXIT_CODES, EXIT_LOST, EXIT_OK
 from ..files import write_atomically
 from ..options import (
     Command,
@@ -27,6 +27,7 @@ from ..options import (
 )
 
 log = logging.getLogger("slurm_dsl")
+LOST_SHOWN = 10_000  # lost operations counted at most (history --lost's bound)
 
 # run.settling's: the grammar imports no wing that acts (a test holds them equal).
 DEFAULT_SETTLE_LIMIT = 10_000
@@ -35,6 +36,8 @@ _SWEEP_EPILOG = """\
 exit status:
   0 every object looked at was settled (or left to a running operation)
   15 some object could not be settled (lookup failed, restore not ok): it stays, with back-off
+  16 all settled, and an operation slurmctld acknowledged was found lost and recorded so: redo it
+     (slurm-dsl history --lost lists each with its command)
   3 another sweep is running: nothing done
   2 usage error   1 any other error (ledger unavailable)
 """
@@ -102,6 +105,7 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
         ledger = tracker.ledger()
         not_clear = ledger.count_not_clear()
         unsettled = sum(ledger.count_unsettled(ledger.now()))
+        lost = len(ledger.lost(LOST_SHOWN)) if args.metrics_file else 0
     for s in report.swept:
         if s.done in (Done.RESTORE_FAILED, Done.LOOKUP_FAILED):
             log.warning("sweep: job %s: %s (%s)", s.job_id, s.done.value, s.why)
@@ -116,8 +120,14 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     if args.metrics_file:
         # After the sweep's work, never before it: a metrics path that is missing or refused
         # (files.check_metrics_path) must not keep flags from being restored; it is exit 1.
-        write_atomically(args.metrics_file, metrics_text(report, not_clear, unsettled))
-    return EXIT_OK if report.settled else EXIT_CODES[Result.UNKNOWN]
+        write_atomically(args.metrics_file, metrics_text(report, not_clear, unsettled, lost))
+    if not report.settled:
+        return EXIT_CODES[Result.UNKNOWN]
+    if report.lost and report.lost_written:
+        log.warning("sweep: %d acknowledged operation(s) found lost in a crash or takeover: 'slurm-dsl history"
+                    " --lost' lists them and how to redo each", len(report.lost))
+        return EXIT_LOST
+    return EXIT_OK
 
 
 COMMAND = Command(add, {"sweep": run})
