@@ -57,9 +57,15 @@ def format_outcome(outcome: Outcome) -> str:
     return row.rstrip()
 
 
-def outcome_text(outcome: Outcome, as_json: bool) -> str:
-    """An operation's result as printed: its table row, or its JSON object (``Outcome.to_json``)."""
-    return json_line(outcome.to_json()) if as_json else format_outcome(outcome) + "\n"
+def outcome_text(outcome: Outcome, as_json: bool, admin_reason: Optional[str] = None) -> str:
+    """An operation's result as printed: its table row, or its JSON object (``Outcome.to_json``,
+    with ``admin_reason`` when ``--reason`` gave one)."""
+    if not as_json:
+        return format_outcome(outcome) + "\n"
+    shown_json = outcome.to_json()
+    if admin_reason is not None:
+        shown_json["admin_reason"] = admin_reason
+    return json_line(shown_json)
 
 
 def prediction_text(op: Op, job_id: str, info: Optional[JobInfo], said: Prediction, as_json: bool) -> str:
@@ -297,6 +303,8 @@ def history_lines(records: Sequence[Dict[str, Any]]) -> List[str]:
             f" {r['requeue_bit'] or '-':<11}  {bits:<24}  {shown(r['actor'] or UNKNOWN_ACTOR)}"
         )
         pad = " " * 10
+        if r.get("admin_reason"):
+            lines.append(f"{pad}reason given: {shown(r['admin_reason'])}")
         if r["finished_at"] is None:
             lines.append(f"{pad}not finished: still running, or its process died, or the ledger failed after it"
                          " ran (a requeue's object then stays may_be_set for the sweep)")

@@ -53,6 +53,21 @@ def check_key(key: object) -> str:
     )
 
 
+MAX_REASON = 1024  # characters of ``--reason`` (the ledger's column holds this many)
+
+
+def check_reason(reason: object) -> str:
+    """``--reason``: why the admin ran an operation, kept with it (docs/contract.md §10.4): 1 to
+    ``MAX_REASON`` characters of text, no control character; anything else ``InvalidInput``."""
+    if not isinstance(reason, str) or not reason.strip():
+        raise InvalidInput(f"a reason is some text (1-{MAX_REASON} characters), not {described(reason)}")
+    if len(reason) > MAX_REASON:
+        raise InvalidInput(f"a reason is at most {MAX_REASON} characters, not {len(reason)}")
+    if any(ord(c) < 32 or 127 <= ord(c) < 160 for c in reason):
+        raise InvalidInput("a reason may not hold control characters (a newline, a tab, an escape)")
+    return str.__str__(reason)
+
+
 def took_effect(op: Op, result: Optional[Result], calls: Sequence[CallOutcome]) -> Optional[bool]:
     """What an operation's own calls say of its effect: True (it happened), False (certainly
     not), None (they cannot say: ``unknown``, or unfinished, ``result`` None).

@@ -3,7 +3,7 @@ outside files it reads, and which run on which host it is (docs/testing.md §7).
 
 Every such touch goes through a thin edge that asks ``current()`` first: ``host.process``
 (``run_script``, ``run_argv``), ``host.files`` (``read_regular``, ``read_identified``,
-``identity``), ``host.runs`` (``this_run``, ``alive``, ``boot_clock``), ``lookups.saves``
+``identity``), ``host.runs`` (``this_run``, ``alive``, ``boot_clock``), ``host.journal`` (``note``), ``lookups.saves``
 (``listens``: a connection to a controller), ``run.deadlines``
 (``steady``, ``wall``), ``sleep`` and ``monotonic`` here, and the ledger's clock as the run layer
 opens it.  A ``World`` whose fields are None is this machine, the default.  A simulator binds one
@@ -40,6 +40,7 @@ class World:
     this_run: Optional[Callable[[], str]] = None  # ``host/boot/pid/start`` of the calling run
     alive: Optional[Callable[[Optional[str]], Optional[bool]]] = None  # as ``host.runs.alive``
     listens: Optional[Callable[[str, int], Optional[bool]]] = None  # as ``lookups.saves.listens``
+    journal: Optional[Callable[[str], bool]] = None  # as ``host.journal.note``
     strict: bool = False
 
     def edge(self, name: str) -> Optional[Callable[..., Any]]:

@@ -152,6 +152,7 @@ class LedgerStore(Protocol):
         retry_of: Mapping[str, int] = {},
         ends_by: Optional[float] = None,
         baseline_boot: Optional[str] = None,
+        admin_reason: Optional[str] = None,
     ) -> List[int]:
         """``begin_operation`` for many in one transaction; ``baselines`` and ``retry_of`` by job
         id (a job not in them gets None)."""

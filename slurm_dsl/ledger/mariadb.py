@@ -140,6 +140,18 @@ BEGIN
     THEN SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'history is append-only';
     END IF;
 END"""
+_FINISH_ONCE_6 = """CREATE TRIGGER history_finish_once BEFORE UPDATE ON history FOR EACH ROW
+BEGIN
+    IF OLD.finished_at IS NOT NULL OR NOT (NEW.id <=> OLD.id) OR NOT (NEW.job_id <=> OLD.job_id)
+       OR NOT (NEW.op <=> OLD.op) OR NOT (NEW.nonce <=> OLD.nonce)
+       OR NOT (NEW.started_at <=> OLD.started_at) OR NOT (NEW.prior_bit <=> OLD.prior_bit)
+       OR NOT (NEW.actor <=> OLD.actor) OR NOT (NEW.baseline <=> OLD.baseline)
+       OR NOT (NEW.baseline_at <=> OLD.baseline_at) OR NOT (NEW.op_key <=> OLD.op_key)
+       OR NOT (NEW.retry_of <=> OLD.retry_of) OR NOT (NEW.ends_by <=> OLD.ends_by)
+       OR NOT (NEW.baseline_boot <=> OLD.baseline_boot) OR NOT (NEW.admin_reason <=> OLD.admin_reason)
+    THEN SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'history is append-only';
+    END IF;
+END"""
 _SETTLEMENTS_NO_UPDATE = """CREATE TRIGGER settlements_no_update BEFORE UPDATE ON settlements FOR EACH ROW
 SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'settlements are append-only'"""
 # Prune alone deletes one (its connection's row in ``pruning``), and only once its history row is gone.
@@ -290,7 +302,10 @@ MIGRATIONS: Tuple[Tuple[str, ...], ...] = (
     ),
     (
         # SQLite's schema 7: the set a keyed run of selectors chose, kept for its reruns
-        # (core.select Rule 4).
+        # (core.select Rule 4), and why the admin said an operation ran (--reason), a start column.
+        "ALTER TABLE history ADD COLUMN IF NOT EXISTS admin_reason VARCHAR(1024) NULL",
+        "DROP TRIGGER IF EXISTS history_finish_once",
+        _FINISH_ONCE_6,
         f"""CREATE TABLE IF NOT EXISTS selections (
             op_key VARCHAR(255) NOT NULL,
             op VARCHAR(16) NOT NULL CHECK (op IN ({_OPS})),

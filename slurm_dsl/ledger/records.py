@@ -154,6 +154,7 @@ class HistoryEntry:
     ends_by: Optional[float] = None
     settlement: Optional[Settlement] = None
     baseline_boot: Optional[str] = None
+    admin_reason: Optional[str] = None
 
     @property
     def finished(self) -> bool:
@@ -189,6 +190,7 @@ class HistoryEntry:
             "retry_of": self.retry_of,
             **_times("ends_by", self.ends_by),
             "baseline_boot": self.baseline_boot,
+            "admin_reason": self.admin_reason,
             "effect": None if self.settlement is None else self.settlement.verdict.value,
             "settlement": None if self.settlement is None else self.settlement.to_json(),
         }

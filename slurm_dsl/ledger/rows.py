@@ -54,7 +54,7 @@ from ..core import ledger_rules as rules
 from ..core import life
 from ..core.jobid import validate_job_id
 from ..core.jobinfo import JobInfo
-from ..core.keys import check_key
+from ..core.keys import check_key, check_reason
 from ..core.model import InvalidInput, LedgerError, Op, Outcome, Reason, RequeueBit, Result, Verdict
 from ..core.shown import shown
 from . import schema
@@ -261,6 +261,7 @@ def entry(r: Sequence[Any], path: str = "") -> HistoryEntry:
         retry_of=None if h["retry_of"] is None else int(h["retry_of"]),
         ends_by=_time(h["ends_by"]),
         baseline_boot=h["baseline_boot"],
+        admin_reason=h["admin_reason"],
         settlement=None if s["id"] is None else settlement(path, int(h["id"]), str(h["job_id"]), s),
     )
 
@@ -691,6 +692,7 @@ class StartFields(NamedTuple):
     retry_of: Mapping[str, int] = {}
     ends_by: Optional[float] = None
     baseline_boot: Optional[str] = None
+    admin_reason: Optional[str] = None
 
 
 def checked_key(key: Optional[str]) -> Optional[str]:
@@ -708,6 +710,7 @@ def start_fields(
     ends_by: Optional[float],
     started: AbstractSet[str] = frozenset(),
     baseline_boot: Optional[str] = None,
+    admin_reason: Optional[str] = None,
 ) -> StartFields:
     """``begin_operations``' keyword arguments, checked (InvalidInput) and encoded.  ``started``:
     the ids its starts hold, validated already (``checked_starts``): a baseline's id that is one
@@ -729,6 +732,7 @@ def start_fields(
         retries,
         None if ends_by is None else finite("ends_by", ends_by),
         None if baseline_boot is None else stored_text(baseline_boot)[:512],
+        None if admin_reason is None else check_reason(admin_reason),
     )
 
 
@@ -795,6 +799,7 @@ def begin_plan(
             "retry_of": fields.retry_of.get(job_id),
             "ends_by": fields.ends_by,
             "baseline_boot": None if baseline is None else fields.baseline_boot,
+            "admin_reason": fields.admin_reason,
         }))
     return BeginPlan(list(objects.values()), history, list(quiet.values()))
 
@@ -928,6 +933,7 @@ def history_values(e: HistoryEntry, *, hex_stderr: bool = False, retry_of: Optio
         "retry_of": retry_of,
         "ends_by": None if e.ends_by is None else finite("ends_by", e.ends_by),
         "baseline_boot": None if e.baseline_boot is None else stored_text(e.baseline_boot)[:512],
+        "admin_reason": None if e.admin_reason is None else check_reason(e.admin_reason),
     }
 
 

@@ -122,6 +122,8 @@ HISTORY = Table("history", (
     # Where and when that lookup started on a boot clock, ``host/boot/seconds`` (docs/contract.md
     # §13.7: how long after an earlier operation's end its record was read; NULL: not known).
     _s("baseline_boot", "TEXT", "VARCHAR(512) NULL"),
+    # Why, as the admin said it (``--reason``, docs/contract.md §10.4; NULL: not said).
+    _s("admin_reason", "TEXT", "VARCHAR(1024) NULL"),
 ), keys=(
     "KEY history_job (job_id, id)", "KEY history_unsettled (unsettled_at, id)", "KEY history_key (op_key, job_id, op)",
 ))

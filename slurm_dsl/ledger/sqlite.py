@@ -258,7 +258,19 @@ MIGRATIONS: Tuple[Tuple[str, ...], ...] = (
             BEGIN SELECT RAISE(ABORT, 'history is append-only'); END""",
     ),
     (
-        # The set a keyed run of selectors chose, kept for its reruns (core.select Rule 4).
+        # The set a keyed run of selectors chose, kept for its reruns (core.select Rule 4), and
+        # why the admin said an operation ran (--reason), a start column guarded like the others.
+        "ALTER TABLE history ADD COLUMN admin_reason TEXT",
+        "DROP TRIGGER history_finish_once",
+        """CREATE TRIGGER history_finish_once BEFORE UPDATE ON history
+            WHEN OLD.finished_at IS NOT NULL OR NEW.id IS NOT OLD.id OR NEW.job_id IS NOT OLD.job_id
+              OR NEW.op IS NOT OLD.op OR NEW.nonce IS NOT OLD.nonce
+              OR NEW.started_at IS NOT OLD.started_at OR NEW.prior_bit IS NOT OLD.prior_bit
+              OR NEW.actor IS NOT OLD.actor OR NEW.baseline IS NOT OLD.baseline
+              OR NEW.baseline_at IS NOT OLD.baseline_at OR NEW.op_key IS NOT OLD.op_key
+              OR NEW.retry_of IS NOT OLD.retry_of OR NEW.ends_by IS NOT OLD.ends_by
+              OR NEW.baseline_boot IS NOT OLD.baseline_boot OR NEW.admin_reason IS NOT OLD.admin_reason
+            BEGIN SELECT RAISE(ABORT, 'history is append-only'); END""",
         f"""CREATE TABLE selections (
             op_key TEXT NOT NULL,
             op TEXT NOT NULL CHECK (op IN ({_OPS})),

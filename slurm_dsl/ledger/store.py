@@ -118,6 +118,7 @@ class SqlStore(query.SqlQueries):
         retry_of: Mapping[str, int] = {},
         ends_by: Optional[float] = None,
         baseline_boot: Optional[str] = None,
+        admin_reason: Optional[str] = None,
     ) -> List[int]:
         """``begin_operation`` for many ``(job_id, op, nonce)`` in ONE committed transaction (a bulk
         chunk's intents): every intent is committed before any of their scripts may start.
@@ -129,7 +130,7 @@ class SqlStore(query.SqlQueries):
         checked = ledger_rows.checked_starts(starts)
         now = ledger_rows.finite("now", now)
         fields = ledger_rows.start_fields(baselines, baseline_at, key, retry_of, ends_by,
-                                          {job_id for job_id, _, _ in checked}, baseline_boot)
+                                          {job_id for job_id, _, _ in checked}, baseline_boot, admin_reason)
         with self._atomic("begin operation") as cur:
             found = self._keyed(cur, query.BIT_OF_ONE, query.BITS_OF, [job_id for job_id, _, _ in checked])
             bits = {job_id: row[0] for job_id, row in found.items()}

@@ -244,7 +244,7 @@ def _run_chunk(run: _Run, chunk: JobIds) -> List[Union[Outcome, Taken]]:
     # lease back in the same transaction and is ``Taken`` (docs/contract.md §12).
     listed, op_ids, taken = start(ledger, op, chunk, owner=owner, ttl=ttl, nonce=nonce, looked=looked,
                                   now=tracker.clock(), deadline=deadline, actor=tracker.actor, link=link,
-                                  begun=run.begun)
+                                  begun=run.begun, admin_reason=tracker.admin_reason)
     results: Dict[str, Union[Outcome, Taken]] = {}
     results.update(_run_listed(run, listed, op_ids, nonce, owner))
     results.update((j, Taken(j, d.detail)) for j, d in taken.items())

@@ -190,6 +190,7 @@ class Started(NamedTuple):
 def start(
     ledger: LedgerStore, op: Op, ids: JobIds, *, owner: str, ttl: float, nonce: str, looked: LookupAnswer,
     now: float, deadline: float, actor: str, link: Link, begun: Optional[Begun] = None,
+    admin_reason: Optional[str] = None,
 ) -> Started:
     """The leases and the intents of ``ids`` (docs/contract.md §9.2): ONE committed transaction,
     before any script starts; ``now`` is the tracker's clock then.  Each job ``owner`` could lease
@@ -214,7 +215,8 @@ def start(
             retries = {j: link.retry_of[j] for j in listed if j in link.retry_of}
             op_ids = ledger.begin_operations([(j, op, nonce) for j in listed], began, actor=actor,
                                              baselines=baselines, baseline_at=baseline_at, ends_by=ends_by,
-                                             key=link.key, retry_of=retries, baseline_boot=baseline_boot)
+                                             key=link.key, retry_of=retries, baseline_boot=baseline_boot,
+                                             admin_reason=admin_reason)
     if begun is not None:
         begun.update(zip(listed, op_ids))
     return Started(listed, op_ids, taken)
@@ -311,6 +313,7 @@ class Tracker:
         self.clock = clock
         self.lease_slack = lease_slack
         self.actor = current_actor()  # recorded with every operation this tracker runs
+        self.admin_reason: Optional[str] = None  # ``--reason``: recorded with every operation it begins (§10.4)
         self._local = threading.local()
         self._lock = threading.Lock()
         self._opened: List[LedgerStore] = []
@@ -431,7 +434,8 @@ class Tracker:
             # keyed job's key is read again there; if it now says not to act, the lease is given
             # back in the same transaction and nothing is written.
             started = start(ledger, op, checked_already([job]), owner=owner, ttl=ttl, nonce=nonce, looked=looked,
-                            now=self.clock(), deadline=deadline, actor=actor or self.actor, link=link, begun=begun)
+                            now=self.clock(), deadline=deadline, actor=actor or self.actor, link=link, begun=begun,
+                            admin_reason=self.admin_reason)
             if job in started.taken:
                 return Taken(job, started.taken[job].detail)
             if started.op_ids:

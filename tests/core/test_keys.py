@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from slurm_dsl.core.keys import Decision, Earlier, Step, check_key, decide, took_effect
+from slurm_dsl.core.keys import Decision, Earlier, Step, check_key, check_reason, decide, took_effect
 from slurm_dsl.core.model import CallOutcome, InvalidInput, Op, Result, Verdict
 from tests.examples import examples
 
@@ -159,3 +159,14 @@ def test_good_keys(key: str) -> None:
 def test_bad_keys_are_refused_before_anything(key: object) -> None:
     with pytest.raises(InvalidInput, match="a key is 1-128 letters"):
         check_key(key)
+
+
+@pytest.mark.parametrize("reason", ["drain for firmware, ticket OPS-1234", "é" * 1024, "x"])
+def test_a_reason_is_kept_as_given(reason: str) -> None:
+    assert check_reason(reason) == reason
+
+
+@pytest.mark.parametrize("reason", ["", "   ", "a\nb", "a\tb", "\x1b[31mred", "a\x85b", "x" * 1025, None, 7])
+def test_a_reason_a_log_or_a_terminal_would_misread_is_refused(reason: object) -> None:
+    with pytest.raises(InvalidInput):
+        check_reason(reason)

@@ -37,6 +37,7 @@ from slurm_dsl.core.model import (
     Result,
     Verdict,
 )
+from slurm_dsl.ledger import schema
 from slurm_dsl.ledger.base import LedgerStore
 from slurm_dsl.ledger.choose import open_ledger
 from slurm_dsl.ledger.records import HistoryEntry, Settlement
@@ -574,7 +575,7 @@ def test_a_schema_2_file_is_migrated_and_keeps_its_rows(tmp_path: Path) -> None:
     with pytest.raises(LedgerError, match="schema version 2, older than this slurm-dsl's"):
         open_ledger(str(path), migrate_schema=False)  # a read-only open: as before, refused
     with open_ledger(str(path)) as ledger:
-        assert ledger.schema_version() == 7
+        assert ledger.schema_version() == schema.CURRENT["sqlite"]
         hold, requeue = ledger.history("8")
         assert (hold.result, hold.actor, hold.baseline, hold.key, hold.retry_of, hold.ends_by, hold.settlement) == (
             Result.UNKNOWN, "uid 0", None, None, None, None, None)
@@ -600,7 +601,7 @@ def test_mariadb_schema_1_is_migrated_to_2(mariadb_location: str) -> None:
                      " 'clear')", (T0,))
     assert is_mariadb(mariadb_location)
     with open_ledger(mariadb_location) as ledger:
-        assert ledger.schema_version() == 5
+        assert ledger.schema_version() == schema.CURRENT["mariadb"]
         (row,) = ledger.history("8")
         assert (row.baseline, row.key, row.ends_by, row.settlement) == (None, None, None, None)
         assert [e.id for e in ledger.unsettled(T0 + 10)] == [row.id]

@@ -19,11 +19,12 @@ def test_a_wall_clock_stepped_back_during_a_command_moves_not_its_deadline(tmp_p
     preloaded = faketime.preload(tmp_path)
     control = tmp_path / "offset"
     control.write_text("+0\n")
-    # Job 1's hold steps the clock back 60 s and is still running at the deadline (2 s): cut, unknown.
-    fake = write_fake(tmp_path / "bin", {"hold": f"case $JOB in 1) echo -60 > '{control}'; exec sleep 5 ;; esac"})
+    # Job 1's hold steps the clock back 60 s and is still running at the deadline (6 s: room for a
+    # loaded machine to reach the first call): cut, unknown.
+    fake = write_fake(tmp_path / "bin", {"hold": f"case $JOB in 1) echo -60 > '{control}'; exec sleep 30 ;; esac"})
     squeue = write_fake_squeue(tmp_path / "sq", "1|PENDING|0|0|4294901|BeginTime\n2|PENDING|0|0|4294901|BeginTime\n")
     env = dict(os.environ, **faketime.on_file(preloaded, control), SLURM_DSL_SQUEUE=str(squeue))
-    done = subprocess.run([*COMMAND, "hold", "1", "2", "--one-by-one", "--timeout", "2", "--json", "--ledger",
+    done = subprocess.run([*COMMAND, "hold", "1", "2", "--one-by-one", "--timeout", "6", "--json", "--ledger",
                            str(tmp_path / "ledger.sqlite3"), "--scontrol", str(fake)],
                           capture_output=True, text=True, env=env, timeout=60, check=False)
     rows = {r["job_id"]: r["result"] for r in map(json.loads, done.stdout.splitlines())}

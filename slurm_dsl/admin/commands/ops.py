@@ -19,7 +19,7 @@ import time
 from typing import IO, TYPE_CHECKING, Callable, Iterable, List, Optional, Sequence
 
 from ...core.jobid import JobIds, checked_already
-from ...core.keys import check_key
+from ...core.keys import check_key, check_reason
 from ...core.model import InvalidInput, LedgerError, LookupFailed, Op, Outcome, Result, UsageError, describe
 from ...core.numbers import whole_number
 from ...core.select import Selection, check_states, check_value
@@ -207,6 +207,12 @@ def add(sub: argparse._SubParsersAction, name: str) -> None:  # type: ignore[typ
     )
     _settling_options(p, op)
     p.add_argument(
+        "--reason", type=refusing(check_reason), metavar="TEXT",
+        help="why: kept with each operation in the ledger (slurm-dsl history shows it, with who ran it and"
+        " where), in the system log, and in --json rows (admin_reason); 1-1024 characters, no control"
+        " characters",
+    )
+    p.add_argument(
         "--dry-run", action="store_true",
         help="look before acting: look the jobs up and print, per job, the calls a run would make and the result"
         " its record predicts; nothing is run or recorded (exit 0 unless the input is bad or the jobs cannot be"
@@ -216,14 +222,15 @@ def add(sub: argparse._SubParsersAction, name: str) -> None:  # type: ignore[typ
     p.set_defaults(handler="op", op=op)
 
 
-def emit(outcomes: Iterable[Outcome], as_json: bool, out: IO[str], kept: Optional[List[Outcome]] = None) -> int:
-    """Write each outcome's row (or JSON object) as it comes, kept in ``kept`` if given; the worst
-    exit status of them."""
+def emit(outcomes: Iterable[Outcome], as_json: bool, out: IO[str], kept: Optional[List[Outcome]] = None,
+         admin_reason: Optional[str] = None) -> int:
+    """Write each outcome's row (or JSON object, with ``admin_reason`` if given) as it comes, kept in
+    ``kept`` if given; the worst exit status of them."""
     from .. import render as show
 
     code = EXIT_OK
     for outcome in outcomes:
-        out.write(show.outcome_text(outcome, as_json))
+        out.write(show.outcome_text(outcome, as_json, admin_reason))
         out.flush()
         if kept is not None:
             kept.append(outcome)
@@ -291,6 +298,9 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
 
     if tracker is None:
         tracker = Tracker(args.ledger, scontrol=scontrol, squeue=squeue, configuration=args.configuration)
+    if args.reason is not None:
+        tracker.admin_reason = args.reason
+        _audit(args, ids, tracker.actor)
     progress = Progress(err) if bulk and err.isatty() else None
     code = EXIT_OK
     if keyed:
@@ -321,7 +331,7 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
                 if args.durable:
                     held.append(event.outcome)
                 else:
-                    code = max(code, emit([event.outcome], args.json, out, shown))
+                    code = max(code, emit([event.outcome], args.json, out, shown, args.reason))
         finally:
             if progress is not None:
                 progress.close()
@@ -332,10 +342,23 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
             for outcome in held:
                 if outcome.saved is False:
                     log.warning("%s %s: %s", outcome.op.value, outcome.job_id, outcome.detail)
-            code = max(code, emit(held, args.json, out, shown))
+            code = max(code, emit(held, args.json, out, shown, args.reason))
     if shown is not None:
         summarize(shown, out)
     return code
+
+
+def _audit(args: argparse.Namespace, ids: JobIds, actor: str) -> None:
+    """The audit line of an operation given ``--reason`` (docs/contract.md §10.4): the system log's,
+    and this command's log."""
+    from ...host.journal import note
+
+    shown_ids = " ".join(ids[:20]) + (f" and {len(ids) - 20} more" if len(ids) > 20 else "")
+    key = f", key {args.key}" if args.key is not None else ""
+    line = f"{args.op.value} of {len(ids)} job(s) ({shown_ids}) by {actor}{key}: reason: {args.reason}"
+    log.info("%s", line)
+    if not note(line):
+        log.warning("the system log (/dev/log) did not take the audit line; the ledger keeps the reason")
 
 
 def _selected(args: argparse.Namespace, selection: Selection, given: Optional[JobIds], deadline: float,
