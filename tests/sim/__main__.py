@@ -13,7 +13,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Callable, Dict
+from typing import Callable, Dict, List
 
 from tests.sim.schedule import play
 
@@ -69,12 +69,35 @@ PLANTS: Dict[str, Callable[[], None]] = {
 }
 
 
+def tally(seed: int, schedules: int, steps: int) -> int:
+    """Play ``schedules`` schedules from ``seed`` (every other one on a pair), each to its first
+    violation: how many found one, the first (seed and step) and which invariants fired."""
+    found: List[str] = []
+    kinds: Dict[str, int] = {}
+    with tempfile.TemporaryDirectory() as directory:
+        for n in range(schedules):
+            played = play(Path(directory), seed + n, steps, pair=n % 2 == 1)
+            if played.violations:
+                kind = played.violations[0].split(":")[0]
+                kinds[kind] = kinds.get(kind, 0) + 1
+                found.append(f"seed {played.seed} step {len(played.steps)}{' (pair)' if n % 2 else ''}: "
+                             f"{played.violations[0]}")
+    print(f"found in {len(found)} of {schedules} schedules (seeds {seed}-{seed + schedules - 1});"
+          f" invariants: {kinds}")
+    for line in found[:3]:
+        print(f"  {line[:400]}")
+    return 1 if found else 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.sim", description=__doc__)
     parser.add_argument("--minutes", type=float, default=None)
     parser.add_argument("--seed", type=int, default=None, help="the first seed (default: a fresh one)")
     parser.add_argument("--steps", type=int, default=60)
     parser.add_argument("--plant", choices=sorted(PLANTS), default=None)
+    parser.add_argument("--schedules", type=int, default=None,
+                        help="play this many schedules from --seed (every other one on a pair) and say how many"
+                        " found a violation, the first, and which invariants fired")
     parser.add_argument("--pair", action="store_true", help="a 24.11 primary/backup pair (every other schedule"
                         " with --minutes: both)")
     args = parser.parse_args()
@@ -85,6 +108,8 @@ def main() -> int:
     if args.plant:
         PLANTS[args.plant]()
     seed = int.from_bytes(os.urandom(3), "big") if args.seed is None else args.seed
+    if args.schedules is not None:
+        return tally(seed, args.schedules, args.steps)
     until = time.monotonic() + (args.minutes or 0) * 60
     start, schedules, commands, steps = time.monotonic(), 0, 0, 0
     with tempfile.TemporaryDirectory() as directory:
