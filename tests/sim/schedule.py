@@ -24,20 +24,28 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
-from slurm_dsl.core.model import DSLError, Op, Outcome, RequeueBit, Result
+from slurm_dsl.core.model import DSLError, Op, Outcome, RequeueBit, Result, Verdict
 from slurm_dsl.host import runs, world
 from slurm_dsl.ledger.choose import open_ledger
 from slurm_dsl.run import deadlines
 from slurm_dsl.run.tracked import Tracker
-from tests.sim.slurmctld import Cluster, Job, saved_jobs
+from tests.sim.slurmctld import FINISHED, Cluster, Job, saved_jobs
 from tests.sim.world import SCONTROL, SQUEUE, Simulation
 
 # How often each kind of step is drawn.
 WEIGHTS: Dict[str, int] = {
     "op": 26, "bulk": 6, "keyed": 6, "sweep": 12, "wait": 16, "kill": 4, "start": 4, "term": 2, "step": 3,
     "hostwall": 2, "finish": 5, "submit": 4, "admin": 8, "freeze": 5, "durable": 4, "cmdkill": 4,
+    "purge": 3, "onehost": 2,
 }
+# Seconds a save takes from its begin to its link: a few jobs' (well under a millisecond), or a
+# large cluster's, whose save already running at an ack does not carry the change (the ground
+# truth, slurm-durability.md §2); one schedule in four runs on a large cluster.
+PACKS = (0.0005, 0.0005, 0.0005, 0.4)
 OPS = (Op.HOLD, Op.RELEASE, Op.REQUEUE, Op.RESTORE)
+# The steps whose commands may write a verdict (sweeps, keyed runs settling): the others' cannot
+# (one op, a bulk run and --durable's wait record none), so the checker reads verdicts after these.
+SETTLING = ("sweep", "keyed", "freeze", "cmdkill", "purge")
 TIMEOUT = 30.0
 
 
@@ -82,6 +90,8 @@ def schedule(seed: int, steps: int) -> List[Step]:
             out.append(Step(kind, (rng.choice((-90.0, -6.0, 6.0, 90.0)),)))
         elif kind == "hostwall":
             out.append(Step(kind, (rng.choice((-120.0, -20.0, 20.0, 120.0)),)))
+        elif kind == "onehost":
+            out.append(Step(kind, (rng.choice((-90.0, -20.0, -3.0)),)))
         elif kind == "admin":
             out.append(Step(kind, (rng.choice(("hold", "release", "set", "clear", "requeue")), pick)))
         elif kind == "wait":
@@ -102,6 +112,8 @@ class Player:
         # MinJobAge 30 s (the lab's 300): finished jobs are purged within a schedule.
         cluster = Cluster(pair=pair, major="24.11" if pair else "22.05", message_timeout=3.0 if pair else 10.0,
                           min_job_age=30.0)
+        for controller in cluster.controllers:
+            controller.pack = random.Random(f"pack-{seed}").choice(PACKS)
         self.sim = Simulation(cluster)
         self.pair = pair
         self.ledger = str(directory / f"ledger-{seed}.sqlite3")
@@ -115,6 +127,8 @@ class Player:
         self.over = threading.Event()  # set when the schedule is over: killed commands' threads end
         self.keys: Dict[str, Tuple[str, str]] = {}  # a keyed command's tag -> its (op, job)
         self.losses: List[float] = []  # when a controller was killed (what it had not saved may be lost)
+        self.absent: Dict[str, Tuple[float, str, str]] = {}  # nonce -> (when its absent was seen, job, op)
+        self.effects_read = 0  # the effects ``absent_kept`` has read
         self.sim.before_script = self.leased
 
     def job(self, pick: float) -> str:
@@ -146,7 +160,7 @@ class Player:
         finally:
             self.sim.exit(pid)
         for row in rows:
-            wrong = untrue(row, [e for e in self.sim.cluster.effects if e[1] == tag])
+            wrong = untrue(row, [e for e in self.sim.cluster.effects if whose(e) == tag])
             if wrong:
                 self.played.violations.append(f"false-result: {work} {args}: {wrong}")
         if work in ("op", "bulk"):
@@ -193,6 +207,51 @@ class Player:
         while victim.is_alive() and not dead.wait(0.001):
             pass
 
+    def purged(self, pick: float) -> None:
+        """A finished job purged as a sweep looks it up, and slurmctld SIGKILLed before that purge
+        is saved (the durability issue's finding 3).  A requeue of the job SIGKILLed after its call
+        1 (the flag set, the object may_be_set); its lease lapses; the job ends; sweeps while other
+        changes are saved, so that the object's quiet moment is known saved
+        (Rule D2) and only the job's purge is left to prove; MinJobAge passes; then a sweep, and as its lookup reaches
+        slurmctld a user's change is saved and the purge timer fires (its 60 s phase is slurmctld's
+        start's: any moment), so the purge waits for the next save window (contract §13.8: "gone"
+        is saved late like any change); slurmctld is killed as the sweep ends."""
+        sim, cluster = self.sim, self.sim.cluster
+        job = self.job(pick)
+        self.killed("op", Op.REQUEUE, pick, 1, 1)
+        sim.sleep(TIMEOUT + 60.0)  # its lease lapses (no sweep has looked meanwhile)
+        controller = cluster.in_control()
+        if controller is None or job not in controller.jobs:
+            return
+        if controller.jobs[job].state not in FINISHED:
+            cluster.finish(sim.t, job)
+        ended = sim.t
+        self.command("sweep")  # it takes the lapsed lease, anchors the object's quiet moment, keeps it watched
+        for _ in range(2):  # two saves seen after that look: the quiet moment is saved, the purge is not yet
+            sim.sleep(6.0)
+            if cluster.in_control() is None:
+                return
+            cluster.submit(sim.t)
+            self.command("sweep")
+        sim.advance(ended + controller.min_job_age + 1.0)
+
+        def purge_now() -> None:
+            live = cluster.in_control()
+            if live is None:
+                return
+            cluster.submit(sim.t)  # a user's job: saved at once (the thread cold) or in its window
+            sim.advance(sim.t + 0.01)
+            live.next_purge = sim.t
+            sim.advance(sim.t)
+
+        sim.before_lookup = purge_now
+        self.command("sweep")
+        sim.before_lookup = None
+        live = cluster.in_control()
+        if live is not None:
+            cluster.kill(sim.t, cluster.controllers.index(live))
+            self.losses.append(sim.t)
+
     def keyed_once(self, op: str, job: str) -> None:
         """A key acts at most once (contract §12): no run of a key makes a call on its job after
         another run of the key had its requeue applied, unless a crash or takeover came between
@@ -200,10 +259,10 @@ class Player:
         if op != Op.REQUEUE.value:
             return
         tags = {t for t, k in self.keys.items() if k == (op, job)}
-        mine = [e for e in self.sim.cluster.effects if e[1] in tags and e[3] == job]
-        done = [(e[0], e[1]) for e in mine if e[2] == "requeue" and e[5] is None]
+        mine = [e for e in self.sim.cluster.effects if whose(e) in tags and e[3] == job]
+        done = [(e[0], whose(e)) for e in mine if e[2] == "requeue" and e[5] is None]
         for tag in tags:
-            first = next((e[0] for e in mine if e[1] == tag), None)
+            first = next((e[0] for e in mine if whose(e) == tag), None)
             for at, by in done:
                 if first is not None and by != tag and at < first and not any(at < k <= first for k in self.losses):
                     self.played.violations.append(
@@ -274,6 +333,7 @@ class Player:
     def step(self, step: Step) -> None:
         sim, cluster, v = self.sim, self.sim.cluster, step.value
         self.played.steps.append(step)
+        commands = self.played.commands
         if step.kind in ("op", "bulk", "keyed", "durable"):
             self.command(step.kind, *v)
         elif step.kind == "cmdkill":
@@ -307,6 +367,15 @@ class Player:
         elif step.kind == "hostwall":
             self.played.faults += 1
             sim.host.offset += float(v[0])  # type: ignore[arg-type]
+        elif step.kind == "onehost" and not self.pair:
+            # slurmctld on this host (the lab's layout): one step of the one clock both read,
+            # back (chrony, ``date -s``, a VM restored): its saves before it carry later times.
+            self.played.faults += 1
+            cluster.step_clock(sim.t, float(v[0]))  # type: ignore[arg-type]
+            sim.host.offset += float(v[0])  # type: ignore[arg-type]
+        elif step.kind == "purge" and cluster.in_control() is not None:
+            self.played.faults += 1
+            self.purged(float(v[0]))  # type: ignore[arg-type]
         elif step.kind == "finish" and cluster.in_control() is not None:
             live = [j for j in self.jobs if (cluster.jobs(sim.t, [j]) or {}).get(j, Job(j, state="X")).state
                     in ("RUNNING", "PENDING")]
@@ -319,7 +388,21 @@ class Player:
             argv = {"hold": ("hold", job), "release": ("release", job), "requeue": ("requeue", job),
                     "set": ("update", f"JobId={job}", "Requeue=1"), "clear": ("update", f"JobId={job}", "Requeue=0")}
             sim.advance(cluster.call(sim.t, argv[what]).ends)
-        self.check(str(step))
+        self.check(str(step), verdicts=self.played.commands != commands and step.kind in SETTLING)
+
+    def absent_kept(self, after: str) -> None:
+        """An operation settled ``absent`` did nothing and will do nothing: its job is run again on
+        that verdict (``--retry``, contract §12: "absent" only once a request that reached slurmctld
+        late could no longer be applied, §13.6: nor while a controller may hold it back).  So none
+        of its calls is applied after the verdict was seen (at the end of the step that wrote it)."""
+        for e in self.sim.cluster.effects[self.effects_read:]:
+            nonce = e[1].partition("#")[2]
+            seen = self.absent.get(nonce)
+            if seen is not None and e[5] is None and e[0] > seen[0]:
+                self.played.violations.append(
+                    f"false-verdict: job {seen[1]}'s {seen[2]} (nonce {nonce}) settled absent by t={seen[0]:.2f},"
+                    f" then its {e[2]} applied at t={e[0]:.2f} (after step {len(self.played.steps)}: {after})")
+        self.effects_read = len(self.sim.cluster.effects)
 
     def leased(self, pid: int, calls: List[Tuple[str, ...]]) -> None:
         """Every scontrol call slurm-dsl makes on a job belongs to an operation under the job's
@@ -336,11 +419,18 @@ class Player:
                     f"unleased-call: {calls} on job {job} by run {run}, the lease held by {holders.get(job)!r}"
                     f" (t={self.sim.t:.2f}, step {len(self.played.steps)})")
 
-    def check(self, after: str) -> None:
-        """The lost-flag invariant, on what slurmctld holds and on what its last save holds."""
+    def check(self, after: str, verdicts: bool = True) -> None:
+        """The lost-flag invariant, on what slurmctld holds and on what its last save holds; and
+        no call of an operation settled ``absent`` applied after that verdict (``absent_kept``).
+        ``verdicts``: a command that may write verdicts ran in the step (``SETTLING``): read them."""
         cluster = self.sim.cluster
         with world.bound(self.sim.world(self.checker)), open_ledger(self.ledger) as ledger:
             clear = {j for j in self.jobs if (o := ledger.get(j)) is None or RequeueBit(o.bit) is RequeueBit.CLEAR}
+            for each in self.jobs if verdicts else ():
+                for entry in ledger.history(each):
+                    if entry.settlement is not None and entry.settlement.verdict is Verdict.ABSENT:
+                        self.absent.setdefault(entry.nonce, (self.sim.t, each, entry.op.value))
+        self.absent_kept(after)
         held: Dict[str, Dict[str, Job]] = {"on its last save": dict(saved_jobs(cluster.disk))}
         live = cluster.in_control()
         if live is not None:
@@ -357,6 +447,11 @@ class Player:
 EFFECT_CALL = {Op.HOLD: ("hold", None), Op.RELEASE: ("release", None), Op.REQUEUE: ("requeue", None),
                Op.RESTORE: ("update", "0"), Op.OPEN: ("release", None)}
 Effect = Tuple[float, str, str, str, Optional[str], Optional[str]]
+
+
+def whose(effect: Effect) -> str:
+    """The command whose call an effect is (``dsl:N``; ``admin``), without its operation's nonce."""
+    return effect[1].partition("#")[0]
 
 
 def shows(op: Op, job: Job, before: Optional[Job]) -> bool:

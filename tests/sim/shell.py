@@ -73,7 +73,7 @@ def run(cluster: Cluster, t: float, script: str, deadline: float, uid: int = ROO
         if now >= deadline:
             status, text = EXPIRED, ""
         else:
-            reply = cluster.call(now, call.argv, uid, who)
+            reply = cluster.call(now, call.argv, uid, f"{who}#{nonce}")  # whose: the command's and its operation's
             if reply.ends > deadline:  # TERMed while it ran: what it printed is lost with it
                 status, text, now = TIMED_OUT, "", deadline
             else:

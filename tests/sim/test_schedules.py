@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from slurm_dsl.core import ledger_rules
+from tests.sim.__main__ import PLANTS
 from tests.sim.schedule import first_violation, play
 
 SEEDS = 24
@@ -56,7 +57,7 @@ def test_the_simulator_finds_keys_acting_twice_planted_again(tmp_path: Path, mon
     from slurm_dsl.run import tracked
 
     monkeypatch.setattr(tracked, "not_to_act", lambda *args, **kwargs: {})
-    found = first_violation(tmp_path, range(1, 41), STEPS)
+    found = first_violation(tmp_path, range(21, 41), STEPS)  # seed 21: its first (docs/testing.md §7)
     assert found is not None and "key-acted-twice" in found.violations[0], "not found in 40 schedules"
 
 
@@ -66,3 +67,28 @@ def test_the_simulator_finds_a_requeue_without_its_intent(tmp_path: Path, monkey
     monkeypatch.setattr(ledger_rules, "intent", lambda op, nonce: None)
     found = first_violation(tmp_path, range(1, 41), STEPS)
     assert found is not None and "lost-flag" in found.violations[0], "not found in 40 schedules"
+
+
+def test_the_simulator_finds_durables_extra_call_planted_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The durability issue's finding 4: --durable's wait makes the op's last call again with no
+    lease, intent or row; the unleased-call check sees every scontrol call, a script's or not."""
+    PLANTS["durable-again"](monkeypatch.setattr)
+    found = first_violation(tmp_path, range(3, 6), STEPS)
+    assert found is not None and found.violations[0].startswith("unleased-call"), found and found.violations[0]
+
+
+def test_the_simulator_finds_one_save_taken_as_proof(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rule D2 turned (one save seen replaced after the look taken as proof): on a large cluster,
+    whose save under way at the ack does not carry the change, a --durable row said saved is not."""
+    PLANTS["one-save"](monkeypatch.setattr)
+    found = first_violation(tmp_path, range(1, 4), STEPS)
+    assert found is not None, "not found"
+    assert found.violations[0].startswith(("durable-not-saved", "lost-flag")), found.violations[0]
+
+
+def test_the_simulator_finds_a_purge_taken_as_saved_at_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The durability issue's finding 3 (Rule D8 dropped: "gone" read before the purge is saved):
+    the purge move times the purge to a sweep's lookup and kills slurmctld before its save."""
+    PLANTS["gone-at-once"](monkeypatch.setattr)
+    found = first_violation(tmp_path, range(1, 4), STEPS)
+    assert found is not None and "lost-flag" in found.violations[0], found and found.violations[0]

@@ -27,6 +27,7 @@ EPOCH = 1_767_225_600.0  # the simulation's time 0 on a wall clock: 2026-01-01
 STATE = "/sim/state"
 CONF = "/etc/slurm/slurm.conf"
 SCONTROL, SQUEUE = "/usr/bin/scontrol", "/usr/bin/squeue"
+CONTROL = ("hold", "uhold", "release", "requeue", "requeuehold", "update")  # scontrol's control verbs
 LOAD = 0.004  # seconds a squeue or scontrol load takes (docs/slurm-behaviour.md §7)
 
 
@@ -62,6 +63,8 @@ class Simulation:
         self.scripts_of: Dict[int, int] = {}
         # Called with (pid, the script's calls) before a script runs: the checker's look at leases.
         self.before_script: Optional[Callable[[int, List[Tuple[str, ...]]], None]] = None
+        # Called once (then forgotten) as the next squeue reaches slurmctld: a schedule's move timed to it.
+        self.before_lookup: Optional[Callable[[], None]] = None
 
     # -- time ---------------------------------------------------------------------------------
 
@@ -167,7 +170,9 @@ class Simulation:
             self.advance(self.t + LOAD)
             age = int(self.cluster.primary.min_job_age)
             return Completed(argv, 0, f"MinJobAge               = {age} sec\n".encode(), b"", False, False)
-        if program == "scontrol" and argv[1] == "release":  # open: the direct call
+        if program == "scontrol" and argv[1] in CONTROL:  # open's direct call, or any other made unwrapped
+            if self.before_script is not None:  # a call on a job outside a script is leased too (contract §9.2)
+                self.before_script(pid, [argv[1:]])
             reply = self.cluster.call(self.t, argv[1:], who=self.tags.get(pid, "dsl"))
             self.advance(min(reply.ends, self.t + timeout))
             return Completed(argv, reply.rc, b"", reply.stderr.encode(), reply.ends > self.t + timeout, False)
@@ -178,6 +183,9 @@ class Simulation:
         """``squeue -h -a -t all -r [-j ids] -O <fields, each ending in |>...<nonce>`` (contract
         §9.3, docs/slurm-behaviour.md §9): a record per job, fields and nonce; a single unknown id
         exits 1; no controller: exit 1 after the client's retries."""
+        if self.before_lookup is not None:  # what else happens in slurmctld as this lookup reaches it
+            before, self.before_lookup = self.before_lookup, None
+            before()
         ids = argv[argv.index("-j") + 1].split(",") if "-j" in argv else None
         nonce = argv[-1].rsplit("|", 1)[1]
         jobs = self.cluster.jobs(self.t, ids)
@@ -207,7 +215,9 @@ class Simulation:
             return text.encode(), Identity(7, 0, len(text))
         if path == f"{STATE}/job_state" and disk.job_state is not None:
             saved = disk.job_state
-            header = struct.pack(">I", 17) + b"PROTOCOL_VERSION\0" + struct.pack(">Hq", 0x2600, saved.began)
+            # The header's time is slurmctld's time(NULL) when the save began: epoch seconds of its clock.
+            began = int(EPOCH) + saved.began
+            header = struct.pack(">I", 17) + b"PROTOCOL_VERSION\0" + struct.pack(">Hq", 0x2600, began)
             return header, Identity(saved.inode, int(saved.mtime * 1e9), saved.size)
         if path == f"{STATE}/heartbeat" and disk.heartbeat is not None:
             return struct.pack(">qq", *disk.heartbeat), Identity(disk.heartbeat_inode, 0, 16)
