@@ -96,7 +96,7 @@ def _raised(base: str, verbose: int) -> str:
 # Each setting that a flag gives: its attribute on the parsed command line, and the type the
 # command takes it in (config.SETTINGS says both: the flag, and whether it is seconds).
 _SETTING_ARGS: Dict[str, Tuple[str, Callable[[str], object]]] = {
-    s.key: (s.flag[2:].replace("-", "_"), float if s.seconds else str) for s in config.SETTINGS if s.flag
+    s.key: (s.flag[2:].replace("-", "_"), float if s.number else str) for s in config.SETTINGS if s.flag
 }
 
 

@@ -24,6 +24,7 @@ from ..core.numbers import seconds, whole_number
 from ..core.settle import DEFAULT_SETTLE_DELAY, MIN_SETTLE_DELAY, check_settle_delay
 from ..core.shown import shown
 from ..run.deadlines import MAX_TIMEOUT, MIN_TIMEOUT, timeout_of
+from ..run.pace import DEFAULT_RATE, rate_of
 
 if TYPE_CHECKING:
     SubParsers = argparse._SubParsersAction[argparse.ArgumentParser]
@@ -85,6 +86,23 @@ def positive_seconds(text: str) -> float:
             f" digits: {shown(text, 40)!r}"
         )
     return value
+
+
+def rate_option(parser: argparse.ArgumentParser) -> None:
+    """``--rate``: calls a second to slurmctld at most (docs/contract.md §10.5; the config file's ``rate``)."""
+
+    def rate(text: str) -> float:
+        try:
+            return rate_of(text) or 0.0
+        except InvalidInput as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    parser.add_argument(
+        "--rate", type=rate, metavar="CALLS",
+        help="send slurmctld at most CALLS calls a second, over every job (0: unpaced; default: the config file's"
+        f" rate, else {DEFAULT_RATE:g}); root is exempt from slurmctld's own rate limiting, so this is what spares"
+        " it. A job whose calls could not start by the deadline is expired, nothing done",
+    )
 
 
 def given(text: str) -> str:

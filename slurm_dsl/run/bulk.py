@@ -74,6 +74,7 @@ from .arrays import LookupAnswer
 from .background import Background
 from .calls import execute, new_nonce, run_list_call, run_open_list, unstarted
 from .deadlines import check_deadline
+from .pace import calls_of
 from .tracked import (
     NO_LINK,
     Begun,
@@ -171,7 +172,8 @@ def run_linked(
     run = _Run(tracker, op, when, looked, answered_at, link, scontrol, squeue,
                _MinJobAge(tracker, when), begun)  # MinJobAge asked once, at the first chunk that can use it
     done = 0
-    for unit in _units(ids, infos, lambda: chunk_limit(op, when - tracker.clock())):
+    paced = tracker.pace.chunk(calls_of(op))  # a chunk's calls at most a burst's worth (§10.5)
+    for unit in _units(ids, infos, lambda: min(chunk_limit(op, when - tracker.clock()), paced or MAX_CHUNK)):
         outcomes: List[Union[Outcome, Taken]]
         if tracker.clock() >= when:
             outcomes = [unstarted(op, j) for j in unit]
@@ -283,7 +285,11 @@ def _run_listed(run: _Run, ids: JobIds, op_ids: List[int], nonce: str, owner: st
         # slurmctld answering the ids' lookup a moment ago says as much as a ping would.
         fresh = answered_at is not None and tracker.clock() - answered_at <= ANSWER_FRESH
         shared: Dict[str, bytes] = {}
-        if not fresh and not controller_up(scontrol, min(PING_TIMEOUT, max(deadline - tracker.clock(), 0.0))):
+        # The chunk's slot, every call of it, before its first (§10.5): a requeue's calls 2 and 3
+        # never wait for pacing once call 1 may have set a flag.  Past the deadline, no call starts.
+        if not tracker.pace.take(len(ids) * calls_of(op), deadline):
+            outcomes = {j: unstarted(op, j) for j in ids}
+        elif not fresh and not controller_up(scontrol, min(PING_TIMEOUT, max(deadline - tracker.clock(), 0.0))):
             outcomes = {j: _not_run(op, j) for j in ids}
         elif len(ids) == 1:
             # One id is a single op (docs/contract.md §11): its own script, under the nonce its

@@ -45,6 +45,7 @@ from ..core.settle import DEFAULT_SETTLE_DELAY, MIN_SETTLE_DELAY
 from ..core.shown import shown
 from ..ledger.base import DEFAULT_PATH
 from .deadlines import DEFAULT_TIMEOUT, MAX_TIMEOUT, MIN_TIMEOUT, timeout_of
+from .pace import DEFAULT_RATE, rate_of
 
 DEFAULT_CONFIG = "/etc/slurm-dsl/slurm-dsl.conf"
 SECTION = "slurm-dsl"
@@ -103,6 +104,11 @@ def _timeout(value: str) -> str:
     return value
 
 
+def _rate(value: str) -> str:
+    rate_of(value)  # InvalidInput, a ValueError, says what a rate is
+    return value
+
+
 def _account(value: str) -> str:
     if not _ACCOUNT.fullmatch(value):
         raise ValueError("an account name (letters, digits, _ . -)")
@@ -130,19 +136,19 @@ def _one_of(words: Tuple[str, ...]) -> Callable[[str], str]:
 class Setting:
     """One setting, declared once, from which every reading and every listing of it comes: its key
     in the file, the environment variable that may set it (and what the manual page says of it),
-    the flag that gives it on the command line (``slurm-dsl`` takes its value in seconds when
-    ``seconds``), its built-in default (None: unset, the command decides), the check of a value
+    the flag that gives it on the command line (``slurm-dsl`` takes its value as a number when
+    ``number``), its built-in default (None: unset, the command decides), the check of a value
     (raises ValueError with what a value must be), what it is (``help``), and its line in the
     sample file ``slurm-dsl config --help`` shows (``example``, after a comment ``note``)."""
 
-    __slots__ = ("check", "default", "env", "env_help", "example", "flag", "help", "key", "note", "seconds")
+    __slots__ = ("check", "default", "env", "env_help", "example", "flag", "help", "key", "note", "number")
 
     def __init__(
         self, key: str, env: Optional[str], default: Optional[str], check: Callable[[str], str], help: str, *,
-        flag: Optional[str] = None, seconds: bool = False, env_help: str = "", example: str = "", note: str = "",
+        flag: Optional[str] = None, number: bool = False, env_help: str = "", example: str = "", note: str = "",
     ) -> None:
         self.key, self.env, self.default, self.check, self.help = key, env, default, check, help
-        self.flag, self.seconds, self.env_help, self.example, self.note = flag, seconds, env_help, example, note
+        self.flag, self.number, self.env_help, self.example, self.note = flag, number, env_help, example, note
 
     def __repr__(self) -> str:
         return f"Setting({self.key!r})"
@@ -166,11 +172,16 @@ SETTINGS: Tuple[Setting, ...] = (
             example="auto", note="auto, squeue or pyslurm"),
     Setting("timeout", None, f"{DEFAULT_TIMEOUT:g}", _timeout,
             "the whole command's deadline in seconds, for commands given no --timeout",
-            flag="--timeout", seconds=True, example=f"{DEFAULT_TIMEOUT:g}",
+            flag="--timeout", number=True, example=f"{DEFAULT_TIMEOUT:g}",
             note="the deadline of commands given no --timeout"),
     Setting("settle_delay", None, f"{DEFAULT_SETTLE_DELAY:g}", _seconds(MIN_SETTLE_DELAY, MAX_TIMEOUT),
             "seconds after an operation's end before its effect may be judged absent (at least 2)",
-            flag="--settle-delay", seconds=True, example="10"),
+            flag="--settle-delay", number=True, example="10"),
+    Setting("rate", None, f"{DEFAULT_RATE:g}", _rate,
+            "calls a second to slurmctld at most, on every path (0: unpaced); a call whose turn comes after"
+            " the deadline is expired, nothing done",
+            flag="--rate", number=True, example=f"{DEFAULT_RATE:g}",
+            note="calls a second to slurmctld at most (root is exempt from its own rate limiting)"),
     Setting("metrics_file", None, None, _path,
             "the sweep's Prometheus textfile (unset: none written)",
             flag="--metrics-file", example="/var/lib/prometheus/node-exporter/slurm_dsl.prom"),
@@ -383,6 +394,11 @@ class Configuration:
     @property
     def squeue(self) -> Optional[str]:
         return self.value("squeue")
+
+    @property
+    def rate(self) -> Optional[float]:
+        """Calls a second to slurmctld at most (None: unpaced)."""
+        return rate_of(self.value("rate") or "0")
 
     @property
     def timeout(self) -> float:

@@ -68,6 +68,7 @@ from .arrays import NOT_LOOKED, LookupAnswer, look_up
 from .calls import GUARD_MARGIN, execute, new_nonce
 from .config import Configuration, configure
 from .deadlines import Clock, check_deadline, steady
+from .pace import Pace, calls_of
 from .settling import known_alive
 
 if TYPE_CHECKING:
@@ -314,6 +315,7 @@ class Tracker:
         self.lease_slack = lease_slack
         self.actor = current_actor()  # recorded with every operation this tracker runs
         self.admin_reason: Optional[str] = None  # ``--reason``: recorded with every operation it begins (§10.4)
+        self.pace = Pace(configuration.rate)  # every call of its operations keeps it (§10.5)
         self._local = threading.local()
         self._lock = threading.Lock()
         self._opened: List[LedgerStore] = []
@@ -447,6 +449,7 @@ class Tracker:
                                "another operation or sweeper held the job until the deadline")
             world.sleep(LEASE_POLL)
         try:
+            self.pace.take(calls_of(op), deadline)  # past the deadline, the script starts no call: expired
             outcome = execute(op, job, deadline, scontrol=scontrol, nonce=nonce, clock=self.clock)
         except BaseException:
             self._give_back(ledger, job, owner)

@@ -54,7 +54,7 @@ def test_every_setting_s_flag_is_the_attribute_the_command_line_reads() -> None:
     assert [s.key for s in flagged] == list(cli._SETTING_ARGS)
     for s in flagged:
         assert dests[s.flag or ""] == {cli._SETTING_ARGS[s.key][0]}, s.key
-        assert cli._SETTING_ARGS[s.key][1] is (float if s.seconds else str)
+        assert cli._SETTING_ARGS[s.key][1] is (float if s.number else str)
 
 
 def test_config_s_help_lists_every_setting_and_its_sample_is_a_config_file() -> None:

@@ -19,6 +19,7 @@ from slurm_dsl.lookups.squeue import MAX_LISTED
 from slurm_dsl.run import bulk
 from slurm_dsl.run.background import Background
 from slurm_dsl.run.bulk import chunk_limit, run_many
+from slurm_dsl.run.pace import Pace
 from slurm_dsl.run.tracked import Tracker
 from tests.cli_run import cli
 from tests.fakes import calls_made, write_fake_squeue, write_list_fake
@@ -204,6 +205,7 @@ def test_more_ids_than_max_listed_are_looked_up_in_one_listing(tmp_path: Path, m
     fake = write_list_fake(tmp_path / "bin", {})
     write_fake_squeue(tmp_path / "bin", "".join(f"{j}|PENDING|0|0|1|None\n" for j in ids))
     with Tracker(str(tmp_path / "ledger.sqlite3"), scontrol=str(fake)) as t:
+        t.pace = Pace(None)  # unpaced: one chunk (paced, a chunk is a second's worth of calls)
         results = {o.result for o in run_many(t, Op.HOLD, ids, 60.0)}
     assert results == {Result.OK}
     lookups = (tmp_path / "bin" / "squeue.log").read_text().splitlines()
@@ -299,7 +301,8 @@ def test_text_no_job_owns_is_kept_once_per_call(tmp_path: Path, monkeypatch: pyt
         "exit 1\n"))
     write_fake_squeue(tmp_path / "bin", "".join(f"{j}|RUNNING|0|0|1|None\n" for j in ids))
     ledger_path = str(tmp_path / "ledger.sqlite3")
-    code = main(["requeue", *ids, "--timeout", "60", "--json", "--ledger", ledger_path, "--scontrol", str(fake)])
+    code = main(["requeue", *ids, "--timeout", "60", "--json", "--ledger", ledger_path, "--scontrol", str(fake),
+                 "--rate", "0"])  # unpaced: one chunk of the 1,000 ids (paced, a chunk is a second's worth)
     out, err = capsys.readouterr()
     stderr_total = 2 * UNOWNED
     assert len(out) < 2 * (stderr_total + 1024 * len(ids))

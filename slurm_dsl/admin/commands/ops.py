@@ -40,6 +40,7 @@ from ..options import (
     output_options,
     parallel,
     positive_seconds,
+    rate_option,
     refusing,
     settle_delay_option,
 )
@@ -200,6 +201,7 @@ def add(sub: argparse._SubParsersAction, name: str) -> None:  # type: ignore[typ
     output_options(p, "one JSON object per job on stdout")
     p.add_argument("--squeue", metavar="PATH", type=given,
                    help=SQUEUE_HELP + "; it checks the ids for whole arrays first")
+    rate_option(p)
     p.add_argument(
         "--parallel", type=parallel, default=1, metavar="N",
         help=f"run up to N jobs at once (default 1, at most {MAX_PARALLEL}); results are printed in the"

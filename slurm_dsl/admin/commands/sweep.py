@@ -23,6 +23,7 @@ from ..options import (
     lookup_options,
     output_options,
     positive_seconds,
+    rate_option,
     settle_delay_option,
 )
 
@@ -56,6 +57,7 @@ def add(sub: argparse._SubParsersAction, name: str) -> None:  # type: ignore[typ
     )
     p.add_argument("--dry-run", action="store_true", help="look up and report, change nothing")
     p.add_argument("--limit", type=count, metavar="N", help="settle at most N objects (oldest first)")
+    rate_option(p)
     output_options(p, "one JSON object per line, each with a kind: job (one per object looked at), orphan (with"
                    " --orphans), then summary")
     p.add_argument("--metrics-file", metavar="PATH", type=given,
