@@ -84,7 +84,7 @@ class Watch:
 
 def p95(values: Sequence[float]) -> float:
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(0.95 * (len(ordered) - 1))))]
+    return ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
 
 
 def run_op(op: str, ids: Sequence[str], rate: float, ledger: str) -> Tuple[float, Dict[str, int]]:
