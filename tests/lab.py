@@ -443,3 +443,17 @@ def jobinfo_helper() -> Tuple[Optional[str], str]:
     if proc.returncode != 0:
         return None, (proc.stderr.strip() or f"contrib/jobinfo/build exited {proc.returncode}")[-400:]
     return str(out), ""
+
+
+def sweep_exited(done: subprocess.CompletedProcess[str], allowed: Sequence[int] = (0,)) -> None:
+    """A ``sweep --json``'s exit status is one of ``allowed``, or 16 exactly when its summary says it
+    recorded an acknowledged operation lost (docs/contract.md §13.4: once, never otherwise)."""
+    import json
+
+    summary: Dict[str, object] = next((x for x in map(json.loads, done.stdout.splitlines()) if x.get("kind") == "summary"), {})
+    lost = bool(summary.get("lost_written"))
+    said = (done.returncode, done.stdout, done.stderr)
+    if lost:  # 16, unless something is left unsettled too (15 wins)
+        assert done.returncode == 16 or (done.returncode == 15 and 15 in allowed), said
+    else:
+        assert done.returncode in allowed, said

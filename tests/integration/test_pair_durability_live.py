@@ -155,7 +155,7 @@ def test_a_takeover_loses_an_unsaved_hold_and_requeue_and_they_are_redone_once(o
                 len(lost_verdicts(ledger, held)) < hold_lost or len(lost_verdicts(ledger, requeued)) < requeue_lost):
             assert time.monotonic() < deadline, f"not settled within {SETTLED_WITHIN:g} s of sweeps"
             swept = cli_process(["sweep", "--ledger", ledger, "--settle-delay", "2", "--json"])
-            assert swept.returncode in (0, 15), swept.stdout + swept.stderr
+            lab.sweep_exited(swept, (0, 15))
             sweeps += 1
             state = lab.job_state(requeued)
             assert state is not None
