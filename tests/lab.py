@@ -450,7 +450,8 @@ def sweep_exited(done: subprocess.CompletedProcess[str], allowed: Sequence[int] 
     recorded an acknowledged operation lost (docs/contract.md §13.4: once, never otherwise)."""
     import json
 
-    summary: Dict[str, object] = next((x for x in map(json.loads, done.stdout.splitlines()) if x.get("kind") == "summary"), {})
+    lines = [json.loads(line) for line in done.stdout.splitlines()]
+    summary: Dict[str, object] = next((x for x in lines if x.get("kind") == "summary"), {})
     lost = bool(summary.get("lost_written"))
     said = (done.returncode, done.stdout, done.stderr)
     if lost:  # 16, unless something is left unsettled too (15 wins)
