@@ -450,7 +450,7 @@ def sweep_exited(done: subprocess.CompletedProcess[str], allowed: Sequence[int] 
     recorded an acknowledged operation lost (docs/contract.md §13.4: once, never otherwise)."""
     import json
 
-    lines = [json.loads(line) for line in done.stdout.splitlines()]
+    lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]  # a host's own lines too
     summary: Dict[str, object] = next((x for x in lines if x.get("kind") == "summary"), {})
     lost = bool(summary.get("lost_written"))
     said = (done.returncode, done.stdout, done.stderr)
