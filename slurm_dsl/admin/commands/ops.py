@@ -141,17 +141,18 @@ def _settling_options(parser: argparse.ArgumentParser, op: Op) -> None:
     )
 
 
-# The selectors (docs/contract.md §10.3): option, Selection field, squeue's option, what it takes.
+# The selectors (docs/contract.md §10.3): option, Selection field, what it takes (squeue's options for
+# them are core.select.Selection.filters').
 _SELECTORS = (
-    ("--node", "node", "-w", "NODES", "jobs on these nodes (a hostlist: node[01-04],gpu1)"),
-    ("--partition", "partition", "-p", "P", "jobs in these partitions (comma list)"),
-    ("--user", "user", "-u", "U", "jobs of these users (comma list)"),
-    ("--account", "account", "-A", "A", "jobs charged to these accounts (comma list)"),
-    ("--state", "state", "-t", "STATES", "jobs in these states (comma list: PENDING, RUNNING, PD, R...; default:"
+    ("--node", "node", "NODES", "jobs on these nodes (a hostlist: node[01-04],gpu1)"),
+    ("--partition", "partition", "P", "jobs in these partitions (comma list)"),
+    ("--user", "user", "U", "jobs of these users (comma list)"),
+    ("--account", "account", "A", "jobs charged to these accounts (comma list)"),
+    ("--state", "state", "STATES", "jobs in these states (comma list: PENDING, RUNNING, PD, R...; default:"
      " squeue's, every state but the finished ones)"),
-    ("--name", "name", "-n", "N", "jobs with these names (comma list)"),
-    ("--reservation", "reservation", "-R", "R", "jobs in this reservation"),
-    ("--pending-reason", "pending_reason", "", "TEXT", "jobs whose squeue reason is TEXT (any case), e.g."
+    ("--name", "name", "N", "jobs with these names (comma list)"),
+    ("--reservation", "reservation", "R", "jobs in this reservation"),
+    ("--pending-reason", "pending_reason", "TEXT", "jobs whose squeue reason is TEXT (any case), e.g."
      " 'launch failed requeued held' or JobHeldAdmin"),
 )
 
@@ -163,14 +164,14 @@ def _selector_options(parser: argparse.ArgumentParser) -> None:
         " split off are named on stderr. A selection that matches nothing exits 0 and says so. With"
         " --key, the jobs the key's first run selected are the key's: a rerun acts on that set again.",
     )
-    for option, dest, _, metavar, text in _SELECTORS:
+    for option, dest, metavar, text in _SELECTORS:
         check = check_states if dest == "state" else functools.partial(check_value, what=option)
         group.add_argument(option, dest=f"select_{dest}", type=refusing(check), metavar=metavar, help=text)
 
 
 def selection_of(args: argparse.Namespace) -> Selection:
     """The selectors of a parsed command line (each checked by its option's type)."""
-    return Selection(**{dest: getattr(args, f"select_{dest}", None) or "" for _, dest, _, _, _ in _SELECTORS})
+    return Selection(**{dest: getattr(args, f"select_{dest}", None) or "" for _, dest, _, _ in _SELECTORS})
 
 
 def add(sub: argparse._SubParsersAction, name: str) -> None:  # type: ignore[type-arg]
