@@ -38,14 +38,16 @@ The invariants, by ``Violation.kind``:
   retries").
 - ``deadline``: an operation command that ended later than its timeout + 16 s (+ its start-up
   tolerance and any time it was frozen by SIGSTOP), with the ledger answering throughout
-  (§10.0); or an op's scontrol call that started after the deadline (§2, §10.0).
+  (§10.0); or an op's scontrol call that started after the deadline (§2, §10.0), or, where its
+  runner was frozen (cli-stop) at the deadline and so sent no TERM, after the backstop's bound.
 - ``traceback``: a Python traceback on any command's stderr (§10: diagnostics are one line,
   ``slurm-dsl: <message>``; §6: the reader never raises).
 - ``usage-ran``: a command that exited 2 made an op's call (§10: "2 is a usage error ... nothing
   ran").
 - ``exit-status``: an operation command's exit status that is not its worst row's (§10, §12).
 - ``unsettled``: an unknown or unfinished operation with no verdict after two sweeps past the
-  settle delay, the schedule quiet (§12: "Every sweep settles the unknown operations"), and past
+  settle delay and CONTROL_TIMEOUT plus MessageTimeout (counted, for the final sweeps' own host,
+  from the first one's end), the schedule quiet (§12: "Every sweep settles the unknown operations"), and past
   every time the ledger's clock wrote while it stood ahead (§13.7: the times decide where a run
   cannot be told over); not for a job gone in the end (§13.2: gone once two saves are seen after
   the purge, which the run does not watch).
@@ -66,6 +68,7 @@ LATE = 1.0  # seconds a request may be applied after its client died (settle-del
 HANDBACK = 35.0  # a call made around a controller restart or takeover may be applied this late (§13)
 KILLED_TAIL = 5.0  # a killed command's calls are gone by its deadline + kill grace + guard margin
 DURABILITY_WINDOW = 5.0  # §13: SAVE_MAX_WAIT
+UNANSWERED_WAIT = 30.0 + 10.0  # SPEC §13: CONTROL_TIMEOUT plus MessageTimeout (its default), before absent
 CRASHES = frozenset({"slurmctld-kill", "slurmctld-kill-after-ack", "slurmctld-kill-after-purge", "takeover"})
 CONTROLLER_EVENTS = CRASHES | {"slurmctld-restart"}
 LEDGER_OUTAGES = frozenset({"mariadb-kill", "mariadb-skew"})  # mariadb-skew: its two restarts
@@ -344,6 +347,11 @@ class History:
                 total += (f.end if f.end is not None else (inv.end or f.t)) - f.t
         return total
 
+    def frozen_at(self, inv: Invocation, t: float) -> bool:
+        """Whether ``inv`` was frozen by a cli-stop fault at ``t``."""
+        return any(f.kind == "cli-stop" and f.target == inv.id and f.t <= t
+                   and (f.end if f.end is not None else (inv.end or t)) >= t for f in self.faults)
+
     def ledger_down(self, lo: float, hi: float) -> bool:
         return any(f.kind in LEDGER_OUTAGES and f.t <= hi and (f.end if f.end is not None else hi) >= lo
                    for f in self.faults)
@@ -519,10 +527,14 @@ def check_final(h: History, out: List[Violation], figures: Counter[str]) -> None
             tuple(lines), job, "durability-13" if known else None))
     # Two sweeps that looked, the second at least the settle delay after every operation ended, and
     # after the ledger's clock passed every time it wrote while ahead (§13.7: where a run cannot be
-    # told over, its operation's times decide).
+    # told over, its operation's times decide). The final sweeps run on a host of their own, which
+    # counts the delay from when it first found each operation over (§13.7): from the first one's
+    # end. And an unknown whose calls met a controller that did not answer waits CONTROL_TIMEOUT
+    # plus MessageTimeout more (SPEC: "absent is never read" before then).
     last_end = max((i.end_eff() for i in h.invocations.values() if i.kind != "sweep" or i.phase != "final"),
                    default=h.t_start)
-    if len(looked) < 2 or looked[1].start < last_end + h.ledger_ahead + h.settle_delay:
+    first_over = max(last_end + h.ledger_ahead, looked[0].end_eff() if looked else h.t_start)
+    if len(looked) < 2 or looked[1].start < first_over + h.settle_delay + UNANSWERED_WAIT:
         figures["unsettled check not made (fewer than two sweeps past the settle delay)"] += 1
         return
     for op in h.operations:
@@ -668,8 +680,11 @@ def check_commands(h: History, out: List[Violation], figures: Counter[str]) -> N
             deadline = min(deadline, first + inv.timeout)
         if inv.deadline is not None:
             deadline = inv.deadline
+        # A runner frozen (cli-stop) at its deadline keeps no time and sends no TERM: its script goes
+        # on until the backstop KILLs it, KILL_GRACE + GUARD_MARGIN past the deadline (§2).
+        late = KILLED_TAIL if h.frozen_at(inv, deadline) else 0.5
         for call in mine:
-            if call.t0 > deadline + 0.5:
+            if call.t0 > deadline + late:
                 out.append(Violation(
                     "deadline", f"{inv.id} ({inv.op}) started {call.action} at {h.rel(call.t0)},"
                     f" {call.t0 - deadline:.2f} s after its deadline", (inv.line, call.line)))

@@ -70,6 +70,7 @@ CALLER = (sys.executable, "-m", "tests.chaos.caller")
 # slack (docs/contract.md §9.2); past that every lease of the run has lapsed.
 LEASES_LAPSE = 1.0 + 1.5 + 30.0 + 3.0
 HANDED_BACK = 35.0  # docs/testing.md §6.4: absent only once the controller in charge has been so this long
+UNANSWERED_WAIT = 30.0 + 10.0  # SPEC §13: CONTROL_TIMEOUT plus MessageTimeout, before an unanswered call's absent
 SLEEP_JOB = ("--no-requeue", "--time=10", "--wrap", "sleep 600")
 MAX_OFFSET = 300.0  # seconds a stepped clock is kept within, either way
 SKEWED_FOR = 30.0  # seconds the ledger server runs on a clock off by a mariadb-skew fault
@@ -1153,9 +1154,11 @@ class Runner:
                 looked += 1
             if looked == 2:
                 break
-            # On the pair, absent waits until the controller in charge has been so for 33 s, from
-            # two heartbeats that far apart (core.durable Rule 7): the second sweep comes that late.
-            time.sleep(self.settle_delay + 1.0 if self.controller.name != "pair" else HANDED_BACK)
+            # The final sweeps' host counts the settle delay from its first look (§13.7), and an
+            # unknown whose controller did not answer waits 30 s more (core.settle Rule 13); on the
+            # pair, absent waits until the controller in charge has been so for 33 s, from two
+            # heartbeats that far apart (core.durable Rule 7): the second sweep comes after both.
+            time.sleep(max(self.settle_delay + UNANSWERED_WAIT, HANDED_BACK) + 1.0)
         self.stopping.set()
         for _ in range(30):
             if self.look("final") is not None:

@@ -196,12 +196,14 @@ def test_a_requeue_whose_call_3_succeeded_says_the_flag_is_0() -> None:
 # -- lost flags and unsettled operations ----------------------------------------------------------
 
 
-def final(h: H, flag: int, bit: Optional[str], *, sweeps: int = 2, settled: bool = True) -> None:
+def final(h: H, flag: int, bit: Optional[str], *, sweeps: int = 2, settled: bool = True, gap: float = 45.0) -> None:
+    """Final sweeps ``gap`` seconds apart (the runner's: the settle delay, 2 s, and SPEC's 40 s more
+    for an unanswered call, counted from the first one's end), then the final record and the ledger."""
     for i in range(sweeps):
-        h.invoke(f"f{i}", "sweep", [], 60.0 + 5 * i, 61.0 + 5 * i, kind="sweep", phase="final",
+        h.invoke(f"f{i}", "sweep", [], 60.0 + gap * i, 61.0 + gap * i, kind="sweep", phase="final",
                  rows=[{"kind": "summary", "lookup_error": None}])
-    h.see(80.0, source="final", j7=("RUNNING", "None", flag, 0, 100))
-    h.add("ledger_dump", t=T + 81, ok=True)
+    h.see(70.0 + gap * sweeps, source="final", j7=("RUNNING", "None", flag, 0, 100))
+    h.add("ledger_dump", t=T + 71 + gap * sweeps, ok=True)
     if bit is not None:
         h.add("ledger_object", job="7", bit=bit)
     h.add("ledger_operation", job="7", id=1, op="requeue", result="unknown",
@@ -260,6 +262,18 @@ def test_an_unknown_operation_without_a_verdict_after_two_sweeps_is_unsettled() 
     h = H()
     final(h, 0, "clear", settled=False)
     assert kinds(h.check()) == ["unsettled"]
+
+
+def test_final_sweeps_closer_than_an_unanswered_calls_wait_check_nothing() -> None:
+    """The final sweeps' host counts from its first look (§13.7), and an unknown whose controller did
+    not answer is never absent within CONTROL_TIMEOUT plus MessageTimeout (SPEC §13): two final
+    sweeps 5 s apart may both rightly say "look again later" (seen: an open whose call met a
+    slurmctld SIGKILLed mid-call, `Unexpected message received`)."""
+    h = H()
+    final(h, 0, "clear", settled=False, gap=5.0)
+    report = checker.check(h.ended())
+    assert report.violations == []
+    assert report.figures["unsettled check not made (fewer than two sweeps past the settle delay)"] == 1
 
 
 def test_an_unsettled_operation_of_a_job_gone_in_the_end_is_not_checked() -> None:
@@ -387,6 +401,20 @@ def test_a_call_after_the_deadline_is_found() -> None:
     h.call("o1", "update JobId=7 Requeue=0", 6.8, 6.81)
     found = h.check()
     assert kinds(found) == ["deadline"] and "after its deadline" in found[0].message
+
+
+def test_a_runner_frozen_at_its_deadline_is_held_to_the_backstop() -> None:
+    """Seed 220665: a library requeue's runner frozen (cli-stop) across its deadline sent no TERM;
+    its script started call 2 0.86 s after the deadline, as §2 says it may until the backstop."""
+    for fault, start, expected in ((True, 6.9, []), (True, 12.0, ["deadline"]), (False, 6.9, ["deadline"])):
+        h = H()
+        h.invoke("o1", "requeue", ["7"], 1.0, 13.0, kind="library", deadline=6.0, rows=[
+            row("requeue", "7", "ok", ((1, 0), (2, 0), (3, 0)))])
+        if fault:
+            h.fault("f1", "cli-stop", 5.0, 10.8, target="o1")
+        h.call("o1", "update JobId=7 Requeue=1", 2.0, 6.85)
+        h.call("o1", "requeue 7", start, start + 0.01)
+        assert kinds(h.check()) == expected, (fault, start)
 
 
 def test_a_command_frozen_while_it_started_set_its_deadline_after_the_freeze() -> None:
