@@ -40,7 +40,7 @@ from ..core.jobid import MAX_JOB_ID
 from ..core.model import ConfigError, DSLError, LookupFailed
 from ..core.script import PROBE_STATUS, PROBE_STDERR, render_probe
 from ..host import process
-from ..host.binaries import find_scontrol, find_squeue
+from ..host.binaries import find_scontrol, find_squeue, where_looked
 from ..ledger.choose import is_url, sqlite_path
 from ..lookups import sight
 from ..lookups.choose import make_lookup
@@ -90,10 +90,11 @@ def run_checks(
     checks: List[Check] = []
     path = find_scontrol(scontrol)
     squeue = find_squeue(squeue, path)
+    looked = where_looked("scontrol", scontrol, path)
     if os.access(path, os.X_OK):
-        checks.append(Check("scontrol", OK, path))
+        checks.append(Check("scontrol", OK, f"{path} ({looked})"))
     else:
-        checks.append(Check("scontrol", FAIL, f"{path} is missing or not executable (--scontrol PATH)"))
+        checks.append(Check("scontrol", FAIL, f"{path} is missing or not executable ({looked}; --scontrol PATH)"))
     checks.append(_wrapper_check())
     ping = process.run_argv((path, "ping"), timeout=CHECK_TIMEOUT)
     up = ping.returncode == 0 and b" is UP" in ping.stdout and not ping.pipes_held

@@ -44,6 +44,18 @@ def find_scontrol(configured: Optional[str] = None) -> str:
     return check_scontrol_path(os.path.abspath(path))
 
 
+def where_looked(name: str, configured: Optional[str], found: str) -> str:
+    """How ``found`` was chosen, for doctor: as configured, the first ``name`` on PATH (named), or
+    the default because PATH has none (so an admin whose Slurm is in /opt/slurm/bin sees why)."""
+    if configured:
+        return "as configured"
+    search = os.environ.get("PATH", os.defpath)
+    first = _on_path(name)
+    if first is not None and found == os.path.abspath(first):
+        return f"the first {name} on PATH={search}"
+    return f"the default: no {name} on PATH={search}"
+
+
 def find_squeue(configured: Optional[str] = None, scontrol: Optional[str] = None) -> str:
     """The absolute squeue path: the configured one, else the squeue beside the scontrol in use
     (one Slurm install), else the first on the caller's PATH, else /usr/bin/squeue."""

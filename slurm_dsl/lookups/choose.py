@@ -7,17 +7,18 @@ pyslurm where one built for the running Slurm imports, else squeue.
 from __future__ import annotations
 
 import logging
+from typing import Optional
 
 from ..core.jobinfo import LOOKUP_KINDS, Lookup
 from ..core.model import ConfigError, LookupFailed
-from ..host.binaries import DEFAULT_SQUEUE
+from ..host.binaries import find_squeue
 from .pyslurm import find_pyslurm_lookup
 from .squeue import SQUEUE_TIMEOUT, SqueueLookup, slurm_version
 
 logger = logging.getLogger("slurm_dsl")
 
 
-def make_lookup(kind: str = "auto", squeue_path: str = DEFAULT_SQUEUE, timeout: float = SQUEUE_TIMEOUT) -> Lookup:
+def make_lookup(kind: str = "auto", squeue_path: Optional[str] = None, timeout: float = SQUEUE_TIMEOUT) -> Lookup:
     """The lookup an admin chose: ``squeue``, ``pyslurm``, or ``auto``.
 
     ``auto`` is pyslurm where it imports and matches the running Slurm, else squeue.
@@ -26,6 +27,7 @@ def make_lookup(kind: str = "auto", squeue_path: str = DEFAULT_SQUEUE, timeout: 
     """
     if kind not in LOOKUP_KINDS:
         raise ConfigError(f"unknown lookup {kind!r}: choose one of {', '.join(LOOKUP_KINDS)}")
+    squeue_path = find_squeue() if squeue_path is None else squeue_path  # first on PATH, else /usr/bin
     if kind == "squeue":
         return SqueueLookup(squeue_path, timeout)
     try:
@@ -44,6 +46,6 @@ def make_lookup(kind: str = "auto", squeue_path: str = DEFAULT_SQUEUE, timeout: 
     return SqueueLookup(squeue_path, timeout)
 
 
-def default_lookup(squeue_path: str = DEFAULT_SQUEUE, timeout: float = SQUEUE_TIMEOUT) -> Lookup:
+def default_lookup(squeue_path: Optional[str] = None, timeout: float = SQUEUE_TIMEOUT) -> Lookup:
     """``make_lookup("auto")``: pyslurm where it imports and matches the running Slurm, else squeue."""
     return make_lookup("auto", squeue_path, timeout)

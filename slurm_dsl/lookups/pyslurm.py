@@ -1,8 +1,8 @@
 """Job lookups through pyslurm: the only module of slurm-dsl that imports it.
 
 Contract: ``load_pyslurm_lookup(slurm_version)`` returns a ``Lookup`` (see
-``core.jobinfo``) only when pyslurm imports and its ``version()`` X.Y is the running
-Slurm's release (pyslurm 22.5.x <-> Slurm 22.05, 24.11.x <-> 24.11): a pyslurm
+``core.jobinfo``) only when pyslurm imports and its ``__version__`` (else ``version()``)
+X.Y is the running Slurm's release (pyslurm 22.5.x <-> Slurm 22.05, 25.11.x <-> 25.11): a pyslurm
 built for another Slurm must not talk to this one (docs/pyslurm.md §1).  Otherwise
 it returns None and logs exactly one line on the "slurm_dsl" logger (INFO when
 pyslurm is simply not installed, WARNING when it is there but unusable), and the
@@ -43,7 +43,9 @@ from __future__ import annotations
 
 import importlib
 import logging
+import os
 import re
+import sys
 from dataclasses import replace
 from types import ModuleType
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
@@ -51,6 +53,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 from ..core.jobid import canonical_ids
 from ..core.jobinfo import JobInfo, Lookup
 from ..core.model import LookupFailed
+from ..host.files import NotRead, read_regular
 from . import plan
 
 logger = logging.getLogger("slurm_dsl")
@@ -76,6 +79,17 @@ def find_pyslurm_lookup(slurm_version: Tuple[int, int], *, many: int = FEW) -> T
 
     The level is INFO when pyslurm is simply not installed, WARNING when it is there but unusable.
     """
+    # import pyslurm runs slurm_init(), which reads slurm.conf: one it cannot read makes libslurm
+    # retry for 60 s and then end the process (docs/slurm-25.11.md §2). A $SLURM_CONF is checked
+    # first; libslurm's built-in path is its own.
+    named = os.environ.get("SLURM_CONF")
+    if named and "pyslurm" not in sys.modules:
+        found = read_regular(named, 1, head=True)
+        if isinstance(found, NotRead):
+            return None, logging.WARNING, (
+                f"pyslurm not imported: SLURM_CONF={named} cannot be read ({found.why}), and libslurm would"
+                " wait 60 s for it and then end the process"
+            )
     try:
         mod = importlib.import_module("pyslurm")
     except ImportError as exc:
@@ -84,13 +98,17 @@ def find_pyslurm_lookup(slurm_version: Tuple[int, int], *, many: int = FEW) -> T
         return None, logging.WARNING, f"pyslurm is installed but does not import ({exc})"
     except Exception as exc:  # a broken build can raise anything at import
         return None, logging.WARNING, f"pyslurm raised {type(exc).__name__} on import ({exc})"
+    # __version__ where there is one: in pyslurm 25.11, pyslurm.version is a module, not the
+    # function of 22.5 (docs/slurm-25.11.md §2).
+    dunder = hasattr(mod, "__version__")
+    asked = "pyslurm.__version__" if dunder else "pyslurm.version()"
     try:
-        text = mod.version()
+        text = mod.__version__ if dunder else mod.version()
         match = _PYSLURM_VERSION.match(text) if isinstance(text, str) else None
     except Exception as exc:
-        return None, logging.WARNING, f"pyslurm.version() raised {type(exc).__name__} ({exc})"
+        return None, logging.WARNING, f"{asked} raised {type(exc).__name__} ({exc})"
     if match is None:
-        return None, logging.WARNING, f"unreadable pyslurm.version() {text!r}"
+        return None, logging.WARNING, f"unreadable {asked} {text!r}"
     built_for = (int(match.group(1)), int(match.group(2)))
     if built_for != tuple(slurm_version):
         return None, logging.WARNING, (

@@ -62,7 +62,7 @@ from ..core.jobid import MAX_JOB_ID, canonical_ids, validate_job_id
 from ..core.jobinfo import JobInfo
 from ..core.model import InvalidInput, LookupFailed
 from ..host import process, world
-from ..host.binaries import DEFAULT_SQUEUE
+from ..host.binaries import find_squeue
 from . import plan
 
 # Where the package installs slurm-dsl-jobinfo (debian/rules; contrib/jobinfo/build builds it).
@@ -250,7 +250,7 @@ class SqueueLookup:
 
     def __init__(
         self,
-        squeue_path: str = DEFAULT_SQUEUE,
+        squeue_path: Optional[str] = None,
         timeout: float = SQUEUE_TIMEOUT,
         *,
         run: Run = process.run_argv,
@@ -263,7 +263,8 @@ class SqueueLookup:
         jobinfo: Optional[str] = _FIND,
         jobinfo_costs: plan.Costs = plan.JOBINFO_COSTS,
     ) -> None:
-        self.squeue_path = squeue_path
+        # None: the first squeue on PATH (a site's /opt/slurm/bin), else /usr/bin/squeue.
+        self.squeue_path = squeue_path = find_squeue() if squeue_path is None else squeue_path
         self.timeout = timeout
         self.run = run
         self.many = many
@@ -481,9 +482,11 @@ def parse_slurm_version(stdout: bytes) -> Tuple[int, int]:
 
 
 def slurm_version(
-    squeue_path: str = DEFAULT_SQUEUE, timeout: float = 10.0, *, run: Run = process.run_argv
+    squeue_path: Optional[str] = None, timeout: float = 10.0, *, run: Run = process.run_argv
 ) -> Tuple[int, int]:
-    """The running Slurm's ``(major, minor)``, e.g. ``(22, 5)``; ``LookupFailed`` if it cannot tell."""
+    """The running Slurm's ``(major, minor)``, e.g. ``(22, 5)``; ``LookupFailed`` if it cannot tell.
+    ``squeue_path`` None: as ``SqueueLookup``'s."""
+    squeue_path = find_squeue() if squeue_path is None else squeue_path
     done = run((squeue_path, "--version"), timeout=timeout)
     if done.timed_out or done.truncated or done.pipes_held or done.returncode != 0:
         raise LookupFailed(f"`{squeue_path} --version`: {_describe_failure(done)}")

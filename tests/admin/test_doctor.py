@@ -18,11 +18,13 @@ from slurm_dsl.admin.cli import main
 from slurm_dsl.admin.doctor import (
     CLOCK_WARN,
     NOTHING_READ,
+    OK,
     Check,
     Units,
     caller_check,
     hand_back_check,
     jobinfo_check,
+    run_checks,
     sqlite_check,
     sweep_check,
 )
@@ -575,3 +577,18 @@ def test_a_slurm_major_not_tested_on_is_a_warning() -> None:
         assert slurm_check(tested, "/usr/bin/squeue").status == OK
     untested = slurm_check((25, 11), "/opt/slurm/bin/squeue")
     assert untested.status == WARN and "Slurm 25.11" in untested.detail and "22.05, 24.11, 26.05" in untested.detail
+
+
+def test_doctor_says_where_it_looked_for_scontrol(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A site's Slurm in /opt/slurm-25.11/bin is found on PATH, and doctor says so; with none on
+    PATH it names the default and the PATH it searched (docs/slurm-25.11.md §1)."""
+    site = tmp_path / "opt" / "slurm" / "bin"
+    write_fake(site, {}, default="echo 'Slurmctld(primary) at vm is UP'")
+    monkeypatch.setenv("PATH", f"{site}{os.pathsep}{tmp_path / 'empty'}")
+    assert run_checks(None, None, str(tmp_path / "l.sqlite3"))[0] == Check(
+        "scontrol", OK, f"{site / 'scontrol'} (the first scontrol on PATH={site}{os.pathsep}{tmp_path / 'empty'})")
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    first = run_checks(None, None, str(tmp_path / "l.sqlite3"))[0]
+    assert first.name == "scontrol"
+    assert f"(the default: no scontrol on PATH={tmp_path / 'empty'}" in first.detail
+    assert run_checks(str(site / "scontrol"), None, str(tmp_path / "l.sqlite3"))[0].detail.endswith("(as configured)")

@@ -160,6 +160,43 @@ def test_a_mismatched_pyslurm_is_one_warning_and_none(
     assert version in record.getMessage() and "using squeue" in record.getMessage()
 
 
+@pytest.mark.parametrize(("version", "slurm", "used"), [("25.11.2", (25, 11), True), ("25.11.2", (24, 11), False)])
+def test_pyslurm_25_11_is_told_by_its_dunder_version(
+    fake: Loader, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
+    version: str, slurm: Any, used: bool,
+) -> None:
+    """In pyslurm 25.11, pyslurm.version is a module and __version__ names the release
+    (docs/slurm-25.11.md §2): matched by it, and refused with both versions named."""
+    mod = fake(version="1.0.0")
+    monkeypatch.setattr(mod, "version", ModuleType("pyslurm.version"))
+    monkeypatch.setattr(mod, "__version__", version, raising=False)
+    with caplog.at_level(logging.DEBUG, logger="slurm_dsl"):
+        found = load_pyslurm_lookup(slurm)
+    if used:
+        assert isinstance(found, ModernPyslurmLookup) and logged(caplog) == []
+    else:
+        (record,) = logged(caplog)
+        assert found is None and record.levelno == logging.WARNING
+        assert "pyslurm 25.11.2 is built for Slurm 25.11, but Slurm 24.11 is running" in record.getMessage()
+
+
+def test_a_slurm_conf_pyslurm_cannot_read_is_refused_before_the_import(
+    fake: Loader, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, tmp_path: Path
+) -> None:
+    """import pyslurm with an unreadable $SLURM_CONF waits 60 s in libslurm, then ends the
+    process (docs/slurm-25.11.md §2): refused with the path and why, pyslurm never imported."""
+    fake()
+    sys.modules.pop("pyslurm", None)
+    monkeypatch.setenv("SLURM_CONF", str(tmp_path / "slurm.conf"))
+    with caplog.at_level(logging.DEBUG, logger="slurm_dsl"):
+        assert load_pyslurm_lookup(SLURM_22_05) is None
+    (record,) = logged(caplog)
+    assert record.levelno == logging.WARNING and "pyslurm" not in sys.modules
+    assert f"pyslurm not imported: SLURM_CONF={tmp_path / 'slurm.conf'} cannot be read (" in record.getMessage()
+    (tmp_path / "slurm.conf").write_text("ClusterName=lab\n")
+    assert isinstance(load_pyslurm_lookup(SLURM_22_05), ModernPyslurmLookup)
+
+
 @pytest.mark.parametrize("fail", ["ImportError", "RuntimeError"])
 def test_a_pyslurm_that_raises_on_import_is_one_warning_and_none(
     fake: Loader, caplog: pytest.LogCaptureFixture, fail: str

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from slurm_dsl.core.jobinfo import JobInfo
 from slurm_dsl.core.model import InvalidInput, LookupFailed
+from slurm_dsl.host.binaries import find_squeue
 from slurm_dsl.host.process import Completed
 from slurm_dsl.lookups import choose as lookup_choice
 from slurm_dsl.lookups import squeue as squeue_lookup
@@ -371,7 +372,8 @@ def test_many_ids_are_one_squeue_listing_all_jobs() -> None:
     answer = SqueueLookup(run=fake).jobs(ids)
     assert len(fake.calls) == 1
     argv = fake.calls[0][0]
-    assert argv[:6] == ("/usr/bin/squeue", "-h", "-a", "-t", "all", "-r") and "-j" not in argv
+    # No path given: the first squeue on PATH (a site's /opt/slurm-25.11/bin), else /usr/bin/squeue.
+    assert argv[:6] == (find_squeue(), "-h", "-a", "-t", "all", "-r") and "-j" not in argv
     assert list(answer) == ids
     assert answer["8"] is not None and answer["8"].finished
     assert answer["9"] is None and answer["50"] is None
