@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -39,6 +40,10 @@ TEST_USER = "slurmdsl-alice"
 REPO_ROOT = Path(__file__).resolve().parents[1]
 LAB_UP = REPO_ROOT / "contrib" / "lab" / "up"
 SLURM_CONF = Path(os.environ.get("SLURM_CONF", "/etc/slurm/slurm.conf"))
+# The lab's own scontrol and squeue, the first on PATH as a site's: Debian's in /usr/bin, or
+# /opt/slurm-25.11/bin in the lab built from source (docs/slurm-25.11.md §1).
+SCONTROL = shutil.which("scontrol") or "/usr/bin/scontrol"
+SQUEUE = shutil.which("squeue") or "/usr/bin/squeue"
 
 POLL_INTERVAL = 0.05
 COMMAND_TIMEOUT = 30.0

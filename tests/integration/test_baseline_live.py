@@ -45,7 +45,7 @@ def last_rows(location: str, jobs: List[str]) -> Dict[str, HistoryEntry]:
 def test_hold_and_requeue_commit_the_jobs_real_records(ledger_location: str, bulk: bool) -> None:
     running, pending = lab.make_job("running_rq1"), lab.make_job("pending")
     jobs = [running, pending]
-    with Tracker(ledger_location, scontrol="/usr/bin/scontrol") as t:
+    with Tracker(ledger_location, scontrol=lab.SCONTROL) as t:
         before = {j: lab.job_state(j) for j in jobs}
         assert run(t, Op.HOLD, jobs, bulk) == {running: Result.OK, pending: Result.OK}
         held = last_rows(ledger_location, jobs)

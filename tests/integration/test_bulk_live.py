@@ -61,7 +61,7 @@ def calls(scontrol: str) -> List[str]:
 def test_a_mixed_list_gets_what_single_ops_get_on_twin_jobs(tmp_path: Path, op: Op) -> None:
     path = str(tmp_path / "ledger.sqlite3")
     twins: Dict[str, Tuple[str, str]] = {kind: (lab.make_job(kind), lab.make_job(kind)) for kind in KINDS}
-    logged = shim(tmp_path / "bin", 'exec /usr/bin/scontrol "$@"')
+    logged = shim(tmp_path / "bin", f'exec {lab.SCONTROL} "$@"')
     with Tracker(path, scontrol=logged) as tracker:
         singles = {kind: tracker.run(op, a, time.time() + TIMEOUT) for kind, (a, _) in twins.items()}
         singles["missing"] = tracker.run(op, MISSING, time.time() + TIMEOUT)
@@ -108,7 +108,7 @@ def test_another_users_list_gets_what_single_ops_get(tmp_path: Path) -> None:
     if os.geteuid() != 0:
         pytest.skip("acting as another user needs root")
     path = str(tmp_path / "ledger.sqlite3")
-    as_alice = shim(tmp_path / "bin", f'exec runuser -u {lab.TEST_USER} -- /usr/bin/scontrol "$@"')
+    as_alice = shim(tmp_path / "bin", f'exec runuser -u {lab.TEST_USER} -- {lab.SCONTROL} "$@"')
     with Tracker(path, scontrol=as_alice) as tracker:
         for op in (Op.HOLD, Op.REQUEUE):
             kinds = [("running_rq0", None), ("held_user", None), ("held_user", lab.TEST_USER)]
@@ -167,8 +167,8 @@ def test_a_chunk_killed_mid_way_keeps_only_what_its_lines_prove(tmp_path: Path) 
     path = str(tmp_path / "ledger.sqlite3")
     finished, running = lab.make_job("completed"), lab.make_job("running_rq0")
     # The real hold on the whole list, then a hang: the deadline stops the call (124).
-    hanging = shim(tmp_path / "bin", 'case $1 in hold) /usr/bin/scontrol "$@"; exec sleep 30 ;; esac\n'
-                   'exec /usr/bin/scontrol "$@"')
+    hanging = shim(tmp_path / "bin", f'case $1 in hold) {lab.SCONTROL} "$@"; exec sleep 30 ;; esac\n'
+                   f'exec {lab.SCONTROL} "$@"')
     with Tracker(path, scontrol=hanging) as tracker:
         finished_out, missing_out, running_out = run_many(tracker, Op.HOLD, [finished, MISSING, running], 2.0)
     assert (finished_out.result, finished_out.calls[0].message) == (Result.REJECTED, "Job has already finished")
@@ -184,7 +184,7 @@ def test_an_unreachable_controller_costs_one_ping_not_seconds_per_id(
     (docs/slurm-bulk.md §4): the chunk is not started at all."""
     conf = tmp_path / "slurm.conf"
     conf.write_text(lab.SLURM_CONF.read_text().replace("SlurmctldPort=", "SlurmctldPort=6899\n#SlurmctldPort=") + "\n")
-    logged = shim(tmp_path / "bin", 'exec /usr/bin/scontrol "$@"')
+    logged = shim(tmp_path / "bin", f'exec {lab.SCONTROL} "$@"')
     jobs = [lab.make_job("held_user") for _ in range(3)] + [str(n) for n in range(4000100, 4000117)]
     # Only for the run: the per-test clean-up (tests/integration/conftest.py) must reach slurmctld
     # to cancel the three jobs, and monkeypatch's own undo comes after it.
@@ -197,11 +197,11 @@ def test_an_unreachable_controller_costs_one_ping_not_seconds_per_id(
     assert calls(logged) == ["ping"], "no update was sent"
 
 
-CHILD = """
+CHILD = f"""
 import sys, time
 from slurm_dsl.run.bulk import run_many
 from slurm_dsl.run.tracked import Tracker
-with Tracker(sys.argv[1], scontrol="/usr/bin/scontrol", lease_slack=0.5) as t:
+with Tracker(sys.argv[1], scontrol="{lab.SCONTROL}", lease_slack=0.5) as t:
     print("go", flush=True)
     for _ in run_many(t, "requeue", sys.argv[2:], 5.0):
         pass
@@ -237,7 +237,7 @@ def test_bulk_requeues_killed_at_random_moments_are_all_put_right(tmp_path: Path
         while len(ledger.pending(time.time())) < len(marked):
             assert time.monotonic() < deadline, "the killed holders' leases never lapsed"
             time.sleep(0.1)
-    with Tracker(path, scontrol="/usr/bin/scontrol") as tracker:
+    with Tracker(path, scontrol=lab.SCONTROL) as tracker:
         report = sweep(tracker, SqueueLookup())
     assert report.settled, report
     assert [j for j in jobs if lab.job_state(j).requeue == 1] == []  # type: ignore[union-attr]

@@ -83,10 +83,10 @@ def cold() -> None:
         time.sleep(0.2)
 
 
-STEPPING = """#!/bin/sh
-# scontrol, but the clock steps back {step} s just before the requeue's call 3 (Requeue=0).
-case " $* " in *" Requeue=0 "*) echo "-{step}" > '{control}' ;; esac
-exec /usr/bin/scontrol "$@"
+STEPPING = f"""#!/bin/sh
+# scontrol, but the clock steps back {{step}} s just before the requeue's call 3 (Requeue=0).
+case " $* " in *" Requeue=0 "*) echo "-{{step}}" > '{{control}}' ;; esac
+exec {lab.SCONTROL} "$@"
 """
 
 
@@ -138,10 +138,10 @@ def test_a_backward_step_before_call_3_never_clears_an_unsaved_clear(tmp_path: P
         lab.cancel(job)
 
 
-SLOW_CALL_2 = """#!/bin/sh
+SLOW_CALL_2 = f"""#!/bin/sh
 # scontrol, but a requeue's call 2 is on its way for a while.
 case $1 in requeue) sleep 40 ;; esac
-exec /usr/bin/scontrol "$@"
+exec {lab.SCONTROL} "$@"
 """
 
 
@@ -175,10 +175,10 @@ def test_a_forward_step_makes_no_running_operation_look_over(tmp_path: Path, pre
         lab.cancel(job)
 
 
-HANGING_HOLD = """#!/bin/sh
+HANGING_HOLD = f"""#!/bin/sh
 # scontrol, but a hold is on its way past its run's deadline: it never reaches slurmctld.
 case $1 in hold) exec sleep 60 ;; esac
-exec /usr/bin/scontrol "$@"
+exec {lab.SCONTROL} "$@"
 """
 
 

@@ -26,12 +26,12 @@ def test_the_prediction_is_what_the_run_gives(op: Op, kind: str) -> None:
     try:
         before = lab.job_state(job)
         code, out, err = cli([op.value, job, "--dry-run", "--json", "--timeout", "20", "--scontrol",
-                              "/usr/bin/scontrol", "--squeue", "/usr/bin/squeue"])
+                              lab.SCONTROL, "--squeue", lab.SQUEUE])
         assert code == 0, err
         predicted = json.loads(out)
         after_dry: Optional[lab.JobState] = lab.job_state(job)
         assert after_dry == before  # the dry run changed nothing
-        result = execute(op, job, time.time() + 20, scontrol="/usr/bin/scontrol").result
+        result = execute(op, job, time.time() + 20, scontrol=lab.SCONTROL).result
         assert predicted["would"] == result.value, (predicted, result)
     finally:
         if kind != "missing":

@@ -130,9 +130,9 @@ def test_no_flag_is_lost_when_slurmctld_dies_after_the_clear(tmp_path: Path, d: 
         lab.cancel(job, other)
 
 
-LOGGED = """#!/bin/sh
-printf '%s\\n' "$*" >> {log}
-exec /usr/bin/scontrol "$@"
+LOGGED = f"""#!/bin/sh
+printf '%s\\n' "$*" >> {{log}}
+exec {lab.SCONTROL} "$@"
 """
 
 

@@ -64,7 +64,7 @@ def test_a_cancelled_job_at_requeue_1_stays_watched_until_its_owner_requeues_it(
     lab.wait_for(job, lab.Expect("CANCELLED", requeue=1))
     mark_unknown(path, job)
 
-    with Tracker(path, scontrol="/usr/bin/scontrol") as tracker:
+    with Tracker(path, scontrol=lab.SCONTROL) as tracker:
         # slurmctld will not clear a finished job's flag: the restore is refused, the bit stays.
         restore = tracker.run(Op.RESTORE, job, time.time() + 10)
         assert (restore.result, restore.calls[0].message) == (Result.REJECTED, "Job has already finished")
@@ -108,7 +108,7 @@ def test_a_split_pending_task_never_reads_as_gone_beside_its_array(tmp_path: Pat
     info = answer[task]
     assert info is not None and info.requeue and info.array_job_id == array
     assert answer[array] is not None and answer[array].array_tasks == 3  # type: ignore[union-attr]
-    with lab.saving(), Tracker(path, scontrol="/usr/bin/scontrol") as tracker:  # Requeue=0 seen saved (§13.3)
+    with lab.saving(), Tracker(path, scontrol=lab.SCONTROL) as tracker:  # Requeue=0 seen saved (§13.3)
         report = sweep(tracker, SqueueLookup(many=many))
     assert {s.job_id: s.done for s in report.swept} == {array: Done.CLEARED, task: Done.RESTORED}
     assert lab.job_state(task).requeue == 0  # type: ignore[union-attr]
@@ -121,7 +121,7 @@ def test_sixty_objects_and_a_split_task_take_the_listing_path(tmp_path: Path) ->
     for job in [array, *gone, task]:
         mark_unknown(path, job)
     # Saves seen after the marks and after the lookup that says gone: the gone ones clear (§13.2, §13.3).
-    with lab.saving(), Tracker(path, scontrol="/usr/bin/scontrol") as tracker:
+    with lab.saving(), Tracker(path, scontrol=lab.SCONTROL) as tracker:
         report = sweep(tracker, SqueueLookup())  # 62 ids > 50: one listing of every job
     done = {s.job_id: s.done for s in report.swept}
     assert done[task] is Done.RESTORED
@@ -162,7 +162,7 @@ def test_a_split_tasks_own_id_is_a_single_job_and_the_array_id_is_refused(tmp_pa
     done = cli_process(["release", task, "--timeout", "10", "--ledger", path, "--json"], timeout=120)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["result"] == "ok"
-    with Tracker(path, scontrol="/usr/bin/scontrol") as tracker:
+    with Tracker(path, scontrol=lab.SCONTROL) as tracker:
         with pytest.raises(WholeArray):
             tracker.run(Op.REQUEUE, array, time.time() + 10)
         # A restore only ever clears flags: on the array's own id it reaches every task.

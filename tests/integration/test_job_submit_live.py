@@ -225,7 +225,7 @@ def test_root_sbatch_requeue_gives_1() -> None:
 
 def test_slurm_dsl_requeue_of_a_user_job() -> None:
     job_id = lab.make_job("running_rq0", user=lab.TEST_USER)
-    out = execute("requeue", job_id, time.time() + TIMEOUT, scontrol="/usr/bin/scontrol")
+    out = execute("requeue", job_id, time.time() + TIMEOUT, scontrol=lab.SCONTROL)
     assert (out.result, out.requeue_bit) == (Result.OK, RequeueBit.CLEAR), out
     assert [c.status for c in out.calls] == [0, 0, 0]
     js = lab.wait_for(job_id, lambda s: s.restarts == 1)
@@ -236,7 +236,7 @@ def test_slurm_dsl_as_an_account_that_is_not_exempt(tmp_path: Path) -> None:
     # What a site sees if it forgets to list slurm-dsl's account in EXEMPT: call 1 is
     # clamped (exit 0), call 2 is refused, call 3 clears: rejected, bit clear, job untouched.
     shim = tmp_path / "scontrol"
-    shim.write_text(f'#!/bin/sh\nexec runuser -u {lab.TEST_USER} -- /usr/bin/scontrol "$@"\n')
+    shim.write_text(f'#!/bin/sh\nexec runuser -u {lab.TEST_USER} -- {lab.SCONTROL} "$@"\n')
     shim.chmod(0o755)
     job_id = lab.make_job("running_rq0", user=lab.TEST_USER)
     out = execute(Op.REQUEUE, job_id, time.time() + TIMEOUT, scontrol=str(shim))

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import time
@@ -55,15 +54,15 @@ if [ ! -e {go} ]; then
 fi
 exec {squeue} "$@"
 """
-SCONTROL_LOG = """#!/bin/sh
-printf '%s\\n' "$*" >> {log}
-exec /usr/bin/scontrol "$@"
+SCONTROL_LOG = f"""#!/bin/sh
+printf '%s\\n' "$*" >> {{log}}
+exec {lab.SCONTROL} "$@"
 """
 
 
 def tools(directory: Path) -> Dict[str, str]:
     directory.mkdir(parents=True, exist_ok=True)
-    squeue = shutil.which("squeue") or "/usr/bin/squeue"
+    squeue = lab.SQUEUE
     made = {}
     for name, text in (("squeue", SQUEUE_GATE.format(go=f"'{directory / 'go'}'", dir=f"'{directory}'",
                                                       squeue=squeue)),

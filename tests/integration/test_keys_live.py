@@ -54,23 +54,23 @@ MARKED_WITHIN = 60.0  # seconds to wait for the wrapper's marker (a busy lab's l
 # its new operation for the dead lease (lease_ttl: left + KILL_GRACE + GUARD_MARGIN + 30 s slack).
 AFTER_KILL_TIMEOUT = 120.0
 
-WRAPPER = """#!/bin/sh
-# The real scontrol for every call but "{verb}": for that one, with part half and a list of ids,
-# the real call on the first half of them; then a marker (this pid), and then {end}.
-printf '%s\\n' "$*" >> {log}
-if [ "$1" = {verb} ]; then
-    if [ {part} = half ]; then
-        case $2 in *,*) ;; *) exec /usr/bin/scontrol "$@" ;; esac
+WRAPPER = f"""#!/bin/sh
+# The real scontrol for every call but "{{verb}}": for that one, with part half and a list of ids,
+# the real call on the first half of them; then a marker (this pid), and then {{end}}.
+printf '%s\\n' "$*" >> {{log}}
+if [ "$1" = {{verb}} ]; then
+    if [ {{part}} = half ]; then
+        case $2 in *,*) ;; *) exec {lab.SCONTROL} "$@" ;; esac
         ids=$(printf '%s' "$2" | tr ',' ' ')
         set -- $ids
         half=$(( $# / 2 )); first=
-        i=0; for id; do i=$((i + 1)); [ $i -le $half ] && first="$first${{first:+,}}$id"; done
-        /usr/bin/scontrol {verb} "$first"
+        i=0; for id; do i=$((i + 1)); [ $i -le $half ] && first="$first${{{{first:+,}}}}$id"; done
+        {lab.SCONTROL} {{verb}} "$first"
     fi
-    printf '%s\\n' $$ > {marker}.tmp && mv {marker}.tmp {marker}
-    {then}
+    printf '%s\\n' $$ > {{marker}}.tmp && mv {{marker}}.tmp {{marker}}
+    {{then}}
 fi
-exec /usr/bin/scontrol "$@"
+exec {lab.SCONTROL} "$@"
 """
 ENDS = {
     # hangs until the deadline stops it

@@ -64,7 +64,7 @@ def fresh(kind: str) -> Tuple[str, Optional[lab.JobState]]:
 @pytest.mark.parametrize("op", list(Op), ids=str)
 def test_operation_on_state(op: Op, kind: str) -> None:
     job_id, before = fresh(kind)
-    out = execute(op, job_id, time.time() + TIMEOUT, scontrol="/usr/bin/scontrol")
+    out = execute(op, job_id, time.time() + TIMEOUT, scontrol=lab.SCONTROL)
     result, bit, message = EXPECTED[(op, kind)]
     assert (out.result, out.requeue_bit.value if out.requeue_bit else None) == (result, bit), out
     messages = {c.message for c in out.calls if c.message}
@@ -115,7 +115,7 @@ def as_test_user(tmp_path: Path) -> str:
     if os.geteuid() != 0:
         pytest.skip("acting as another user needs root")
     shim = tmp_path / "scontrol"
-    shim.write_text(f"#!/bin/sh\nexec runuser -u {lab.TEST_USER} -- /usr/bin/scontrol \"$@\"\n")
+    shim.write_text(f"#!/bin/sh\nexec runuser -u {lab.TEST_USER} -- {lab.SCONTROL} \"$@\"\n")
     shim.chmod(shim.stat().st_mode | stat.S_IXUSR)
     return str(shim)
 
@@ -180,7 +180,7 @@ def delaying_shim(directory: Path, call: str, seconds: float) -> str:
     shim.write_text(
         "#!/bin/sh\n"
         f'case "$1 $3" in {call}) sleep {seconds} ;; esac\n'
-        'exec /usr/bin/scontrol "$@"\n'
+        f'exec {lab.SCONTROL} "$@"\n'
     )
     shim.chmod(shim.stat().st_mode | stat.S_IXUSR)
     return str(shim)
@@ -216,7 +216,7 @@ def test_a_wrapper_that_acted_then_exited_75_or_127_is_unknown(tmp_path: Path, o
     # Released, the held job stays pending (its start is an hour off); the pending one waits on its blocker.
     job_id = lab.make_job("held_user", "--begin=now+3600") if op is Op.OPEN else lab.make_job("pending")
     wrapper = tmp_path / "scontrol"
-    wrapper.write_text(f'#!/bin/sh\n/usr/bin/scontrol "$@"\nexit {own}\n')
+    wrapper.write_text(f'#!/bin/sh\n{lab.SCONTROL} "$@"\nexit {own}\n')
     wrapper.chmod(wrapper.stat().st_mode | stat.S_IXUSR)
     out = execute(op, job_id, time.time() + TIMEOUT, scontrol=str(wrapper))
     assert (out.result, out.reason, out.calls[0].status) == (Result.UNKNOWN, Reason.WRAPPER_FAILED, 125)

@@ -47,20 +47,20 @@ SETTLED_WITHIN = 120.0
 COLD = 6.5  # seconds without a save: the save thread is idle
 MATRIX = "SLURM_DSL_TEST_PAIR_MATRIX"
 
-LOGGED = """#!/bin/sh
-printf '%s\\n' "$*" >> {log}
-exec /usr/bin/scontrol "$@"
+LOGGED = f"""#!/bin/sh
+printf '%s\\n' "$*" >> {{log}}
+exec {lab.SCONTROL} "$@"
 """
 # The requeue's call 2 waits for the test's word (``go``) once it has said where it is (``at``):
 # the test starts the primary in between, so that this call is sent during the hand-back.
-PAUSED = """#!/bin/sh
-printf '%s\\n' "$*" >> {log}
-if [ "$1" = requeue ] && [ ! -e {go} ]; then
-    : > {at}
+PAUSED = f"""#!/bin/sh
+printf '%s\\n' "$*" >> {{log}}
+if [ "$1" = requeue ] && [ ! -e {{go}} ]; then
+    : > {{at}}
     i=0
-    while [ ! -e {go} ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i + 1)); done
+    while [ ! -e {{go}} ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i + 1)); done
 fi
-exec /usr/bin/scontrol "$@"
+exec {lab.SCONTROL} "$@"
 """
 
 

@@ -63,7 +63,7 @@ def on_pair(the_pair: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 
 def hold(job: str) -> Outcome:
-    return execute(Op.HOLD, job, time.time() + TIMEOUT, scontrol="/usr/bin/scontrol")
+    return execute(Op.HOLD, job, time.time() + TIMEOUT, scontrol=lab.SCONTROL)
 
 
 def held(job: str) -> bool:

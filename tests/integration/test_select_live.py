@@ -16,7 +16,7 @@ from tests.cli_run import cli
 
 pytestmark = pytest.mark.integration
 
-BINARIES = ("--scontrol", "/usr/bin/scontrol", "--squeue", "/usr/bin/squeue", "--timeout", "30")
+BINARIES = ("--scontrol", lab.SCONTROL, "--squeue", lab.SQUEUE, "--timeout", "30")
 
 
 def _name(tag: str) -> str:

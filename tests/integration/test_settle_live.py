@@ -27,20 +27,20 @@ pytestmark = pytest.mark.integration
 TIMEOUT = 6.0  # the requeue's deadline: its call 2 hangs until then
 SETTLED_WITHIN = 60.0  # seconds the settle command is polled for a verdict on every row
 
-WRAPPER = """#!/bin/sh
+WRAPPER = f"""#!/bin/sh
 # Every call to the real scontrol, except a list requeue: only its first half, then a hang.
-printf '%s\\n' "$*" >> {log}
+printf '%s\\n' "$*" >> {{log}}
 if [ "$1" = requeue ]; then
     case $2 in *,*)
         ids=$(printf '%s' "$2" | tr ',' ' ')
         set -- $ids
         half=$(( $# / 2 )); first=
-        i=0; for id; do i=$((i + 1)); [ $i -le $half ] && first="$first${{first:+,}}$id"; done
-        /usr/bin/scontrol requeue "$first"
+        i=0; for id; do i=$((i + 1)); [ $i -le $half ] && first="$first${{{{first:+,}}}}$id"; done
+        {lab.SCONTROL} requeue "$first"
         exec sleep 3600 ;;
     esac
 fi
-exec /usr/bin/scontrol "$@"
+exec {lab.SCONTROL} "$@"
 """
 
 
@@ -104,13 +104,13 @@ def test_settle_tells_the_requeued_half_from_the_other(tmp_path: Path, ledger_lo
 
 # A single requeue that reaches slurmctld, then hangs until the deadline stops it: call 2 took
 # effect unseen (124) and call 3, kept from starting by the deadline, never ran (75).
-HANGS_AFTER_REQUEUE = """#!/bin/sh
-printf '%s\\n' "$*" >> {log}
+HANGS_AFTER_REQUEUE = f"""#!/bin/sh
+printf '%s\\n' "$*" >> {{log}}
 if [ "$1" = requeue ]; then
-    /usr/bin/scontrol requeue "$2"
+    {lab.SCONTROL} requeue "$2"
     exec sleep 3600
 fi
-exec /usr/bin/scontrol "$@"
+exec {lab.SCONTROL} "$@"
 """
 
 

@@ -29,10 +29,10 @@ from tests.integration.test_wording_live import slurm_release
 pytestmark = pytest.mark.integration
 
 CRASHES = 50
-REQUEUE_CHILD = """
+REQUEUE_CHILD = f"""
 import sys, time
 from slurm_dsl.run.tracked import Tracker
-with Tracker(sys.argv[1], scontrol="/usr/bin/scontrol", lease_slack=0.5) as t:
+with Tracker(sys.argv[1], scontrol="{lab.SCONTROL}", lease_slack=0.5) as t:
     print("go", flush=True)
     t.run("requeue", sys.argv[2], time.time() + 2)
 """
@@ -84,7 +84,7 @@ def test_requeues_killed_at_random_moments_are_all_put_right(tmp_path: Path) -> 
     assert unfinished > 0, "some crash must have hit between intent and result"
 
     wait_until_pending(path, len(marked))
-    with Tracker(path, scontrol="/usr/bin/scontrol") as tracker:
+    with Tracker(path, scontrol=lab.SCONTROL) as tracker:
         report = sweep(tracker, SqueueLookup())
         assert report.settled, report
         # What the sweep cleared or restored is watched until slurmctld is seen to save it (§13.3).
@@ -103,20 +103,20 @@ def mark_unknown(path: str, job: str) -> None:
         ledger.finish_operation(op_id, out, b"", time.time())
 
 
-SWEEP_CHILD = """
+SWEEP_CHILD = f"""
 import sys
 from slurm_dsl.lookups.squeue import SqueueLookup
 from slurm_dsl.run.sweep import sweep
 from slurm_dsl.run.tracked import Tracker
-with Tracker(sys.argv[1], scontrol="/usr/bin/scontrol") as t:
+with Tracker(sys.argv[1], scontrol="{lab.SCONTROL}") as t:
     for _ in range(int(sys.argv[2])):
         report = sweep(t, SqueueLookup())
-        print(" ".join(f"{s.job_id}:{s.done.value}" for s in report.swept), flush=True)
+        print(" ".join(f"{{s.job_id}}:{{s.done.value}}" for s in report.swept), flush=True)
 """
-OPS_CHILD = """
+OPS_CHILD = f"""
 import sys, time
 from slurm_dsl.run.tracked import Tracker
-with Tracker(sys.argv[1], scontrol="/usr/bin/scontrol") as t:
+with Tracker(sys.argv[1], scontrol="{lab.SCONTROL}") as t:
     for job in sys.argv[2:]:
         print(job, t.run("requeue", job, time.time() + 10).result.value, flush=True)
 """
@@ -145,7 +145,7 @@ def test_two_sweepers_and_operations_at_once(tmp_path: Path) -> None:
                     restored[job] = restored.get(job, 0) + 1
     assert all(count == 1 for count in restored.values()), restored
     # Settle what is left, then (after a save of slurmctld's, §13.3) the ledger and Slurm agree.
-    with Tracker(path, scontrol="/usr/bin/scontrol") as tracker:
+    with Tracker(path, scontrol=lab.SCONTROL) as tracker:
         assert sweep(tracker, SqueueLookup()).settled
         with lab.saving():
             assert sweep(tracker, SqueueLookup()).settled
@@ -165,7 +165,7 @@ def test_a_sweep_with_slurmctld_down_changes_nothing(tmp_path: Path) -> None:
     mark_unknown(path, job)
     lab.stop_slurmctld()
     try:
-        with Tracker(path, scontrol="/usr/bin/scontrol") as tracker:
+        with Tracker(path, scontrol=lab.SCONTROL) as tracker:
             report = sweep(tracker, SqueueLookup(timeout=20))
         assert report.lookup_error is not None and "unreachable" in report.lookup_error
         assert [s.done for s in report.swept] == [Done.LOOKUP_FAILED]
@@ -186,15 +186,15 @@ def test_a_forged_job_name_does_not_fool_the_sweep(tmp_path: Path, name: str, re
     lab.wait_for(job, lab.Expect("PENDING"))
     lab.check(["scontrol", "update", f"JobId={job}", f"Requeue={real_flag}"])
     shown = lab.run_cmd(["scontrol", "show", "job", "-o", job]).stdout
-    # 26.05 adds SubmitLine=<the sbatch command line>, after the real flag, with the name in it
-    # again: a third Requeue= (docs/slurm-24.11-26.05.md §0, D8).
-    submit_line = slurm_release() >= (26, 5)
+    # 25.11 and 26.05 add SubmitLine=<the sbatch command line>, after the real flag, with the name
+    # in it again: a third Requeue= (docs/slurm-24.11-26.05.md §0, D8; docs/slurm-25.11.md §3).
+    submit_line = slurm_release() >= (25, 11)
     assert (" SubmitLine=" in shown) == submit_line, shown
     assert f"JobName={name}" in shown and shown.count(" Requeue=") == (3 if submit_line else 2), (
         "the name really forges a flag before the real one (and, on 26.05, one after it)"
     )
     mark_unknown(path, job)
-    with Tracker(path, scontrol="/usr/bin/scontrol") as tracker:
+    with Tracker(path, scontrol=lab.SCONTROL) as tracker:
         # The flag the forged name hides is 0: cleared once slurmctld is seen to save (§13.3).
         with lab.saving():
             report = sweep(tracker, SqueueLookup())
@@ -246,7 +246,7 @@ def test_a_killed_cli_leaves_no_call_to_set_a_flag_the_ledger_has_cleared(tmp_pa
     lab.wait_for(job, lab.Expect("PENDING", "JobHeldUser", requeue=0))
     started = tmp_path / "started"
     wrapper = shim(tmp_path / "w", f'case "$*" in "update JobId={job} Requeue=1") echo $$ > {started};'
-                                   f' sleep {ORPHAN_DELAY:g} ;; esac\nexec /usr/bin/scontrol "$@"')
+                                   f' sleep {ORPHAN_DELAY:g} ;; esac\nexec {lab.SCONTROL} "$@"')
     begun = time.monotonic()
     cli = subprocess.Popen([sys.executable, str(FAILOVER_CHILD), "-", "0", "--lease-slack", "0.5", "cli",
                             "requeue", job, "--timeout", "3", "--scontrol", wrapper, "--ledger", path],
@@ -263,7 +263,7 @@ def test_a_killed_cli_leaves_no_call_to_set_a_flag_the_ledger_has_cleared(tmp_pa
     while _live(pids, cmdlines):
         assert time.monotonic() - killed < 2.0, f"the wrapper outlived the killed CLI: {_live(pids, cmdlines)}"
         time.sleep(lab.POLL_INTERVAL)
-    with Tracker(path, scontrol="/usr/bin/scontrol") as tracker:
+    with Tracker(path, scontrol=lab.SCONTROL) as tracker:
         ledger = tracker.ledger()
         while time.monotonic() - begun < ORPHAN_DELAY + 4.0:
             sweep(tracker, SqueueLookup())

@@ -72,7 +72,7 @@ def tasks(array: str, ranges: str) -> str:
 
 
 def scontrol(*args: str, user: Optional[str] = None) -> subprocess.CompletedProcess[bytes]:
-    argv = ["/usr/bin/scontrol", *args]
+    argv = [lab.SCONTROL, *args]
     if user is not None:
         argv = ["runuser", "-u", user, "--", *argv]
     return subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=60, check=False)
