@@ -255,15 +255,18 @@ def requeue(
     retry: int = 0,
     settle_delay: Optional[float] = None,
     durable: bool = False,
+    hold: bool = False,
 ) -> Outcome:
-    """Requeue one job before ``deadline`` (or within ``timeout``): set Requeue=1, ``scontrol requeue``,
-    then clear Requeue=0 again, recorded in the ledger (a flag that may be left set is the sweeper's).
+    """Requeue one job before ``deadline`` (or within ``timeout``): set Requeue=1, ``scontrol requeue``
+    (``scontrol requeuehold`` with ``hold``: the job comes back held, docs/contract.md §1), then clear
+    Requeue=0 again, recorded in the ledger (a flag that may be left set is the sweeper's).
 
     Return the ok Outcome; else raise Rejected, NotFound, Expired, OutcomeUnknown, RequeueBitSet or
     NotRun (docs/contract.md §8); ``requeue_bit_may_be_set`` says whether the job's Requeue flag may be left at 1.
     """
-    outcome = run_op(Op.REQUEUE, job_id, timeout=timeout, deadline=deadline, scontrol=scontrol, ledger=ledger,
-                     key=key, settle=settle, retry=retry, settle_delay=settle_delay, durable=durable)
+    outcome = run_op(Op.REQUEUE_HOLD if hold else Op.REQUEUE, job_id, timeout=timeout, deadline=deadline,
+                     scontrol=scontrol, ledger=ledger, key=key, settle=settle, retry=retry,
+                     settle_delay=settle_delay, durable=durable)
     outcome.raise_for_result()
     return outcome
 

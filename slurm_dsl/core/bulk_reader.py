@@ -290,7 +290,7 @@ def bulk_calls(op: Op, first: Call) -> List[int]:
     The single reader's shape (docs/contract.md §6), read from call 1's outcome rather than its
     status: in a list, an id whose call 1 is unknown may carry status 0 (rule 2).
     """
-    if op is not Op.REQUEUE or first.outcome is CallOutcome.EXPIRED:
+    if not op.requeues or first.outcome is CallOutcome.EXPIRED:
         return [1]
     if first.outcome is CallOutcome.SUCCESS:
         return [1, 2, 3]
@@ -330,8 +330,8 @@ def _combine(op: Op, job: str, calls: Sequence[Call]) -> Outcome:
     if got[0].number != 1 or numbers != bulk_calls(op, got[0]):
         return unknown(op, job, Reason.WRONG_CALLS, calls=got, exit_status=exit_status,
                        detail=f"calls {numbers} do not fit a bulk {op.value}")
-    if op is Op.REQUEUE:
-        return combine.requeue(job, got, exit_status)
+    if op.requeues:
+        return combine.requeue(job, got, exit_status, op)
     return combine.single(op, job, got[0], exit_status)
 
 

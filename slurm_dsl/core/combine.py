@@ -63,15 +63,16 @@ def single(op: Op, job_id: str, call: Call, exit_status: Optional[int]) -> Outco
     )
 
 
-def requeue(job_id: str, calls: Tuple[Call, ...], exit_status: Optional[int]) -> Outcome:
-    """The result of a requeue whose calls fit the op (docs/contract.md §6: {1}, {1,3} or {1,2,3})."""
+def requeue(job_id: str, calls: Tuple[Call, ...], exit_status: Optional[int], op: Op = Op.REQUEUE) -> Outcome:
+    """The result of a requeue (``op``: requeue or requeuehold) whose calls fit the op
+    (docs/contract.md §6: {1}, {1,3} or {1,2,3})."""
     by_number = {c.number: c for c in calls}
     s1 = by_number[1]
     s2 = by_number.get(2)
     s3 = by_number.get(3)
 
     def out(result: Result, bit: RequeueBit, reason: Optional[Reason]) -> Outcome:
-        return Outcome(Op.REQUEUE, job_id, result, bit, reason, calls, exit_status)
+        return Outcome(op, job_id, result, bit, reason, calls, exit_status)
 
     s3_ran = s3 is not None and s3.status not in _NOT_STARTED
     s3_cleared = s3 is not None and cleared(s3)
@@ -111,7 +112,7 @@ def next_bit(prior: RequeueBit, outcome: Outcome) -> RequeueBit:
     requeue that expired before its first call proves nothing about a bit an
     earlier requeue may have left.  A restore clears on ok.  Other ops leave it.
     """
-    if outcome.op is Op.REQUEUE:
+    if outcome.op.requeues:
         bit = outcome.requeue_bit or RequeueBit.MAY_BE_SET
         if bit is not RequeueBit.CLEAR:
             return bit

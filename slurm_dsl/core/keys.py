@@ -82,7 +82,7 @@ def took_effect(op: Op, result: Optional[Result], calls: Sequence[CallOutcome]) 
     if result is Result.OK:
         return True
     if result is Result.BIT_SET:
-        if op is not Op.REQUEUE:
+        if not op.requeues:
             raise InvalidInput(f"bit_set is a requeue's result, not a {op.value}'s")
         return len(calls) > 1 and calls[1] is CallOutcome.SUCCESS
     return False
@@ -131,7 +131,7 @@ def decide(op: Op, earlier: Sequence[Earlier]) -> Decision:
             return Decision(Step.WAIT, e.op_id, f"operation {e.op_id} with this key may still be running")
         if e.took_effect is None and e.verdict is None:
             return Decision(Step.WAIT, e.op_id, f"operation {e.op_id} with this key is not settled yet")
-    if op is Op.REQUEUE:
+    if op.requeues:
         for e in rows:
             if e.took_effect is None and e.verdict in (Verdict.UNDECIDABLE, Verdict.GONE):
                 return Decision(

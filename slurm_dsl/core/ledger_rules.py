@@ -38,8 +38,8 @@ class Intent:
 
 def intent(op: Op, nonce: str) -> Optional[Intent]:
     """What a starting operation commits before its script may start: may_be_set for a requeue."""
-    if Op(op) is Op.REQUEUE:
-        return Intent(RequeueBit.MAY_BE_SET, f"requeue {nonce} started")
+    if Op(op).requeues:
+        return Intent(RequeueBit.MAY_BE_SET, f"{Op(op).value} {nonce} started")
     return None
 
 
@@ -59,8 +59,8 @@ def after(
     It may still make it less clear.
     """
     op = Op(op)
-    bit = next_bit(prior_at_begin if op is Op.REQUEUE else current, outcome)
-    if op not in (Op.REQUEUE, Op.RESTORE):
+    bit = next_bit(prior_at_begin if op.requeues else current, outcome)
+    if not op.requeues and op is not Op.RESTORE:
         return BitChange(bit, None)
     if later_began and UNCLEARNESS[bit] < UNCLEARNESS[RequeueBit(current)]:
         return BitChange(RequeueBit(current), None)
@@ -84,7 +84,7 @@ def cleared_by_a_call(outcome: Outcome) -> bool:
     requeue's call 3 that did (``combine.cleared``), a restore that is ok."""
     if outcome.op is Op.RESTORE:
         return outcome.result is Result.OK
-    return outcome.op is Op.REQUEUE and any(c.number == 3 and cleared(c) for c in outcome.calls)
+    return outcome.op.requeues and any(c.number == 3 and cleared(c) for c in outcome.calls)
 
 
 def backoff(failures: int, base: float, cap: float) -> float:

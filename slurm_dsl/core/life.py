@@ -108,9 +108,10 @@ RULES: Dict[str, Rule] = {
                "run.settling.confirm_gone", "§13.8"),
     "S1": Rule("a lookup that could not ask decides nothing", NONE, "core.settle.verdict", "§12"),
     "S2": Rule("a job slurmctld no longer knows is gone, whatever the op", NONE, "core.settle.verdict", "§12"),
-    "S3": Rule("each op's effect is read from one field of the record", NONE, "core.settle.verdict", "§12"),
-    "S4": Rule("a requeue without a baseline, or with RestartCnt below it or over it by more than one, is undecidable",
-               NONE, "core.settle.verdict", "§12"),
+    "S3": Rule("each op's effect is read from its fields of the record (one; a requeue into hold's two)", NONE,
+               "core.settle.verdict", "§12"),
+    "S4": Rule("a requeue without a baseline, or with RestartCnt below it or over it by more than one, is undecidable;"
+               " so is a requeue into hold one up but not held", NONE, "core.settle.verdict", "§12"),
     "S5": Rule("present may be read from any lookup", NONE, "core.settle.verdict", "§12"),
     "S6": Rule("absent only from a lookup at least the settle delay after the operation's end", BOOT,
                "core.settle.verdict", "§12"),

@@ -64,11 +64,18 @@ class Op(str, enum.Enum):
     REQUEUE = "requeue"
     RESTORE = "restore"
     OPEN = "open"
+    REQUEUE_HOLD = "requeuehold"  # requeue --hold: call 2 is scontrol requeuehold (§1)
 
     @property
     def wrapped(self) -> bool:
         """Whether the op runs as a deadline-wrapped script (all but ``open``)."""
         return self is not Op.OPEN
+
+    @property
+    def requeues(self) -> bool:
+        """Whether the op is a requeue, into hold or not: three calls, the job's Requeue flag set
+        for call 2 and cleared again (§2), a ``requeue_bit`` kept for it (§9)."""
+        return self is Op.REQUEUE or self is Op.REQUEUE_HOLD
 
     @classmethod
     def _missing_(cls, value: object) -> Op:
@@ -198,7 +205,7 @@ def exit_of_effect(op: Op, effect: str, requeue_bit: Optional[RequeueBit]) -> Re
     is not ``clear`` (None: unfinished, its intent left ``may_be_set``) exits ``present`` as
     ``bit_set``: the job was requeued and may still be at Requeue=1 until the sweep restores it."""
     result = EXIT_OF_EFFECT.get(effect, Result.UNKNOWN)
-    if result is Result.OK and op is Op.REQUEUE and requeue_bit is not RequeueBit.CLEAR:
+    if result is Result.OK and op.requeues and requeue_bit is not RequeueBit.CLEAR:
         return Result.BIT_SET
     return result
 

@@ -45,4 +45,5 @@ def _cell(op: Op, info: Optional[JobInfo]) -> Tuple[Result, str]:
         return Result.OK, "would clear Requeue=1" if info.requeue else "already at Requeue=0: nothing changes"
     if info.state == "PENDING":
         return Result.REJECTED, "PENDING: Job is pending execution (its flag set, then cleared again)"
-    return Result.OK, f"{info.state}: would be requeued (RestartCnt {info.restarts} to {info.restarts + 1})"
+    into = " into hold" if op is Op.REQUEUE_HOLD else ""
+    return Result.OK, f"{info.state}: would be requeued{into} (RestartCnt {info.restarts} to {info.restarts + 1})"

@@ -57,8 +57,8 @@ def read_outcome(
         reason, detail = _check(op, calls, exit_status, status)
     if reason is not None:
         return unknown(op, job, reason, calls=calls, exit_status=status, detail=detail)
-    if op is Op.REQUEUE:
-        return combine.requeue(job, calls, status)
+    if op.requeues:
+        return combine.requeue(job, calls, status, op)
     return combine.single(op, job, calls[0], status)
 
 
@@ -72,7 +72,7 @@ def unknown(
     detail: str = "",
 ) -> Outcome:
     """An unreadable outcome: unknown, and for a requeue the bit may be set."""
-    bit = RequeueBit.MAY_BE_SET if op is Op.REQUEUE else None
+    bit = RequeueBit.MAY_BE_SET if op.requeues else None
     return Outcome(op, job_id, Result.UNKNOWN, bit, reason, calls, exit_status, detail)
 
 
@@ -196,7 +196,7 @@ def _check(
 
 def expected_calls(op: Op, first_status: Optional[int]) -> List[int]:
     """The call numbers a script of ``op`` prints, given call 1's status (docs/contract.md §6)."""
-    if op is not Op.REQUEUE:
+    if not op.requeues:
         return [1]
     if first_status == 75:
         return [1]

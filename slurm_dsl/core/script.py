@@ -97,6 +97,11 @@ CALLS = {
         (2, ("requeue", "{j}")),
         (3, ("update", "JobId={j}", "Requeue=0")),
     ),
+    Op.REQUEUE_HOLD: (
+        (1, ("update", "JobId={j}", "Requeue=1")),
+        (2, ("requeuehold", "{j}")),
+        (3, ("update", "JobId={j}", "Requeue=0")),
+    ),
 }
 
 # The guards every run starts before anything else (docs/contract.md §2), from the runner's two
@@ -178,6 +183,9 @@ _STEP = {
     (Op.REQUEUE, 1): "1: set the job's Requeue flag",
     (Op.REQUEUE, 2): "2: requeue the job, only if call 1 succeeded",
     (Op.REQUEUE, 3): "3: clear the Requeue flag again, unless call 1 never started",
+    (Op.REQUEUE_HOLD, 1): "1: set the job's Requeue flag",
+    (Op.REQUEUE_HOLD, 2): "2: requeue the job into hold, only if call 1 succeeded",
+    (Op.REQUEUE_HOLD, 3): "3: clear the Requeue flag again, unless call 1 never started",
 }
 # The one call of a list script; which ids it gets is the bulk path's (docs/contract.md §11).
 _LIST_STEP = {
@@ -187,6 +195,9 @@ _LIST_STEP = {
     (Op.REQUEUE, 1): "requeue's call 1: set the jobs' Requeue flags",
     (Op.REQUEUE, 2): "requeue's call 2: requeue the jobs",
     (Op.REQUEUE, 3): "requeue's call 3: clear the jobs' Requeue flags again",
+    (Op.REQUEUE_HOLD, 1): "requeuehold's call 1: set the jobs' Requeue flags",
+    (Op.REQUEUE_HOLD, 2): "requeuehold's call 2: requeue the jobs into hold",
+    (Op.REQUEUE_HOLD, 3): "requeuehold's call 3: clear the jobs' Requeue flags again",
 }
 
 
@@ -270,7 +281,7 @@ def render(op: Op, job_id: str, deadline: float, nonce: str, scontrol: str, *, e
     for number, args in call_argv(op, job_id):
         lines.append(f"# {_STEP[(op, number)]}\n")
         lines.append(_BODY[number].format(args=" ".join(quote(a) for a in args)))
-        if number == 1 and op is Op.REQUEUE:
+        if number == 1 and op.requeues:
             lines.append("first=$status\n")
     lines.append("# The script's exit status is the last call's.\n")
     lines.append('exit "$status"\n')

@@ -144,6 +144,8 @@ def _checked_verdict(
         if base is None or not base.restarts <= record.restarts <= base.restarts + 1:
             return Verdict.UNDECIDABLE  # Rule 4
         present = record.restarts > base.restarts
+        if present and op is Op.REQUEUE_HOLD and record.priority != 0:
+            return Verdict.UNDECIDABLE  # Rule 4: requeued but not held (by another, or released since)
     if present:
         return Verdict.PRESENT  # Rule 5
     if end is not None and end >= delay:
@@ -211,20 +213,22 @@ def _record(info: object, what: str, job_id: Optional[str] = None) -> JobInfo:
     return info
 
 
-# Rule 10: the fields of a job's record each op acts on, and the one its effect is read from.
+# Rule 10: the fields of a job's record each op acts on, and those its effect is read from.
 FIELDS: Dict[Op, FrozenSet[str]] = {
     Op.HOLD: frozenset({"priority"}),
     Op.RELEASE: frozenset({"priority"}),
     Op.OPEN: frozenset({"priority"}),
     Op.REQUEUE: frozenset({"restarts", "requeue"}),
+    Op.REQUEUE_HOLD: frozenset({"restarts", "requeue", "priority"}),
     Op.RESTORE: frozenset({"requeue"}),
 }
-EFFECT_FIELD: Dict[Op, str] = {
-    Op.HOLD: "priority",
-    Op.RELEASE: "priority",
-    Op.OPEN: "priority",
-    Op.REQUEUE: "restarts",
-    Op.RESTORE: "requeue",
+EFFECT_FIELDS: Dict[Op, FrozenSet[str]] = {
+    Op.HOLD: frozenset({"priority"}),
+    Op.RELEASE: frozenset({"priority"}),
+    Op.OPEN: frozenset({"priority"}),
+    Op.REQUEUE: frozenset({"restarts"}),
+    Op.REQUEUE_HOLD: frozenset({"restarts", "priority"}),
+    Op.RESTORE: frozenset({"requeue"}),
 }
 
 
@@ -402,9 +406,9 @@ class OneLookup:
             others.append(other)
         if looked is NoJob.COULD_NOT_ASK:
             return None  # Rule 1: nothing is read from a lookup that failed, not even via a later operation
-        field = EFFECT_FIELD[op]
+        fields = EFFECT_FIELDS[op]
         first = None if not others else min(
-            (o for o in others if field in FIELDS[_op(o.op)]), key=lambda o: o.id, default=None
+            (o for o in others if fields & FIELDS[_op(o.op)]), key=lambda o: o.id, default=None
         )
         if first is None:
             # ``verdict``'s checks, but for those made above
@@ -488,16 +492,22 @@ def _detail(op: Op, found: Verdict, record: Optional[JobInfo], baseline: Optiona
     """The verdict in words, naming the field it was read from."""
     if found is Verdict.GONE or record is None:
         return GONE_DETAIL
-    if op is Op.REQUEUE:
+    if op.requeues:
         if baseline is None:
             return "no baseline: nothing says what its RestartCnt was before"
         if found is Verdict.UNDECIDABLE and record.restarts < baseline.restarts:
             return (f"RestartCnt {record.restarts} < baseline {baseline.restarts}: not the record the baseline was"
                     " read from")
+        if found is Verdict.UNDECIDABLE and record.restarts == baseline.restarts + 1:
+            return (f"RestartCnt {record.restarts} > baseline {baseline.restarts}, but PriorityLong {record.priority}"
+                    " (not held): requeued by another, or released since, so the record cannot say whether this"
+                    " requeue into hold happened")
         if found is Verdict.UNDECIDABLE:
             return (f"RestartCnt {record.restarts} > baseline {baseline.restarts} + 1: more requeues than this one,"
                     " so the record cannot say whether this one happened")
         shows = f"RestartCnt {record.restarts} {'>' if found is Verdict.PRESENT else '='} baseline {baseline.restarts}"
+        if op is Op.REQUEUE_HOLD and found is Verdict.PRESENT:
+            shows += ", PriorityLong 0 (held)"
     elif op is Op.RESTORE:
         shows = f"Requeue={int(record.requeue)}"
     else:  # hold, release, open: the priority

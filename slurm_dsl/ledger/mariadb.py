@@ -149,6 +149,7 @@ BEGIN
        OR NOT (NEW.baseline_at <=> OLD.baseline_at) OR NOT (NEW.op_key <=> OLD.op_key)
        OR NOT (NEW.retry_of <=> OLD.retry_of) OR NOT (NEW.ends_by <=> OLD.ends_by)
        OR NOT (NEW.baseline_boot <=> OLD.baseline_boot) OR NOT (NEW.admin_reason <=> OLD.admin_reason)
+       OR NOT (NEW.hold <=> OLD.hold)
     THEN SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'history is append-only';
     END IF;
 END"""
@@ -302,8 +303,10 @@ MIGRATIONS: Tuple[Tuple[str, ...], ...] = (
     ),
     (
         # SQLite's schema 7: the set a keyed run of selectors chose, kept for its reruns
-        # (core.select Rule 4), and why the admin said an operation ran (--reason), a start column.
+        # (core.select Rule 4), why the admin said an operation ran (--reason) and whether a
+        # requeue was into hold (--hold), start columns.
         "ALTER TABLE history ADD COLUMN IF NOT EXISTS admin_reason VARCHAR(1024) NULL",
+        "ALTER TABLE history ADD COLUMN IF NOT EXISTS hold TINYINT NULL CHECK (hold IN (1))",
         "DROP TRIGGER IF EXISTS history_finish_once",
         _FINISH_ONCE_6,
         f"""CREATE TABLE IF NOT EXISTS selections (

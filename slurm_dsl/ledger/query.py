@@ -70,16 +70,16 @@ WRITE_BIT = schema.insert("objects", ("job_id", *BIT_COLUMNS))
 # for ``finish_operations`` (``ledger_rows.finish``'s row); the leases for ``acquire_leases``.
 BIT_OF_ONE = "SELECT bit FROM objects WHERE job_id = ?"
 BITS_OF = "SELECT job_id, bit FROM objects WHERE job_id"
-FINISHING_ONE = (
-    "SELECT h.job_id, h.op, h.nonce, h.prior_bit, h.finished_at, o.bit"
+FINISHING_ONE = "".join((
+    "SELECT h.job_id, ", ledger_rows.OP_READ["op"], ", h.nonce, h.prior_bit, h.finished_at, o.bit"
     ", EXISTS (SELECT 1 FROM history l WHERE l.job_id = h.job_id AND l.id > h.id)"
-    " FROM history h JOIN objects o ON o.job_id = h.job_id WHERE h.id = ?"
-)
-FINISHING_ROWS = (
-    "SELECT h.id, h.job_id, h.op, h.nonce, h.prior_bit, h.finished_at, o.bit"
+    " FROM history h JOIN objects o ON o.job_id = h.job_id WHERE h.id = ?",
+))
+FINISHING_ROWS = "".join((
+    "SELECT h.id, h.job_id, ", ledger_rows.OP_READ["op"], ", h.nonce, h.prior_bit, h.finished_at, o.bit"
     ", EXISTS (SELECT 1 FROM history l WHERE l.job_id = h.job_id AND l.id > h.id)"
-    " FROM history h JOIN objects o ON o.job_id = h.job_id WHERE h.id"
-)
+    " FROM history h JOIN objects o ON o.job_id = h.job_id WHERE h.id",
+))
 LEASE_OF_ONE = "SELECT owner, expires_at FROM leases WHERE job_id = ?"
 LEASES_OF = "SELECT job_id, owner, expires_at FROM leases WHERE job_id"
 APPEND = schema.insert("history", schema.START)

@@ -97,12 +97,15 @@ SELECT_OBJECTS = " ".join(("SELECT", schema.listed(OBJECT_COLUMNS), "FROM object
 # A history row is read with its settlement, if any (``h`` the history, ``s`` the settlement:
 # a backend's WHERE and ORDER BY name their columns so).
 SETTLED_HISTORY = " FROM history h LEFT JOIN settlements s ON s.op_id = h.id"
-_HISTORY_READ = schema.listed(HISTORY_COLUMNS, "h.") + ", " + schema.listed(SETTLEMENT_COLUMNS, "s.")
+# A requeue into hold is stored as op 'requeue' with ``hold`` 1 (ledger.schema) and read back as
+# its own op: every read of a history row's op is this expression (``stored_op`` writes it).
+OP_READ = {"op": "CASE WHEN h.hold = 1 THEN 'requeuehold' ELSE h.op END"}
+_HISTORY_READ = schema.listed(HISTORY_COLUMNS, "h.", OP_READ) + ", " + schema.listed(SETTLEMENT_COLUMNS, "s.")
 SELECT_HISTORY = "".join(("SELECT ", _HISTORY_READ, SETTLED_HISTORY))
 # ``later_operations``: SELECT_HISTORY's columns of the later rows (``h``, their stderr not
 # read) of each given row's job (``g``), the given id first.
 SELECT_LATER = "".join((
-    "SELECT g.id, ", schema.listed(HISTORY_COLUMNS, "h.", {"stderr": "''"}), ", ",
+    "SELECT g.id, ", schema.listed(HISTORY_COLUMNS, "h.", {"stderr": "''", **OP_READ}), ", ",
     schema.listed(SETTLEMENT_COLUMNS, "s."),
     " FROM history g JOIN history h ON h.job_id = g.job_id AND h.id > g.id"
     " LEFT JOIN settlements s ON s.op_id = h.id WHERE g.id",
@@ -111,20 +114,26 @@ SELECT_LATER = "".join((
 # ``unsettled``: what settling reads of a row (``recorded``), no more: not its calls, stderr or
 # detail (a sweep reads up to 10,000 of them: docs/benchmarks.md §9).  A backend appends its
 # WHERE (``s`` the settlement, none for these rows) and ORDER BY.
-SELECT_TO_SETTLE = "".join(("SELECT ", schema.listed(TO_SETTLE_COLUMNS, "h."), SETTLED_HISTORY))
+SELECT_TO_SETTLE = "".join(("SELECT ", schema.listed(TO_SETTLE_COLUMNS, "h.", OP_READ), SETTLED_HISTORY))
 
 # ``to_settle``: what a sweep first reads of a row (``pending``): not even its baseline, which
 # only the verdicts of jobs still known read (they are read again whole, ``SELECT_TO_SETTLE``).
-SELECT_PENDING = "".join(("SELECT ", schema.listed(PENDING_COLUMNS, "h."), SETTLED_HISTORY))
+SELECT_PENDING = "".join(("SELECT ", schema.listed(PENDING_COLUMNS, "h.", OP_READ), SETTLED_HISTORY))
 
 # What ``unfinished`` reads, ``{mark}`` the backend's placeholder for the time now: each row
 # without a result, whether it is its job's newest, and whether the job is leased now.
-SELECT_UNFINISHED = (
-    "SELECT h.id, h.job_id, h.op, h.started_at,"
+SELECT_UNFINISHED = "".join((
+    "SELECT h.id, h.job_id, ", OP_READ["op"], ", h.started_at,"
     "  h.id = (SELECT max(n.id) FROM history n WHERE n.job_id = h.job_id),"
     "  EXISTS (SELECT 1 FROM leases l WHERE l.job_id = h.job_id AND l.expires_at > {mark})"
-    " FROM history h WHERE h.finished_at IS NULL ORDER BY h.id"
-)
+    " FROM history h WHERE h.finished_at IS NULL ORDER BY h.id",
+))
+
+
+def stored_op(op: Op) -> str:
+    """The ``op`` a history row (or a key's selection) stores for ``op``: a requeue into hold's is
+    'requeue', with ``hold`` 1 beside it in a history row (``OP_READ``)."""
+    return Op.REQUEUE.value if op is Op.REQUEUE_HOLD else op.value
 
 
 def named(columns: Sequence[str], row: Sequence[Any]) -> Dict[str, Any]:
@@ -623,7 +632,7 @@ def unfinished(rows: Sequence[Sequence[Any]]) -> Unfinished:
     return Unfinished(
         count=len(rows),
         lapsed=len(lapsed),
-        lapsed_requeues=sum(1 for *_, op in lapsed if op is Op.REQUEUE),
+        lapsed_requeues=sum(1 for *_, op in lapsed if op.requeues),
         oldest_lapsed=oldest,
     )
 
@@ -754,7 +763,7 @@ class BeginPlan(NamedTuple):
 # None) when it begins, and (its finish, the looks' mark, its own look) when it finishes (a late
 # finish, Rule 7 of ledger_rules, leaves it as it is).
 QuietWrite = Tuple[Optional[float], Optional[int], Optional[str], str]
-FLAG_OPS = (Op.REQUEUE, Op.RESTORE)  # the ops whose calls change the job's flag
+FLAG_OPS = (Op.REQUEUE, Op.REQUEUE_HOLD, Op.RESTORE)  # the ops whose calls change the job's flag
 
 
 def begin_plan(
@@ -788,7 +797,8 @@ def begin_plan(
         baseline = fields.baselines.get(job_id)
         history.append(ordered(schema.START, {
             "job_id": job_id,
-            "op": op.value,
+            "op": stored_op(op),
+            "hold": 1 if op is Op.REQUEUE_HOLD else None,
             "nonce": nonce,
             "started_at": now,
             "prior_bit": prior.value,
@@ -912,7 +922,8 @@ def history_values(e: HistoryEntry, *, hex_stderr: bool = False, retry_of: Optio
     done = e.finished_at is not None
     return {
         "job_id": validate_job_id(e.job_id),
-        "op": Op(e.op).value,
+        "op": stored_op(Op(e.op)),
+        "hold": 1 if Op(e.op) is Op.REQUEUE_HOLD else None,
         "nonce": str(e.nonce),
         "started_at": finite("started_at", e.started_at),
         "prior_bit": RequeueBit(e.prior_bit).value,

@@ -124,6 +124,11 @@ HISTORY = Table("history", (
     _s("baseline_boot", "TEXT", "VARCHAR(512) NULL"),
     # Why, as the admin said it (``--reason``, docs/contract.md §10.4; NULL: not said).
     _s("admin_reason", "TEXT", "VARCHAR(1024) NULL"),
+    # 1: a requeue into hold (``requeue --hold``, docs/contract.md §1), whose ``op`` is stored as
+    # 'requeue' (every ledger's CHECK allows it, and a key's requeues are one: a rerun of the key
+    # with or without --hold never requeues the job again); NULL: not one.  Read back as the op
+    # 'requeuehold' (``ledger.rows.OP_READ``).
+    _s("hold", "INTEGER", "TINYINT NULL", "1"),
 ), keys=(
     "KEY history_job (job_id, id)", "KEY history_unsettled (unsettled_at, id)", "KEY history_key (op_key, job_id, op)",
 ))

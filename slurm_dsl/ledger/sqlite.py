@@ -259,8 +259,10 @@ MIGRATIONS: Tuple[Tuple[str, ...], ...] = (
     ),
     (
         # The set a keyed run of selectors chose, kept for its reruns (core.select Rule 4), and
-        # why the admin said an operation ran (--reason), a start column guarded like the others.
+        # why the admin said an operation ran (--reason) and whether a requeue was into hold
+        # (--hold), start columns guarded like the others.
         "ALTER TABLE history ADD COLUMN admin_reason TEXT",
+        "ALTER TABLE history ADD COLUMN hold INTEGER CHECK (hold IN (1))",
         "DROP TRIGGER history_finish_once",
         """CREATE TRIGGER history_finish_once BEFORE UPDATE ON history
             WHEN OLD.finished_at IS NOT NULL OR NEW.id IS NOT OLD.id OR NEW.job_id IS NOT OLD.job_id
@@ -270,6 +272,7 @@ MIGRATIONS: Tuple[Tuple[str, ...], ...] = (
               OR NEW.baseline_at IS NOT OLD.baseline_at OR NEW.op_key IS NOT OLD.op_key
               OR NEW.retry_of IS NOT OLD.retry_of OR NEW.ends_by IS NOT OLD.ends_by
               OR NEW.baseline_boot IS NOT OLD.baseline_boot OR NEW.admin_reason IS NOT OLD.admin_reason
+              OR NEW.hold IS NOT OLD.hold
             BEGIN SELECT RAISE(ABORT, 'history is append-only'); END""",
         f"""CREATE TABLE selections (
             op_key TEXT NOT NULL,

@@ -611,14 +611,15 @@ class SqlStore(query.SqlQueries):
         found: Dict[str, List[HistoryEntry]] = {}
         for piece in ledger_rows.pieces(ids):
             sql = ledger_rows.in_list(query.KEYED, len(piece), "?", query.OLDEST_FIRST)
-            for r in self._read("read keyed operations", sql, [checked, op.value, *piece]):
+            for r in self._read("read keyed operations", sql, [checked, ledger_rows.stored_op(op), *piece]):
                 e = ledger_rows.entry(r, self.path)
                 found.setdefault(e.job_id, []).append(e)
         return found
 
     def selection(self, key: str, op: Op) -> Optional[Tuple[str, List[str]]]:
         """What key ``key``'s ``op`` selected at its first run (``select_once``), or None.  Reads only."""
-        found = self._read("read the selection", query.SELECTION_OF, (ledger_rows.checked_key(key), Op(op).value))
+        found = self._read("read the selection", query.SELECTION_OF,
+                           (ledger_rows.checked_key(key), ledger_rows.stored_op(Op(op))))
         return (str(found[0][0]), str(found[0][1]).split()) if found else None
 
     def select_once(
@@ -630,10 +631,11 @@ class SqlStore(query.SqlQueries):
         ids = ledger_rows.distinct(checked_list(job_ids))
         now = ledger_rows.finite("now", now)
         with self._atomic("record the selection") as cur:
-            row = self._run(cur, self._locked(query.SELECTION_OF), (checked, op.value)).fetchone()
+            row = self._run(cur, self._locked(query.SELECTION_OF), (checked, ledger_rows.stored_op(op))).fetchone()
             if row is not None:
                 return str(row[0]), str(row[1]).split()
-            self._run(cur, query.ADD_SELECTION, (checked, op.value, str(selector), " ".join(ids), now, actor))
+            self._run(cur, query.ADD_SELECTION,
+                      (checked, ledger_rows.stored_op(op), str(selector), " ".join(ids), now, actor))
         return str(selector), list(ids)
 
     def operations_by(
@@ -647,7 +649,7 @@ class SqlStore(query.SqlQueries):
         found: Dict[str, List[HistoryEntry]] = {}
         for piece in ledger_rows.pieces(ids):
             sql = ledger_rows.in_list(query.OPERATIONS_BY, len(piece), "?", query.OLDEST_FIRST)
-            for r in self._read("read own operations", sql, [op.value, str(actor), since, *piece]):
+            for r in self._read("read own operations", sql, [ledger_rows.stored_op(op), str(actor), since, *piece]):
                 e = ledger_rows.entry(r, self.path)
                 found.setdefault(e.job_id, []).append(e)
         return found

@@ -103,7 +103,7 @@ Progress = Callable[[int, int], None]  # (ids done, ids in all)
 def chunk_limit(op: Op, left: float) -> int:
     """How many ids one chunk may hold so that all of its calls fit the ``left`` seconds to the
     deadline (at least one: a chunk past the deadline starts nothing anyway)."""
-    calls = 3 if Op(op) is Op.REQUEUE else 1
+    calls = 3 if Op(op).requeues else 1
     return max(1, min(MAX_CHUNK, int(left / (PER_ID_SECONDS * calls))))
 
 
@@ -336,7 +336,7 @@ def _calls(run: _Run, ids: JobIds, nonce: str, shared: Dict[str, bytes]) -> Dict
         first = run_list_call(op, 1, ids, deadline, scontrol, nonce=nonce, clock=tracker.clock)
     later: Dict[int, Dict[str, Call]] = {}
     early: Optional[Background[Found]] = None
-    if op is Op.REQUEUE:
+    if op.requeues:
         second, third = requeue_next_calls(ids, first)
         second_ids, third_ids = ids.among(set(second)), ids.among(set(third))
         if second_ids:
@@ -484,7 +484,7 @@ def corroborate(
         j: replace(
             outcomes[j],
             result=Result.NOT_FOUND,
-            requeue_bit=RequeueBit.CLEAR if outcomes[j].op is Op.REQUEUE else None,
+            requeue_bit=RequeueBit.CLEAR if outcomes[j].op.requeues else None,
             detail="slurmctld does not know the job, although its list call answered SUCCESS",
         )
         for j in ok
@@ -502,6 +502,6 @@ def controller_up(scontrol: str, timeout: float) -> bool:
 
 
 def _not_run(op: Op, job_id: str) -> Outcome:
-    bit = RequeueBit.CLEAR if op is Op.REQUEUE else None
+    bit = RequeueBit.CLEAR if op.requeues else None
     return Outcome(op, job_id, Result.NOT_RUN, bit, Reason.CONTROLLER_DOWN, (), None,
                    "scontrol ping: slurmctld is not UP; the chunk was not started")

@@ -60,7 +60,7 @@ def unstarted(op: Union[Op, str], job_id: str) -> Outcome:
     no process started and nothing was written for it, so nothing was done and nothing needs
     recording (a requeue's bit stays what it was: clear by this command)."""
     op = Op(op)
-    return Outcome(op, job_id, Result.EXPIRED, RequeueBit.CLEAR if op is Op.REQUEUE else None, None, (), None,
+    return Outcome(op, job_id, Result.EXPIRED, RequeueBit.CLEAR if op.requeues else None, None, (), None,
                    "the deadline passed before its call could start: nothing was done")
 
 

@@ -161,7 +161,7 @@ def _flag(op: Op, bit: Optional[RequeueBit], record: Optional[JobInfo]) -> Optio
     """A requeue whose calls cleared the flag, or a restore: its job must show Requeue=0 too."""
     if record is None or not record.requeue:
         return None
-    if op is Op.RESTORE or (op is Op.REQUEUE and bit is RequeueBit.CLEAR):
+    if op is Op.RESTORE or (op.requeues and bit is RequeueBit.CLEAR):
         return "its job shows Requeue=1 again: the clear was lost (a sweep restores it)"
     return None
 

@@ -72,4 +72,4 @@ class Pace:
 
 def calls_of(op: Op) -> int:
     """The calls (RPCs) one job's script of ``op`` makes: a requeue's three, one for the others."""
-    return 3 if Op(op) is Op.REQUEUE else 1
+    return 3 if Op(op).requeues else 1

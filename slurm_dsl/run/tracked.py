@@ -388,7 +388,7 @@ class Tracker:
         done = self.run_linked(op, job_id, deadline, owner=owner, checked=checked, actor=actor, looked=looked,
                                link=link)
         if isinstance(done, Taken):
-            bit = RequeueBit.CLEAR if Op(op) is Op.REQUEUE else None
+            bit = RequeueBit.CLEAR if Op(op).requeues else None
             return Outcome(Op(op), done.job_id, Result.EXPIRED, bit, None, (), None, f"nothing ran: {done.detail}")
         return done
 
@@ -444,7 +444,7 @@ class Tracker:
                 op_id = started.op_ids[0]
                 break
             if self.clock() >= deadline:
-                bit = RequeueBit.CLEAR if op is Op.REQUEUE else None
+                bit = RequeueBit.CLEAR if op.requeues else None
                 return Outcome(op, job, Result.EXPIRED, bit, None, (), None,
                                "another operation or sweeper held the job until the deadline")
             world.sleep(LEASE_POLL)

@@ -17,8 +17,8 @@ from slurm_dsl.core.jobinfo import JobInfo
 from slurm_dsl.run.sweep import Done, SweepReport, Swept
 
 ADMIN = Path(__file__).resolve().parents[2] / "slurm_dsl" / "admin"
-WITH_JSON = {"hold", "release", "requeue", "restore", "open", "sweep", "settle", "doctor", "read", "history",
-             "ledger status", "ledger prune", "ledger migrate", "config"}
+WITH_JSON = {"hold", "release", "requeue", "restore", "open", "requeuehold", "sweep", "settle", "doctor", "read",
+             "history", "ledger status", "ledger prune", "ledger migrate", "config"}
 
 
 def subcommands(parser: argparse.ArgumentParser, prefix: str = "") -> Iterator[Tuple[str, argparse.ArgumentParser]]:

@@ -26,7 +26,7 @@ def unknown(ledger: LedgerStore, job: str, op: Op, *, ago: float = 60.0, baselin
     start = ledger.now() - ago
     op_id = ledger.begin_operation(job, op, "0" * 32, start, baseline=baseline,
                                    baseline_at=None if baseline is None else start - 0.2, ends_by=start + 1.0)
-    bit = (RequeueBit.MAY_BE_SET if result is Result.UNKNOWN else RequeueBit.CLEAR) if op is Op.REQUEUE else None
+    bit = (RequeueBit.MAY_BE_SET if result is Result.UNKNOWN else RequeueBit.CLEAR) if op.requeues else None
     ledger.finish_operation(op_id, Outcome(op, job, result, bit), b"", start + 1.0, ended=ended_ago(ago - 1.0))
     return op_id
 

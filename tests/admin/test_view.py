@@ -40,9 +40,9 @@ OLD = NOW - 200 * DAY
 
 
 def ok_outcome(op: Op, job: str) -> Outcome:
-    numbers = (1, 2, 3) if op is Op.REQUEUE else (1,)
+    numbers = (1, 2, 3) if op in (Op.REQUEUE, Op.REQUEUE_HOLD) else (1,)
     calls = tuple(Call(n, 0, "0", b"", CallOutcome.SUCCESS, None, None) for n in numbers)
-    return Outcome(op, job, Result.OK, CLEAR if op is Op.REQUEUE else None, None, calls, 0)
+    return Outcome(op, job, Result.OK, CLEAR if op in (Op.REQUEUE, Op.REQUEUE_HOLD) else None, None, calls, 0)
 
 
 UNKNOWN_REQUEUE = Outcome(
@@ -600,7 +600,7 @@ def _worker(path: str, count: int) -> None:
             print(f"begun {op_id} {job}", flush=True)
             time.sleep(0.002)  # its script runs: the write lock is free meanwhile, as it is for real
             ledger.finish_operation(op_id, ok_outcome(op, job), b"", time.time())
-            if op is Op.REQUEUE:  # its clear is watched until saved: a sweep clears it, as after a save
+            if op.requeues:  # its clear is watched until saved: a sweep clears it, as after a save
                 assert ledger.acquire_lease(job, "sweep", time.time(), 10.0)
                 assert ledger.set_bit(job, RequeueBit.CLEAR, "sweep: saved", time.time(), owner="sweep")
                 ledger.release_lease(job, "sweep")

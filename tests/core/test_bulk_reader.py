@@ -897,10 +897,10 @@ ONE_ID_CASES = [
 
 @pytest.mark.parametrize(("op", "own", "status"), ONE_ID_CASES)
 def test_a_call_on_one_id_reads_as_that_ids_single_op(op: str, own: bytes, status: int) -> None:
-    number = 2 if op == "requeue" else 1
+    number = 2 if op in ("requeue", "requeuehold") else 1
     got = read_list_output(op, number, ["5"], own + line(number, status), status, NONCE)
     assert got["5"].outcome is U
-    if op != "requeue":
+    if op not in ("requeue", "requeuehold"):
         single = read_outcome(op, "5", own + line(1, status), status, NONCE)
         assert combine_bulk(op, "5", [got["5"]]) == single
 

@@ -21,6 +21,7 @@ from slurm_dsl.core.model import CallOutcome, InvalidInput, Op, Result, Verdict
 from tests.examples import examples
 
 CERTAIN_NO = (Result.REJECTED, Result.NOT_FOUND, Result.EXPIRED, Result.NOT_RUN)
+REQUEUES = (Op.REQUEUE, Op.REQUEUE_HOLD)  # "never requeued twice": into hold or not
 
 # One earlier operation, raw: (result or None, its calls' outcomes, verdict, running)
 Raw = Tuple[Optional[Result], Tuple[CallOutcome, ...], Optional[Verdict], bool]
@@ -45,7 +46,7 @@ def naive(op: Op, raws: List[Raw]) -> Tuple[Step, List[int]]:
     waiting = [i for i, (r, c, v, run) in enumerate(raws) if run or (happened[i] is None and v is None)]
     if waiting:
         return Step.WAIT, waiting
-    if op == Op.REQUEUE:
+    if op in REQUEUES:
         maybe = (Verdict.UNDECIDABLE, Verdict.GONE)
         stop = [i for i, (_, _, v, _) in enumerate(raws) if happened[i] is None and v in maybe]
         if stop:
@@ -61,7 +62,7 @@ def raw_ops(draw: st.DrawFn, op: Op) -> Raw:
     if running:
         result = None
     else:
-        choices = [r for r in Result if op == Op.REQUEUE or r != Result.BIT_SET]
+        choices = [r for r in Result if op in REQUEUES or r != Result.BIT_SET]
         result = draw(st.sampled_from([None, Result.UNKNOWN, Result.UNKNOWN, *choices]))
     calls = tuple(draw(st.lists(st.sampled_from(list(CallOutcome)), max_size=3)))
     unknown = result is None or result == Result.UNKNOWN
@@ -97,7 +98,7 @@ def test_never_run_again_unless_every_earlier_one_certainly_did_nothing(case: Tu
     if decide(op, earlier).step is Step.ACT:
         for r, c, v, run in raws:
             assert not run
-            assert naive_happened(op, r, c) is False or v == Verdict.ABSENT or (op != Op.REQUEUE and v is not None)
+            assert naive_happened(op, r, c) is False or v == Verdict.ABSENT or (op not in REQUEUES and v is not None)
 
 
 @pytest.mark.parametrize(

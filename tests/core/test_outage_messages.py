@@ -52,7 +52,7 @@ def test_every_message_of_a_controller_not_in_charge_is_unknown_never_a_refusal(
     assert outcome.result is Result.UNKNOWN, outcome
     # A requeue's call 3 (the clear) is the bit's reason; its call 2 took effect (present, read from
     # RestartCnt), and the flag is the sweep's (may_be_set).
-    clear = op == "requeue" and failed[0].number == 3
+    clear = op in ("requeue", "requeuehold") and failed[0].number == 3
     assert outcome.reason is (Reason.CLEAR_FAILED if clear else Reason.UNRECOGNISED_STDERR), outcome
 
 

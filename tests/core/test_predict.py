@@ -23,15 +23,16 @@ RECORDS: Dict[str, Optional[JobInfo]] = {
 }
 # (op, record) -> result; every pair not listed is ok.
 NOT_OK: Dict[Tuple[Op, str], Result] = {
-    **{(op, "gone"): Result.NOT_FOUND for op in (Op.HOLD, Op.RELEASE, Op.OPEN, Op.REQUEUE)},
+    **{(op, "gone"): Result.NOT_FOUND for op in (Op.HOLD, Op.RELEASE, Op.OPEN, Op.REQUEUE, Op.REQUEUE_HOLD)},
     **{(op, k): Result.REJECTED for op in Op for k in ("completed", "cancelled")},
-    (Op.REQUEUE, "pending"): Result.REJECTED,
-    (Op.REQUEUE, "held"): Result.REJECTED,
+    # requeuehold's refusals are requeue's (docs/slurm-behaviour.md §1)
+    **{(op, k): Result.REJECTED for op in (Op.REQUEUE, Op.REQUEUE_HOLD) for k in ("pending", "held")},
 }
 CALLS = {
     Op.HOLD: [("hold", "7")], Op.RELEASE: [("release", "7")], Op.OPEN: [("release", "7")],
     Op.RESTORE: [("update", "JobId=7", "Requeue=0")],
     Op.REQUEUE: [("update", "JobId=7", "Requeue=1"), ("requeue", "7"), ("update", "JobId=7", "Requeue=0")],
+    Op.REQUEUE_HOLD: [("update", "JobId=7", "Requeue=1"), ("requeuehold", "7"), ("update", "JobId=7", "Requeue=0")],
 }
 
 

@@ -62,7 +62,7 @@ def _exact(op: str, data: bytes, exit_status: object) -> bool:
         pos = m.end()
     if pos != len(data) or not calls or exit_status not in (calls[-1][1], str(calls[-1][1])):
         return False
-    if op == "requeue":
+    if op in ("requeue", "requeuehold"):
         return [n for n, _ in calls] == [1, 2, 3] and calls[0][1] == 0 and calls[1][1] == 0
     # A restore is also ok when slurmctld says the job is gone (a refusal, status 1-123).
     return [n for n, _ in calls] == [1] and (calls[0][1] == 0 or (op == "restore" and calls[0][1] < 124))
@@ -75,7 +75,7 @@ def _exact(op: str, data: bytes, exit_status: object) -> bool:
 def test_read_outcome_never_raises(op: str, stderr: bytes, exit_status: object, nonce: object) -> None:
     out = read_outcome(op, "7", stderr, exit_status, nonce)
     assert out.result in set(Result)
-    if op == "requeue":
+    if op in ("requeue", "requeuehold"):
         assert out.requeue_bit is not None
     else:
         assert out.requeue_bit is None
@@ -95,7 +95,7 @@ def test_never_ok_unless_framing_is_exact(op: str, stderr: bytes, exit_status: o
     where=st.integers(min_value=0, max_value=500),
 )
 def test_any_insertion_into_a_good_output_is_never_ok(op: str, junk: bytes, where: int) -> None:
-    good = frame(NONCE, [(b"", i + 1, 0) for i in range(3 if op == "requeue" else 1)])
+    good = frame(NONCE, [(b"", i + 1, 0) for i in range(3 if op in ("requeue", "requeuehold") else 1)])
     assert read_outcome(op, "7", good, 0, NONCE).result is Result.OK
     at = where % (len(good) + 1)
     out = read_outcome(op, "7", good[:at] + junk + good[at:], 0, NONCE)

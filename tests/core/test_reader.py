@@ -343,8 +343,8 @@ def test_framing_faults_are_unknown(
 ) -> None:
     out = read_outcome(op, J, stderr, exit_status, nonce)
     assert out.result is Result.UNKNOWN
-    assert out.requeue_bit is (RequeueBit.MAY_BE_SET if op == "requeue" else None)
-    if op != "requeue" or reason is not Reason.WRONG_CALLS:
+    assert out.requeue_bit is (RequeueBit.MAY_BE_SET if op in ("requeue", "requeuehold") else None)
+    if op not in ("requeue", "requeuehold") or reason is not Reason.WRONG_CALLS:
         assert out.reason is reason
 
 
@@ -388,7 +388,7 @@ def test_int_job_id_is_read_as_its_string() -> None:
     assert out.job_id == "77" and out.result is Result.REJECTED
 
 
-@pytest.mark.parametrize("op", ["HOLD", "uhold", "requeuehold", "", None, 1, Op])
+@pytest.mark.parametrize("op", ["HOLD", "uhold", "requeue_hold", "", None, 1, Op])
 def test_bad_op_raises(op: object) -> None:
     with pytest.raises(ValueError):
         read_outcome(op, J, GOOD, 0, NONCE)  # type: ignore[arg-type]

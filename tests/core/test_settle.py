@@ -82,6 +82,13 @@ CASES: List[Tuple[Op, Looked, Optional[JobInfo], Optional[float], Optional[Verdi
     (Op.REQUEUE, RUNNING, None, SOON, U),
     (Op.REQUEUE, RUNNING, PENDING_REQUEUED, LATE, U),  # fewer restarts than before: not that record
     (Op.REQUEUE, PENDING_REQUEUED, PENDING_REQUEUED, LATE, A),  # requeued before, not since
+    # requeue into hold: RestartCnt above the baseline's, and held (docs/contract.md §1)
+    (Op.REQUEUE_HOLD, REQUEUED_HELD, RUNNING_RQ1, SOON, P),
+    (Op.REQUEUE_HOLD, PENDING_REQUEUED, RUNNING_RQ1, LATE, U),  # requeued, not held: another's, or released
+    (Op.REQUEUE_HOLD, RUNNING_RQ1, RUNNING, LATE, A),
+    (Op.REQUEUE_HOLD, RUNNING_HELD, RUNNING, LATE, A),  # held, but never requeued: absent
+    (Op.REQUEUE_HOLD, RUNNING_RQ1, RUNNING, SOON, None),
+    (Op.REQUEUE_HOLD, REQUEUED_HELD, None, LATE, U),  # no baseline, no verdict for ever
     # restore: the Requeue flag 0
     (Op.RESTORE, RUNNING, None, SOON, P),
     (Op.RESTORE, PENDING_REQUEUED_CLEARED, None, None, P),
@@ -120,6 +127,8 @@ EFFECT_SHOWN: Dict[str, Callable[[JobInfo, Optional[JobInfo]], bool]] = {
     "release": lambda record, _: record.priority > 0,
     "open": lambda record, _: record.priority > 0,
     "requeue": lambda record, before: before is not None and record.restarts > before.restarts,
+    "requeuehold": lambda record, before: (before is not None and record.restarts > before.restarts
+                                           and record.priority == 0),
     "restore": lambda record, _: record.requeue is False,
 }
 
@@ -133,13 +142,15 @@ def expected(
     if looked == "gone":
         return "gone"  # "slurmctld no longer knows the job"
     assert isinstance(looked, JobInfo)
-    if op == "requeue":
+    if op in ("requeue", "requeuehold"):
         if baseline is None:
             return "undecidable"  # "No baseline, no verdict for a requeue"
         if looked.restarts < baseline.restarts:
             return "undecidable"  # "the record cannot say": a count never goes down for one job
         if looked.restarts > baseline.restarts + 1:
             return "undecidable"  # "RestartCnt above baseline + 1 is undecidable, never present"
+        if op == "requeuehold" and looked.restarts == baseline.restarts + 1 and looked.priority != 0:
+            return "undecidable"  # "one up but not held is undecidable, never absent"
     if EFFECT_SHOWN[op](looked, baseline):
         return "present"  # "present may be read from any lookup"
     looked_late_enough = since_end is not None and since_end - delay >= 0
@@ -308,7 +319,7 @@ def test_a_requeue_present_with_its_bit_not_clear_exits_bit_set(
     # §12 "The effect and the bit are two answers": "A requeue settled present whose requeue bit is
     # not clear (call 3 did not run or did not succeed) exits as bit_set (14) at best, never 0".
     want = EXIT_BY_EFFECT[None if effect is None else effect.value]
-    if op is Op.REQUEUE and effect is Verdict.PRESENT and bit is not RequeueBit.CLEAR:
+    if op in (Op.REQUEUE, Op.REQUEUE_HOLD) and effect is Verdict.PRESENT and bit is not RequeueBit.CLEAR:
         want = "bit_set"
     assert exits_as(Result.UNKNOWN, effect, op=op, requeue_bit=bit).value == want
     outcome = Outcome(op, JOB, Result.UNKNOWN, bit, effect=effect, settled=True)

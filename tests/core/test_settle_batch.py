@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from slurm_dsl.core.jobinfo import JobInfo
 from slurm_dsl.core.model import InvalidInput, Op, Result, Verdict
 from slurm_dsl.core.settle import (
-    EFFECT_FIELD,
+    EFFECT_FIELDS,
     FIELDS,
     Looked,
     NoJob,
@@ -62,7 +62,7 @@ def test_one_lookup_gives_the_plain_rule_s_answer_for_every_operation(
         want, from_op, read_at = expected(operation, later, looked, looked_at, delay)
         assert (None if got is None else (got.verdict.value, got.from_operation, got.looked_at)) == (
             None if want is None else (want, from_op, read_at))
-        on_field = [o for o in later if EFFECT_FIELD[operation.op] in FIELDS[o.op]]
+        on_field = [o for o in later if EFFECT_FIELDS[operation.op] & FIELDS[o.op]]
         if not on_field:
             plain = verdict(operation.op, looked, baseline=operation.baseline,
                             since_end=looked_at - operation_end(operation, BOUND), settle_delay=delay)
@@ -95,7 +95,7 @@ def test_the_seconds_on_one_clock_replace_the_ledger_times(case: Case, elapsed: 
     operation, later, looked, looked_at, delay = case
     got = OneLookup(looked_at, no_ends_by_bound=BOUND, settle_delay=delay).settle(operation, later, looked,
                                                                                elapsed=elapsed)
-    if any(EFFECT_FIELD[operation.op] in FIELDS[o.op] for o in later):
+    if any(EFFECT_FIELDS[operation.op] & FIELDS[o.op] for o in later):
         return  # read from a later operation's record: elapsed is not this lookup's
     if looked is NoJob.COULD_NOT_ASK:
         assert got is None
@@ -112,7 +112,7 @@ def test_seconds_no_more_than_the_time_since_the_end_never_make_it_longer(case: 
     the operation over), the delay is read from the fewer of those and the ledger times' difference."""
     operation, later, looked, looked_at, delay = case
     got = OneLookup(looked_at, no_ends_by_bound=BOUND, settle_delay=delay).settle(operation, later, looked, seen=seen)
-    if any(EFFECT_FIELD[operation.op] in FIELDS[o.op] for o in later):
+    if any(EFFECT_FIELDS[operation.op] & FIELDS[o.op] for o in later):
         return  # read from a later operation's record: seen is not this lookup's
     if looked is NoJob.COULD_NOT_ASK:
         assert got is None

@@ -134,10 +134,14 @@ def test_bad_input_is_invalid_input() -> None:
 # -- the naive second implementation: the contract's words, apart from the module --------------
 
 # "hold/release/open: the priority; requeue: RestartCnt; restore and requeue: the Requeue flag"
+# A requeue into hold acts as a requeue does and holds the job too.
 ACTS_ON = {"hold": {"priority"}, "release": {"priority"}, "open": {"priority"},
-           "requeue": {"restarts", "requeue"}, "restore": {"requeue"}}
-# The table of §12: the field each op's effect is read from, and when it shows.
-READS = {"hold": "priority", "release": "priority", "open": "priority", "requeue": "restarts", "restore": "requeue"}
+           "requeue": {"restarts", "requeue"}, "restore": {"requeue"},
+           "requeuehold": {"restarts", "requeue", "priority"}}
+# The table of §12: the fields each op's effect is read from, and when it shows; a requeue into
+# hold's: "RestartCnt above the baseline and held".
+READS = {"hold": {"priority"}, "release": {"priority"}, "open": {"priority"}, "requeue": {"restarts"},
+         "restore": {"requeue"}, "requeuehold": {"restarts", "priority"}}
 
 
 def shows_effect(kind: str, record: JobInfo, before: Optional[JobInfo]) -> Optional[bool]:
@@ -151,6 +155,8 @@ def shows_effect(kind: str, record: JobInfo, before: Optional[JobInfo]) -> Optio
         return not record.requeue
     if before is None or record.restarts < before.restarts or record.restarts - before.restarts > 1:
         return None
+    if kind == "requeuehold" and record.restarts > before.restarts and record.priority != 0:
+        return None  # requeued, but not held: another's requeue, or released since
     return record.restarts > before.restarts
 
 
@@ -178,7 +184,7 @@ def expected(operation: Recorded, later: Sequence[Recorded], looked: Looked, loo
     else:
         end = operation.started_at + BOUND
     kind = operation.op.value
-    same_field = sorted((o for o in later if READS[kind] in ACTS_ON[o.op.value]), key=lambda o: o.id)
+    same_field = sorted((o for o in later if READS[kind] & ACTS_ON[o.op.value]), key=lambda o: o.id)
     if not same_field:
         record = looked if isinstance(looked, JobInfo) else None
         return naive_verdict(kind, record, operation.baseline, looked_at - end, delay), None, looked_at

@@ -321,7 +321,7 @@ def test_begin_and_finish(
         op_id = ledger.begin_operation(JOB, outcome.op, NONCE, 10.0)
         during = ledger.get(JOB)
         assert during is not None
-        assert during.bit is (MAY if outcome.op is Op.REQUEUE else prior)
+        assert during.bit is (MAY if outcome.op in (Op.REQUEUE, Op.REQUEUE_HOLD) else prior)
         assert ledger.finish_operation(op_id, outcome, b"err", 11.0) is after
         watched = next_bit(prior, outcome) is CLEAR and after is MAY
         assert after is (MAY if watched else next_bit(prior, outcome))
@@ -577,7 +577,7 @@ def naive_cleared_by_a_call(outcome: Outcome) -> bool:
     restore that is ok"."""
     if outcome.op is Op.RESTORE:
         return outcome.result is Result.OK
-    return outcome.op is Op.REQUEUE and any(
+    return outcome.op in (Op.REQUEUE, Op.REQUEUE_HOLD) and any(
         c.number == 3 and (c.outcome is CallOutcome.SUCCESS or c.message == INVALID_JOB_ID) for c in outcome.calls
     )
 
@@ -599,7 +599,7 @@ def test_the_object_follows_next_bit_over_any_sequence(ledger_location: str) -> 
         for i, outcome in enumerate(dataclasses.replace(o, job_id=job) for o in outcomes):
             op_id = ledger.begin_operation(job, outcome.op, f"{i:032x}", float(i))
             if crash_last and i == len(outcomes) - 1:
-                if outcome.op is Op.REQUEUE:
+                if outcome.op in (Op.REQUEUE, Op.REQUEUE_HOLD):
                     expected = MAY  # unfinished requeue: intent stays
                 break
             after = naive_after(expected, outcome)
@@ -761,7 +761,7 @@ def check_crash_invariants(path: Path, begun: Dict[int, str], finished: Dict[int
             assert obj is not None
             if entry.finished:
                 assert obj.bit is entry.bit_after
-            elif entry.op is Op.REQUEUE:
+            elif entry.op in (Op.REQUEUE, Op.REQUEUE_HOLD):
                 assert obj.bit is MAY, entry  # intent first: a crash mid-requeue leaves may_be_set
             else:
                 assert obj.bit is CLEAR

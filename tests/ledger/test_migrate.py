@@ -87,7 +87,7 @@ def requeue_outcome(job: str, result: Result, bit: RequeueBit, reason: Optional[
 
 
 def ok(op: Op, job: str) -> Outcome:
-    return Outcome(op, job, Result.OK, CLEAR if op is Op.REQUEUE else None, None,
+    return Outcome(op, job, Result.OK, CLEAR if op in (Op.REQUEUE, Op.REQUEUE_HOLD) else None, None,
                    (Call(1, 0, "0", b"", CallOutcome.SUCCESS, None, None),), 0)
 
 
@@ -317,7 +317,7 @@ def test_a_migration_stopped_part_way_leaves_no_row_without_its_object_and_merge
         for e in rows:  # no row without its object; no requeue started without a not-clear object
             obj = ledger.get(e.job_id)
             assert obj is not None
-            if e.op is Op.REQUEUE and not e.finished:
+            if e.op in (Op.REQUEUE, Op.REQUEUE_HOLD) and not e.finished:
                 assert obj.bit is not CLEAR
         not_clear = {o.job_id for o in ledger.objects_not_clear()}
     assert not_clear == ({"2", "3", "4", "6"} if stop_at > 2 else {"2", "3"}), "the not-clear ones first"

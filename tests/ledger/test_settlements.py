@@ -51,13 +51,13 @@ RUNNING = JobInfo("7", "RUNNING", True, 1, 4294900, "None", array_job_id="6", ar
 
 def unknown(op: Op, job: str) -> Outcome:
     calls = (Call(1, 124, "124", b"", CallOutcome.UNKNOWN, None, Reason.TIMED_OUT),)
-    bit = RequeueBit.MAY_BE_SET if op is Op.REQUEUE else None
+    bit = RequeueBit.MAY_BE_SET if op in (Op.REQUEUE, Op.REQUEUE_HOLD) else None
     return Outcome(op, job, Result.UNKNOWN, bit, Reason.TIMED_OUT, calls, 124)
 
 
 def ok(op: Op, job: str) -> Outcome:
     calls = (Call(1, 0, "0", b"", CallOutcome.SUCCESS, None, None),)
-    return Outcome(op, job, Result.OK, RequeueBit.CLEAR if op is Op.REQUEUE else None, None, calls, 0)
+    return Outcome(op, job, Result.OK, RequeueBit.CLEAR if op.requeues else None, None, calls, 0)
 
 
 def nonce(n: int) -> str:

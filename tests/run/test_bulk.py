@@ -60,7 +60,7 @@ def test_each_id_gets_what_a_single_op_gives_it(tmp_path: Path, fakes: Path, op:
     with Tracker(str(tmp_path / "ledger.sqlite3"), scontrol=str(fakes)) as t:
         bulk = list(run_many(t, op, ids, 10.0))
     list_calls = [c for c in calls_made(fakes) if c != "ping"]
-    assert len(list_calls) == (3 if op is Op.REQUEUE else 1)
+    assert len(list_calls) == (3 if op in (Op.REQUEUE, Op.REQUEUE_HOLD) else 1)
     got = {o.job_id: (o.result, o.requeue_bit, [c.message for c in o.calls]) for o in bulk}
     want = single_results(tmp_path, op, ids)
     if op is not Op.RESTORE:  # corroboration: a list call's SUCCESS for a never-existed id is not trusted

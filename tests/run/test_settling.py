@@ -51,7 +51,7 @@ def unknown(ledger: LedgerStore, job: str, op: Op, *, ago: float = 60.0, baselin
                                    baseline_at=None if baseline is None else start - 0.2, ends_by=start + 1.0)
     over = runs.boot_clock() - ago + 1.0
     if finish:
-        bit = RequeueBit.MAY_BE_SET if op is Op.REQUEUE else None
+        bit = RequeueBit.MAY_BE_SET if op in (Op.REQUEUE, Op.REQUEUE_HOLD) else None
         ledger.finish_operation(op_id, Outcome(op, job, Result.UNKNOWN, bit), b"", start + 1.0,
                                 ended=ended_ago(ago - 1.0) if ended is None else ended)
     else:

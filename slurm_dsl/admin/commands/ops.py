@@ -1,4 +1,4 @@
-"""``slurm-dsl hold|release|requeue|restore|open``: the five operations, one command shape
+"""``slurm-dsl hold|release|requeue|restore|open|requeuehold``: the operations, one command shape
 (docs/contract.md §10, §11, §12): their options, their handler, their rows.
 
 Strategy: one subparser per ``Op``, all with the handler key ``op``; the handler takes the whole
@@ -59,6 +59,8 @@ _OP_HELP = {
     Op.REQUEUE: "requeue jobs: set Requeue=1, scontrol requeue, then clear Requeue=0 again",
     Op.RESTORE: "clear a job's Requeue flag (RestoreRequeueBit: scontrol update Requeue=0)",
     Op.OPEN: "release jobs with a direct, unwrapped scontrol release under the same deadline guard",
+    Op.REQUEUE_HOLD: "requeue jobs into hold (requeue --hold): set Requeue=1, scontrol requeuehold, then clear"
+    " Requeue=0 again; the jobs come back PENDING and held until released",
 }
 
 _LEDGER_FAILED = """\
@@ -116,7 +118,7 @@ def _retries(text: str) -> int:
 def _settling_options(parser: argparse.ArgumentParser, op: Op) -> None:
     """``--settle``, ``--retry N``, ``--key KEY`` and ``--settle-delay`` of an op (docs/contract.md §12)."""
     again = ("only when its effect is absent, never when it may have happened (a job is never requeued twice)"
-             if op is Op.REQUEUE else "when its effect is absent (a repeated one changes nothing)")
+             if op.requeues else "when its effect is absent (a repeated one changes nothing)")
     group = parser.add_argument_group("when the result is unknown (see below)")
     group.add_argument(
         "--settle", action="store_true",
@@ -181,7 +183,7 @@ def add(sub: argparse._SubParsersAction, name: str) -> None:  # type: ignore[typ
         help=_OP_HELP[op],
         description=_OP_HELP[op] + ". Each job gets its own script and result, under the command's one deadline."
         + ("" if op is Op.RESTORE else _ARRAY_NOTE)
-        + (_REQUEUE_NOTE if op is Op.REQUEUE else ""),
+        + (_REQUEUE_NOTE if op.requeues else ""),
         epilog=_op_examples(op) + RESULT_EPILOG + _LEDGER_FAILED,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -209,6 +211,12 @@ def add(sub: argparse._SubParsersAction, name: str) -> None:  # type: ignore[typ
         " order given",
     )
     _settling_options(p, op)
+    p.add_argument(
+        "--hold", action="store_true",
+        help="requeue into hold (scontrol requeuehold): the job comes back PENDING and held (Priority 0,"
+        " reason job_requeued_in_held_state) until released; the same three calls; settled present only when"
+        " RestartCnt rose by one and the job is held" if op is Op.REQUEUE else argparse.SUPPRESS,
+    )
     p.add_argument(
         "--reason", type=refusing(check_reason), metavar="TEXT",
         help="why: kept with each operation in the ledger (slurm-dsl history shows it, with who ran it and"
@@ -259,6 +267,11 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     # The whole command's one deadline (TIMEOUT_HELP), from when it starts: reading the ids and
     # opening the ledger count, and every chunk, job and call below keeps this same instant.
     deadline = resolve_deadline(args.timeout, None)  # the flag's, else the configured one (cli._apply_config)
+    if getattr(args, "hold", False):
+        if not args.op.requeues:
+            raise UsageError(f"{args.op.value}: --hold is requeue's (scontrol requeuehold); to hold jobs:"
+                             " slurm-dsl hold")
+        args.op = Op.REQUEUE_HOLD
     selection = selection_of(args)
     if not args.job_ids and not selection:
         raise UsageError(f"{args.op.value}: give job ids, or select jobs (--node, --partition, --user, ...)")
