@@ -68,14 +68,18 @@ LATE = 1.0  # seconds a request may be applied after its client died (settle-del
 HANDBACK = 35.0  # a call made around a controller restart or takeover may be applied this late (§13)
 KILLED_TAIL = 5.0  # a killed command's calls are gone by its deadline + kill grace + guard margin
 DURABILITY_WINDOW = 5.0  # §13: SAVE_MAX_WAIT
-UNANSWERED_WAIT = 30.0 + 10.0  # SPEC §13: CONTROL_TIMEOUT plus MessageTimeout (its default), before absent
+UNANSWERED_WAIT = 30.0 + 10.0  # §13.6: CONTROL_TIMEOUT plus MessageTimeout (its default), before absent
 CRASHES = frozenset({"slurmctld-kill", "slurmctld-kill-after-ack", "slurmctld-kill-after-purge", "takeover"})
 CONTROLLER_EVENTS = CRASHES | {"slurmctld-restart"}
 LEDGER_OUTAGES = frozenset({"mariadb-kill", "mariadb-skew"})  # mariadb-skew: its two restarts
 EXIT_OF_RESULT = {"ok": 0, "rejected": 10, "not_found": 11, "expired": 12, "not_run": 13, "bit_set": 14, "unknown": 15}
 # The op's first call (acting) and the call whose acknowledgement is its effect (§1).
-FIRST_ACTION = {"hold": "hold", "release": "release", "open": "release", "requeue": "requeue=1", "restore": "requeue=0"}
-EFFECT_ACTION = {"hold": "hold", "release": "release", "open": "release", "requeue": "requeue", "restore": "requeue=0"}
+FIRST_ACTION = {"hold": "hold", "release": "release", "open": "release", "requeue": "requeue=1", "restore": "requeue=0",
+                "requeuehold": "requeue=1"}
+# A requeuehold's call 2 is the requeue action: it writes what a requeue does, and holds (§1).
+EFFECT_ACTION = {"hold": "hold", "release": "release", "open": "release", "requeue": "requeue", "restore": "requeue=0",
+                 "requeuehold": "requeue"}
+REQUEUES = frozenset({"requeue", "requeuehold"})  # the ops of three calls, the Requeue flag set for call 2
 OP_ACTIONS = frozenset({"hold", "release", "requeue", "requeue=1", "requeue=0"})
 _REFUSAL = re.compile(r"(?P<msg>.+) for job (?P<id>[0-9]+)\Z")
 _SUSPEND = re.compile(r"slurm_suspend error(:.*)?\Z")
@@ -169,7 +173,7 @@ def parse_call(argv: Sequence[str]) -> Tuple[str, Tuple[str, ...], frozenset[str
     verb = argv[0]
     if verb in ("hold", "release", "uhold") and len(argv) >= 2:
         return ("hold" if verb == "uhold" else verb), tuple(argv[1].split(",")), frozenset({"prio"})
-    if verb == "requeue" and len(argv) >= 2:
+    if verb in ("requeue", "requeuehold") and len(argv) >= 2:
         return "requeue", tuple(argv[1].split(",")), frozenset({"restarts", "flag", "prio"})
     if verb == "update":
         ids: Tuple[str, ...] = ()
@@ -378,6 +382,7 @@ EFFECTS = {
     "open": ("prio", "gt0", "not_from_0"),
     "restore": ("flag", "eq0", "not_from_1_to_0"),
     "requeue": ("restarts", "increased", "not_increased"),
+    "requeuehold": ("restarts", "increased", "not_increased"),  # and held, when it took effect (below)
 }
 
 
@@ -402,9 +407,11 @@ def claims_of(op: str, row: Mapping[str, Any]) -> List[Claim]:
         out.append(Claim(field, took, why))
     elif nothing:
         out.append(Claim(field, did_not, why))
-    if op == "requeue" and any(c.get("number") == 3 and c.get("status") == 0 for c in calls):
+    if op == "requeuehold" and done:  # §1, §12: back PENDING and held
+        out.append(Claim("prio", "eq0", f"{why}, requeued into hold"))
+    if op in REQUEUES and any(c.get("number") == 3 and c.get("status") == 0 for c in calls):
         out.append(Claim("flag", "eq0", f"{why}, call 3 (Requeue=0) succeeded"))
-    elif op == "requeue" and result == "bit_set":
+    elif op in REQUEUES and result == "bit_set":
         out.append(Claim("flag", "eq1", why))
     return out
 
@@ -530,7 +537,7 @@ def check_final(h: History, out: List[Violation], figures: Counter[str]) -> None
     # told over, its operation's times decide). The final sweeps run on a host of their own, which
     # counts the delay from when it first found each operation over (§13.7): from the first one's
     # end. And an unknown whose calls met a controller that did not answer waits CONTROL_TIMEOUT
-    # plus MessageTimeout more (SPEC: "absent is never read" before then).
+    # plus MessageTimeout more (§13.6: "absent" is never read before then).
     last_end = max((i.end_eff() for i in h.invocations.values() if i.kind != "sweep" or i.phase != "final"),
                    default=h.t_start)
     first_over = max(last_end + h.ledger_ahead, looked[0].end_eff() if looked else h.t_start)
@@ -592,7 +599,7 @@ def check_keys(h: History, out: List[Violation], figures: Counter[str]) -> None:
         for job in jobs:
             figures["key groups checked (op, key, job)"] += 1
             effects = [c for c in h.calls_by_job.get(job, ()) if c.inv in ids and c.action == EFFECT_ACTION[op]]
-            if op == "requeue":  # RestartCnt never goes back: any acknowledged requeue took effect
+            if op in REQUEUES:  # RestartCnt never goes back: any acknowledged requeue took effect
                 acks = [c for c in effects if job in c.acked and c.t1 is not None]
             else:
                 # A hold may be settled absent (another command released the job) and run again
@@ -619,7 +626,7 @@ def check_keys(h: History, out: List[Violation], figures: Counter[str]) -> None:
                     break
                 if found:
                     break
-            if op == "requeue" and not found and (len(members) > 1 or any(m.retry for m in members)):
+            if op in REQUEUES and not found and (len(members) > 1 or any(m.retry for m in members)):
                 check_restarts(h, name, [m for m in members if job in m.jobs], job, out, figures)
 
 
@@ -654,7 +661,7 @@ def row_exit(op: str, row: Mapping[str, Any]) -> Optional[int]:
     if result != "unknown" or effect is None:
         return EXIT_OF_RESULT[str(result)]
     if effect == "present":
-        return 14 if op == "requeue" and row.get("requeue_bit") not in (None, "clear") else 0
+        return 14 if op in REQUEUES and row.get("requeue_bit") not in (None, "clear") else 0
     if effect == "gone":
         return 11
     return 15

@@ -70,7 +70,7 @@ CALLER = (sys.executable, "-m", "tests.chaos.caller")
 # slack (docs/contract.md §9.2); past that every lease of the run has lapsed.
 LEASES_LAPSE = 1.0 + 1.5 + 30.0 + 3.0
 HANDED_BACK = 35.0  # docs/testing.md §6.4: absent only once the controller in charge has been so this long
-UNANSWERED_WAIT = 30.0 + 10.0  # SPEC §13: CONTROL_TIMEOUT plus MessageTimeout, before an unanswered call's absent
+UNANSWERED_WAIT = 30.0 + 10.0  # §13.6: CONTROL_TIMEOUT plus MessageTimeout, before an unanswered call's absent
 SLEEP_JOB = ("--no-requeue", "--time=10", "--wrap", "sleep 600")
 MAX_OFFSET = 300.0  # seconds a stepped clock is kept within, either way
 SKEWED_FOR = 30.0  # seconds the ledger server runs on a clock off by a mariadb-skew fault
@@ -93,7 +93,7 @@ id="$CHAOS_INV.$$"
 real=@REAL@
 verb=
 case $1 in
-  hold|release|requeue) verb=$1 ;;
+  hold|release|requeue|requeuehold) verb=$1 ;;
   update) case " $* " in *" Requeue=1 "*) verb=update-1 ;; *" Requeue=0 "*) verb=update-0 ;; esac ;;
 esac
 action=
@@ -616,6 +616,8 @@ class Runner:
             if one_by_one:
                 extra += ["--one-by-one", "--parallel", str(parallel)]
             if kind == "cli":
+                if (number or 0) % 3 == 1:  # a third of them say why (docs/contract.md §10.4)
+                    extra += ["--reason", f"chaos {inv}: why it ran"]
                 argv = [*CLI, op, *jobs, "--timeout", f"{timeout:g}", "--json", *common, *extra]
             else:
                 argv = [*CALLER, op, *jobs, "--timeout", f"{timeout:g}", *common, *extra]

@@ -31,11 +31,11 @@ SLOTS: Tuple[str, ...] = (
 MASTER = SLOTS.index("array-master")
 # Slots whose jobs run (or ran): keyed episodes pick among these.
 RUNNING = tuple(i for i, kind in enumerate(SLOTS) if kind in ("running", "array-task"))
-OPS = ("hold", "release", "requeue", "restore", "open")
-OP_WEIGHTS = (20, 18, 32, 12, 10)
+OPS = ("hold", "release", "requeue", "restore", "open", "requeuehold")
+OP_WEIGHTS = (20, 18, 26, 12, 10, 6)
 # The scontrol calls of each op, as the run's wrapper names them (its fault's verb).
 VERBS = {"hold": ("hold",), "release": ("release",), "open": ("release",), "restore": ("update-0",),
-         "requeue": ("update-1", "requeue", "update-0")}
+         "requeue": ("update-1", "requeue", "update-0"), "requeuehold": ("update-1", "requeuehold", "update-0")}
 WRAPPER_FAULTS = {  # what the wrapper does to the first call of its verb, by fault kind
     "scontrol-hang": ("hang", "hang-after"),
     "scontrol-slow": ("slow",),
@@ -238,7 +238,7 @@ def make(options: Options) -> Schedule:
         if fault_draw < 0.15 and not (action == "half" and len(slots) < 2):
             seconds = f":{rng.uniform(0.5, 4.0):.2f}" if action == "slow" else ""
             fault, kind = f"{verb}:{action}{seconds}", fault_kind
-        if op == "requeue" and any(lo <= t <= hi and s in slots for lo, hi, s in reserved):
+        if op in ("requeue", "requeuehold") and any(lo <= t <= hi and s in slots for lo, hi, s in reserved):
             slots = tuple(s for s in slots if not any(lo <= t <= hi and s == r for lo, hi, r in reserved))
         if slots:
             events.append(Invoke(

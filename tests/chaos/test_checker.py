@@ -92,6 +92,26 @@ def test_a_hold_ok_is_checked_against_the_record_after_it(after: Sequence[Any], 
         assert found[0].job == "7" and found[0].lines[0] == 3  # the invoke line, first
 
 
+REQUEUED_HELD = ("PENDING", "job_requeued_in_held_state", 0, 1, 0)
+REQUEUED = ("PENDING", "BeginTime", 0, 1, 100)
+
+
+@pytest.mark.parametrize(("after", "expected"), [
+    (REQUEUED_HELD, []), (REQUEUED, ["false-claim"]), (RUNNING, ["false-claim", "false-claim"]),
+])
+def test_a_requeuehold_ok_claims_the_requeue_and_the_hold(after: Sequence[Any], expected: List[str]) -> None:
+    """docs/contract.md §1, §12: a requeue into hold that is ok shows RestartCnt up and the job held."""
+    h = H()
+    h.see(0.0, j7=RUNNING)
+    h.invoke("o1", "requeuehold", ["7"], 1.0, 1.5, rows=[
+        row("requeuehold", "7", "ok", ((1, 0), (2, 0), (3, 0)), requeue_bit="clear")])
+    h.call("o1", "update JobId=7 Requeue=1", 1.1, 1.11)
+    h.call("o1", "requeuehold 7", 1.2, 1.21)
+    h.call("o1", "update JobId=7 Requeue=0", 1.3, 1.31)
+    h.see(2.0, j7=after)
+    assert kinds(h.check()) == expected
+
+
 @pytest.mark.parametrize("other", ["release 7", "requeue 7", "release 7,8"])
 def test_a_claim_with_another_call_on_that_field_in_flight_is_not_checkable(other: str) -> None:
     h = H()
@@ -197,7 +217,7 @@ def test_a_requeue_whose_call_3_succeeded_says_the_flag_is_0() -> None:
 
 
 def final(h: H, flag: int, bit: Optional[str], *, sweeps: int = 2, settled: bool = True, gap: float = 45.0) -> None:
-    """Final sweeps ``gap`` seconds apart (the runner's: the settle delay, 2 s, and SPEC's 40 s more
+    """Final sweeps ``gap`` seconds apart (the runner's: the settle delay, 2 s, and §13.6's 40 s more
     for an unanswered call, counted from the first one's end), then the final record and the ledger."""
     for i in range(sweeps):
         h.invoke(f"f{i}", "sweep", [], 60.0 + gap * i, 61.0 + gap * i, kind="sweep", phase="final",
@@ -266,7 +286,7 @@ def test_an_unknown_operation_without_a_verdict_after_two_sweeps_is_unsettled() 
 
 def test_final_sweeps_closer_than_an_unanswered_calls_wait_check_nothing() -> None:
     """The final sweeps' host counts from its first look (§13.7), and an unknown whose controller did
-    not answer is never absent within CONTROL_TIMEOUT plus MessageTimeout (SPEC §13): two final
+    not answer is never absent within CONTROL_TIMEOUT plus MessageTimeout (§13.6): two final
     sweeps 5 s apart may both rightly say "look again later" (seen: an open whose call met a
     slurmctld SIGKILLed mid-call, `Unexpected message received`)."""
     h = H()
