@@ -50,6 +50,8 @@ for op in (Op.HOLD, Op.RELEASE, Op.OPEN):
     EXPECTED[(op, "missing")] = (Result.NOT_FOUND, None, "Invalid job id specified")
 EXPECTED[(Op.REQUEUE, "missing")] = (Result.NOT_FOUND, "clear", "Invalid job id specified")
 EXPECTED[(Op.RESTORE, "missing")] = (Result.OK, None, "Invalid job id specified")
+# requeuehold: requeue's calls, refusals and bits (docs/contract.md §1), its call 2 scontrol's requeuehold.
+EXPECTED.update({(Op.REQUEUE_HOLD, k): EXPECTED[(Op.REQUEUE, k)] for k in KINDS})
 
 
 def fresh(kind: str) -> Tuple[str, Optional[lab.JobState]]:
@@ -87,11 +89,13 @@ def check_state_after(op: Op, kind: str, before: lab.JobState, after: lab.JobSta
     elif op in (Op.RELEASE, Op.OPEN):
         assert after.priority > 0
         assert after.reason not in ("JobHeldUser", "JobHeldAdmin")
-    elif op is Op.REQUEUE:
+    elif op in (Op.REQUEUE, Op.REQUEUE_HOLD):
         assert after.requeue == 0, "call 3 clears the bit"
         if kind in RUNNING:
             js = lab.wait_for(job_id, lab.Expect("PENDING"))
             assert js.restarts == before.restarts + 1
+            if op is Op.REQUEUE_HOLD:  # back PENDING and held (docs/slurm-behaviour.md §2)
+                assert (js.priority, js.reason) == (0, "job_requeued_in_held_state"), js
         else:
             assert after.restarts == before.restarts and after.state == "PENDING"
     elif op is Op.RESTORE:
@@ -122,7 +126,8 @@ def as_test_user(tmp_path: Path) -> str:
 
 @pytest.mark.parametrize(
     ("op", "bit"),
-    [(Op.HOLD, None), (Op.RELEASE, None), (Op.OPEN, None), (Op.RESTORE, None), (Op.REQUEUE, "may_be_set")],
+    [(Op.HOLD, None), (Op.RELEASE, None), (Op.OPEN, None), (Op.RESTORE, None), (Op.REQUEUE, "may_be_set"),
+     (Op.REQUEUE_HOLD, "may_be_set")],
 )
 def test_a_non_owner_is_rejected(as_test_user: str, op: Op, bit: Optional[str]) -> None:
     job_id = lab.make_job("running_rq0")
@@ -160,7 +165,7 @@ def test_controller_down(controller_down: str) -> None:
         out = execute(op, job_id, time.time() + TIMEOUT)
         assert out.result is Result.UNKNOWN, out
         assert out.calls[0].stderr.startswith(f"Unexpected message received for job {job_id}\n".encode())
-        if op is Op.REQUEUE:
+        if op in (Op.REQUEUE, Op.REQUEUE_HOLD):
             assert out.requeue_bit is RequeueBit.MAY_BE_SET
     # A deadline shorter than MessageTimeout: the call is killed at the deadline.
     out = execute(Op.HOLD, job_id, time.time() + 1.0)
