@@ -158,8 +158,9 @@ class SweepReport:
     lookup_error: Optional[str] = None
     orphans: List[JobInfo] = field(default_factory=list)
     fixed_orphans: List[Outcome] = field(default_factory=list)
-    started: float = 0.0
+    started: float = 0.0  # the ledger's clock: kept with the sweep, shown; never subtracted
     finished: float = 0.0
+    took: float = 0.0  # seconds it ran, on the steady clock (a step of the wall clock moves it not)
     dry_run: bool = False
     # The unknown operations this sweep looked at, and the verdict each got (None: not yet).
     verdicts: List[settling.Decided] = field(default_factory=list)
@@ -284,6 +285,7 @@ def sweep(
     if isinstance(settle_limit, bool) or not isinstance(settle_limit, int) or settle_limit < 1:
         raise InvalidInput(f"settle_limit must be a whole number, at least 1, not {settle_limit!r}")
     ledger = tracker.ledger()
+    began = steady()
     report = SweepReport(started=ledger.now(), dry_run=dry_run)
     owner = lease_owner(SWEEP_TAG)
     # The objects' ids alone: all the sweep needs of them, and 100,000 of them fit in a few MB.
@@ -373,6 +375,7 @@ def sweep(
     if orphans:
         _orphans(tracker, ledger, orphan_lookup or SqueueLookup(), report, fix and not dry_run, restore_timeout)
     report.finished = ledger.now()
+    report.took = steady() - began
     if not dry_run:
         try:
             ledger.record_sweep(report.started, report.finished, report.summary())
@@ -670,7 +673,7 @@ def metrics_text(report: SweepReport, not_clear: int, unknown_unsettled: int, lo
         f"slurm_dsl_sweep_orphans {len(report.orphans)}",
         "# HELP slurm_dsl_sweep_duration_seconds How long the last sweep took.",
         "# TYPE slurm_dsl_sweep_duration_seconds gauge",
-        f"slurm_dsl_sweep_duration_seconds {report.finished - report.started:.6f}",
+        f"slurm_dsl_sweep_duration_seconds {report.took:.6f}",
         "# HELP slurm_dsl_sweep_last_run_timestamp_seconds When the last sweep finished.",
         "# TYPE slurm_dsl_sweep_last_run_timestamp_seconds gauge",
         f"slurm_dsl_sweep_last_run_timestamp_seconds {report.finished:.3f}",

@@ -77,7 +77,8 @@ def report() -> SweepReport:
         lookup_error="unreachable",
         orphans=[JobInfo("77", "PENDING\x1b[2J", True, 0, 1, "None")],
         started=100.0,
-        finished=100.25,
+        finished=160.0,  # the ledger's clock, stepped meanwhile: shown, never subtracted
+        took=0.25,
         dry_run=True,
     )
 
