@@ -94,8 +94,8 @@ def check_state_after(op: Op, kind: str, before: lab.JobState, after: lab.JobSta
         if kind in RUNNING:
             js = lab.wait_for(job_id, lab.Expect("PENDING"))
             assert js.restarts == before.restarts + 1
-            if op is Op.REQUEUE_HOLD:  # back PENDING and held (docs/slurm-behaviour.md §2)
-                assert (js.priority, js.reason) == (0, "job_requeued_in_held_state"), js
+            if op is Op.REQUEUE_HOLD:  # back PENDING and held (docs/slurm-behaviour.md §2; squeue's spelling)
+                assert (js.priority, js.reason.replace("_", " ")) == (0, "job requeued in held state"), js
         else:
             assert after.restarts == before.restarts and after.state == "PENDING"
     elif op is Op.RESTORE:

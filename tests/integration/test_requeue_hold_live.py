@@ -19,7 +19,12 @@ from tests.cli_run import cli
 
 pytestmark = pytest.mark.integration
 
-HELD_AGAIN = "job_requeued_in_held_state"  # docs/slurm-behaviour.md §2
+HELD_AGAIN = "job requeued in held state"  # squeue's words; scontrol show job's has underscores (§2)
+
+
+def held_again(state: lab.JobState) -> bool:
+    """Back PENDING and held by a requeuehold, whichever of the two spellings the reason has."""
+    return state.state == "PENDING" and state.reason.replace("_", " ") == HELD_AGAIN and state.priority == 0
 
 
 def rows(out: str) -> List[Dict[str, Any]]:
@@ -31,7 +36,12 @@ def run(*argv: str, ledger: Path) -> Any:
                 "--squeue", lab.SQUEUE])
 
 
-def test_requeue_hold_brings_the_job_back_held_and_release_lets_it_run(tmp_path: Path) -> None:
+def released(state: lab.JobState) -> bool:
+    """Released: no longer held (a requeued job then waits for its BeginTime, ~2 minutes)."""
+    return state.priority > 0 and state.reason.replace("_", " ") != HELD_AGAIN
+
+
+def test_requeue_hold_brings_the_job_back_held_and_release_lets_it_go(tmp_path: Path) -> None:
     ledger = tmp_path / "ledger.sqlite3"
     job = lab.make_job("running_rq0")
     try:
@@ -40,13 +50,13 @@ def test_requeue_hold_brings_the_job_back_held_and_release_lets_it_run(tmp_path:
         (row,) = rows(done.out)
         assert (row["op"], row["result"], row["requeue_bit"]) == ("requeuehold", "ok", "clear"), row
         assert [c["number"] for c in row["calls"]] == [1, 2, 3]
-        held = lab.wait_for(job, lambda s: s.state == "PENDING" and s.reason == HELD_AGAIN)
+        held = lab.wait_for(job, held_again)
         assert (held.restarts, held.priority, held.requeue) == (1, 0, 0), held
         with open_ledger(str(ledger)) as opened:
             (entry,) = opened.history(job)
         assert entry.op is Op.REQUEUE_HOLD, entry
         assert run("release", job, ledger=ledger).code == 0
-        lab.wait_for(job, lab.Expect("RUNNING"))
+        lab.wait_for(job, released)
     finally:
         lab.cancel(job)
 
@@ -57,8 +67,11 @@ def test_a_keys_requeues_are_one_with_or_without_hold(tmp_path: Path) -> None:
     job = lab.make_job("running_rq0")
     try:
         assert run("requeue", job, "--hold", "--key", "drain-1", ledger=ledger).code == 0
-        lab.wait_for(job, lambda s: s.state == "PENDING" and s.reason == HELD_AGAIN)
+        lab.wait_for(job, held_again)
         assert run("release", job, ledger=ledger).code == 0
+        lab.wait_for(job, released)
+        # Made to run again (a requeued job waits for its BeginTime): a second requeue would be accepted.
+        lab.check([lab.SCONTROL, "update", f"JobId={job}", "StartTime=now"])
         lab.wait_for(job, lab.Expect("RUNNING"))
         for again in (("requeue", job, "--key", "drain-1"), ("requeuehold", job, "--key", "drain-1")):
             done = run(*again, ledger=ledger)
@@ -85,7 +98,7 @@ def test_an_unknown_requeue_hold_is_settled_from_its_own_effect(tmp_path: Path) 
         assert (row["result"], row["effect"]) == ("unknown", "present"), row
         assert row["requeue_bit"] != "clear", row
         assert done.code == 14, done  # present, its flag not cleared: bit_set until the sweep restores it
-        state = lab.wait_for(job, lambda s: s.state == "PENDING" and s.reason == HELD_AGAIN)
+        state = lab.wait_for(job, held_again)
         assert (state.restarts, state.priority, state.requeue) == (1, 0, 1), state
         with lab.saving():  # the flag the sweep clears is seen saved (docs/contract.md §13.3)
             swept = cli(["sweep", "--json", "--ledger", str(ledger), "--scontrol", lab.SCONTROL,
