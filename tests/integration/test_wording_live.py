@@ -151,6 +151,9 @@ OBSERVED: Dict[Tuple[CallKey, str], str] = {
     ((Op.REQUEUE, 2), ONLY_BATCH): "allocation_rq1",
     ((Op.REQUEUE, 2), ACCESS_DENIED): "foreign",  # a foreign job: requeue says this, not Invalid user id
 }
+# requeuehold (docs/contract.md §1): every refusal of requeue's, provoked the same way, its call 2
+# scontrol's requeuehold: so each major's own wording of it is checked here.
+OBSERVED.update({((Op.REQUEUE_HOLD, n), m): s for ((op, n), m), s in list(OBSERVED.items()) if op is Op.REQUEUE})
 
 _WHY_RATE_LIMITED = (
     "slurmctld's RPC rate limiter (24.05+, SlurmctldParameters=rl_enable) is off in the lab, and 22.05 has none: "
