@@ -245,9 +245,11 @@ def test_a_host_killed_mid_requeue_leaves_every_flag_to_the_other_host(url: str,
         jobs = [job, *held_jobs(3 if kind == "single" else 11)]
         rng.shuffle(jobs)
         rounds.append((kind, jobs))
-    everything = [j for _, jobs in rounds for j in jobs]
+    played: List[Tuple[str, List[str]]] = []  # every round played, one the kill missed too
     with Raw(url) as raw:
-        for number, (kind, jobs) in enumerate(rounds):
+
+        def play(number: int, kind: str, jobs: List[str]) -> bool:
+            """One round, ctl-a killed mid-way; whether an operation of it was left unfinished."""
             if kind == "single":  # one tracked requeue after another
                 argv = host("ctl-a", 0.0, "--lease-slack", SLACK, "requeue", url, SCONTROL, "3", *jobs)
                 window = 0.01  # a tracked requeue of a held job takes some 15-25 ms here
@@ -268,6 +270,23 @@ def test_a_host_killed_mid_requeue_leaves_every_flag_to_the_other_host(url: str,
                 time.sleep(0.002)
             time.sleep(rng.uniform(0.0, window))
             crash(child)
+            return bool(raw.execute(f"SELECT 1 FROM history WHERE finished_at IS NULL AND job_id IN ({marks})", jobs))
+
+        hits: List[bool] = []
+        for number, (kind, jobs) in enumerate(rounds):
+            for attempt in range(3):
+                if attempt:
+                    # The kill fell after the round's operations (a loaded machine saw its first
+                    # intent late): nothing of it was mid-way, so it tested nothing. Again, fresh jobs.
+                    jobs = [*jobs_to_run(1), *held_jobs(3 if kind == "single" else 11)]
+                    rng.shuffle(jobs)
+                played.append((kind, jobs))
+                if play(number, kind, jobs):
+                    hits.append(True)
+                    break
+            else:
+                hits.append(False)
+    everything = [j for _, jobs in played for j in jobs]
     killed_at = server_now(url)
     left = leases(url)
     flagged = [j for j in everything if flag(j) == 1]
@@ -279,8 +298,8 @@ def test_a_host_killed_mid_requeue_leaves_every_flag_to_the_other_host(url: str,
           f" {len(flagged)} left at Requeue=1, {len(marked)} tracked, {len(unfinished)} operations"
           f" without a result, {len(left)} leases left")
     assert set(flagged) <= set(marked), "every job left at Requeue=1 is tracked"
-    hit = [kind for kind, jobs in rounds if any(h.job_id in jobs for h in unfinished)]
-    assert hit == list(ROUNDS), "every round was killed between an intent and its result"
+    assert all(hits), "every round was killed between an intent and its result (within three tries)"
+    assert len({h.job_id for h in unfinished}) >= len(ROUNDS)
     assert all(":ctl-a:" in owner for owner, _ in left.values()), left
     assert all(h.actor is not None and " on ctl-a, " in h.actor for j in everything for h in history(url, j))
     assert any(expires > killed_at for _, expires in left.values()), "some lease was live when ctl-b began"
