@@ -36,8 +36,8 @@ DB_INDEX = "Job update not available right now, the DB index is being set, try a
 CallKey = Tuple[Op, int]
 
 _UPDATE_TYPE = frozenset(
-    {(Op.HOLD, 1), (Op.RELEASE, 1), (Op.OPEN, 1), (Op.REQUEUE, 1), (Op.REQUEUE, 3), (Op.RESTORE, 1),
-     (Op.REQUEUE_HOLD, 1), (Op.REQUEUE_HOLD, 3)}
+    {(Op.HOLD, 1), (Op.RELEASE, 1), (Op.OPEN, 1), (Op.RESTORE, 1),
+     *((op, n) for op in (Op.REQUEUE, Op.REQUEUE_HOLD) for n in (1, 3))}
 )
 _SUSPEND_LINE = frozenset({Op.HOLD, Op.RELEASE, Op.OPEN})
 
@@ -50,12 +50,12 @@ _ALLOWED_BASE: Dict[CallKey, FrozenSet[str]] = {
     (Op.REQUEUE, 2): frozenset({INVALID_JOB_ID, DISABLED, PENDING_EXECUTION, ONLY_BATCH, ACCESS_DENIED}),
     (Op.REQUEUE, 3): _SET_OR_CLEAR,
     (Op.RESTORE, 1): _SET_OR_CLEAR,
-    # requeuehold is requeue's RPC with a hold flag: the same refusals, byte for byte, on 22.05,
-    # 24.11 and 26.05 (docs/slurm-behaviour.md §2, docs/slurm-24.11-26.05.md §1).
-    (Op.REQUEUE_HOLD, 1): _SET_OR_CLEAR,
-    (Op.REQUEUE_HOLD, 2): frozenset({INVALID_JOB_ID, DISABLED, PENDING_EXECUTION, ONLY_BATCH, ACCESS_DENIED}),
-    (Op.REQUEUE_HOLD, 3): _SET_OR_CLEAR,
 }
+# requeuehold is requeue's RPC with a hold flag: the same refusals, byte for byte, on 22.05, 24.11
+# and 26.05 (docs/slurm-behaviour.md §2, docs/slurm-24.11-26.05.md §1), call for call.
+_ALLOWED_BASE.update(
+    {(Op.REQUEUE_HOLD, n): texts for (op, n), texts in list(_ALLOWED_BASE.items()) if op is Op.REQUEUE}
+)
 
 ALLOWED: Dict[CallKey, FrozenSet[str]] = {
     key: base | {RATE_LIMITED} | ({DB_INDEX} if key in _UPDATE_TYPE else frozenset())
