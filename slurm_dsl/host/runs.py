@@ -10,7 +10,8 @@ it has left the run's session.
 not: a stopped process may go on); False when it is known gone (this host and boot, none there; or
 this host in another boot: it rebooted, and everything went with it); None when it cannot be told
 here (another host; a mark that is no run; a process whose environment this account may not read,
-which may be one of its own).  No clock is read: whether a run is over is never told by a time.
+which may be one of its own; a look through the process table that outran its deadline).  Whether a
+run is over is never told by a time.
 """
 
 from __future__ import annotations
@@ -25,6 +26,9 @@ from .files import NotRead, read_regular
 
 RUN_ENV = "SLURM_DSL_RUN"
 BOOT_ID = "/proc/sys/kernel/random/boot_id"
+# Seconds a look through the whole process table for a run's mark may take (``_marked``); past
+# them, "cannot be told".  A loaded host with a few hundred processes takes tens of milliseconds.
+SCAN_TIMEOUT = 2.0
 _found: Dict[str, str] = {}
 
 
@@ -61,10 +65,12 @@ def boot_id() -> str:
 def started(pid: int) -> Optional[int]:
     """When process ``pid`` started (clock ticks since boot), or None: no such process."""
     data = read_regular(f"/proc/{pid}/stat", 4096)
-    if isinstance(data, NotRead):
-        return None
+    return None if isinstance(data, NotRead) else _start_of(data)
+
+
+def _start_of(stat: bytes) -> Optional[int]:
     # The command name, field 2, is in parentheses and may hold anything: fields count after its ")".
-    fields = data.rpartition(b")")[2].split()
+    fields = stat.rpartition(b")")[2].split()
     return int(fields[19]) if len(fields) > 19 and fields[19].isdigit() else None
 
 
@@ -145,25 +151,39 @@ def alive(text: Optional[str]) -> Optional[bool]:
 def _marked(mark: str, since: int) -> Optional[bool]:
     """Whether a process of this host started at ``since`` or later (what a run started cannot be
     older than the run) carries ``mark`` in its environment: True, False, or None when such a
-    process's environment could not be read."""
+    process's environment could not be read, or the whole look at the process table took more than
+    ``SCAN_TIMEOUT`` (each file read has ``read_regular``'s deadline, the scan one of its own)."""
     wanted = f"{RUN_ENV}={mark}".encode()
     unreadable = False
+    until = time.monotonic() + SCAN_TIMEOUT
     try:
         pids = [int(name) for name in os.listdir("/proc") if name.isdigit()]
     except OSError:
         return None
     for pid in pids:
-        start = started(pid)
+        left = until - time.monotonic()
+        if left <= 0:
+            return None
+        status = read_regular(f"/proc/{pid}/stat", 4096, left)
+        if isinstance(status, NotRead):
+            unreadable = unreadable or _unanswered(status)
+            continue
+        start = _start_of(status)
         if start is None or start < since:
-            continue  # gone meanwhile, or older than the run
-        data = read_regular(f"/proc/{pid}/environ", 1 << 20, head=True)
+            continue  # older than the run
+        data = read_regular(f"/proc/{pid}/environ", 1 << 20, max(until - time.monotonic(), 0.0), head=True)
         if isinstance(data, NotRead):
-            # A kernel thread has no environment to read (ESRCH); one gone meanwhile is not there.
-            unreadable = unreadable or not (data.missing or data.why == os.strerror(errno.ESRCH))
+            unreadable = unreadable or _unanswered(data)
             continue
         if wanted in data.split(b"\0"):
             return True
     return None if unreadable else False
+
+
+def _unanswered(found: NotRead) -> bool:
+    """A process file not read for another reason than its process being gone (meanwhile) or a
+    kernel thread's (no environment to read: ESRCH)."""
+    return not (found.missing or found.why == os.strerror(errno.ESRCH))
 
 
 def owner_run(owner: str) -> Optional[str]:

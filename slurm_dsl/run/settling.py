@@ -133,6 +133,18 @@ def known_alive(ledger: LedgerStore) -> Alive:
     return alive
 
 
+def alive_before(ledger: LedgerStore, job_ids: Sequence[str]) -> Alive:
+    """``known_alive`` with its answers for the holders of ``job_ids``' leases asked now, before the
+    write transaction that takes the leases: a look through this host's processes (or a MariaDB
+    ledger's marks) never holds the ledger's write lock, which every other writer waits for.  An
+    answer kept stays right meanwhile, or errs towards waiting: a run known gone stays gone, one
+    known alive may only end (its lease is then taken at the next try).  A holder that came since is
+    asked inside, as before."""
+    told = known_alive(ledger)
+    asked = {holder: told(holder) for holder in set(ledger.lease_holders(job_ids).values())}
+    return lambda holder: asked[holder] if holder in asked else told(holder)
+
+
 def still_running(ledger: LedgerStore, entries: Sequence[Operation]) -> Set[int]:
     """The unfinished operations of ``entries`` that may still run: their job's lease, however its
     expiry stands on the ledger's clock, is held by a run known alive (``known_alive``).

@@ -313,7 +313,7 @@ def sweep(
         ttl = getattr(lookup, "timeout", 60.0) + restore_timeout * 2 + 60.0
         ledger.mark_run(str(this_run()))
         leased = ledger.acquire_leases(ids, owner, ledger.now(), ttl, take_over_sweeps=take_over,
-                                       alive=settling.known_alive(ledger))
+                                       alive=settling.alive_before(ledger, ids))
         report.swept += [Swept(j, Done.BUSY, "an operation holds the job") for j in _not_held(ids, leased)]
     unsettled: List[Pending] = []
     answers: Optional[Dict[str, Optional[JobInfo]]] = None

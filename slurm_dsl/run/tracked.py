@@ -69,7 +69,7 @@ from .calls import GUARD_MARGIN, execute, new_nonce
 from .config import Configuration, configure
 from .deadlines import Clock, check_deadline, steady
 from .pace import Pace, calls_of
-from .settling import known_alive
+from .settling import alive_before
 
 if TYPE_CHECKING:
     from ..ledger.records import HistoryEntry  # loaded by a keyed run only: one job's hold never needs it
@@ -202,8 +202,9 @@ def start(
     its own).  ``begun`` gets each job's history id.  Shared by one job (``Tracker.run_linked``)
     and a bulk chunk (``run.bulk``)."""
     ledger.mark_run(str(this_run()))  # other hosts can tell this run alive while it is (§13.7)
+    alive = alive_before(ledger, ids)  # outside the write lock: it may look through every process
     with ledger.batch():
-        held = set(ledger.acquire_leases(ids, owner, ledger.now(), ttl, alive=known_alive(ledger)))
+        held = set(ledger.acquire_leases(ids, owner, ledger.now(), ttl, alive=alive))
         listed = ids.among(held)
         taken = not_to_act(ledger, op, listed, link.key)
         if taken:

@@ -106,6 +106,7 @@ def test_no_flag_is_lost_when_slurmctld_dies_after_the_clear(tmp_path: Path, d: 
         deadline = time.monotonic() + SETTLED_WITHIN
         sweeps: Dict[str, int] = {}
         stamp = 0
+        purged = False
         while object_bit(ledger, job) is not RequeueBit.CLEAR:
             assert time.monotonic() < deadline, f"not settled within {SETTLED_WITHIN:g} s: {sweeps}"
             swept = cli_process(["sweep", "--ledger", ledger, "--json"])
@@ -115,16 +116,20 @@ def test_no_flag_is_lost_when_slurmctld_dies_after_the_clear(tmp_path: Path, d: 
                 if found.get("kind") == "job":
                     sweeps[found["done"]] = sweeps.get(found["done"], 0) + 1
             state = lab.job_state(job)
-            assert state is not None
-            if object_bit(ledger, job) is RequeueBit.CLEAR:
+            if state is None:
+                # Purged: a job that came back finishing (COMPLETING until slurmd registers again)
+                # ends with its end time more than MinJobAge ago and goes at once.  Nothing is left
+                # to restore; the next sweep finds it gone and clears the object.
+                purged = True
+            elif object_bit(ledger, job) is RequeueBit.CLEAR:
                 assert state.requeue == 0, "cleared while the job shows Requeue=1"
                 break
             stamp += 1
             lab.check(["scontrol", "update", f"JobId={other}", f"Comment=save-{stamp}"])  # something to save
             time.sleep(1.0)
         final = lab.job_state(job)
-        assert final is not None and final.requeue == 0
-        if came_back.requeue:
+        assert final is None or final.requeue == 0, final  # None: purged since, nothing left to set
+        if came_back.requeue and not purged:
             assert sweeps.get("restored", 0) >= 1, sweeps  # the lost clear was put back by a restore
     finally:
         lab.cancel(job, other)

@@ -12,11 +12,13 @@ import signal
 import subprocess
 import time
 from pathlib import Path
-from typing import Sequence, Tuple
+from typing import Optional, Sequence, Tuple
 
 import pytest
 
 from slurm_dsl.core.model import Op, Result
+from slurm_dsl.host import runs, world
+from slurm_dsl.host.files import NotRead
 from slurm_dsl.host.runs import Run, this_run
 from slurm_dsl.ledger.choose import open_ledger
 from slurm_dsl.ledger.mariadb import MariaDbLedger
@@ -44,6 +46,54 @@ def test_a_lease_past_its_expiry_holds_while_its_run_is_alive(tmp_path: Path) ->
     assert held.result is Result.EXPIRED and "held the job until the deadline" in held.detail
     assert done.result is Result.OK
     assert calls_made(fake) == ["hold 2"]
+
+
+def test_no_liveness_question_is_asked_under_the_ledgers_write_lock(tmp_path: Path) -> None:
+    """Asking whether a lease's holder is alive may look through every process of the host; asked
+    inside the transaction that takes the leases, it held the write lock every other writer waits
+    for (a chaos run: writers starved for 30 s, a 4.6 s command took 34 s).  So an operation and a
+    sweep ask before the transaction, and still honour the answers."""
+    ledger_path = str(tmp_path / "ledger.sqlite3")
+    fake = write_fake(tmp_path / "bin", {})
+    gone = Run(this_run().host, this_run().boot, 999_999_999, this_run().start)
+    alive_one = f"op:other:1:2:abcd@{this_run()}"
+    asked_inside = []
+    with open_ledger(ledger_path) as ledger:
+        long_ago = ledger.now() - HOUR
+        assert ledger.acquire_lease("1", alive_one, long_ago, 60.0)
+        assert ledger.acquire_lease("2", f"op:other:1:2:abcd@{gone}", long_ago, 60.0)
+    with Tracker(ledger_path, scontrol=str(fake)) as t:
+        opened = t.ledger()
+        assert isinstance(opened, SqliteLedger)
+
+        def alive(text: Optional[str]) -> Optional[bool]:
+            asked_inside.append(opened._conn.in_transaction)
+            return None if text is None else text == str(this_run())  # the first holder's run is this one
+
+        with world.bound(world.World(alive=alive)):
+            held = t.run(Op.HOLD, "1", time.time() + 1)
+            done = t.run(Op.HOLD, "2", time.time() + 5)
+    assert held.result is Result.EXPIRED and "held the job until the deadline" in held.detail
+    assert done.result is Result.OK
+    assert asked_inside and not any(asked_inside), asked_inside
+
+
+def test_a_look_through_the_process_table_has_one_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each /proc file is read within its own deadline, and the whole look within ``SCAN_TIMEOUT``:
+    a host whose process files answer slowly makes the answer "cannot tell", not a wait of a
+    deadline per process."""
+    reads = []
+
+    def slow(path: str, limit: int, timeout: float = 2.0, *, head: bool = False) -> NotRead:
+        reads.append(path)
+        time.sleep(0.01)
+        return NotRead(path, "no answer", False)
+
+    monkeypatch.setattr(runs, "SCAN_TIMEOUT", 0.1)
+    processes = [name for name in os.listdir("/proc") if name.isdigit()]
+    with world.bound(world.World(read_regular=slow)):
+        assert runs._marked("no-such-run", 0) is None
+    assert 0 < len(reads) < len(processes), (len(reads), len(processes))
 
 
 @pytest.fixture
