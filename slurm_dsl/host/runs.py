@@ -155,13 +155,13 @@ def _marked(mark: str, since: int) -> Optional[bool]:
     ``SCAN_TIMEOUT`` (each file read has ``read_regular``'s deadline, the scan one of its own)."""
     wanted = f"{RUN_ENV}={mark}".encode()
     unreadable = False
-    until = time.monotonic() + SCAN_TIMEOUT
+    until = world.monotonic() + SCAN_TIMEOUT
     try:
         pids = [int(name) for name in os.listdir("/proc") if name.isdigit()]
     except OSError:
         return None
     for pid in pids:
-        left = until - time.monotonic()
+        left = until - world.monotonic()
         if left <= 0:
             return None
         status = read_regular(f"/proc/{pid}/stat", 4096, left)
@@ -171,7 +171,7 @@ def _marked(mark: str, since: int) -> Optional[bool]:
         start = _start_of(status)
         if start is None or start < since:
             continue  # older than the run
-        data = read_regular(f"/proc/{pid}/environ", 1 << 20, max(until - time.monotonic(), 0.0), head=True)
+        data = read_regular(f"/proc/{pid}/environ", 1 << 20, max(until - world.monotonic(), 0.0), head=True)
         if isinstance(data, NotRead):
             unreadable = unreadable or _unanswered(data)
             continue

@@ -26,7 +26,7 @@ import threading
 from typing import Dict, Mapping, NamedTuple, Optional, Tuple
 
 from ..core.jobinfo import JobInfo
-from ..host import process
+from ..host import process, world
 
 ASK_TIMEOUT = 10.0  # seconds for `scontrol show config` and for sacctmgr
 OPERATOR_LEVELS = ("operator", "administrator")  # sacctmgr's AdminLevel words at or above Operator
@@ -40,11 +40,21 @@ class Sight(NamedTuple):
     who: str
     why: str
     run_as: str = ""
+    # Whether slurm.conf's PrivateData hides other users' jobs from such an account (None: not read).
+    hides_jobs: Optional[bool] = None
+    kept: bool = True  # an answer asked to the end (kept for the process), not cut short by a timeout
 
     def gone_note(self, count: int) -> str:
         """What to say of ``count`` "gone" answers this account may not trust."""
         return (f"{count} job(s) read as gone by {self.who}, which may not see every job ({self.why}): not trusted,"
                 f" nothing cleared or settled as gone; run it as {self.run_as}")
+
+    def selection_note(self) -> str:
+        """What to say of a selection listed by this account, which may not see every job."""
+        private = ("slurm.conf's PrivateData hides other users' jobs" if self.hides_jobs
+                   else "slurm.conf's PrivateData could not be read")
+        return (f"{self.who} may not see every job ({self.why}; {private}): the selection holds only the jobs"
+                f" it can see; run it as {self.run_as} to select them all")
 
 
 def parse_config(text: str) -> Dict[str, str]:
@@ -85,40 +95,55 @@ def _name(uid: int) -> str:
         return "?"
 
 
-def _ask(scontrol: str, euid: int) -> Sight:
+def hides_jobs(config: Mapping[str, str]) -> bool:
+    """Whether ``show config``'s PrivateData hides other users' jobs (``jobs``, or ``all`` on the
+    majors that print it so); ``none`` and other words do not."""
+    words = {w.strip().lower() for w in config.get("PrivateData", "").split(",")}
+    return bool(words & {"jobs", "all"})
+
+
+def _ask(scontrol: str, euid: int, timeout: float) -> Sight:
     who = f"uid {euid} ({_name(euid)})"
     if euid == 0:
         return Sight(True, who, "root")
-    done = process.run_argv((scontrol, "show", "config"), timeout=ASK_TIMEOUT)
+    until = world.monotonic() + timeout
+    done = process.run_argv((scontrol, "show", "config"), timeout=max(min(timeout, ASK_TIMEOUT), 0.0))
     if done.returncode != 0 or done.pipes_held:
-        return Sight(False, who, "scontrol show config could not be read", "root or slurm.conf's SlurmUser")
+        return Sight(False, who, "scontrol show config could not be read", "root or slurm.conf's SlurmUser",
+                     kept=not done.timed_out)
     config = parse_config(done.stdout.decode("utf-8", "replace"))
     user = slurm_user(config)
     run_as = "root" if user is None or user[1] == 0 else f"root or {user[0]}"
+    hidden = hides_jobs(config)
     if user is not None and user[1] == euid:
-        return Sight(True, who, f"slurm.conf's SlurmUser, {user[0]}")
+        return Sight(True, who, f"slurm.conf's SlurmUser, {user[0]}", hides_jobs=hidden)
     if not accounting_on(config):
-        return Sight(False, who, "neither root nor the SlurmUser, and no accounting for an AdminLevel", run_as)
+        return Sight(False, who, "neither root nor the SlurmUser, and no accounting for an AdminLevel", run_as,
+                     hidden)
     sacctmgr = os.path.join(os.path.dirname(scontrol), "sacctmgr")
     asked = process.run_argv((sacctmgr, "-n", "-P", "show", "user", _name(euid), "format=adminlevel"),
-                            timeout=ASK_TIMEOUT)
+                            timeout=max(min(until - world.monotonic(), ASK_TIMEOUT), 0.0))
     if asked.returncode == 0 and not asked.pipes_held and operator_level(asked.stdout.decode("utf-8", "replace")):
-        return Sight(True, who, "an operator by its AdminLevel")
-    return Sight(False, who, "neither root, the SlurmUser nor an operator by AdminLevel", run_as)
+        return Sight(True, who, "an operator by its AdminLevel", hides_jobs=hidden)
+    return Sight(False, who, "neither root, the SlurmUser nor an operator by AdminLevel", run_as, hidden,
+                 kept=not asked.timed_out)
 
 
 _known: Dict[Tuple[str, int], Sight] = {}
 _lock = threading.Lock()
 
 
-def sight(scontrol: str, euid: Optional[int] = None) -> Sight:
+def sight(scontrol: str, euid: Optional[int] = None, timeout: float = ASK_TIMEOUT) -> Sight:
     """Whether the account ``euid`` (default: this process's) sees every job, asked of the
-    slurmctld ``scontrol`` reaches; once per process for each (scontrol, account)."""
+    slurmctld ``scontrol`` reaches within ``timeout`` seconds; once per process for each
+    (scontrol, account), unless the asking was cut short (then "may not", kept for nobody)."""
     uid = os.geteuid() if euid is None else euid
     with _lock:
         known = _known.get((scontrol, uid))
         if known is None:
-            known = _known[(scontrol, uid)] = _ask(scontrol, uid)
+            known = _ask(scontrol, uid, timeout)
+            if known.kept:
+                _known[(scontrol, uid)] = known
     return known
 
 

@@ -3,7 +3,8 @@
 ``resolve`` checks that each partition and reservation named exists (slurmctld answers a listing of
 one that does not with no job), lists the jobs once with squeue, keeps what ``core.select.chosen``
 keeps, and looks the array's own JobIds among them up again whole (``squeue -j A`` lists every
-record of the array: a filtered listing may show one task of many).  With a key and its ledger,
+record of the array: a filtered listing may show one task of many); an account that may not see
+every job (``lookups.sight``) is named with the result.  With a key and its ledger,
 a rerun acts on the set the key's first run recorded and lists nothing.  Every call is bounded by
 the command's deadline; nothing here acts on a job.
 """
@@ -20,6 +21,7 @@ from ..core.select import Selection, chosen, missing
 from ..host import process
 from ..host.binaries import find_squeue
 from ..ledger.base import LedgerStore
+from ..lookups.sight import Sight, sight
 from ..lookups.squeue import MAX_LISTED, SQUEUE_TIMEOUT, SqueueLookup, _describe_failure
 from .deadlines import Clock, wall
 
@@ -35,6 +37,7 @@ class Resolved:
     job_ids: JobIds
     arrays_left: Dict[str, int]
     recorded: bool = False
+    unseen: Optional[Sight] = None  # the listing's account, which may not see every job (else None)
 
 
 def resolve(
@@ -57,6 +60,9 @@ def resolve(
     program = find_squeue(squeue, scontrol)
     lookup = SqueueLookup(program, timeout=min(SQUEUE_TIMEOUT, _left(deadline, clock)), many=MAX_LISTED)
     listed = lookup.select(selection.filters(), given or ())
+    # An account that may not see every job lists only those it can (PrivateData=jobs): said, not refused.
+    seen = sight(scontrol, timeout=max(deadline - clock(), 0.0))
+    unseen = None if seen.every_job or seen.hides_jobs is False else seen
     picked = chosen(selection, listed)
     arrays_left = dict(picked.arrays_left)
     own = [j for j in picked.job_ids if listed[j].array_job_id == j]
@@ -68,7 +74,7 @@ def resolve(
     if key is not None and ledger is not None:
         recorded_text, ids = ledger.select_once(key, op, text, ids, wall(), actor)
         _same((recorded_text, ids), text, key)  # a run of the same key that got there first
-    return Resolved(checked_already(ids), arrays_left)
+    return Resolved(checked_already(ids), arrays_left, unseen=unseen)
 
 
 def _same(kept: Tuple[str, List[str]], text: str, key: str) -> List[str]:

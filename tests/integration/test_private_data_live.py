@@ -12,7 +12,8 @@ be set (an unknown requeue ended a minute ago).  Then:
   at 1 untracked), no verdict ``gone`` is written, and the sweep exits non-zero saying whom to run
   as;
 - ``settle``: no verdict, the same words;
-- a keyed hold whose earlier unknown hold of the key is settled in its look-back: no ``gone``.
+- a keyed hold whose earlier unknown hold of the key is settled in its look-back: no ``gone``;
+- a selection (``--name``) lists only the account's own job, and says the account may not see every job.
 
 The account runs Debian's python3 on a copy of the package in a directory it can read, so the
 test passes from a checkout it cannot read (a clone under /root).
@@ -172,3 +173,21 @@ def test_a_keyed_look_back_never_trusts_a_gone_it_cannot_see(plain: Plain) -> No
         assert history(plain, job) == ("clear", [None])
     finally:
         lab.cancel(job)
+
+
+def test_a_selection_by_an_account_that_may_not_see_every_job_says_so(plain: Plain) -> None:
+    """docs/contract.md §10.3: squeue lists only the jobs the account may see, so a selection by it
+    holds only those, and the command says so (on stderr: it still acts on what it found)."""
+    name = f"sight-{os.getpid()}"
+    roots = lab.make_job("held_user", f"--job-name={name}")
+    own = lab.make_job("held_user", f"--job-name={name}", user=plain.name)
+    try:
+        done = as_plain(plain, "release", "--name", name, "--dry-run", "--json", "--ledger", plain.ledger)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert [json.loads(line)["job_id"] for line in done.stdout.splitlines()] == [own]  # not root's
+        assert "may not see every job" in done.stderr, done.stderr
+        assert "PrivateData hides other users' jobs" in done.stderr and "run it as root" in done.stderr
+        seen = lab.job_state(roots)
+        assert seen is not None and seen.reason == "JobHeldUser"  # looked at only, as a dry run does
+    finally:
+        lab.cancel(roots, own)

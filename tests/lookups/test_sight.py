@@ -20,17 +20,20 @@ from slurm_dsl.lookups.sight import Sight, accounting_on, operator_level, parse_
 SHOW_CONFIG = (
     "Configuration data as of 2026-12-04T10:50:01\n"
     "AccountingStorageType   = {accounting}\n"
-    "PrivateData             = jobs\n"
+    "PrivateData             = {private}\n"
     "SlurmUser               = {user}\n"
     "SlurmdUser              = root(0)\n"
 )
 
 
 def fake(directory: Path, user: str = "slurm(64030)", accounting: str = "accounting_storage/none",
-         level: str = "None", show_fails: bool = False) -> str:
+         level: str = "None", show_fails: bool = False, private: str = "jobs", show_hangs: bool = False) -> str:
     directory.mkdir(parents=True, exist_ok=True)
     scontrol = directory / "scontrol"
-    show = "exit 1" if show_fails else f"printf '%s' '{SHOW_CONFIG.format(user=user, accounting=accounting)}'"
+    shown = SHOW_CONFIG.format(user=user, accounting=accounting, private=private)
+    show = "exit 1" if show_fails else f"printf '%s' '{shown}'"
+    if show_hangs:
+        show = "exec sleep 30"
     scontrol.write_text(f"#!/bin/sh\nprintf '%s\\n' \"$*\" >> '{directory}/calls.log'\n{show}\n")
     sacctmgr = directory / "sacctmgr"
     # sacctmgr -n -P show user NAME format=adminlevel: one line, the level's word.
@@ -46,7 +49,7 @@ def forget() -> None:
 
 
 def test_the_config_is_read_as_scontrol_prints_it() -> None:
-    config = parse_config(SHOW_CONFIG.format(user="slurm(64030)", accounting="(null)"))
+    config = parse_config(SHOW_CONFIG.format(user="slurm(64030)", accounting="(null)", private="jobs"))
     assert slurm_user(config) == ("slurm", 64030)
     assert not accounting_on(config)
     assert slurm_user({}) is None and slurm_user({"SlurmUser": "slurm"}) is None
@@ -91,6 +94,24 @@ def test_an_operator_by_admin_level_does(tmp_path: Path) -> None:
 def test_a_config_that_cannot_be_read_counts_as_blind(tmp_path: Path) -> None:
     seen = sight(fake(tmp_path, show_fails=True), 1001)
     assert not seen.every_job and "could not be read" in seen.why
+
+
+@pytest.mark.parametrize(("private", "hides"), [
+    ("jobs", True), ("accounts,jobs,usage", True), ("all", True), ("none", False), ("usage,users", False),
+])
+def test_private_data_says_whether_other_users_jobs_are_hidden(tmp_path: Path, private: str, hides: bool) -> None:
+    """What a selection listed by such an account may miss (docs/contract.md §10.3)."""
+    seen = sight(fake(tmp_path, private=private), 1001)
+    assert not seen.every_job and seen.hides_jobs is hides
+    assert "may not see every job" in seen.selection_note() and "run it as root or slurm" in seen.selection_note()
+
+
+def test_an_ask_cut_short_by_its_deadline_is_blind_and_not_kept(tmp_path: Path) -> None:
+    scontrol = fake(tmp_path, show_hangs=True)
+    seen = sight(scontrol, 1001, timeout=0.3)
+    assert not seen.every_job and not seen.kept and seen.hides_jobs is None
+    assert "could not be read" in seen.selection_note()
+    assert (scontrol, 1001) not in sight_module._known
 
 
 def test_the_answer_is_asked_once_per_process(tmp_path: Path) -> None:

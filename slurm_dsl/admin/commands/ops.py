@@ -397,6 +397,8 @@ def _selected(args: argparse.Namespace, selection: Selection, given: Optional[Jo
     for array, tasks in resolved.arrays_left.items():
         err.write(f"{PROG}: array {array}: not selected: a call on its JobId reaches its {tasks} tasks, not one"
                   " (address a task by its own JobId)\n")
+    if resolved.unseen is not None:
+        err.write(f"{PROG}: {resolved.unseen.selection_note()}\n")
     if resolved.recorded:
         log.info("key %s: acting on the %d jobs its first run selected", args.key, len(resolved.job_ids))
     if not resolved.job_ids:
