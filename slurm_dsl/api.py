@@ -34,15 +34,19 @@ real signatures: a misspelt keyword is a type error, not a runtime surprise.
 from __future__ import annotations
 
 import contextlib
-from typing import ContextManager, Dict, List, Optional, Sequence, Union
+import logging
+from typing import ContextManager, Dict, List, Mapping, Optional, Sequence, Union
 
-from .core.jobid import distinct_ids, validate_job_id
+from .core.jobid import JobIds, distinct_ids, validate_job_id
+from .core.keys import check_reason
 from .core.model import Op, Outcome
+from .core.select import Selection
 from .run.config import Configuration, configure
 from .run.deadlines import resolve_deadline
 from .run.tracked import Tracker
 
 JobId = Union[str, int]
+log = logging.getLogger("slurm_dsl")
 
 
 def run_op(
@@ -58,13 +62,16 @@ def run_op(
     retry: int = 0,
     settle_delay: Optional[float] = None,
     durable: bool = False,
+    reason: Optional[str] = None,
 ) -> Outcome:
     """Run ``op`` through the ledger and return its Outcome, whatever it is (never raises for it).
 
     ``key``, ``settle``, ``retry``, ``settle_delay``: as ``--key``, ``--settle``, ``--retry`` and
     ``--settle-delay`` (docs/contract.md §12); with any of them the operation runs through
-    ``run.keyed`` and the Outcome is ``settled`` (its ``effect``; ``exits_as``)."""
+    ``run.keyed`` and the Outcome is ``settled`` (its ``effect``; ``exits_as``).  ``reason``: as
+    ``--reason`` (docs/contract.md §10.4)."""
     job = validate_job_id(job_id)
+    why = None if reason is None else check_reason(reason)
     configured = _configuration(ledger, scontrol)
     when = _deadline(timeout, deadline, configured)
     opened: ContextManager[object]
@@ -74,17 +81,18 @@ def run_op(
         tracker = Tracker(ledger, scontrol=scontrol, configuration=configured)
         opened = contextlib.closing(tracker)
     with opened:
-        if key is None and not settle and not retry and not durable:
+        if key is None and not settle and not retry and not durable and why is None:
             return tracker.run(op, job, when)
         (outcome,) = _run_ops(op, [job], when, configured, ledger=tracker, scontrol=scontrol, key=key, settle=settle,
-                              retry=retry, settle_delay=settle_delay, durable=durable)
+                              retry=retry, settle_delay=settle_delay, durable=durable, reason=why)
         return outcome
 
 
 def run_ops(
     op: Union[Op, str],
-    job_ids: Sequence[JobId],
+    job_ids: Sequence[JobId] = (),
     *,
+    select: Optional[Mapping[str, str]] = None,
     timeout: Optional[float] = None,
     deadline: Optional[float] = None,
     scontrol: Optional[str] = None,
@@ -96,6 +104,7 @@ def run_ops(
     retry: int = 0,
     settle_delay: Optional[float] = None,
     durable: bool = False,
+    reason: Optional[str] = None,
 ) -> List[Outcome]:
     """Run ``op`` on many jobs (docs/contract.md §11) through the ledger, with the CLI's driver:
     the bulk path, or one script per job (``one_by_one``, up to ``parallel`` at once).
@@ -113,11 +122,20 @@ def run_ops(
     ``settled`` (``effect``, ``exits_as``), still in the order given.  ``durable``: as
     ``--durable`` (docs/contract.md §13.5), return once slurmctld has saved the changes, each
     Outcome's ``saved`` saying whether it was by the deadline (one not saved exits as unknown).
+
+    ``select``: the command line's selectors (docs/contract.md §10.3) by their names (``node``,
+    ``partition``, ``user``, ``account``, ``state``, ``name``, ``reservation``, ``pending_reason``),
+    AND-ed with ``job_ids`` if any are given: the jobs one squeue listing shows.  An array left out
+    and an account that may not see every job are logged as warnings; a selection that matches
+    nothing returns ``[]``.  ``reason``: as ``--reason`` (docs/contract.md §10.4).  A bad selector
+    or reason is ``InvalidInput`` before anything runs.
     """
+    chosen = None if select is None else Selection.of(select)
+    why = None if reason is None else check_reason(reason)
     configured = _configuration(ledger, scontrol)
     return _run_ops(op, job_ids, _deadline(timeout, deadline, configured), configured, ledger=ledger,
                     scontrol=scontrol, one_by_one=one_by_one, parallel=parallel, key=key, settle=settle, retry=retry,
-                    settle_delay=settle_delay, durable=durable)
+                    settle_delay=settle_delay, durable=durable, reason=why, select=chosen)
 
 
 def _run_ops(
@@ -135,14 +153,31 @@ def _run_ops(
     retry: int = 0,
     settle_delay: Optional[float] = None,
     durable: bool = False,
+    reason: Optional[str] = None,
+    select: Optional[Selection] = None,
 ) -> List[Outcome]:
-    """``run_ops`` until ``when``, a deadline resolved once (``_deadline``), on the steady clock."""
+    """``run_ops`` until ``when``, a deadline resolved once (``_deadline``), on the steady clock;
+    ``reason`` and ``select`` checked already."""
     from .run.driver import Stopped, drive
 
-    ids = distinct_ids(job_ids)
+    op = Op(op)
+    given = distinct_ids(job_ids) if job_ids or select is None else None
     delay = configured.settle_delay if settle_delay is None else settle_delay
 
     def run(tracker: Tracker) -> List[Outcome]:
+        ids = given if select is None else _selected(tracker, op, select, given, when, key)
+        if not ids:
+            return []
+        if reason is None:
+            return acted(tracker, ids)
+        kept, tracker.admin_reason = tracker.admin_reason, reason  # a caller's Tracker gets its own back
+        try:
+            tracker.audit(op, ids, key)
+            return acted(tracker, ids)
+        finally:
+            tracker.admin_reason = kept
+
+    def acted(tracker: Tracker, ids: JobIds) -> List[Outcome]:
         if key is None and not settle and not retry:
             events = drive(tracker, op, ids, when, one_by_one=one_by_one, parallel=parallel)
         else:
@@ -166,6 +201,22 @@ def _run_ops(
         return run(ledger)
     with Tracker(ledger, scontrol=scontrol, configuration=configured) as tracker:
         return run(tracker)
+
+
+def _selected(tracker: Tracker, op: Op, select: Selection, given: Optional[JobIds], when: float,
+              key: Optional[str]) -> JobIds:
+    """The jobs ``select`` chooses (``run.select.resolve``), what it left out logged."""
+    from .run.deadlines import steady
+    from .run.select import resolve
+
+    resolved = resolve(select, given, op, when, squeue=tracker.squeue, scontrol=tracker.scontrol,
+                       clock=steady, ledger=tracker.ledger() if key is not None else None, key=key,
+                       actor=tracker.actor)
+    for array, tasks in resolved.arrays_left.items():
+        log.warning("array %s: not selected: a call on its JobId reaches its %d tasks, not one", array, tasks)
+    if resolved.unseen is not None:
+        log.warning("%s", resolved.unseen.selection_note())
+    return resolved.job_ids
 
 
 def configuration(*, config: Optional[str] = None) -> Configuration:
@@ -208,6 +259,7 @@ def hold(
     retry: int = 0,
     settle_delay: Optional[float] = None,
     durable: bool = False,
+    reason: Optional[str] = None,
 ) -> Outcome:
     """Hold one job (``scontrol hold``) before ``deadline`` (or within ``timeout``), recorded in the ledger.
 
@@ -215,7 +267,7 @@ def hold(
     Return the ok Outcome; else raise Rejected, NotFound, Expired, OutcomeUnknown or NotRun (docs/contract.md §8).
     """
     outcome = run_op(Op.HOLD, job_id, timeout=timeout, deadline=deadline, scontrol=scontrol, ledger=ledger,
-                     key=key, settle=settle, retry=retry, settle_delay=settle_delay, durable=durable)
+                     key=key, settle=settle, retry=retry, settle_delay=settle_delay, durable=durable, reason=reason)
     outcome.raise_for_result()
     return outcome
 
@@ -232,13 +284,14 @@ def release(
     retry: int = 0,
     settle_delay: Optional[float] = None,
     durable: bool = False,
+    reason: Optional[str] = None,
 ) -> Outcome:
     """Release one held job (``scontrol release``) before ``deadline`` (or within ``timeout``), recorded.
 
     Return the ok Outcome; else raise Rejected, NotFound, Expired, OutcomeUnknown or NotRun (docs/contract.md §8).
     """
     outcome = run_op(Op.RELEASE, job_id, timeout=timeout, deadline=deadline, scontrol=scontrol, ledger=ledger,
-                     key=key, settle=settle, retry=retry, settle_delay=settle_delay, durable=durable)
+                     key=key, settle=settle, retry=retry, settle_delay=settle_delay, durable=durable, reason=reason)
     outcome.raise_for_result()
     return outcome
 
@@ -256,6 +309,7 @@ def requeue(
     settle_delay: Optional[float] = None,
     durable: bool = False,
     hold: bool = False,
+    reason: Optional[str] = None,
 ) -> Outcome:
     """Requeue one job before ``deadline`` (or within ``timeout``): set Requeue=1, ``scontrol requeue``
     (``scontrol requeuehold`` with ``hold``: the job comes back held, docs/contract.md §1), then clear
@@ -266,7 +320,7 @@ def requeue(
     """
     outcome = run_op(Op.REQUEUE_HOLD if hold else Op.REQUEUE, job_id, timeout=timeout, deadline=deadline,
                      scontrol=scontrol, ledger=ledger, key=key, settle=settle, retry=retry,
-                     settle_delay=settle_delay, durable=durable)
+                     settle_delay=settle_delay, durable=durable, reason=reason)
     outcome.raise_for_result()
     return outcome
 
@@ -283,6 +337,7 @@ def restore(
     retry: int = 0,
     settle_delay: Optional[float] = None,
     durable: bool = False,
+    reason: Optional[str] = None,
 ) -> Outcome:
     """RestoreRequeueBit: clear one job's Requeue flag (``scontrol update Requeue=0``) before
     ``deadline`` (or within ``timeout``).  On ok the job's ledger object is cleared; otherwise it
@@ -291,7 +346,7 @@ def restore(
     Return the ok Outcome; else raise Rejected, NotFound, Expired, OutcomeUnknown or NotRun (docs/contract.md §8).
     """
     outcome = run_op(Op.RESTORE, job_id, timeout=timeout, deadline=deadline, scontrol=scontrol, ledger=ledger,
-                     key=key, settle=settle, retry=retry, settle_delay=settle_delay, durable=durable)
+                     key=key, settle=settle, retry=retry, settle_delay=settle_delay, durable=durable, reason=reason)
     outcome.raise_for_result()
     return outcome
 
@@ -308,6 +363,7 @@ def open_job(
     retry: int = 0,
     settle_delay: Optional[float] = None,
     durable: bool = False,
+    reason: Optional[str] = None,
 ) -> Outcome:
     """Release one job with a direct, unwrapped ``scontrol release`` under the same deadline guard
     (op ``open``), recorded in the ledger.
@@ -315,6 +371,6 @@ def open_job(
     Return the ok Outcome; else raise Rejected, NotFound, Expired, OutcomeUnknown or NotRun (docs/contract.md §8).
     """
     outcome = run_op(Op.OPEN, job_id, timeout=timeout, deadline=deadline, scontrol=scontrol, ledger=ledger,
-                     key=key, settle=settle, retry=retry, settle_delay=settle_delay, durable=durable)
+                     key=key, settle=settle, retry=retry, settle_delay=settle_delay, durable=durable, reason=reason)
     outcome.raise_for_result()
     return outcome

@@ -77,6 +77,20 @@ class Selection:
     reservation: str = ""
     pending_reason: str = ""
 
+    @classmethod
+    def of(cls, given: Mapping[str, str]) -> Selection:
+        """The selectors a library caller names (``{"node": "n[1-4]", "state": "R"}``), each checked as
+        its option's (Rule 1); ``InvalidInput`` for an unknown name, a bad value or none at all."""
+        names = [f.name for f in fields(cls)]
+        unknown = sorted(set(given) - set(names))
+        if unknown:
+            raise InvalidInput(f"unknown selector {unknown[0][:40]!r} (one of {', '.join(names)})")
+        if not given:
+            raise InvalidInput("select= names no selector: give at least one, or job ids alone")
+        checked = {name: check_states(text) if name == "state" else check_value(text, "--" + name.replace("_", "-"))
+                   for name, text in given.items()}
+        return cls(**checked)
+
     def __bool__(self) -> bool:
         return any(getattr(self, f.name) for f in fields(self))
 

@@ -19,7 +19,7 @@ from ..core.jobid import JobIds, checked_already
 from ..core.model import InvalidInput, LookupFailed, Op, UsageError
 from ..core.select import Selection, chosen, missing
 from ..host import process
-from ..host.binaries import find_squeue
+from ..host.binaries import find_scontrol, find_squeue
 from ..ledger.base import LedgerStore
 from ..lookups.sight import Sight, sight
 from ..lookups.squeue import MAX_LISTED, SQUEUE_TIMEOUT, SqueueLookup, _describe_failure
@@ -42,11 +42,13 @@ class Resolved:
 
 def resolve(
     selection: Selection, given: Optional[JobIds], op: Op, deadline: float, *, squeue: Optional[str],
-    scontrol: str, clock: Clock, ledger: Optional[LedgerStore] = None, key: Optional[str] = None,
+    scontrol: Optional[str], clock: Clock, ledger: Optional[LedgerStore] = None, key: Optional[str] = None,
     actor: Optional[str] = None,
 ) -> Resolved:
     """The jobs ``selection`` (AND ``given`` ids, if any) chooses for ``op`` by ``deadline``;
-    ``InvalidInput`` for a selector Slurm does not know, ``LookupFailed`` if it could not ask."""
+    ``InvalidInput`` for a selector Slurm does not know, ``LookupFailed`` if it could not ask.
+    ``scontrol``: the configured one (``host.binaries.find_scontrol``)."""
+    scontrol = find_scontrol(scontrol)
     text = selection.text()
     if key is not None and ledger is not None:
         kept = ledger.selection(key, op)

@@ -329,6 +329,18 @@ class Tracker:
             found = self._place = looks.place()
         return found
 
+    def audit(self, op: Op, ids: Sequence[str], key: Optional[str]) -> None:
+        """The audit line of an operation given a reason (``admin_reason``, docs/contract.md §10.4),
+        before any job is acted on: the system log's, and this process's log."""
+        from ..host.journal import note
+
+        shown = " ".join(ids[:20]) + (f" and {len(ids) - 20} more" if len(ids) > 20 else "")
+        keyed = f", key {key}" if key is not None else ""
+        line = f"{op.value} of {len(ids)} job(s) ({shown}) by {self.actor}{keyed}: reason: {self.admin_reason}"
+        log.info("%s", line)
+        if not note(line):
+            log.warning("the system log (/dev/log) did not take the audit line; the ledger keeps the reason")
+
     def ledger(self) -> LedgerStore:
         """This thread's connection to the ledger (opened on first use)."""
         ledger: Optional[LedgerStore] = getattr(self._local, "ledger", None)

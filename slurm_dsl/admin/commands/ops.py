@@ -316,7 +316,7 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
         tracker = Tracker(args.ledger, scontrol=scontrol, squeue=squeue, configuration=args.configuration)
     if args.reason is not None:
         tracker.admin_reason = args.reason
-        _audit(args, ids, tracker.actor)
+        tracker.audit(args.op, ids, args.key)
     progress = Progress(err) if bulk and err.isatty() else None
     code = EXIT_OK
     if keyed:
@@ -362,19 +362,6 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     if shown is not None:
         summarize(shown, out)
     return code
-
-
-def _audit(args: argparse.Namespace, ids: JobIds, actor: str) -> None:
-    """The audit line of an operation given ``--reason`` (docs/contract.md §10.4): the system log's,
-    and this command's log."""
-    from ...host.journal import note
-
-    shown_ids = " ".join(ids[:20]) + (f" and {len(ids) - 20} more" if len(ids) > 20 else "")
-    key = f", key {args.key}" if args.key is not None else ""
-    line = f"{args.op.value} of {len(ids)} job(s) ({shown_ids}) by {actor}{key}: reason: {args.reason}"
-    log.info("%s", line)
-    if not note(line):
-        log.warning("the system log (/dev/log) did not take the audit line; the ledger keeps the reason")
 
 
 def _selected(args: argparse.Namespace, selection: Selection, given: Optional[JobIds], deadline: float,
