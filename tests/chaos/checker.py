@@ -120,6 +120,7 @@ class Invocation:
     rows: List[Dict[str, Any]] = field(default_factory=list)
     stderr: str = ""
     end_line: Optional[int] = None
+    select: bool = False  # its jobs named by selector (--name of their names), not by id
 
     @property
     def killed(self) -> bool:
@@ -244,7 +245,7 @@ class History:
                     id=x["id"], kind=x["kind"], op=x["op"], jobs=tuple(str(j) for j in x.get("jobs", ())),
                     key=x.get("key"), retry=int(x.get("retry") or 0), timeout=x.get("timeout"),
                     deadline=x.get("deadline"), start=float(x["t"]), phase=x.get("phase", "run"), line=x["n"],
-                    host=x.get("host", ""))
+                    host=x.get("host", ""), select=bool(x.get("select")))
             elif kind == "end":
                 inv = self.invocations.get(x["id"])
                 if inv is not None:
@@ -709,6 +710,15 @@ def check_commands(h: History, out: List[Violation], figures: Counter[str]) -> N
                     "deadline", f"{inv.id} ({inv.op}, --timeout {inv.timeout:g}) took {took:.2f} s, more than"
                     f" {allowed:.2f} s (timeout + {OVERRUN:g} + start-up {h.tolerance:g} + frozen"
                     f" {h.frozen(inv):.2f})", tuple(x for x in (inv.line, inv.end_line) if x)))
+        if inv.select:
+            # docs/contract.md §10.3: a selection holds only jobs its selectors name (each job's
+            # name its own: the invocation's jobs), each once; one that finished may not be listed.
+            figures["selections checked"] += 1
+            ids = [str(r.get("job_id")) for r in inv.rows if "job_id" in r]
+            strangers = sorted(set(ids) - set(inv.jobs))
+            if strangers or len(ids) != len(set(ids)):
+                out.append(Violation("selection", f"{inv.id} selected by --name acted on {ids}, its names' jobs"
+                                     f" being {list(inv.jobs)}", tuple(x for x in (inv.line, inv.end_line) if x)))
         if inv.kind == "cli" and inv.rows and inv.exit not in (1, 2, 3):
             exits = [row_exit(inv.op, r) for r in inv.rows]
             if None not in exits:

@@ -278,6 +278,7 @@ class Runner:
         self.stopped: Dict[str, int] = {}  # fault id -> pid, stopped and not yet continued
         self.slots: Dict[int, str] = {}  # slot -> its job now
         self.known: Dict[str, float] = {}  # job -> when sbatch returned
+        self.names: Dict[str, str] = {}  # job -> its name, its own (not an array's)
         self.latest: Dict[str, Record] = {}
         self.kicked: set[Tuple[str, int]] = set()
         self.counter = 0
@@ -447,7 +448,9 @@ class Runner:
             args = ("--no-requeue", "--wrap", "true")
         else:
             raise ValueError(kind)
-        argv = ["sbatch", "--parsable", "-o", "/dev/null", *args]
+        # Each job a name of its own (an array's tasks share the array's): what a selector names.
+        name = f"chaos-{self.schedule.options.seed}-{len(self.known) + 1}"
+        argv = ["sbatch", "--parsable", "-o", "/dev/null", f"--job-name={name}", *args]
         done = lab.run_cmd(argv, cwd=tempfile.gettempdir())
         if done.returncode != 0:
             raise lab.LabError(f"{' '.join(argv)}: {done.stderr.strip()}")
@@ -456,6 +459,8 @@ class Runner:
             # slurmctld lost jobs in a crash (docs/testing.md §6.4) and gives their ids again: from
             # here on the id names another job.
             self.history.write("env", t=time.time(), kind="reused", job=job)
+        if kind not in ("array", "array-task"):
+            self.names[job] = name
         if kind == "held_admin":
             lab.run_cmd([REAL_SCONTROL, "hold", job])
         elif kind == "cancelled":
@@ -603,6 +608,7 @@ class Runner:
         common = ["--ledger", self.ledger, "--scontrol", str(bin_dir / "scontrol"),
                   "--settle-delay", f"{self.settle_delay:g}"]
         argv: List[str]
+        select = False
         if kind == "sweep":
             argv = [*CLI, "sweep", "--json", *common]
         else:
@@ -618,7 +624,11 @@ class Runner:
             if kind == "cli":
                 if (number or 0) % 3 == 1:  # a third of them say why (docs/contract.md §10.4)
                     extra += ["--reason", f"chaos {inv}: why it ran"]
-                argv = [*CLI, op, *jobs, "--timeout", f"{timeout:g}", "--json", *common, *extra]
+                # A quarter of the plain bulk ones name their jobs by selector (docs/contract.md §10.3).
+                select = (len(jobs) > 1 and not (key or retry or settle) and (number or 0) % 4 == 3
+                          and all(j in self.names for j in jobs))
+                target = ["--name", ",".join(self.names[j] for j in jobs)] if select else list(jobs)
+                argv = [*CLI, op, *target, "--timeout", f"{timeout:g}", "--json", *common, *extra]
             else:
                 argv = [*CALLER, op, *jobs, "--timeout", f"{timeout:g}", *common, *extra]
         env = dict(os.environ, SLURM_DSL_SQUEUE=str(bin_dir / "squeue"),
@@ -630,7 +640,7 @@ class Runner:
         if host:
             command = ["unshare", "--uts", "--", "sh", "-c", 'hostname "$0" && exec "$@"', host, *command]
         t = time.time()
-        self.history.write("invoke", t=t, id=inv, kind=kind, op=op, jobs=list(jobs), host=host, key=key,
+        self.history.write("invoke", t=t, id=inv, kind=kind, op=op, jobs=list(jobs), select=select, host=host, key=key,
                            retry=retry, settle=settle, timeout=timeout if kind != "sweep" else None,
                            one_by_one=one_by_one, parallel=parallel,
                            argv=argv, fault=fault, squeue_only=squeue_only, squeue_slow=squeue_slow,

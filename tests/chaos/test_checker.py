@@ -32,9 +32,10 @@ class H:
     def invoke(self, inv: str, op: str, jobs: Sequence[str], t: float, end: Optional[float], *,
                exit: Optional[int] = None,
                rows: Sequence[Dict[str, Any]] = (), kind: str = "cli", key: Optional[str] = None, retry: int = 0,
-               timeout: float = 5.0, stderr: str = "", phase: str = "run", deadline: Optional[float] = None) -> None:
+               timeout: float = 5.0, stderr: str = "", phase: str = "run", deadline: Optional[float] = None,
+               select: bool = False) -> None:
         self.add("invoke", id=inv, kind=kind, op=op, jobs=list(jobs), key=key, retry=retry,
-                 timeout=None if kind == "sweep" else timeout, t=T + t, phase=phase)
+                 timeout=None if kind == "sweep" else timeout, t=T + t, phase=phase, select=select)
         if exit is None:  # the worst row's (docs/contract.md §10)
             exit = max([checker.row_exit(op, r) or 0 for r in rows], default=0)
         if end is not None:
@@ -473,6 +474,18 @@ def test_a_traceback_a_usage_error_that_ran_and_a_wrong_exit_status() -> None:
     h.invoke("o3", "hold", ["9", "10"], 3.0, 3.5, exit=0,
              rows=[row("hold", "9", "ok"), row("hold", "10", "rejected", ((1, 1),))])
     assert sorted(kinds(h.check())) == ["exit-status", "traceback", "usage-ran"]
+
+
+def test_a_selection_acts_on_the_jobs_its_names_name_and_no_other() -> None:
+    """docs/contract.md §10.3: a command given --name of its jobs' names acts on those (one that
+    finished meanwhile is not listed, so has no row), never on another job, never twice."""
+    h = H()
+    h.invoke("i1", "hold", ["7", "8"], 1.0, 2.0, rows=[row("hold", "7", "ok")], select=True)
+    h.invoke("i2", "hold", ["7", "8"], 3.0, 4.0, rows=[row("hold", "7", "ok"), row("hold", "9", "ok")], select=True)
+    h.invoke("i3", "hold", ["7", "8"], 5.0, 6.0, rows=[row("hold", "7", "ok"), row("hold", "7", "ok")], select=True)
+    h.invoke("i4", "hold", ["7"], 7.0, 8.0, rows=[row("hold", "9", "ok")])  # by id: not a selection
+    found = [v for v in h.check() if v.kind == "selection"]
+    assert [v.message.split()[0] for v in found] == ["i2", "i3"], found
 
 
 def test_a_settled_row_exits_by_its_effect() -> None:
