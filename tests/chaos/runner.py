@@ -342,8 +342,11 @@ class Runner:
             self.write_tool("chaos-jobinfo", LOOKUP_WRAPPER.replace("@REAL@", quote(helper)))
         self.jobinfo = helper or ""
         version = lab.run_cmd([REAL_SCONTROL, "-V"]).stdout.strip()
-        commit = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True,
-                                text=True, check=False).stdout.strip() or None
+        try:  # the commit the run tried, where git is there to say (a chroot's root has none)
+            commit = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True,
+                                    text=True, check=False).stdout.strip() or None
+        except OSError:
+            commit = None
         o = self.options
         self.t0 = time.time()
         self.history.write(
@@ -624,9 +627,12 @@ class Runner:
             if kind == "cli":
                 if (number or 0) % 3 == 1:  # a third of them say why (docs/contract.md §10.4)
                     extra += ["--reason", f"chaos {inv}: why it ran"]
-                # A quarter of the plain bulk ones name their jobs by selector (docs/contract.md §10.3).
-                select = (len(jobs) > 1 and not (key or retry or settle) and (number or 0) % 4 == 3
-                          and all(j in self.names for j in jobs))
+                # A quarter of the plain bulk ones name their jobs by selector (docs/contract.md §10.3):
+                # those with a name of their own (an array's tasks share the array's: left out).
+                named = [j for j in jobs if j in self.names]
+                select = len(jobs) > 1 and not (key or retry or settle) and (number or 0) % 4 == 3 and bool(named)
+                if select:
+                    jobs = named
                 target = ["--name", ",".join(self.names[j] for j in jobs)] if select else list(jobs)
                 argv = [*CLI, op, *target, "--timeout", f"{timeout:g}", "--json", *common, *extra]
             else:
