@@ -697,6 +697,19 @@ def check_commands(h: History, out: List[Violation], figures: Counter[str]) -> N
                     "deadline", f"{inv.id} ({inv.op}) started {call.action} at {h.rel(call.t0)},"
                     f" {call.t0 - deadline:.2f} s after its deadline", (inv.line, call.line)))
                 break
+        if inv.retry == 0:
+            # One command acts on a job once (§12: a rerun acts again only under --retry): a second
+            # call of its effect on the same job, acknowledged or not, is a job acted on twice.
+            action = EFFECT_ACTION.get(inv.op)
+            seen: Dict[str, Call] = {}
+            for call in mine:
+                for job in call.ids if call.action == action else ():
+                    if job in seen:
+                        out.append(Violation(
+                            "acted-twice", f"{inv.id} ({inv.op}) called {action} on job {job} twice, at"
+                            f" {h.rel(seen[job].t0)} and {h.rel(call.t0)}", (inv.line, seen[job].line, call.line)))
+                    seen.setdefault(job, call)
+            figures["one-call-per-job checks"] += 1
         if inv.end is None or inv.killed:
             continue
         took = inv.end - inv.start

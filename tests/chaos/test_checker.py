@@ -488,6 +488,22 @@ def test_a_selection_acts_on_the_jobs_its_names_name_and_no_other() -> None:
     assert [v.message.split()[0] for v in found] == ["i2", "i3"], found
 
 
+def test_one_command_calling_its_effect_twice_on_a_job_acted_twice() -> None:
+    """A command without --retry acts on each job once: a second requeue call on a job (as a
+    requeue whose RestartCnt check would pass all the same) is found; another job's, or a retrying
+    command's, is not."""
+    h = H()
+    h.invoke("o1", "requeue", ["7", "8"], 1.0, 3.0, rows=[])
+    h.call("o1", "update JobId=7,8 Requeue=1", 1.1, 1.2)
+    h.call("o1", "requeue 7,8", 1.3, 1.4)
+    h.call("o1", "requeue 8", 1.5, 1.6, exit=1)
+    h.invoke("o2", "hold", ["9"], 4.0, 5.0, rows=[], retry=1)
+    h.call("o2", "hold 9", 4.1, 4.2)
+    h.call("o2", "hold 9", 4.3, 4.4)
+    found = [v for v in h.check() if v.kind == "acted-twice"]
+    assert [v.message.split()[0] for v in found] == ["o1"] and "job 8" in found[0].message, found
+
+
 def test_a_settled_row_exits_by_its_effect() -> None:
     h = H()
     h.invoke("o1", "requeue", ["7", "8"], 1.0, 9.5, exit=14, rows=[
