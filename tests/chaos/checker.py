@@ -600,6 +600,14 @@ def check_keys(h: History, out: List[Violation], figures: Counter[str]) -> None:
         for job in jobs:
             figures["key groups checked (op, key, job)"] += 1
             effects = [c for c in h.calls_by_job.get(job, ()) if c.inv in ids and c.action == EFFECT_ACTION[op]]
+            said_ok = [m for m in members for r in m.rows if str(r.get("job_id")) == job and r.get("result") == "ok"]
+            if said_ok and not effects:
+                # At least once (§12): a key's row says ok only for an effect one of its own runs
+                # called; an ok none of them called for is a key that said done and never acted.
+                # (A settled "present" is not checked: the record cannot say who made it.)
+                out.append(Violation(
+                    "key-never-acted", f"{op} job {job} under {name}: {said_ok[0].id} said ok, and no run of it"
+                    f" called {EFFECT_ACTION[op]} on the job", (said_ok[0].line,), job))
             if op in REQUEUES:  # RestartCnt never goes back: any acknowledged requeue took effect
                 acks = [c for c in effects if job in c.acked and c.t1 is not None]
             else:

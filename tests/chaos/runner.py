@@ -114,7 +114,10 @@ if [ "$action" = half ]; then
     *) action= ;;
   esac
 fi
-printf 'S %s %s %s\n' "$id" "$(date +%s.%N)" "$*" >> "$d/calls.log"
+# A kill aimed at this wrapper may hit the subshell reading the time (it is this script too):
+# read it again, so that no call goes unlogged.
+t=$(date +%s.%N) || t=$(date +%s.%N)
+printf 'S %s %s %s\n' "$id" "$t" "$*" >> "$d/calls.log"
 case $action in
   hang) exec sleep 3600 ;;
   die-before) kill -KILL $$ ;;
@@ -122,7 +125,8 @@ case $action in
 esac
 "$real" "$@" 2>"$d/err/$id"
 rc=$?
-printf 'E %s %s %s\n' "$id" "$(date +%s.%N)" "$rc" >> "$d/calls.log"
+t=$(date +%s.%N) || t=$(date +%s.%N)
+printf 'E %s %s %s\n' "$id" "$t" "$rc" >> "$d/calls.log"
 if [ "$action" = mark ]; then printf '%s\n' "$rc" > "$d/mark.$CHAOS_INV"; fi
 case $action in
   die-after) kill -KILL $$ ;;
@@ -1217,20 +1221,34 @@ class Runner:
         path = self.dir / "calls.log"
         if not path.exists():
             return
+        # A line whose time could not be read (its reader killed twice) is dated on the safe side:
+        # a start by the last time before it, an end by the next one after it.
+        last = self.t0
+        undated: List[Dict[str, Any]] = []
         for text in path.read_text(errors="replace").splitlines():
             parts = text.split(" ", 3)
             if len(parts) < 3:
                 continue
             kind, cid = parts[0], parts[1]
+            dated = False
             with contextlib.suppress(ValueError):
+                last, dated = float(parts[2]), True
+                for ended in undated:
+                    ended["t1"] = last
+                undated = []
+            with contextlib.suppress(ValueError, IndexError):
                 if kind == "S":
-                    calls[cid] = {"call": cid, "inv": cid.split(".")[0], "t0": float(parts[2]),
+                    calls[cid] = {"call": cid, "inv": cid.split(".")[0], "t0": last,
                                   "argv": parts[3].split(" ") if len(parts) > 3 else [], "t1": None, "exit": None}
                 elif kind == "E" and cid in calls:
-                    calls[cid]["t1"], calls[cid]["exit"] = float(parts[2]), int(parts[3])
+                    calls[cid]["t1"], calls[cid]["exit"] = last, int(parts[3])
+                    if not dated:
+                        undated.append(calls[cid])
                 elif kind == "L":  # a lookup started: it writes nothing, but dates its command's deadline
                     calls[cid] = {"call": cid, "inv": cid.split(".")[0], "t0": float(parts[2]), "argv": ["lookup"],
                                   "t1": None, "exit": None}
+        for ended in undated:
+            ended["t1"] = time.time()
         for call in sorted(calls.values(), key=lambda c: c["t0"]):
             err = self.dir / "err" / call["call"]
             stderr = err.read_text(errors="replace")[:2000] if err.exists() else ""

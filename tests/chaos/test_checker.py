@@ -197,6 +197,8 @@ def test_a_row_that_reports_an_earlier_operation_claims_nothing_of_this_one(resu
     # another command may have undone it since (found in the hour's run: a hold settled present
     # long ago, the job released and cancelled since).
     h = H()
+    h.invoke("o0", "hold", ["7"], 0.1, 0.4, key="k", rows=[row("hold", "7", "ok")])  # operation 3
+    h.call("o0", "hold 7", 0.2, 0.3)
     h.see(0.5, j7=HELD)
     h.invoke("o1", "hold", ["7"], 1.0, 1.5, key="k",
              rows=[row("hold", "7", result, (), detail="operation 3 with this key ...", effect=effect)])
@@ -486,6 +488,19 @@ def test_a_selection_acts_on_the_jobs_its_names_name_and_no_other() -> None:
     h.invoke("i4", "hold", ["7"], 7.0, 8.0, rows=[row("hold", "9", "ok")])  # by id: not a selection
     found = [v for v in h.check() if v.kind == "selection"]
     assert [v.message.split()[0] for v in found] == ["i2", "i3"], found
+
+
+def test_a_key_that_says_ok_without_any_run_of_it_acting_never_acted() -> None:
+    """At least once (§12): a keyed run may print an earlier run's ok, but only one its key's runs
+    made; an ok under a key none of whose runs called the effect on the job is found."""
+    h = H()
+    h.invoke("o1", "hold", ["7"], 1.0, 2.0, key="k1", rows=[row("hold", "7", "ok")])
+    h.call("o1", "hold 7", 1.1, 1.2)
+    h.invoke("o2", "hold", ["7"], 3.0, 4.0, key="k1", rows=[row("hold", "7", "ok")])  # the earlier ok: fine
+    h.invoke("o3", "hold", ["8"], 5.0, 6.0, key="k2", rows=[row("hold", "8", "ok")])  # nobody held 8
+    h.invoke("o4", "hold", ["9"], 7.0, 8.0, key="k3", rows=[row("hold", "9", "unknown", effect="present")])
+    found = [v for v in h.check() if v.kind == "key-never-acted"]
+    assert [v.message.split(" under ")[1].split(":")[0] for v in found] == ["key k2"], found
 
 
 def test_one_command_calling_its_effect_twice_on_a_job_acted_twice() -> None:
