@@ -63,6 +63,20 @@ class LabError(RuntimeError):
     """A Slurm command or a lab daemon did not behave as the lab needs."""
 
 
+# The slow live tests that are the same on every major run on one major each under
+# ``contrib/test --majors`` (docs/testing.md §2, the time budget), chosen so that the majors'
+# live parts end together; a plain ``contrib/test`` (no major named) runs them all.
+ONE_MAJOR = {"chaos": "sid"}
+
+
+def not_this_major(what: str) -> Optional[str]:
+    """Why ``what`` (a key of ``ONE_MAJOR``) skips on this major, or None when it runs here."""
+    major, where = os.environ.get("SLURM_DSL_TEST_MAJOR", ""), ONE_MAJOR[what]
+    if major in ("", where):
+        return None
+    return f"{what} runs on one major, {where} (docs/testing.md §2: the same code on every major)"
+
+
 def run_cmd(
     argv: Sequence[str], *, cwd: Optional[str] = None, timeout: float = COMMAND_TIMEOUT
 ) -> subprocess.CompletedProcess[str]:
