@@ -414,6 +414,14 @@ def claims_of(op: str, row: Mapping[str, Any]) -> List[Claim]:
         out.append(Claim("flag", "eq0", f"{why}, call 3 (Requeue=0) succeeded"))
     elif op in REQUEUES and result == "bit_set":
         out.append(Claim("flag", "eq1", why))
+        # §7 rule 3: call 1 took, call 3 never ran; whether the job was requeued is call 2's own
+        # outcome (§12: a bit_set "happened exactly when its call 2" succeeded).
+        second = next((c for c in calls if c.get("number") == 2), None)
+        said = None if second is None else second.get("outcome")
+        if said == "success":
+            out.append(Claim("restarts", "increased", f"{why}, call 2 (the requeue) succeeded"))
+        elif said in ("rejected", "expired", "not_run"):
+            out.append(Claim("restarts", "not_increased", f"{why}, call 2 (the requeue) {said}"))
     return out
 
 

@@ -490,6 +490,23 @@ def test_a_selection_acts_on_the_jobs_its_names_name_and_no_other() -> None:
     assert [v.message.split()[0] for v in found] == ["i2", "i3"], found
 
 
+@pytest.mark.parametrize(("second", "restarts", "expected"), [
+    ("success", 1, []), ("success", 0, ["false-claim"]),
+    ("rejected", 0, []), ("rejected", 1, ["false-claim"]),
+])
+def test_a_bit_set_requeue_says_whether_its_call_2_requeued(second: str, restarts: int, expected: List[str]) -> None:
+    """§7 rule 3: a bit_set's flag is 1, and the job was requeued exactly when its call 2 succeeded."""
+    h = H()
+    h.see(0.5, j7=RUNNING)
+    bit_set = {"job_id": "7", "op": "requeue", "result": "bit_set", "requeue_bit": "set",
+               "calls": [{"number": 1, "status": 0, "outcome": "success"},
+                         {"number": 2, "status": 0 if second == "success" else 1, "outcome": second},
+                         {"number": 3, "status": 75, "outcome": "expired"}]}
+    h.invoke("o1", "requeue", ["7"], 1.0, 1.5, rows=[bit_set])
+    h.see(2.0, j7=("PENDING" if restarts else "RUNNING", "None", 1, restarts, 100))
+    assert kinds(h.check()) == expected
+
+
 def test_a_key_that_says_ok_without_any_run_of_it_acting_never_acted() -> None:
     """At least once (§12): a keyed run may print an earlier run's ok, but only one its key's runs
     made; an ok under a key none of whose runs called the effect on the job is found."""
