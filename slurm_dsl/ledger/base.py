@@ -179,7 +179,10 @@ class LedgerStore(Protocol):
         alive is not taken (docs/contract.md §13.7)."""
         ...
 
-    def lease_holders(self, job_ids: Sequence[str]) -> Dict[str, str]: ...
+    def lease_holders(self, job_ids: Sequence[str], *, lapsed_at: Optional[float] = None) -> Dict[str, str]:
+        """Who holds each job's lease (with ``lapsed_at``: only leases expired by then on the
+        ledger's clock); a job with none is absent.  Reads only."""
+        ...
 
     def mark_run(self, run: str) -> None:
         """While this ledger is open, let the hosts that share it tell ``run`` (``host.runs``)

@@ -209,12 +209,12 @@ class SqlStore(query.SqlQueries):
             self._write_leases(cur, [(job_id, owner, now + ttl) for job_id in ledger_rows.distinct(held)])
         return held
 
-    def lease_holders(self, job_ids: Sequence[str]) -> Dict[str, str]:
-        """Who holds each job's lease, expired or not; a job with none is absent.  Reads only."""
+    def lease_holders(self, job_ids: Sequence[str], *, lapsed_at: Optional[float] = None) -> Dict[str, str]:
         found: Dict[str, str] = {}
         for piece in ledger_rows.pieces(ledger_rows.distinct(checked_list(job_ids))):
             sql = ledger_rows.in_list(query.LEASES_OF, len(piece), "?")
-            found.update((str(r[0]), str(r[1])) for r in self._read("read leases", sql, piece))
+            found.update((str(r[0]), str(r[1])) for r in self._read("read leases", sql, piece)
+                         if lapsed_at is None or r[2] <= lapsed_at)
         return found
 
     def mark_run(self, run: str) -> None:

@@ -134,14 +134,15 @@ def known_alive(ledger: LedgerStore) -> Alive:
 
 
 def alive_before(ledger: LedgerStore, job_ids: Sequence[str]) -> Alive:
-    """``known_alive`` with its answers for the holders of ``job_ids``' leases asked now, before the
-    write transaction that takes the leases: a look through this host's processes (or a MariaDB
-    ledger's marks) never holds the ledger's write lock, which every other writer waits for.  An
-    answer kept stays right meanwhile, or errs towards waiting: a run known gone stays gone, one
-    known alive may only end (its lease is then taken at the next try).  A holder that came since is
-    asked inside, as before."""
+    """``known_alive`` with its answers for the holders of ``job_ids``' lapsed leases (the only ones
+    it is asked of) asked now, before the write transaction that takes the leases: a look through
+    this host's processes (or a MariaDB ledger's marks) never holds the ledger's write lock, which
+    every other writer waits for.  An answer kept stays right meanwhile, or errs towards waiting: a
+    run known gone stays gone, one known alive may only end (its lease is then taken at the next
+    try).  A lease that lapsed since, or came since, is asked of inside, as before."""
     told = known_alive(ledger)
-    asked = {holder: told(holder) for holder in set(ledger.lease_holders(job_ids).values())}
+    lapsed = ledger.lease_holders(job_ids, lapsed_at=ledger.now())  # an unexpired lease holds anyway
+    asked = {holder: told(holder) for holder in set(lapsed.values())}
     return lambda holder: asked[holder] if holder in asked else told(holder)
 
 
