@@ -105,6 +105,13 @@ def _absent_at_once(plant: Plant = setattr) -> None:
 # today's --durable wait (run.durable._wait), as closely as it allows.
 
 
+def _no_retry(plant: Plant = setattr) -> None:
+    from slurm_dsl.run import keyed
+
+    events = keyed._events
+    plant(keyed, "_events", lambda run, ids, settling, retry: events(run, ids, settling, 0))
+
+
 def _header_time(plant: Plant = setattr) -> None:
     """Findings 1 and 2: "saved" read from job_state's header time (slurmctld's clock when the save
     began) against the moment the wait began on the ledger's clock (this host's for SQLite, the
@@ -167,6 +174,7 @@ PLANTS: Dict[str, Callable[[Plant], None]] = {
     "finished-as-gone": _finished_as_gone,  # §7 loosened: a Requeue=0 refused "already finished" read as the job gone
     "clear-trusted": _clear_trusted,  # §7 loosened: a requeue's call 3 or a restore taken as clearing whatever it said
     "absent-at-once": _absent_at_once,  # Rules S6, S13 dropped: absent read from any lookup after the end, no delay
+    "no-retry": _no_retry,  # §12 step 4 dropped: --retry settles but never runs an absent job again
 }
 
 

@@ -29,14 +29,15 @@ from slurm_dsl.host import runs, world
 from slurm_dsl.ledger.choose import open_ledger
 from slurm_dsl.run import deadlines
 from slurm_dsl.run.tracked import Tracker
-from tests.sim.slurmctld import FINISHED, Cluster, Job, saved_jobs
-from tests.sim.world import SCONTROL, SQUEUE, Simulation
+from tests.sim.slurmctld import FINISHED, INVALID, Cluster, Job, saved_jobs
+from tests.sim.world import SCONTROL, SQUEUE, Host, Simulation
 
 # How often each kind of step is drawn.
 WEIGHTS: Dict[str, int] = {
     "op": 26, "bulk": 6, "keyed": 6, "sweep": 12, "wait": 16, "kill": 4, "start": 4, "term": 2, "step": 3,
     "hostwall": 2, "finish": 5, "submit": 4, "admin": 8, "freeze": 5, "durable": 4, "cmdkill": 4,
-    "purge": 3, "onehost": 2,
+    "purge": 3, "onehost": 2, "midkill": 5,
+    "elsewhere": 3,
 }
 # Seconds a save takes from its begin to its link: a few jobs' (well under a millisecond), or a
 # large cluster's, whose save already running at an ack does not carry the change (the ground
@@ -45,8 +46,9 @@ PACKS = (0.0005, 0.0005, 0.0005, 0.4)
 OPS = (Op.HOLD, Op.RELEASE, Op.REQUEUE, Op.RESTORE)
 # The steps whose commands may write a verdict (sweeps, keyed runs settling): the others' cannot
 # (one op, a bulk run and --durable's wait record none), so the checker reads verdicts after these.
-SETTLING = ("sweep", "keyed", "freeze", "cmdkill", "purge")
+SETTLING = ("sweep", "keyed", "freeze", "cmdkill", "purge", "midkill", "elsewhere")
 TIMEOUT = 30.0
+SETTLE_DELAY = 2.0
 
 
 @dataclass(frozen=True)
@@ -79,6 +81,12 @@ def schedule(seed: int, steps: int) -> List[Step]:
             out.append(Step(kind, (rng.choice(OPS), pick)))
         elif kind == "bulk":
             out.append(Step(kind, (rng.choice(OPS), pick, rng.randint(2, 5))))
+        elif kind == "midkill":
+            out.append(Step(kind, (rng.choice(("op", "keyed")), rng.choice(OPS), pick, rng.randint(0, 3),
+                                   rng.choice((None, 0.5, 5.0, 12.0, 12.0)), rng.choice((TIMEOUT, 90.0, 90.0)))))
+        elif kind == "elsewhere":
+            out.append(Step(kind, (rng.choice(("op", "sweep")), rng.choice((Op.REQUEUE, Op.RESTORE)), pick,
+                                   rng.randint(1, 3), rng.choice((40.0, 200.0)))))
         elif kind == "cmdkill":
             out.append(Step(kind, (rng.choice(("op", "keyed")), rng.choice(OPS), pick, 1, rng.randint(1, 2))))
         elif kind == "freeze":
@@ -135,24 +143,33 @@ class Player:
         return self.jobs[int(pick * len(self.jobs)) % len(self.jobs)]
 
     def command(self, work: str, *args: object, freeze: Optional[Tuple[int, Callable[[], None]]] = None,
-                kill: Optional[Tuple[int, int, Callable[[], None]]] = None) -> None:
+                kill: Optional[Tuple[int, int, Callable[[], None]]] = None,
+                between: Optional[Tuple[int, Callable[[int, float], None]]] = None, timeout: float = TIMEOUT,
+                host: Optional[Host] = None) -> None:
         """One slurm-dsl command: a new process, its tracker, its end; then its rows checked.
         ``freeze``: at which of its process starts or sleeps to call what (``frozen``); ``kill``:
-        at which script, after how many calls, it dies (``killed``)."""
-        pid = self.sim.spawn()
+        at which script, after how many calls, it dies (``killed``); ``between``: at which script
+        what happens after each call (``midkill``); ``timeout``: its ``--timeout``; ``host``: where
+        it runs (the first host by default)."""
+        pid = self.sim.spawn(host)
+        began, refused = self.sim.t, False
         self.played.commands += 1
         tag = self.sim.tags[pid] = f"dsl:{self.played.commands}"
         if freeze is not None:
             self.sim.freeze_at[pid] = freeze
+            if host is self.sim.other:
+                self.sim.unfrozen_at_script.add(pid)
         if kill is not None:
             self.sim.kill_at[pid] = kill
+        if between is not None:
+            self.sim.between[pid] = between
         rows: List[Outcome] = []
         try:
             with world.bound(self.sim.world(pid)), Tracker(self.ledger, scontrol=SCONTROL, squeue=SQUEUE) as tracker:
-                deadline = deadlines.steady() + TIMEOUT
+                deadline = deadlines.steady() + timeout
                 getattr(self, "_" + work)(tracker, deadline, rows, *args)
         except DSLError:
-            pass  # a refusal, a lookup that could not ask, a ledger error: the command said so
+            refused = True  # a refusal, a lookup that could not ask, a ledger error: the command said so
         except Killed:
             return  # SIGKILLed: nothing of it is left to check
         except Exception as exc:  # anything else is a crash of the command
@@ -167,6 +184,42 @@ class Player:
             self.as_recorded(pid, work, rows)
         if work == "keyed":
             self.keyed_once(str(args[0]), self.job(float(args[1])))  # type: ignore[arg-type]
+            if not refused:
+                self.retried(pid, self.job(float(args[1])), began + timeout)  # type: ignore[arg-type]
+
+    def midkill(self, work: str, op: Op, pick: float, after: int, restart: Optional[float], timeout: float) -> None:
+        """slurmctld SIGKILLed right after call ``after`` of a command's first script (its reply
+        given, what it changed not yet saved; 0: as the script starts): the later calls wait for
+        it, or fail;
+        ``restart``: started again that many seconds after the kill (None: at a start step); the
+        command's ``--timeout``: a call no controller answered is settled only 32 s after its end
+        (Rule 13), so only a longer one than the schedule's usual 30 s settles it and retries."""
+        cluster = self.sim.cluster
+
+        def crash(number: int, now: float) -> None:
+            live = cluster.in_control()
+            if number == after and live is not None:
+                which = cluster.controllers.index(live)
+                cluster.kill(now, which)
+                self.losses.append(now)
+                if restart is not None:
+                    cluster.restart_at(now + restart, which)
+
+        self.command(work, op, pick, between=(1, crash), timeout=timeout)
+
+    def retried(self, pid: int, job: str, deadline: float) -> None:
+        """``--retry`` retries (contract §12 step 4): a keyed command (one retry) whose own
+        operation on its job was settled ``absent`` while its calls' deadline (the command's less
+        the settle delay and 2 s) had not passed runs the job again, a second operation of its own,
+        unless the retry could not start (a ``DSLError``, not checked here)."""
+        if self.sim.t >= deadline - SETTLE_DELAY - 2.0:
+            return  # it ended past the calls' deadline: the verdict may have come too late to act on
+        with world.bound(self.sim.world(self.checker)), open_ledger(self.ledger) as ledger:
+            mine = [e for e in ledger.history(job) if re.search(rf", pid {pid}(?:,|$)", e.actor or "")]
+        if len(mine) == 1 and mine[0].settlement is not None and mine[0].settlement.verdict is Verdict.ABSENT:
+            self.played.violations.append(
+                f"retry-not-run: job {job}'s keyed {mine[0].op.value} (pid {pid}) settled absent, its command ended"
+                f" at t={self.sim.t:.2f} within its calls' deadline, and ran it once")
 
     def frozen(self, op: Op, pick: float, at: int, gap: float, wall: float = 0.0) -> None:
         """A keyed command stopped (SIGSTOP) at its ``at``-th process start or sleep; meanwhile
@@ -188,6 +241,30 @@ class Player:
             self.sim.sleep(gap)
             self.sim.host.offset += wall
             self.command("keyed", op, pick)
+            go.set()
+        first.join()
+
+    def elsewhere(self, work: str, op: Op, pick: float, at: int, gap: float) -> None:
+        """A command (``op``: one op of the job; ``sweep``) on the second host stopped (SIGSTOP)
+        at its ``at``-th lookup or sleep (``world.Simulation.edge``), its liveness not to be told here;
+        meanwhile ``gap`` seconds pass (its lease lapses) and a requeue of the job here is
+        SIGKILLed after its call 1 (the flag set, the object ``may_be_set``); then the first goes
+        on, and finishes late (Rule L7: its finish never makes the bit clearer)."""
+        stopped, go = threading.Event(), threading.Event()
+
+        def stop() -> None:
+            stopped.set()
+            go.wait()
+
+        args = () if work == "sweep" else (op, pick)
+        first = threading.Thread(target=self.command, args=(work, *args),
+                                 kwargs={"freeze": (at, stop), "host": self.sim.other}, daemon=True)
+        first.start()
+        while first.is_alive() and not stopped.wait(0.001):
+            pass
+        if stopped.is_set():
+            self.sim.sleep(gap)
+            self.killed("op", Op.REQUEUE, pick, 1, 1)
             go.set()
         first.join()
 
@@ -318,7 +395,7 @@ class Player:
         job = self.job(pick)
         self.keys[self.sim.tags[runs.this_run().pid]] = (op.value, job)
         for event in run_settled(tracker, op, [job], deadline, key=f"k-{op.value}-{job}", settle=True, retry=1,
-                                 settle_delay=2.0, one_by_one=True, parallel=1):
+                                 settle_delay=SETTLE_DELAY, one_by_one=True, parallel=1):
             outcome = getattr(event, "outcome", None)
             if isinstance(outcome, Outcome) and outcome.calls:  # not an earlier run's row
                 rows.append(outcome)
@@ -328,7 +405,7 @@ class Player:
         from slurm_dsl.run.sweep import sweep
 
         with tracker.ledger().sweep_lock():
-            sweep(tracker, SqueueLookup(SQUEUE), settle_delay=2.0)
+            sweep(tracker, SqueueLookup(SQUEUE), settle_delay=SETTLE_DELAY)
 
     def step(self, step: Step) -> None:
         sim, cluster, v = self.sim, self.sim.cluster, step.value
@@ -339,6 +416,12 @@ class Player:
         elif step.kind == "cmdkill":
             self.played.faults += 1
             self.killed(*v)  # type: ignore[arg-type]
+        elif step.kind == "elsewhere":
+            self.played.faults += 1
+            self.elsewhere(*v)  # type: ignore[arg-type]
+        elif step.kind == "midkill":
+            self.played.faults += 1
+            self.midkill(*v)  # type: ignore[arg-type]
         elif step.kind == "freeze":
             self.played.faults += 1
             self.frozen(*v)  # type: ignore[arg-type]
@@ -409,8 +492,7 @@ class Player:
         lease, held by the calling run (contract §9.2): read in the ledger as the script starts."""
         jobs = sorted({j for argv in calls for a in argv[1:] for j in a.removeprefix("JobId=").split(",")
                        if j.isdigit()})
-        host = self.sim.host
-        run = f"{host.name}/{host.boot}/{pid}/{host.alive.get(pid, 0)}"
+        run = self.sim.run_of(pid)
         with world.bound(self.sim.world(self.checker)), open_ledger(self.ledger) as ledger:
             holders = ledger.lease_holders(jobs)
         for job in jobs:
@@ -475,15 +557,21 @@ def untrue(row: Outcome, effects: Sequence[Effect]) -> Optional[str]:
     mine = [e for e in effects if e[3] == row.job_id]
     done = any(e[2] == verb and e[4] == value and e[5] is None for e in mine)
     result = row.result
-    if result is Result.OK and not done and not (row.op is Op.RESTORE and not mine):  # (no record: gone)
+    gone = not mine or any(e[2] == verb and e[4] == value and e[5] == INVALID for e in mine)
+    if result is Result.OK and not done and not (row.op is Op.RESTORE and gone):  # (no record: gone)
         return f"job {row.job_id} {row.op.value} said ok, but its {verb} was not applied"
     if result in (Result.REJECTED, Result.NOT_FOUND, Result.EXPIRED, Result.NOT_RUN) and done:
         return f"job {row.job_id} {row.op.value} said {result.value}, but its {verb} was applied"
+    set_ = [e[0] for e in mine if e[2] == "update" and e[4] == "1" and e[5] is None]
     if result is Result.BIT_SET:
-        set_ = any(e[2] == "update" and e[4] == "1" and e[5] is None for e in mine)
         cleared = any(e[2] == "update" and e[4] == "0" for e in mine)
         if not set_ or cleared:
             return f"job {row.job_id} requeue said bit_set, but its calls 1 and 3 did not leave the flag set"
+    if row.op is Op.REQUEUE and row.requeue_bit is RequeueBit.CLEAR and set_ and not any(
+            e[2] == "update" and e[4] == "0" and e[5] in (None, INVALID) and e[0] > set_[-1] for e in mine):
+        # §7: a requeue's bit is clear only if call 1 did not set the flag, or call 3 cleared it
+        # (or found the job gone)
+        return f"job {row.job_id} requeue said its bit clear, but its call 1 set the flag and no call 3 cleared it"
     return None
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 import shlex
 from dataclasses import dataclass
-from typing import List, Optional, Tuple
+from typing import Callable, List, Optional, Tuple
 
 from tests.sim.slurmctld import ROOT, Cluster
 
@@ -59,14 +59,18 @@ def parse(script: str) -> Tuple[str, List[Call]]:
 
 
 def run(cluster: Cluster, t: float, script: str, deadline: float, uid: int = ROOT, who: str = "dsl",
-        calls_made: Optional[int] = None) -> Ran:
+        calls_made: Optional[int] = None, after_call: Optional[Callable[[int, float], None]] = None) -> Ran:
     """Run ``script`` from ``t``; the runner TERMs it at ``deadline`` (simulated time).
-    ``calls_made``: the script is KILLed once so many calls were made (with its runner)."""
+    ``calls_made``: the script is KILLed once so many calls were made (with its runner);
+    ``after_call``: called with 0 and the start, then with each call's number and end, before
+    the next (a fault between calls)."""
     nonce, calls = parse(script)
     if calls_made is not None:
         calls = calls[:calls_made]
     out: List[str] = []
     status, first, now = 0, 0, t
+    if after_call is not None:
+        after_call(0, now)
     for call in calls:
         if (call.when == "ne 0" and first != 0) or (call.when == "eq 75" and first == EXPIRED):
             continue
@@ -81,4 +85,6 @@ def run(cluster: Cluster, t: float, script: str, deadline: float, uid: int = ROO
         out.append(f"{text}\x1eDSL {nonce} call {call.number} {status}\n")
         if call.number == 1:
             first = status
+        if after_call is not None:
+            after_call(call.number, now)
     return Ran(status, "".join(out).encode(), now)

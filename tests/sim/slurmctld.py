@@ -329,7 +329,11 @@ class Cluster:
 
     def _happen(self, at: float, what: str) -> None:
         backup = self.controllers[-1]
-        if what == "takeover" and backup.up and not self.primary.in_control:
+        if what.startswith("restart:"):
+            which = int(what.partition(":")[2])
+            if not self.controllers[which].up:
+                self._start(at, which)
+        elif what == "takeover" and backup.up and not self.primary.in_control:
             backup.take_control(at)  # it re-reads all state from StateSaveLocation
         elif what == "hand_back" and self.primary.up and not self.primary.in_control:
             if backup.in_control:
@@ -345,7 +349,13 @@ class Cluster:
         stands by; a primary restarted while the backup is in control takes control back
         ``hand_back`` seconds later, holding the requests sent to it meanwhile."""
         self.advance(t)
-        t = self.t
+        self._start(self.t, which)
+
+    def restart_at(self, t: float, which: int = 0) -> None:
+        """Start controller ``which`` again at ``t`` (systemd's ``Restart=``, an admin), as ``start``."""
+        self.pending.append((t, f"restart:{which}"))
+
+    def _start(self, t: float, which: int) -> None:
         c = self.controllers[which]
         c.start(t)
         if which == 0 and len(self.controllers) > 1 and self.controllers[1].in_control:
@@ -447,9 +457,12 @@ class Cluster:
             at = t + CALL - REPLY
             self.advance(at)
             return Reply(*self._apply(c, at, list(argv), uid, who), ends=t + CALL, applied=at)
-        backup_coming = [p for p in self.pending if p[1] == "takeover"]
-        if backup_coming and backup_coming[0][0] <= t + 1.5 * self.slurmctld_timeout:
-            at = backup_coming[0][0]  # the client retries the standby backup until it takes over
+        coming = sorted(p for p in self.pending if (p[1] == "takeover" and p[0] <= t + 1.5 * self.slurmctld_timeout)
+                        or (p[1].startswith("restart:") and p[0] < t + fail_after))
+        if coming:
+            # the client retries the standby backup until it takes over, a restarting controller
+            # until it listens (within its own time: it fails after MessageTimeout)
+            at = coming[0][0]
             self.advance(at)
             c = self.in_control()
             if c is not None:  # (a backup killed meanwhile never takes over: the client fails)
@@ -505,6 +518,8 @@ class Cluster:
         if members:  # the array's own JobId reaches every task
             return self._array(c, t, verb, value, uid, target, members, [m.array[1] for m in members if m.array])
         job = c.jobs.get(target)
+        if job is None:  # kept too: a call that found its job gone (a requeue's call 3 then cleared)
+            self.effects.append((t, self._who, verb, target, value, INVALID))
         text = INVALID if job is None else self._one(c, t, verb, value, uid, job)
         if text is None:
             return 0, ""

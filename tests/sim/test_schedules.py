@@ -92,3 +92,20 @@ def test_the_simulator_finds_a_purge_taken_as_saved_at_once(tmp_path: Path, monk
     PLANTS["gone-at-once"](monkeypatch.setattr)
     found = first_violation(tmp_path, range(1, 4), STEPS)
     assert found is not None and "lost-flag" in found.violations[0], found and found.violations[0]
+
+
+def test_the_simulator_finds_a_retry_that_never_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Contract §12 step 4 dropped (``--retry`` settles, never runs again): slurmctld killed as a
+    keyed run's script starts and restarted after its call failed, the job settled absent and not
+    run again within the deadline."""
+    PLANTS["no-retry"](monkeypatch.setattr)
+    found = first_violation(tmp_path, range(5, 8), STEPS)  # seed 5: its first (docs/testing.md §7)
+    assert found is not None and found.violations[0].startswith("retry-not-run"), found and found.violations[0]
+
+
+def test_the_simulator_finds_a_clear_bit_its_calls_belie(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Contract §7 loosened (any ``Requeue=0`` call taken as clearing): slurmctld killed between a
+    requeue's calls, its call 3 fails, and the row says its bit clear."""
+    PLANTS["clear-trusted"](monkeypatch.setattr)
+    found = first_violation(tmp_path, range(73, 76), STEPS)  # seed 73: its first alone (docs/testing.md §7)
+    assert found is not None and "bit clear" in found.violations[0], found and found.violations[0]

@@ -22,7 +22,7 @@ from tests.ground import (
     PENDING_EXECUTION,
     UNEXPECTED,
 )
-from tests.sim.slurmctld import Cluster, Job, saved_jobs
+from tests.sim.slurmctld import REPLY, Cluster, Job, saved_jobs
 
 ALICE = 1001
 CALLS: Dict[str, Tuple[str, ...]] = {
@@ -325,6 +325,34 @@ def test_calls_while_slurmctld_is_down(major: str, fail: float, load: float) -> 
     assert c.jobs(2.0, [job]) is None
     took, text = c.load_fails()
     assert (took, text) == (load, "slurm_load_jobs error: Unable to contact slurm controller (connect failure)\n")
+
+
+def test_a_controller_restarted_while_a_call_waits_applies_it_then() -> None:
+    """The client retries a controller that does not listen until MessageTimeout: one restarted
+    within that time applies the call when it listens, after a restart from its last save; one
+    restarted later does not, and the call failed."""
+    c = Cluster(message_timeout=10.0)
+    c.start(0.0)
+    job = c.submit(0.0)
+    c.call(7.0, ("hold", job))  # the thread is cold: saved at once
+    c.kill(8.0)
+    c.restart_at(12.0)
+    release = c.call(8.0, ("release", job))
+    assert (release.rc, release.applied) == (0, 12.0) and release.ends == pytest.approx(12.0 + REPLY)
+    assert [e[2:] for e in c.effects] == [("hold", job, None, None), ("release", job, None, None)]
+    c.kill(20.0)
+    c.restart_at(40.0)
+    late = c.call(21.0, ("hold", job))
+    assert (late.rc, late.applied, late.ends) == (1, None, 30.0)
+    assert c.jobs(41.0, [job]) is not None and len(c.effects) == 2
+
+
+def test_a_call_on_a_job_slurmctld_no_longer_knows_is_kept_with_its_answer() -> None:
+    """So the checker can tell a requeue's call 3 that found the job gone (contract §7: it cleared)."""
+    c = Cluster()
+    c.start(0.0)
+    reply = c.call(1.0, ("update", "JobId=4242", "Requeue=0"))
+    assert reply.rc == 1 and c.effects[-1][2:] == ("update", "4242", "0", "Invalid job id specified")
 
 
 def _pair(major: str = "24.11") -> Cluster:

@@ -50,6 +50,10 @@ class Simulation:
     def __init__(self, cluster: Optional[Cluster] = None, host: Optional[Host] = None) -> None:
         self.cluster = cluster or Cluster()
         self.host = host or Host()
+        # A second host sharing the ledger (MariaDB in a site's setup; the simulation's SQLite file
+        # stands in, on the same clock): its runs' liveness cannot be told from the first.
+        self.other = Host(name="simhost2", boot="b0b0b0b0-0000-4000-8000-000000000002")
+        self.host_of: Dict[int, Host] = {}
         self.t = 0.0
         self.started: Set[Tuple[str, ...]] = set()  # programs asked for that the simulation does not run
         self.tags: Dict[int, str] = {}  # who a process's calls are from, as the cluster keeps it ("dsl:N")
@@ -57,10 +61,14 @@ class Simulation:
         # what to do then: the scheduler's ``freeze`` runs others while it waits; SIGSTOP).
         self.freeze_at: Dict[int, Tuple[int, Callable[[], None]]] = {}
         self.edges_of: Dict[int, int] = {}
+        self.unfrozen_at_script: Set[int] = set()
         # A process to SIGKILL (pid -> at which script it runs, how many of its calls are made
         # first, and what to call then): it makes them, dies, and never returns to slurm-dsl.
         self.kill_at: Dict[int, Tuple[int, int, Callable[[], None]]] = {}
         self.scripts_of: Dict[int, int] = {}
+        # A fault between the calls of a process's script (pid -> at which script, and what to call
+        # with each call's number and end): slurmctld SIGKILLed after a call, say.
+        self.between: Dict[int, Tuple[int, Callable[[int, float], None]]] = {}
         # Called with (pid, the script's calls) before a script runs: the checker's look at leases.
         self.before_script: Optional[Callable[[int, List[Tuple[str, ...]]], None]] = None
         # Called once (then forgotten) as the next squeue reaches slurmctld: a schedule's move timed to it.
@@ -77,26 +85,37 @@ class Simulation:
 
     # -- processes ------------------------------------------------------------------------------
 
-    def spawn(self) -> int:
-        """A new process on the host (a command, a sweep): its pid."""
+    def spawn(self, host: Optional[Host] = None) -> int:
+        """A new process (a command, a sweep) on ``host`` (the first by default): its pid, unique
+        across the hosts."""
+        host = host or self.host
         pid = self.host.next_pid
         self.host.next_pid += 1
-        self.host.alive[pid] = int((self.t - self.host.booted_at) * 100)
+        self.host_of[pid] = host
+        host.alive[pid] = int((self.t - host.booted_at) * 100)
         return pid
 
     def exit(self, pid: int) -> None:
-        self.host.alive.pop(pid, None)
+        self.host_of.get(pid, self.host).alive.pop(pid, None)
+
+    def run_of(self, pid: int) -> str:
+        """Process ``pid``'s run, as ``host.runs`` words it."""
+        host = self.host_of.get(pid, self.host)
+        return f"{host.name}/{host.boot}/{pid}/{host.alive.get(pid, 0)}"
 
     def world(self, pid: int) -> World:
-        host = self.host
+        host = self.host_of.get(pid, self.host)
 
         def sleep(seconds: float) -> None:
             self.edge(pid)
             self.sleep(seconds)
 
         def run_script(script: str, **kw: Any) -> Completed:
-            self.edge(pid)
-            return self.run_script(script, pid=pid, **kw)
+            self.edge(pid, script=True)
+            done = self.run_script(script, pid=pid, **kw)
+            if pid in self.unfrozen_at_script:
+                self.edge(pid)  # its runner stopped once the script ended, before it records the end
+            return done
 
         def run_argv(argv: Sequence[str], **kw: Any) -> Completed:
             self.edge(pid)
@@ -104,7 +123,7 @@ class Simulation:
 
         return World(
             monotonic=lambda: EPOCH + self.t,
-            wall=lambda: EPOCH + self.t + host.offset,
+            wall=lambda: EPOCH + self.t + self.host.offset,  # one wall clock: the ledger's (a MariaDB server's)
             boot_clock=lambda: self.t - host.booted_at,
             sleep=sleep,
             run_script=run_script,
@@ -112,31 +131,39 @@ class Simulation:
             read_regular=self.read_regular,
             read_identified=self.read_identified,
             identity=self.identity,
-            this_run=lambda: f"{host.name}/{host.boot}/{pid}/{host.alive.get(pid, 0)}",
-            alive=self.alive,
+            this_run=lambda: self.run_of(pid),
+            alive=lambda text: self.alive(text, host),
             listens=self.listens,
             strict=True,
         )
 
-    def edge(self, pid: int) -> None:
-        """Process ``pid`` is about to start a process or sleep: where a freeze takes it."""
+    def edge(self, pid: int, script: bool = False) -> None:
+        """Process ``pid`` is about to start a process or sleep: where a freeze takes it.  For a
+        process in ``unfrozen_at_script``, not as it starts a script but once the script ended:
+        between reading the time left and the spawn is the one window contract §2 names as
+        uncovered (a lease may then lapse while the script runs), and only a run whose liveness
+        cannot be told can be caught in it."""
+        if script and pid in self.unfrozen_at_script:
+            return
         self.edges_of[pid] = self.edges_of.get(pid, 0) + 1
         at = self.freeze_at.get(pid)
         if at is not None and at[0] == self.edges_of[pid]:
             del self.freeze_at[pid]
             at[1]()
 
-    def alive(self, text: Optional[str]) -> Optional[bool]:
-        """As ``host.runs.alive`` words it: known alive, known gone, or cannot be told."""
+    def alive(self, text: Optional[str], asker: Optional[Host] = None) -> Optional[bool]:
+        """As ``host.runs.alive`` words it, asked on ``asker``: known alive, known gone, or cannot
+        be told (a run of another host)."""
+        asker = asker or self.host
         parts = (text or "").split("/")
         if len(parts) != 4 or not parts[2].isdigit():
             return None
         name, boot, pid, start = parts[0], parts[1], int(parts[2]), parts[3]
-        if name != self.host.name:
+        if name != asker.name:
             return None
-        if boot != self.host.boot:
+        if boot != asker.boot:
             return False
-        return str(self.host.alive.get(pid)) == start
+        return str(asker.alive.get(pid)) == start
 
     def listens(self, address: str, port: int) -> Optional[bool]:
         """A connection to a controller: accepted while it runs (a restarted primary listens while
@@ -157,7 +184,13 @@ class Simulation:
             self.advance(ran.ends)
             self.exit(pid)
             kill[2]()  # dead: this thread never goes on
-        ran = shell.run(self.cluster, start, script, deadline=start + timeout, who=self.tags.get(pid, "dsl"))
+        between = self.between.get(pid)
+        after_call = None
+        if between is not None and between[0] == self.scripts_of[pid]:
+            del self.between[pid]
+            after_call = between[1]
+        ran = shell.run(self.cluster, start, script, deadline=start + timeout, who=self.tags.get(pid, "dsl"),
+                        after_call=after_call)
         self.advance(ran.ends)
         return Completed(("/bin/sh", "-s"), ran.status, b"", ran.stderr, ran.ends >= start + timeout, False)
 
