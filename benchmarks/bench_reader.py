@@ -20,8 +20,8 @@ import sys
 import time
 from typing import Callable, Dict, Optional, Sequence, Tuple
 
-from slurm_dsl import read_outcome
 from slurm_dsl.core.bulk_reader import read_list_call, read_list_output, read_open_list
+from slurm_dsl.core.reader import read_outcome
 
 TARGET_MB_S = 100.0  # issue 20 item 6: every 1 MiB shape at least this fast, for every reader
 NONCE = "9f3c2a7b1e4d5f60718293a4b5c6d7e8"

@@ -1,6 +1,6 @@
 """Wrapped call vs bare scontrol, interleaved in one run against the live lab.
 
-Not a test: it prints figures.  A wrapped single call (``slurm_dsl.execute``:
+Not a test: it prints figures.  A wrapped single call (``run.calls.execute``:
 render, /bin/sh, the trap, scontrol started in the background and waited for,
 the status line, the reader; the runner keeping the deadline on its own clock)
 is measured against a bare ``scontrol hold`` run through ``subprocess.run`` on
@@ -22,9 +22,10 @@ import tempfile
 import time
 from typing import Callable, Dict, List
 
-from slurm_dsl import Op, Result, execute, render
+from slurm_dsl import Op, Result
+from slurm_dsl.core.script import render
 from slurm_dsl.host.process import fixed_env, run_argv, run_script
-from slurm_dsl.run.calls import new_nonce
+from slurm_dsl.run.calls import execute, new_nonce
 from slurm_dsl.run.tracked import Tracker
 from tests import lab
 

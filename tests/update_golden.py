@@ -5,7 +5,8 @@ ids (``render_list``)."""
 
 from __future__ import annotations
 
-from slurm_dsl import Op, render
+from slurm_dsl import Op
+from slurm_dsl.core.script import render
 from tests.core.test_script import GOLDEN, GOLDEN_ARGS, LIST_CALLS, list_golden, render_golden_list
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from slurm_dsl import InvalidInput, Op, Outcome, Reason, RequeueBit, Result, read_outcome
+from slurm_dsl import InvalidInput, Op, Outcome, Reason, RequeueBit, Result
 from slurm_dsl.core.bulk_reader import (
     UNEXPECTED,
     bulk_calls,
@@ -30,6 +30,7 @@ from slurm_dsl.core.bulk_reader import (
     unknown_list_call,
 )
 from slurm_dsl.core.model import Call, CallOutcome
+from slurm_dsl.core.reader import read_outcome
 from slurm_dsl.core.refusals import ALLOWED
 from slurm_dsl.core.script import MAX_ARG_BYTES
 from tests.examples import examples

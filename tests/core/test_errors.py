@@ -27,11 +27,12 @@ from slurm_dsl import (
     RequeueBitSet,
     SweepBusy,
     UsageError,
-    read_outcome,
-    validate_job_id,
 )
 from slurm_dsl.admin import cli
 from slurm_dsl.admin.commands import doctor
+from slurm_dsl.core.jobid import validate_job_id
+from slurm_dsl.core.reader import read_outcome
+from slurm_dsl.core.script import render
 from slurm_dsl.ledger.sqlite import SweepLock
 from slurm_dsl.run.deadlines import resolve_deadline
 from tests.ground import ALREADY_FINISHED, INVALID_JOB_ID, NONCE, UNEXPECTED, frame, plain, suspend
@@ -110,7 +111,7 @@ def test_invalid_input_is_also_a_value_error() -> None:
         lambda: read_outcome("bogus", J, b"", 0, NONCE),
         lambda: read_outcome("hold", "0", b"", 0, NONCE),
         lambda: Op("bogus"),
-        lambda: slurm_dsl.render(Op.HOLD, "1", 2e9, NONCE, "relative/scontrol"),
+        lambda: render(Op.HOLD, "1", 2e9, NONCE, "relative/scontrol"),
     ]
     for call in bad_calls:
         with pytest.raises(InvalidInput) as info:

@@ -15,11 +15,15 @@ from typing import Any, Callable, List
 import pytest
 
 import slurm_dsl
-from slurm_dsl import Op, Reason, RequeueBit, Result, execute, read_outcome, render, run_op, validate_job_id
+from slurm_dsl import Op, Reason, RequeueBit, Result, run_op
 from slurm_dsl.admin.cli import main
 from slurm_dsl.core.bulk_reader import read_list_call, read_list_output, read_open_list
+from slurm_dsl.core.jobid import validate_job_id
 from slurm_dsl.core.model import CallOutcome
+from slurm_dsl.core.reader import read_outcome
+from slurm_dsl.core.script import render
 from slurm_dsl.ledger.choose import open_ledger
+from slurm_dsl.run.calls import execute
 from slurm_dsl.run.deadlines import MAX_TIMEOUT, resolve_deadline
 from slurm_dsl.run.tracked import Tracker
 from tests.fakes import calls_made, write_fake

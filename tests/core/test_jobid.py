@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from slurm_dsl import InvalidInput, validate_job_id
-from slurm_dsl.core.jobid import MAX_JOB_ID, JobIds, checked_list, distinct_ids
+from slurm_dsl import InvalidInput
+from slurm_dsl.core.jobid import MAX_JOB_ID, JobIds, checked_list, distinct_ids, validate_job_id
 
 HOSTILE = [
     "1;id",

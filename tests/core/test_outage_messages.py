@@ -12,10 +12,11 @@ from typing import Any, Optional, Sequence
 
 import pytest
 
-from slurm_dsl import Op, Reason, Result, read_outcome
+from slurm_dsl import Op, Reason, Result
 from slurm_dsl.core.durable import UNREAD, Beat, Control
 from slurm_dsl.core.jobinfo import JobInfo
 from slurm_dsl.core.model import CallOutcome, LookupFailed, Verdict
+from slurm_dsl.core.reader import read_outcome
 from slurm_dsl.core.settle import (
     CONTROL_TIMEOUT,
     DEFAULT_SETTLE_DELAY,

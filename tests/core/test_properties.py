@@ -8,7 +8,8 @@ import re
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from slurm_dsl import Op, Result, read_outcome
+from slurm_dsl import Op, Result
+from slurm_dsl.core.reader import read_outcome
 from tests.examples import examples
 from tests.ground import NONCE, frame
 

@@ -7,7 +7,8 @@ from typing import Dict, List, Optional, Tuple
 
 import pytest
 
-from slurm_dsl import Op, Outcome, Reason, RequeueBit, Result, read_outcome
+from slurm_dsl import Op, Outcome, Reason, RequeueBit, Result
+from slurm_dsl.core.reader import read_outcome
 from tests.ground import (
     ACCESS_DENIED,
     ALREADY_FINISHED,

@@ -23,9 +23,9 @@ from hypothesis import strategies as st
 # The hostile 1 MiB shapes of issue 20 item 6: the benchmark's own table (each read followed by a
 # valid status line).
 from benchmarks.bench_reader import NONCE, SHAPES
-from slurm_dsl import read_outcome
 from slurm_dsl.core import bulk_reader
 from slurm_dsl.core.model import Op
+from slurm_dsl.core.reader import read_outcome
 from slurm_dsl.core.refusals import ALLOWED, refusal_message, squeezed
 from tests.examples import examples
 

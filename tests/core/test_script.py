@@ -17,9 +17,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from slurm_dsl import InvalidInput, Op, Reason, RequeueBit, Result, read_outcome, render
+from slurm_dsl import InvalidInput, Op, Reason, RequeueBit, Result
 from slurm_dsl.core.bulk_reader import read_list_output
 from slurm_dsl.core.model import CallOutcome
+from slurm_dsl.core.reader import read_outcome
 from slurm_dsl.core.script import (
     CALLS,
     KILL_GRACE,
@@ -27,6 +28,7 @@ from slurm_dsl.core.script import (
     PROBE_STATUS,
     PROBE_STDERR,
     list_argv,
+    render,
     render_list,
     render_probe,
 )

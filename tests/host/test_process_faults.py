@@ -16,15 +16,16 @@ from typing import Callable, Dict, Iterator, List, Optional, Tuple, TypeVar
 
 import pytest
 
-from slurm_dsl import Op, Reason, RequeueBit, Result, execute, read_outcome, render
+from slurm_dsl import Op, Reason, RequeueBit, Result
 from slurm_dsl.admin.doctor import run_checks
 from slurm_dsl.core.model import Call, CallOutcome, LookupFailed, Outcome
-from slurm_dsl.core.script import KILL_GRACE
+from slurm_dsl.core.reader import read_outcome
+from slurm_dsl.core.script import KILL_GRACE, render
 from slurm_dsl.host import process
 from slurm_dsl.host.process import run_argv, run_script
 from slurm_dsl.ledger.choose import open_ledger
 from slurm_dsl.lookups.squeue import SqueueLookup, slurm_version
-from slurm_dsl.run.calls import GUARD_MARGIN, run_list_call, run_open_list
+from slurm_dsl.run.calls import GUARD_MARGIN, execute, run_list_call, run_open_list
 from slurm_dsl.run.sweep import Done, sweep
 from slurm_dsl.run.tracked import Tracker
 from tests.fakes import alive_in_group, calls_made, refuse, write_fake, write_fake_squeue
@@ -532,7 +533,7 @@ def test_an_open_list_stopped_at_the_deadline_keeps_only_its_printed_lines(bin_d
 
 _RUNNER = """
 import sys, time
-from slurm_dsl import execute
+from slurm_dsl.run.calls import execute
 from slurm_dsl.host import process
 from slurm_dsl.run.tracked import Tracker
 process.SH = sys.argv[1]

@@ -9,7 +9,8 @@ from typing import Optional
 
 import pytest
 
-from slurm_dsl import Op, execute
+from slurm_dsl import Op
+from slurm_dsl.run.calls import execute
 from tests import lab
 from tests.cli_run import cli
 

@@ -28,7 +28,8 @@ from typing import Iterator, List, Optional, Tuple
 
 import pytest
 
-from slurm_dsl import Op, RequeueBit, Result, execute
+from slurm_dsl import Op, RequeueBit, Result
+from slurm_dsl.run.calls import execute
 from tests import lab
 
 pytestmark = pytest.mark.integration

@@ -15,7 +15,8 @@ from typing import Dict, Iterator, Optional, Tuple
 
 import pytest
 
-from slurm_dsl import Op, Reason, RequeueBit, Result, execute
+from slurm_dsl import Op, Reason, RequeueBit, Result
+from slurm_dsl.run.calls import execute
 from tests import lab
 
 pytestmark = pytest.mark.integration

@@ -25,8 +25,9 @@ from typing import Iterator, Tuple
 
 import pytest
 
-from slurm_dsl import Op, Result, execute
+from slurm_dsl import Op, Result
 from slurm_dsl.core.model import Outcome
+from slurm_dsl.run.calls import execute
 from tests import lab, pair
 
 pytestmark = pytest.mark.integration

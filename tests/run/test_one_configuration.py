@@ -21,6 +21,7 @@ import pytest
 import slurm_dsl
 from slurm_dsl.core.model import Op
 from slurm_dsl.ledger.choose import open_ledger
+from slurm_dsl.run.calls import execute
 from slurm_dsl.run.config import ConfigFileError
 from slurm_dsl.run.deadlines import DEFAULT_TIMEOUT
 from slurm_dsl.run.tracked import Tracker
@@ -103,7 +104,7 @@ def test_a_tracker_and_execute_read_it_too(site: Site) -> None:
     with Tracker() as tracker:
         assert tracker.path == str(site.ledger)
         assert tracker.run(Op.RELEASE, "6", time.time() + 5).ok
-    outcome = slurm_dsl.execute("hold", "5", time.time() + 5)
+    outcome = execute("hold", "5", time.time() + 5)
     assert outcome.ok and calls_made(site.scontrol) == ["release 6", "hold 5"]
     assert site.recorded() == {"5": [], "6": ["release"]}
 
@@ -146,7 +147,7 @@ def test_a_bad_config_file_fails_the_call_before_anything_runs(site: Site, call:
         elif call == "tracker":
             Tracker(str(site.ledger))
         elif call == "execute":
-            slurm_dsl.execute("hold", "5", time.time() + 5)
+            execute("hold", "5", time.time() + 5)
         else:
             slurm_dsl.configuration()
     assert calls_made(site.scontrol) == [] and not site.ledger.exists() and not site.default.exists()

@@ -17,9 +17,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from slurm_dsl import InvalidInput, Op, Result, read_outcome
+from slurm_dsl import InvalidInput, Op, Result
 from slurm_dsl.core.bulk_reader import UNEXPECTED, combine_bulk, read_open_list
 from slurm_dsl.core.model import CallOutcome, Outcome
+from slurm_dsl.core.reader import read_outcome
 from tests.examples import examples
 from tests.ground import ACCESS_DENIED, ALREADY_FINISHED, INVALID_JOB_ID, INVALID_USER_ID
 
