@@ -158,44 +158,25 @@ def _run_ops(
 ) -> List[Outcome]:
     """``run_ops`` until ``when``, a deadline resolved once (``_deadline``), on the steady clock;
     ``reason`` and ``select`` checked already."""
-    from .run.driver import Stopped, drive
+    from .run.driver import Stopped
+    from .run.flow import Asked, Saved, operate
 
     op = Op(op)
     given = distinct_ids(job_ids) if job_ids or select is None else None
-    delay = configured.settle_delay if settle_delay is None else settle_delay
+    asked = Asked(key=key, settle=settle, retry=retry, settle_delay=configured.settle_delay if settle_delay is None
+                  else settle_delay, one_by_one=one_by_one, parallel=parallel, durable=durable, reason=reason)
 
     def run(tracker: Tracker) -> List[Outcome]:
         ids = given if select is None else _selected(tracker, op, select, given, when, key)
         if not ids:
             return []
-        if reason is None:
-            return acted(tracker, ids)
-        kept, tracker.admin_reason = tracker.admin_reason, reason  # a caller's Tracker gets its own back
-        try:
-            tracker.audit(op, ids, key)
-            return acted(tracker, ids)
-        finally:
-            tracker.admin_reason = kept
-
-    def acted(tracker: Tracker, ids: JobIds) -> List[Outcome]:
-        if key is None and not settle and not retry:
-            events = drive(tracker, op, ids, when, one_by_one=one_by_one, parallel=parallel)
-        else:
-            from .run.keyed import run_settled
-
-            events = run_settled(tracker, op, ids, when, key=key, settle=settle, retry=retry,
-                                 settle_delay=delay, one_by_one=one_by_one, parallel=parallel)
         outcomes: Dict[str, Outcome] = {}
-        for event in events:
+        for event in operate(tracker, op, ids, when, asked):
             if isinstance(event, Stopped):
                 raise event.error
-            outcomes[event.outcome.job_id] = event.outcome
-        found = [outcomes[j] for j in ids if j in outcomes]
-        if not durable:
-            return found
-        from .run.durable import confirm_saved
-
-        return confirm_saved(tracker, found, when, key)
+            if isinstance(event, Saved) or not durable:
+                outcomes[event.outcome.job_id] = event.outcome
+        return [outcomes[j] for j in ids if j in outcomes]
 
     if isinstance(ledger, Tracker):
         return run(ledger)
@@ -212,10 +193,8 @@ def _selected(tracker: Tracker, op: Op, select: Selection, given: Optional[JobId
     resolved = resolve(select, given, op, when, squeue=tracker.squeue, scontrol=tracker.scontrol,
                        clock=steady, ledger=tracker.ledger() if key is not None else None, key=key,
                        actor=tracker.actor)
-    for array, tasks in resolved.arrays_left.items():
-        log.warning("array %s: not selected: a call on its JobId reaches its %d tasks, not one", array, tasks)
-    if resolved.unseen is not None:
-        log.warning("%s", resolved.unseen.selection_note())
+    for note in resolved.notes():
+        log.warning("%s", note)
     return resolved.job_ids
 
 

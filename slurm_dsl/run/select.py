@@ -39,6 +39,15 @@ class Resolved:
     recorded: bool = False
     unseen: Optional[Sight] = None  # the listing's account, which may not see every job (else None)
 
+    def notes(self) -> List[str]:
+        """What the selection left out, and an account that may not see every job (contract
+        §10.3): the command line says them on stderr, the library logs them as warnings."""
+        found = [f"array {array}: not selected: a call on its JobId reaches its {tasks} tasks, not one (address"
+                 " a task by its own JobId)" for array, tasks in self.arrays_left.items()]
+        if self.unseen is not None:
+            found.append(self.unseen.selection_note())
+        return found
+
 
 def resolve(
     selection: Selection, given: Optional[JobIds], op: Op, deadline: float, *, squeue: Optional[str],

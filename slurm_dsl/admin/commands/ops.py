@@ -3,8 +3,8 @@
 
 Strategy: one subparser per ``Op``, all with the handler key ``op``; the handler takes the whole
 command's one deadline from when it starts, reads the ids, and prints each job's row as its result
-comes, in the order given (``drive``, or ``run_settled`` with ``--settle``, ``--retry``, ``--key``;
-with ``--durable`` the rows wait for slurmctld's save).  What only ``--settle`` or ``--durable``
+comes, in the order given (``run.flow.operate``, the library's flow too; with ``--durable`` the rows
+wait for slurmctld's save).  What only ``--settle`` or ``--durable``
 needs is imported by the handler when asked for: an operation, the common case run on every job,
 does not pay their start-up time.
 """
@@ -309,56 +309,42 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
         op = args.op
         looking = Background(lambda: look_up(op, ids, deadline, squeue=squeue, scontrol=scontrol, clock=steady),
                              "slurm-dsl array check").result
-    from ...run.driver import Stopped, drive
+    from ...run.driver import Stopped
+    from ...run.flow import Asked, Saved, operate
     from ...run.tracked import Tracker
 
     if tracker is None:
         tracker = Tracker(args.ledger, scontrol=scontrol, squeue=squeue, configuration=args.configuration)
-    if args.reason is not None:
-        tracker.admin_reason = args.reason
-        tracker.audit(args.op, ids, args.key)
+    asked = Asked(key=args.key, settle=args.settle, retry=args.retry, settle_delay=args.settle_delay,
+                  one_by_one=not bulk, parallel=args.parallel, durable=args.durable, reason=args.reason)
     progress = Progress(err) if bulk and err.isatty() else None
     code = EXIT_OK
-    if keyed:
-        from ...run.keyed import run_settled
-
-        try:
-            events_of = run_settled(tracker, args.op, ids, deadline, key=args.key, settle=args.settle,
-                                    retry=args.retry, settle_delay=args.settle_delay, one_by_one=not bulk,
-                                    parallel=args.parallel)
-        except InvalidInput as exc:  # a --timeout too short for --settle: nothing ran
-            tracker.close()
-            raise UsageError(str(exc)) from None
-    else:
-        events_of = drive(tracker, args.op, ids, deadline, one_by_one=not bulk, parallel=args.parallel,
-                          progress=progress, looking=looking)
-    held: List[Outcome] = []  # with --durable: the rows, printed once their save is confirmed
+    try:
+        flow = operate(tracker, args.op, ids, deadline, asked, progress=progress, looking=looking)
+    except InvalidInput as exc:  # a --timeout too short for --settle: nothing ran
+        tracker.close()
+        raise UsageError(str(exc)) from None
     # On a terminal, the rows of many jobs end with one folded line (docs/contract.md §10).
     shown: Optional[List[Outcome]] = [] if len(ids) > 1 and not args.json and out.isatty() else None
-    with tracker, contextlib.closing(events_of) as events:
+    with tracker, contextlib.closing(flow) as events:
         try:
-            # Results print as they come, in the order given, so a long run shows its progress.
+            # Results print as they come, in the order given, so a long run shows its progress;
+            # with --durable, once their save is confirmed.
             for event in events:
                 if isinstance(event, Stopped):
                     code = max(code, _ledger_failed(event.error, event.not_started, err))
-                    continue
-                if event.recorded:  # one that was not is logged already, as not recorded
-                    _log_outcome(event.outcome)
-                if args.durable:
-                    held.append(event.outcome)
-                else:
+                elif isinstance(event, Saved):
+                    if event.outcome.saved is False:
+                        log.warning("%s %s: %s", event.outcome.op.value, event.outcome.job_id, event.outcome.detail)
                     code = max(code, emit([event.outcome], args.json, out, shown, args.reason))
+                else:
+                    if event.recorded:  # one that was not is logged already, as not recorded
+                        _log_outcome(event.outcome)
+                    if not args.durable:
+                        code = max(code, emit([event.outcome], args.json, out, shown, args.reason))
         finally:
             if progress is not None:
                 progress.close()
-        if held:
-            from ...run.durable import confirm_saved
-
-            held = confirm_saved(tracker, held, deadline, args.key)
-            for outcome in held:
-                if outcome.saved is False:
-                    log.warning("%s %s: %s", outcome.op.value, outcome.job_id, outcome.detail)
-            code = max(code, emit(held, args.json, out, shown, args.reason))
     if shown is not None:
         summarize(shown, out)
     return code
@@ -381,11 +367,8 @@ def _selected(args: argparse.Namespace, selection: Selection, given: Optional[Jo
         if tracker is not None:
             tracker.close()
         raise
-    for array, tasks in resolved.arrays_left.items():
-        err.write(f"{PROG}: array {array}: not selected: a call on its JobId reaches its {tasks} tasks, not one"
-                  " (address a task by its own JobId)\n")
-    if resolved.unseen is not None:
-        err.write(f"{PROG}: {resolved.unseen.selection_note()}\n")
+    for note in resolved.notes():
+        err.write(f"{PROG}: {note}\n")
     if resolved.recorded:
         log.info("key %s: acting on the %d jobs its first run selected", args.key, len(resolved.job_ids))
     if not resolved.job_ids:
