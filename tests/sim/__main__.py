@@ -99,6 +99,7 @@ def _absent_at_once(plant: Plant = setattr) -> None:
 
     for module in (settle, keyed):
         plant(module, "delay_of", lambda *args, **kwargs: 0.0)
+    plant(settle, "check_settle_delay", float)  # (which would refuse a delay under 2 s)
 
 
 # The durability issue's findings 1, 2 and 4, whose code is gone: the old decisions put back around

@@ -37,16 +37,19 @@ WEIGHTS: Dict[str, int] = {
     "op": 26, "bulk": 6, "keyed": 6, "sweep": 12, "wait": 16, "kill": 4, "start": 4, "term": 2, "step": 3,
     "hostwall": 2, "finish": 5, "submit": 4, "admin": 8, "freeze": 5, "durable": 4, "cmdkill": 4,
     "purge": 3, "onehost": 2, "midkill": 5,
-    "elsewhere": 3,
+    "elsewhere": 3, "cutoff": 3,
 }
 # Seconds a save takes from its begin to its link: a few jobs' (well under a millisecond), or a
 # large cluster's, whose save already running at an ack does not carry the change (the ground
 # truth, slurm-durability.md §2); one schedule in four runs on a large cluster.
 PACKS = (0.0005, 0.0005, 0.0005, 0.4)
+# Seconds a request waits for the job write lock: an idle controller's, or a busy one's (bulk
+# loops holding it, settle-delay.md §2: 50 ms); one schedule in three runs busy.
+LOCK_WAITS = (0.0, 0.0, 0.05)
 OPS = (Op.HOLD, Op.RELEASE, Op.REQUEUE, Op.RESTORE)
 # The steps whose commands may write a verdict (sweeps, keyed runs settling): the others' cannot
 # (one op, a bulk run and --durable's wait record none), so the checker reads verdicts after these.
-SETTLING = ("sweep", "keyed", "freeze", "cmdkill", "purge", "midkill", "elsewhere")
+SETTLING = ("sweep", "keyed", "freeze", "cmdkill", "purge", "midkill", "elsewhere", "cutoff")
 TIMEOUT = 30.0
 SETTLE_DELAY = 2.0
 
@@ -84,11 +87,14 @@ def schedule(seed: int, steps: int) -> List[Step]:
         elif kind == "midkill":
             out.append(Step(kind, (rng.choice(("op", "keyed")), rng.choice(OPS), pick, rng.randint(0, 3),
                                    rng.choice((None, 0.5, 5.0, 12.0, 12.0)), rng.choice((TIMEOUT, 90.0, 90.0)))))
+        elif kind == "cutoff":
+            out.append(Step(kind, (rng.choice((Op.HOLD, Op.REQUEUE)), pick, rng.choice((0.03, 0.04, 0.05)))))
         elif kind == "elsewhere":
             out.append(Step(kind, (rng.choice(("op", "sweep")), rng.choice((Op.REQUEUE, Op.RESTORE)), pick,
                                    rng.randint(1, 3), rng.choice((40.0, 200.0)))))
         elif kind == "cmdkill":
-            out.append(Step(kind, (rng.choice(("op", "keyed")), rng.choice(OPS), pick, 1, rng.randint(1, 2))))
+            out.append(Step(kind, (rng.choice(("op", "keyed")), rng.choice(OPS), pick, 1, rng.randint(0, 2),
+                                   rng.random() < 0.5)))
         elif kind == "freeze":
             out.append(Step(kind, (rng.choice((Op.REQUEUE, Op.HOLD)), pick, rng.randint(1, 4),
                                    rng.choice((0.5, 5.0, 40.0, 200.0)), rng.choice((0.0, 0.0, 300.0)))))
@@ -122,6 +128,7 @@ class Player:
                           min_job_age=30.0)
         for controller in cluster.controllers:
             controller.pack = random.Random(f"pack-{seed}").choice(PACKS)
+        cluster.lock_wait = random.Random(f"lock-{seed}").choice(LOCK_WAITS)
         self.sim = Simulation(cluster)
         self.pair = pair
         self.ledger = str(directory / f"ledger-{seed}.sqlite3")
@@ -145,12 +152,13 @@ class Player:
     def command(self, work: str, *args: object, freeze: Optional[Tuple[int, Callable[[], None]]] = None,
                 kill: Optional[Tuple[int, int, Callable[[], None]]] = None,
                 between: Optional[Tuple[int, Callable[[int, float], None]]] = None, timeout: float = TIMEOUT,
-                host: Optional[Host] = None) -> None:
+                host: Optional[Host] = None, in_flight: bool = False) -> None:
         """One slurm-dsl command: a new process, its tracker, its end; then its rows checked.
         ``freeze``: at which of its process starts or sleeps to call what (``frozen``); ``kill``:
         at which script, after how many calls, it dies (``killed``); ``between``: at which script
         what happens after each call (``midkill``); ``timeout``: its ``--timeout``; ``host``: where
-        it runs (the first host by default)."""
+        it runs (the first host by default); ``in_flight``: killed as its next call's request is on
+        its way."""
         pid = self.sim.spawn(host)
         began, refused = self.sim.t, False
         self.played.commands += 1
@@ -161,6 +169,8 @@ class Player:
                 self.sim.unfrozen_at_script.add(pid)
         if kill is not None:
             self.sim.kill_at[pid] = kill
+            if in_flight:
+                self.sim.in_flight.add(pid)
         if between is not None:
             self.sim.between[pid] = between
         rows: List[Outcome] = []
@@ -244,6 +254,20 @@ class Player:
             go.set()
         first.join()
 
+    def cutoff(self, op: Op, pick: float, timeout: float) -> None:
+        """An op with a short ``--timeout`` on a busy controller (its request waits 90 ms for the
+        job lock; settle-delay.md §2 measured 50 ms, and nothing applied after 0.1 s): the script
+        is TERMed with its call's request on its way, the operation ends unknown, slurmctld applies
+        the request after the end; the sweeper's timer fires at that moment (contract §12:
+        ``absent`` only once a late request can no longer be applied)."""
+        cluster = self.sim.cluster
+        wait, cluster.lock_wait = cluster.lock_wait, 0.09
+        try:
+            self.command("op", op, pick, timeout=timeout)
+        finally:
+            cluster.lock_wait = wait
+        self.command("sweep")
+
     def elsewhere(self, work: str, op: Op, pick: float, at: int, gap: float) -> None:
         """A command (``op``: one op of the job; ``sweep``) on the second host stopped (SIGSTOP)
         at its ``at``-th lookup or sleep (``world.Simulation.edge``), its liveness not to be told here;
@@ -268,9 +292,11 @@ class Player:
             go.set()
         first.join()
 
-    def killed(self, work: str, op: Op, pick: float, script: int, calls: int) -> None:
+    def killed(self, work: str, op: Op, pick: float, script: int, calls: int, in_flight: bool = False) -> None:
         """A command SIGKILLed (with its script, as its lifeline takes it) once its ``script``-th
-        script has made ``calls`` calls: nothing after that runs, no lease is given back."""
+        script has made ``calls`` calls: nothing after that runs, no lease is given back.
+        ``in_flight``: as its next call's request is on its way, which slurmctld applies after the
+        death (on a busy controller, tens of ms later); the sweeper's timer fires at that moment."""
         dead = threading.Event()
 
         def die() -> None:
@@ -278,11 +304,13 @@ class Player:
             self.over.wait()  # gone: nothing of it runs again while the schedule is played
             raise Killed()
 
-        victim = threading.Thread(target=self.command, args=(work, op, pick), kwargs={"kill": (script, calls, die)},
-                                  daemon=True)
+        victim = threading.Thread(target=self.command, args=(work, op, pick),
+                                  kwargs={"kill": (script, calls, die), "in_flight": in_flight}, daemon=True)
         victim.start()
         while victim.is_alive() and not dead.wait(0.001):
             pass
+        if in_flight and dead.is_set():
+            self.command("sweep")
 
     def purged(self, pick: float) -> None:
         """A finished job purged as a sweep looks it up, and slurmctld SIGKILLed before that purge
@@ -416,6 +444,9 @@ class Player:
         elif step.kind == "cmdkill":
             self.played.faults += 1
             self.killed(*v)  # type: ignore[arg-type]
+        elif step.kind == "cutoff" and cluster.in_control() is not None:
+            self.played.faults += 1
+            self.cutoff(*v)  # type: ignore[arg-type]
         elif step.kind == "elsewhere":
             self.played.faults += 1
             self.elsewhere(*v)  # type: ignore[arg-type]
@@ -477,7 +508,8 @@ class Player:
         """An operation settled ``absent`` did nothing and will do nothing: its job is run again on
         that verdict (``--retry``, contract §12: "absent" only once a request that reached slurmctld
         late could no longer be applied, §13.6: nor while a controller may hold it back).  So none
-        of its calls is applied after the verdict was seen (at the end of the step that wrote it)."""
+        of its calls is applied after the lookup the verdict was read from (no later than its
+        settler's last lookup)."""
         for e in self.sim.cluster.effects[self.effects_read:]:
             nonce = e[1].partition("#")[2]
             seen = self.absent.get(nonce)
@@ -511,7 +543,10 @@ class Player:
             for each in self.jobs if verdicts else ():
                 for entry in ledger.history(each):
                     if entry.settlement is not None and entry.settlement.verdict is Verdict.ABSENT:
-                        self.absent.setdefault(entry.nonce, (self.sim.t, each, entry.op.value))
+                        # read from its settler's lookup: no later than that process's last one
+                        by = re.search(r", pid (\d+)", entry.settlement.by or "")
+                        at = self.sim.looked.get(int(by.group(1)), self.sim.t) if by else self.sim.t
+                        self.absent.setdefault(entry.nonce, (at, each, entry.op.value))
         self.absent_kept(after)
         held: Dict[str, Dict[str, Job]] = {"on its last save": dict(saved_jobs(cluster.disk))}
         live = cluster.in_control()

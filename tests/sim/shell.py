@@ -59,14 +59,17 @@ def parse(script: str) -> Tuple[str, List[Call]]:
 
 
 def run(cluster: Cluster, t: float, script: str, deadline: float, uid: int = ROOT, who: str = "dsl",
-        calls_made: Optional[int] = None, after_call: Optional[Callable[[int, float], None]] = None) -> Ran:
+        calls_made: Optional[int] = None, after_call: Optional[Callable[[int, float], None]] = None,
+        in_flight: bool = False) -> Ran:
     """Run ``script`` from ``t``; the runner TERMs it at ``deadline`` (simulated time).
-    ``calls_made``: the script is KILLed once so many calls were made (with its runner);
+    ``calls_made``: the script is KILLed once so many calls were made (with its runner), and with
+    ``in_flight`` as the next call's request is on its way (slurmctld applies it anyway);
     ``after_call``: called with 0 and the start, then with each call's number and end, before
     the next (a fault between calls)."""
     nonce, calls = parse(script)
+    cut = None
     if calls_made is not None:
-        calls = calls[:calls_made]
+        calls, cut = calls[:calls_made], next(iter(calls[calls_made:]), None)
     out: List[str] = []
     status, first, now = 0, 0, t
     if after_call is not None:
@@ -77,7 +80,8 @@ def run(cluster: Cluster, t: float, script: str, deadline: float, uid: int = ROO
         if now >= deadline:
             status, text = EXPIRED, ""
         else:
-            reply = cluster.call(now, call.argv, uid, f"{who}#{nonce}")  # whose: the command's and its operation's
+            # whose: the command's and its operation's; TERMed at the deadline
+            reply = cluster.call(now, call.argv, uid, f"{who}#{nonce}", gives_up=deadline)
             if reply.ends > deadline:  # TERMed while it ran: what it printed is lost with it
                 status, text, now = TIMED_OUT, "", deadline
             else:
@@ -87,4 +91,7 @@ def run(cluster: Cluster, t: float, script: str, deadline: float, uid: int = ROO
             first = status
         if after_call is not None:
             after_call(call.number, now)
+    if in_flight and cut is not None and now < deadline and not (
+            (cut.when == "ne 0" and first != 0) or (cut.when == "eq 75" and first == EXPIRED)):
+        cluster.send_and_die(now, cut.argv, uid, f"{who}#{nonce}")
     return Ran(status, "".join(out).encode(), now)

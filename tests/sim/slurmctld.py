@@ -296,6 +296,11 @@ class Cluster:
         self.hand_back = (28.5 if major != "22.05" else 0.12) if hand_back is None else hand_back
         self.pending: List[Tuple[float, str]] = []  # (when, what): takeovers and hand-backs to come
         self.held: List[Tuple[float, List[str], int, str]] = []  # requests waiting on a restarted primary's socket
+        # A request's handler waits this long for the job write lock on a busy controller (the
+        # bulk loops of settle-delay.md §2: 50 ms), while lookups are answered meanwhile.
+        self.lock_wait = 0.0
+        self.late: Dict[int, Tuple[List[str], int, str]] = {}  # sent, its client dead: applied when due
+        self.sent = 0
         self._who = "admin"  # who sends the request being applied
         # Each request on each record, as applied: (when, who, verb, job, Requeue value, answer: None done).
         self.effects: List[Tuple[float, str, str, str, Optional[str], Optional[str]]] = []
@@ -329,7 +334,12 @@ class Cluster:
 
     def _happen(self, at: float, what: str) -> None:
         backup = self.controllers[-1]
-        if what.startswith("restart:"):
+        if what.startswith("late:"):
+            argv, uid, who = self.late.pop(int(what.partition(":")[2]))
+            c = self.in_control()
+            if c is not None:  # (a controller killed meanwhile never got it)
+                self._apply(c, at, argv, uid, who)
+        elif what.startswith("restart:"):
             which = int(what.partition(":")[2])
             if not self.controllers[which].up:
                 self._start(at, which)
@@ -439,9 +449,11 @@ class Cluster:
         took = 2 * mt if self.major == "26.05" else 2 * (mt - 1)
         return took, f"slurm_load_jobs error: {NO_CONTACT}\n"
 
-    def call(self, t: float, argv: Sequence[str], uid: int = ROOT, who: str = "admin") -> Reply:
+    def call(self, t: float, argv: Sequence[str], uid: int = ROOT, who: str = "admin",
+             gives_up: Optional[float] = None) -> Reply:
         """One scontrol control call made at ``t`` (or when the last call ended, if later), by
-        ``who`` (kept with the flag it changes, for the checker)."""
+        ``who`` (kept with the flag it changes, for the checker).  ``gives_up``: when its client is
+        TERMed; a request still waiting for the lock then is applied later all the same."""
         self.advance(t)
         t = self.t
         mt = self.message_timeout
@@ -454,9 +466,12 @@ class Cluster:
             return Reply(1, self._format_down(argv), t + fail_after, applied=None)
         c = self.in_control()
         if c is not None:
-            at = t + CALL - REPLY
+            at = t + self.lock_wait + CALL - REPLY
+            if gives_up is not None and at > gives_up:
+                self.send_and_die(t, argv, uid, who)
+                return Reply(1, "", at + REPLY, applied=at)
             self.advance(at)
-            return Reply(*self._apply(c, at, list(argv), uid, who), ends=t + CALL, applied=at)
+            return Reply(*self._apply(c, at, list(argv), uid, who), ends=at + REPLY, applied=at)
         coming = sorted(p for p in self.pending if (p[1] == "takeover" and p[0] <= t + 1.5 * self.slurmctld_timeout)
                         or (p[1].startswith("restart:") and p[0] < t + fail_after))
         if coming:
@@ -468,6 +483,17 @@ class Cluster:
             if c is not None:  # (a backup killed meanwhile never takes over: the client fails)
                 return Reply(*self._apply(c, at, list(argv), uid, who), ends=at + REPLY, applied=at)
         return Reply(1, self._format_down(argv), t + fail_after, applied=None)
+
+    def send_and_die(self, t: float, argv: Sequence[str], uid: int = ROOT, who: str = "admin") -> None:
+        """A call whose client dies at ``t``, its request already on its way: slurmctld still
+        applies it once its handler gets the job lock (settle-delay.md §2: "killed, yet present"),
+        after the client's death, a lookup meanwhile seeing the record unchanged."""
+        self.advance(t)
+        if self._client_error(argv) is not None or self.in_control() is None:
+            return
+        number = self.sent = self.sent + 1
+        self.late[number] = (list(argv), uid, who)
+        self.pending.append((t + self.lock_wait + CALL - REPLY, f"late:{number}"))
 
     @staticmethod
     def _client_error(argv: Sequence[str]) -> Optional[str]:

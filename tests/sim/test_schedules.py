@@ -57,7 +57,7 @@ def test_the_simulator_finds_keys_acting_twice_planted_again(tmp_path: Path, mon
     from slurm_dsl.run import tracked
 
     monkeypatch.setattr(tracked, "not_to_act", lambda *args, **kwargs: {})
-    found = first_violation(tmp_path, range(21, 41), STEPS)  # seed 21: its first (docs/testing.md §7)
+    found = first_violation(tmp_path, range(8, 11), STEPS)  # seed 8: its first alone
     assert found is not None and "key-acted-twice" in found.violations[0], "not found in 40 schedules"
 
 
@@ -81,7 +81,7 @@ def test_the_simulator_finds_one_save_taken_as_proof(tmp_path: Path, monkeypatch
     """Rule D2 turned (one save seen replaced after the look taken as proof): on a large cluster,
     whose save under way at the ack does not carry the change, a --durable row said saved is not."""
     PLANTS["one-save"](monkeypatch.setattr)
-    found = first_violation(tmp_path, range(1, 4), STEPS)
+    found = first_violation(tmp_path, range(12, 15), STEPS)  # seed 12: its first alone
     assert found is not None, "not found"
     assert found.violations[0].startswith(("durable-not-saved", "lost-flag")), found.violations[0]
 
@@ -99,7 +99,7 @@ def test_the_simulator_finds_a_retry_that_never_runs(tmp_path: Path, monkeypatch
     keyed run's script starts and restarted after its call failed, the job settled absent and not
     run again within the deadline."""
     PLANTS["no-retry"](monkeypatch.setattr)
-    found = first_violation(tmp_path, range(5, 8), STEPS)  # seed 5: its first (docs/testing.md §7)
+    found = first_violation(tmp_path, range(22, 25), STEPS)  # seed 22: its first alone
     assert found is not None and found.violations[0].startswith("retry-not-run"), found and found.violations[0]
 
 
@@ -107,5 +107,14 @@ def test_the_simulator_finds_a_clear_bit_its_calls_belie(tmp_path: Path, monkeyp
     """Contract §7 loosened (any ``Requeue=0`` call taken as clearing): slurmctld killed between a
     requeue's calls, its call 3 fails, and the row says its bit clear."""
     PLANTS["clear-trusted"](monkeypatch.setattr)
-    found = first_violation(tmp_path, range(73, 76), STEPS)  # seed 73: its first alone (docs/testing.md §7)
+    found = first_violation(tmp_path, range(38, 41), STEPS)  # seed 38: its first alone
     assert found is not None and "bit clear" in found.violations[0], found and found.violations[0]
+
+
+def test_the_simulator_finds_absent_read_at_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rules S6 and S13 dropped (absent read from any lookup after the end, no settle delay): an op
+    TERMed while its request waits for slurmctld's job lock, a sweep at once reads absent, and the
+    request is applied after that lookup (settle-delay.md §2)."""
+    PLANTS["absent-at-once"](monkeypatch.setattr)
+    found = first_violation(tmp_path, range(13, 16), STEPS)  # seed 13: its first alone
+    assert found is not None and found.violations[0].startswith("false-verdict"), found and found.violations[0]

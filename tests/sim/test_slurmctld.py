@@ -22,7 +22,7 @@ from tests.ground import (
     PENDING_EXECUTION,
     UNEXPECTED,
 )
-from tests.sim.slurmctld import REPLY, Cluster, Job, saved_jobs
+from tests.sim.slurmctld import CALL, REPLY, Cluster, Job, saved_jobs
 
 ALICE = 1001
 CALLS: Dict[str, Tuple[str, ...]] = {
@@ -345,6 +345,25 @@ def test_a_controller_restarted_while_a_call_waits_applies_it_then() -> None:
     late = c.call(21.0, ("hold", job))
     assert (late.rc, late.applied, late.ends) == (1, None, 30.0)
     assert c.jobs(41.0, [job]) is not None and len(c.effects) == 2
+
+
+@pytest.mark.parametrize("how", ["terminated", "killed"])
+def test_a_request_whose_client_gave_up_is_applied_once_it_gets_the_lock(how: str) -> None:
+    """settle-delay.md §2's late application: on a busy controller a request waits for the job
+    lock (50 ms measured); its client TERMed at its deadline, or killed, meanwhile, it is applied
+    all the same, and a lookup in between sees the record unchanged."""
+    c = Cluster()
+    c.start(0.0)
+    job = c.submit(0.0)
+    c.lock_wait = 0.05
+    if how == "terminated":
+        reply = c.call(1.0, ("hold", job), gives_up=1.02)
+        assert reply.applied == pytest.approx(1.0 + 0.05 + CALL - REPLY) and reply.ends > 1.02
+    else:
+        c.send_and_die(1.0, ("hold", job))
+    assert (c.jobs(1.03, [job]) or {})[job].priority > 0
+    assert (c.jobs(1.06, [job]) or {})[job].priority == 0
+    assert [e[2:] for e in c.effects] == [("hold", job, None, None)]
 
 
 def test_a_call_on_a_job_slurmctld_no_longer_knows_is_kept_with_its_answer() -> None:

@@ -66,6 +66,8 @@ class Simulation:
         # first, and what to call then): it makes them, dies, and never returns to slurm-dsl.
         self.kill_at: Dict[int, Tuple[int, int, Callable[[], None]]] = {}
         self.scripts_of: Dict[int, int] = {}
+        self.looked: Dict[int, float] = {}  # each process's last squeue: when it read slurmctld
+        self.in_flight: Set[int] = set()  # of those, whose next call's request is on its way as it dies
         # A fault between the calls of a process's script (pid -> at which script, and what to call
         # with each call's number and end): slurmctld SIGKILLed after a call, say.
         self.between: Dict[int, Tuple[int, Callable[[int, float], None]]] = {}
@@ -180,7 +182,7 @@ class Simulation:
         if kill is not None and kill[0] == self.scripts_of[pid]:
             del self.kill_at[pid]
             ran = shell.run(self.cluster, start, script, deadline=start + timeout, who=self.tags.get(pid, "dsl"),
-                            calls_made=kill[1])
+                            calls_made=kill[1], in_flight=pid in self.in_flight)
             self.advance(ran.ends)
             self.exit(pid)
             kill[2]()  # dead: this thread never goes on
@@ -198,6 +200,7 @@ class Simulation:
         argv = tuple(argv)
         program = os.path.basename(argv[0])
         if program == "squeue":
+            self.looked[pid] = self.t  # the record it reads is slurmctld's at this moment
             return self._squeue(argv, timeout)
         if program == "scontrol" and argv[1:3] == ("show", "config"):
             self.advance(self.t + LOAD)
