@@ -4,7 +4,7 @@ each job still with its own strict result, recorded in the ledger.
 Strategy, for one operation on many ids:
 
 1. The ids are validated, deduplicated (first occurrence kept) and looked up once
-   (``Tracker.refuse_whole_arrays``): an array's own JobId that reaches other tasks is
+   (``Tracker.look_up``): an array's own JobId that reaches other tasks is
    refused before anything runs; one that holds its array's only task still answers in
    the array form (``A_T: ...``, docs/slurm-behaviour.md §1.4), so it runs on its own,
    never in a list (docs/slurm-bulk.md §2.1).

@@ -12,7 +12,7 @@ raises ``NotRecorded`` carrying it; a lease that cannot be given back lapses.
 
 Arrays (docs/contract.md §9.4): given an array's own JobId, scontrol acts on every task of the
 array, so one object could not cover what a requeue may leave set.  Before an
-operation (restore aside: it only clears flags) ``refuse_whole_arrays`` looks the
+operation (restore aside: it only clears flags) ``Tracker.look_up`` looks the
 ids up in one squeue call, bounded by the deadline, and raises ``WholeArray``
 for any id that reaches other tasks: nothing runs.  A task addressed by its own
 JobId, and an array's own JobId that holds its one last task, are single jobs.
@@ -366,21 +366,11 @@ class Tracker:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def refuse_whole_arrays(
-        self, op: Union[Op, str], job_ids: Sequence[Union[str, int]], deadline: float
-    ) -> Dict[str, Optional[JobInfo]]:
-        """Raise ``WholeArray`` if any id is an array's own JobId that reaches other tasks.
-
-        One squeue call for all ids, bounded by the deadline; ``LookupFailed`` if it
-        could not ask.  Nothing to check for a restore, or once the deadline has passed
-        (the operation then expires without running): then the answer is empty.  Else it
-        is what the lookup said of each id (the bulk path keeps arrays out of its lists).
-        """
-        return self.look_up(op, job_ids, deadline).infos
-
     def look_up(self, op: Union[Op, str], job_ids: Sequence[Union[str, int]], deadline: float) -> LookupAnswer:
-        """``refuse_whole_arrays``, and when its lookup started (the baselines' time):
-        ``arrays.look_up`` with this tracker's squeue, scontrol and clock."""
+        """The array check (``arrays.look_up``, with this tracker's squeue, scontrol and clock):
+        ``WholeArray`` for an array's own JobId that reaches other tasks, ``LookupFailed`` if it
+        could not ask; else what the lookup said of each id, and when it started (the baselines'
+        time)."""
         return look_up(op, distinct_ids(job_ids), deadline, squeue=self.squeue, scontrol=self.scontrol,
                        clock=self.clock)
 
