@@ -118,3 +118,11 @@ def test_the_simulator_finds_absent_read_at_once(tmp_path: Path, monkeypatch: py
     PLANTS["absent-at-once"](monkeypatch.setattr)
     found = first_violation(tmp_path, range(13, 16), STEPS)  # seed 13: its first alone
     assert found is not None and found.violations[0].startswith("false-verdict"), found and found.violations[0]
+
+
+def test_a_known_gap_is_said_not_failed_on(tmp_path: Path) -> None:
+    """The product's known open gap the simulator found (contract §12, "a baseline a crash undid";
+    ``schedule.KNOWN``): the hour's schedule that found it reports it as known, not as a violation.
+    Once the product closes the gap this fails: then drop the exemption and keep the schedule."""
+    played = play(tmp_path, 501307, 42, pair=True)
+    assert played.violations == [] and [k.split(":")[0] for k in played.known] == ["baseline-undone"], played
