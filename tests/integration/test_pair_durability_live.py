@@ -1,13 +1,13 @@
 """Durability across a takeover and a hand-back, on the lab's real primary/backup pair
 (docs/contract.md §13.4, §13.6; docs/durability.md §2).
 
-1. A hold and a requeue acknowledged by the primary, the save thread busy (warm) or idle (cold),
+1. A hold, a requeue into hold and a requeue acknowledged by the primary, the save thread busy (warm) or idle (cold),
    then the primary SIGKILLed ``d`` s after the requeue's end (0, 0.5, 2, 4.5; CI runs 0.5 warm,
    the rest under SLURM_DSL_TEST_PAIR_MATRIX=1): the backup takes over with what was on disk.
    Whatever came back, no job is at Requeue=1 untracked, the ledger never says clear while it is,
    the sweep (no key) records each change that came back missing as "acknowledged, then lost" (and
    restores a flag left at 1), and the same commands with their keys and ``--retry`` redo exactly
-   the lost ones, once (RestartCnt 1, never 2).
+   the lost ones, once (RestartCnt 1, never 2; the requeue into hold held).
 2. A hand-back (the primary started again while the backup is in control; ~28.5 s on 24.11): a
    requeue whose call 2 is sent while it runs either fails with ``Unexpected message received``
    and is applied when the primary takes control (docs/durability.md §2), or blocks until then and
@@ -116,8 +116,9 @@ def test_a_takeover_loses_an_unsaved_hold_and_requeue_and_they_are_redone_once(o
     ledger = str(tmp_path / "ledger.sqlite3")
     scontrol = wrapper(tmp_path, LOGGED)
     common = ["--json", "--timeout", "30", "--settle-delay", "2", "--ledger", ledger, "--scontrol", str(scontrol)]
-    held, requeued, other = (lab.make_job("running_rq0") for _ in range(3))
+    held, into_hold, requeued, other = (lab.make_job("running_rq0") for _ in range(4))
     hold = ["hold", held, "--key", "takeover-32", *common]
+    requeue_hold = ["requeue", into_hold, "--hold", "--key", "takeover-32", *common]
     requeue = ["requeue", requeued, "--key", "takeover-32", *common]
     try:
         if warm:
@@ -128,6 +129,8 @@ def test_a_takeover_loses_an_unsaved_hold_and_requeue_and_they_are_redone_once(o
             make_cold()
         saved = pair.job_state_mtime_ns()
         assert row_of(cli_process(hold))["result"] == "ok"
+        first_hold = row_of(cli_process(requeue_hold))
+        assert (first_hold["result"], first_hold["requeue_bit"]) == ("ok", "clear"), first_hold
         first = row_of(cli_process(requeue))
         ended = time.monotonic()
         assert (first["result"], first["requeue_bit"]) == ("ok", "clear"), first
@@ -135,52 +138,63 @@ def test_a_takeover_loses_an_unsaved_hold_and_requeue_and_they_are_redone_once(o
         unsaved = pair.job_state_mtime_ns() == saved
         pair.kill("ctl-a")
         took = pair.wait_in_control("ctl-b", TAKES_OVER_WITHIN)
-        came = {j: lab.job_state(j) for j in (held, requeued)}
-        h, r = came[held], came[requeued]
-        assert h is not None and r is not None
+        came = {j: lab.job_state(j) for j in (held, into_hold, requeued)}
+        h, rh, r = came[held], came[into_hold], came[requeued]
+        assert h is not None and rh is not None and r is not None
         print(f"d={d} {'warm' if warm else 'cold'}: ctl-b in control {took:.1f} s after the SIGKILL; no save since"
               f" before the hold at the kill: {unsaved}; came back:"
               f" hold {'kept' if h.priority == 0 else 'lost'}; requeue {r.state} Requeue={r.requeue}"
-              f" RestartCnt={r.restarts}")
+              f" RestartCnt={r.restarts}; requeue into hold {rh.state} Requeue={rh.requeue}"
+              f" RestartCnt={rh.restarts} PriorityLong={rh.priority}")
         # The requeue's clear was never known saved: its object is watched, whatever came back.
         assert bit(ledger, requeued) is RequeueBit.MAY_BE_SET
-        hold_lost, requeue_lost = h.priority != 0, r.restarts == 0
+        assert bit(ledger, into_hold) is RequeueBit.MAY_BE_SET
+        hold_lost, requeue_lost, into_hold_lost = h.priority != 0, r.restarts == 0, rh.restarts == 0
 
         # The sweep, no key: records the lost ones, restores a flag left at 1, clears the object
         # only from a save after the restore.  Between sweeps another job changes, so that the
         # backup has something to save.
         deadline = time.monotonic() + SETTLED_WITHIN
         sweeps, stamp = 0, 0
-        while bit(ledger, requeued) is not RequeueBit.CLEAR or (
-                len(lost_verdicts(ledger, held)) < hold_lost or len(lost_verdicts(ledger, requeued)) < requeue_lost):
+        while any(bit(ledger, j) is not RequeueBit.CLEAR for j in (requeued, into_hold)) or (
+                len(lost_verdicts(ledger, held)) < hold_lost or len(lost_verdicts(ledger, requeued)) < requeue_lost
+                or len(lost_verdicts(ledger, into_hold)) < into_hold_lost):
             assert time.monotonic() < deadline, f"not settled within {SETTLED_WITHIN:g} s of sweeps"
             swept = cli_process(["sweep", "--ledger", ledger, "--settle-delay", "2", "--json"])
             lab.sweep_exited(swept, (0, 15))
             sweeps += 1
-            state = lab.job_state(requeued)
-            assert state is not None
-            assert not (state.requeue and bit(ledger, requeued) is RequeueBit.CLEAR), "clear while Requeue=1"
+            for job in (requeued, into_hold):
+                state = lab.job_state(job)
+                assert state is not None
+                assert not (state.requeue and bit(ledger, job) is RequeueBit.CLEAR), f"{job}: clear while Requeue=1"
             stamp += 1
             lab.check(["scontrol", "update", f"JobId={other}", f"Comment=save-{stamp}"])
             time.sleep(1.0)
         print(f"settled by {sweeps} sweep(s): lost recorded for hold {lost_verdicts(ledger, held) != []},"
-              f" requeue {lost_verdicts(ledger, requeued) != []}")
-        after = lab.job_state(requeued)
-        assert after is not None and after.requeue == 0
+              f" requeue {lost_verdicts(ledger, requeued) != []}, requeue into hold"
+              f" {lost_verdicts(ledger, into_hold) != []}")
+        for job in (requeued, into_hold):
+            after = lab.job_state(job)
+            assert after is not None and after.requeue == 0, after
 
         # The same commands with their keys: exactly the lost ones run again, once.
         again_hold = row_of(cli_process([*hold, "--retry", "1"]))
+        again_into_hold = row_of(cli_process([*requeue_hold, "--retry", "1"]))
         again_requeue = row_of(cli_process([*requeue, "--retry", "1"]))
         assert made(tmp_path, "hold", held) == 1 + hold_lost, again_hold
+        assert made(tmp_path, "requeuehold", into_hold) == 1 + into_hold_lost, again_into_hold
         assert made(tmp_path, "requeue", requeued) == 1 + requeue_lost, again_requeue
-        third = row_of(cli_process([*requeue, "--retry", "1"]))
-        assert third["calls"] == [] and "took effect" in str(third["detail"]), third
-        assert made(tmp_path, "requeue", requeued) == 1 + requeue_lost
-        final_h, final_r = lab.job_state(held), lab.job_state(requeued)
+        for argv, verb, job, lost in ((requeue, "requeue", requeued, requeue_lost),
+                                      (requeue_hold, "requeuehold", into_hold, into_hold_lost)):
+            third = row_of(cli_process([*argv, "--retry", "1"]))
+            assert third["calls"] == [] and "took effect" in str(third["detail"]), third
+            assert made(tmp_path, verb, job) == 1 + lost
+        final_h, final_rh, final_r = (lab.job_state(j) for j in (held, into_hold, requeued))
         assert final_h is not None and final_h.priority == 0
         assert final_r is not None and final_r.restarts == 1, final_r  # requeued once, never twice
+        assert final_rh is not None and (final_rh.restarts, final_rh.priority) == (1, 0), final_rh  # and held
     finally:
-        lab.cancel(held, requeued, other)
+        lab.cancel(held, into_hold, requeued, other)
 
 
 def listening(host: str) -> bool:

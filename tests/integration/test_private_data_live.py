@@ -191,3 +191,37 @@ def test_a_selection_by_an_account_that_may_not_see_every_job_says_so(plain: Pla
         assert seen is not None and seen.reason == "JobHeldUser"  # looked at only, as a dry run does
     finally:
         lab.cancel(roots, own)
+
+
+
+def test_a_requeue_into_hold_by_an_account_that_may_not_see_every_job_says_what_happened(plain: Plain) -> None:
+    """The plain account's ``requeue --hold`` of its own job and of root's, which it may not see.
+    Its own: 22.05 takes its ``Requeue=1`` (exit 0) but leaves the flag at 0 under JobRequeue=0 and
+    then refuses the requeue (docs/slurm-behaviour.md §3); wherever a major lets it through, the
+    job comes back held.  Either way the result says which, and the record agrees.  Root's: every
+    call refused, nothing changed."""
+    own = lab.make_job("running_rq0", user=plain.name)
+    roots = lab.make_job("running_rq0")
+    try:
+        rows = {}
+        for job in (own, roots):
+            done = as_plain(plain, "requeue", job, "--hold", "--json", "--timeout", "30", "--settle-delay", "2",
+                            "--ledger", plain.ledger)
+            (rows[job],) = [json.loads(line) for line in done.stdout.splitlines()]
+            assert done.returncode == {"ok": 0, "rejected": 10}.get(str(rows[job]["result"])), done.stdout + done.stderr
+        mine, theirs = rows[own], rows[roots]
+        state = lab.job_state(own)
+        assert state is not None and state.requeue == 0 and mine["requeue_bit"] == "clear", (state, mine)
+        if mine["result"] == "ok":
+            assert (state.restarts, state.priority) == (1, 0), state  # requeued, and held
+        else:
+            assert [c["outcome"] for c in mine["calls"]] == ["success", "rejected", "success"], mine
+            assert mine["calls"][1]["message"] == "Requested operation is presently disabled", mine
+            assert (state.state, state.restarts) == ("RUNNING", 0) and state.priority > 0, state
+        print(f"own job: {mine['result']}; root's: {theirs['result']} ({theirs['calls'][0]['message']})")
+        assert theirs["result"] == "rejected" and [c["outcome"] for c in theirs["calls"]] == ["rejected", "rejected"]
+        other = lab.job_state(roots)
+        assert other is not None and (other.state, other.restarts, other.requeue) == ("RUNNING", 0, 0), other
+        assert other.priority > 0, other  # not held
+    finally:
+        lab.cancel(own, roots)
