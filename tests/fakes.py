@@ -15,6 +15,12 @@ from slurm_dsl.host import runs
 from slurm_dsl.host.files import Identity
 from slurm_dsl.lookups import saves as _saves
 
+# What every fake's ``show config`` prints (not logged: no job call): the controller in charge,
+# one that never restarts (``lookups.controller``), as the real one prints it.
+FAKE_CTL = "2026-12-07T09:00:00"  # what ``lookups.controller`` reads of it
+BOOT_TIME = f"BOOT_TIME               = {FAKE_CTL}"
+SHOW_CONFIG = f'case "$1 $2" in "show config") echo \'{BOOT_TIME}\'; exit 0 ;; esac\n'
+
 # Which call an argv is: the key the fake's plan uses.
 KEYS = {
     "hold": '"hold "*',
@@ -29,7 +35,9 @@ def write_fake(directory: Path, plan: Dict[str, str], default: str = "exit 0", n
     """Write an executable sh ``scontrol`` into ``directory``.
 
     ``plan`` maps a call key (``KEYS``) to sh code run for that call; ``$JOB`` is the
-    job id the call was given.  Every call appends its argv to ``calls.log`` beside it.
+    job id the call was given.  Every call appends its argv to ``calls.log`` beside it, but
+    ``show config``, which prints ``BOOT_TIME`` at once, unless ``default`` answers ``show``
+    itself (then that answer, logged).
     """
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / name
@@ -37,6 +45,7 @@ def write_fake(directory: Path, plan: Dict[str, str], default: str = "exit 0", n
     arms = "".join(f"  {KEYS[key]}) {code} ;;\n" for key, code in plan.items())
     path.write_text(
         "#!/bin/sh\n"
+        f"{'' if 'show)' in default else SHOW_CONFIG}"
         f"printf '%s\\n' \"$*\" >> {_q(str(log))}\n"
         'JOB=$2; case $JOB in JobId=*) JOB=${JOB#JobId=} ;; esac\n'
         'case "$1 $3" in\n'
@@ -177,11 +186,11 @@ def write_list_fake(
     key) is ``ok`` (silent) or a LIST_MESSAGES key (one line for that id); hold and release
     end with one ``slurm_suspend error: <last message>`` line, as in the comma form.  It exits
     1 if any id failed.  ``ping`` answers UP (or DOWN).  Every call on jobs is logged in
-    calls.log.  ``show config`` (no job call, not logged) prints ``MinJobAge = N sec`` as the
-    real one does when ``min_job_age`` is given, else nothing (then nothing is vouched for)."""
+    calls.log.  ``show config`` (no job call, not logged) prints ``BOOT_TIME``, and ``MinJobAge =
+    N sec`` as the real one does when ``min_job_age`` is given (else nothing is vouched for)."""
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / "scontrol"
-    config = "" if min_job_age is None else f"MinJobAge               = {int(min_job_age)} sec"
+    config = BOOT_TIME + ("" if min_job_age is None else f"\nMinJobAge               = {int(min_job_age)} sec")
     arms = "".join(
         f"    '{job}:{call}') msg={_q(LIST_MESSAGES[b]) if b != 'ok' else ''} ;;\n"
         for job, calls in plan.items()

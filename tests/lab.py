@@ -43,6 +43,18 @@ SLURM_CONF = Path(os.environ.get("SLURM_CONF", "/etc/slurm/slurm.conf"))
 # The lab's own scontrol and squeue, the first on PATH as a site's: Debian's in /usr/bin, or
 # /opt/slurm-25.11/bin in the lab built from source (docs/slurm-25.11.md §1).
 SCONTROL = shutil.which("scontrol") or "/usr/bin/scontrol"
+# An scontrol wrapper (``.format(log=, go=, at=)``, each a quoted path) that logs every call and
+# holds a requeue's call (``requeue``) until the test's word (``go``) once it has said it is there
+# (``at``): the test kills or starts slurmctld in between.
+PAUSED = f"""#!/bin/sh
+printf '%s\\n' "$*" >> {{log}}
+if [ "$1" = requeue ] && [ ! -e {{go}} ]; then
+    : > {{at}}
+    i=0
+    while [ ! -e {{go}} ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i + 1)); done
+fi
+exec {SCONTROL} "$@"
+"""
 SQUEUE = shutil.which("squeue") or "/usr/bin/squeue"
 
 POLL_INTERVAL = 0.05

@@ -132,6 +132,9 @@ RULES: Dict[str, Rule] = {
                 "core.settle.settle_operation", "§13.6"),
     "S15": Rule("the time since the end: one boot clock's, else the least of the ledger's and this host's", BOOT,
                 "core.settle.settle_operation", "§13.7"),
+    "S16": Rule("a requeue at its baseline's RestartCnt is absent only if no restart or takeover may have undone"
+                " the baseline: the controller that gave it acknowledged the calls, or answered the record", NONE,
+                "core.settle.stands", "§12"),
     "R1": Rule("an unfinished operation whose run is known alive is still running: nobody settles it", BOOT,
                "run.settling.still_running", "§13.7"),
 }
@@ -155,16 +158,16 @@ TRANSITIONS: Tuple[Transition, ...] = (
     Transition(None, Event("begin"), Stage.BEGUN, ("L1",), "the operation, under its job's lease"),
     *(Transition(Stage.BEGUN, _FINISH[r], s, ("L2", "L7", "L8"), "the operation") for r, s in _STAGE_OF_RESULT.items()),
     *(Transition(Stage.BEGUN, _VERDICT[v], Stage.SETTLED, ("R1", "S1", "S2", "S3", "S4", "S5", "S6", "S9", "S10",
-                                                            "S13", "S14", "S15", "D8"), "a sweep, settle or keyed run")
-      for v in Verdict),
+                                                            "S13", "S14", "S15", "S16", "D8"),
+                 "a sweep, settle or keyed run") for v in Verdict),
     *(Transition(Stage.UNKNOWN, _VERDICT[v], Stage.SETTLED, ("S1", "S2", "S3", "S4", "S5", "S6", "S10", "S13",
-                                                              "S14", "S15", "D8"), "a sweep, settle or keyed run")
-      for v in Verdict),
-    *(Transition(Stage.ACKNOWLEDGED, _VERDICT[v], Stage.SETTLED, ("S12", "S6", "S10", "S14", "S15", "D8"),
+                                                              "S14", "S15", "S16", "D8"),
+                 "a sweep, settle or keyed run") for v in Verdict),
+    *(Transition(Stage.ACKNOWLEDGED, _VERDICT[v], Stage.SETTLED, ("S12", "S6", "S10", "S14", "S15", "S16", "D8"),
                  "a sweep, settle or keyed run: acknowledged, then lost") for v in LOST_VERDICTS),
     Transition(Stage.ACKNOWLEDGED, Event("saved"), Stage.SAVED, ("D2", "D3", "D4"), "a sweep"),
     # Saved is not for ever: another admin, or a later loss of slurmctld's state, can still undo it.
-    *(Transition(Stage.SAVED, _VERDICT[v], Stage.SETTLED, ("S12", "S6", "S10", "S14", "S15", "D8"),
+    *(Transition(Stage.SAVED, _VERDICT[v], Stage.SETTLED, ("S12", "S6", "S10", "S14", "S15", "S16", "D8"),
                  "settle given its job, or a keyed run: acknowledged, then lost") for v in LOST_VERDICTS),
     # A late finish (L7): a run whose row was settled while it was frozen records its result beside the verdict.
     *(Transition(Stage.SETTLED, _FINISH[r], Stage.SETTLED, ("L7",), "the operation, late") for r in Result),

@@ -8,7 +8,7 @@ next to the call's own result, never instead of it.  ``None`` is "not now: look 
 ``Verdict.UNDECIDABLE`` is for ever; every ``Verdict`` is final.
 
 "Rule N" here is ``core.life.RULES["SN"]``: one line each there, in full in docs/contract.md §12
-(Rules 1-11), §13.4 (12), §13.6 (13, 14) and §13.7 (15).
+(Rules 1-11, 16), §13.4 (12), §13.6 (13, 14) and §13.7 (15).
 """
 
 from __future__ import annotations
@@ -127,9 +127,11 @@ def verdict(
 
 
 def _checked_verdict(
-    op: Op, looked: Looked, record: Optional[JobInfo], base: Optional[JobInfo], end: Optional[float], delay: float
+    op: Op, looked: Looked, record: Optional[JobInfo], base: Optional[JobInfo], end: Optional[float], delay: float,
+    stands: Optional[bool] = True,
 ) -> Optional[Verdict]:
-    """``verdict``'s Rules 1-6, its values checked: ``record`` is ``looked`` if that is a record."""
+    """``verdict``'s Rules 1-6, its values checked: ``record`` is ``looked`` if that is a record.
+    ``stands``: Rule 16, whether the baseline is known to stand (None: not told yet)."""
     if looked is NoJob.COULD_NOT_ASK:
         return None  # Rule 1
     if record is None:
@@ -146,6 +148,8 @@ def _checked_verdict(
         present = record.restarts > base.restarts
         if present and op is Op.REQUEUE_HOLD and record.priority != 0:
             return Verdict.UNDECIDABLE  # Rule 4: requeued but not held (by another, or released since)
+        if not present and not stands:
+            return None if stands is None else Verdict.UNDECIDABLE  # Rule 16
     if present:
         return Verdict.PRESENT  # Rule 5
     if end is not None and end >= delay:
@@ -251,6 +255,10 @@ class Recorded:
     baseline_at: Optional[float] = None
     requeue_bit: Optional[RequeueBit] = None  # what its calls say of the flag (None: unfinished, or not a requeue)
     reason: Optional[Reason] = None  # which rule made it unknown (Rule 13)
+    # Rule 16: the controller in charge (``lookups.controller``) read before the baseline's lookup,
+    # and read once its calls were over (None: not read)
+    baseline_ctl: Optional[str] = None
+    calls_ctl: Optional[str] = None
 
 
 class Pending(NamedTuple):
@@ -298,17 +306,19 @@ def settle_operation(
     hand_back: bool = False,
     control: Control = UNREAD,
     mark: Optional[int] = None,
+    controller: Optional[str] = None,
 ) -> Optional[Settled]:
     """The verdict to record on ``operation`` from one lookup of its job, or None: not now.
 
     ``later``: the later operations of the same job (any order; the first by id counts);
-    ``looked``: the lookup's answer for the job, made at ``looked_at`` (ledger clock, its start).
+    ``looked``: the lookup's answer for the job, made at ``looked_at`` (ledger clock, its start);
+    ``controller``: the controller in charge read after it (Rule 16; None: not read).
     Rules 1-11 of the module; ``InvalidInput`` for a bad value, before anything is decided.
     The rule the reference is written in: ``OneLookup`` gives the same for many operations at
     once, its lookup's values checked once (tests/core/test_settle_operation.py).
     """
     return OneLookup(looked_at, no_ends_by_bound=no_ends_by_bound, settle_delay=settle_delay,
-                     hand_back=hand_back, control=control).settle(operation, later, looked, mark)
+                     hand_back=hand_back, control=control, controller=controller).settle(operation, later, looked, mark)
 
 
 class OneLookup:
@@ -317,11 +327,11 @@ class OneLookup:
     (``InvalidInput``), and ``settle`` run per operation (a sweep settles 10,000 of them:
     docs/benchmarks.md §9)."""
 
-    __slots__ = ("control", "gone", "hand_back", "looked_at", "no_ends_by_bound", "settle_delay")
+    __slots__ = ("control", "controller", "gone", "hand_back", "looked_at", "no_ends_by_bound", "settle_delay")
 
     def __init__(
         self, looked_at: float, *, no_ends_by_bound: float, settle_delay: float = DEFAULT_SETTLE_DELAY,
-        hand_back: bool = False, control: Control = UNREAD,
+        hand_back: bool = False, control: Control = UNREAD, controller: Optional[str] = None,
     ) -> None:
         self.settle_delay = check_settle_delay(settle_delay)
         if not isinstance(hand_back, bool):
@@ -330,6 +340,9 @@ class OneLookup:
             raise InvalidInput(f"control must be a Control, not {described(control)}")
         self.hand_back = hand_back
         self.control = control
+        if controller is not None and type(controller) is not str:
+            raise InvalidInput(f"controller must be a string or None, not {described(controller)}")
+        self.controller = controller  # Rule 16: the controller in charge, read after the lookup
         self.looked_at = _finite(looked_at, "looked_at")
         self.no_ends_by_bound = _finite(no_ends_by_bound, "the bound of an old row")
         # What ``settle`` gives every operation of a gone job with no later operation: one value,
@@ -421,7 +434,8 @@ class OneLookup:
             base = operation.baseline
             if base is not None:
                 base = _record(base, "the baseline", None if record is None else record.job_id)
-            found = _checked_verdict(op, looked, record, base, since_end, delay)
+            found = _checked_verdict(op, looked, record, base, since_end, delay,
+                                     stands(operation, self.controller) if op.requeues else True)
             if found is None:
                 return None
             if found is Verdict.ABSENT and self.hand_back and may_be_held(self.control, mark):
@@ -439,6 +453,13 @@ class OneLookup:
         if before is not None and first.id in before:
             read_after = min(read_after, _finite(before[first.id], "the seconds before the later record"))
         found = verdict(op, first.baseline, baseline=operation.baseline, since_end=read_after, settle_delay=delay)
+        if found is Verdict.ABSENT and op.requeues and not stands(operation, first.calls_ctl):
+            return Settled(
+                Verdict.UNDECIDABLE,
+                f"{what}; the record from before it shows RestartCnt at this one's baseline, but a restart or"
+                " takeover of slurmctld may have come between them (Rule 16)",
+                before_at, first.baseline, first.id,
+            )
         if found is Verdict.ABSENT and before is not None and first.id not in before:
             return Settled(
                 Verdict.UNDECIDABLE,
@@ -463,6 +484,25 @@ class OneLookup:
         detail = _detail(op, found, first.baseline, operation.baseline, read_after)
         return Settled(found, _lost(operation, found, f"{what}; from the record read before it: {detail}"),
                        before_at, first.baseline, first.id)
+
+
+def stands(operation: Recorded, record_ctl: Optional[str]) -> Optional[bool]:
+    """Rule 16: whether a requeue's baseline is known to stand at a record whose RestartCnt equals
+    it.  A baseline read from a controller's memory may hold another requeue not yet saved; a
+    restart or takeover then brings the count back one lower, and this requeue, applied after it,
+    raises it to the baseline again.  It stands when its calls were acknowledged by the process
+    that gave it (``calls_ctl``, read once they were over, is the ``baseline_ctl`` read before it),
+    or when the process that answered the record's lookup is that one (``record_ctl``, read after
+    the lookup).  Controllers are compared for equality only.  None: ``record_ctl`` was not read
+    (look again); False: it cannot be told, ever."""
+    base = operation.baseline_ctl
+    if base is None:
+        return False
+    if operation.result in life.ACKNOWLEDGED_RESULTS and operation.calls_ctl == base:
+        return True
+    if record_ctl is None:
+        return None
+    return record_ctl == base
 
 
 def _since_end(by_ledger: float, elapsed: Optional[float], seen: Optional[float]) -> float:
@@ -495,6 +535,10 @@ def _detail(op: Op, found: Verdict, record: Optional[JobInfo], baseline: Optiona
     if op.requeues:
         if baseline is None:
             return "no baseline: nothing says what its RestartCnt was before"
+        if found is Verdict.UNDECIDABLE and record.restarts == baseline.restarts:
+            return (f"RestartCnt {record.restarts} = baseline {baseline.restarts}, but slurmctld may have restarted"
+                    " or been taken over since the baseline was read, undoing a requeue it held, and this one"
+                    " applied after that would show the same (Rule 16)")
         if found is Verdict.UNDECIDABLE and record.restarts < baseline.restarts:
             return (f"RestartCnt {record.restarts} < baseline {baseline.restarts}: not the record the baseline was"
                     " read from")

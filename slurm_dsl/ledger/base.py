@@ -125,6 +125,7 @@ class LedgerStore(Protocol):
         retry_of: Optional[int] = None,
         ends_by: Optional[float] = None,
         baseline_boot: Optional[str] = None,
+        baseline_ctl: Optional[str] = None,
     ) -> int:
         """The history row and, for a requeue, the intent, in one committed transaction; with
         the job's ``baseline`` (the record looked up before the first call), when that lookup
@@ -153,18 +154,21 @@ class LedgerStore(Protocol):
         ends_by: Optional[float] = None,
         baseline_boot: Optional[str] = None,
         admin_reason: Optional[str] = None,
+        baseline_ctl: Optional[str] = None,
     ) -> List[int]:
         """``begin_operation`` for many in one transaction; ``baselines`` and ``retry_of`` by job
-        id (a job not in them gets None)."""
+        id (a job not in them gets None); ``baseline_ctl``: which slurmctld was in charge before
+        the baselines' lookup (kept only with a baseline)."""
         ...
 
     def finish_operations(
         self, finishes: Sequence[Tuple[int, Outcome, bytes]], now: float, *, look: Optional[str] = None,
-        ended: Optional[str] = None,
+        ended: Optional[str] = None, controller: Optional[str] = None,
     ) -> List[RequeueBit]:
         """``finish_operation`` for many; ``look``: the finishing process's own look at slurmctld's
         job_state after their calls (core.durable Rule 2), kept with each one's mark; ``ended``:
-        where and when their calls were over on a boot clock (``host/boot/seconds``)."""
+        where and when their calls were over on a boot clock (``host/boot/seconds``); ``controller``:
+        which slurmctld was in charge then (``lookups.controller``)."""
         ...
 
     def acquire_lease(

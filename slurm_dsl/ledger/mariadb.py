@@ -153,6 +153,8 @@ BEGIN
     THEN SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'history is append-only';
     END IF;
 END"""
+_FINISH_ONCE_7 = _FINISH_ONCE_6.replace(
+    "OR NOT (NEW.hold <=> OLD.hold)", "OR NOT (NEW.hold <=> OLD.hold) OR NOT (NEW.baseline_ctl <=> OLD.baseline_ctl)")
 _SETTLEMENTS_NO_UPDATE = """CREATE TRIGGER settlements_no_update BEFORE UPDATE ON settlements FOR EACH ROW
 SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'settlements are append-only'"""
 # Prune alone deletes one (its connection's row in ``pruning``), and only once its history row is gone.
@@ -318,6 +320,14 @@ MIGRATIONS: Tuple[Tuple[str, ...], ...] = (
             actor MEDIUMTEXT NULL,
             PRIMARY KEY (op_key, op)
         ) {_TABLE}""",
+    ),
+    (
+        # SQLite's schema 8: which slurmctld was in charge before a baseline's lookup and once the
+        # calls were over (core.settle Rule 16), a start column and a finish column.
+        "ALTER TABLE history ADD COLUMN IF NOT EXISTS baseline_ctl VARCHAR(512) NULL",
+        "ALTER TABLE history ADD COLUMN IF NOT EXISTS calls_ctl VARCHAR(512) NULL",
+        "DROP TRIGGER IF EXISTS history_finish_once",
+        _FINISH_ONCE_7,
     ),
 )
 # The current history_finish_once around its condition (``schema.start_guard``).

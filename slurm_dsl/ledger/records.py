@@ -155,6 +155,8 @@ class HistoryEntry:
     settlement: Optional[Settlement] = None
     baseline_boot: Optional[str] = None
     admin_reason: Optional[str] = None
+    baseline_ctl: Optional[str] = None  # which slurmctld was in charge before the baseline's lookup
+    calls_ctl: Optional[str] = None  # and once the calls were over (docs/contract.md §12 Rule 16)
 
     @property
     def finished(self) -> bool:
@@ -191,6 +193,8 @@ class HistoryEntry:
             **_times("ends_by", self.ends_by),
             "baseline_boot": self.baseline_boot,
             "admin_reason": self.admin_reason,
+            "baseline_ctl": self.baseline_ctl,
+            "calls_ctl": self.calls_ctl,
             "effect": None if self.settlement is None else self.settlement.verdict.value,
             "settlement": None if self.settlement is None else self.settlement.to_json(),
         }

@@ -83,7 +83,7 @@ HISTORY_COLUMNS = schema.HISTORY.names()
 SETTLEMENT_COLUMNS = tuple(c for c in schema.SETTLEMENTS.names() if c not in ("op_id", "job_id"))
 TO_SETTLE_COLUMNS = (
     "id", "job_id", "op", "result", "started_at", "finished_at", "ends_by", "baseline", "baseline_at", "requeue_bit",
-    "reason",
+    "reason", "baseline_ctl", "calls_ctl",
 )
 PENDING_COLUMNS = TO_SETTLE_COLUMNS[:7]
 # What a write gives of a row, in this order: an imported history row's every column but its id
@@ -271,6 +271,8 @@ def entry(r: Sequence[Any], path: str = "") -> HistoryEntry:
         ends_by=_time(h["ends_by"]),
         baseline_boot=h["baseline_boot"],
         admin_reason=h["admin_reason"],
+        baseline_ctl=h["baseline_ctl"],
+        calls_ctl=h["calls_ctl"],
         settlement=None if s["id"] is None else settlement(path, int(h["id"]), str(h["job_id"]), s),
     )
 
@@ -283,9 +285,9 @@ def recorded(rows: Iterable[Sequence[Any]], path: str = "") -> List[Recorded]:
     # What a settling sweep reads, 10,000 rows at a time: as ``pending``, each value at its
     # column's position, found by name once.
     at = positions(TO_SETTLE_COLUMNS)
-    id_, job, op, result, started, finished, ends, baseline, baseline_at, bit, reason = (at[c] for c in (
-        "id", "job_id", "op", "result", "started_at", "finished_at", "ends_by", "baseline", "baseline_at",
-        "requeue_bit", "reason"))
+    id_, job, op, result, started, finished, ends, baseline, baseline_at, bit, reason, base_ctl, calls_ctl = (
+        at[c] for c in ("id", "job_id", "op", "result", "started_at", "finished_at", "ends_by", "baseline",
+                        "baseline_at", "requeue_bit", "reason", "baseline_ctl", "calls_ctl"))
     return [
         Recorded(
             id=int(r[id_]),
@@ -299,6 +301,8 @@ def recorded(rows: Iterable[Sequence[Any]], path: str = "") -> List[Recorded]:
             baseline_at=None if r[baseline_at] is None else float(r[baseline_at]),
             requeue_bit=_enum_or_none(RequeueBit, r[bit]),
             reason=_enum_or_none(Reason, r[reason]),
+            baseline_ctl=r[base_ctl],
+            calls_ctl=r[calls_ctl],
         )
         for r in rows
     ]
@@ -498,7 +502,8 @@ def _calls_text(calls: Tuple[Tuple[Any, ...], ...]) -> str:
 
 
 def finished_values(
-    now: float, outcome: Outcome, bit_after: RequeueBit, stderr: bytes, op_id: int, *, hex_stderr: bool = False
+    now: float, outcome: Outcome, bit_after: RequeueBit, stderr: bytes, op_id: int, *, hex_stderr: bool = False,
+    controller: Optional[str] = None,
 ) -> Tuple[Any, ...]:
     """What finishing writes into history row ``op_id``: its ``schema.FINISH`` columns in their
     order (stderr: its first ``STDERR_CAP`` bytes), and the id last."""
@@ -514,6 +519,7 @@ def finished_values(
         "calls": calls_json(outcome),
         "stderr": kept.hex() if hex_stderr else kept,
         "stderr_len": len(stderr),
+        "calls_ctl": None if controller is None else stored_text(controller)[:512],
     }), op_id)
 
 
@@ -702,6 +708,7 @@ class StartFields(NamedTuple):
     ends_by: Optional[float] = None
     baseline_boot: Optional[str] = None
     admin_reason: Optional[str] = None
+    baseline_ctl: Optional[str] = None
 
 
 def checked_key(key: Optional[str]) -> Optional[str]:
@@ -720,6 +727,7 @@ def start_fields(
     started: AbstractSet[str] = frozenset(),
     baseline_boot: Optional[str] = None,
     admin_reason: Optional[str] = None,
+    baseline_ctl: Optional[str] = None,
 ) -> StartFields:
     """``begin_operations``' keyword arguments, checked (InvalidInput) and encoded.  ``started``:
     the ids its starts hold, validated already (``checked_starts``): a baseline's id that is one
@@ -742,6 +750,7 @@ def start_fields(
         None if ends_by is None else finite("ends_by", ends_by),
         None if baseline_boot is None else stored_text(baseline_boot)[:512],
         None if admin_reason is None else check_reason(admin_reason),
+        None if baseline_ctl is None else stored_text(baseline_ctl)[:512],
     )
 
 
@@ -810,6 +819,7 @@ def begin_plan(
             "ends_by": fields.ends_by,
             "baseline_boot": None if baseline is None else fields.baseline_boot,
             "admin_reason": fields.admin_reason,
+            "baseline_ctl": None if baseline is None else fields.baseline_ctl,
         }))
     return BeginPlan(list(objects.values()), history, list(quiet.values()))
 
@@ -849,6 +859,7 @@ def finish_plan(
     hex_stderr: bool = False,
     mark: int = 0,
     look: Optional[str] = None,
+    controller: Optional[str] = None,
 ) -> FinishPlan:
     """``FinishPlan`` of ``finishes`` (op_id, outcome, stderr) at ``now``, given the operations'
     rows there (op id -> ``finish``'s row; an id absent has none), as the finishes one after the
@@ -877,7 +888,8 @@ def finish_plan(
             current[job_id] = after.bit.value
             objects[job_id] = (job_id, after.bit.value, after.why, now)
         bits.append(after.bit)
-        history.append(finished_values(now, outcome, after.bit, stderr, op_id, hex_stderr=hex_stderr))
+        history.append(finished_values(now, outcome, after.bit, stderr, op_id, hex_stderr=hex_stderr,
+                                       controller=controller))
     return FinishPlan(bits, list(objects.values()), history, list(quiet.values()))
 
 
@@ -945,6 +957,8 @@ def history_values(e: HistoryEntry, *, hex_stderr: bool = False, retry_of: Optio
         "ends_by": None if e.ends_by is None else finite("ends_by", e.ends_by),
         "baseline_boot": None if e.baseline_boot is None else stored_text(e.baseline_boot)[:512],
         "admin_reason": None if e.admin_reason is None else check_reason(e.admin_reason),
+        "baseline_ctl": None if e.baseline_ctl is None else stored_text(e.baseline_ctl)[:512],
+        "calls_ctl": None if e.calls_ctl is None else stored_text(e.calls_ctl)[:512],
     }
 
 

@@ -23,7 +23,7 @@ Dialect = Literal["sqlite", "mariadb"]
 
 # The schema these tables are, in each dialect (``user_version`` in SQLite, ``schema_version`` in
 # MariaDB, which started at SQLite's schema 2).
-CURRENT = {"sqlite": 7, "mariadb": 6}
+CURRENT = {"sqlite": 8, "mariadb": 7}
 
 BITS = "'clear', 'may_be_set', 'set'"
 OPS = "'hold', 'release', 'requeue', 'restore', 'open'"
@@ -129,6 +129,11 @@ HISTORY = Table("history", (
     # with or without --hold never requeues the job again); NULL: not one.  Read back as the op
     # 'requeuehold' (``ledger.rows.OP_READ``).
     _s("hold", "INTEGER", "TINYINT NULL", "1"),
+    # Which slurmctld was in charge (``lookups.controller``: BOOT_TIME, and on a pair the
+    # heartbeat's writer) before the baseline's lookup, and once the calls were over
+    # (docs/contract.md §12, core.settle Rule 16: did a restart or takeover come between; NULL: not read).
+    _s("baseline_ctl", "TEXT", "VARCHAR(512) NULL"),
+    Column("calls_ctl", "TEXT", "VARCHAR(512) NULL"),
 ), keys=(
     "KEY history_job (job_id, id)", "KEY history_unsettled (unsettled_at, id)", "KEY history_key (op_key, job_id, op)",
 ))

@@ -94,6 +94,17 @@ _SETTLEMENTS_NO_DELETE = """CREATE TRIGGER settlements_no_delete BEFORE DELETE O
               OR EXISTS (SELECT 1 FROM history h WHERE h.id = OLD.op_id)
             BEGIN SELECT RAISE(ABORT, 'settlements are append-only'); END"""
 
+# history_finish_once as schema 7 made it (migration 8 adds its new start column to it).
+_FINISH_ONCE_7 = """CREATE TRIGGER history_finish_once BEFORE UPDATE ON history
+            WHEN OLD.finished_at IS NOT NULL OR NEW.id IS NOT OLD.id OR NEW.job_id IS NOT OLD.job_id
+              OR NEW.op IS NOT OLD.op OR NEW.nonce IS NOT OLD.nonce
+              OR NEW.started_at IS NOT OLD.started_at OR NEW.prior_bit IS NOT OLD.prior_bit
+              OR NEW.actor IS NOT OLD.actor OR NEW.baseline IS NOT OLD.baseline
+              OR NEW.baseline_at IS NOT OLD.baseline_at OR NEW.op_key IS NOT OLD.op_key
+              OR NEW.retry_of IS NOT OLD.retry_of OR NEW.ends_by IS NOT OLD.ends_by
+              OR NEW.baseline_boot IS NOT OLD.baseline_boot OR NEW.admin_reason IS NOT OLD.admin_reason
+              OR NEW.hold IS NOT OLD.hold
+            BEGIN SELECT RAISE(ABORT, 'history is append-only'); END"""
 # MIGRATIONS[i] takes a file from version i to i + 1.  Statements one by one (executescript
 # would commit first): each list runs inside the transaction that bumps user_version.
 MIGRATIONS: Tuple[Tuple[str, ...], ...] = (
@@ -264,16 +275,7 @@ MIGRATIONS: Tuple[Tuple[str, ...], ...] = (
         "ALTER TABLE history ADD COLUMN admin_reason TEXT",
         "ALTER TABLE history ADD COLUMN hold INTEGER CHECK (hold IN (1))",
         "DROP TRIGGER history_finish_once",
-        """CREATE TRIGGER history_finish_once BEFORE UPDATE ON history
-            WHEN OLD.finished_at IS NOT NULL OR NEW.id IS NOT OLD.id OR NEW.job_id IS NOT OLD.job_id
-              OR NEW.op IS NOT OLD.op OR NEW.nonce IS NOT OLD.nonce
-              OR NEW.started_at IS NOT OLD.started_at OR NEW.prior_bit IS NOT OLD.prior_bit
-              OR NEW.actor IS NOT OLD.actor OR NEW.baseline IS NOT OLD.baseline
-              OR NEW.baseline_at IS NOT OLD.baseline_at OR NEW.op_key IS NOT OLD.op_key
-              OR NEW.retry_of IS NOT OLD.retry_of OR NEW.ends_by IS NOT OLD.ends_by
-              OR NEW.baseline_boot IS NOT OLD.baseline_boot OR NEW.admin_reason IS NOT OLD.admin_reason
-              OR NEW.hold IS NOT OLD.hold
-            BEGIN SELECT RAISE(ABORT, 'history is append-only'); END""",
+        _FINISH_ONCE_7,
         f"""CREATE TABLE selections (
             op_key TEXT NOT NULL,
             op TEXT NOT NULL CHECK (op IN ({_OPS})),
@@ -283,6 +285,15 @@ MIGRATIONS: Tuple[Tuple[str, ...], ...] = (
             actor TEXT
         )""",
         _SELECTIONS_KEY,
+    ),
+    (
+        # Which slurmctld was in charge before a baseline's lookup and once the calls were over
+        # (docs/contract.md §12, core.settle Rule 16): a start column, guarded, and a finish column.
+        "ALTER TABLE history ADD COLUMN baseline_ctl TEXT",
+        "ALTER TABLE history ADD COLUMN calls_ctl TEXT",
+        "DROP TRIGGER history_finish_once",
+        _FINISH_ONCE_7.replace("OR NEW.hold IS NOT OLD.hold",
+                               "OR NEW.hold IS NOT OLD.hold OR NEW.baseline_ctl IS NOT OLD.baseline_ctl"),
     ),
 )
 

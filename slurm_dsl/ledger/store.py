@@ -89,6 +89,7 @@ class SqlStore(query.SqlQueries):
         retry_of: Optional[int] = None,
         ends_by: Optional[float] = None,
         baseline_boot: Optional[str] = None,
+        baseline_ctl: Optional[str] = None,
     ) -> int:
         """Record that ``op`` starts on ``job_id``; return the history row's id.
 
@@ -104,6 +105,7 @@ class SqlStore(query.SqlQueries):
             [(job_id, op, nonce)], now, actor=actor,
             baselines={} if baseline is None else {job_id: baseline}, baseline_at=baseline_at, key=key,
             retry_of={} if retry_of is None else {job_id: retry_of}, ends_by=ends_by, baseline_boot=baseline_boot,
+            baseline_ctl=baseline_ctl,
         )[0]
 
     def begin_operations(
@@ -119,6 +121,7 @@ class SqlStore(query.SqlQueries):
         ends_by: Optional[float] = None,
         baseline_boot: Optional[str] = None,
         admin_reason: Optional[str] = None,
+        baseline_ctl: Optional[str] = None,
     ) -> List[int]:
         """``begin_operation`` for many ``(job_id, op, nonce)`` in ONE committed transaction (a bulk
         chunk's intents): every intent is committed before any of their scripts may start.
@@ -130,7 +133,8 @@ class SqlStore(query.SqlQueries):
         checked = ledger_rows.checked_starts(starts)
         now = ledger_rows.finite("now", now)
         fields = ledger_rows.start_fields(baselines, baseline_at, key, retry_of, ends_by,
-                                          {job_id for job_id, _, _ in checked}, baseline_boot, admin_reason)
+                                          {job_id for job_id, _, _ in checked}, baseline_boot, admin_reason,
+                                          baseline_ctl)
         with self._atomic("begin operation") as cur:
             found = self._keyed(cur, query.BIT_OF_ONE, query.BITS_OF, [job_id for job_id, _, _ in checked])
             bits = {job_id: row[0] for job_id, row in found.items()}
@@ -157,7 +161,7 @@ class SqlStore(query.SqlQueries):
 
     def finish_operations(
         self, finishes: Sequence[Tuple[int, Outcome, bytes]], now: float, *, look: Optional[str] = None,
-        ended: Optional[str] = None,
+        ended: Optional[str] = None, controller: Optional[str] = None,
     ) -> List[RequeueBit]:
         """``finish_operation`` for many ``(op_id, outcome, stderr)`` in ONE transaction (a bulk
         chunk's results); if any is refused, none is written.
@@ -168,14 +172,15 @@ class SqlStore(query.SqlQueries):
         upsert, the history rows by the dialect's ``_finish_history``.  ``look``: the finishing
         process's own look at slurmctld's job_state, taken after their calls were over (None: none
         could be); with where the looks stand, each operation's mark (core.durable Rules 2 and 4);
-        ``ended``: where and when they were over on a boot clock (``host/boot/seconds``)."""
+        ``ended``: where and when they were over on a boot clock (``host/boot/seconds``);
+        ``controller``: which slurmctld was in charge then (``calls_ctl``)."""
         now = ledger_rows.finite("now", now)
         finishes = list(finishes)
         with self._atomic("finish operation") as cur:
             rows = self._keyed(cur, query.FINISHING_ONE, query.FINISHING_ROWS, [op_id for op_id, _, _ in finishes])
             mark = self._last_place(cur)
             plan = ledger_rows.finish_plan(self.path, finishes, rows, now, hex_stderr=self.HEX_STDERR, mark=mark,
-                                           look=look)
+                                           look=look, controller=controller)
             self._write_rows(cur, query.WRITE_BIT, plan.objects, self._upsert("job_id", query.BIT_COLUMNS))
             self._write_quiet(cur, plan.quiet)
             self._finish_history(cur, plan.history)

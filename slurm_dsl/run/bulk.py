@@ -81,6 +81,7 @@ from .tracked import (
     Link,
     Taken,
     Tracker,
+    after_calls,
     lease_owner,
     lease_ttl,
     record,
@@ -303,7 +304,8 @@ def _run_listed(run: _Run, ids: JobIds, op_ids: List[int], nonce: str, owner: st
     # Each id's own stderr; a call's text no id owns once, with the first id of that call.
     finishes = [(op_id, outcomes[j], b"".join(c.stderr for c in outcomes[j].calls) + shared.get(j, b""))
                 for op_id, j in zip(op_ids, ids)]
-    record(ledger, finishes, ids, owner, nonce, lambda: _give_back(ledger, ids, owner), tracker.place())
+    record(ledger, finishes, ids, owner, nonce, lambda: _give_back(ledger, ids, owner), tracker.place(),
+           after_calls(op, list(outcomes.values()), scontrol, deadline, tracker.clock))
     return outcomes
 
 

@@ -33,6 +33,7 @@ from ..host import world
 from ..host.binaries import find_scontrol, find_squeue
 from ..host.files import FILE_TIMEOUT, NotRead, identity
 from ..host.runs import boot_clock
+from ..lookups import controller
 from ..lookups.sight import trusted
 from ..lookups.squeue import MAX_LISTED, SQUEUE_TIMEOUT, SqueueLookup
 from . import looks, settling
@@ -142,7 +143,9 @@ def _look(
     out: Dict[str, Optional[str]] = {}
     lost: Set[str] = set()
     bits = {e.id: e.requeue_bit for e in entries}
-    for decided in settling.recheck(ledger, entries, answers, looked_at, booted=booted):
+    ctl = settling.in_charge(find_scontrol(tracker.scontrol), entries,  # after the lookup (core.settle Rule 16)
+                             min(controller.TIMEOUT, max(deadline - tracker.clock(), 0.0)))
+    for decided in settling.recheck(ledger, entries, answers, looked_at, booted=booted, controller=ctl):
         job = decided.entry.job_id
         settled = decided.settled
         if settled is not None and settled.verdict is Verdict.ABSENT:

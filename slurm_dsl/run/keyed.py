@@ -48,6 +48,7 @@ from ..host.binaries import find_scontrol, find_squeue
 from ..host.runs import boot_clock
 from ..ledger.base import LedgerStore
 from ..ledger.records import HistoryEntry
+from ..lookups import controller
 from ..lookups.saves import hand_back_possible
 from ..lookups.sight import trusted
 from ..lookups.squeue import MAX_LISTED, SQUEUE_TIMEOUT, SqueueLookup
@@ -215,10 +216,13 @@ class _Run:
         if not todo and not acknowledged:
             return out
         answers, (looked_at, booted), control = self.look(list(dict.fromkeys(e.job_id for e in (*todo, *acknowledged))))
+        ctl = None if answers is None else settling.in_charge(  # after the lookup (core.settle Rule 16)
+            find_scontrol(self.tracker.scontrol), [*todo, *acknowledged], min(controller.TIMEOUT, self.left()))
         try:
             decided = settling.decide(self.ledger, todo, answers, looked_at, self.delay, control, anchor=self.watch,
-                                      booted=booted)
-            again = settling.recheck(self.ledger, acknowledged, answers, looked_at, self.delay, booted=booted)
+                                      booted=booted, controller=ctl)
+            again = settling.recheck(self.ledger, acknowledged, answers, looked_at, self.delay, booted=booted,
+                                     controller=ctl)
             for d in again:
                 out[d.entry.id] = None if d.settled is None else d.settled.verdict
             decided += [d for d in again if d.settled is not None and d.settled.verdict in (Verdict.ABSENT,

@@ -31,13 +31,14 @@ from ..core import life
 from ..core.durable import UNREAD, Beat, Control, next_mark
 from ..core.jobinfo import JobInfo, Lookup
 from ..core.ledger_rules import sweep_owned
-from ..core.model import InvalidInput, LookupFailed, Result, Verdict
+from ..core.model import InvalidInput, LookupFailed, Op, Result, Verdict
 from ..core.script import KILL_GRACE
 from ..core.settle import DEFAULT_SETTLE_DELAY, GONE_DETAIL, OneLookup, Pending, Recorded, Settled, exits_as, looked_up
 from ..host.runs import between, boot_clock, observer, owner_alive, owner_run
 from ..host.runs import since as since_ended
 from ..ledger.base import Alive, LedgerStore, Marks
 from ..ledger.records import HistoryEntry, iso_utc, job_info_json
+from ..lookups import controller as controllers
 from ..lookups.saves import hand_back_possible, read_controllers, slurm_conf, state_save_location
 from ..lookups.sight import trusted
 from .calls import GUARD_MARGIN
@@ -67,6 +68,7 @@ def recorded(entry: Union[Recorded, HistoryEntry]) -> Recorded:
         id=entry.id, job_id=entry.job_id, op=entry.op, result=entry.result, started_at=entry.started_at,
         finished_at=entry.finished_at, ends_by=entry.ends_by, baseline=entry.baseline,
         baseline_at=entry.baseline_at, requeue_bit=entry.requeue_bit, reason=entry.reason,
+        baseline_ctl=entry.baseline_ctl, calls_ctl=entry.calls_ctl,
     )
 
 
@@ -109,6 +111,16 @@ def controls(ledger: LedgerStore, at: Optional[Place] = None, *, keep: bool = Tr
     kept = ledger.look_at_heartbeat(f"{where.observer}/heartbeat", lambda: (beat, now) if keep else None)
     beats = tuple(Beat(place_, seen, _writer(seen), when) for place_, seen, when in kept)
     return Control(read.writer, read.listening, beats, read.held_for, now)
+
+
+def in_charge(
+    scontrol: str, operations: Sequence[Union[Pending, Recorded, HistoryEntry]], timeout: float = controllers.TIMEOUT,
+) -> Optional[str]:
+    """Which slurmctld is in charge, read after a lookup (``lookups.controller``) when a requeue is
+    among the ``operations`` it settles (core.settle Rule 16; None: none is, or it cannot be told)."""
+    if not any(Op(o.op).requeues for o in operations):
+        return None
+    return controllers.in_charge(scontrol, timeout)
 
 
 def _writer(seen: str) -> int:
@@ -172,10 +184,12 @@ def decide(
     *,
     anchor: Optional[Watch] = None,
     booted: Optional[float] = None,
+    controller: Optional[str] = None,
 ) -> List[Decided]:
     """Each operation's verdict from one lookup's ``answers`` (None: the lookup could not ask),
     made at ``looked_at`` (and ``booted``, this host's boot clock then: ``elapsed``); ``control``:
-    the controllers as read before it (``controls``).
+    the controllers as read before it (``controls``); ``controller``: the one in charge read after
+    it (``in_charge``).
     Reads the later operations (step 3) and, where a hand-back can happen, the marks of the
     operations' ends (``core.durable`` Rule 6), giving one, with a look of ``anchor``'s, to each
     that has none (an unfinished one, over now); writes nothing else (nothing, without ``anchor``).  The rules are
@@ -192,7 +206,7 @@ def decide(
     later = ledger.later_operations([e.id for e in entries])
     try:
         one = OneLookup(looked_at, no_ends_by_bound=NO_ENDS_BY_BOUND, settle_delay=settle_delay,
-                        hand_back=hand_back_possible(), control=control or UNREAD)
+                        hand_back=hand_back_possible(), control=control or UNREAD, controller=controller)
     except InvalidInput as exc:
         # As each operation would be refused: none is settled, the journal says why.
         log.warning("cannot settle %d operations: %s", len(entries), exc)
@@ -321,6 +335,7 @@ def recheck(
     *,
     booted: Optional[float] = None,
     keep: bool = True,
+    controller: Optional[str] = None,
 ) -> List[Decided]:
     """Acknowledged operations (``ok``, a requeue's ``bit_set``) read again from one lookup's
     ``answers`` (None: it could not ask), made at ``looked_at`` and ``booted`` (``decide``;
@@ -332,7 +347,7 @@ def recheck(
     if not entries or answers is None:
         return [Decided(e, None) for e in entries]
     later = ledger.later_operations([e.id for e in entries])
-    one = OneLookup(looked_at, no_ends_by_bound=NO_ENDS_BY_BOUND, settle_delay=settle_delay)
+    one = OneLookup(looked_at, no_ends_by_bound=NO_ENDS_BY_BOUND, settle_delay=settle_delay, controller=controller)
     ends = ends_of(ledger, [e.id for e in entries])
     spans = elapsed(ledger, [e.id for e in entries], booted, ends, keep=keep)
     before = read_after(ends, later)
@@ -382,6 +397,7 @@ def reread(
     now: float,
     write: bool = True,
     booted: Optional[float] = None,
+    controller: Optional[str] = None,
 ) -> Reread:
     """The acknowledged operations of ``rows`` (``LedgerStore.acknowledged`` from ``mark``, read at
     ``now``) read again from one lookup's ``answers`` (None: it could not ask), made at ``looked_at``
@@ -391,7 +407,8 @@ def reread(
     Reads the later operations; a finished row without a mark (from before schema 5) gets one now,
     unless not ``write``."""
     finished = [r for r in rows if r.result is not None]
-    decided = recheck(ledger, finished, answers, looked_at, settle_delay, booted=booted, keep=write)
+    decided = recheck(ledger, finished, answers, looked_at, settle_delay, booted=booted, keep=write,
+                      controller=controller)
     present = [d.entry.id for d in decided if d.settled is not None and d.settled.verdict is Verdict.PRESENT]
     marks = ledger.op_marks(present) if present else {}
     if write and len(marks) < len(present):
@@ -663,9 +680,10 @@ def settle_rows(
                 report.unseen = blind.gone_note(len(asked) - len(answers))
     found = None if answers is None else dict(answers)
     answers = without(found, confirm_gone(ledger, watch, asked, found, lambda ids: _asked_again(lookup, ids, scontrol)))
+    ctl = None if answers is None else in_charge(scontrol, [*todo, *acknowledged])  # after the lookup (Rule 16)
     decided = {d.entry.id: d for d in decide(ledger, todo, answers, looked_at, settle_delay, control, anchor=watch,
-                                                   booted=booted)}
-    lost = [d for d in recheck(ledger, acknowledged, answers, looked_at, settle_delay, booted=booted)
+                                                   booted=booted, controller=ctl)}
+    lost = [d for d in recheck(ledger, acknowledged, answers, looked_at, settle_delay, booted=booted, controller=ctl)
             if d.settled is not None and d.settled.verdict in LOST_VERDICTS]
     decided.update((d.entry.id, d) for d in lost)
     if job_ids is None:

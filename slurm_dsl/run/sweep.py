@@ -361,13 +361,15 @@ def sweep(
         hidden = settling.confirm_gone(ledger, watch, asked, answers, lambda jobs: _ask(tracker, lookup, jobs),
                                        wait=save_wait, write=not dry_run)
         settled_answers = settling.without(answers, hidden)
+        # Which slurmctld is in charge now, after the lookup (core.settle Rule 16).
+        ctl = None if answers is None else settling.in_charge(find_scontrol(tracker.scontrol), [*unsettled, *again])
         # The verdicts before the restores: a restore this sweep runs begins after its lookup, so it
         # cannot have changed what the lookup read, but read as a later operation on the flag it
         # would make an earlier unknown restore of the job undecidable for ever.
         _verdicts(tracker, ledger, unsettled, settled_answers, looked_at, delay, control, report, dry_run, watch,
-                  booted=booted)
+                  booted=booted, controller=ctl)
         _reread(tracker, ledger, again, settled_answers, looked_at, delay, report, dry_run, mark=mark, now=now,
-                watch=watch, booted=booted)
+                watch=watch, booted=booted, controller=ctl)
         _settle(tracker, ledger, answers, leased, owner, report, dry_run, restore_timeout, control, watch, hidden)
     finally:
         if not dry_run:
@@ -418,11 +420,13 @@ def _verdicts(
     watch: looks.Watch,
     *,
     booted: Optional[float] = None,
+    controller: Optional[str] = None,
 ) -> None:
     """The unknown operations' verdicts from the lookup's answers (None: it could not ask), written
-    unless a dry run; ``control``: the controllers as read before the lookup."""
+    unless a dry run; ``control``: the controllers as read before the lookup; ``controller``: the
+    one in charge read after it."""
     report.verdicts = settling.decide(ledger, unsettled, answers, looked_at, delay, control,
-                                      anchor=None if dry_run else watch, booted=booted)
+                                      anchor=None if dry_run else watch, booted=booted, controller=controller)
     if not dry_run:
         # Not written: the objects are still settled below; the next sweep finds these again.
         report.verdicts_written = _written(tracker, ledger, report.verdicts, "the verdicts") or 0
@@ -452,11 +456,12 @@ def _reread(
     now: float,
     watch: looks.Watch,
     booted: Optional[float] = None,
+    controller: Optional[str] = None,
 ) -> None:
     """The acknowledged operations read again (step 7), their lost ones written unless a dry run;
     the mark moves on only once they are."""
     found = settling.reread(ledger, rows, answers, looked_at, delay, watch, mark=mark, now=now, write=not dry_run,
-                            booted=booted)
+                            booted=booted, controller=controller)
     report.acknowledged = found.decided
     report.unproven = sum(1 for d in found.decided if d.settled is not None and d.entry.id not in found.done)
     written = None if dry_run else _written(tracker, ledger, found.lost, "the acknowledged operations found lost")

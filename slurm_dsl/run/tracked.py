@@ -63,6 +63,7 @@ from ..host.runs import ended, this_run
 from ..ledger import base
 from ..ledger.base import LedgerStore
 from ..ledger.choose import open_ledger
+from ..lookups import controller
 from . import looks
 from .arrays import NOT_LOOKED, LookupAnswer, look_up
 from .calls import GUARD_MARGIN, execute, new_nonce
@@ -218,7 +219,7 @@ def start(
             op_ids = ledger.begin_operations([(j, op, nonce) for j in listed], began, actor=actor,
                                              baselines=baselines, baseline_at=baseline_at, ends_by=ends_by,
                                              key=link.key, retry_of=retries, baseline_boot=baseline_boot,
-                                             admin_reason=admin_reason)
+                                             admin_reason=admin_reason, baseline_ctl=looked.controller)
     if begun is not None:
         begun.update(zip(listed, op_ids))
     return Started(listed, op_ids, taken)
@@ -226,11 +227,12 @@ def start(
 
 def record(
     ledger: LedgerStore, finishes: Sequence[Tuple[int, Outcome, bytes]], ids: Sequence[str], owner: str,
-    nonce: str, give_back: Callable[[], None], at: Optional[looks.Place] = None,
+    nonce: str, give_back: Callable[[], None], at: Optional[looks.Place] = None, in_charge: Optional[str] = None,
 ) -> None:
     """The results (``finishes``: history id, outcome, stderr) and the leases of ``ids`` given
     back: ONE transaction, with a look at slurmctld's saves taken first, now that their calls are
-    over (``at``: where; none where no call can have changed anything: core.durable Rule 2).  If
+    over (``at``: where; none where no call can have changed anything: core.durable Rule 2), and
+    which slurmctld was in charge then (``in_charge``: ``after_calls``).  If
     the ledger fails, each outcome is logged (it ran: never lost), the leases are given back if
     the ledger lets (``give_back``), and ``NotRecorded`` carries them all.  Shared by one job and
     a bulk chunk, as ``start`` is."""
@@ -238,7 +240,8 @@ def record(
     seen = looks.look(at) if at is not None and any(o.result in CHANGED for _, o, _ in finishes) else None
     try:
         with ledger.batch():
-            ledger.finish_operations(finishes, ledger.now(), look=None if seen is None else str(seen), ended=over)
+            ledger.finish_operations(finishes, ledger.now(), look=None if seen is None else str(seen), ended=over,
+                                     controller=in_charge)
             ledger.release_leases(ids, owner)
     except LedgerError as exc:
         # The objects keep their intents (may_be_set for a requeue): nothing is lost for the
@@ -248,6 +251,15 @@ def record(
         give_back()
         first, *more = (outcome for _, outcome, _ in finishes)
         raise NotRecorded(first, exc, more=more) from exc
+
+
+def after_calls(op: Op, outcomes: Sequence[Outcome], scontrol: str, deadline: float, clock: Clock) -> Optional[str]:
+    """Which slurmctld is in charge once a requeue's calls are over (docs/contract.md §12 Rule 16:
+    the same one as before its baseline says a crash between could not undo it), read within the
+    deadline; None for another op, for calls that never started, or when it cannot be told."""
+    if not op.requeues or not any(o.calls for o in outcomes):
+        return None
+    return controller.in_charge(scontrol, min(controller.TIMEOUT, deadline - clock()))
 
 
 # The results of calls that may have changed a job: what a look after them is for (core.durable Rule 2).
@@ -459,7 +471,8 @@ class Tracker:
             raise
         # The result and the lease given back in one transaction.
         record(ledger, [(op_id, outcome, b"".join(c.stderr for c in outcome.calls))], [job], owner, nonce,
-               lambda: self._give_back(ledger, job, owner), self.place())
+               lambda: self._give_back(ledger, job, owner), self.place(),
+               after_calls(op, [outcome], scontrol, deadline, self.clock))
         return outcome
 
     @staticmethod

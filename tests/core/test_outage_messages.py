@@ -127,12 +127,16 @@ def test_a_requeue_whose_call_failed_in_a_hand_back_is_not_absent_before_the_bou
     # requeue again (absent only).
     base = JobInfo(J, "RUNNING", True, 0, 4294901, "None")
     requeue = Recorded(1, J, Op.REQUEUE, Result.UNKNOWN, END - 5.0, finished_at=END, baseline=base,
-                       baseline_at=END - 6.0, reason=Reason.CLEAR_FAILED)  # as the pair's run read it
+                       baseline_at=END - 6.0, reason=Reason.CLEAR_FAILED, baseline_ctl=CTL)  # as the pair's run read it
     running = JobInfo(J, "RUNNING", True, 0, 4294901, "None")
-    assert settle_operation(requeue, [], running, END + DEFAULT_SETTLE_DELAY + 1, no_ends_by_bound=60.0) is None
+    assert settle_operation(requeue, [], running, END + DEFAULT_SETTLE_DELAY + 1, no_ends_by_bound=60.0,
+                            controller=CTL) is None
     requeued = JobInfo(J, "PENDING", True, 1, 4294901, "BeginTime")  # applied late: present, once
-    found = settle_operation(requeue, [], requeued, END + 29.0, no_ends_by_bound=60.0)
+    found = settle_operation(requeue, [], requeued, END + 29.0, no_ends_by_bound=60.0, controller=CTL)
     assert found is not None and found.verdict is Verdict.PRESENT
+    # Rule 16: another controller answered the lookup; the baseline may be undone: never absent.
+    other = settle_operation(requeue, [], running, END + 300.0, no_ends_by_bound=60.0, controller="other#1")
+    assert other is not None and other.verdict is Verdict.UNDECIDABLE and "Rule 16" in other.detail
 
 
 # Rule 14, from docs/contract.md §13.6's words: where a backup may hand back, absent is read only from
@@ -141,6 +145,7 @@ def test_a_requeue_whose_call_failed_in_a_hand_back_is_not_absent_before_the_bou
 # Rules 6 and 7 (core.durable): the operation's end anchored at MARK; two heartbeat files seen after
 # it, the second written after the end, its writer in control 40 s since on the boot clock.
 MARK = 12
+CTL = "2026-12-07T13:00:00#0"  # the controller in charge, read before the baseline and after each lookup (Rule 16)
 
 
 def beats(writer: int, *at: float) -> tuple:  # type: ignore[type-arg]
@@ -182,14 +187,15 @@ def test_a_requeue_retried_during_a_slow_hand_back_is_not_absent_until_the_prima
     # after the end the backup still showed RestartCnt 0 while the restarted primary listened.
     base = JobInfo(J, "RUNNING", True, 0, 4294901, "None")
     requeue = Recorded(1, J, Op.REQUEUE, Result.UNKNOWN, END - 5.0, finished_at=END, baseline=base,
-                       baseline_at=END - 6.0, reason=Reason.CLEAR_FAILED)
+                       baseline_at=END - 6.0, reason=Reason.CLEAR_FAILED, baseline_ctl=CTL)
     running = JobInfo(J, "RUNNING", True, 0, 4294901, "None")
     for after in (32.0, 45.0, 300.0):
         assert settle_operation(requeue, [], running, END + after, no_ends_by_bound=60.0, hand_back=True,
-                                control=Control(1, (True,), beats(1, 10.0, 20.0), 40.0, after), mark=MARK) is None
+                                control=Control(1, (True,), beats(1, 10.0, 20.0), 40.0, after), mark=MARK,
+                                controller=CTL) is None
     requeued = JobInfo(J, "PENDING", True, 1, 4294901, "BeginTime")  # the primary took control: applied
     found = settle_operation(requeue, [], requeued, END + 46.0, no_ends_by_bound=60.0, hand_back=True,
-                             control=Control(0, (), beats(0, 45.0), 40.0, 46.0), mark=MARK)
+                             control=Control(0, (), beats(0, 45.0), 40.0, 46.0), mark=MARK, controller=CTL)
     assert found is not None and found.verdict is Verdict.PRESENT
 
 
@@ -199,13 +205,15 @@ def test_a_requeue_is_not_absent_from_the_primarys_first_seconds_in_control() ->
     # came later.  Rule 7: no absent until the primary has been in control for held_for.
     base = JobInfo(J, "RUNNING", True, 0, 4294901, "None")
     requeue = Recorded(1, J, Op.REQUEUE, Result.UNKNOWN, END - 5.0, finished_at=END, baseline=base,
-                       baseline_at=END - 6.0, reason=Reason.CLEAR_FAILED)
+                       baseline_at=END - 6.0, reason=Reason.CLEAR_FAILED, baseline_ctl=CTL)
     first = 31.0  # the boot clock when the look first saw its heartbeat written after the end
     for now in (first, first + 10, first + 32):
         assert settle_operation(requeue, [], base, END + 32.0 + now - first, no_ends_by_bound=60.0, hand_back=True,
-                                control=Control(0, (), beats(0, 20.0, first), 33.0, now), mark=MARK) is None
+                                control=Control(0, (), beats(0, 20.0, first), 33.0, now), mark=MARK,
+                                controller=CTL) is None
     late = settle_operation(requeue, [], base, END + 66.0, no_ends_by_bound=60.0, hand_back=True,
-                            control=Control(0, (), beats(0, 20.0, first), 33.0, first + 33), mark=MARK)
+                            control=Control(0, (), beats(0, 20.0, first), 33.0, first + 33), mark=MARK,
+                            controller=CTL)
     assert late is not None and late.verdict is Verdict.ABSENT
 
 

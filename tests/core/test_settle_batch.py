@@ -10,7 +10,7 @@ later operation acts on its field, ``verdict``'s on the same values."""
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import pytest
 from hypothesis import given, settings
@@ -29,15 +29,27 @@ from slurm_dsl.core.settle import (
     settle_operation,
     verdict,
 )
-from tests.core.test_settle_operation import BOUND, HELD, JOB, RUNNING, T0, cases, expected, naive_verdict, op
+from tests.core.test_settle_operation import (
+    BOUND,
+    HELD,
+    JOB,
+    RUNNING,
+    T0,
+    baseline_stands,
+    cases,
+    controllers,
+    expected,
+    naive_verdict,
+    op,
+)
 from tests.examples import examples
 
-Case = Tuple[Recorded, List[Recorded], Looked, float, float]
+Case = Tuple[Recorded, List[Recorded], Looked, float, float, Optional[str]]
 
 
 def as_job(case: Case, job: str) -> Tuple[Recorded, List[Recorded], Looked]:
     """``case`` moved to job ``job`` (its records too), so that one batch holds many jobs."""
-    operation, later, looked, _, _ = case
+    operation, later, looked, _, _, _ = case
 
     def moved(r: Recorded) -> Recorded:
         return replace(r, job_id=job, baseline=None if r.baseline is None else replace(r.baseline, job_id=job))
@@ -48,22 +60,22 @@ def as_job(case: Case, job: str) -> Tuple[Recorded, List[Recorded], Looked]:
 
 @settings(max_examples=examples(400))
 @given(st.lists(cases(), min_size=1, max_size=6), st.sampled_from([2.0, 10.0, 30.0]),
-       st.floats(-100.0, 2 * BOUND))
+       st.floats(-100.0, 2 * BOUND), controllers)
 def test_one_lookup_gives_the_plain_rule_s_answer_for_every_operation(
-    batch: List[Case], delay: float, at: float
+    batch: List[Case], delay: float, at: float, controller: Optional[str]
 ) -> None:
     looked_at = T0 + at
-    one = OneLookup(looked_at, no_ends_by_bound=BOUND, settle_delay=delay)
+    one = OneLookup(looked_at, no_ends_by_bound=BOUND, settle_delay=delay, controller=controller)
     for n, case in enumerate(batch):
         operation, later, looked = as_job(case, str(4300 + n))
         got = one.settle(operation, later, looked)
         assert got == settle_operation(operation, later, looked, looked_at, no_ends_by_bound=BOUND,
-                                       settle_delay=delay)
-        want, from_op, read_at = expected(operation, later, looked, looked_at, delay)
+                                       settle_delay=delay, controller=controller)
+        want, from_op, read_at = expected(operation, later, looked, looked_at, delay, controller)
         assert (None if got is None else (got.verdict.value, got.from_operation, got.looked_at)) == (
             None if want is None else (want, from_op, read_at))
         on_field = [o for o in later if EFFECT_FIELDS[operation.op] & FIELDS[o.op]]
-        if not on_field:
+        if not on_field and not (operation.op.requeues and baseline_stands(operation, controller) is not True):
             plain = verdict(operation.op, looked, baseline=operation.baseline,
                             since_end=looked_at - operation_end(operation, BOUND), settle_delay=delay)
             assert (None if got is None else got.verdict) == plain
@@ -92,16 +104,16 @@ def test_one_lookup_checks_its_values_once_and_each_operation_as_before() -> Non
 def test_the_seconds_on_one_clock_replace_the_ledger_times(case: Case, elapsed: float) -> None:
     """Rule 15: given the seconds from the end on a clock that never steps, the delay is read from
     them, whatever the ledger's times say (a step may have moved them either way)."""
-    operation, later, looked, looked_at, delay = case
-    got = OneLookup(looked_at, no_ends_by_bound=BOUND, settle_delay=delay).settle(operation, later, looked,
-                                                                               elapsed=elapsed)
+    operation, later, looked, looked_at, delay, controller = case
+    got = OneLookup(looked_at, no_ends_by_bound=BOUND, settle_delay=delay, controller=controller).settle(
+        operation, later, looked, elapsed=elapsed)
     if any(EFFECT_FIELDS[operation.op] & FIELDS[o.op] for o in later):
         return  # read from a later operation's record: elapsed is not this lookup's
     if looked is NoJob.COULD_NOT_ASK:
         assert got is None
         return
     want = naive_verdict(operation.op.value, looked if isinstance(looked, JobInfo) else None, operation.baseline,
-                         elapsed, delay)
+                         elapsed, delay, baseline_stands(operation, controller))
     assert (None if got is None else got.verdict.value) == want
 
 
@@ -110,8 +122,9 @@ def test_the_seconds_on_one_clock_replace_the_ledger_times(case: Case, elapsed: 
 def test_seconds_no_more_than_the_time_since_the_end_never_make_it_longer(case: Case, seen: float) -> None:
     """Rule 15: given seconds that are no more than the time since the end (since this host found
     the operation over), the delay is read from the fewer of those and the ledger times' difference."""
-    operation, later, looked, looked_at, delay = case
-    got = OneLookup(looked_at, no_ends_by_bound=BOUND, settle_delay=delay).settle(operation, later, looked, seen=seen)
+    operation, later, looked, looked_at, delay, controller = case
+    got = OneLookup(looked_at, no_ends_by_bound=BOUND, settle_delay=delay, controller=controller).settle(
+        operation, later, looked, seen=seen)
     if any(EFFECT_FIELDS[operation.op] & FIELDS[o.op] for o in later):
         return  # read from a later operation's record: seen is not this lookup's
     if looked is NoJob.COULD_NOT_ASK:
@@ -122,7 +135,7 @@ def test_seconds_no_more_than_the_time_since_the_end_never_make_it_longer(case: 
     else:
         end = operation.ends_by if operation.ends_by is not None else operation.started_at + BOUND
     want = naive_verdict(operation.op.value, looked if isinstance(looked, JobInfo) else None, operation.baseline,
-                         min(looked_at - end, seen), delay)
+                         min(looked_at - end, seen), delay, baseline_stands(operation, controller))
     assert (None if got is None else got.verdict.value) == want
 
 

@@ -53,7 +53,7 @@ def batches(draw: st.DrawFn) -> Tuple[List[Recorded], Dict[str, Optional[JobInfo
     ops: List[Recorded] = []
     answers: Dict[str, Optional[JobInfo]] = {}
     later: Set[int] = set()
-    for n, (operation, _, _, _, _) in enumerate(draw(st.lists(cases(), min_size=1, max_size=8))):
+    for n, (operation, _, _, _, _, _) in enumerate(draw(st.lists(cases(), min_size=1, max_size=8))):
         job = draw(ODD_IDS) if draw(st.integers(0, 9)) == 0 else str(5100 + n)
         operation = replace(operation, id=n + 1, job_id=job,
                             baseline=None if operation.baseline is None else replace(operation.baseline, job_id=job))

@@ -160,8 +160,19 @@ def shows_effect(kind: str, record: JobInfo, before: Optional[JobInfo]) -> Optio
     return record.restarts > before.restarts
 
 
+def baseline_stands(operation: Recorded, record_ctl: Optional[str]) -> Optional[bool]:
+    """§12 Rule 16: a requeue's baseline stands if the controller read before it is the one read
+    once its acknowledged calls were over, or the one read after the record's lookup; not read
+    after the lookup: not told yet."""
+    if operation.baseline_ctl is None:
+        return False
+    if operation.result in (Result.OK, Result.BIT_SET) and operation.calls_ctl == operation.baseline_ctl:
+        return True
+    return None if record_ctl is None else record_ctl == operation.baseline_ctl
+
+
 def naive_verdict(kind: str, record: Optional[JobInfo], before: Optional[JobInfo], seconds_after_end: float,
-                  delay: float) -> Optional[str]:
+                  delay: float, stands: Optional[bool] = True) -> Optional[str]:
     if record is None:
         return "gone"
     effect = shows_effect(kind, record, before)
@@ -169,11 +180,13 @@ def naive_verdict(kind: str, record: Optional[JobInfo], before: Optional[JobInfo
         return "undecidable"
     if effect:
         return "present"
+    if kind in ("requeue", "requeuehold") and stands is not True:
+        return None if stands is None else "undecidable"
     return "absent" if seconds_after_end >= delay else None
 
 
 def expected(operation: Recorded, later: Sequence[Recorded], looked: Looked, looked_at: float,
-             delay: float) -> Tuple[Optional[str], Optional[int], Optional[float]]:
+             delay: float, controller: Optional[str] = None) -> Tuple[Optional[str], Optional[int], Optional[float]]:
     """(verdict, the later operation it was read from, the lookup time), by the task's sentences."""
     if looked == "could_not_ask":
         return None, None, None
@@ -187,13 +200,15 @@ def expected(operation: Recorded, later: Sequence[Recorded], looked: Looked, loo
     same_field = sorted((o for o in later if READS[kind] & ACTS_ON[o.op.value]), key=lambda o: o.id)
     if not same_field:
         record = looked if isinstance(looked, JobInfo) else None
-        return naive_verdict(kind, record, operation.baseline, looked_at - end, delay), None, looked_at
+        stands = baseline_stands(operation, controller)
+        return naive_verdict(kind, record, operation.baseline, looked_at - end, delay, stands), None, looked_at
     first = same_field[0]
     if first.baseline is None or first.baseline_at is None:
         return "undecidable", first.id, looked_at
     if first.baseline_at < operation.started_at:
         return "undecidable", first.id, first.baseline_at
-    got = naive_verdict(kind, first.baseline, operation.baseline, first.baseline_at - end, delay)
+    got = naive_verdict(kind, first.baseline, operation.baseline, first.baseline_at - end, delay,
+                        baseline_stands(operation, first.calls_ctl))
     return got or "undecidable", first.id, first.baseline_at
 
 
@@ -203,37 +218,44 @@ records = st.builds(
     reason=st.sampled_from(["None", "JobHeldAdmin"]),
 )
 times = st.floats(-100.0, 100.0)
+controllers = st.sampled_from([None, "2026-12-07T13:00:00", "2026-12-07T13:00:01#1"])  # lookups.controller's texts
 
 
 @st.composite
-def cases(draw: st.DrawFn) -> Tuple[Recorded, List[Recorded], Looked, float, float]:
+def cases(draw: st.DrawFn) -> Tuple[Recorded, List[Recorded], Looked, float, float, Optional[str]]:
     kind = draw(st.sampled_from(list(Op)))
     unfinished = draw(st.booleans())
     started = T0 + draw(times)
     finished = None if unfinished else started + draw(st.floats(0.0, 30.0))
     ends_by = draw(st.one_of(st.none(), st.just(started + 20.0))) if unfinished else None
     baseline = draw(st.one_of(st.none(), records))
-    operation = Recorded(10, JOB, kind, None if unfinished else Result.UNKNOWN, started, finished, ends_by,
-                         baseline, None if baseline is None else started - 0.5)
+    result = None if unfinished else draw(st.sampled_from([Result.UNKNOWN, Result.OK, Result.BIT_SET]))
+    operation = Recorded(10, JOB, kind, result, started, finished, ends_by,
+                         baseline, None if baseline is None else started - 0.5,
+                         baseline_ctl=draw(controllers), calls_ctl=draw(controllers))
     later: List[Recorded] = []
     for n in range(draw(st.integers(0, 3))):
         before = draw(st.one_of(st.none(), records))
         at = None if before is None or draw(st.integers(0, 5)) == 0 else T0 + draw(st.floats(-150.0, 200.0))
         later.append(Recorded(11 + n * draw(st.integers(1, 3)), JOB, draw(st.sampled_from(list(Op))),
-                              draw(st.sampled_from([None, *Result])), T0 + draw(times), None, None, before, at))
+                              draw(st.sampled_from([None, *Result])), T0 + draw(times), None, None, before, at,
+                              baseline_ctl=draw(controllers), calls_ctl=draw(controllers)))
     later = list({o.id: o for o in later}.values())
     looked: Looked = draw(st.one_of(records, st.sampled_from(list(NoJob))))
     looked_at = T0 + draw(st.one_of(times, st.floats(100.0, 2 * BOUND)))
     delay = draw(st.sampled_from([2.0, 10.0, 30.0]))
-    return operation, draw(st.permutations(later)), looked, looked_at, delay
+    return operation, draw(st.permutations(later)), looked, looked_at, delay, draw(controllers)
 
 
 @settings(max_examples=examples(1500))
 @given(cases())
-def test_the_settlement_is_the_contracts(case: Tuple[Recorded, List[Recorded], Looked, float, float]) -> None:
-    operation, later, looked, looked_at, delay = case
-    got = settle_operation(operation, later, looked, looked_at, no_ends_by_bound=BOUND, settle_delay=delay)
-    want, from_op, at = expected(operation, later, looked, looked_at, delay)
+def test_the_settlement_is_the_contracts(
+    case: Tuple[Recorded, List[Recorded], Looked, float, float, Optional[str]],
+) -> None:
+    operation, later, looked, looked_at, delay, controller = case
+    got = settle_operation(operation, later, looked, looked_at, no_ends_by_bound=BOUND, settle_delay=delay,
+                           controller=controller)
+    want, from_op, at = expected(operation, later, looked, looked_at, delay, controller)
     if want is None:
         assert got is None
         return

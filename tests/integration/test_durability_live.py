@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import time
 from pathlib import Path
 from typing import Dict, Optional
@@ -28,7 +29,7 @@ from slurm_dsl.core.model import RequeueBit
 from slurm_dsl.ledger.choose import open_ledger
 from slurm_dsl.lookups.saves import last_save
 from tests import lab
-from tests.cli_run import cli_process
+from tests.cli_run import COMMAND, cli_process
 
 pytestmark = pytest.mark.integration
 
@@ -208,3 +209,58 @@ def test_a_durable_requeue_returns_once_slurmctld_saved_it(tmp_path: Path) -> No
         assert state is not None and state.restarts == 1 and state.requeue == 0
     finally:
         lab.cancel(job)
+
+
+def test_a_keyed_requeue_whose_baseline_a_crash_undid_is_not_done_again(tmp_path: Path) -> None:
+    """docs/contract.md §12 Rule 16, the simulator's finding on the real slurmctld: another admin's
+    requeue is acknowledged and not yet saved; the keyed requeue reads its baseline (RestartCnt 1)
+    and sets the flag; slurmctld is SIGKILLed and started again from the last save (RestartCnt 0);
+    the keyed requeue's call 2, sent after that, is applied (RestartCnt 1 again, the baseline's).
+    The key's next run must not requeue a third time: another controller answered, so the
+    baseline may have been undone, and its requeue is not read as lost."""
+    ledger = str(tmp_path / "ledger.sqlite3")
+    scontrol = tmp_path / "scontrol"
+    go, at = tmp_path / "go", tmp_path / "at"
+    scontrol.write_text(lab.PAUSED.format(log=f"'{tmp_path / 'calls.log'}'", go=f"'{go}'", at=f"'{at}'"))
+    scontrol.chmod(0o755)
+    job, other = lab.make_job("running_rq0"), lab.make_job("running_rq0")
+    argv = ["requeue", job, "--key", "undone-16", "--json", "--timeout", "90", "--settle-delay", "2",
+            "--ledger", ledger, "--scontrol", str(scontrol)]
+    try:
+        lab.check(["scontrol", "update", f"JobId={job}", "Requeue=1"])  # the other admin's, saved below
+        make_warm(other, "before")  # a save just now: the next one is ~5 s away
+        saved = saved_at()
+        lab.check(["scontrol", "requeue", job])  # the other admin's requeue: acknowledged, not saved
+        first = subprocess.Popen([*COMMAND, *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 30
+        while not at.exists():
+            assert first.poll() is None and time.monotonic() < deadline, "the keyed requeue never reached call 2"
+            time.sleep(0.02)
+        unsaved = saved_at() == saved
+        lab.kill_slurmctld()
+        lab.start_slurmctld()
+        if not unsaved:
+            go.touch()
+            first.communicate(timeout=120)
+            pytest.skip("slurmctld saved the other admin's requeue before the kill: nothing undone this time")
+        came = lab.job_state(job)
+        assert came is not None and came.restarts == 0, came  # the other admin's requeue is lost
+        go.touch()
+        out, err = first.communicate(timeout=120)
+        (row,) = [json.loads(line) for line in out.splitlines()]
+        assert row["result"] == "ok", out + err  # call 2 applied by the restarted slurmctld
+        assert lab.job_state(job).restarts == 1  # type: ignore[union-attr]  # the baseline's count again
+
+        again = cli_process(argv)
+        (row,) = [json.loads(line) for line in again.stdout.splitlines()]
+        assert row["calls"] == [], again.stdout + again.stderr  # not requeued again
+        made = [line for line in (tmp_path / "calls.log").read_text().splitlines() if line.split()[0] == "requeue"]
+        assert made == [f"requeue {job}"], made
+        final = lab.job_state(job)
+        assert final is not None and final.restarts == 1, final
+        with open_ledger(ledger) as opened:
+            (mine,) = opened.history(job)
+        assert mine.settlement is None or mine.settlement.verdict.value != "absent", mine.settlement
+    finally:
+        go.touch()
+        lab.cancel(job, other)

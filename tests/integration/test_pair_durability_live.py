@@ -51,17 +51,6 @@ LOGGED = f"""#!/bin/sh
 printf '%s\\n' "$*" >> {{log}}
 exec {lab.SCONTROL} "$@"
 """
-# The requeue's call 2 waits for the test's word (``go``) once it has said where it is (``at``):
-# the test starts the primary in between, so that this call is sent during the hand-back.
-PAUSED = f"""#!/bin/sh
-printf '%s\\n' "$*" >> {{log}}
-if [ "$1" = requeue ] && [ ! -e {{go}} ]; then
-    : > {{at}}
-    i=0
-    while [ ! -e {{go}} ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i + 1)); done
-fi
-exec {lab.SCONTROL} "$@"
-"""
 
 
 def wrapper(tmp_path: Path, text: str) -> Path:
@@ -226,7 +215,7 @@ def test_a_requeue_sent_during_a_hand_back_is_settled_and_retried_into_one_reque
             pair.wait_gone("ctl-a", pid, 30)
     pair.wait_node_usable()
     ledger = str(tmp_path / "ledger.sqlite3")
-    scontrol = wrapper(tmp_path, PAUSED)
+    scontrol = wrapper(tmp_path, lab.PAUSED)
     job = lab.make_job("running_rq0")
     argv = ["requeue", job, "--key", "handback-32", "--retry", "1", "--json", "--timeout", "120",
             "--settle-delay", "2", "--ledger", ledger, "--scontrol", str(scontrol)]

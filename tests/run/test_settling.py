@@ -30,7 +30,15 @@ from slurm_dsl.run.sweep import Done, metrics_text, sweep
 from slurm_dsl.run.tracked import Tracker
 from tests.cli_run import cli
 from tests.conftest import ONE_CONTROLLER, TWO_CONTROLLERS
-from tests.fakes import MemoryLookup, calls_made, ended_ago, write_fake, write_fake_squeue, write_heartbeat
+from tests.fakes import (
+    FAKE_CTL,
+    MemoryLookup,
+    calls_made,
+    ended_ago,
+    write_fake,
+    write_fake_squeue,
+    write_heartbeat,
+)
 
 FAKE_PYSLURM = Path(__file__).resolve().parents[1] / "fake_pyslurm"
 PRIORITY = 4294901657
@@ -42,13 +50,15 @@ def record(job: str, *, priority: int = PRIORITY, restarts: int = 0, requeue: bo
 
 
 def unknown(ledger: LedgerStore, job: str, op: Op, *, ago: float = 60.0, baseline: Optional[JobInfo] = None,
-            finish: bool = True, ended: Optional[str] = None) -> int:
+            finish: bool = True, ended: Optional[str] = None, ctl: str = FAKE_CTL) -> int:
     """An operation whose result is unknown (or, ``finish=False``, that never finished), ``ago``
     seconds back on the ledger's clock, its end 1 s after its start; on this host's boot clock too
-    (``ended``: where and when else; an unfinished one: this host found it over then)."""
+    (``ended``: where and when else; an unfinished one: this host found it over then); its
+    baseline read from the fake's controller (``ctl``: contract §12 Rule 16)."""
     start = ledger.now() - ago
     op_id = ledger.begin_operation(job, op, "0" * 32, start, baseline=baseline,
-                                   baseline_at=None if baseline is None else start - 0.2, ends_by=start + 1.0)
+                                   baseline_at=None if baseline is None else start - 0.2, ends_by=start + 1.0,
+                                   baseline_ctl=None if baseline is None else ctl)
     over = runs.boot_clock() - ago + 1.0
     if finish:
         bit = RequeueBit.MAY_BE_SET if op in (Op.REQUEUE, Op.REQUEUE_HOLD) else None
@@ -200,7 +210,7 @@ def test_where_a_backup_may_hand_back_absent_and_a_clear_wait_for_controllers_th
         monkeypatch.setenv("SLURM_CONF", str(conf))
         write_heartbeat(location, int(time.time()) - 60, writer)
         with open_ledger(ledger_location) as ledger:
-            op_id = unknown(ledger, "7", Op.REQUEUE, ago=300.0, baseline=record("7"))
+            op_id = unknown(ledger, "7", Op.REQUEUE, ago=300.0, baseline=record("7"), ctl=f"{FAKE_CTL}#{writer}")
         with Tracker(ledger_location, scontrol=fake_scontrol) as t:
             first = sweep(t, MemoryLookup({"7": record("7")}), settle_delay=2.0)
         assert [d.settled for d in first.verdicts] == [None]

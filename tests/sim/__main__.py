@@ -106,6 +106,12 @@ def _absent_at_once(plant: Plant = setattr) -> None:
 # today's --durable wait (run.durable._wait), as closely as it allows.
 
 
+def _boot_blind(plant: Plant = setattr) -> None:
+    from slurm_dsl.core import settle
+
+    plant(settle, "stands", lambda operation, record_ctl: True)
+
+
 def _no_retry(plant: Plant = setattr) -> None:
     from slurm_dsl.run import keyed
 
@@ -163,6 +169,7 @@ def _durable_again(plant: Plant = setattr) -> None:
 
 PLANTS: Dict[str, Callable[[Plant], None]] = {
     "durability-13": _durability_13,  # a requeue's cleared object not kept watched (Rule L8 dropped)
+    "boot-blind": _boot_blind,  # a requeue's baseline trusted across a restart or takeover (Rule S16 dropped)
     "saved-at-once": _saved_at_once,  # no save seen needed before a clear counts as saved (Rule D2 dropped)
     "no-reread": _no_reread,  # a keyed job not decided again under its lease (keys acting twice)
     "not-alive": _not_alive,  # a run known alive no longer told: the times alone decide (§13.7 dropped)

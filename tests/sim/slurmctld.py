@@ -129,6 +129,7 @@ class Controller:
     beat_every: float = 1.25  # MIN(SlurmctldTimeout/4, 30) with the pair's SlurmctldTimeout=5
     min_job_age: float = 300.0
     now: float = 0.0
+    booted: int = 0  # whole seconds of its wall clock when its process started: ``show config``'s BOOT_TIME
 
     def wall(self, t: float) -> float:
         return t + self.offset
@@ -232,6 +233,7 @@ class Controller:
     def start(self, t: float) -> None:
         """Start (standing by): nothing in memory survives a kill."""
         self.now = max(self.now, t)
+        self.booted = math.floor(self.wall(t) + 1e-9)
         self.up, self.in_control, self.jobs = True, False, {}
         self.save_count, self.last_save, self.packing, self.wake_at = 0, None, None, None
 

@@ -120,9 +120,18 @@ def test_the_simulator_finds_absent_read_at_once(tmp_path: Path, monkeypatch: py
     assert found is not None and found.violations[0].startswith("false-verdict"), found and found.violations[0]
 
 
-def test_a_known_gap_is_said_not_failed_on(tmp_path: Path) -> None:
-    """The product's known open gap the simulator found (contract §12, "a baseline a crash undid";
-    ``schedule.KNOWN``): the hour's schedule that found it reports it as known, not as a violation.
-    Once the product closes the gap this fails: then drop the exemption and keep the schedule."""
+def test_a_baseline_a_crash_undid_no_longer_makes_a_key_act_twice(tmp_path: Path) -> None:
+    """The schedule of the hour's run that found a key acting twice (contract §12 Rule 16, "a
+    baseline a crash undid"): an unsaved requeue in the keyed requeue's baseline, lost in a
+    takeover, its own requeue applied after it.  Now the verdict is undecidable, and the key's
+    next run acts no more."""
     played = play(tmp_path, 501307, 42, pair=True)
-    assert played.violations == [] and [k.split(":")[0] for k in played.known] == ["baseline-undone"], played
+    assert played.violations == [] and played.known == [], played
+
+
+def test_the_simulator_finds_a_baseline_a_crash_undid(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rule 16 dropped (a requeue at its baseline's RestartCnt absent whatever controller gave the
+    baseline): the same schedule has the key act twice."""
+    PLANTS["boot-blind"](monkeypatch.setattr)
+    played = play(tmp_path, 501307, 42, pair=True)
+    assert played.violations and {v.split(":")[0] for v in played.violations} == {"key-acted-twice"}, played

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import struct
+import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple, Union
 
@@ -203,9 +204,18 @@ class Simulation:
             self.looked[pid] = self.t  # the record it reads is slurmctld's at this moment
             return self._squeue(argv, timeout)
         if program == "scontrol" and argv[1:3] == ("show", "config"):
+            # Answered by the controller in charge: its BOOT_TIME (the start of its process).
+            ctl = self.cluster.in_control()
+            if ctl is None:
+                took, text = self.cluster.load_fails()
+                self.advance(self.t + min(took, timeout))
+                return Completed(argv, 1, b"", text.replace("slurm_load_jobs", "slurm_load_ctl_conf").encode(),
+                                 took > timeout, False)
             self.advance(self.t + LOAD)
+            boot = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(int(EPOCH) + ctl.booted))
             age = int(self.cluster.primary.min_job_age)
-            return Completed(argv, 0, f"MinJobAge               = {age} sec\n".encode(), b"", False, False)
+            text = f"BOOT_TIME               = {boot}\nMinJobAge               = {age} sec\n"
+            return Completed(argv, 0, text.encode(), b"", False, False)
         if program == "scontrol" and argv[1] in CONTROL:  # open's direct call, or any other made unwrapped
             if self.before_script is not None:  # a call on a job outside a script is leased too (contract §9.2)
                 self.before_script(pid, [argv[1:]])

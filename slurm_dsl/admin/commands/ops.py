@@ -388,7 +388,8 @@ def dry_run(args: argparse.Namespace, ids: JobIds, deadline: float, scontrol: st
                                    ("--retry", args.retry), ("--durable", args.durable)) if on]
     if mixed:
         raise UsageError(f"--dry-run only looks: it takes no {' or '.join(mixed)}")
-    looked = look_up(args.op, ids, deadline, squeue=args.squeue, scontrol=scontrol, clock=steady, restore_too=True)
+    looked = look_up(args.op, ids, deadline, squeue=args.squeue, scontrol=scontrol, clock=steady, restore_too=True,
+                     in_charge=False)
     if looked.started is None:
         raise LookupFailed("the deadline passed before the jobs could be looked up: nothing predicted")
     for job in ids:
