@@ -399,11 +399,16 @@ class Player:
 
         job = self.job(pick)
         baseline = (self.sim.cluster.jobs(self.sim.t, [job]) or {}).get(job)
+        tag = self.sim.tags[runs.this_run().pid]
         row = confirm_saved(tracker, [tracker.run(op, job, deadline)], deadline)[0]
         rows.append(row)
         if row.saved:
             saved = saved_jobs(self.sim.cluster.disk).get(job)
-            if saved is None or not shows(op, saved, baseline):
+            # A requeue's own: the save holds this command's requeue.  RestartCnt against the record
+            # before it would be fooled where a crash undid another requeue in that record (contract
+            # §12 Rule 16), this one then raising the count back to it.
+            ours = op.requeues and saved is not None and tag in {w.partition("#")[0] for w in saved.requeued_by}
+            if saved is None or not (ours or (not op.requeues and shows(op, saved, baseline))):
                 self.played.violations.append(
                     f"durable-not-saved: {op.value} {job} said saved at t={self.sim.t:.2f}; slurmctld's last save"
                     f" holds {saved}")

@@ -62,6 +62,7 @@ class Job:
     ended_wall: Optional[float] = None  # the controller's wall clock when it finished (MinJobAge counts from it)
     array: Optional[Tuple[str, int]] = None  # (ArrayJobId, TaskId) of an array task
     requeue_by: str = "submit"  # who last changed the Requeue flag (not slurmctld's: the checker's)
+    requeued_by: Tuple[str, ...] = ()  # whose requeues this record holds, in order (the checker's too)
     eligible_at: Optional[float] = None  # a requeued job starts again then (EligibleTime: +120 s, §5)
 
     def copy(self) -> Job:
@@ -606,6 +607,7 @@ class Cluster:
         if job.state == "PENDING":
             return PENDING_EXECUTION
         job.restarts += 1
+        job.requeued_by += (self._who,)
         job.state, job.ended_wall = "PENDING", None
         if verb == "requeuehold":
             job.reason, job.priority = "job_requeued_in_held_state", 0
