@@ -94,17 +94,20 @@ _SETTLEMENTS_NO_DELETE = """CREATE TRIGGER settlements_no_delete BEFORE DELETE O
               OR EXISTS (SELECT 1 FROM history h WHERE h.id = OLD.op_id)
             BEGIN SELECT RAISE(ABORT, 'settlements are append-only'); END"""
 
-# history_finish_once as schema 7 made it (migration 8 adds its new start column to it).
-_FINISH_ONCE_7 = """CREATE TRIGGER history_finish_once BEFORE UPDATE ON history
+# history_finish_once as schemas 6 and 7 made it (each later one adds its new start columns).
+_FINISH_ONCE_6 = """CREATE TRIGGER history_finish_once BEFORE UPDATE ON history
             WHEN OLD.finished_at IS NOT NULL OR NEW.id IS NOT OLD.id OR NEW.job_id IS NOT OLD.job_id
               OR NEW.op IS NOT OLD.op OR NEW.nonce IS NOT OLD.nonce
               OR NEW.started_at IS NOT OLD.started_at OR NEW.prior_bit IS NOT OLD.prior_bit
               OR NEW.actor IS NOT OLD.actor OR NEW.baseline IS NOT OLD.baseline
               OR NEW.baseline_at IS NOT OLD.baseline_at OR NEW.op_key IS NOT OLD.op_key
               OR NEW.retry_of IS NOT OLD.retry_of OR NEW.ends_by IS NOT OLD.ends_by
-              OR NEW.baseline_boot IS NOT OLD.baseline_boot OR NEW.admin_reason IS NOT OLD.admin_reason
-              OR NEW.hold IS NOT OLD.hold
+              OR NEW.baseline_boot IS NOT OLD.baseline_boot
             BEGIN SELECT RAISE(ABORT, 'history is append-only'); END"""
+_FINISH_ONCE_7 = _FINISH_ONCE_6.replace(
+    "OR NEW.baseline_boot IS NOT OLD.baseline_boot\n",
+    "OR NEW.baseline_boot IS NOT OLD.baseline_boot OR NEW.admin_reason IS NOT OLD.admin_reason\n"
+    "              OR NEW.hold IS NOT OLD.hold\n")
 # MIGRATIONS[i] takes a file from version i to i + 1.  Statements one by one (executescript
 # would commit first): each list runs inside the transaction that bumps user_version.
 MIGRATIONS: Tuple[Tuple[str, ...], ...] = (
@@ -258,15 +261,7 @@ MIGRATIONS: Tuple[Tuple[str, ...], ...] = (
         _SEEN_KEY,
         "ALTER TABLE history ADD COLUMN baseline_boot TEXT",
         "DROP TRIGGER history_finish_once",
-        """CREATE TRIGGER history_finish_once BEFORE UPDATE ON history
-            WHEN OLD.finished_at IS NOT NULL OR NEW.id IS NOT OLD.id OR NEW.job_id IS NOT OLD.job_id
-              OR NEW.op IS NOT OLD.op OR NEW.nonce IS NOT OLD.nonce
-              OR NEW.started_at IS NOT OLD.started_at OR NEW.prior_bit IS NOT OLD.prior_bit
-              OR NEW.actor IS NOT OLD.actor OR NEW.baseline IS NOT OLD.baseline
-              OR NEW.baseline_at IS NOT OLD.baseline_at OR NEW.op_key IS NOT OLD.op_key
-              OR NEW.retry_of IS NOT OLD.retry_of OR NEW.ends_by IS NOT OLD.ends_by
-              OR NEW.baseline_boot IS NOT OLD.baseline_boot
-            BEGIN SELECT RAISE(ABORT, 'history is append-only'); END""",
+        _FINISH_ONCE_6,
     ),
     (
         # The set a keyed run of selectors chose, kept for its reruns (core.select Rule 4), and
