@@ -478,12 +478,14 @@ def jobinfo_helper() -> Tuple[Optional[str], str]:
 
 def sweep_exited(done: subprocess.CompletedProcess[str], allowed: Sequence[int] = (0,)) -> None:
     """A ``sweep --json``'s exit status is one of ``allowed``, or 16 exactly when its summary says it
-    recorded an acknowledged operation lost (docs/contract.md §13.4: once, never otherwise)."""
+    recorded an acknowledged operation lost that its ``--redo-lost`` did not do again (docs/contract.md
+    §13.4: once, never otherwise)."""
     import json
 
     lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]  # a host's own lines too
     summary: Dict[str, object] = next((x for x in lines if x.get("kind") == "summary"), {})
-    lost = bool(summary.get("lost_written"))
+    redone = sum(1 for x in lines if x.get("kind") == "redo" and (x.get("row") or {}).get("result") == "ok")
+    lost = int(summary.get("lost_written") or 0) > redone  # type: ignore[call-overload]
     said = (done.returncode, done.stdout, done.stderr)
     if lost:  # 16, unless something is left unsettled too (15 wins)
         assert done.returncode == 16 or (done.returncode == 15 and 15 in allowed), said

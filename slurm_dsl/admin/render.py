@@ -23,7 +23,7 @@ if TYPE_CHECKING:  # only their types: an operation, the common case, does not i
     from ..core.jobinfo import JobInfo
     from ..core.predict import Prediction
     from ..run.settling import Row, SettleReport
-    from ..run.sweep import SweepReport, Swept
+    from ..run.sweep import Redone, SweepReport, Swept
     from .doctor import Check
 
 UNKNOWN_ACTOR = "unknown"  # rows written before schema 2 did not record who ran them
@@ -182,9 +182,11 @@ def summary_text(summary: Dict[str, Any], as_json: bool) -> str:
             f" clear (lookup: {summary['lookup']})\n")
 
 
-def sweep_text(report: SweepReport, lookup: str, not_clear: int, as_json: bool) -> str:
+def sweep_text(report: SweepReport, lookup: str, not_clear: int, as_json: bool,
+               redone: Sequence[Redone] = ()) -> str:
     """All a sweep prints: each object looked at, each orphan, each unknown operation and each
-    acknowledged one found lost (--json; a count line in the text), then the summary."""
+    acknowledged one found lost (--json; a count line in the text), each lost one done again
+    (``--redo-lost``: its row), then the summary."""
     summary = sweep_summary(report, lookup, not_clear)
     return ("".join(swept_text(s, as_json) for s in report.swept)
             + "".join(orphan_text(info, as_json) for info in report.orphans)
@@ -192,7 +194,14 @@ def sweep_text(report: SweepReport, lookup: str, not_clear: int, as_json: bool) 
                else verdicts_line(summary) + "\n" if report.verdicts else "")
             + ("".join(json_line(d.to_json()) for d in report.lost) if as_json
                else lost_line(summary) + "\n" if report.lost else "")
+            + "".join(json_line(r.to_json()) if as_json else redo_line(r) + "\n" for r in redone)
             + summary_text(summary, as_json))
+
+
+def redo_line(r: Redone) -> str:
+    """One lost keyed operation as ``sweep --redo-lost`` ran it again: its row, or why it did not run."""
+    head = f"redo of operation {r.lost.id} ({r.lost.op.value} {r.lost.job_id}, key {shown(r.lost.key or '')}):"
+    return f"{head} {format_outcome(r.outcome).strip() if r.outcome is not None else 'not run: ' + shown(r.why)}"
 
 
 # -- settle ---------------------------------------------------------------------------------------

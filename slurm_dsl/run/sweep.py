@@ -53,19 +53,22 @@ from typing import Callable, Dict, List, Optional, ParamSpec, Sequence, Set, Tup
 
 from ..core.combine import found_finished
 from ..core.durable import Control, may_be_held
+from ..core.jobid import distinct_ids
 from ..core.jobinfo import JobInfo, Lookup
 from ..core.ledger_rules import SWEEP_TAG
-from ..core.model import InvalidInput, LedgerError, LookupFailed, Op, Outcome, RequeueBit, Result
+from ..core.model import DSLError, InvalidInput, LedgerError, LookupFailed, Op, Outcome, RequeueBit, Result, Verdict
 from ..core.settle import DEFAULT_SETTLE_DELAY, Pending, Recorded, check_settle_delay
 from ..host import world
 from ..host.binaries import find_scontrol
 from ..host.runs import boot_clock, this_run
 from ..ledger.base import LedgerStore, Marks
+from ..ledger.records import HistoryEntry
 from ..lookups.saves import LastSave, last_save
 from ..lookups.sight import trusted
 from ..lookups.squeue import SqueueLookup
 from . import looks, settling
 from .deadlines import steady
+from .driver import Ran, Stopped
 from .tracked import Tracker, lease_owner
 
 log = logging.getLogger("slurm_dsl")
@@ -643,10 +646,65 @@ def _orphans(
             report.fixed_orphans.append(tracker.run(Op.RESTORE, job_id, tracker.clock() + restore_timeout, actor=actor))
 
 
-def metrics_text(report: SweepReport, not_clear: int, unknown_unsettled: int, lost_not_redone: int = 0) -> str:
+@dataclass(frozen=True)
+class Redone:
+    """A keyed operation this sweep found lost, and its key's run again (``sweep --redo-lost``):
+    ``outcome`` its row, None when it did not run (``why``: the ledger failed, or bad input)."""
+
+    lost: HistoryEntry
+    outcome: Optional[Outcome]
+    why: str = ""
+
+    def to_json(self) -> Dict[str, object]:
+        """``sweep --json``'s line for it (``kind`` ``redo``)."""
+        return {"kind": "redo", "of": self.lost.id, "job_id": self.lost.job_id, "op": self.lost.op.value,
+                "key": self.lost.key, "row": None if self.outcome is None else self.outcome.to_json(),
+                **({"why": self.why} if self.why else {})}
+
+    @property
+    def redone(self) -> bool:
+        """Its key acted again and slurmctld acknowledged it, or found the effect there already."""
+        return self.outcome is not None and self.outcome.result is Result.OK
+
+
+def redo_lost(tracker: Tracker, lost: Sequence[settling.Decided], timeout: float, settle_delay: float) -> List[Redone]:
+    """Each keyed operation of ``lost`` whose job is still there (``absent``), its key run again
+    (docs/contract.md §13.4): ``run.flow.operate`` with the key and settling, as
+    ``slurm-dsl OP JOBID --key KEY --settle`` would, each with ``timeout`` seconds.  The key acts
+    again only where its effect is absent, under the job's lease, never twice; unkeyed operations
+    and gone jobs are left to ``history --lost``."""
+    done: List[Redone] = []
+    seen: Set[Tuple[str, str, str]] = set()
+    absent = {d.entry.id for d in lost if d.settled is not None and d.settled.verdict is Verdict.ABSENT}
+    for job in dict.fromkeys(d.entry.job_id for d in lost if d.entry.id in absent):
+        for e in tracker.ledger().history(job):  # the key is not among what settling reads
+            if e.id not in absent or e.key is None or (e.op.value, e.key, e.job_id) in seen:
+                continue
+            seen.add((e.op.value, e.key, e.job_id))
+            done.append(_redo(tracker, e, timeout, settle_delay))
+    return done
+
+
+def _redo(tracker: Tracker, e: HistoryEntry, timeout: float, settle_delay: float) -> Redone:
+    from .flow import Asked, operate
+
+    asked = Asked(key=e.key, settle=True, settle_delay=settle_delay,
+                  reason=f"sweep --redo-lost: operation {e.id} was acknowledged, then lost")
+    try:
+        rows = list(operate(tracker, e.op, distinct_ids([e.job_id]), tracker.clock() + timeout, asked))
+    except DSLError as exc:  # a key or deadline refused: nothing ran
+        return Redone(e, None, str(exc))
+    ran = [ev.outcome for ev in rows if isinstance(ev, Ran)]
+    stopped = [ev.error for ev in rows if isinstance(ev, Stopped)]
+    return Redone(e, ran[-1] if ran else None, str(stopped[0]) if stopped and not ran else "")
+
+
+def metrics_text(report: SweepReport, not_clear: int, unknown_unsettled: int, lost_not_redone: int = 0,
+                 redone: int = 0) -> str:
     """A Prometheus textfile (node_exporter's textfile collector) for one sweep; ``unknown_unsettled``:
     the ledger's unknown and unfinished operations without a verdict after it (``count_unsettled``);
-    ``lost_not_redone``: its acknowledged operations found lost that nothing has redone (``lost``)."""
+    ``lost_not_redone``: its acknowledged operations found lost that nothing has redone (``lost``);
+    ``redone``: those this sweep's ``--redo-lost`` redid."""
     verdicts = settling.counts(report.verdicts)
     lines = [
         "# HELP slurm_dsl_sweep_objects Objects the last sweep handled, by what it did.",
@@ -667,6 +725,9 @@ def metrics_text(report: SweepReport, not_clear: int, unknown_unsettled: int, lo
         " (slurm-dsl history --lost).",
         "# TYPE slurm_dsl_lost_not_redone gauge",
         f"slurm_dsl_lost_not_redone {lost_not_redone}",
+        "# HELP slurm_dsl_sweep_redone Lost keyed operations the last sweep ran again under their keys (--redo-lost).",
+        "# TYPE slurm_dsl_sweep_redone gauge",
+        f"slurm_dsl_sweep_redone {redone}",
         "# HELP slurm_dsl_sweep_verdicts Verdicts the last sweep gave unknown operations (none: not yet).",
         "# TYPE slurm_dsl_sweep_verdicts gauge",
         *(f'slurm_dsl_sweep_verdicts{{verdict="{k}"}} {v}' for k, v in sorted(verdicts.items())),

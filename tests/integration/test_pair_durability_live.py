@@ -5,9 +5,10 @@
    then the primary SIGKILLed ``d`` s after the requeue's end (0, 0.5, 2, 4.5; CI runs 0.5 warm,
    the rest under SLURM_DSL_TEST_PAIR_MATRIX=1): the backup takes over with what was on disk.
    Whatever came back, no job is at Requeue=1 untracked, the ledger never says clear while it is,
-   the sweep (no key) records each change that came back missing as "acknowledged, then lost" (and
-   restores a flag left at 1), and the same commands with their keys and ``--retry`` redo exactly
-   the lost ones, once (RestartCnt 1, never 2; the requeue into hold held).
+   the sweep records each change that came back missing as "acknowledged, then lost" (and
+   restores a flag left at 1) and, with ``--redo-lost``, runs the lost ones' keys again: exactly
+   the lost ones are redone, once (RestartCnt 1, never 2; the requeue into hold held), and the same
+   commands with their keys and ``--retry`` then run nothing.
 2. A hand-back (the primary started again while the backup is in control; ~28.5 s on 24.11): a
    requeue whose call 2 is sent while it runs either fails with ``Unexpected message received``
    and is applied when the primary takes control (docs/durability.md §2), or blocks until then and
@@ -126,6 +127,7 @@ def test_a_takeover_loses_an_unsaved_hold_and_requeue_and_they_are_redone_once(o
         time.sleep(max(0.0, d - (time.monotonic() - ended)))  # the kill's time after the ack: the fault
         unsaved = pair.job_state_mtime_ns() == saved
         pair.kill("ctl-a")
+        killed = time.monotonic()
         took = pair.wait_in_control("ctl-b", TAKES_OVER_WITHIN)
         came = {j: lab.job_state(j) for j in (held, into_hold, requeued)}
         h, rh, r = came[held], came[into_hold], came[requeued]
@@ -143,14 +145,27 @@ def test_a_takeover_loses_an_unsaved_hold_and_requeue_and_they_are_redone_once(o
         # The sweep, no key: records the lost ones, restores a flag left at 1, clears the object
         # only from a save after the restore.  Between sweeps another job changes, so that the
         # backup has something to save.
+        # With --redo-lost, each lost keyed change is done again by the sweep that records it: how
+        # long after the kill, and whether the takeover's controller had marked the job NODE_FAIL
+        # by then (docs/durability.md §4).
         deadline = time.monotonic() + SETTLED_WITHIN
         sweeps, stamp = 0, 0
+        redone: Dict[str, str] = {}
         while any(bit(ledger, j) is not RequeueBit.CLEAR for j in (requeued, into_hold)) or (
                 len(lost_verdicts(ledger, held)) < hold_lost or len(lost_verdicts(ledger, requeued)) < requeue_lost
                 or len(lost_verdicts(ledger, into_hold)) < into_hold_lost):
             assert time.monotonic() < deadline, f"not settled within {SETTLED_WITHIN:g} s of sweeps"
-            swept = cli_process(["sweep", "--ledger", ledger, "--settle-delay", "2", "--json"])
-            lab.sweep_exited(swept, (0, 15))
+            states = {j: lab.job_state(j) for j in (held, requeued, into_hold)}
+            swept = cli_process(["sweep", "--ledger", ledger, "--settle-delay", "2", "--json", "--redo-lost",
+                                 "--scontrol", str(scontrol)])
+            lab.sweep_exited(swept, (0, 15, 16))
+            for line in swept.stdout.splitlines():
+                row = json.loads(line)
+                if row["kind"] == "redo":
+                    seen = states.get(row["job_id"])
+                    redone[row["job_id"]] = (f"{row['op']} redone {time.monotonic() - killed:.1f} s after the kill:"
+                                             f" {row['row'] and row['row']['result']}, the job"
+                                             f" {seen and seen.state} just before")
             sweeps += 1
             for job in (requeued, into_hold):
                 state = lab.job_state(job)
@@ -161,23 +176,22 @@ def test_a_takeover_loses_an_unsaved_hold_and_requeue_and_they_are_redone_once(o
             time.sleep(1.0)
         print(f"settled by {sweeps} sweep(s): lost recorded for hold {lost_verdicts(ledger, held) != []},"
               f" requeue {lost_verdicts(ledger, requeued) != []}, requeue into hold"
-              f" {lost_verdicts(ledger, into_hold) != []}")
+              f" {lost_verdicts(ledger, into_hold) != []}; {redone}")
+        # Every lost keyed change, and none other, done again by the sweeps, once.
+        assert set(redone) == {j for j, lost in ((held, hold_lost), (requeued, requeue_lost),
+                                                  (into_hold, into_hold_lost)) if lost}, redone
         for job in (requeued, into_hold):
             after = lab.job_state(job)
             assert after is not None and after.requeue == 0, after
 
-        # The same commands with their keys: exactly the lost ones run again, once.
-        again_hold = row_of(cli_process([*hold, "--retry", "1"]))
-        again_into_hold = row_of(cli_process([*requeue_hold, "--retry", "1"]))
-        again_requeue = row_of(cli_process([*requeue, "--retry", "1"]))
-        assert made(tmp_path, "hold", held) == 1 + hold_lost, again_hold
-        assert made(tmp_path, "requeuehold", into_hold) == 1 + into_hold_lost, again_into_hold
-        assert made(tmp_path, "requeue", requeued) == 1 + requeue_lost, again_requeue
-        for argv, verb, job, lost in ((requeue, "requeue", requeued, requeue_lost),
+        # The same commands with their keys: the sweeps redid exactly the lost ones, once; the keys
+        # run nothing more.
+        for argv, verb, job, lost in ((hold, "hold", held, hold_lost),
+                                      (requeue, "requeue", requeued, requeue_lost),
                                       (requeue_hold, "requeuehold", into_hold, into_hold_lost)):
-            third = row_of(cli_process([*argv, "--retry", "1"]))
-            assert third["calls"] == [] and "took effect" in str(third["detail"]), third
-            assert made(tmp_path, verb, job) == 1 + lost
+            again = row_of(cli_process([*argv, "--retry", "1"]))
+            assert made(tmp_path, verb, job) == 1 + lost, again
+            assert again["calls"] == [] and "took effect" in str(again["detail"]), again
         final_h, final_rh, final_r = (lab.job_state(j) for j in (held, into_hold, requeued))
         assert final_h is not None and final_h.priority == 0
         assert final_r is not None and final_r.restarts == 1, final_r  # requeued once, never twice

@@ -196,3 +196,42 @@ def test_a_sweep_that_records_a_lost_operation_exits_16_and_its_metric_stays_unt
     hold(tmp_path, "41")  # redone
     code, out, _ = cli(["history", "--lost", "--ledger", ledger_path(tmp_path)])
     assert code == 0, out
+
+
+def test_redo_lost_runs_a_lost_keyed_operation_again_once_and_leaves_an_unkeyed_one_to_an_admin(
+    tmp_path: Path, state: Path, clock: Clock
+) -> None:
+    # Issue 45 item 7: a lost keyed change redone without a person, inside the window before a
+    # takeover's controller may mark the job NODE_FAIL; never twice, never an unkeyed one.
+    import json
+
+    from tests.cli_run import cli
+    from tests.fakes import write_fake_squeue
+
+    write_job_state(state, int(time.time()))
+    fake = write_fake(tmp_path / "bin", {})
+    log = tmp_path / "bin" / "calls.log"
+    common = ["--ledger", ledger_path(tmp_path), "--scontrol", str(fake), "--squeue", str(fake.parent / "squeue")]
+    write_fake_squeue(fake.parent, "51|RUNNING|0|0|4294901|None\n52|RUNNING|0|0|4294901|None\n")
+    assert cli(["hold", "51", "--key", "drain-n1", *common])[0] == 0
+    assert cli(["hold", "52", *common])[0] == 0
+    end = time.time()
+    clock.later()
+    write_job_state(state, int(end) + 5)  # saved since, without either hold
+    sweep_argv = ["sweep", *common, "--lookup", "squeue", "--redo-lost", "--settle-delay", "2", "--json"]
+    code, out, err = cli(sweep_argv)
+    assert code == 16, (out, err)  # 52's loss is still news: no key, no redo
+    lines = [json.loads(line) for line in out.splitlines()]
+    (redo,) = [line for line in lines if line["kind"] == "redo"]
+    assert (redo["job_id"], redo["op"], redo["key"], redo["row"]["result"]) == ("51", "hold", "drain-n1", "ok"), redo
+    holds = [line for line in log.read_text().splitlines() if line.startswith("hold")]
+    assert holds.count("hold 51") == 2 and holds.count("hold 52") == 1, holds
+    redone = [e for e in history(tmp_path, "51") if e.key == "drain-n1"]
+    assert len(redone) == 2 and redone[1].admin_reason is not None and "then lost" in redone[1].admin_reason
+    code, out, _ = cli(["history", "--lost", "--ledger", ledger_path(tmp_path)])
+    assert code == 16 and "hold 52" in out and "51" not in out.replace("hold 52", "")
+    # The next sweep reads the redone hold there: nothing is run again.
+    write_fake_squeue(fake.parent, "51|PENDING|0|0|0|JobHeldAdmin\n52|RUNNING|0|0|4294901|None\n")
+    code, out, err = cli(sweep_argv)
+    assert [json.loads(line) for line in out.splitlines() if '"redo"' in line] == []
+    assert [line for line in log.read_text().splitlines() if line == "hold 51"] == ["hold 51"] * 2

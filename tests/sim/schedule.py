@@ -130,6 +130,8 @@ class Player:
         for controller in cluster.controllers:
             controller.pack = random.Random(f"pack-{seed}").choice(PACKS)
         cluster.lock_wait = random.Random(f"lock-{seed}").choice(LOCK_WAITS)
+        # Half the schedules sweep with --redo-lost (contract §13.4), drawn apart from the steps.
+        self.redo = random.Random(f"redo-{seed}").random() >= 0.5
         self.sim = Simulation(cluster)
         self.pair = pair
         self.ledger = str(directory / f"ledger-{seed}.sqlite3")
@@ -436,10 +438,14 @@ class Player:
 
     def _sweep(self, tracker: Tracker, deadline: float, rows: List[Outcome]) -> None:
         from slurm_dsl.lookups.squeue import SqueueLookup
-        from slurm_dsl.run.sweep import sweep
+        from slurm_dsl.run.sweep import redo_lost, sweep
 
         with tracker.ledger().sweep_lock():
-            sweep(tracker, SqueueLookup(SQUEUE), settle_delay=SETTLE_DELAY)
+            report = sweep(tracker, SqueueLookup(SQUEUE), settle_delay=SETTLE_DELAY)
+            # --redo-lost: each keyed operation it found lost, its key run again (contract §13.4);
+            # the checker holds the key to at most one effect all the same.
+            if self.redo:
+                rows += [r.outcome for r in redo_lost(tracker, report.lost, TIMEOUT, SETTLE_DELAY) if r.outcome]
 
     def step(self, step: Step) -> None:
         sim, cluster, v = self.sim, self.sim.cluster, step.value

@@ -51,6 +51,7 @@ class Simulation:
     def __init__(self, cluster: Optional[Cluster] = None, host: Optional[Host] = None) -> None:
         self.cluster = cluster or Cluster()
         self.host = host or Host()
+        self.journal: List[str] = []  # what the system log took
         # A second host sharing the ledger (MariaDB in a site's setup; the simulation's SQLite file
         # stands in, on the same clock): its runs' liveness cannot be told from the first.
         self.other = Host(name="simhost2", boot="b0b0b0b0-0000-4000-8000-000000000002")
@@ -137,8 +138,14 @@ class Simulation:
             this_run=lambda: self.run_of(pid),
             alive=lambda text: self.alive(text, host),
             listens=self.listens,
+            journal=self.note,
             strict=True,
         )
+
+    def note(self, line: str) -> bool:
+        """The system log: it takes every line (an audit line of ``--reason``, contract §10.4)."""
+        self.journal.append(line)
+        return True
 
     def edge(self, pid: int, script: bool = False) -> None:
         """Process ``pid`` is about to start a process or sleep: where a freeze takes it.  For a

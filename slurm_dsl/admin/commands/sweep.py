@@ -32,13 +32,14 @@ LOST_SHOWN = 10_000  # lost operations counted at most (history --lost's bound)
 
 # run.settling's: the grammar imports no wing that acts (a test holds them equal).
 DEFAULT_SETTLE_LIMIT = 10_000
+REDO_TIMEOUT = 30.0  # seconds: a keyed run's calls, and its settling's two looks after the settle delay
 
 _SWEEP_EPILOG = """\
 exit status:
   0 every object looked at was settled (or left to a running operation)
   15 some object could not be settled (lookup failed, restore not ok): it stays, with back-off
-  16 all settled, and an operation slurmctld acknowledged was found lost and recorded so: redo it
-     (slurm-dsl history --lost lists each with its command)
+  16 all settled, and an operation slurmctld acknowledged was found lost and recorded so, and not
+     redone by --redo-lost: redo it (slurm-dsl history --lost lists each with its command)
   3 another sweep is running: nothing done
   2 usage error   1 any other error (ledger unavailable)
 """
@@ -69,6 +70,12 @@ def add(sub: argparse._SubParsersAction, name: str) -> None:  # type: ignore[typ
     p.add_argument("--restore-timeout", type=positive_seconds, default=15.0, metavar="SECONDS",
                    help="deadline of each RestoreRequeueBit (default 15)")
     settle_delay_option(p)
+    p.add_argument("--redo-lost", action="store_true",
+                   help="run the key of each keyed operation this sweep finds lost in a crash or takeover again"
+                   " (as 'slurm-dsl OP JOBID --key KEY --settle'): it acts again where the effect is absent, once;"
+                   " unkeyed ones are left to 'history --lost'")
+    p.add_argument("--redo-timeout", type=positive_seconds, default=REDO_TIMEOUT, metavar="SECONDS",
+                   help=f"deadline of each --redo-lost run, its settling included (default {REDO_TIMEOUT:g})")
     p.add_argument("--settle-limit", type=count, default=DEFAULT_SETTLE_LIMIT, metavar="N",
                    help="settle at most N unknown operations of the last 7 days, newest first (default"
                    f" {DEFAULT_SETTLE_LIMIT:,}); the rest wait for the next sweep")
@@ -80,7 +87,7 @@ def add(sub: argparse._SubParsersAction, name: str) -> None:  # type: ignore[typ
 def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     from ...lookups.choose import make_lookup
     from ...lookups.squeue import SqueueLookup
-    from ...run.sweep import TAKE_OVER_GRACE, Done, metrics_text, sweep
+    from ...run.sweep import TAKE_OVER_GRACE, Done, metrics_text, redo_lost, sweep
 
     if args.fix and not args.orphans:
         raise UsageError("--fix only goes with --orphans")
@@ -104,6 +111,9 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
                 settle_limit=args.settle_limit,
                 settle_delay=args.settle_delay,
             )
+            # After the sweep, still its lock's only holder: each under its job's lease, as any run.
+            redone = (redo_lost(tracker, report.lost, args.redo_timeout, args.settle_delay)
+                      if args.redo_lost and report.lost_written else [])
         ledger = tracker.ledger()
         not_clear = ledger.count_not_clear()
         unsettled = sum(ledger.count_unsettled(ledger.now()))
@@ -111,7 +121,15 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     for s in report.swept:
         if s.done in (Done.RESTORE_FAILED, Done.LOOKUP_FAILED):
             log.warning("sweep: job %s: %s (%s)", s.job_id, s.done.value, s.why)
-    out.write(show.sweep_text(report, lookup.name, not_clear, args.json))
+    for r in redone:
+        if r.redone:
+            log.warning("sweep: job %s: %s of operation %d (key %s), lost in a crash or takeover, done again: %s",
+                        r.lost.job_id, r.lost.op.value, r.lost.id, r.lost.key, r.outcome and r.outcome.result.value)
+        else:
+            log.warning("sweep: job %s: %s of operation %d (key %s), lost in a crash or takeover, not done again: %s",
+                        r.lost.job_id, r.lost.op.value, r.lost.id, r.lost.key,
+                        r.why or (r.outcome and show.format_outcome(r.outcome).strip()))
+    out.write(show.sweep_text(report, lookup.name, not_clear, args.json, redone))
     if report.lookup_error:
         log.warning("sweep: could not look jobs up: %s; nothing was cleared", report.lookup_error)
     if report.save_error:
@@ -122,10 +140,11 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     if args.metrics_file:
         # After the sweep's work, never before it: a metrics path that is missing or refused
         # (files.check_metrics_path) must not keep flags from being restored; it is exit 1.
-        write_atomically(args.metrics_file, metrics_text(report, not_clear, unsettled, lost))
+        write_atomically(args.metrics_file, metrics_text(report, not_clear, unsettled, lost,
+                                                         sum(r.redone for r in redone)))
     if not report.settled:
         return EXIT_CODES[Result.UNKNOWN]
-    if report.lost and report.lost_written:
+    if report.lost and report.lost_written and len(report.lost) > sum(r.redone for r in redone):
         log.warning("sweep: %d acknowledged operation(s) found lost in a crash or takeover: 'slurm-dsl history"
                     " --lost' lists them and how to redo each", len(report.lost))
         return EXIT_LOST
