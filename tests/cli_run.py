@@ -10,8 +10,12 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
+import signal
 import subprocess
 import sys
+import time
+from pathlib import Path
 from typing import Any, NamedTuple, Sequence
 
 import pytest
@@ -44,3 +48,20 @@ def cli_process(
     """``python -m slurm_dsl argv`` to its end; ``run`` goes to ``subprocess.run`` (``env``,
     ``input``, ``timeout``, ``stdout``...).  Output is captured and text unless said otherwise."""
     return subprocess.run([*COMMAND, *argv], capture_output=capture, text=text, check=False, **run)
+
+
+def killed_when(argv: Sequence[str], marker: Path, within: float = 30.0) -> None:
+    """``python -m slurm_dsl argv``, SIGKILLed as soon as ``marker`` exists (a fake or a wrapper
+    makes it at the moment the test wants the command dead); it must not end before."""
+    command = subprocess.Popen([*COMMAND, *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               start_new_session=True)
+    try:
+        deadline = time.monotonic() + within
+        while not marker.exists():
+            assert command.poll() is None and time.monotonic() < deadline, command.communicate()
+            time.sleep(0.02)
+        os.kill(command.pid, signal.SIGKILL)
+    finally:
+        if command.poll() is None:
+            command.kill()
+        command.communicate()

@@ -28,6 +28,7 @@ KEYS = {
     "set": '"update Requeue=1"',
     "requeue": '"requeue "*',
     "clear": '"update Requeue=0"',
+    "comment": '"update AdminComment="*',
 }
 
 

@@ -22,6 +22,7 @@ from ..core.shown import shown
 if TYPE_CHECKING:  # only their types: an operation, the common case, does not import the sweeper nor doctor
     from ..core.jobinfo import JobInfo
     from ..core.predict import Prediction
+    from ..run.comment import Comment
     from ..run.settling import Row, SettleReport
     from ..run.sweep import Redone, SweepReport, Swept
     from .doctor import Check
@@ -57,14 +58,22 @@ def format_outcome(outcome: Outcome) -> str:
     return row.rstrip()
 
 
-def outcome_text(outcome: Outcome, as_json: bool, admin_reason: Optional[str] = None) -> str:
+def outcome_text(outcome: Outcome, as_json: bool, admin_reason: Optional[str] = None,
+                 comment: Optional[Comment] = None) -> str:
     """An operation's result as printed: its table row, or its JSON object (``Outcome.to_json``,
-    with ``admin_reason`` when ``--reason`` gave one)."""
+    with ``admin_reason`` when ``--reason`` gave one, ``admin_comment`` when ``--admin-comment``
+    wrote it: beside the row, never in its result)."""
     if not as_json:
-        return format_outcome(outcome) + "\n"
+        row = format_outcome(outcome) + "\n"
+        if comment is not None:
+            said = f" ({shown(comment.detail, 200)})" if comment.detail else ""
+            row += f"{'':>10}  admin comment: {comment.result.value}{said}\n"
+        return row
     shown_json = outcome.to_json()
     if admin_reason is not None:
         shown_json["admin_reason"] = admin_reason
+    if comment is not None:
+        shown_json["admin_comment"] = comment.to_json()
     return json_line(shown_json)
 
 
@@ -323,6 +332,9 @@ def history_lines(records: Sequence[Dict[str, Any]]) -> List[str]:
             lines.append(f"{pad}call {c['number']}: {shown(str(c['status']))} {c['outcome']}{said}{why}")
         if r["reason"] or r["detail"]:
             lines.append(f"{pad}why: {shown(': '.join(str(x) for x in (r['reason'], r['detail']) if x))}")
+        for c in r.get("admin_comments", ()):
+            said = f" ({shown(c['detail'], 200)})" if c["detail"] else ""
+            lines.append(f"{pad}admin comment: {c['result']}{said}: {shown(c['text'])}")
         lines += settling_lines(r, pad)
     return lines
 

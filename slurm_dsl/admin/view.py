@@ -11,12 +11,12 @@ file or reads a clock: the store and ``now`` come from ``cli``.  Times are ISO-8
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from ..core import ledger_rules as rules
 from ..core.model import InvalidInput, LedgerError, RequeueBit, UsageError, Verdict
 from ..ledger.base import LedgerStore
-from ..ledger.records import HistoryEntry, ImportResult, JobObject, PruneResult, iso_utc
+from ..ledger.records import CommentRecord, HistoryEntry, ImportResult, JobObject, PruneResult, iso_utc
 
 
 def object_json(obj: JobObject) -> Dict[str, Any]:
@@ -33,13 +33,16 @@ def object_json(obj: JobObject) -> Dict[str, Any]:
     }
 
 
-def history_json(job_id: str, obj: Optional[JobObject], entries: Sequence[HistoryEntry]) -> List[Dict[str, Any]]:
-    """One job's ``history --json`` lines: its object, then each operation oldest first; or one
-    ``no_record`` line for a job the ledger has never seen."""
+def history_json(job_id: str, obj: Optional[JobObject], entries: Sequence[HistoryEntry],
+                 comments: Mapping[int, Sequence[CommentRecord]] = {}) -> List[Dict[str, Any]]:
+    """One job's ``history --json`` lines: its object, then each operation oldest first (with the
+    AdminComment copies after it, ``admin_comments``, if any); or one ``no_record`` line for a job
+    the ledger has never seen."""
     if obj is None and not entries:
         return [{"kind": "no_record", "job_id": job_id}]
     head = [object_json(obj)] if obj is not None else []
-    return head + [e.to_json() for e in entries]
+    return head + [{**e.to_json(), **({"admin_comments": [c.to_json() for c in comments[e.id]]}
+                                      if comments.get(e.id) else {})} for e in entries]
 
 
 def redo_command(e: HistoryEntry) -> Optional[str]:

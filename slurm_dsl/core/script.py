@@ -288,6 +288,20 @@ def render(op: Op, job_id: str, deadline: float, nonce: str, scontrol: str, *, e
     return "".join(lines)
 
 
+def render_comment(job_id: str, text: str, deadline: float, nonce: str, scontrol: str, *,
+                   expired: bool = False) -> str:
+    """The script of an AdminComment copy (``--admin-comment``, docs/contract.md §10.4): one call,
+    ``scontrol update JobId=J AdminComment=TEXT``, framed, deadline-kept and raising as ``render``;
+    ``text`` single-quoted (a checked ``--reason``: no control character)."""
+    job_id = validate_job_id(job_id)
+    lines = _head(f"admin comment {job_id}", deadline, nonce, scontrol, expired)
+    lines.append("# write the reason to the job's AdminComment\n")
+    args = ("update", f"JobId={job_id}", f"AdminComment={text}")
+    lines.append(_BODY[1].format(args=" ".join(quote(a) for a in args)))
+    lines.append('exit "$status"\n')
+    return "".join(lines)
+
+
 def render_list(
     op: Op,
     number: int,

@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from ..core.jobinfo import JobInfo
     from ..core.model import Verdict
     from ..core.settle import Pending, Recorded
-    from .records import HistoryEntry, ImportResult, JobObject, PruneResult, SweepRecord, Unfinished
+    from .records import CommentRecord, HistoryEntry, ImportResult, JobObject, PruneResult, SweepRecord, Unfinished
 
 DEFAULT_PATH = "/var/lib/slurm-dsl/ledger.sqlite3"
 BUSY_TIMEOUT = 5.0  # seconds a writer waits for another one before LedgerError
@@ -321,6 +321,18 @@ class LedgerStore(Protocol):
         self, key: str, op: Op, selector: str, job_ids: Sequence[str], now: float, actor: Optional[str]
     ) -> Tuple[str, List[str]]:
         """The set key ``key``'s ``op`` acts on: its first run's ``(selector, job ids)``, else these, recorded."""
+        ...
+
+    def ask_comment(self, op_id: int, job_id: str, text: str, now: float) -> int:
+        """An AdminComment copy's intent after operation ``op_id`` (the job's lease held); its id."""
+        ...
+
+    def comment_done(self, comment_id: int, result: str, detail: str, now: float) -> None:
+        """An AdminComment copy's end: its result and what scontrol said."""
+        ...
+
+    def comments(self, op_ids: Sequence[int]) -> Dict[int, List[CommentRecord]]:
+        """The AdminComment copies after each of ``op_ids``, oldest first."""
         ...
 
     def operations_by(

@@ -329,6 +329,20 @@ MIGRATIONS: Tuple[Tuple[str, ...], ...] = (
         "DROP TRIGGER IF EXISTS history_finish_once",
         _FINISH_ONCE_7,
     ),
+    (
+        # SQLite's schema 9: the reason copied to a job's AdminComment after an operation.
+        f"""CREATE TABLE IF NOT EXISTS comments (
+            id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT PRIMARY KEY,
+            op_id BIGINT UNSIGNED NOT NULL,
+            job_id {_ID},
+            text MEDIUMTEXT NOT NULL,
+            asked_at DOUBLE NOT NULL,
+            result VARCHAR(32) NULL,
+            detail MEDIUMTEXT NULL,
+            finished_at DOUBLE NULL,
+            KEY comments_op (op_id)
+        ) {_TABLE}""",
+    ),
 )
 # The current history_finish_once around its condition (``schema.start_guard``).
 _FINISH_ONCE_HEAD = "CREATE TRIGGER history_finish_once BEFORE UPDATE ON history FOR EACH ROW\nBEGIN\n    IF "

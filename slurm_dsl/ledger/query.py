@@ -174,7 +174,13 @@ OBJECT_SET = tuple(c for c in ledger_rows.OBJECT_COLUMNS if c != "job_id")
 UPDATE_OBJECT = " ".join(("UPDATE objects SET", schema.assigned(OBJECT_SET), "WHERE job_id = ?"))
 SETTLEMENTS_OF = "DELETE FROM settlements WHERE op_id"  # prune's, with an IN list
 # What else is kept of an operation, which prune deletes with it (an IN list of ids follows each).
-OPERATION_EXTRAS = ("DELETE FROM op_looks WHERE op_id", "DELETE FROM op_seen WHERE op_id")
+OPERATION_EXTRAS = ("DELETE FROM op_looks WHERE op_id", "DELETE FROM op_seen WHERE op_id",
+                    "DELETE FROM comments WHERE op_id")
+# The AdminComment copies (``ask_comment``, ``comment_done``, ``comments``; docs/contract.md §10.4).
+_ASKED = ("op_id", "job_id", "text", "asked_at")
+ADD_COMMENT = schema.insert("comments", _ASKED) + schema.values(_ASKED)
+FINISH_COMMENT = "UPDATE comments SET result = ?, detail = ?, finished_at = ? WHERE id = ? AND finished_at IS NULL"
+COMMENTS_OF = " ".join(("SELECT", schema.listed(schema.COMMENTS.names()), "FROM comments WHERE op_id"))  # an IN list
 HISTORY_THERE = " ".join(("SELECT id FROM history WHERE", schema.assigned(ledger_rows.SAME_ROW, joint=" AND ")))
 # The settlements (schema 3): one per operation at most, appended, never changed.
 SETTLE = schema.insert("settlements", ledger_rows.SETTLE_COLUMNS)

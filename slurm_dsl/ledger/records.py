@@ -257,3 +257,23 @@ def iso_utc(epoch: float) -> str:
     from datetime import UTC, datetime  # only reports need it: not on every command's start
 
     return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass(frozen=True)
+class CommentRecord:
+    """The reason copied to a job's AdminComment after operation ``op_id`` (``--admin-comment``,
+    docs/contract.md §10.4): ``result`` None while its end is not recorded (the call may have run)."""
+
+    id: int
+    op_id: int
+    job_id: str
+    text: str
+    asked_at: float
+    result: Optional[str]
+    detail: Optional[str]
+    finished_at: Optional[float]
+
+    def to_json(self) -> Dict[str, Any]:
+        return {"result": self.result or "not_recorded", "text": self.text,
+                "detail": self.detail if self.result is not None else "the command ended before the call's end was"
+                " recorded: AdminComment may or may not have been written"}

@@ -23,7 +23,7 @@ Dialect = Literal["sqlite", "mariadb"]
 
 # The schema these tables are, in each dialect (``user_version`` in SQLite, ``schema_version`` in
 # MariaDB, which started at SQLite's schema 2).
-CURRENT = {"sqlite": 8, "mariadb": 7}
+CURRENT = {"sqlite": 9, "mariadb": 8}
 
 BITS = "'clear', 'may_be_set', 'set'"
 OPS = "'hold', 'release', 'requeue', 'restore', 'open'"
@@ -219,7 +219,22 @@ SELECTIONS = Table("selections", (
     Column("actor", "TEXT", "MEDIUMTEXT NULL"),
 ), keys=("PRIMARY KEY (op_key, op)",))
 
-TABLES = (OBJECTS, HISTORY, LEASES, LAST_SWEEP, PRUNING, WRITE_LOCK, SETTLEMENTS, LOOKS, OP_LOOKS, OP_SEEN, SELECTIONS)
+# The reason copied to a job's AdminComment after an operation (``--admin-comment``, docs/contract.md
+# §10.4): asked (the intent, under the job's lease, before the call), then its result; NULL result:
+# the call may have run and its end was never recorded.
+COMMENTS = Table("comments", (
+    Column("id", "INTEGER PRIMARY KEY AUTOINCREMENT", "BIGINT UNSIGNED NOT NULL AUTO_INCREMENT PRIMARY KEY"),
+    Column("op_id", "INTEGER NOT NULL", "BIGINT UNSIGNED NOT NULL"),  # the operation it follows
+    Column("job_id", "TEXT NOT NULL", _ID),
+    Column("text", "TEXT NOT NULL", "MEDIUMTEXT NOT NULL"),
+    Column("asked_at", "REAL NOT NULL", "DOUBLE NOT NULL"),
+    Column("result", "TEXT", "VARCHAR(32) NULL"),
+    Column("detail", "TEXT", "MEDIUMTEXT NULL"),
+    Column("finished_at", "REAL", "DOUBLE NULL"),
+), keys=("KEY comments_op (op_id)",))
+
+TABLES = (OBJECTS, HISTORY, LEASES, LAST_SWEEP, PRUNING, WRITE_LOCK, SETTLEMENTS, LOOKS, OP_LOOKS, OP_SEEN, SELECTIONS,
+          COMMENTS)
 
 # A history row's columns written at its start (``begin_operations``), in their order, its id
 # apart; and those written when it finishes (``finish_operations``), in their order.

@@ -71,6 +71,7 @@ _JOB_INDEX = "CREATE INDEX history_job ON history (job_id, id)"
 _LOOKS_INDEX = "CREATE INDEX looks_observer ON looks (observer, seq)"
 _SEEN_KEY = "CREATE UNIQUE INDEX op_seen_key ON op_seen (op_id, observer)"
 _SELECTIONS_KEY = "CREATE UNIQUE INDEX selections_key ON selections (op_key, op)"
+_COMMENTS_OP = "CREATE INDEX comments_op ON comments (op_id)"
 # Prune alone may delete history (``pruning``), and never an unfinished row, a row of an object
 # whose bit is not clear, or an object's newest row (ledger_rules.may_prune).
 _NO_DELETE = """CREATE TRIGGER history_no_delete BEFORE DELETE ON history
@@ -290,6 +291,20 @@ MIGRATIONS: Tuple[Tuple[str, ...], ...] = (
         _FINISH_ONCE_7.replace("OR NEW.hold IS NOT OLD.hold",
                                "OR NEW.hold IS NOT OLD.hold OR NEW.baseline_ctl IS NOT OLD.baseline_ctl"),
     ),
+    (
+        # The reason copied to a job's AdminComment after an operation (--admin-comment).
+        """CREATE TABLE comments (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            op_id INTEGER NOT NULL,
+            job_id TEXT NOT NULL,
+            text TEXT NOT NULL,
+            asked_at REAL NOT NULL,
+            result TEXT,
+            detail TEXT,
+            finished_at REAL
+        )""",
+        _COMMENTS_OP,
+    ),
 )
 
 # A new file's schema at once: ``schema.CURRENT["sqlite"]``, the version MIGRATIONS reach (a test
@@ -309,6 +324,7 @@ SCHEMA: Tuple[str, ...] = (
     _LOOKS_INDEX,
     _SEEN_KEY,
     _SELECTIONS_KEY,
+    _COMMENTS_OP,
 )
 
 # Finishing operations: their ``ledger_rows.finished_values`` (the id last) into their rows, one

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Mapping, 
 
 from ..core import life
 from ..core.durable import LOOKS_KEPT
-from ..core.jobid import checked_list
+from ..core.jobid import checked_list, validate_job_id
 from ..core.model import Op, Outcome, RequeueBit
 from . import query
 from . import rows as ledger_rows
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from ..core.jobinfo import JobInfo
     from ..core.model import Verdict
     from ..core.settle import Pending, Recorded
-    from .records import HistoryEntry, ImportResult, JobObject, PruneResult, SweepRecord, Unfinished
+    from .records import CommentRecord, HistoryEntry, ImportResult, JobObject, PruneResult, SweepRecord, Unfinished
 
 # The records (``ledger.records``) are imported by the reads and reports that build them: an
 # operation never does (docs/benchmarks.md §7).
@@ -705,6 +705,36 @@ class SqlStore(query.SqlQueries):
         """The operations without a result (``ledger.records.Unfinished``), read in one statement."""
         now = ledger_rows.finite("now", now)
         return ledger_rows.unfinished(self._read("read unfinished operations", query.UNFINISHED, (now,)))
+
+    def ask_comment(self, op_id: int, job_id: str, text: str, now: float) -> int:
+        """The intent of an AdminComment copy after operation ``op_id`` on ``job_id`` (the caller
+        holds the job's lease), committed before its call starts; its id."""
+        values = (ledger_rows.checked_op_id(op_id), validate_job_id(job_id), ledger_rows.stored_text(text),
+                  ledger_rows.finite("now", now))
+        with self._atomic("record an AdminComment's intent") as cur:
+            self._run(cur, query.ADD_COMMENT, values)
+            return int(cur.lastrowid)
+
+    def comment_done(self, comment_id: int, result: str, detail: str, now: float) -> None:
+        """The end of AdminComment copy ``comment_id``: its result and what scontrol said (written once)."""
+        values = (ledger_rows.stored_text(result), ledger_rows.stored_text(detail), ledger_rows.finite("now", now),
+                  ledger_rows.checked_op_id(comment_id))
+        with self._atomic("record an AdminComment's end") as cur:
+            self._run(cur, query.FINISH_COMMENT, values)
+
+    def comments(self, op_ids: Sequence[int]) -> Dict[int, List[CommentRecord]]:
+        """The AdminComment copies after each of ``op_ids``, oldest first; reads only."""
+        from .records import CommentRecord
+
+        found: Dict[int, List[CommentRecord]] = {}
+        for piece in ledger_rows.pieces(ledger_rows.checked_op_ids(op_ids)):
+            sql = ledger_rows.in_list(query.COMMENTS_OF, len(piece), "?", " ORDER BY id")
+            for r in self._read("read AdminComment copies", sql, piece):
+                c = CommentRecord(int(r[0]), int(r[1]), str(r[2]), str(r[3]), float(r[4]),
+                                  None if r[5] is None else str(r[5]), None if r[6] is None else str(r[6]),
+                                  None if r[7] is None else float(r[7]))
+                found.setdefault(c.op_id, []).append(c)
+        return found
 
     def record_sweep(self, started: float, finished: float, summary: Mapping[str, Any]) -> None:
         """Keep this sweep as the last one: its times and ``summary`` (JSON values), replacing the previous."""

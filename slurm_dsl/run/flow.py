@@ -6,7 +6,7 @@ events as they come, the other returns the rows.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Callable, Generator, List, Optional, Union
 
 from ..core.jobid import JobIds
@@ -31,6 +31,7 @@ class Asked:
     parallel: int = 1
     durable: bool = False
     reason: Optional[str] = None
+    admin_comment: bool = False  # the reason copied to each job's AdminComment after its op (run.comment)
 
     @property
     def settling(self) -> bool:
@@ -75,6 +76,12 @@ def _flow(tracker: Tracker, op: Op, ids: JobIds, deadline: float, asked: Asked,
             tracker.audit(op, ids, asked.key)
         held: List[Outcome] = []
         for event in events:
+            if asked.admin_comment and asked.reason is not None and isinstance(event, Ran):
+                from .comment import write
+
+                said = write(tracker, event.outcome, asked.reason, deadline)
+                if said is not None:
+                    event = replace(event, comment=said)
             yield event
             if asked.durable and isinstance(event, Ran):
                 held.append(event.outcome)

@@ -275,7 +275,7 @@ def test_a_version_1_ledger_is_migrated_and_keeps_its_data(tmp_path: Path) -> No
     conn.close()
 
     with open_ledger(path) as ledger:
-        assert ledger.schema_version() == len(sqlite_module.MIGRATIONS) == 8
+        assert ledger.schema_version() == len(sqlite_module.MIGRATIONS) == 9
         obj = ledger.get("8")
         assert obj is not None and obj.bit is MAY and obj.why == "requeue x started"
         hold, requeue = ledger.history("8")

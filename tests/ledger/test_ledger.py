@@ -168,7 +168,7 @@ def test_a_writer_waits_busy_timeout_then_ledger_error(ledger_location: str) -> 
 
 
 def test_schema_version_and_reopen_keeps_data(ledger_location: str) -> None:
-    assert len(sqlite_module.MIGRATIONS) == 8
+    assert len(sqlite_module.MIGRATIONS) == 9
     with fresh_ledger(ledger_location) as ledger:
         assert ledger.schema_version() == schema(ledger_location)
         ledger.begin_operation(JOB, Op.REQUEUE, NONCE, 1.0)

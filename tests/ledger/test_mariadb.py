@@ -255,7 +255,7 @@ except ConfigError as exc:
 
 def test_the_schema_is_innodb_utf8mb4_bin_with_double_times(mariadb_location: str) -> None:
     with open_ledger(mariadb_location) as ledger:
-        assert ledger.schema_version() == len(mariadb_module.MIGRATIONS) == 7
+        assert ledger.schema_version() == len(mariadb_module.MIGRATIONS) == 8
     with Raw(mariadb_location) as conn:
         tables = dict(conn.execute("SELECT table_name, engine FROM information_schema.tables"
                                    " WHERE table_schema = DATABASE()"))

@@ -60,7 +60,9 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     found = False
     with existing_ledger(args.ledger) as ledger:
         for job_id in dict.fromkeys(args.job_ids):
-            records = view.history_json(job_id, ledger.get(job_id), ledger.history(job_id))
+            entries = ledger.history(job_id)
+            comments = ledger.comments([e.id for e in entries]) if entries else {}
+            records = view.history_json(job_id, ledger.get(job_id), entries, comments)
             found = found or records[0]["kind"] != "no_record"
             out.write(show.history_text(records, args.json))
             out.flush()

@@ -16,7 +16,7 @@ import contextlib
 import functools
 import logging
 import time
-from typing import IO, TYPE_CHECKING, Callable, Iterable, List, Optional, Sequence
+from typing import IO, TYPE_CHECKING, Callable, Dict, Iterable, List, Optional, Sequence
 
 from ...core.jobid import JobIds, checked_already
 from ...core.keys import check_key, check_reason
@@ -47,6 +47,7 @@ from ..options import (
 
 if TYPE_CHECKING:
     from ...run.arrays import LookupAnswer
+    from ...run.comment import Comment
     from ...run.tracked import Tracker
 
 log = logging.getLogger("slurm_dsl")
@@ -224,6 +225,13 @@ def add(sub: argparse._SubParsersAction, name: str) -> None:  # type: ignore[typ
         " characters",
     )
     p.add_argument(
+        "--admin-comment", action="store_true",
+        help="with --reason: after each job's operation took effect, also write the reason to the job's"
+        " AdminComment (scontrol update JobId=J AdminComment='slurm-dsl OP: TEXT', which its owner sees in"
+        " scontrol show job; it replaces what was there), a call of its own whose result is shown beside the"
+        " row (admin_comment in --json) and never changes it",
+    )
+    p.add_argument(
         "--dry-run", action="store_true",
         help="look before acting: look the jobs up and print, per job, the calls a run would make and the result"
         " its record predicts; nothing is run or recorded (exit 0 unless the input is bad or the jobs cannot be"
@@ -234,14 +242,14 @@ def add(sub: argparse._SubParsersAction, name: str) -> None:  # type: ignore[typ
 
 
 def emit(outcomes: Iterable[Outcome], as_json: bool, out: IO[str], kept: Optional[List[Outcome]] = None,
-         admin_reason: Optional[str] = None) -> int:
-    """Write each outcome's row (or JSON object, with ``admin_reason`` if given) as it comes, kept in
-    ``kept`` if given; the worst exit status of them."""
+         admin_reason: Optional[str] = None, comment: Optional[Comment] = None) -> int:
+    """Write each outcome's row (or JSON object, with ``admin_reason`` if given, and ``comment``, the
+    AdminComment copy after it) as it comes, kept in ``kept`` if given; the worst exit status of them."""
     from .. import render as show
 
     code = EXIT_OK
     for outcome in outcomes:
-        out.write(show.outcome_text(outcome, as_json, admin_reason))
+        out.write(show.outcome_text(outcome, as_json, admin_reason, comment))
         out.flush()
         if kept is not None:
             kept.append(outcome)
@@ -272,6 +280,8 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
             raise UsageError(f"{args.op.value}: --hold is requeue's (scontrol requeuehold); to hold jobs:"
                              " slurm-dsl hold")
         args.op = Op.REQUEUE_HOLD
+    if args.admin_comment and args.reason is None:
+        raise UsageError(f"{args.op.value}: --admin-comment writes the --reason: give --reason TEXT")
     selection = selection_of(args)
     if not args.job_ids and not selection:
         raise UsageError(f"{args.op.value}: give job ids, or select jobs (--node, --partition, --user, ...)")
@@ -316,7 +326,8 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     if tracker is None:
         tracker = Tracker(args.ledger, scontrol=scontrol, squeue=squeue, configuration=args.configuration)
     asked = Asked(key=args.key, settle=args.settle, retry=args.retry, settle_delay=args.settle_delay,
-                  one_by_one=not bulk, parallel=args.parallel, durable=args.durable, reason=args.reason)
+                  one_by_one=not bulk, parallel=args.parallel, durable=args.durable, reason=args.reason,
+                  admin_comment=args.admin_comment)
     progress = Progress(err) if bulk and err.isatty() else None
     code = EXIT_OK
     try:
@@ -326,6 +337,7 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
         raise UsageError(str(exc)) from None
     # On a terminal, the rows of many jobs end with one folded line (docs/contract.md §10).
     shown: Optional[List[Outcome]] = [] if len(ids) > 1 and not args.json and out.isatty() else None
+    comments: Dict[str, Comment] = {}  # --durable prints its rows at the end
     with tracker, contextlib.closing(flow) as events:
         try:
             # Results print as they come, in the order given, so a long run shows its progress;
@@ -336,12 +348,18 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
                 elif isinstance(event, Saved):
                     if event.outcome.saved is False:
                         log.warning("%s %s: %s", event.outcome.op.value, event.outcome.job_id, event.outcome.detail)
-                    code = max(code, emit([event.outcome], args.json, out, shown, args.reason))
+                    code = max(code, emit([event.outcome], args.json, out, shown, args.reason,
+                                          comments.get(event.outcome.job_id)))
                 else:
                     if event.recorded:  # one that was not is logged already, as not recorded
                         _log_outcome(event.outcome)
+                    if event.comment is not None:
+                        comments[event.outcome.job_id] = event.comment
+                        if event.comment.result is not Result.OK:
+                            log.warning("%s: AdminComment not written: %s (%s)", event.outcome.job_id,
+                                        event.comment.result.value, event.comment.detail)
                     if not args.durable:
-                        code = max(code, emit([event.outcome], args.json, out, shown, args.reason))
+                        code = max(code, emit([event.outcome], args.json, out, shown, args.reason, event.comment))
         finally:
             if progress is not None:
                 progress.close()
