@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Dict, List
 if TYPE_CHECKING:  # what a type checker sees: every public name, from its home
     from .api import configuration, hold, open_job, release, requeue, restore, run_op, run_ops
     from .core.model import (
+        AdminComment,
         Call,
         CallOutcome,
         ConfigError,
@@ -53,6 +54,7 @@ if TYPE_CHECKING:  # what a type checker sees: every public name, from its home
 __version__ = "0.1.0"
 
 __all__ = [
+    "AdminComment",
     "Call",
     "CallOutcome",
     "ConfigError",
@@ -98,7 +100,8 @@ _HOMES: Dict[str, str] = {
          "WholeArray"),
         "core.model",
     ),
-    **dict.fromkeys(("Call", "CallOutcome", "Op", "Outcome", "Reason", "RequeueBit", "Result"), "core.model"),
+    **dict.fromkeys(("AdminComment", "Call", "CallOutcome", "Op", "Outcome", "Reason", "RequeueBit", "Result"),
+                    "core.model"),
     "Verdict": "core.model",
     "ConfigFileError": "run.config",  # the config file's (docs/contract.md §10.2), a ConfigError
     "Configuration": "run.config",  # what ``configuration()`` returns (docs/contract.md §8)

@@ -39,7 +39,7 @@ from typing import ContextManager, Dict, List, Mapping, Optional, Sequence, Unio
 
 from .core.jobid import JobIds, distinct_ids, validate_job_id
 from .core.keys import check_reason
-from .core.model import Op, Outcome
+from .core.model import InvalidInput, Op, Outcome
 from .core.select import Selection
 from .run.config import Configuration, configure
 from .run.deadlines import resolve_deadline
@@ -63,15 +63,17 @@ def run_op(
     settle_delay: Optional[float] = None,
     durable: bool = False,
     reason: Optional[str] = None,
+    admin_comment: bool = False,
 ) -> Outcome:
     """Run ``op`` through the ledger and return its Outcome, whatever it is (never raises for it).
 
     ``key``, ``settle``, ``retry``, ``settle_delay``: as ``--key``, ``--settle``, ``--retry`` and
     ``--settle-delay`` (docs/contract.md §12); with any of them the operation runs through
-    ``run.keyed`` and the Outcome is ``settled`` (its ``effect``; ``exits_as``).  ``reason``: as
-    ``--reason`` (docs/contract.md §10.4)."""
+    ``run.keyed`` and the Outcome is ``settled`` (its ``effect``; ``exits_as``).  ``reason``,
+    ``admin_comment``: as ``--reason`` and ``--admin-comment`` (docs/contract.md §10.4; the copy's
+    result is the Outcome's ``comment``)."""
     job = validate_job_id(job_id)
-    why = None if reason is None else check_reason(reason)
+    why = _reason(reason, admin_comment)
     configured = _configuration(ledger, scontrol)
     when = _deadline(timeout, deadline, configured)
     opened: ContextManager[object]
@@ -84,7 +86,8 @@ def run_op(
         if key is None and not settle and not retry and not durable and why is None:
             return tracker.run(op, job, when)
         (outcome,) = _run_ops(op, [job], when, configured, ledger=tracker, scontrol=scontrol, key=key, settle=settle,
-                              retry=retry, settle_delay=settle_delay, durable=durable, reason=why)
+                              retry=retry, settle_delay=settle_delay, durable=durable, reason=why,
+                              admin_comment=admin_comment)
         return outcome
 
 
@@ -105,6 +108,7 @@ def run_ops(
     settle_delay: Optional[float] = None,
     durable: bool = False,
     reason: Optional[str] = None,
+    admin_comment: bool = False,
 ) -> List[Outcome]:
     """Run ``op`` on many jobs (docs/contract.md §11) through the ledger, with the CLI's driver:
     the bulk path, or one script per job (``one_by_one``, up to ``parallel`` at once).
@@ -127,15 +131,23 @@ def run_ops(
     ``partition``, ``user``, ``account``, ``state``, ``name``, ``reservation``, ``pending_reason``),
     AND-ed with ``job_ids`` if any are given: the jobs one squeue listing shows.  An array left out
     and an account that may not see every job are logged as warnings; a selection that matches
-    nothing returns ``[]``.  ``reason``: as ``--reason`` (docs/contract.md §10.4).  A bad selector
-    or reason is ``InvalidInput`` before anything runs.
+    nothing returns ``[]``.  ``reason``, ``admin_comment``: as ``--reason`` and ``--admin-comment``
+    (docs/contract.md §10.4).  A bad selector or reason, or ``admin_comment`` without a reason, is
+    ``InvalidInput`` before anything runs.
     """
     chosen = None if select is None else Selection.of(select)
-    why = None if reason is None else check_reason(reason)
+    why = _reason(reason, admin_comment)
     configured = _configuration(ledger, scontrol)
     return _run_ops(op, job_ids, _deadline(timeout, deadline, configured), configured, ledger=ledger,
                     scontrol=scontrol, one_by_one=one_by_one, parallel=parallel, key=key, settle=settle, retry=retry,
-                    settle_delay=settle_delay, durable=durable, reason=why, select=chosen)
+                    settle_delay=settle_delay, durable=durable, reason=why, select=chosen, admin_comment=admin_comment)
+
+
+def _reason(reason: Optional[str], admin_comment: bool) -> Optional[str]:
+    """``reason`` checked (``check_reason``); ``admin_comment`` needs one (InvalidInput)."""
+    if admin_comment and reason is None:
+        raise InvalidInput("admin_comment writes the reason: give reason=")
+    return None if reason is None else check_reason(reason)
 
 
 def _run_ops(
@@ -155,6 +167,7 @@ def _run_ops(
     durable: bool = False,
     reason: Optional[str] = None,
     select: Optional[Selection] = None,
+    admin_comment: bool = False,
 ) -> List[Outcome]:
     """``run_ops`` until ``when``, a deadline resolved once (``_deadline``), on the steady clock;
     ``reason`` and ``select`` checked already."""
@@ -164,7 +177,8 @@ def _run_ops(
     op = Op(op)
     given = distinct_ids(job_ids) if job_ids or select is None else None
     asked = Asked(key=key, settle=settle, retry=retry, settle_delay=configured.settle_delay if settle_delay is None
-                  else settle_delay, one_by_one=one_by_one, parallel=parallel, durable=durable, reason=reason)
+                  else settle_delay, one_by_one=one_by_one, parallel=parallel, durable=durable, reason=reason,
+                  admin_comment=admin_comment)
 
     def run(tracker: Tracker) -> List[Outcome]:
         ids = given if select is None else _selected(tracker, op, select, given, when, key)

@@ -101,7 +101,7 @@ def resolves(parts: List[str]) -> bool:
 # configuration, the outcome with its parts, and the exceptions; nothing else.
 PUBLIC = {
     "hold", "release", "requeue", "restore", "open_job", "run_op", "run_ops", "configuration", "Configuration",
-    "Outcome", "Call", "CallOutcome", "Op", "Result", "RequeueBit", "Reason", "Verdict",
+    "Outcome", "Call", "AdminComment", "CallOutcome", "Op", "Result", "RequeueBit", "Reason", "Verdict",
     "DSLError", "Rejected", "NotFound", "Expired", "OutcomeUnknown", "RequeueBitSet", "NotRun", "ConfigError",
     "ConfigFileError", "LedgerError", "NotRecorded", "LookupFailed", "SweepBusy", "UsageError", "WholeArray",
     "InvalidInput",

@@ -22,7 +22,6 @@ from ..core.shown import shown
 if TYPE_CHECKING:  # only their types: an operation, the common case, does not import the sweeper nor doctor
     from ..core.jobinfo import JobInfo
     from ..core.predict import Prediction
-    from ..run.comment import Comment
     from ..run.settling import Row, SettleReport
     from ..run.sweep import Redone, SweepReport, Swept
     from .doctor import Check
@@ -58,22 +57,19 @@ def format_outcome(outcome: Outcome) -> str:
     return row.rstrip()
 
 
-def outcome_text(outcome: Outcome, as_json: bool, admin_reason: Optional[str] = None,
-                 comment: Optional[Comment] = None) -> str:
-    """An operation's result as printed: its table row, or its JSON object (``Outcome.to_json``,
-    with ``admin_reason`` when ``--reason`` gave one, ``admin_comment`` when ``--admin-comment``
-    wrote it: beside the row, never in its result)."""
+def outcome_text(outcome: Outcome, as_json: bool, admin_reason: Optional[str] = None) -> str:
+    """An operation's result as printed: its table row (and its AdminComment copy's line), or its
+    JSON object (``Outcome.to_json``, with ``admin_reason`` when ``--reason`` gave one)."""
     if not as_json:
         row = format_outcome(outcome) + "\n"
-        if comment is not None:
-            said = f" ({shown(comment.detail, 200)})" if comment.detail else ""
-            row += f"{'':>10}  admin comment: {comment.result.value}{said}\n"
+        said = outcome.comment
+        if said is not None:
+            row += f"{'':>10}  admin comment: {said.result.value}" + (f" ({shown(said.detail, 200)})\n"
+                                                                      if said.detail else "\n")
         return row
     shown_json = outcome.to_json()
     if admin_reason is not None:
         shown_json["admin_reason"] = admin_reason
-    if comment is not None:
-        shown_json["admin_comment"] = comment.to_json()
     return json_line(shown_json)
 
 

@@ -224,6 +224,19 @@ class Verdict(str, enum.Enum):
 
 
 @dataclass(frozen=True)
+class AdminComment:
+    """The reason copied to the job's AdminComment after its operation (``--admin-comment``,
+    docs/contract.md §10.4): that call's own result, what scontrol said or why it did not run, the text."""
+
+    result: Result
+    detail: str
+    text: str
+
+    def to_json(self) -> Dict[str, str]:
+        return {"result": self.result.value, "detail": self.detail, "text": self.text}
+
+
+@dataclass(frozen=True)
 class Outcome:
     """What one operation on one job came to (docs/contract.md §8).
 
@@ -237,6 +250,7 @@ class Outcome:
 
     ``saved``: asked to wait for slurmctld's save (``--durable``, docs/contract.md §13.5), whether
     the change was known saved by the deadline (None: not asked, or nothing to save).
+    ``comment``: with ``--admin-comment``, the AdminComment copy after it (docs/contract.md §10.4).
     """
 
     op: Op
@@ -250,6 +264,7 @@ class Outcome:
     effect: Optional[Verdict] = None
     settled: bool = False
     saved: Optional[bool] = None
+    comment: Optional[AdminComment] = None  # beside the result, never part of it
 
     @property
     def exits_as(self) -> Result:
@@ -296,6 +311,7 @@ class Outcome:
             "calls": [c.to_json() for c in self.calls],
             **({"effect": None if self.effect is None else self.effect.value} if self.settled else {}),
             **({"saved": self.saved} if self.saved is not None else {}),
+            **({"admin_comment": self.comment.to_json()} if self.comment is not None else {}),
         }
 
 

@@ -10,9 +10,9 @@ operation's row.  A job another run holds until the deadline is ``expired``, not
 from __future__ import annotations
 
 import signal
-from dataclasses import dataclass
 from typing import Optional
 
+from ..core.model import AdminComment as Comment
 from ..core.model import LedgerError, Op, Outcome, Reason, Result
 from ..core.reader import read_outcome, unknown
 from ..core.script import render_comment
@@ -23,18 +23,6 @@ from .tracked import LEASE_POLL, Tracker, lease_owner, lease_ttl
 
 TOOK_EFFECT = frozenset({Result.OK, Result.BIT_SET})
 SINCE = 86_400.0  # seconds back (the ledger's clock) an operation of this process is looked for
-
-
-@dataclass(frozen=True)
-class Comment:
-    """An AdminComment copy's end: its result, and what scontrol said or why it did not run."""
-
-    result: Result
-    detail: str
-    text: str
-
-    def to_json(self) -> dict[str, str]:
-        return {"result": self.result.value, "detail": self.detail, "text": self.text}
 
 
 def text_of(op: Op, reason: str) -> str:

@@ -34,7 +34,6 @@ from .tracked import NO_LINK, Begun, Link, Taken, Tracker
 
 if TYPE_CHECKING:
     from .bulk import Progress
-    from .comment import Comment
 
 # The bulk path (``bulk``, and with it ``core.bulk_reader``) and the thread pool are imported
 # where they are used: one job on the command line, the common case, reaches its first Slurm
@@ -47,7 +46,6 @@ class Ran:
 
     outcome: Outcome
     recorded: bool = True
-    comment: Optional[Comment] = None  # ``--admin-comment``'s copy after it (``run.comment``)
 
 
 @dataclass(frozen=True)

@@ -81,7 +81,7 @@ def _flow(tracker: Tracker, op: Op, ids: JobIds, deadline: float, asked: Asked,
 
                 said = write(tracker, event.outcome, asked.reason, deadline)
                 if said is not None:
-                    event = replace(event, comment=said)
+                    event = replace(event, outcome=replace(event.outcome, comment=said))
             yield event
             if asked.durable and isinstance(event, Ran):
                 held.append(event.outcome)

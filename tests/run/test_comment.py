@@ -98,3 +98,18 @@ def test_a_command_killed_during_its_comment_call_keeps_its_op_and_records_the_c
     (op,) = [r for r in rows(out) if r["kind"] == "operation"]
     assert op["admin_comments"][0]["result"] == "not_recorded"
     assert "may or may not have been written" in op["admin_comments"][0]["detail"]
+
+
+def test_the_library_asks_it_as_the_command_line_does_and_returns_it_in_the_outcome(tmp_path: Path) -> None:
+    from slurm_dsl import AdminComment, InvalidInput, Result, run_op
+
+    fake = write_fake(tmp_path / "bin", {})
+    ledger = str(tmp_path / "ledger.sqlite3")
+    with pytest.raises(InvalidInput, match="give reason="):
+        run_op("hold", "78", timeout=10, ledger=ledger, scontrol=str(fake), admin_comment=True)
+    assert calls_made(fake) == []
+    outcome = run_op("hold", "78", timeout=10, ledger=ledger, scontrol=str(fake), reason=REASON, admin_comment=True)
+    assert outcome.result is Result.OK and outcome.exits_as is Result.OK
+    assert outcome.comment == AdminComment(Result.OK, "", f"slurm-dsl hold: {REASON}")
+    assert outcome.to_json()["admin_comment"]["result"] == "ok"
+    assert comment_calls(fake) == [f"update JobId=78 AdminComment=slurm-dsl hold: {REASON}"]

@@ -235,3 +235,35 @@ def test_redo_lost_runs_a_lost_keyed_operation_again_once_and_leaves_an_unkeyed_
     code, out, err = cli(sweep_argv)
     assert [json.loads(line) for line in out.splitlines() if '"redo"' in line] == []
     assert [line for line in log.read_text().splitlines() if line == "hold 51"] == ["hold 51"] * 2
+
+
+def test_redo_lost_waits_for_a_job_another_run_holds_and_leaves_the_loss_news_when_it_cannot(
+    tmp_path: Path, state: Path, clock: Clock
+) -> None:
+    # Two runs at once: another run holds the job's lease all through the redo's deadline, so the
+    # key does not act (nothing runs under someone else's lease) and the loss stays news (exit 16).
+    import json
+
+    from tests.cli_run import cli
+    from tests.fakes import write_fake_squeue
+
+    write_job_state(state, int(time.time()))
+    fake = write_fake(tmp_path / "bin", {})
+    log = tmp_path / "bin" / "calls.log"
+    common = ["--ledger", ledger_path(tmp_path), "--scontrol", str(fake), "--squeue", str(fake.parent / "squeue")]
+    write_fake_squeue(fake.parent, "61|RUNNING|0|0|4294901|None\n")
+    assert cli(["hold", "61", "--key", "drain-n2", *common])[0] == 0
+    end = time.time()
+    clock.later()
+    write_job_state(state, int(end) + 5)
+    with open_ledger(ledger_path(tmp_path)) as ledger:
+        assert ledger.acquire_leases(["61"], "another-run", ledger.now(), 600.0) == ["61"]
+    code, out, err = cli(["sweep", *common, "--lookup", "squeue", "--redo-lost", "--redo-timeout", "6",
+                          "--settle-delay", "2", "--json"])
+    assert code == 16, (out, err)
+    (redo,) = [json.loads(line) for line in out.splitlines() if '"redo"' in line]
+    assert redo["row"]["result"] == "expired" and "held the job" in redo["row"]["detail"], redo
+    assert [line for line in log.read_text().splitlines() if line == "hold 61"] == ["hold 61"]
+    assert "not done again" in err
+    code, out, _ = cli(["history", "--lost", "--ledger", ledger_path(tmp_path)])
+    assert code == 16 and "hold 61" in out

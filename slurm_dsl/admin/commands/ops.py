@@ -16,7 +16,7 @@ import contextlib
 import functools
 import logging
 import time
-from typing import IO, TYPE_CHECKING, Callable, Dict, Iterable, List, Optional, Sequence
+from typing import IO, TYPE_CHECKING, Callable, Iterable, List, Optional, Sequence
 
 from ...core.jobid import JobIds, checked_already
 from ...core.keys import check_key, check_reason
@@ -47,7 +47,6 @@ from ..options import (
 
 if TYPE_CHECKING:
     from ...run.arrays import LookupAnswer
-    from ...run.comment import Comment
     from ...run.tracked import Tracker
 
 log = logging.getLogger("slurm_dsl")
@@ -242,14 +241,14 @@ def add(sub: argparse._SubParsersAction, name: str) -> None:  # type: ignore[typ
 
 
 def emit(outcomes: Iterable[Outcome], as_json: bool, out: IO[str], kept: Optional[List[Outcome]] = None,
-         admin_reason: Optional[str] = None, comment: Optional[Comment] = None) -> int:
-    """Write each outcome's row (or JSON object, with ``admin_reason`` if given, and ``comment``, the
-    AdminComment copy after it) as it comes, kept in ``kept`` if given; the worst exit status of them."""
+         admin_reason: Optional[str] = None) -> int:
+    """Write each outcome's row (or JSON object, with ``admin_reason`` if given) as it comes, kept in
+    ``kept`` if given; the worst exit status of them."""
     from .. import render as show
 
     code = EXIT_OK
     for outcome in outcomes:
-        out.write(show.outcome_text(outcome, as_json, admin_reason, comment))
+        out.write(show.outcome_text(outcome, as_json, admin_reason))
         out.flush()
         if kept is not None:
             kept.append(outcome)
@@ -337,7 +336,6 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
         raise UsageError(str(exc)) from None
     # On a terminal, the rows of many jobs end with one folded line (docs/contract.md §10).
     shown: Optional[List[Outcome]] = [] if len(ids) > 1 and not args.json and out.isatty() else None
-    comments: Dict[str, Comment] = {}  # --durable prints its rows at the end
     with tracker, contextlib.closing(flow) as events:
         try:
             # Results print as they come, in the order given, so a long run shows its progress;
@@ -348,18 +346,16 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
                 elif isinstance(event, Saved):
                     if event.outcome.saved is False:
                         log.warning("%s %s: %s", event.outcome.op.value, event.outcome.job_id, event.outcome.detail)
-                    code = max(code, emit([event.outcome], args.json, out, shown, args.reason,
-                                          comments.get(event.outcome.job_id)))
+                    code = max(code, emit([event.outcome], args.json, out, shown, args.reason))
                 else:
                     if event.recorded:  # one that was not is logged already, as not recorded
                         _log_outcome(event.outcome)
-                    if event.comment is not None:
-                        comments[event.outcome.job_id] = event.comment
-                        if event.comment.result is not Result.OK:
-                            log.warning("%s: AdminComment not written: %s (%s)", event.outcome.job_id,
-                                        event.comment.result.value, event.comment.detail)
+                    said = event.outcome.comment
+                    if said is not None and said.result is not Result.OK:
+                        log.warning("%s: AdminComment not written: %s (%s)", event.outcome.job_id,
+                                    said.result.value, said.detail)
                     if not args.durable:
-                        code = max(code, emit([event.outcome], args.json, out, shown, args.reason, event.comment))
+                        code = max(code, emit([event.outcome], args.json, out, shown, args.reason))
         finally:
             if progress is not None:
                 progress.close()
