@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 import pytest
 
@@ -198,6 +198,26 @@ def test_a_sweep_that_records_a_lost_operation_exits_16_and_its_metric_stays_unt
     assert code == 0, out
 
 
+def lost_holds(tmp_path: Path, state: Path, clock: Clock, listed: str,
+               holds: List[List[str]]) -> Tuple[Path, List[str]]:
+    """The ``holds`` (each an argv tail: a job and its flags) run and acknowledged, then lost: a
+    save after them without them, the settle delay past.  The fake scontrol, and the options that
+    name it, its squeue (listing ``listed``) and the ledger."""
+    from tests.cli_run import cli
+    from tests.fakes import write_fake_squeue
+
+    write_job_state(state, int(time.time()))
+    fake = write_fake(tmp_path / "bin", {})
+    common = ["--ledger", ledger_path(tmp_path), "--scontrol", str(fake), "--squeue", str(fake.parent / "squeue")]
+    write_fake_squeue(fake.parent, listed)
+    for tail in holds:
+        assert cli(["hold", *tail, *common])[0] == 0
+    end = time.time()
+    clock.later()
+    write_job_state(state, int(end) + 5)  # saved since, without them
+    return fake, common
+
+
 def test_redo_lost_runs_a_lost_keyed_operation_again_once_and_leaves_an_unkeyed_one_to_an_admin(
     tmp_path: Path, state: Path, clock: Clock
 ) -> None:
@@ -208,16 +228,9 @@ def test_redo_lost_runs_a_lost_keyed_operation_again_once_and_leaves_an_unkeyed_
     from tests.cli_run import cli
     from tests.fakes import write_fake_squeue
 
-    write_job_state(state, int(time.time()))
-    fake = write_fake(tmp_path / "bin", {})
-    log = tmp_path / "bin" / "calls.log"
-    common = ["--ledger", ledger_path(tmp_path), "--scontrol", str(fake), "--squeue", str(fake.parent / "squeue")]
-    write_fake_squeue(fake.parent, "51|RUNNING|0|0|4294901|None\n52|RUNNING|0|0|4294901|None\n")
-    assert cli(["hold", "51", "--key", "drain-n1", *common])[0] == 0
-    assert cli(["hold", "52", *common])[0] == 0
-    end = time.time()
-    clock.later()
-    write_job_state(state, int(end) + 5)  # saved since, without either hold
+    fake, common = lost_holds(tmp_path, state, clock, "51|RUNNING|0|0|4294901|None\n52|RUNNING|0|0|4294901|None\n",
+                              [["51", "--key", "drain-n1"], ["52"]])
+    log = fake.parent / "calls.log"
     sweep_argv = ["sweep", *common, "--lookup", "squeue", "--redo-lost", "--settle-delay", "2", "--json"]
     code, out, err = cli(sweep_argv)
     assert code == 16, (out, err)  # 52's loss is still news: no key, no redo
@@ -245,17 +258,9 @@ def test_redo_lost_waits_for_a_job_another_run_holds_and_leaves_the_loss_news_wh
     import json
 
     from tests.cli_run import cli
-    from tests.fakes import write_fake_squeue
 
-    write_job_state(state, int(time.time()))
-    fake = write_fake(tmp_path / "bin", {})
-    log = tmp_path / "bin" / "calls.log"
-    common = ["--ledger", ledger_path(tmp_path), "--scontrol", str(fake), "--squeue", str(fake.parent / "squeue")]
-    write_fake_squeue(fake.parent, "61|RUNNING|0|0|4294901|None\n")
-    assert cli(["hold", "61", "--key", "drain-n2", *common])[0] == 0
-    end = time.time()
-    clock.later()
-    write_job_state(state, int(end) + 5)
+    fake, common = lost_holds(tmp_path, state, clock, "61|RUNNING|0|0|4294901|None\n", [["61", "--key", "drain-n2"]])
+    log = fake.parent / "calls.log"
     with open_ledger(ledger_path(tmp_path)) as ledger:
         assert ledger.acquire_leases(["61"], "another-run", ledger.now(), 600.0) == ["61"]
     code, out, err = cli(["sweep", *common, "--lookup", "squeue", "--redo-lost", "--redo-timeout", "6",
