@@ -182,6 +182,10 @@ SETTINGS: Tuple[Setting, ...] = (
             " the deadline is expired, nothing done",
             flag="--rate", number=True, example=f"{DEFAULT_RATE:g}",
             note="calls a second to slurmctld at most (root is exempt from its own rate limiting)"),
+    Setting("redo_lost", None, "no", _one_of(("yes", "no")),
+            "whether a sweep runs the key of each keyed operation it finds lost in a crash or takeover again"
+            " (yes or no)",
+            flag="--redo-lost", example="no", note="yes: a lost keyed change is done again by the sweep that finds it"),
     Setting("metrics_file", None, None, _path,
             "the sweep's Prometheus textfile (unset: none written)",
             flag="--metrics-file", example="/var/lib/prometheus/node-exporter/slurm_dsl.prom"),
@@ -407,6 +411,10 @@ class Configuration:
     @property
     def settle_delay(self) -> float:
         return float(self.value("settle_delay") or DEFAULT_SETTLE_DELAY)
+
+    @property
+    def redo_lost(self) -> bool:
+        return self.value("redo_lost") == "yes"
 
     @property
     def log_level(self) -> str:

@@ -27,6 +27,7 @@ GOOD = {
     "timeout": "30",
     "settle_delay": "10",
     "rate": "200",
+    "redo_lost": "yes",
     "metrics_file": "/var/lib/prometheus/node-exporter/slurm_dsl.prom",
     "log_level": "info",
     "service_account": "slurm",
@@ -40,7 +41,7 @@ def test_a_whole_file() -> None:
     ).encode()
     got = parse(text, PATH)
     assert {k: v for k, (v, _) in got.items()} == GOOD
-    assert got["ledger"][1] == 5 and got["log_level"][1] == 13
+    assert got["ledger"][1] == 5 and got["log_level"][1] == 14
 
 
 def test_every_setting_has_a_good_example_here() -> None:

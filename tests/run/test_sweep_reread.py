@@ -241,8 +241,9 @@ def test_redo_lost_runs_a_lost_keyed_operation_again_once_and_leaves_an_unkeyed_
     assert holds.count("hold 51") == 2 and holds.count("hold 52") == 1, holds
     redone = [e for e in history(tmp_path, "51") if e.key == "drain-n1"]
     assert len(redone) == 2 and redone[1].admin_reason is not None and "then lost" in redone[1].admin_reason
-    code, out, _ = cli(["history", "--lost", "--ledger", ledger_path(tmp_path)])
-    assert code == 16 and "hold 52" in out and "51" not in out.replace("hold 52", "")
+    code, out, _ = cli(["history", "--lost", "--json", "--ledger", ledger_path(tmp_path)])
+    assert code == 16 and [(r["job_id"], r["redo"]) for r in map(json.loads, out.splitlines())] == [
+        ("52", "slurm-dsl hold 52")], out
     # The next sweep reads the redone hold there: nothing is run again.
     write_fake_squeue(fake.parent, "51|PENDING|0|0|0|JobHeldAdmin\n52|RUNNING|0|0|4294901|None\n")
     code, out, err = cli(sweep_argv)
@@ -263,7 +264,10 @@ def test_redo_lost_waits_for_a_job_another_run_holds_and_leaves_the_loss_news_wh
     log = fake.parent / "calls.log"
     with open_ledger(ledger_path(tmp_path)) as ledger:
         assert ledger.acquire_leases(["61"], "another-run", ledger.now(), 600.0) == ["61"]
-    code, out, err = cli(["sweep", *common, "--lookup", "squeue", "--redo-lost", "--redo-timeout", "6",
+    conf = tmp_path / "slurm-dsl.conf"  # asked by the config file this time, not the flag
+    conf.write_text("[slurm-dsl]\nredo_lost = yes\n")
+    conf.chmod(0o644)
+    code, out, err = cli(["sweep", *common, "--config", str(conf), "--lookup", "squeue", "--redo-timeout", "6",
                           "--settle-delay", "2", "--json"])
     assert code == 16, (out, err)
     (redo,) = [json.loads(line) for line in out.splitlines() if '"redo"' in line]

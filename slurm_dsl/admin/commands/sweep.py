@@ -70,10 +70,10 @@ def add(sub: argparse._SubParsersAction, name: str) -> None:  # type: ignore[typ
     p.add_argument("--restore-timeout", type=positive_seconds, default=15.0, metavar="SECONDS",
                    help="deadline of each RestoreRequeueBit (default 15)")
     settle_delay_option(p)
-    p.add_argument("--redo-lost", action="store_true",
+    p.add_argument("--redo-lost", action="store_const", const="yes", default=None,
                    help="run the key of each keyed operation this sweep finds lost in a crash or takeover again"
                    " (as 'slurm-dsl OP JOBID --key KEY --settle'): it acts again where the effect is absent, once;"
-                   " unkeyed ones are left to 'history --lost'")
+                   " unkeyed ones are left to 'history --lost' (default: the config file's redo_lost, else no)")
     p.add_argument("--redo-timeout", type=positive_seconds, default=REDO_TIMEOUT, metavar="SECONDS",
                    help=f"deadline of each --redo-lost run, its settling included (default {REDO_TIMEOUT:g})")
     p.add_argument("--settle-limit", type=count, default=DEFAULT_SETTLE_LIMIT, metavar="N",
@@ -113,7 +113,7 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
             )
             # After the sweep, still its lock's only holder: each under its job's lease, as any run.
             redone = (redo_lost(tracker, report.lost, args.redo_timeout, args.settle_delay)
-                      if args.redo_lost and report.lost_written else [])
+                      if args.redo_lost == "yes" and report.lost_written else [])
         ledger = tracker.ledger()
         not_clear = ledger.count_not_clear()
         unsettled = sum(ledger.count_unsettled(ledger.now()))
