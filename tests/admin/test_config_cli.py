@@ -24,8 +24,8 @@ from tests.cli_run import cli
 from tests.fakes import calls_made, write_fake
 from tests.ledger_backends import timeouts_given
 
-KEYS = ["ledger", "scontrol", "squeue", "lookup", "timeout", "settle_delay", "rate", "metrics_file", "log_level",
-        "service_account"]
+KEYS = ["ledger", "scontrol", "squeue", "lookup", "timeout", "settle_delay", "rate", "redo_lost", "metrics_file",
+        "log_level", "service_account"]
 
 
 def conf(path: Path, *lines: str, mode: int = 0o644) -> Path:
@@ -228,6 +228,7 @@ def test_config_json_lists_every_setting_with_its_source(tmp_path: Path, monkeyp
         "timeout": ("30", "file", f"{path}:4"),
         "settle_delay": ("10", "default", "built in"),
         "rate": ("500", "default", "built in"),
+        "redo_lost": ("no", "default", "built in"),
         "metrics_file": ("/srv/m.prom", "file", f"{path}:5"),
         "log_level": ("warning", "flag", "-v"),  # the file's error, raised one level
         "service_account": (None, "default", "built in"),
