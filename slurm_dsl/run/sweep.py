@@ -670,33 +670,33 @@ class Redone:
 def redo_lost(tracker: Tracker, lost: Sequence[settling.Decided], timeout: float, settle_delay: float) -> List[Redone]:
     """Each keyed operation of ``lost`` whose job is still there (``absent``), its key run again
     (docs/contract.md §13.4): ``run.flow.operate`` with the key and settling, as
-    ``slurm-dsl OP JOBID --key KEY --settle`` would, each with ``timeout`` seconds.  The key acts
-    again only where its effect is absent, under the job's lease, never twice; unkeyed operations
-    and gone jobs are left to ``history --lost``."""
-    done: List[Redone] = []
-    seen: Set[Tuple[str, str, str]] = set()
+    ``slurm-dsl OP JOBID... --key KEY --settle`` would, one run (the bulk path) for the jobs of each
+    op and key, each run with ``timeout`` seconds.  The key acts again only where its effect is
+    absent, under each job's lease, never twice; unkeyed operations and gone jobs are left to
+    ``history --lost``."""
     absent = {d.entry.id for d in lost if d.settled is not None and d.settled.verdict is Verdict.ABSENT}
+    runs: Dict[Tuple[Op, str], Dict[str, HistoryEntry]] = {}
     for job in dict.fromkeys(d.entry.job_id for d in lost if d.entry.id in absent):
         for e in tracker.ledger().history(job):  # the key is not among what settling reads
-            if e.id not in absent or e.key is None or (e.op.value, e.key, e.job_id) in seen:
-                continue
-            seen.add((e.op.value, e.key, e.job_id))
-            done.append(_redo(tracker, e, timeout, settle_delay))
-    return done
+            if e.id in absent and e.key is not None:
+                runs.setdefault((e.op, e.key), {}).setdefault(e.job_id, e)
+    return [r for (op, key), entries in runs.items() for r in _redo(tracker, op, key, entries, timeout, settle_delay)]
 
 
-def _redo(tracker: Tracker, e: HistoryEntry, timeout: float, settle_delay: float) -> Redone:
+def _redo(tracker: Tracker, op: Op, key: str, entries: Dict[str, HistoryEntry], timeout: float,
+          settle_delay: float) -> List[Redone]:
     from .flow import Asked, operate
 
-    asked = Asked(key=e.key, settle=True, settle_delay=settle_delay,
-                  reason=f"sweep --redo-lost: operation {e.id} was acknowledged, then lost")
+    asked = Asked(key=key, settle=True, settle_delay=settle_delay,
+                  reason="sweep --redo-lost: operation(s) " + ", ".join(str(e.id) for e in entries.values())
+                  + " acknowledged, then lost")
     try:
-        rows = list(operate(tracker, e.op, distinct_ids([e.job_id]), tracker.clock() + timeout, asked))
+        rows = list(operate(tracker, op, distinct_ids(entries), tracker.clock() + timeout, asked))
     except DSLError as exc:  # a key or deadline refused: nothing ran
-        return Redone(e, None, str(exc))
-    ran = [ev.outcome for ev in rows if isinstance(ev, Ran)]
-    stopped = [ev.error for ev in rows if isinstance(ev, Stopped)]
-    return Redone(e, ran[-1] if ran else None, str(stopped[0]) if stopped and not ran else "")
+        return [Redone(e, None, str(exc)) for e in entries.values()]
+    ran = {ev.outcome.job_id: ev.outcome for ev in rows if isinstance(ev, Ran)}
+    stopped = next((str(ev.error) for ev in rows if isinstance(ev, Stopped)), "")
+    return [Redone(e, ran.get(job), "" if job in ran else stopped or "no row") for job, e in entries.items()]
 
 
 def metrics_text(report: SweepReport, not_clear: int, unknown_unsettled: int, lost_not_redone: int = 0,

@@ -276,3 +276,20 @@ def test_redo_lost_waits_for_a_job_another_run_holds_and_leaves_the_loss_news_wh
     assert "not done again" in err
     code, out, _ = cli(["history", "--lost", "--ledger", ledger_path(tmp_path)])
     assert code == 16 and "hold 61" in out
+
+
+def test_redo_lost_runs_a_keys_lost_jobs_together_on_the_bulk_path(tmp_path: Path, state: Path, clock: Clock) -> None:
+    # A drain's keyed hold of many jobs lost in a takeover is redone in one run, one list call, not
+    # one run per job: the window before NODE_FAIL is seconds.
+    import json
+
+    from tests.cli_run import cli
+
+    listed = "81|RUNNING|0|0|4294901|None\n82|RUNNING|0|0|4294901|None\n"
+    fake, common = lost_holds(tmp_path, state, clock, listed, [["81", "82", "--key", "drain-n3"]])
+    code, out, err = cli(["sweep", *common, "--lookup", "squeue", "--redo-lost", "--settle-delay", "2", "--json"])
+    assert code == 0, (out, err)
+    redos = [json.loads(line) for line in out.splitlines() if '"redo"' in line]
+    assert sorted((r["job_id"], r["row"]["result"]) for r in redos) == [("81", "ok"), ("82", "ok")], redos
+    holds = [line for line in (fake.parent / "calls.log").read_text().splitlines() if line.startswith("hold")]
+    assert holds == ["hold 81,82", "hold 81,82"], holds
