@@ -484,7 +484,8 @@ def sweep_exited(done: subprocess.CompletedProcess[str], allowed: Sequence[int] 
 
     lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]  # a host's own lines too
     summary: Dict[str, object] = next((x for x in lines if x.get("kind") == "summary"), {})
-    redone = sum(1 for x in lines if x.get("kind") == "redo" and (x.get("row") or {}).get("result") == "ok")
+    rows = [x.get("row") or {} for x in lines if x.get("kind") == "redo"]
+    redone = sum(1 for r in rows if r.get("result") in ("ok", "bit_set") or r.get("effect") == "present")
     lost = int(summary.get("lost_written") or 0) > redone  # type: ignore[call-overload]
     said = (done.returncode, done.stdout, done.stderr)
     if lost:  # 16, unless something is left unsettled too (15 wins)

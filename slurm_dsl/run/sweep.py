@@ -663,8 +663,9 @@ class Redone:
 
     @property
     def redone(self) -> bool:
-        """Its key acted again and slurmctld acknowledged it, or found the effect there already."""
-        return self.outcome is not None and self.outcome.result is Result.OK
+        """Its key acted again and slurmctld acknowledged it (a requeue's flag perhaps left for the
+        sweep: ``bit_set``), or found the effect there already: the row exits so (§12)."""
+        return self.outcome is not None and self.outcome.exits_as in (Result.OK, Result.BIT_SET)
 
 
 def redo_lost(tracker: Tracker, lost: Sequence[settling.Decided], timeout: float, settle_delay: float) -> List[Redone]:

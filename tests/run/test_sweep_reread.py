@@ -28,7 +28,7 @@ from slurm_dsl.ledger.sqlite import SqliteLedger
 from slurm_dsl.run import sweep as sweep_module
 from slurm_dsl.run.sweep import SweepReport, sweep
 from slurm_dsl.run.tracked import Tracker
-from tests.fakes import MemoryLookup, write_fake, write_job_state
+from tests.fakes import MemoryLookup, refuse, write_fake, write_job_state
 
 AGE = MARK_GUARD + DEFAULT_SETTLE_DELAY + 30.0  # older than the mark's guard and the settle delay
 pytestmark = pytest.mark.usefixtures("real_saves")
@@ -293,3 +293,41 @@ def test_redo_lost_runs_a_keys_lost_jobs_together_on_the_bulk_path(tmp_path: Pat
     assert sorted((r["job_id"], r["row"]["result"]) for r in redos) == [("81", "ok"), ("82", "ok")], redos
     holds = [line for line in (fake.parent / "calls.log").read_text().splitlines() if line.startswith("hold")]
     assert holds == ["hold 81,82", "hold 81,82"], holds
+
+
+def test_a_redo_that_is_itself_unknown_and_absent_stays_news(tmp_path: Path, state: Path, clock: Clock) -> None:
+    # The redo's requeue ran its calls but its clear was refused (unknown, clear_failed) and the
+    # record still shows no requeue: not redone, so the loss stays news (16), never read as done.
+    import json
+
+    from tests.cli_run import cli
+    from tests.fakes import write_fake_squeue
+    from tests.ground import ACCESS_DENIED
+
+    write_job_state(state, int(time.time()))
+    fake = write_fake(tmp_path / "bin", {})
+    common = ["--ledger", ledger_path(tmp_path), "--scontrol", str(fake), "--squeue", str(fake.parent / "squeue")]
+    write_fake_squeue(fake.parent, "91|RUNNING|0|0|4294901|None\n")
+    assert cli(["requeue", "91", "--key", "drain-n4", *common])[0] == 0
+    end = time.time()
+    clock.later()
+    write_job_state(state, int(end) + 5)  # saved since, RestartCnt still 0: the requeue lost
+    write_fake(tmp_path / "bin", {"clear": refuse(ACCESS_DENIED)})
+    code, out, err = cli(["sweep", *common, "--lookup", "squeue", "--redo-lost", "--settle-delay", "2", "--json"])
+    (redo,) = [json.loads(line) for line in out.splitlines() if '"redo"' in line]
+    assert (redo["row"]["result"], redo["row"]["reason"]) == ("unknown", "clear_failed"), redo
+    assert code in (15, 16), (out, err)  # 15 wins where the flag it may have left is still to restore
+    assert "not done again" in err
+    requeues = [line for line in (fake.parent / "calls.log").read_text().splitlines() if line.startswith("requeue")]
+    assert requeues == ["requeue 91", "requeue 91"], requeues
+
+
+@pytest.mark.parametrize(("result", "done"), [(Result.OK, True), (Result.BIT_SET, True), (Result.UNKNOWN, False),
+                                              (Result.REJECTED, False), (Result.EXPIRED, False)])
+def test_a_redo_counts_as_done_when_its_row_exits_ok_or_bit_set(result: Result, done: bool) -> None:
+    from slurm_dsl.core.model import Outcome
+    from slurm_dsl.run.sweep import Redone
+
+    lost = HistoryEntry.__new__(HistoryEntry)  # only carried
+    assert Redone(lost, Outcome(Op.REQUEUE, "91", result, None)).redone is done
+    assert Redone(lost, None, "the ledger failed").redone is False
