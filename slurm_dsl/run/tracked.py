@@ -70,7 +70,6 @@ from .calls import GUARD_MARGIN, execute, new_nonce
 from .config import Configuration, configure
 from .deadlines import Clock, check_deadline, steady
 from .pace import Pace, calls_of
-from .settling import alive_before
 
 if TYPE_CHECKING:
     from ..ledger.records import HistoryEntry  # loaded by a keyed run only: one job's hold never needs it
@@ -202,6 +201,10 @@ def start(
     transaction.  A job another holds is in neither list (the caller waits for it, or runs it on
     its own).  ``begun`` gets each job's history id.  Shared by one job (``Tracker.run_linked``)
     and a bulk chunk (``run.bulk``)."""
+    # run.settling (and the ledger's records with it) loads here, after the first Slurm call: the
+    # array check's squeue starts without waiting for it (docs/benchmarks.md §7).
+    from .settling import alive_before
+
     ledger.mark_run(str(this_run()))  # other hosts can tell this run alive while it is (§13.7)
     alive = alive_before(ledger, ids)  # outside the write lock: it may look through every process
     with ledger.batch():

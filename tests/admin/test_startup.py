@@ -52,12 +52,16 @@ NOT_ON_THE_OP_PATH = (
 )
 
 # The child: the console script's own code path (runpy, as ``python -m``), stopped at the first
-# process it would start, which it reports instead of starting it.
+# process it would start, which it reports instead of starting it.  The first call (the array
+# check's squeue) is in a thread of its own while the command goes on loading and opening the
+# ledger: the report waits a second, so that the command has gone as far as it goes before the
+# check's answer (it then waits for it), whichever thread ran first (sid once, 2026-12-07).
 CHILD = textwrap.dedent(
     """\
-    import json, os, runpy, subprocess, sys
+    import json, os, runpy, subprocess, sys, time
 
     def first_call(argv, *args, **kwargs):
+        time.sleep(1.0)
         sys.__stdout__.write(json.dumps({"argv": list(argv), "modules": sorted(sys.modules)}))
         sys.__stdout__.flush()
         os._exit(0)
