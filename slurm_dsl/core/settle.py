@@ -128,10 +128,8 @@ def verdict(
 
 def _checked_verdict(
     op: Op, looked: Looked, record: Optional[JobInfo], base: Optional[JobInfo], end: Optional[float], delay: float,
-    stands: Optional[bool] = True,
 ) -> Optional[Verdict]:
-    """``verdict``'s Rules 1-6, its values checked: ``record`` is ``looked`` if that is a record.
-    ``stands``: Rule 16, whether the baseline is known to stand (None: not told yet)."""
+    """``verdict``'s Rules 1-6, its values checked: ``record`` is ``looked`` if that is a record."""
     if looked is NoJob.COULD_NOT_ASK:
         return None  # Rule 1
     if record is None:
@@ -148,8 +146,6 @@ def _checked_verdict(
         present = record.restarts > base.restarts
         if present and op is Op.REQUEUE_HOLD and record.priority != 0:
             return Verdict.UNDECIDABLE  # Rule 4: requeued but not held (by another, or released since)
-        if not present and not stands:
-            return None if stands is None else Verdict.UNDECIDABLE  # Rule 16
     if present:
         return Verdict.PRESENT  # Rule 5
     if end is not None and end >= delay:
@@ -434,12 +430,20 @@ class OneLookup:
             base = operation.baseline
             if base is not None:
                 base = _record(base, "the baseline", None if record is None else record.job_id)
-            found = _checked_verdict(op, looked, record, base, since_end, delay,
-                                     stands(operation, self.controller) if op.requeues else True)
+            found = _checked_verdict(op, looked, record, base, since_end, delay)
             if found is None:
                 return None
             if found is Verdict.ABSENT and self.hand_back and may_be_held(self.control, mark):
                 return None  # Rule 14: a controller may still hold its request back
+            if found is Verdict.ABSENT and op.requeues:
+                # Rule 16, only where absent would be read: a record read too soon (Rules 6, 7, 14) is
+                # no verdict yet, since a request applied late may still show the requeue.
+                standing = stands(operation, self.controller)
+                if standing is None:
+                    return None
+                if not standing:
+                    return Settled(Verdict.UNDECIDABLE, _detail(op, Verdict.UNDECIDABLE, record, operation.baseline,
+                                                                since_end), at, record)
             return Settled(found, _lost(operation, found, _detail(op, found, record, operation.baseline, since_end)),
                            at, record)
         what = f"a later {_op(first.op).value} on the job (operation {first.id})"

@@ -217,6 +217,33 @@ def test_a_requeue_is_not_absent_from_the_primarys_first_seconds_in_control() ->
     assert late is not None and late.verdict is Verdict.ABSENT
 
 
+def test_a_requeue_baselined_on_the_backup_is_not_undecidable_from_the_primarys_first_seconds() -> None:
+    # CI, 24.11.5 (stop 53): the baseline read from the backup, calls 2 and 3 "Unexpected message
+    # received", the record read from the primary just after it took control, still RestartCnt 0.
+    # Rule 16 says undecidable only where absent would be read: until then, no verdict, since the
+    # request that waited on the primary's socket may yet show the requeue.
+    backup, primary = "2026-12-07T13:00:00#1", "2026-12-07T13:00:40#0"
+    base = JobInfo(J, "RUNNING", True, 0, 4294901, "None")
+    requeue = Recorded(1, J, Op.REQUEUE, Result.UNKNOWN, END - 5.0, finished_at=END, baseline=base,
+                       baseline_at=END - 6.0, reason=Reason.CLEAR_FAILED, baseline_ctl=backup)
+    first = 31.0
+    for now in (first, first + 10, first + 32):
+        assert settle_operation(requeue, [], base, END + 32.0 + now - first, no_ends_by_bound=60.0, hand_back=True,
+                                control=Control(0, (), beats(0, 20.0, first), 33.0, now), mark=MARK,
+                                controller=primary) is None
+    too_soon = settle_operation(requeue, [], base, END + 1.0, no_ends_by_bound=60.0, controller=primary)
+    assert too_soon is None  # one controller (no hand-back): too soon for absent, so for undecidable too
+    applied = JobInfo(J, "PENDING", True, 1, 4294901, "BeginTime")
+    found = settle_operation(requeue, [], applied, END + 40.0, no_ends_by_bound=60.0, hand_back=True,
+                             control=Control(0, (), beats(0, 20.0, first), 33.0, first + 9), mark=MARK,
+                             controller=primary)
+    assert found is not None and found.verdict is Verdict.PRESENT
+    late = settle_operation(requeue, [], base, END + 66.0, no_ends_by_bound=60.0, hand_back=True,
+                            control=Control(0, (), beats(0, 20.0, first), 33.0, first + 33), mark=MARK,
+                            controller=primary)
+    assert late is not None and late.verdict is Verdict.UNDECIDABLE and "Rule 16" in late.detail, late
+
+
 def test_a_later_operations_record_cannot_say_absent_where_a_backup_may_hand_back() -> None:
     hold = unknown_hold(Reason.UNRECOGNISED_STDERR)
     release = Recorded(2, J, Op.RELEASE, Result.OK, END + 100.0, finished_at=END + 101.0, baseline=NOT_HELD,

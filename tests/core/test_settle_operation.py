@@ -180,9 +180,11 @@ def naive_verdict(kind: str, record: Optional[JobInfo], before: Optional[JobInfo
         return "undecidable"
     if effect:
         return "present"
+    if not seconds_after_end >= delay:
+        return None  # too soon to say absent: nor undecidable, which only stands in for an absent
     if kind in ("requeue", "requeuehold") and stands is not True:
         return None if stands is None else "undecidable"
-    return "absent" if seconds_after_end >= delay else None
+    return "absent"
 
 
 def expected(operation: Recorded, later: Sequence[Recorded], looked: Looked, looked_at: float,
