@@ -160,9 +160,9 @@ def run_linked(
     if deadline is None:  # counted from now, once: every chunk, call and lookup below keeps it
         assert timeout is not None
         deadline = tracker.clock() + timeout
-    when = check_deadline(deadline, tracker.clock)
+    deadline = check_deadline(deadline, tracker.clock)
     # Its answers are the baselines committed with the intents.
-    looked = tracker.look_up(op, ids, when) if looked_up is None else looked_up()
+    looked = tracker.look_up(op, ids, deadline) if looked_up is None else looked_up()
     infos = looked.infos
     answered_at = tracker.clock() if infos else None  # slurmctld answered the lookup just now
     # scontrol and squeue resolved once for the whole run (host.binaries), before anything is
@@ -170,16 +170,16 @@ def run_linked(
     # Restore is not corroborated: a gone job's flag is gone.
     scontrol = find_scontrol(tracker.scontrol)
     squeue = None if op is Op.RESTORE else find_squeue(tracker.squeue, tracker.scontrol)
-    run = _Run(tracker, op, when, looked, answered_at, link, scontrol, squeue,
-               _MinJobAge(tracker, when), begun)  # MinJobAge asked once, at the first chunk that can use it
+    run = _Run(tracker, op, deadline, looked, answered_at, link, scontrol, squeue,
+               _MinJobAge(tracker, deadline), begun)  # MinJobAge asked once, at the first chunk that can use it
     done = 0
     paced = tracker.pace.chunk(calls_of(op))  # a chunk's calls at most a burst's worth (§10.5)
-    for unit in _units(ids, infos, lambda: min(chunk_limit(op, when - tracker.clock()), paced or MAX_CHUNK)):
+    for unit in _units(ids, infos, lambda: min(chunk_limit(op, deadline - tracker.clock()), paced or MAX_CHUNK)):
         outcomes: List[Union[Outcome, Taken]]
-        if tracker.clock() >= when:
+        if tracker.clock() >= deadline:
             outcomes = [unstarted(op, j) for j in unit]
         elif len(unit) == 1 and _alone(unit[0], infos):
-            outcomes = [tracker.run_linked(op, unit[0], when, checked=True, looked=looked, link=link, begun=begun)]
+            outcomes = [tracker.run_linked(op, unit[0], deadline, checked=True, looked=looked, link=link, begun=begun)]
         else:
             outcomes = _run_chunk(run, unit)
         yield from outcomes

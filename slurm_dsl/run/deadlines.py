@@ -1,14 +1,11 @@
 """Deadlines: an instant on this process's steady clock from a timeout or a given deadline, within bounds.
 
-Every operation has a deadline (docs/contract.md §2): an instant after which no call starts.  It
-is kept on ``steady``, epoch seconds counted on the monotonic clock, so that a step of the wall
-clock while an operation runs moves it not (§10.0).  ``resolve_deadline`` makes one from exactly
-one of a timeout (seconds) and a deadline (epoch seconds on the wall clock: the time left is read
-against it once, here, at the door); ``check_deadline`` refuses what the runner could not wait
-for.  A timeout's bounds are here once (``MIN_TIMEOUT``, ``MAX_TIMEOUT``: ``timeout_in_bounds``,
-and ``timeout_of`` for one typed as text), for the library, the command line's ``--timeout`` and
-the config file's ``timeout`` alike; each says in its own words what it refuses.  The
-clock is a parameter (``Clock``), so callers and tests can pass their own.
+Every operation has a deadline (docs/contract.md §2, §10.0): an instant after which no call starts,
+kept on ``steady`` (epoch seconds counted on the monotonic clock) so that a wall-clock step moves it
+not.  ``resolve_deadline`` makes one from exactly one of a timeout and a wall-clock deadline (the
+time left read once, at the door); ``check_deadline`` refuses what the runner could not wait for.
+Both give a ``Deadline``, checked once: every layer below hands it on as it is.  A timeout's bounds
+are here once, for the library, ``--timeout`` and the config file's ``timeout`` alike.
 """
 
 from __future__ import annotations
@@ -71,21 +68,46 @@ TIMEOUT_HELP = (
 )
 
 
+class Deadline(float):
+    """A deadline checked once: ``check_deadline`` hands one back as it is.  Made only here
+    (``resolve_deadline``, ``check_deadline``); arithmetic on it gives a plain ``float``."""
+
+    __slots__ = ()
+
+    def __new__(cls, *args: object, **kwargs: object) -> Deadline:
+        raise TypeError("a Deadline is made by resolve_deadline or check_deadline, which check it")
+
+
+class Timeout(float):
+    """A timeout checked once (``timeout_of``): ``resolve_deadline`` takes it as it is."""
+
+    __slots__ = ()
+
+    def __new__(cls, *args: object, **kwargs: object) -> Timeout:
+        raise TypeError("a Timeout is made by timeout_of, which checks it")
+
+
+def earlier(deadline: float, seconds: float, clock: Clock = steady) -> Deadline:
+    """The deadline ``seconds`` before ``deadline`` (checked, if it is not a ``Deadline``): one
+    already past is fine."""
+    return float.__new__(Deadline, float(check_deadline(deadline, clock)) - seconds)
+
+
 def timeout_in_bounds(seconds: float) -> bool:
     """Whether ``seconds`` is a timeout an operation takes: from ``MIN_TIMEOUT`` to
     ``MAX_TIMEOUT`` (NaN is not)."""
     return MIN_TIMEOUT <= seconds <= MAX_TIMEOUT
 
 
-def timeout_of(text: str) -> Optional[float]:
+def timeout_of(text: str) -> Optional[Timeout]:
     """A timeout typed as text (``--timeout``, the config file's ``timeout``): ASCII digits by
     ``core.numbers``' rule (no 1_0, no Arabic-Indic digits, no inf or nan) and within
     ``timeout_in_bounds``; else None."""
     value = seconds(text, 0.0, MAX_TIMEOUT)
-    return value if value is not None and timeout_in_bounds(value) else None
+    return float.__new__(Timeout, value) if value is not None and timeout_in_bounds(value) else None
 
 
-def resolve_deadline(timeout: Optional[float], deadline: Optional[float], clock: Clock = steady) -> float:
+def resolve_deadline(timeout: Optional[float], deadline: Optional[float], clock: Clock = steady) -> Deadline:
     """A deadline on ``clock`` from exactly one of ``timeout`` and ``deadline`` (epoch seconds on
     the wall clock: the time it leaves is read against the wall clock now, and counted on
     ``clock`` from then).
@@ -95,6 +117,8 @@ def resolve_deadline(timeout: Optional[float], deadline: Optional[float], clock:
     """
     if (timeout is None) == (deadline is None):
         raise InvalidInput("give exactly one of timeout (seconds) and deadline (epoch seconds)")
+    if type(timeout) is Timeout:
+        return float.__new__(Deadline, clock() + timeout)  # checked already, at the door
     if timeout is not None:
         given = plain_float(timeout, "timeout")
         if not timeout_in_bounds(given):
@@ -102,18 +126,25 @@ def resolve_deadline(timeout: Optional[float], deadline: Optional[float], clock:
                 f"timeout must be a number of seconds, at least {MIN_TIMEOUT:g} and at most {MAX_TIMEOUT:g} (one day),"
                 f" got {given!r}"
             )
-        return clock() + given
+        return float.__new__(Deadline, clock() + given)
     assert deadline is not None
-    left = check_deadline(deadline, wall) - wall()
-    return check_deadline(clock() + left, clock)
+    left = _checked(deadline, wall) - wall()  # within bounds on the wall clock: so from now on ``clock``
+    return float.__new__(Deadline, clock() + left)
 
 
-def check_deadline(deadline: float, clock: Clock = steady) -> float:
-    """``deadline`` (epoch seconds) as a plain float, or ``ValueError``.
+def check_deadline(deadline: float, clock: Clock = steady) -> Deadline:
+    """``deadline`` (epoch seconds on ``clock``) as a ``Deadline``, or ``ValueError``; a
+    ``Deadline`` comes back as it is, checked already.
 
     It must be positive, finite and at most ``MAX_TIMEOUT`` seconds from now (give or take
     ``_CLOCK_STEP``); a deadline already past is fine (the operation then expires unrun).
     """
+    if type(deadline) is Deadline:
+        return deadline
+    return _checked(deadline, clock)
+
+
+def _checked(deadline: object, clock: Clock) -> Deadline:
     when = plain_float(deadline, "deadline")
     if not math.isfinite(when) or when <= 0:
         raise InvalidInput(f"deadline must be a positive epoch time, got {when!r}")
@@ -121,4 +152,4 @@ def check_deadline(deadline: float, clock: Clock = steady) -> float:
         raise InvalidInput(
             f"deadline must be at most {MAX_TIMEOUT:g} seconds (one day) from now, got {when!r}"
         )
-    return when
+    return float.__new__(Deadline, when)

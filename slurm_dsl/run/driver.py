@@ -132,15 +132,15 @@ def drive_linked(
     ids = distinct_ids(job_ids)
     if isinstance(parallel, bool) or not isinstance(parallel, int) or parallel < 1:
         raise InvalidInput(f"parallel must be a whole number, at least 1, got {parallel!r}")
-    when = check_deadline(deadline, tracker.clock)
+    deadline = check_deadline(deadline, tracker.clock)
     if one_by_one or len(ids) == 1:
-        return _one_by_one(tracker, op, ids, when, parallel, link, begun, looking)
+        return _one_by_one(tracker, op, ids, deadline, parallel, link, begun, looking)
     if looking is None:
         # The array check's lookup starts now, in a thread: its squeue runs while the bulk path is
         # imported and the caller gets going; its answer is waited for before the first intent
         # (which commits it as the baseline), and what it raises is raised there.
-        looking = Background(lambda: tracker.look_up(op, ids, when), "slurm-dsl array check").result
-    return _bulk(tracker, op, ids, when, progress, link, looking, begun)
+        looking = Background(lambda: tracker.look_up(op, ids, deadline), "slurm-dsl array check").result
+    return _bulk(tracker, op, ids, deadline, progress, link, looking, begun)
 
 
 def _bulk(

@@ -54,7 +54,7 @@ from ..lookups.sight import trusted
 from ..lookups.squeue import MAX_LISTED, SQUEUE_TIMEOUT, SqueueLookup
 from . import settling
 from .calls import unstarted
-from .deadlines import check_deadline
+from .deadlines import check_deadline, earlier
 from .driver import Event, Events, Ran, Stopped, drive_linked
 from .looks import Watch
 from .tracked import Begun, Link, Taken, Tracker
@@ -90,20 +90,20 @@ def run_settled(
     if isinstance(retry, bool) or not isinstance(retry, int) or not 0 <= retry <= 100:
         raise InvalidInput(f"retry must be a whole number from 0 to 100, not {retry!r}")
     delay = check_settle_delay(settle_delay)
-    when = check_deadline(deadline, tracker.clock)
+    deadline = check_deadline(deadline, tracker.clock)
     settling = settle or retry > 0
-    calls_by = when
+    calls_by = deadline
     if settling:
         # The deadline covers settling too: the calls end early enough for one look at once and
         # one after the settle delay, so that a call that hangs until its end is still settled.
-        calls_by = when - (delay + SETTLE_LOOKS)
+        calls_by = earlier(deadline, delay + SETTLE_LOOKS, tracker.clock)
         if calls_by - tracker.clock() < MIN_CALLS:
             raise InvalidInput(
                 f"--settle and --retry need a deadline at least {delay + SETTLE_LOOKS + MIN_CALLS:g} s away (the"
                 f" settle delay, {delay:g} s, {SETTLE_LOOKS:g} s for two looks, {MIN_CALLS:g} s for the calls),"
-                f" not {max(when - tracker.clock(), 0.0):.3g} s"
+                f" not {max(deadline - tracker.clock(), 0.0):.3g} s"
             )
-    return _events(_Run(tracker, op, when, calls_by, key, delay, one_by_one, parallel), ids, settling, retry)
+    return _events(_Run(tracker, op, deadline, calls_by, key, delay, one_by_one, parallel), ids, settling, retry)
 
 
 def _events(run: _Run, ids: JobIds, settling: bool, retry: int) -> Events:

@@ -1,8 +1,8 @@
-"""An id, and a key, are checked once, where they come in (docs/contract.md §1, §12): a bulk hold
-through the library and through the command line validates each id once on its way down to
-scontrol, and the ledger checks what it stores (a begun operation's id, its baseline's record)
-itself; a keyed run checks its key once, and the ledger once per transaction that
-records it."""
+"""An id, a key and a timeout are checked once, where they come in (docs/contract.md §1, §10.0,
+§12): a bulk hold through the library and through the command line validates each id once on its
+way down to scontrol, and the ledger checks what it stores (a begun operation's id, its baseline's
+record) itself; a keyed run checks its key once, and the ledger once per transaction that records
+it; a timeout or deadline is checked once, whatever the path, and handed down as a ``Deadline``."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from slurm_dsl import api
 from slurm_dsl.admin import options
 from slurm_dsl.admin.cli import main
 from slurm_dsl.core import jobid, keys
+from slurm_dsl.run import deadlines
 from tests.fakes import write_fake_squeue, write_list_fake
 
 N = 40
@@ -131,3 +132,29 @@ def test_scontrol_and_squeue_are_resolved_once_per_run_not_per_chunk(tmp_path: P
     # The array check's lookup, and the run's corroborating squeue: once each, whatever the chunks.
     assert squeues["slurm_dsl.run.bulk"] == 1 and squeues["slurm_dsl.run.arrays"] == 1, squeues
     assert scontrols["slurm_dsl.run.bulk"] == 1, scontrols
+
+
+@pytest.mark.parametrize("more", [(), ("--one-by-one",), ("--key", "nightly-1"), ("--key", "nightly-1", "--settle")])
+def test_a_timeout_is_checked_once_on_every_path_of_the_command_line(
+    tmp_path: Path, fakes: Path, monkeypatch: pytest.MonkeyPatch, more: Tuple[str, ...]
+) -> None:
+    bounds = counting(monkeypatch, deadlines, "timeout_in_bounds")
+    checked = counting(monkeypatch, deadlines, "_checked")
+    hold_cli(tmp_path, fakes, *more)
+    # The parser's type (``timeout_of``); the Timeout and then the Deadline it makes go down unchecked.
+    assert sum(bounds.values()) == 1 and sum(checked.values()) == 0, (bounds, checked)
+
+
+@pytest.mark.parametrize("given", ["timeout", "deadline"])
+def test_a_timeout_or_deadline_is_checked_once_through_the_library(
+    tmp_path: Path, fakes: Path, monkeypatch: pytest.MonkeyPatch, given: str
+) -> None:
+    import time
+
+    bounds = counting(monkeypatch, deadlines, "timeout_in_bounds")
+    checked = counting(monkeypatch, deadlines, "_checked")
+    when = {"timeout": 30} if given == "timeout" else {"deadline": time.time() + 30}
+    outcomes = api.run_ops("hold", IDS, ledger=str(tmp_path / "l.sqlite3"), scontrol=str(fakes), key="k-1",
+                           **when)
+    assert [o.result.value for o in outcomes] == ["ok"] * N
+    assert sum(bounds.values()) + sum(checked.values()) == 1, (bounds, checked)  # resolve_deadline, the door
