@@ -1,19 +1,8 @@
-"""slurm-dsl: safe, deadline-wrapped Slurm job control.
+"""slurm-dsl: safe, deadline-wrapped Slurm job control (docs/contract.md §1-§13).
 
-Every hold, release, requeue and restore runs as a short deadline-wrapped sh
-script whose output is read strictly into one ``Outcome``: ok, rejected,
-not_found, expired, not_run, unknown or bit_set (docs/contract.md §7).  A result is ok or
-rejected only when it certainly is; anything else is unknown.
-
-Importing the package loads none of it: each public name is imported from its home on first use
-(PEP 562), so that ``slurm-dsl hold``, which imports ``slurm_dsl.admin.cli`` and with it this
-package, does not pay for the public api's modules at every start (docs/benchmarks.md §7).
-``from slurm_dsl import hold`` and ``slurm_dsl.hold`` work as they always did.
-
-The public API is this package's ``__all__`` (docs/contract.md §8): what a site plugin needs.
-Every subpackage (``core``, ``run``, ``host``, ``ledger``, ``lookups``, ``admin``) is private and
-may change in any release.
-"""
+The public API is ``__all__`` (docs/contract.md §8); every subpackage is private.  Importing the
+package loads none of it: each public name is imported from its home on first use (PEP 562,
+docs/benchmarks.md §7)."""
 
 from __future__ import annotations
 

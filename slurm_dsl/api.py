@@ -1,35 +1,8 @@
-"""The public operations: hold, release, requeue, restore and open_job (docs/contract.md §8).
+"""The public operations and ``configuration`` (docs/contract.md §8; keys and settling §12).
 
-Each takes a job id and a deadline (epoch seconds) or a timeout (seconds), runs
-through the ledger (``tracked.Tracker``: lease, intent first, record), returns
-the ok ``Outcome`` and raises the exception of docs/contract.md §8 for anything else.
-
-One configuration (docs/contract.md §8): each call reads the settings as the ``slurm-dsl``
-command does (``run.config.configure``: the config file, ``$SLURM_DSL_CONFIG`` naming another,
-and the environment), its own arguments standing for the command's flags.  So the ledger is
-``ledger`` (a path or an open ``Tracker``, whose reading is used), else ``$SLURM_DSL_LEDGER``,
-else the config file's ``ledger``, else ``/var/lib/slurm-dsl/ledger.sqlite3``: the ledger the
-host's sweeps read.  scontrol and squeue likewise; no ``timeout`` nor ``deadline`` is the config
-file's ``timeout``, else the built-in default (``deadlines.DEFAULT_TIMEOUT``), as for the
-command; no ``settle_delay`` its ``settle_delay``.  A bad config file is
-``ConfigFileError``, before anything runs.  A ledger that cannot be opened
-raises ``LedgerError`` before anything runs; one that fails once the script
-started raises ``NotRecorded`` (a ``LedgerError``) carrying the outcome.
-A bad job id, an empty ``ledger`` or ``scontrol``, a timeout over ``deadlines.MAX_TIMEOUT`` (one
-day), a deadline further away, or both of them, is ``InvalidInput`` (a ``ValueError``) before
-anything is recorded.
-Except for ``restore``, the id is looked up first (one squeue): an array's
-own JobId reaching other tasks is ``WholeArray``, a lookup that fails ``LookupFailed``;
-either way nothing ran.  Every exception is a ``DSLError`` (see ``core.model``).
-
-With ``key=``, ``settle=`` or ``retry=`` (docs/contract.md §12), an unknown result is settled
-first and the function returns or raises by its effect: ``present`` returns (the Outcome keeps its
-own ``unknown`` result, ``effect`` ``present``), ``gone`` raises ``NotFound``, ``absent`` and
-``undecidable`` raise ``OutcomeUnknown``.
-
-The five are written out, not generated, so that type checkers and ``help()`` see their
-real signatures: a misspelt keyword is a type error, not a runtime surprise.
-"""
+Every call reads its settings as the ``slurm-dsl`` command does (``run.config.configure``), its
+arguments standing for the command's flags.  The five operations are written out, not generated,
+so that type checkers and ``help()`` see their real signatures."""
 
 from __future__ import annotations
 
@@ -67,11 +40,8 @@ def run_op(
 ) -> Outcome:
     """Run ``op`` through the ledger and return its Outcome, whatever it is (never raises for it).
 
-    ``key``, ``settle``, ``retry``, ``settle_delay``: as ``--key``, ``--settle``, ``--retry`` and
-    ``--settle-delay`` (docs/contract.md §12); with any of them the operation runs through
-    ``run.keyed`` and the Outcome is ``settled`` (its ``effect``; ``exits_as``).  ``reason``,
-    ``admin_comment``: as ``--reason`` and ``--admin-comment`` (docs/contract.md §10.4; the copy's
-    result is the Outcome's ``comment``)."""
+    ``key``, ``settle``, ``retry``, ``settle_delay``, ``reason``, ``admin_comment``: as the command's
+    flags of the same names (docs/contract.md §10.4, §12)."""
     job = validate_job_id(job_id)
     why = _reason(reason, admin_comment)
     configured = _configuration(ledger, scontrol)
@@ -110,31 +80,12 @@ def run_ops(
     reason: Optional[str] = None,
     admin_comment: bool = False,
 ) -> List[Outcome]:
-    """Run ``op`` on many jobs (docs/contract.md §11) through the ledger, with the CLI's driver:
-    the bulk path, or one script per job (``one_by_one``, up to ``parallel`` at once).
+    """Run ``op`` on many jobs through the ledger (docs/contract.md §11): one Outcome per distinct id, in
+    the order given, whatever each is.
 
-    One Outcome per distinct id, in the order given, whatever each is (never raises for an
-    outcome).  At most one of ``timeout`` and ``deadline`` (neither: the configured ``timeout``):
-    the deadline of the whole call, computed once when it starts
-    (docs/contract.md §10.0); a job whose call has not started by then is ``expired``.  Raises
-    before anything ran as ``run_op`` does; a ledger failure once a job ran is ``NotRecorded``
-    with the outcomes it could not record in ``outcomes`` (those reported before it are
-    recorded); one before is the ``LedgerError`` itself.
-
-    ``key``, ``settle``, ``retry``, ``settle_delay``: as the command line's ``--key``,
-    ``--settle``, ``--retry`` and ``--settle-delay`` (docs/contract.md §12): each Outcome is then
-    ``settled`` (``effect``, ``exits_as``), still in the order given.  ``durable``: as
-    ``--durable`` (docs/contract.md §13.5), return once slurmctld has saved the changes, each
-    Outcome's ``saved`` saying whether it was by the deadline (one not saved exits as unknown).
-
-    ``select``: the command line's selectors (docs/contract.md §10.3) by their names (``node``,
-    ``partition``, ``user``, ``account``, ``state``, ``name``, ``reservation``, ``pending_reason``),
-    AND-ed with ``job_ids`` if any are given: the jobs one squeue listing shows.  An array left out
-    and an account that may not see every job are logged as warnings; a selection that matches
-    nothing returns ``[]``.  ``reason``, ``admin_comment``: as ``--reason`` and ``--admin-comment``
-    (docs/contract.md §10.4).  A bad selector or reason, or ``admin_comment`` without a reason, is
-    ``InvalidInput`` before anything runs.
-    """
+    ``select`` is the command's selectors by name (docs/contract.md §10.3), AND-ed with ``job_ids``;
+    no match returns ``[]``.  Raises before anything ran as ``run_op`` does; a ledger failure once a
+    job ran is ``NotRecorded``, with the outcomes it could not record in ``outcomes``."""
     chosen = None if select is None else Selection.of(select)
     why = _reason(reason, admin_comment)
     configured = _configuration(ledger, scontrol)
@@ -144,7 +95,7 @@ def run_ops(
 
 
 def _reason(reason: Optional[str], admin_comment: bool) -> Optional[str]:
-    """``reason`` checked (``check_reason``); ``admin_comment`` needs one (InvalidInput)."""
+    """``reason`` checked; ``admin_comment`` without one is InvalidInput."""
     if admin_comment and reason is None:
         raise InvalidInput("admin_comment writes the reason: give reason=")
     return None if reason is None else check_reason(reason)
@@ -169,8 +120,7 @@ def _run_ops(
     select: Optional[Selection] = None,
     admin_comment: bool = False,
 ) -> List[Outcome]:
-    """``run_ops`` until ``when``, a deadline resolved once (``_deadline``), on the steady clock;
-    ``reason`` and ``select`` checked already."""
+    """``run_ops`` until ``when``, a deadline resolved once; ``reason`` and ``select`` checked already."""
     from .run.driver import Stopped
     from .run.flow import Asked, Saved, operate
 
@@ -213,28 +163,23 @@ def _selected(tracker: Tracker, op: Op, select: Selection, given: Optional[JobId
 
 
 def configuration(*, config: Optional[str] = None) -> Configuration:
-    """The settings this host's slurm-dsl uses, read as every command and every call above reads
-    them (docs/contract.md §8, §10.2): the config file ``config``, else ``$SLURM_DSL_CONFIG``, else
-    ``/etc/slurm-dsl/slurm-dsl.conf`` if there is one, and the environment.  ``.ledger``,
-    ``.scontrol_path``, ``.squeue_path``, ``.timeout``, ``.settle_delay``...; ``.settings`` says
-    where each came from, as ``slurm-dsl config`` prints it.  For a site plugin that runs Slurm's
-    own commands too: the scontrol and squeue the operations run.  ``ConfigFileError`` for a bad
-    config file."""
+    """The settings this host's slurm-dsl uses, read as every command reads them (docs/contract.md §10.2).
+
+    ``ConfigFileError`` for a bad config file."""
     return configure(config=config)
 
 
 def _configuration(ledger: Union[str, Tracker, None], scontrol: Optional[str]) -> Configuration:
-    """What a call uses (docs/contract.md §8, "One configuration"): an open Tracker's, else read
-    now as the command line reads it, the caller's own ``ledger`` and ``scontrol`` as its flags.
-    ``ConfigFileError`` for a bad config file, ``InvalidInput`` for an empty argument: nothing ran."""
+    """An open Tracker's configuration, else read now with ``ledger`` and ``scontrol`` as flags.
+
+    ``ConfigFileError`` for a bad config file, ``InvalidInput`` for an empty argument."""
     if isinstance(ledger, Tracker):
         return ledger.configuration
     return configure({"ledger": ledger, "scontrol": scontrol})
 
 
 def _deadline(timeout: Optional[float], deadline: Optional[float], configured: Configuration) -> float:
-    """The call's deadline: from ``timeout`` or ``deadline``, else the configured ``timeout`` (the
-    config file's, else the built-in default), as for a command given no ``--timeout``."""
+    """The call's deadline: from ``timeout`` or ``deadline``, else the configured ``timeout``."""
     if timeout is None and deadline is None:
         timeout = configured.timeout
     return resolve_deadline(timeout, deadline)
@@ -254,11 +199,9 @@ def hold(
     durable: bool = False,
     reason: Optional[str] = None,
 ) -> Outcome:
-    """Hold one job (``scontrol hold``) before ``deadline`` (or within ``timeout``), recorded in the ledger.
+    """Hold one job (``scontrol hold``), recorded in the ledger.
 
-    A pending job stays pending; a running one keeps running, at priority 0.
-    Return the ok Outcome; else raise Rejected, NotFound, Expired, OutcomeUnknown or NotRun (docs/contract.md §8).
-    """
+    Return the ok Outcome; else raise Rejected, NotFound, Expired, OutcomeUnknown or NotRun (docs/contract.md §8)."""
     outcome = run_op(Op.HOLD, job_id, timeout=timeout, deadline=deadline, scontrol=scontrol, ledger=ledger,
                      key=key, settle=settle, retry=retry, settle_delay=settle_delay, durable=durable, reason=reason)
     outcome.raise_for_result()
@@ -279,10 +222,9 @@ def release(
     durable: bool = False,
     reason: Optional[str] = None,
 ) -> Outcome:
-    """Release one held job (``scontrol release``) before ``deadline`` (or within ``timeout``), recorded.
+    """Release one held job (``scontrol release``), recorded in the ledger.
 
-    Return the ok Outcome; else raise Rejected, NotFound, Expired, OutcomeUnknown or NotRun (docs/contract.md §8).
-    """
+    Return the ok Outcome; else raise Rejected, NotFound, Expired, OutcomeUnknown or NotRun (docs/contract.md §8)."""
     outcome = run_op(Op.RELEASE, job_id, timeout=timeout, deadline=deadline, scontrol=scontrol, ledger=ledger,
                      key=key, settle=settle, retry=retry, settle_delay=settle_delay, durable=durable, reason=reason)
     outcome.raise_for_result()
@@ -304,13 +246,10 @@ def requeue(
     hold: bool = False,
     reason: Optional[str] = None,
 ) -> Outcome:
-    """Requeue one job before ``deadline`` (or within ``timeout``): set Requeue=1, ``scontrol requeue``
-    (``scontrol requeuehold`` with ``hold``: the job comes back held, docs/contract.md §1), then clear
-    Requeue=0 again, recorded in the ledger (a flag that may be left set is the sweeper's).
+    """Requeue one job (``scontrol requeuehold`` with ``hold``), its Requeue flag cleared after.
 
     Return the ok Outcome; else raise Rejected, NotFound, Expired, OutcomeUnknown, RequeueBitSet or
-    NotRun (docs/contract.md §8); ``requeue_bit_may_be_set`` says whether the job's Requeue flag may be left at 1.
-    """
+    NotRun (docs/contract.md §8)."""
     outcome = run_op(Op.REQUEUE_HOLD if hold else Op.REQUEUE, job_id, timeout=timeout, deadline=deadline,
                      scontrol=scontrol, ledger=ledger, key=key, settle=settle, retry=retry,
                      settle_delay=settle_delay, durable=durable, reason=reason)
@@ -332,12 +271,9 @@ def restore(
     durable: bool = False,
     reason: Optional[str] = None,
 ) -> Outcome:
-    """RestoreRequeueBit: clear one job's Requeue flag (``scontrol update Requeue=0``) before
-    ``deadline`` (or within ``timeout``).  On ok the job's ledger object is cleared; otherwise it
-    stays, with why.  No array lookup first: it only clears flags.
+    """Clear one job's Requeue flag (``scontrol update Requeue=0``); on ok its ledger object is cleared.
 
-    Return the ok Outcome; else raise Rejected, NotFound, Expired, OutcomeUnknown or NotRun (docs/contract.md §8).
-    """
+    Return the ok Outcome; else raise Rejected, NotFound, Expired, OutcomeUnknown or NotRun (docs/contract.md §8)."""
     outcome = run_op(Op.RESTORE, job_id, timeout=timeout, deadline=deadline, scontrol=scontrol, ledger=ledger,
                      key=key, settle=settle, retry=retry, settle_delay=settle_delay, durable=durable, reason=reason)
     outcome.raise_for_result()
@@ -358,11 +294,9 @@ def open_job(
     durable: bool = False,
     reason: Optional[str] = None,
 ) -> Outcome:
-    """Release one job with a direct, unwrapped ``scontrol release`` under the same deadline guard
-    (op ``open``), recorded in the ledger.
+    """Release one job with a direct, unwrapped ``scontrol release`` (op ``open``), recorded in the ledger.
 
-    Return the ok Outcome; else raise Rejected, NotFound, Expired, OutcomeUnknown or NotRun (docs/contract.md §8).
-    """
+    Return the ok Outcome; else raise Rejected, NotFound, Expired, OutcomeUnknown or NotRun (docs/contract.md §8)."""
     outcome = run_op(Op.OPEN, job_id, timeout=timeout, deadline=deadline, scontrol=scontrol, ledger=ledger,
                      key=key, settle=settle, retry=retry, settle_delay=settle_delay, durable=durable, reason=reason)
     outcome.raise_for_result()

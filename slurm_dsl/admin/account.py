@@ -1,30 +1,8 @@
-"""Which account a command runs as (issues 19 and 31): root's commands on the service account's
-SQLite ledger run as that account; on another account's, they refuse (docs/contract.md §9.1).
+"""Which account a command runs as (docs/contract.md §9.1): root's commands on the service account's
+SQLite ledger run as that account; on another account's, they refuse.
 
-The package's ledger directory, /var/lib/slurm-dsl, is the SlurmUser's (slurm), whom the units
-run as.  A ledger must be its account's or root's, and root writing there is no fix either: the
--wal and -shm files SQLite would make as root would be root's, and the units could no longer open
-the ledger.  So ``cli.main`` (never the library API: a site plugin's process is not ours to
-setuid), run as root on an SQLite ledger whose directory is real (not a symlink) and the
-*service account's*, becomes that account, whole and for good (groups, gid, uid), before it opens
-the ledger or runs anything.  The service account is the config file's ``service_account``, else
-slurm.conf's SlurmUser as the running controller reports it (``scontrol show config``:
-``SlurmUser = slurm(64030)``), asked only when root meets such a directory.
-
-Only that one account (issue 31): any account that owns a directory could otherwise make root
-its own, and trust a ledger it wrote (alice's forged ``ok`` row for a key made root's keyed hold
-print ok and exit 0, and root's job was never held).  A ledger directory of any other account is
-refused, exit 1, nothing run and nothing opened, the message naming its owner and the fix.
-Dropping privilege to the service account is always safe: it can do nothing it could not before,
-and Slurm applies its rights (the SlurmUser may act on every job).
-
-A MariaDB ledger has no directory and decides nothing: a command on it alone stays as it is, and
-``ledger migrate`` between the package's SQLite ledger and MariaDB runs as the SQLite ledger's
-owner (the service account), who reads the option file as the units do (root's, readable by their
-group: contrib/README.md §5; issue 31, item 8).  ``account_to_become`` is the pure decision;
-``become_ledger_owner`` the thin edge (the service account, the passwd entry,
-``os.initgroups``/``setgid``/``setuid``), a ``DSLError`` when it cannot or must not.
-"""
+Only ``cli.main`` calls this, never the library API: a site plugin's process is not ours to setuid.
+``account_to_become`` is the pure decision; ``become_ledger_owner`` the thin edge."""
 
 from __future__ import annotations
 
@@ -58,9 +36,8 @@ class Ledger(NamedTuple):
 
 
 class Decision(NamedTuple):
-    """What root's command does about its ledgers' directories: ``become`` the service account's
-    uid, or ``refuse`` because a ledger directory is ``refuse``'s, another account's; neither: stay
-    (the ledger's own rules then apply)."""
+    """What root's command does: ``become`` the service account's uid, or ``refuse`` another account's
+    directory; neither: stay."""
 
     become: Optional[int] = None
     refuse: Optional[int] = None
@@ -70,8 +47,7 @@ STAY = Decision()
 
 
 def foreign_owners(euid: int, ledgers: Sequence[Ledger]) -> List[int]:
-    """The owners other than root of the SQLite ledgers' real directories, for root (none for any
-    other account, whose ledger the ledger's own owner rule decides), in the ledgers' order.  Pure."""
+    """The owners other than root of the SQLite ledgers' real directories, for root only.  Pure."""
     if euid != 0:
         return []
     return [ledger.directory.uid for ledger in ledgers if ledger.backend == SQLITE and ledger.directory is not None
@@ -79,15 +55,7 @@ def foreign_owners(euid: int, ledgers: Sequence[Ledger]) -> List[int]:
 
 
 def account_to_become(euid: int, ledgers: Sequence[Ledger], service: Optional[int]) -> Decision:
-    """What a command run as ``euid`` on ``ledgers`` does, ``service`` being the service account's
-    uid (None: unknown).  Pure.
-
-    Only root changes.  A ledger directory (SQLite, existing, a directory by lstat: a symlink is
-    not) owned by an account other than root and the service account is refused, the first one
-    named.  Root becomes the service account only when every SQLite ledger (there must be one) is
-    in a directory of the service account's; MariaDB ledgers are left out of it (``ledger
-    migrate`` between the package's ledger and MariaDB).  Anything else (MariaDB alone, a missing
-    or root's directory, no ledger) stays: the ledger's own rules then apply as they always did."""
+    """What a command run as ``euid`` on ``ledgers`` does; ``service``: the service account's uid (None: unknown)."""
     owners = foreign_owners(euid, ledgers)
     stranger = next((uid for uid in owners if uid != service), None)
     if stranger is not None:
@@ -116,8 +84,7 @@ SHOW_CONFIG_TIMEOUT = 10.0  # seconds ``scontrol show config`` may take: a contr
 
 
 def _service_account(configured: Optional[str], scontrol: Optional[str], config_file: str) -> Tuple[Optional[int], str]:
-    """The service account's uid (None: it cannot be told) and how it was told, for messages:
-    the config file's ``service_account``, else the running controller's SlurmUser."""
+    """The service account's uid (None: it cannot be told) and how it was told, for messages."""
     import pwd
 
     if configured is not None:
@@ -153,13 +120,10 @@ def _name(uid: int) -> str:
 def become_ledger_owner(
     locations: Sequence[str], *, scontrol: Optional[str], service_account: Optional[str], config_file: str
 ) -> Optional[str]:
-    """As root, on SQLite ledgers in the service account's directory (``account_to_become``):
-    become that account (its groups, primary gid, uid) for the rest of the process, log it at INFO
-    and return the directory (None: nothing changed).  ``DSLError``, with nothing run nor opened,
-    for a ledger directory of another account, a service account that cannot be told or has no
-    passwd entry, a switch that fails or an account that cannot read this Python.  The service
-    account (``service_account``, else ``scontrol show config``) is asked only when root meets a
-    ledger directory of an account other than root's."""
+    """As root, become the service account for good when ``account_to_become`` says so.
+
+    Returns the directory (None: nothing changed).  ``DSLError``, with nothing run nor opened, when it
+    must not or cannot."""
     import pwd
 
     looked = [_looked_at(location) for location in locations]

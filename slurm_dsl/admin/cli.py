@@ -1,18 +1,8 @@
 """The ``slurm-dsl`` command line (docs/contract.md §10): the only module that prints.
 
-Results go to stdout (a table, or one JSON object per job with ``--json``);
-diagnostics go to stderr as ``slurm-dsl: <message>``.  The exit status of an
-operation is its worst result (``EXIT_CODES``); 2 is a usage error (nothing
-ran), 3 a sweep already running, 1 any other error.  Library errors become CLI
-errors in ``main`` only, by type (``EXIT_OF_ERROR``); handlers just raise them,
-and anything that is not a ``DSLError`` is a bug, left to crash with its traceback.
-
-Strategy: a command is one module of ``admin/commands/`` (its options, its handler, what it
-prints), registered once in ``parser.REGISTRY``; here are ``main``, which runs the handler its
-module gives by the key the parser sets (``parser.command``), the exit status of a library error,
-the reading of the settings every command shares, and the logging set-up.  A handler writes to
-the streams ``main`` hands it, what ``render`` returns.
-"""
+``main`` runs the handler a command's module gives (``parser.REGISTRY``) and is the one place a
+library error becomes an exit status (``EXIT_OF_ERROR``); anything that is not a ``DSLError`` is a
+bug, left to crash with its traceback."""
 
 from __future__ import annotations
 
@@ -64,8 +54,7 @@ class _StderrHandler(logging.Handler):
 
 
 class _EscapingFormatter(logging.Formatter):
-    """Records quote what squeue, pyslurm or a ledger said: the message is escaped whole,
-    newlines too, so that no record can forge another line (docs/contract.md §10.1)."""
+    """Escapes a record's message whole, newlines too, so no record can forge another line (docs/contract.md §10.1)."""
 
     def formatMessage(self, record: logging.LogRecord) -> str:
         return shown(super().formatMessage(record), None)
@@ -75,9 +64,7 @@ _handler: Optional[_StderrHandler] = None
 
 
 def _setup_logging(verbose: int, base: str = "warning") -> None:
-    """Log records at ``base`` (config.LOG_LEVELS: the config file's log_level), raised one level
-    per ``verbose``, and above, to stderr as ``slurm-dsl: message`` (under systemd: the journal).
-    The library itself never configures handlers; only this entry point does, once."""
+    """Log at ``base`` (a config.LOG_LEVELS word) raised one level per ``verbose``, to stderr; only here."""
     global _handler
     root = logging.getLogger("slurm_dsl")
     if _handler is None:
@@ -111,9 +98,7 @@ def _flag_text(given: object) -> Optional[str]:
 
 
 def _apply_config(args: argparse.Namespace) -> None:
-    """Put each setting's effective value (``config.configure``: flag, then environment, then the
-    config file, then the built-in default, as the library reads them) into ``args``, the one
-    place the commands take them from, and the whole reading into ``args.configuration``;
+    """Put each setting's effective value into ``args``, the whole reading into ``args.configuration``;
     ``ConfigFileError`` (before anything runs) for a config file that is bad or refused."""
     flags = {key: _flag_text(getattr(args, attr, None)) for key, (attr, _) in _SETTING_ARGS.items()}
     configured = config.configure(flags, config=getattr(args, "config", None))
@@ -145,12 +130,8 @@ def exit_status_of(error: DSLError) -> int:
 
 
 def main(argv: Optional[Sequence[str]] = None, out: Optional[IO[str]] = None) -> int:
-    """Run the command line; return its exit status.
-
-    The one place where errors become exit statuses: a ``DSLError`` is ``slurm-dsl: <message>``
-    on stderr and ``EXIT_OF_ERROR``'s status; anything else is a bug and propagates (a
-    traceback), except EPIPE (quiet, 1) and Ctrl-C (130).
-    """
+    """Run the command line; return its exit status.  Anything but a ``DSLError``, EPIPE (quiet, 1) or
+    Ctrl-C (130) propagates: it is a bug."""
     out = out or sys.stdout
     args: Optional[argparse.Namespace] = None
     try:
@@ -179,14 +160,8 @@ def main(argv: Optional[Sequence[str]] = None, out: Optional[IO[str]] = None) ->
 
 
 def run() -> None:
-    """The console script: ``main``, then leave at once.
-
-    By the time ``main`` returns, every outcome is recorded (the ledger committed and closed) and
-    the worker threads are joined; what is left is to flush what was printed.  ``sys.exit`` would
-    then free every object one by one, about 15 ms after a bulk operation, for nothing: the
-    process ends here.  The objects made while importing are frozen first, so that the garbage
-    collector does not walk them again and again during a long run.
-    """
+    """The console script: ``main``, then ``os._exit`` at once (``sys.exit`` would spend ~15 ms freeing every
+    object); import-time objects are frozen so the collector skips them."""
     gc.freeze()
     # Threads that mostly wait for a process (the array check's lookup, started while this thread
     # imports and opens the ledger) get the interpreter back within half a millisecond when their

@@ -1,19 +1,8 @@
-"""bash completion for ``slurm-dsl``, made from the command line's own grammar (docs/packaging.md).
+"""bash completion for ``slurm-dsl``, made from ``admin.parser.build_parser`` (docs/packaging.md).
 
-Strategy: as the manual page (``admin.manpage``), the completion is generated from
-``admin.parser.build_parser``, so that it offers exactly the commands and options ``--help``
-lists.  The script is static bash (no Python at each TAB, no call to Slurm): per command path
-(``hold``, ``ledger status``...) its options, the options that take a value, and the choices of
-those that have some.
-
-Rules of the script: the command path is the first word naming a command, then (for ``ledger``)
-the first naming one of its subcommands; a word after an option that takes a value is that
-value, never a command.  After such an option it offers its choices (``--lookup``: auto, squeue,
-pyslurm), file names for a PATH, FILE or URL value, nothing else; a word starting with ``-``
-gets the path's options; any other word a command where one is still missing, else nothing (job
-ids are not guessed: listing the queue at each TAB is what the package exists not to do).
-Every name is checked to be a plain word before it is written into the script.
-"""
+Static bash: per command path its options and their choices, file names for a PATH, FILE or URL
+value.  Job ids are never guessed (listing the queue at each TAB is what the package exists not to
+do); every name is checked to be a plain word before it is written into the script."""
 
 from __future__ import annotations
 

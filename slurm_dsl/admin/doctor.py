@@ -1,32 +1,8 @@
-"""``slurm-dsl doctor``: is this controller ready for slurm-dsl?
+"""``slurm-dsl doctor``: is this controller ready for slurm-dsl? (docs/contract.md §10, its checks listed there).
 
-Each check is one line an admin can act on: ``ok``, ``warn`` (works, but not as a
-site running slurm-dsl should) or ``fail`` (operations or sweeps cannot work).
-Checks: the scontrol to run; the wrapper (/bin/sh running the script's own
-``call`` on a probe: trap TERM, a call in the background and wait, the
-runner's TERM at a deadline); slurmctld answering ``scontrol ping``;
-the Slurm version and which lookup the sweeper will use; slurm-dsl-jobinfo (``jobinfo``: asked
-for a job id no job has, it must start against this libslurm and reach slurmctld; one that
-cannot run is a warning, since every lookup then asks squeue instead), and whether a sweep
-falls back to squeue (``sweep``); ``JobRequeue=0`` and
-the job_submit companion (``scontrol show config``); the ledger; who is asking (``caller``: root
-or slurm.conf's SlurmUser may act on other users' jobs; anyone else cannot, or, with accounting
-on, doctor cannot tell).  ``caller_check`` is pure (``show config`` is read by
-``lookups.sight.parse_config``); the rest runs through ``host.process`` and the ledger.
-
-Doctor only looks: it creates, migrates and writes nothing (issue 43).  The ledger's checks
-depend on its backend.  An SQLite file is looked at (``ledger.sqlite.look``): a missing one is a
-line saying what will create it; a directory the units' account (the service account:
-``service_account``, else slurm.conf's SlurmUser) cannot write fails, with the chown; a file is
-read for its schema and objects, and its mode looked at.  A MariaDB URL is looked at without
-writing anything (``ledger.mariadb.probe``): the option file (``ledger-cnf``: a regular file of this uid or
-root, readable by nobody else), the server (``ledger-db``: reachable within the connect and
-read timeouts, its version), its clock against this host's (``ledger-time``: leases and
-back-offs use the server's, and no rule compares its times with slurmctld's or this host's,
-docs/durability.md §5, so an offset is no fault, but an admin wants to see it), and the
-schema (``ledger``): empty or older is a warning (the next slurm-dsl to open it migrates it),
-newer a failure.
-"""
+One line an admin can act on per check: ``ok``, ``warn`` or ``fail``.  Doctor only looks: it creates,
+migrates and writes nothing.  The checks marked pure take what was read; the rest run through
+``host.process`` and the ledger."""
 
 from __future__ import annotations
 
@@ -72,8 +48,7 @@ class Check:
 
 
 class Units(NamedTuple):
-    """The account the units run as, whose the ledger directory must be: its name, uid, and how
-    it was told (for messages)."""
+    """The account the units run as, which must own the ledger directory, and how it was told."""
 
     name: str
     uid: int
@@ -84,9 +59,7 @@ def run_checks(
     scontrol: Optional[str], squeue: Optional[str], ledger_path: str, lookup_kind: str = "auto", *,
     became_owner_of: Optional[str] = None, service_account: Optional[str] = None, config_file: str = "",
 ) -> List[Check]:
-    """Every check, in order.  ``became_owner_of``: the ledger directory whose owner root's
-    command became (admin/account.py), which the caller check's fix names; ``service_account``:
-    the config file's (``config_file``), the units' account when set."""
+    """Every check, in order.  ``became_owner_of``: the ledger directory whose owner root's command became."""
     checks: List[Check] = []
     path = find_scontrol(scontrol)
     squeue = find_squeue(squeue, path)
@@ -141,8 +114,7 @@ SUPPORTED = ((22, 5), (24, 11), (26, 5))
 
 
 def slurm_check(version: Tuple[int, int], squeue: str) -> Check:
-    """The Slurm major, and a warning when it is not one slurm-dsl is tested on: scontrol's texts
-    move between releases, and a refusal it does not know reads as unknown (contract §5)."""
+    """The Slurm major, warned on when it is not one slurm-dsl is tested on (docs/contract.md §5)."""
     said = f"Slurm {version[0]}.{version[1]:02d} ({squeue} --version)"
     if tuple(version[:2]) in SUPPORTED:
         return Check("slurm", OK, said)
@@ -152,10 +124,7 @@ def slurm_check(version: Tuple[int, int], squeue: str) -> Check:
 
 
 def hand_back_check(hand_back: bool, control: Controllers, where: str = "") -> Check:
-    """Whether ``absent`` can be read where a backup may hand back (docs/contract.md §13.6): with
-    one controller in slurm.conf, always; with a backup, only when the heartbeat in
-    StateSaveLocation and slurm.conf's controllers can be read (``control``, from the files ``where``
-    names), else no unknown operation is ever read absent (warn, with the fix).  Pure."""
+    """Whether ``absent`` can be read where a backup may hand back (docs/contract.md §13.6).  Pure."""
     if not hand_back:
         return Check("hand-back", OK, "slurm.conf names one controller: no hand-back can hold a request back")
     if control.beat is None or control.writer is None:
@@ -194,15 +163,10 @@ def _run_as(slurm_user: str, name: str, became_owner_of: Optional[str]) -> str:
 def caller_check(
     euid: int, name: str, config: Optional[Mapping[str, str]], became_owner_of: Optional[str] = None
 ) -> Check:
-    """Whether the account running slurm-dsl may act on other users' jobs (sweeps restore any
-    user's; a non-owner's hold is refused with ``Invalid user id``): root, or slurm.conf's
-    SlurmUser (``scontrol show config``: ``SlurmUser = slurm(64030)``), may act on every job.
-    Anyone else may, only with an Operator or Administrator AdminLevel in slurmdbd, which is not
-    in ``show config``: with accounting on (``AccountingStorageType`` neither
-    ``accounting_storage/none`` nor ``(null)``), doctor cannot tell (warn); without it, the account
-    cannot (fail).  ``config`` is None when ``show config`` could not be read; ``became_owner_of``
-    the ledger directory whose owner root's command became (admin/account.py): the fix then says
-    how to act as root.  Pure."""
+    """Whether the account running slurm-dsl may act on other users' jobs.  Pure.
+
+    ``config`` is None when ``show config`` could not be read; ``became_owner_of`` makes the fix say how
+    to act as root."""
     who = f"uid {euid} ({name})"
     if euid == 0:
         return Check("caller", OK, "root: may act on every user's job")
@@ -226,8 +190,7 @@ def caller_check(
 
 
 def jobinfo_check(environ: Optional[Mapping[str, str]] = None) -> Check:
-    """slurm-dsl-jobinfo, as every lookup finds it (``find_jobinfo``), asked for ``MAX_JOB_ID``:
-    a job id no job has, so a working helper answers exit 0 (gone) after one RPC to slurmctld."""
+    """slurm-dsl-jobinfo, as every lookup finds it, asked for ``MAX_JOB_ID``, an id no job has."""
     environ = os.environ if environ is None else environ
     try:
         helper = find_jobinfo(dict(environ))
@@ -251,11 +214,10 @@ def jobinfo_check(environ: Optional[Mapping[str, str]] = None) -> Check:
 
 
 def sweep_check(lookup: Optional[str], helper: Check) -> Check:
-    """What a sweep asks slurmctld for its few jobs through, from the name of the lookup
-    ``--lookup`` makes (None: it cannot be made) and the ``jobinfo`` check: slurm-dsl-jobinfo
-    when it answers; squeue, a process per job, when there is none (a pip install) or it cannot
-    start (built for another Slurm: ``lookups.squeue``), said with the command that builds it; a
-    helper that starts but cannot ask makes lookups fail, not fall back.  Pure."""
+    """What a sweep asks slurmctld through: slurm-dsl-jobinfo, else squeue.  Pure.
+
+    ``lookup`` None: the lookup cannot be made.  A helper that starts but cannot ask makes lookups fail,
+    not fall back."""
     if lookup is None:
         return Check("sweep", FAIL, "sweeps cannot look jobs up: see the lookup check")
     if lookup != "squeue":
@@ -273,8 +235,7 @@ def sweep_check(lookup: Optional[str], helper: Check) -> Check:
 
 
 def _wrapper_check() -> Check:
-    """Run the wrapper's own ``call`` on a probe (``script.render_probe``) to a short deadline:
-    a call's own status, 124 for the one the runner's TERM cuts short, 75 for the next."""
+    """Run the wrapper's own ``call`` on a probe (``script.render_probe``) to a short deadline."""
     probe = process.run_script(render_probe(), timeout=PROBE_DEADLINE)
     if (probe.stderr, probe.returncode, probe.timed_out, probe.pipes_held) == (PROBE_STDERR, PROBE_STATUS, True, False):
         return Check("wrapper", OK, "/bin/sh traps the deadline's TERM: calls 1 3, 2 124 (stopped), 3 75 (not started)")
@@ -313,9 +274,7 @@ def _config_checks(config: Optional[Mapping[str, str]]) -> List[Check]:
 def units_account(
     service_account: Optional[str], config: Optional[Mapping[str, str]], config_file: str
 ) -> Optional[Units]:
-    """The account the units run as, whose the ledger directory must be (docs/contract.md §9.1):
-    the config file's ``service_account``, else slurm.conf's SlurmUser from ``show config``
-    (``config``: None when it could not be read); None when neither tells."""
+    """The config file's ``service_account``, else slurm.conf's SlurmUser; None when neither tells."""
     import pwd
 
     if service_account is not None:
@@ -333,9 +292,7 @@ def _ledger_checks(location: str, units: Optional[Units]) -> List[Check]:
 
 
 def _schema_check(where: str, dialect: str, schema: int, not_clear: Optional[int], none_yet: str) -> Check:
-    """The ledger line of a ledger that is there, from its schema version (0: none yet, said by
-    ``none_yet``) against the ``dialect``'s current one and, when they agree, how many objects
-    are not clear; either backend."""
+    """The ledger line from its schema version (0: none yet) against the ``dialect``'s; either backend."""
     from ..ledger.schema import CURRENT
 
     current = CURRENT[dialect]
@@ -370,10 +327,9 @@ def sqlite_check(
     path: str, directory_uid: Optional[int], mode: Optional[int], schema: int, not_clear: Optional[int],
     units: Optional[Units],
 ) -> Check:
-    """The ledger line of an SQLite ledger as ``ledger.sqlite.look`` found it (``directory_uid``
-    None: no directory; ``mode`` None: no file), the units running as ``units`` (None: not
-    known).  Pure.  The units' account must be able to write the directory: own it, or be root
-    (a directory others may write is refused before this, by the ledger's own rules)."""
+    """The ledger line of an SQLite ledger as ``ledger.sqlite.look`` found it.  Pure.
+
+    ``directory_uid`` None: no directory; ``mode`` None: no file; ``units`` None: not known."""
     directory = os.path.dirname(path) or "."
     quoted = shlex.quote(directory)
     who = "" if units is None else f"{units.name} (uid {units.uid}, {units.told})"
@@ -398,8 +354,7 @@ def sqlite_check(
 
 
 def _mariadb_checks(url: str) -> List[Check]:
-    """The option file, the server, its clock and the schema, each a line; the first failure
-    ends them (what follows could not be looked at).  Nothing is written to the database."""
+    """The option file, the server, its clock and the schema, each a line; the first failure ends them."""
     from ..ledger import mariadb, mariadb_config
 
     try:

@@ -1,5 +1,4 @@
-"""The exit statuses of ``slurm-dsl`` (docs/contract.md §10), one table: what a command's handler
-returns.  The exit status of a library error is decided in ``cli`` only (``EXIT_OF_ERROR``)."""
+"""The exit statuses of ``slurm-dsl`` (docs/contract.md §10); a library error's is decided in ``cli`` only."""
 
 from __future__ import annotations
 

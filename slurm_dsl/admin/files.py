@@ -1,8 +1,6 @@
-"""The files the admin's commands touch beyond the ledger's own store: the ledger an admin
-command opens (never creating one), whether two ledger locations name one ledger, and the sweep's
-metrics textfile, written atomically in a directory reached through directories no other account
-controls.  Nothing here prints: errors are ``DSLError`` for ``cli``.
-"""
+"""The files the admin's commands touch beyond the ledger's store (docs/contract.md §9.1): the ledger
+an admin command opens (never creating one), whether two locations name one ledger, and the sweep's
+metrics textfile.  Errors are ``DSLError`` for ``cli``."""
 
 from __future__ import annotations
 
@@ -18,9 +16,7 @@ from ..ledger.choose import is_url, open_ledger, sqlite_path
 
 
 def existing_ledger(path: str) -> LedgerStore:
-    """Open the ledger at ``path`` (the command's effective ledger) for an admin command, which
-    never creates one: a mistyped ``--ledger`` must not leave a fresh, empty ledger (and its
-    directory) behind, nor report that as clean."""
+    """Open the ledger at ``path`` for an admin command without ever creating one (a mistyped ``--ledger``)."""
     if not is_url(path) and not os.path.lexists(sqlite_path(path)):
         raise LedgerError(
             f"no ledger at {path}: nothing has been recorded there (--ledger PATH, $SLURM_DSL_LEDGER or the"
@@ -31,8 +27,7 @@ def existing_ledger(path: str) -> LedgerStore:
 
 
 def same_location(a: str, b: str) -> bool:
-    """Whether two ledger locations are one by their names alone (the stores' ``identity`` then
-    catches two names for one ledger)."""
+    """Whether two ledger locations are one by their names alone (the stores' ``identity`` catches the rest)."""
     def name(location: str) -> str:  # a URL without its query, or the file's absolute path
         if is_url(location):
             return "mariadb://" + location.split("://", 1)[1].split("?", 1)[0]
@@ -42,16 +37,10 @@ def same_location(a: str, b: str) -> bool:
 
 
 def directory_problem(uid: int, mode: int, euid: int, *, own: bool) -> str:
-    """Why a directory on the metrics file's path (``lstat``'s ``uid`` and ``mode``) is refused to
-    a process of ``euid``, '' if it is fine.  Pure.
+    """Why a directory on the metrics file's path (``lstat``'s ``uid`` and ``mode``) is refused to ``euid``,
+    '' if it is fine.  Pure.
 
-    No directory on the path may be a symlink: whoever can change a link, or the directory holding
-    it, chooses where the file lands.  Every directory above the file's ``own`` must be root's or
-    this account's and writable by neither group nor others, as the ledger's directory is
-    (``ledger.sqlite.not_private``): otherwise another account could put a link or a directory of
-    its own in place of the next one down.  A sticky directory (``/tmp``) is the exception: others
-    cannot rename or remove there what is not theirs.  The file's own directory may be anyone's
-    (node_exporter's, shared through an ACL): no name in it is trusted (``write_atomically``)."""
+    The file's ``own`` directory may be anyone's: no name in it is trusted (``write_atomically``)."""
     if stat.S_ISLNK(mode):
         return "is a symbolic link: name the metrics file by its real path"
     if not stat.S_ISDIR(mode):
@@ -74,9 +63,9 @@ def path_directories(directory: str) -> List[str]:
 
 
 def check_metrics_path(path: str) -> str:
-    """The metrics file's absolute path (``..`` resolved by name, as the checks read it), once
-    every directory on it passes ``directory_problem``; ``DSLError`` naming the first that does
-    not, or one that cannot be looked at (missing)."""
+    """The metrics file's absolute path once every directory on it passes ``directory_problem``.
+
+    ``DSLError`` naming the first that does not, or one that cannot be looked at."""
     absolute = os.path.abspath(path)
     own = os.path.dirname(absolute)
     for directory in path_directories(own):
@@ -93,14 +82,8 @@ def check_metrics_path(path: str) -> str:
 def write_atomically(path: str, text: str) -> None:
     """Replace ``path`` with ``text``, mode 0644 (node_exporter reads it as another user).
 
-    Every directory on the way there is checked first (``check_metrics_path``): none a symlink,
-    none above the file's own that another account could change.  The file's own directory may
-    be another account's, so no name there is trusted: the temp file is a new one (``mkstemp``:
-    random name, O_EXCL, never through a symlink) in the target's directory, named so that a
-    textfile collector (``*.prom``) skips it, chmod-ed through its fd; ``os.replace`` then swaps
-    the name itself, so a symlink at ``path`` is replaced, never written through.  The temp file
-    is removed on any failure.
-    """
+    A fresh ``mkstemp`` file, named so ``*.prom`` collectors skip it, then ``os.replace``: a symlink at
+    ``path`` is replaced, never written through."""
     import tempfile
 
     path = check_metrics_path(path)

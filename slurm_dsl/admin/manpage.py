@@ -1,16 +1,7 @@
-"""``man slurm-dsl``: the manual page, made from the command line's own grammar (docs/packaging.md).
+"""``man slurm-dsl``: the manual page, made from ``admin.parser.build_parser`` (docs/packaging.md).
 
-Strategy: the page is the ``--help`` of the top level and of every subcommand (``ledger status``
-and the other nested ones too), each as argparse prints it, between the sections a manual page
-has (NAME, SYNOPSIS, ..., SEE ALSO).  So the page and ``--help`` cannot disagree: both come from
-``admin.parser.build_parser``, and a new option or subcommand is in the next page built.  The
-package builds it (debian/rules, with ``COLUMNS=80`` for argparse's width); it is never committed.
-
-Rules: every help text goes in a no-fill block (``.nf``/``.fi``) as printed, escaped for roff:
-a backslash as ``\\e``, a hyphen as ``\\-`` (a minus, so that ``--json`` can be searched for and
-copied), and a line that would start with ``.`` or ``'`` (a roff request) behind ``\\&``.
-Nothing here prints or reads a file: ``render`` returns the page's text.
-"""
+Every ``--help`` goes in a no-fill block as printed, escaped for roff: a backslash as ``\\e``, a
+hyphen as ``\\-`` (searchable), a line starting with ``.`` or ``'`` behind ``\\&``."""
 
 from __future__ import annotations
 
@@ -54,8 +45,7 @@ Named = Tuple[Tuple[str, ...], argparse.ArgumentParser]
 
 
 def commands(parser: argparse.ArgumentParser, path: Tuple[str, ...] = ()) -> Iterator[Named]:
-    """Every subcommand of ``parser`` (depth first, in the order ``--help`` lists them) with the
-    words that name it: (("hold",), its parser), (("ledger",), ...), (("ledger", "status"), ...)."""
+    """Every subcommand of ``parser``, depth first as ``--help`` lists them, with the words that name it."""
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
             for name, sub in action.choices.items():
@@ -64,8 +54,7 @@ def commands(parser: argparse.ArgumentParser, path: Tuple[str, ...] = ()) -> Ite
 
 
 def render(date: str) -> str:
-    """The manual page, slurm-dsl(1), dated ``date`` (``YYYY-MM-DD``: the package's, for a page
-    that builds the same twice)."""
+    """The manual page, slurm-dsl(1), dated ``date`` (``YYYY-MM-DD``, for a page that builds the same twice)."""
     parser = build_parser()
     out: List[str] = [
         f'.TH SLURM\\-DSL 1 "{date}" "slurm\\-dsl {escape(__version__)}" "slurm\\-dsl manual"',

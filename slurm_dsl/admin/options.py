@@ -1,15 +1,6 @@
-"""What the ``slurm-dsl`` commands share on the command line (docs/contract.md §10): the types
-their values are checked by, the options several commands take, the reading of job ids (``-``:
-from stdin), and ``Command``, the shape every module of ``admin/commands/`` registers.  Nothing
-here runs or prints.
-
-Strategy: an option that several commands take is defined once, here: ``common_options``
-(``--scontrol``, ``--ledger``, ``-v``, ``--config``: accepted before and after the command),
-``lookup_options`` (``--squeue``, ``--lookup``), ``output_options`` (``--json``, each command
-saying what its objects are) and ``settle_delay_option``.  An option only one command takes is in
-that command's module.  A value the parser refuses is an ``argparse.ArgumentTypeError`` (a usage
-error: nothing ran), its text capped and escaped.
-"""
+"""What the ``slurm-dsl`` commands share on the command line (docs/contract.md §10): value types, the
+options several commands take, the reading of job ids (``-``: stdin), and ``Command``, what every
+module of ``admin/commands/`` registers.  A value the parser refuses is an ``argparse.ArgumentTypeError``."""
 
 from __future__ import annotations
 
@@ -49,10 +40,8 @@ def no_ledger(args: argparse.Namespace) -> Sequence[str]:
 
 
 class Command:
-    """What a module of ``admin/commands/`` gives the registry (``parser.REGISTRY``, which names
-    the words it adds under COMMAND): ``add`` (adds the subparser of one of those words, which
-    sets ``handler``, a key of ``handlers``), its handlers, and ``ledgers``: the ledger locations
-    a parsed command line will open (``account`` decides who runs them)."""
+    """What a module of ``admin/commands/`` gives ``parser.REGISTRY``: ``add`` (a subparser that sets
+    ``handler``, a key of ``handlers``), its ``handlers``, and the ``ledgers`` a parsed command line opens."""
 
     __slots__ = ("add", "handlers", "ledgers")
 
@@ -106,8 +95,7 @@ def rate_option(parser: argparse.ArgumentParser) -> None:
 
 
 def given(text: str) -> str:
-    """A path or location option's value: an empty one (a script's unset variable) is refused,
-    never taken as given nor as not given (core.plain.not_empty, the library's rule too)."""
+    """A path or location option's value; an empty one is refused (core.plain.not_empty)."""
     if text == "":
         raise argparse.ArgumentTypeError(
             "an empty value is refused: give one, or leave the option out to take the environment's, the config"
@@ -117,8 +105,7 @@ def given(text: str) -> str:
 
 
 def refusing(check: Callable[[V], T]) -> Callable[[V], T]:
-    """``check`` (a core rule that raises ``InvalidInput``) as an option's type: what it refuses is
-    argparse's usage error, its message as the rule words it."""
+    """``check`` (a core rule that raises ``InvalidInput``) as an option's type, its refusal a usage error."""
 
     def checked(value: V) -> T:
         try:
@@ -148,8 +135,7 @@ def settle_delay(text: str) -> float:
 
 
 def _whole(what: str, high: int) -> Callable[[str], int]:
-    """The type of an option taking a whole number from 1 to ``high`` (core.numbers' ASCII rule);
-    ``what`` names it in the message ("a whole number of days")."""
+    """The type of an option taking a whole number from 1 to ``high``; ``what`` names it in the message."""
 
     def check(text: str) -> int:
         value = whole_number(text, 1, high)
@@ -173,8 +159,8 @@ parallel = _whole("a whole number of jobs at once", MAX_PARALLEL)
 
 
 def common_options(parser: argparse.ArgumentParser, top: bool = False) -> None:
-    """Options accepted both before and after the command.  Below the top level their
-    default is SUPPRESS, so a subcommand does not overwrite what was given before it."""
+    """Options accepted both before and after the command; below the top level their default is SUPPRESS,
+    so a subcommand does not overwrite what was given before it."""
     default = {} if top else {"default": argparse.SUPPRESS}
     parser.add_argument(
         "--scontrol",
@@ -204,8 +190,7 @@ def common_options(parser: argparse.ArgumentParser, top: bool = False) -> None:
 
 
 def _config_option(parser: argparse.ArgumentParser, top: bool) -> None:
-    """``--config``, accepted before and after the command as ``--ledger`` is: the config file
-    every setting not given by a flag or the environment comes from (run/config.py)."""
+    """``--config``, accepted before and after the command as ``--ledger`` is."""
     parser.add_argument(
         "--config", metavar="PATH", type=given,
         help="the config file (default: $SLURM_DSL_CONFIG, else /etc/slurm-dsl/slurm-dsl.conf if there is one);"
@@ -215,8 +200,7 @@ def _config_option(parser: argparse.ArgumentParser, top: bool) -> None:
 
 
 def output_options(parser: argparse.ArgumentParser, objects: str = "one JSON object") -> None:
-    """What a subcommand prints: ``--json``, for every subcommand that has it; ``objects`` says
-    what its JSON is (render.py writes it)."""
+    """``--json``, for every subcommand that has it; ``objects`` says what its JSON is."""
     parser.add_argument("--json", action="store_true", help=objects)
 
 
@@ -247,8 +231,7 @@ def settle_delay_option(parser: Any) -> None:
 
 
 def job_ids(given: Sequence[str]) -> List[str]:
-    """The ids in the order given, ``-`` replaced by the whitespace-separated ids on stdin, each
-    validated (a bad one is a usage error: nothing ran) and given once."""
+    """The ids in the order given, ``-`` replaced by stdin's, each validated (a usage error) and given once."""
     if given.count("-") > 1:
         raise UsageError("'-' (job ids from stdin) may be given once")
     ids: List[str] = []
@@ -278,8 +261,7 @@ _LONGEST_WORD = 64
 
 
 def _stdin_words(stream: IO[str]) -> Iterable[str]:
-    """The whitespace-separated words of ``stream`` (as ``str.split`` cuts them), read a piece at
-    a time; a word longer than ``_LONGEST_WORD`` comes out cut just past it, and is the last."""
+    """``stream``'s whitespace-separated words, read a piece at a time; one past ``_LONGEST_WORD`` is cut and last."""
     rest = ""
     while True:
         try:

@@ -1,17 +1,7 @@
-"""The ``slurm-dsl`` command line's grammar (docs/contract.md §10): the top level, and the registry
-of the commands, from which the parser, ``COMMANDS``, the manual page and the completion all take
-them.  Nothing here runs or prints.
-
-Strategy: a command is one module of ``admin/commands/`` (its options, its handler, what it
-prints), registered once, in ``REGISTRY``, and imported only when its grammar is built; each
-subparser names its handler by a key (``handler``: ``op``, ``sweep``, ``ledger status``...) of
-its module's ``Command``, which ``cli`` runs.  Options that several commands share are
-``admin/options.py``'s.  A bad command line is a ``UsageError`` (``_Parser.error``), its message
-capped and escaped.  A command line that names its command (``command_named``) is parsed by the
-top level and that command's grammar alone, the same parse without building a dozen other
-subcommands (nor importing their modules) at every start; anything unsure gets the whole grammar
-(docs/benchmarks.md §7).
-"""
+"""The ``slurm-dsl`` command line's grammar (docs/contract.md §10): the top level, and ``REGISTRY``,
+one module of ``admin/commands/`` per command, from which the parser, the manual page and the
+completion take them.  A command line naming its command is parsed with that command's grammar
+alone (docs/benchmarks.md §7).  A bad command line is a ``UsageError``."""
 
 from __future__ import annotations
 
@@ -45,8 +35,7 @@ COMMANDS = tuple(name for names, _ in REGISTRY for name in names)
 
 
 def command(name: str) -> Command:
-    """What the module of the command ``name`` (one of ``COMMANDS``) gives: its grammar, its
-    handlers and the ledgers it opens (``options.Command``), the module imported on first use."""
+    """What the module of the command ``name`` gives (``options.Command``), imported on first use."""
     module = next(module for names, module in REGISTRY if name in names)
     found: Command = importlib.import_module(f".commands.{module}", __package__).COMMAND
     return found
@@ -90,8 +79,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _help_width() -> int:
-    """The width argparse's formatter takes when given none: ``shutil.get_terminal_size()``'s
-    columns (``$COLUMNS`` if a positive whole number, else stdout's terminal, else 80), less 2."""
+    """The width argparse's formatter takes when given none (``shutil.get_terminal_size()``, less 2)."""
     try:
         columns = int(os.environ["COLUMNS"])
     except (KeyError, ValueError):
@@ -107,8 +95,7 @@ def _help_width() -> int:
 
 
 def build_parser(only: Optional[str] = None) -> argparse.ArgumentParser:
-    """The whole grammar; with ``only`` (a command's name), the top level and that command alone:
-    what parsing a command line that names it needs (``command_named``)."""
+    """The whole grammar; with ``only`` (a command's name), the top level and that command alone."""
 
     def wanted(name: str) -> bool:
         return only is None or name == only
@@ -135,11 +122,7 @@ _TOP_VALUED = ("--scontrol", "--ledger", "--config")
 
 
 def command_named(argv: Sequence[str]) -> Optional[str]:
-    """The command ``argv`` names, when that is certain without argparse: the first word that is
-    not one of the top level's own options (``-v``..., ``--verbose``, ``--scontrol``/``--ledger``
-    with their value) is a command's exact name.  Anything else (``--help``, ``--version``, an
-    abbreviated option, ``--``, an unknown word) is None: the whole grammar parses it, so what
-    it says of a bad command line never changes."""
+    """The command ``argv`` names when that is certain without argparse; else None (the whole grammar parses it)."""
     words = iter(argv)
     for word in words:
         if word in _TOP_VALUED:
@@ -156,12 +139,7 @@ def command_named(argv: Sequence[str]) -> Optional[str]:
 
 
 def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
-    """The command line as a Namespace with a ``handler`` (the key of its command function in
-    ``cli``); ``UsageError`` if it is not one.
-
-    Only the named command's part of the grammar is built when ``command_named`` is sure of it:
-    the same parse, without adding a dozen subcommands' options at every start of a hold
-    (docs/benchmarks.md §7)."""
+    """The command line as a Namespace with a ``handler``; ``UsageError`` if it is not one."""
     words = sys.argv[1:] if argv is None else list(argv)
     args, extra = build_parser(command_named(words)).parse_known_args(words)
     # argparse binds positionals before the options that follow them, so the FILE

@@ -1,14 +1,6 @@
-"""Everything the ``slurm-dsl`` command line shows, human and JSON (docs/contract.md §10).
-
-Strategy: pure functions from values to text.  Each returns the whole of what its command prints
-for one value (its lines, each ending in a newline), so ``cli`` only writes what it is given and
-decides nothing about the look of it; ``--json`` is always one ``json.dumps(..., sort_keys=True)``
-object per line, from the same value the human text is made of, so the two never disagree.
-Nothing here prints, reads a clock or opens a file.  Every text from outside (scontrol's, a
-lookup's, a ledger row's) is ``shown`` in the human text (docs/contract.md §10.1): rows written
-before the ledger escaped what it stores may still hold raw control bytes.  ``--json`` leaves it
-to ``json.dumps``, which writes every control character as ``\\u00XX``.
-"""
+"""Everything the ``slurm-dsl`` command line shows, human and JSON (docs/contract.md §10, §10.1): pure
+functions from values to text, ``--json`` from the same value as the human text.  Outside text is
+``shown`` in the human text: old ledger rows may still hold raw control bytes."""
 
 from __future__ import annotations
 
@@ -58,8 +50,7 @@ def format_outcome(outcome: Outcome) -> str:
 
 
 def outcome_text(outcome: Outcome, as_json: bool, admin_reason: Optional[str] = None) -> str:
-    """An operation's result as printed: its table row (and its AdminComment copy's line), or its
-    JSON object (``Outcome.to_json``, with ``admin_reason`` when ``--reason`` gave one)."""
+    """An operation's result as printed: its table row (and its AdminComment copy's line), or its JSON."""
     if not as_json:
         row = format_outcome(outcome) + "\n"
         said = outcome.comment
@@ -74,8 +65,7 @@ def outcome_text(outcome: Outcome, as_json: bool, admin_reason: Optional[str] = 
 
 
 def prediction_text(op: Op, job_id: str, info: Optional[JobInfo], said: Prediction, as_json: bool) -> str:
-    """One job of ``--dry-run``: what a run would call and what the record predicts (``kind``
-    ``dry_run``); the record as looked up (null: slurmctld does not know the job)."""
+    """One job of ``--dry-run``: what a run would call and what the record predicts (``kind`` ``dry_run``)."""
     calls = [["scontrol", *args] for args in said.calls]
     record = None if info is None else {"state": info.state, "requeue": info.requeue, "restarts": info.restarts,
                                         "priority": info.priority}
@@ -93,9 +83,7 @@ SUMMARY_RANGES = 8  # the most id ranges one group of a summary lists; the rest 
 
 
 def summary_line(outcomes: Sequence[Outcome], sep: str = " \u00b7 ") -> str:
-    """A run's rows folded into one line, as ``clush -b`` folds identical output: per result (the
-    one each row exits as) how many, and but for ``ok`` the ids by what was said,
-    ``ok 4,213 · rejected 12 (Job is pending execution: 101-112) · unknown 3 ([timed_out]: 7,9)``."""
+    """A run's rows folded into one line, as ``clush -b`` does: ``ok 4,213 · rejected 12 (MESSAGE: 101-112)``."""
     groups: Dict[Result, Dict[str, List[str]]] = {}
     for outcome in outcomes:
         notes = [c.message for c in outcome.calls if c.message][-1:]
@@ -115,8 +103,7 @@ def summary_line(outcomes: Sequence[Outcome], sep: str = " \u00b7 ") -> str:
 
 
 def folded(ids: Sequence[str]) -> str:
-    """Job ids as ranges, ``101-112,2001``: plain numbers folded in order, array tasks after them;
-    past ``SUMMARY_RANGES`` ranges, how many ids more."""
+    """Job ids as ranges, ``101-112,2001``; past ``SUMMARY_RANGES`` ranges, how many ids more."""
     numbers = sorted({int(i) for i in ids if i.isdigit()})
     runs: List[List[int]] = []
     for n in numbers:
@@ -171,8 +158,7 @@ def verdicts_line(summary: Dict[str, Any]) -> str:
 
 
 def lost_line(summary: Dict[str, Any]) -> str:
-    """The sweep's one line on the acknowledged operations it found lost (some, docs/contract.md
-    §13.4), from ``sweep_summary``."""
+    """The sweep's one line on the acknowledged operations it found lost, from ``sweep_summary``."""
     written = "dry run: none written" if summary["dry_run"] else f"{summary['lost_written']} recorded"
     return (f"acknowledged operations: {summary['acknowledged']} read again, {summary['lost']} acknowledged,"
             f" then lost ({written})")
@@ -189,9 +175,7 @@ def summary_text(summary: Dict[str, Any], as_json: bool) -> str:
 
 def sweep_text(report: SweepReport, lookup: str, not_clear: int, as_json: bool,
                redone: Sequence[Redone] = ()) -> str:
-    """All a sweep prints: each object looked at, each orphan, each unknown operation and each
-    acknowledged one found lost (--json; a count line in the text), each lost one done again
-    (``--redo-lost``: its row), then the summary."""
+    """All a sweep prints: each object, orphan, unknown and lost operation, each redo, then the summary."""
     summary = sweep_summary(report, lookup, not_clear)
     return ("".join(swept_text(s, as_json) for s in report.swept)
             + "".join(orphan_text(info, as_json) for info in report.orphans)
@@ -342,8 +326,7 @@ def record_words(record: Dict[str, Any]) -> str:
 
 
 def settling_lines(r: Dict[str, Any], pad: str) -> List[str]:
-    """An operation's baseline and its verdict line (docs/contract.md §12), from its JSON; each only
-    when there is one (an unknown operation without a verdict line is not settled yet)."""
+    """An operation's baseline and its verdict line (docs/contract.md §12), each only when there is one."""
     lines = []
     base = r.get("baseline")
     if base is not None:
@@ -443,9 +426,7 @@ def migrate_lines(m: Dict[str, Any]) -> List[str]:
 
 
 def config_json(path: str, found: bool, settings: Iterable[Dict[str, Any]]) -> Dict[str, Any]:
-    """``slurm-dsl config --json``'s one object: the file, whether one was read, and every setting
-    (key, value or null, source: flag, env, file or default, and origin: which flag, variable,
-    FILE:LINE or ``built in``), in config.SETTINGS' order."""
+    """``slurm-dsl config --json``'s one object: the file, whether one was read, and every setting with its source."""
     from ..ledger.choose import is_url
     from ..ledger.mariadb_config import shown_url
 

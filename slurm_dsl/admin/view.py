@@ -1,12 +1,6 @@
-"""The admin's view of the ledger: what ``history``, ``ledger status``, ``ledger prune`` and
-``ledger migrate`` answer, and ``migrate`` itself, which copies one store into another.
-
-Strategy: each command's answer is built once, here, as JSON values (``--json`` prints them as
-they are, one object per line, each with a ``kind``); ``render`` writes both the JSON and the
-human text from those same values, so the two can never disagree.  Nothing here prints, opens a
-file or reads a clock: the store and ``now`` come from ``cli``.  Times are ISO-8601 UTC
-(``2024-05-01T12:00:03Z``) for people, with the epoch seconds beside them for scripts.
-"""
+"""The admin's view of the ledger (docs/contract.md §10, §9.1.2): what ``history``, ``ledger status``,
+``ledger prune`` and ``ledger migrate`` answer, as JSON values ``render`` writes both ways, and
+``migrate`` itself.  Nothing here prints, opens a file or reads a clock."""
 
 from __future__ import annotations
 
@@ -35,9 +29,7 @@ def object_json(obj: JobObject) -> Dict[str, Any]:
 
 def history_json(job_id: str, obj: Optional[JobObject], entries: Sequence[HistoryEntry],
                  comments: Mapping[int, Sequence[CommentRecord]] = {}) -> List[Dict[str, Any]]:
-    """One job's ``history --json`` lines: its object, then each operation oldest first (with the
-    AdminComment copies after it, ``admin_comments``, if any); or one ``no_record`` line for a job
-    the ledger has never seen."""
+    """One job's ``history --json`` lines: its object, then each operation oldest first; or a ``no_record`` line."""
     if obj is None and not entries:
         return [{"kind": "no_record", "job_id": job_id}]
     head = [object_json(obj)] if obj is not None else []
@@ -46,24 +38,19 @@ def history_json(job_id: str, obj: Optional[JobObject], entries: Sequence[Histor
 
 
 def redo_command(e: HistoryEntry) -> Optional[str]:
-    """The command that redoes a lost operation (docs/contract.md §13.4): its key run again (which
-    acts again where the effect was lost), else the op again; None when its job is gone."""
+    """The command that redoes a lost operation (docs/contract.md §13.4); None when its job is gone."""
     if e.settlement is not None and e.settlement.verdict is Verdict.GONE:
         return None
     return f"slurm-dsl {e.op.value} {e.job_id}" + (f" --key {e.key}" if e.key is not None else "")
 
 
 def lost_json(entries: Sequence[HistoryEntry]) -> List[Dict[str, Any]]:
-    """``history --lost --json``: each lost operation not redone (``kind`` ``lost``), with its verdict
-    and the command that redoes it (``redo``: None when its job is gone)."""
+    """``history --lost --json``: each lost operation not redone (``kind`` ``lost``), with its ``redo``."""
     return [{**e.to_json(), "kind": "lost", "redo": redo_command(e)} for e in entries]
 
 
 def status_json(ledger: LedgerStore, now: float) -> Dict[str, Any]:
-    """``ledger status --json``: objects by bit, the not-clear ones by the age of their bit, the
-    oldest of them, how many are backing off after failed lookups, the operations without a
-    result (how many, how many no longer run, the oldest of those), the unknown and unfinished
-    operations without a verdict by age (``unsettled``), and the last sweep."""
+    """``ledger status --json``: objects by bit and age, back-offs, unfinished and unsettled operations, last sweep."""
     by_bit = ledger.count_by_bit()
     not_clear = ledger.objects_not_clear()  # oldest change first
     last = ledger.last_sweep()
@@ -127,20 +114,10 @@ MIGRATE_BATCH = 500  # objects or history rows per transaction on the target
 def migrate(
     source: LedgerStore, target: LedgerStore, *, merge: bool, batch: Optional[int] = None
 ) -> Dict[str, Any]:
-    """Copy every object, every history row and the last sweep of ``source`` into ``target``;
-    return ``ledger migrate --json``'s object.  ``source`` is only read.
+    """Copy every object, every history row and the last sweep of ``source`` into ``target`` (docs/contract.md §9.1.2).
 
-    Strategy: in batches of ``batch`` records (default ``MIGRATE_BATCH``), each one transaction on the target
-    (``import_records``), so that no ledger needs one giant transaction.  Objects first, the not
-    clear ones first of all, then the history in id order: a migration stopped anywhere leaves no
-    history row (a requeue that started, say) without its object, and every not-clear object of
-    the source is in the target before anything else; ``--merge`` then finishes it, since merging
-    twice is merging once.  Leases are not copied: each operation and sweep takes its own.  The
-    last sweep is the later of the two.
-
-    ``UsageError`` if both name one ledger (``identity``); ``LedgerError`` if the target holds
-    objects or history and ``merge`` is not given.
-    """
+    Returns ``ledger migrate --json``'s object; ``source`` is only read, in batches of ``batch`` records.
+    ``UsageError`` if both name one ledger; ``LedgerError`` if the target is not empty and ``merge`` is not given."""
     batch = MIGRATE_BATCH if batch is None else batch
     if batch < 1:
         raise InvalidInput(f"batch must be at least 1, not {batch!r}")

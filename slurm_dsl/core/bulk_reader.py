@@ -1,43 +1,10 @@
 """Reading one scontrol call on many job ids into one strict ``Call`` per id (docs/contract.md §11).
 
-Strategy: bytes in, one ``Call`` per id out, no I/O; the same strictness as ``reader`` for one id.
-A list call runs as a one-call script: its stderr is framed exactly as §3 and §6 say
-(``frame_list_output``), then read by its lines, each distinct one once (``read_list_call``).  Each id's ``Call`` is the
-one the single reader would build for that id's own evidence, so ``combine.single`` and
-``combine.requeue`` decide per id (``combine_bulk``); where the evidence is thinner than a single
-call's (a killed call's silent ids, a line nobody owns), the id is unknown, never surer.
-
-Rule 1 (the lines; docs/slurm-bulk.md §2.1, §8): a non-blank stderr line, ended by its newline, is
-  - ``<message> for job <id>`` with an id of the call: that id's own line.  One allowed for the
-    call (``refusals.ALLOWED``) is its refusal; ``Unexpected message received`` makes it unknown
-    (not delivered); any other message makes it unknown and is an unaccounted line (below);
-  - for hold, release and open, a ``slurm_suspend error`` line in any form (``: X``, ``:X``, bare):
-    ignored, its text is the errno of the argument's last RPC and belongs to no id;
-  - anything else (array-form ``A_T: ...``, a parse error, an id not in the call, ``\r\n`` ends):
-    an unaccounted line.
-  An id with two lines or more is unknown, and its lines are unaccounted too.  A non-blank last line
-  without its newline is torn: it may be any id's line cut short, so every id is unknown.
-Rule 2 (the status, docs/contract.md §4): 75, 125, 126 and 127 mean scontrol never ran (or the
-  wrapper failed): every id gets the status's fixed outcome, whatever stderr says, as for one id.
-  0 and 1 are the only statuses scontrol exits with by itself (docs/slurm-bulk.md §2.2): 0 with any
-  non-blank line at all, or 1 without one valid id line (a refusal or ``Unexpected``), makes every
-  id unknown; otherwise an id with a line is what its line says, and a silent id got SUCCESS, unless
-  an unaccounted line was seen: then it is unknown.  Any other status leaves every silent id unknown:
-  2-74 and 76-123 (an id with a line is what its line says, at that status, as for one id), and 124,
-  128-255 and an unreadable status, which mean the call was stopped part-way (docs/slurm-bulk.md §5:
-  an id with a line is what its line says, lines are never torn).
-Rule 3 (each ``Call``): ``status`` is what a call on that id alone would have exited with: 0 for
-  SUCCESS; for an id with a line, the call's own status when it exited by itself, else 1 (scontrol's
-  only failure status, docs/slurm-behaviour.md §1.1); the call's status (or None) otherwise.
-  ``stderr`` is the id's own line(s) only.  What no id owns (the unaccounted lines; the whole stderr
-  when rule 2 or the framing makes every id alike) is the call's, kept once (``ListCall.unowned``),
-  never copied per id: memory and output stay linear in ids + stderr (docs/contract.md §11).
-Rule 4 (one id is a single op, docs/contract.md §11): a call on one id is read by the single
-  reader's own per-call rule (``reader.read_call``) on the same bytes, whatever rules 1-3 would say.
-
-Inputs are copied through their base types first (``plain.plain_bytes``, ``parse_status``,
-``reader.read_op``): a hostile subclass's own methods never run, and what cannot be copied is unknown.
-Never an exception for any stderr or status; a bad op, call number or id list is ``InvalidInput``.
+The lines and statuses are read as §11 "Reading one list call" says; a call on one id is read by
+``reader.read_call``, as a single op.  No id is ever read surer than a single op would read it.
+Each id's ``Call.status`` is what a call on it alone would exit with: 0 for SUCCESS; with a line of
+its own, the call's status if scontrol exited by itself, else 1; otherwise the call's (None:
+unreadable).  Never raises for any stderr or status; a bad op, call number or id list is ``InvalidInput``.
 """
 
 from __future__ import annotations
@@ -77,12 +44,8 @@ _FAILED_ALONE = 1  # what scontrol exits with when its one RPC was refused
 def plan_chunks(
     job_ids: Sequence[JobId], *, max_ids: int, max_arg_bytes: int = MAX_ARG_BYTES
 ) -> List[List[str]]:
-    """The ids, validated (docs/contract.md §1), deduplicated (first copy kept, order kept), in chunks.
-
-    Each chunk has at most ``max_ids`` ids, and ``JobId=`` + its ids joined by ``,`` is at most
-    ``max_arg_bytes`` bytes (at least 16, so any id fits; at most 131,071).  Never an empty chunk;
-    no ids give no chunks.  Which ids may share a list (arrays never do) is decided elsewhere.
-    """
+    """The ids, validated and deduplicated (order kept), in chunks of at most ``max_ids`` ids whose
+    ``JobId=<ids>`` is at most ``max_arg_bytes`` bytes (16 to 131,071).  No ids, no chunks."""
     ids = _distinct_ids(job_ids)
     limit = _whole(max_ids, "max_ids", 1, None)
     room = _whole(max_arg_bytes, "max_arg_bytes", len(ARG_PREFIX) + len("4294967294"), MAX_ARG_BYTES)
@@ -104,16 +67,9 @@ def plan_chunks(
 def frame_list_output(
     stderr: object, exit_status: object, nonce: object, number: int
 ) -> Tuple[bytes, Optional[int], Optional[Reason]]:
-    """Split a one-call script's stderr at its one status line (docs/contract.md §3, §6).
-
-    Returns ``(own stderr, status, None)`` when the framing is exact: the stderr is bytes-like, the
-    nonce a non-empty string, every RS byte starts a status line ``\\x1eDSL <nonce> call <i>
-    <status>\\n`` with that nonce byte for byte, there is exactly one, it is ``call <number>`` with
-    a readable status, nothing follows it, and the exit status is readable and equal to it.
-    Otherwise ``(the whole stderr, or b"", None, reason)`` with the reason the single reader gives
-    for the same fault, checked in the same order; every id of the call is then unknown
-    (``unknown_list_call``).  Never raises for any stderr, exit status or nonce.
-    """
+    """Split a one-call script's stderr at its status line (docs/contract.md §3, §6): ``(own stderr,
+    status, None)`` if the framing is exact and it is ``call <number>``, else ``(the whole stderr or
+    b"", None, reason)``, the single reader's reason for that fault.  Never raises."""
     number = _call_number(number)
     data = plain_bytes(stderr)
     if data is None:
@@ -139,12 +95,8 @@ def frame_list_output(
 
 
 class ListCall(Dict[str, Call]):
-    """One list call read: each id's ``Call`` (keyed by its canonical string, in the order given),
-    and ``unowned``, the call's stderr that no id owns, kept ONCE for the whole call.
-
-    Each ``Call``'s ``stderr`` is that id's own line(s) only (rule 3), so what the ids carry, and
-    what is printed and recorded per id, is linear in ids + stderr whatever the call prints
-    (docs/contract.md §11, "Bounded output").  A dict, so it reads as ``Dict[str, Call]``."""
+    """Each id's ``Call`` (by canonical id, in the order given; its ``stderr`` its own lines only), and
+    ``unowned``, the stderr no id owns, kept once for the call (docs/contract.md §11, "Bounded output")."""
 
     def __init__(self, calls: Mapping[str, Call], unowned: bytes = b"") -> None:
         super().__init__(calls)
@@ -154,13 +106,8 @@ class ListCall(Dict[str, Call]):
 def read_list_call(
     op: Union[Op, str], number: int, job_ids: Sequence[JobId], stderr: object, status: object
 ) -> ListCall:
-    """Each id's ``Call`` from one list call's own stderr and status (the module's rules 1-3).
-
-    ``op`` and ``number`` name the call (``refusals.ALLOWED``); ``job_ids`` are the call's ids,
-    distinct and valid (else ``InvalidInput``), in any order; ``status`` is the call's status as
-    ``frame_list_output`` returns it (None: unreadable).  The dict has one entry per id, keyed by
-    its canonical string, in the order given.  Never raises for any stderr or status.
-    """
+    """Each id's ``Call`` from one list call's own stderr and ``status`` (``frame_list_output``'s; None:
+    unreadable).  ``job_ids``: the call's ids, distinct and valid, else ``InvalidInput``."""
     op, number, allowed = _call_key(op, number)
     ids = _call_ids(job_ids)
     data = plain_bytes(stderr)
@@ -168,7 +115,7 @@ def read_list_call(
         return _every(ids, number, None, "", b"", CallOutcome.UNKNOWN, Reason.STDERR_NOT_BYTES)
     code, text = _status(status)
     if len(ids) == 1:
-        # One id is a single op (rule 4): the single reader's own rule for one call, same bytes.
+        # One id is a single op (docs/contract.md §11): the single reader's rule, same bytes.
         return ListCall({ids[0]: read_call(op, ids[0], number, code, text, data)})
     cls = classify(code) if code is not None else None
     if cls is not None and cls in _FIXED:
@@ -229,12 +176,8 @@ def read_list_output(
 def unknown_list_call(
     number: int, job_ids: Sequence[JobId], reason: Reason, *, stderr: object = b""
 ) -> ListCall:
-    """Every id of a list call unknown for ``reason``, status unreadable (None, ``status_text`` "").
-
-    For what the runner or the framing makes unknown as a whole: ``output_too_large``,
-    ``output_not_closed``, ``timed_out`` by the runner's KILL after the deadline, any §6 framing
-    fault.  ``stderr`` is the call's (one id's own; with several, the call's ``unowned``).
-    """
+    """Every id of a list call unknown for ``reason`` (status None), for a fault of the runner or the
+    framing; ``stderr`` is the call's (one id's own; with several, ``unowned``)."""
     number = _call_number(number)
     if type(reason) is not Reason:
         raise InvalidInput(f"reason must be a Reason, not {described(reason)}")
@@ -244,14 +187,9 @@ def unknown_list_call(
 
 
 def read_open_list(job_ids: Sequence[JobId], stderr: object, exit_status: object) -> ListCall:
-    """Each id's ``Call`` from one direct ``scontrol release <list>`` of ``open``: no script and no
-    status line, so ``stderr`` and ``exit_status`` are scontrol's own (docs/contract.md §6, §11).
-
-    One id reads exactly as the single reader reads open's direct call (``read_outcome``), suspend
-    lines and all; several by the list rules (``read_list_call``, with open's allowed messages).
-    The caller has already made a started scontrol's own 75, 126 or 127 a 125 (docs/contract.md §4).
-    Never raises for any stderr or status; bad ids are ``InvalidInput``.
-    """
+    """Each id's ``Call`` from one direct ``scontrol release <list>`` of ``open`` (docs/contract.md §11):
+    one id as ``read_outcome`` reads it, several by the list rules.  The caller has already made a
+    started scontrol's own 75, 126 or 127 a 125 (§4)."""
     ids = _call_ids(job_ids)
     if len(ids) > 1:
         return read_list_call(Op.OPEN, 1, ids, stderr, exit_status)
@@ -266,11 +204,8 @@ def read_open_list(job_ids: Sequence[JobId], stderr: object, exit_status: object
 
 
 def requeue_next_calls(job_ids: Sequence[JobId], first: Mapping[str, Call]) -> Tuple[List[str], List[str]]:
-    """Which ids a bulk requeue sends to call 2 and to call 3, in the order given (docs/contract.md §11).
-
-    Call 2: the ids whose call 1 succeeded.  Call 3: every id whose call 1 was not certainly
-    unstarted (75, ``expired``), as the script does for one id (docs/contract.md §2).
-    """
+    """The ids a bulk requeue sends to call 2 (call 1 succeeded) and to call 3 (call 1 not ``expired``),
+    in order (docs/contract.md §11); ``InvalidInput`` if ``first`` has no call 1 for an id."""
     second: List[str] = []
     third: List[str] = []
     for job in _distinct_ids(job_ids):
@@ -285,11 +220,8 @@ def requeue_next_calls(job_ids: Sequence[JobId], first: Mapping[str, Call]) -> T
 
 
 def bulk_calls(op: Op, first: Call) -> List[int]:
-    """The call numbers one id of a bulk ``op`` must have, given its call 1 (``requeue_next_calls``).
-
-    The single reader's shape (docs/contract.md §6), read from call 1's outcome rather than its
-    status: in a list, an id whose call 1 is unknown may carry status 0 (rule 2).
-    """
+    """The call numbers one id of a bulk ``op`` must have, from call 1's outcome, not its status (in a
+    list, an unknown call 1 may carry status 0)."""
     if not op.requeues or first.outcome is CallOutcome.EXPIRED:
         return [1]
     if first.outcome is CallOutcome.SUCCESS:
@@ -298,20 +230,14 @@ def bulk_calls(op: Op, first: Call) -> List[int]:
 
 
 def combine_bulk(op: Union[Op, str], job_id: JobId, calls: Sequence[Call]) -> Outcome:
-    """One id's ``Outcome`` from its own calls of a bulk op, in call order (docs/contract.md §7).
-
-    The calls must fit ``bulk_calls`` (else unknown, ``call_order`` or ``wrong_calls``, and a
-    requeue's bit ``may_be_set``, as the single reader says of a script whose calls do not fit);
-    then ``combine.single`` or ``combine.requeue`` decide, with the last call's status as the exit
-    status.  Never raises for what the calls say; a bad op, job id or non-``Call`` is InvalidInput.
-    """
+    """One id's ``Outcome`` from its own calls of a bulk op, in call order (docs/contract.md §7); calls
+    that do not fit ``bulk_calls`` are unknown.  ``InvalidInput`` only for a bad op, id or non-``Call``."""
     return _combine(read_op(op), validate_job_id(job_id), calls)
 
 
 def combine_listed(op: Op, job_ids: JobIds, calls: Mapping[int, Mapping[str, Call]]) -> Dict[str, Outcome]:
-    """``combine_bulk`` of each of ``job_ids`` (checked already: ``JobIds``) from its calls in
-    ``calls`` (call number -> that call's ``Call`` per id; an id a call did not take is absent
-    from it), in the order of ``job_ids``."""
+    """``combine_bulk`` of each of ``job_ids``, in order, from ``calls`` (call number -> each id's
+    ``Call``; an id the call did not take is absent)."""
     numbers = sorted(calls)
     return {j: _combine(op, j, [calls[n][j] for n in numbers if j in calls[n]]) for j in job_ids}
 
@@ -336,23 +262,8 @@ def _combine(op: Op, job: str, calls: Sequence[Call]) -> Outcome:
 
 
 class _Lines:
-    """The non-blank lines of one list call's stderr, sorted by rule 1.
-
-    Every step is a C-level pass over the whole stderr (a regex, a split, ``map`` and
-    ``compress`` over its pieces); Python runs once per id of the call that has a line, never once
-    per stderr line: a stderr of many copies of a few lines, of a million blank lines
-    (``refusals.squeezed`` drops them first) or of a mebibyte of distinct lines naming other
-    jobs costs about what a short one does (issue 20 item 6; docs/benchmarks.md §5).
-
-    How: the only lines an id of the call can own end in `` for job <id>`` (the last `` for job ``
-    of the line, an id token after it); ``_ID_LINE`` splits the stderr at each line ending so and
-    keeps the token, the text before each such ending ends with that line's message.  Every other
-    line is unaccounted where it stands, so the unaccounted text is the stderr with the lines
-    that are explained (one id's allowed or ``Unexpected`` line) taken out, in order.
-
-    An id's own lines are kept joined, with how many there are: one is read as that id's line, two
-    or more make it unknown, and joined is all its ``Call.stderr`` ever is, so a mebibyte of one
-    id's lines is one object, never one per line (docs/benchmarks.md §5)."""
+    """The non-blank lines of one list call's stderr, sorted by docs/contract.md §11's line rules in
+    C-level passes, never Python per line (§6, "Speed on hostile stderr"); each id's own lines joined."""
 
     def __init__(self, op: Op, allowed: FrozenSet[str], ids: Sequence[str], data: bytes) -> None:
         self.own: Dict[str, bytes] = {}  # each id's own lines, joined, each with its newline
@@ -460,9 +371,8 @@ _IdLines = Tuple[List[bytes], "Counter[bytes]", Dict[bytes, bytes], Dict[bytes, 
 
 
 class _Joined(NamedTuple):
-    """The ids' lines found joined (``_joined_id_lines``): each id with a line (its token, in order
-    of first sight) and its lines, joined, each with its newline; how many; an id with one line's
-    message; and the lines left unaccounted, joined."""
+    """``_joined_id_lines``' answer, by id token in order of first sight: its lines joined, their count,
+    a one-line id's message; and the unaccounted lines, joined."""
 
     own: Dict[bytes, bytes]
     tally: Dict[bytes, int]
@@ -473,18 +383,9 @@ class _Joined(NamedTuple):
 def _id_lines(
     ids: Sequence[str], lines: bytes, explained: FrozenSet[bytes]
 ) -> Union[_IdLines, _Joined, None]:
-    """The lines of ``lines`` that end in `` for job <id>`` with an id of ``ids``, in order: each
-    one's id token, its message (what precedes that `` for job ``) and the line itself; and
-    ``lines`` without those whose message is ``explained``.  None if there is no such line.
-
-    Four ways, the same answer (tests/core/test_reader_speed.py checks each against the plain
-    per-line reading), chosen by what is cheap for the call at hand: up to ``_FEW_IDS`` ids, one
-    regex naming them finds their lines alone (unless the stderr is short), and past
-    ``_FEW_LINES`` of them each id's lines are found joined (``_joined_id_lines``); otherwise a
-    stderr of few distinct lines (many copies of a few) has each read once in Python and found
-    again with C-level filters, and one of many distinct lines is split at every `` for job <id>``
-    ending.  Python runs at most once per distinct line found (at most ``_FEW_LINES`` times) or
-    per id, never once per line."""
+    """The lines ending in `` for job <id>`` with an id of ``ids``, in order (each one's token, message
+    and line), and ``lines`` without those whose message is ``explained``; None if there is none.
+    Four ways by cost, one answer (docs/contract.md §6; tests/core/test_reader_speed.py)."""
     known = list(map(str.encode, ids))  # canonical ids: ASCII digits, nothing to escape
     if len(known) > _FEW_IDS or len(lines) <= _SMALL:
         pieces = lines.split(b"\n")
@@ -537,11 +438,8 @@ def _cut_explained(back: bytes, ids_back: bytes, explained: FrozenSet[bytes], al
 def _joined_id_lines(
     known: List[bytes], seen: Set[bytes], lines: bytes, back: bytes, explained: FrozenSet[bytes]
 ) -> Optional[_Joined]:
-    """``_id_lines`` with each id's lines found joined, by C-level counts, finds and one regex
-    substitution per id with lines: no object per line.  ``seen`` holds the ids of some lines
-    found: the others are counted only if one regex finds any of their lines.  None (read them
-    line by line) if two ids have two lines or more, which scontrol never prints
-    (docs/slurm-bulk.md §3.2)."""
+    """``_id_lines`` with each id's lines found joined, by C-level counts: no object per line.
+    ``seen``: ids known to have a line.  None (read line by line) if two ids have two lines or more."""
     unseen = [tok for tok in known if tok not in seen]
     if unseen and re.search(b"\n(?:" + b"|".join(tok[::-1] for tok in unseen) + b")" + _REV_FOR_JOB, back):
         unseen = []  # one at least has a line: count them all
@@ -573,9 +471,8 @@ def _cut_joined(
     count: Dict[bytes, int],
     explained: FrozenSet[bytes],
 ) -> bytes:
-    """``lines`` without the explained lines of ``holders`` (the ids with lines, ``count`` each):
-    copies of one line of one id are all explained or none is (the usual hostile shape, no cut);
-    otherwise they are cut out by one regex over the stderr reversed."""
+    """``lines`` without the explained lines of ``holders`` (the ids with lines, ``count`` each), cut
+    by one regex over the stderr reversed, or none at all for copies of one id's one line."""
     tok = holders[0]
     line = lines[: lines.find(b"\n") + 1]
     if len(holders) == 1 and line.endswith(ends[tok]) and line * count[tok] == lines:
@@ -609,9 +506,8 @@ def _id_lines_distinct(
 
 
 def _id_lines_split(known: Set[bytes], lines: bytes, explained: FrozenSet[bytes]) -> Optional[_IdLines]:
-    """``_id_lines`` for many ids: the lines are split at every `` for job <id>`` ending, the
-    tokens of the call's ids kept, and the explained lines cut out at the places the split's
-    lengths give."""
+    """``_id_lines`` for many ids: split at every `` for job <id>`` ending, the explained lines cut out
+    where the split's lengths place them."""
     parts = _ID_LINE.split(lines)  # text, token, text, token, ..., text
     texts, tokens = parts[0::2], parts[1::2]
     flags = list(map(known.__contains__, tokens))  # which id line ends in an id of the call

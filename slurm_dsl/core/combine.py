@@ -1,9 +1,5 @@
-"""Combining call outcomes into a result (docs/contract.md §7), and what a result does to the bit.
-
-Strategy: the calls have already been read and classified one by one (``reader``);
-this module only decides.  ``single`` covers hold, release, restore and open;
-``requeue`` follows §7's bullets in order; ``next_bit`` tells the ledger what a
-job's RequeueBit becomes after an operation, given what it was before.
+"""Call outcomes combined into a result (docs/contract.md §7), and what a result does to the bit
+(``next_bit``, §9.2).  The calls are read and classified already (``reader``); this only decides.
 """
 
 from __future__ import annotations
@@ -32,12 +28,7 @@ def found_gone(call: Call) -> bool:
 
 
 def found_finished(call: Call) -> bool:
-    """A Requeue=0 call refused because the job has finished.
-
-    slurmctld will not change a finished job's flag, and a finished job at
-    Requeue=1 can still be requeued by root or its owner until it is purged
-    (docs/slurm-behaviour.md §2): the flag is not known to be clear.
-    """
+    """A Requeue=0 call refused because the job has finished: its flag is not known clear."""
     return call.outcome is CallOutcome.REJECTED and call.message == ALREADY_FINISHED
 
 
@@ -64,8 +55,7 @@ def single(op: Op, job_id: str, call: Call, exit_status: Optional[int]) -> Outco
 
 
 def requeue(job_id: str, calls: Tuple[Call, ...], exit_status: Optional[int], op: Op = Op.REQUEUE) -> Outcome:
-    """The result of a requeue (``op``: requeue or requeuehold) whose calls fit the op
-    (docs/contract.md §6: {1}, {1,3} or {1,2,3})."""
+    """The result of a requeue or requeuehold whose calls fit it: {1}, {1,3} or {1,2,3}."""
     by_number = {c.number: c for c in calls}
     s1 = by_number[1]
     s2 = by_number.get(2)
@@ -105,13 +95,7 @@ def requeue(job_id: str, calls: Tuple[Call, ...], exit_status: Optional[int], op
 
 
 def next_bit(prior: RequeueBit, outcome: Outcome) -> RequeueBit:
-    """The job's RequeueBit in the ledger after ``outcome``, given ``prior``.
-
-    A requeue whose bit is not clear sets it to what docs/contract.md §7 says.  A requeue that is
-    clear by §7 clears a prior bit only if its third call really cleared it: a
-    requeue that expired before its first call proves nothing about a bit an
-    earlier requeue may have left.  A restore clears on ok.  Other ops leave it.
-    """
+    """The job's RequeueBit in the ledger after ``outcome``, given ``prior`` (docs/contract.md §9.2)."""
     if outcome.op.requeues:
         bit = outcome.requeue_bit or RequeueBit.MAY_BE_SET
         if bit is not RequeueBit.CLEAR:

@@ -1,13 +1,6 @@
-"""When a change slurmctld acknowledged is known saved (docs/contract.md §13).  Pure: the caller
-looks at the state files and reads the ledger; these rules only read values.
-
-"Saved" is read from what was seen of the controller's own state file and heartbeat, in the order
-one observer saw them, never from slurmctld's clock: no time of slurmctld's is compared with one of
-this host's or of a ledger server's, nor ordered across a possible step (docs/durability.md §5
-lists every comparison of times).
-
-"Rule N" here is ``core.life.RULES["DN"]``: one line each there, in full, with the source lines
-they rest on, in docs/contract.md §13.2 (Rules 1-4, 8) and §13.6 (Rules 5-7).
+"""When a change slurmctld acknowledged is known saved (docs/contract.md §13.2, §13.4, §13.6).  Pure:
+the caller looks at the files and reads the ledger.  "Rule N" is ``core.life.RULES["DN"]``.  No time
+of slurmctld's is compared with this host's or a ledger server's (docs/durability.md §5).
 """
 
 from __future__ import annotations
@@ -39,8 +32,7 @@ LOOKS_KEPT = 64
 
 
 class Look(NamedTuple):
-    """One look at ``job_state`` (Rule 1): who looked (``observer``: one host's view of one
-    StateSaveLocation) and which save's file it saw (``seen``).  Stored as ``observer=seen``."""
+    """Rule 1: one ``observer``'s look at ``job_state``, the file it ``seen``; stored as ``observer=seen``."""
 
     observer: str
     seen: str
@@ -61,10 +53,8 @@ Chain = Sequence[Tuple[int, str]]
 
 
 def looks_needed(mark: Optional[int], own: Optional[Look], observer: str, chain: Chain) -> int:
-    """Rule 2: how many more looks by ``observer`` that see another file must come before what was
-    acknowledged before the anchor (``mark``: where the looks stood then, None: no anchor yet;
-    ``own``: the look its own process took then, if any) is known saved; 0: it is.  ``chain``:
-    ``observer``'s looks, the latest ones at least."""
+    """Rule 2: how many more looks by ``observer`` that see another file must come before what was acknowledged
+    before ``mark`` (None: no anchor yet; ``own``: its process's look then) is saved; 0: it is."""
     if mark is None:
         return REPLACEMENTS + 1
     seen = [s for place, s in chain if place > mark]
@@ -75,9 +65,8 @@ def looks_needed(mark: Optional[int], own: Optional[Look], observer: str, chain:
 
 
 def save_started(header: bytes) -> Optional[int]:
-    """Rule 1: when the save that wrote ``header`` (the first ``HEADER_BYTES`` or more of a
-    ``job_state``) began, in whole seconds of the controller's clock; None when the bytes are not
-    such a header (another format, a file cut short)."""
+    """Rule 1: when the save that wrote ``header`` began, in whole seconds of the controller's clock;
+    None if it is no ``job_state`` header."""
     if not isinstance(header, (bytes, bytearray)) or len(header) < HEADER_BYTES:
         return None
     length = int.from_bytes(header[0:4], "big")
@@ -89,10 +78,8 @@ def save_started(header: bytes) -> Optional[int]:
 
 
 def next_mark(mark: int, read: Sequence[Tuple[int, float, bool]], now: float, guard: float = MARK_GUARD) -> int:
-    """Rule 4: the lowest history id the next sweep reads again, given ``mark`` (this sweep's) and
-    the rows it read from there in id order, each ``(id, started_at, done)``: the first one not
-    done or begun after ``now - guard``; past the last one if none is; ``mark`` if none was read.
-    Rows beyond a limit were not read, so the mark never passes them."""
+    """Rule 4: the lowest history id the next sweep reads again, from ``mark`` and the rows read from it
+    in id order, ``(id, started_at, done)``; never past a row not read."""
     for op_id, started_at, done in read:
         if not done or started_at > now - guard:
             return max(mark, op_id)
@@ -100,13 +87,8 @@ def next_mark(mark: int, read: Sequence[Tuple[int, float, bool]], now: float, gu
 
 
 def may_hand_back(conf: Optional[SlurmConf]) -> bool:
-    """Rule 5: whether a hand-back (a restarted primary taking control back from a backup,
-    docs/contract.md §13.6) can happen on the cluster of this slurm.conf (None, or ``unreadable``:
-    it could not be read whole).  False only when it was read and names exactly one controller as
-    slurmctld counts them (src/common/read_config.c ``_load_slurmctld_host``: the ``SlurmctldHost``
-    lines when there is one, the older ``ControlMachine`` and ``BackupController`` ignored then; else
-    ``ControlMachine``, and a ``BackupController`` is a second); anything else may have a backup,
-    which is the safe side: the longer settle delay of ``core.settle`` Rule 13."""
+    """Rule 5: whether a hand-back can happen on this slurm.conf's cluster: False only when it was read
+    whole and names one controller as slurmctld counts them (``_load_slurmctld_host``)."""
     if conf is None or conf.unreadable is not None:
         return True
     hosts = conf.every("SlurmctldHost")
@@ -116,9 +98,8 @@ def may_hand_back(conf: Optional[SlurmConf]) -> bool:
 
 
 class Beat(NamedTuple):
-    """Rule 6: one look at the heartbeat kept in the ledger: its place among the looks, which file
-    it saw (``seen``), that file's writer (its index among the SlurmctldHost lines), and this
-    host's boot clock when it was taken (``at``, seconds; Rule 7)."""
+    """Rule 6: one look at the heartbeat kept in the ledger: the file ``seen``, its ``writer`` (index among
+    the SlurmctldHost lines), and ``at``, this host's boot clock (s)."""
 
     place: int
     seen: str
@@ -127,12 +108,9 @@ class Beat(NamedTuple):
 
 
 class Control(NamedTuple):
-    """Rules 6 and 7: what was read of the controllers before a lookup: the writer of the heartbeat
-    there now (None: none could be read), for each controller listed before it whether it listens
-    (True), refused the connection (False) or could not be told (None), this observer's looks at the
-    heartbeat kept in the ledger, oldest first (``beats``), how long a request may wait on a
-    controller's socket (``held_for``, seconds), and this host's boot clock at the look just taken
-    (``now``)."""
+    """Rules 6 and 7: what was read of the controllers before a lookup: the heartbeat's ``writer`` (None:
+    unread); for each controller before it, ``listening`` (False: refused; None: cannot tell); this
+    observer's ``beats``, oldest first; ``held_for`` and ``now`` (boot clock), in seconds."""
 
     writer: Optional[int]
     listening: Tuple[Optional[bool], ...] = ()
@@ -147,8 +125,7 @@ HEARTBEAT_BYTES = 16  # two big-endian 64-bit integers: time, writer's index
 
 
 def heartbeat(data: bytes) -> Optional[Tuple[int, int]]:
-    """Rule 6: ``(time, writer's index)`` of a heartbeat file's bytes, or None when they are not
-    one (cut short, a time of 0).  The time is shown, never compared."""
+    """Rule 6: ``(time, writer's index)`` of a heartbeat file's bytes, or None; the time is shown only."""
     if not isinstance(data, (bytes, bytearray)) or len(data) != HEARTBEAT_BYTES:
         return None
     at, writer = int.from_bytes(data[:8], "big"), int.from_bytes(data[8:], "big")
@@ -156,9 +133,8 @@ def heartbeat(data: bytes) -> Optional[Tuple[int, int]]:
 
 
 def may_be_held(control: Control, mark: Optional[int]) -> bool:
-    """Rules 6 and 7: whether a request sent before an operation's end (anchored at ``mark``, where
-    the looks stood once it was over; None: no anchor yet) may still be held back by a controller,
-    from what ``control`` read."""
+    """Rules 6 and 7: whether a request sent before an operation's end (anchored at ``mark``; None: no
+    anchor yet) may still be held back by a controller."""
     if control.writer is None or mark is None or not control.beats:
         return True
     before = control.listening[:control.writer]
@@ -175,9 +151,8 @@ def may_be_held(control: Control, mark: Optional[int]) -> bool:
 
 
 def held_for(conf: Optional[SlurmConf]) -> float:
-    """Rule 7: how long a request may wait on a controller's socket, in seconds: CONTROL_TIMEOUT
-    plus slurm.conf's MessageTimeout (its default, 10, when it is not set; one that is no whole
-    number counts as 100, the longest Slurm allows without a warning, the safe side)."""
+    """Rule 7: seconds a request may wait on a controller's socket: CONTROL_TIMEOUT + MessageTimeout
+    (one that is no whole number counts as 100, the longest Slurm allows without a warning)."""
     found = None if conf is None else conf.last("MessageTimeout")
     if found is None:
         return HELD_FOR
@@ -188,11 +163,9 @@ DEFAULT_SLURMCTLD_PORT = 6817  # SLURMCTLD_PORT, src/common/slurm_protocol_defs.
 
 
 def controllers(conf: Optional[SlurmConf]) -> Optional[Tuple[Tuple[str, int], ...]]:
-    """Rule 6: each controller's address and port, in slurm.conf's order (the heartbeat's index);
-    None when it cannot be told (slurm.conf not read whole, no controller, a port that is no
-    number).  As slurmctld reads them: ``SlurmctldHost=name(address)`` gives the address, else the
-    name; with no SlurmctldHost, the older ``ControlMachine``/``ControlAddr``,
-    ``BackupController``/``BackupAddr``; a ``SlurmctldPort`` range listens on its first port too."""
+    """Rule 6: each controller's (address, port) in slurm.conf's order, or None when it cannot be told.
+    ``SlurmctldHost=name(address)`` gives the address, as ``ControlAddr``/``BackupAddr`` do for the older
+    keys; a ``SlurmctldPort`` range listens on its first port."""
     if conf is None or conf.unreadable is not None:
         return None
     hosts: List[str] = []

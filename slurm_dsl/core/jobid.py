@@ -1,16 +1,6 @@
-"""Job id validation (docs/contract.md §1).
-
-Rule: a job id is a plain decimal ``[1-9][0-9]*`` of ASCII digits, at most
-4294967294 (Slurm's NO_VAL, 0xfffffffe, and above are not job ids).  Anything
-else (array expressions ``123_4``, lists, names, signs, spaces, leading zeros,
-non-ASCII digits) is refused with ``InvalidInput``, a ``ValueError``, before it can go near a
-shell, and is echoed bounded (``token``).
-What comes out is an exact ``str`` of the value checked, whatever subclass came in.
-
-Strategy: an id is validated once, where it comes in.  ``distinct_ids`` checks a caller's ids
-and hands back ``JobIds``: canonical, none twice, in the order first given.  Every layer below
-takes ``JobIds`` as they are (``distinct_ids`` and ``checked_list`` of a ``JobIds`` check
-nothing again), and a part of one (``part``, ``among``, ``without``) is ``JobIds`` too.
+"""Job ids (docs/contract.md §1): validated once, where they come in, and echoed bounded when refused.
+``distinct_ids`` hands back ``JobIds`` (canonical, none twice, in order), which every layer below
+takes as they are, checking nothing again.
 """
 
 from __future__ import annotations
@@ -27,13 +17,8 @@ SHOWN_TOKEN = 40  # characters of a refused token an error message echoes (``tok
 
 
 def validate_job_id(job_id: Union[str, int]) -> str:
-    """Return ``job_id`` as the canonical string, an exact ``str``, or raise ``InvalidInput`` (a
-    ``ValueError``), whatever the value's length.
-
-    An ``int`` is read as its decimal value; a ``bool`` is refused (it is an int to Python,
-    never a job id to an admin).  A refused string is echoed by its first ``SHOWN_TOKEN``
-    characters (``repr``: escaped) and its length, never whole: a token can be megabytes.
-    """
+    """``job_id`` as its canonical, exact ``str``, or ``InvalidInput`` (a ``ValueError``) whatever its
+    length; a ``bool`` is refused."""
     if (
         type(job_id) is str and len(job_id) <= _MAX_DIGITS and job_id.isascii() and job_id.isdigit()
         and job_id[0] != "0" and (len(job_id) < _MAX_DIGITS or int(job_id) <= MAX_JOB_ID)
@@ -74,8 +59,7 @@ def validate_job_id(job_id: Union[str, int]) -> str:
 
 
 def token(text: str) -> str:
-    """A token as an error message echoes it: its first ``SHOWN_TOKEN`` characters, escaped
-    (``repr``, as ``shown`` escapes: every non-printable character), and its length if longer."""
+    """A token as an error message echoes it: its first ``SHOWN_TOKEN`` characters, escaped, and its length."""
     if len(text) <= SHOWN_TOKEN:
         return repr(text)
     return f"{text[:SHOWN_TOKEN]!r}... ({len(text)} characters)"
@@ -89,10 +73,8 @@ def canonical_ids(job_ids: Sequence[str]) -> List[str]:
 
 
 class JobIds(Tuple[str, ...]):
-    """Job ids checked once (docs/contract.md §1): each ``validate_job_id``'s exact ``str``, none
-    twice, in the order first given.  Made only by ``distinct_ids`` (and ``checked_already``, for a
-    boundary that validated each id itself), or as a part of one: a layer handed ``JobIds``
-    trusts them and checks nothing again."""
+    """Job ids checked once: exact canonical ``str``, none twice, in the order first given.  Made only by
+    ``distinct_ids``, ``checked_already`` or as a part of one."""
 
     __slots__ = ()
 
@@ -108,8 +90,7 @@ class JobIds(Tuple[str, ...]):
         return _sealed([j for j in self if j in keep])
 
     def pick(self, chosen: Iterable[str]) -> JobIds:
-        """Those of ``chosen`` that are among the ids, in the order of ``chosen``, each once:
-        checked already."""
+        """Those of ``chosen`` that are among the ids, in the order of ``chosen``, each once."""
         mine = {j: j for j in self}  # a chosen id equal to one of them is that one, an exact str
         return _sealed(dict.fromkeys(mine[j] for j in chosen if j in mine))
 
@@ -123,16 +104,14 @@ def _sealed(ids: Iterable[str]) -> JobIds:
 
 
 def distinct_ids(job_ids: Iterable[Union[str, int]]) -> JobIds:
-    """The ids, each validated (``validate_job_id``: ``InvalidInput`` at the first bad one), first
-    occurrence first; ``JobIds`` come back as they are, checked already."""
+    """The ids, each validated (``InvalidInput`` at the first bad one), first occurrence first."""
     if type(job_ids) is JobIds:
         return job_ids
     return _sealed(dict.fromkeys(validate_job_id(j) for j in job_ids))
 
 
 def checked_already(ids: Iterable[str]) -> JobIds:
-    """``JobIds`` of ids a boundary validated itself, each with ``validate_job_id`` (the command
-    line's argument type, its reading of stdin), first occurrence first: nothing is checked."""
+    """``JobIds`` of ids a boundary validated itself with ``validate_job_id``: nothing is checked again."""
     return _sealed(dict.fromkeys(ids))
 
 

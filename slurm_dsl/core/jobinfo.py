@@ -1,33 +1,7 @@
-"""Job lookups, the interface: state, Requeue flag, restart count, priority and reason, or gone.
-
-The two implementations live in ``lookups.squeue`` (squeue, always there) and
-``lookups.pyslurm`` (pyslurm, optional); ``lookups.choose`` picks one.
-
-Contract (docs/contract.md §9.3):
-
-- ``Lookup.jobs(ids)`` answers for exactly the ids asked (canonical strings,
-  docs/contract.md §1): a ``JobInfo``, or ``None`` when slurmctld says it does not know the
-  id (gone).  Whenever it could not ask (controller down, timeout, a missing
-  binary, output it cannot read) it raises ``LookupFailed`` and answers nothing:
-  never a partial answer that looks complete, never "gone" for "could not ask",
-  so a sweeper cannot clear an object because slurmctld was unreachable.
-  A bad job id raises ``ValueError`` before anything runs.
-- The Requeue flag is read from a field no job name can forge.  Never from
-  ``scontrol show job -o``: ``JobName=`` is printed raw before ``Requeue=``, so a
-  job named ``x Requeue=1`` shows a spoofed flag (docs/slurm-behaviour.md §9, docs/slurm-24.11-26.05.md §5).
-- "Gone" is what slurmctld shows the caller: with ``PrivateData=jobs`` a plain
-  user is not shown other users' jobs, so lookups must run as root, SlurmUser or
-  a Slurm operator/admin (as the sweeper does).  squeue and pyslurm alike.
-
-Rule for "finished" (``JobInfo.finished``): the base states in which slurmctld
-refuses ``update Requeue=0`` with ``Job has already finished`` (IS_JOB_FINISHED;
-docs/slurm-behaviour.md §2), so the flag cannot be cleared, though the job can still be
-requeued by root or its owner until it is purged (docs/contract.md §9.5: watched, not cleared).
-Flag states (COMPLETING, REQUEUED, REQUEUE_HOLD, SPECIAL_EXIT, STAGE_OUT,
-RESIZING, ...) are not finished: a requeue passes through COMPLETING
-(docs/slurm-behaviour.md §5) and SPECIAL_EXIT is a requeued-held job (§5 there); treating an unknown
-word as not finished costs at most one restore call, refused with
-``Job has already finished``, after which the sweeper watches the job.
+"""Job lookups, the interface (docs/contract.md §9.3), implemented by ``lookups.squeue`` and
+``lookups.pyslurm``: each asked id gets a ``JobInfo`` or None (gone), or ``LookupFailed`` is raised
+and nothing answered; never a partial answer, never "gone" for "could not ask".  An unknown state
+word counts as not finished: at worst one refused restore.
 """
 
 from __future__ import annotations
@@ -55,14 +29,8 @@ LOOKUP_KINDS = ("auto", "squeue", "pyslurm")
 
 @dataclass(frozen=True)
 class JobInfo:
-    """One job record as slurmctld shows it.
-
-    ``array_job_id`` is the array the record belongs to (None for a plain job).
-    ``array_tasks`` is how many tasks an scontrol call on this JobId acts on: 1 for
-    a plain job or an array task addressed by its own JobId; for an array's own
-    JobId (``array_job_id == job_id``), every task of the array slurmctld still
-    holds, finished ones included (docs/slurm-behaviour.md §1.4).
-    """
+    """One job record as slurmctld shows it.  ``array_tasks``: how many tasks an scontrol call on this
+    JobId acts on (for an array's own JobId, every task slurmctld still holds; docs/slurm-behaviour.md §1.4)."""
 
     job_id: str
     state: str
@@ -88,8 +56,6 @@ class Lookup(Protocol):
     name: str  # what doctor and ``sweep --json`` report: "squeue" or "pyslurm"
 
     def jobs(self, job_ids: Sequence[str]) -> Dict[str, Optional[JobInfo]]:
-        """Each asked id's JobInfo, or None if slurmctld does not know it.
-
-        Raises ``LookupFailed`` if it could not ask, ``ValueError`` for a bad job id.
-        """
+        """Each asked id's JobInfo, or None if slurmctld does not know it; ``LookupFailed`` if it could not
+        ask, ``ValueError`` for a bad job id."""
         ...

@@ -1,33 +1,6 @@
-"""Idempotency keys and retries: what a command does with a job, given the earlier operations of
-the same op under the same key (docs/contract.md §12).  Pure: the caller reads the ledger, settles
-and keeps the clock; ``decide`` only reads values.
-
-Strategy: a key names one logical operation across processes, as idempotency keys do in payment
-and cloud APIs.  Before a keyed command acts on a job it looks at that job's earlier operations
-of the same op and key (``Earlier``, oldest first) and ``decide`` says one of four things
-(``Step``):
-
-Rule 1, done: an earlier operation took effect by its own calls (``took_effect``: an ``ok``, or a
-requeue whose call 2 succeeded though its flag was left set, ``bit_set``), or was settled
-``present``: the job is not acted on again.  The row is that earlier operation's (its result,
-``because`` naming it).  The first of them decides.
-Rule 2, wait: an earlier operation may still act (it is unfinished and its lease has not
-lapsed: ``running``), or its outcome is unknown and has no verdict yet (settling it now said
-"not yet": the settle delay has not passed).  Nothing is run now; the caller waits and asks again,
-and a job still waiting at the deadline is skipped as busy, never run twice.
-Rule 3, stop, for a requeue only: an earlier requeue's outcome is unknown and settled
-``undecidable`` or ``gone``: nothing can say it did not happen, and a second requeue is the one
-thing a key exists to prevent.  The row says so (``because``).  Hold, release, open and restore
-are safe to run again whatever happened (slurmctld answers a repeated one without change), so for
-them these verdicts are no reason to stop.
-Rule 4, act: no earlier operation, or every one certainly did nothing (refused, not found, expired,
-not run) or was settled ``absent``.
-
-Rules 1-3 are checked in that order over all the earlier operations: one that took effect wins
-over one still running (the job is done whatever the other does; the other's own row settles it).
-
-Keys are checked by ``check_key``: 1-128 characters of letters, digits and ``._:@/+=-``, so a key
-is a plain word in the ledger, a log line and a shell; anything else is ``InvalidInput``.
+"""Idempotency keys and retries: what a keyed command does with a job, from the earlier operations of
+the same op and key (docs/contract.md §12, "Idempotency keys, the rules": done, wait, stop, act).
+Pure: the caller reads the ledger, settles and keeps the clock.
 """
 
 from __future__ import annotations
@@ -57,8 +30,8 @@ MAX_REASON = 1024  # characters of ``--reason`` (the ledger's column holds this 
 
 
 def check_reason(reason: object) -> str:
-    """``--reason``: why the admin ran an operation, kept with it (docs/contract.md §10.4): 1 to
-    ``MAX_REASON`` characters of text, no control character; anything else ``InvalidInput``."""
+    """``--reason`` (docs/contract.md §10.4): 1 to ``MAX_REASON`` characters, no control character; else
+    ``InvalidInput``."""
     if not isinstance(reason, str) or not reason.strip():
         raise InvalidInput(f"a reason is some text (1-{MAX_REASON} characters), not {described(reason)}")
     if len(reason) > MAX_REASON:
@@ -69,13 +42,8 @@ def check_reason(reason: object) -> str:
 
 
 def took_effect(op: Op, result: Optional[Result], calls: Sequence[CallOutcome]) -> Optional[bool]:
-    """What an operation's own calls say of its effect: True (it happened), False (certainly
-    not), None (they cannot say: ``unknown``, or unfinished, ``result`` None).
-
-    ``ok`` happened.  A requeue's ``bit_set`` happened exactly when its call 2 (``calls[1]``)
-    succeeded: the flag was left set, the requeue itself may have been refused (docs/contract.md
-    §7).  Every other result is a certain "no": slurmctld refused, or nothing ran.
-    """
+    """What an operation's own calls say of its effect: True, False, or None (``unknown``, or ``result``
+    None: unfinished).  ``calls[1]`` is call 2: a requeue's ``bit_set`` happened exactly when it succeeded."""
     op = Op(op)
     if result is None or result is Result.UNKNOWN:
         return None
@@ -119,7 +87,7 @@ class Decision:
 
 
 def decide(op: Op, earlier: Sequence[Earlier]) -> Decision:
-    """Rules 1-4 of the module, over ``earlier`` (oldest first)."""
+    """The rules of docs/contract.md §12 (done, wait, stop, act) over ``earlier``, oldest first."""
     op = Op(op)
     rows: Tuple[Earlier, ...] = tuple(_checked(e) for e in earlier)
     for e in rows:

@@ -1,8 +1,5 @@
 """What an operation does to a job's object in the ledger: the rules, no storage (docs/contract.md §9.2).
-
-A ledger backend stores; these pure functions decide.  "Rule N" here is ``core.life.RULES["LN"]``:
-one line each there, in full in docs/contract.md §9.1 (Rules 4, 5), §9.2 (1, 2, 7), §9.5 (3, 6)
-and §13.3 (8).
+"Rule N" is ``core.life.RULES["LN"]``, each with its contract section.
 """
 
 from __future__ import annotations
@@ -46,18 +43,8 @@ def intent(op: Op, nonce: str) -> Optional[Intent]:
 def after(
     op: Op, nonce: str, prior_at_begin: RequeueBit, current: RequeueBit, outcome: Outcome, *, later_began: bool = False
 ) -> BitChange:
-    """The object's bit once ``outcome`` is known, and why (None when the op leaves it alone).
-
-    For a requeue the bit before is the one recorded when it began (its intent overwrote the
-    object's); other ops never wrote it, so it is the object's current bit.
-
-    Rule 7, a late finish: when another operation began on the job after this one
-    (``later_began``), this one's lease had lapsed (its process frozen, or cut off from the
-    ledger, past the lease), and the later one's intent, or its result, is newer than anything
-    this one saw.  Its finish then never makes the bit clearer than it is now: a stale restore's
-    ``ok`` or a stale requeue's cleared call 3 must not wipe out a newer requeue's ``may_be_set``.
-    It may still make it less clear.
-    """
+    """Rules 2, 7, 8: the object's bit once ``outcome`` is known, and why (None: leave the object).
+    ``prior_at_begin``: a requeue's bit when it began; ``later_began``: another operation began since."""
     op = Op(op)
     bit = next_bit(prior_at_begin if op.requeues else current, outcome)
     if not op.requeues and op is not Op.RESTORE:
@@ -80,8 +67,7 @@ UNSAVED = "cleared, not yet known saved by slurmctld: watched until it is"
 
 
 def cleared_by_a_call(outcome: Outcome) -> bool:
-    """Whether one of the operation's calls cleared the job's flag (or found the job gone): a
-    requeue's call 3 that did (``combine.cleared``), a restore that is ok."""
+    """Whether a call cleared the job's flag or found the job gone: a requeue's call 3, an ok restore."""
     if outcome.op is Op.RESTORE:
         return outcome.result is Result.OK
     return outcome.op.requeues and any(c.number == 3 and cleared(c) for c in outcome.calls)
@@ -99,8 +85,7 @@ DAY = 86400.0
 
 
 def prune_before(now: float, days: int) -> float:
-    """The cutoff of ``prune --older-than DAYS``: rows finished before it may go.  At least one
-    day (``InvalidInput`` below): a prune must never race the operations of the moment."""
+    """The cutoff of ``prune --older-than DAYS``; under one day is ``InvalidInput``."""
     if isinstance(days, bool) or not isinstance(days, int) or days < 1:
         raise InvalidInput(f"--older-than must be a whole number of days, at least 1, not {days!r}")
     return now - days * DAY
@@ -117,10 +102,7 @@ class PruneRow:
 
 
 def may_prune(row: PruneRow, before: float) -> bool:
-    """Rule 4: prune removes a history row only if it finished before ``before``, is not its
-    object's newest, and its object is clear and not leased.  So an object whose bit may be set
-    keeps all its history, an unfinished row (a crash's only trace) is never removed, and every
-    object keeps at least its last operation."""
+    """Rule 4: whether prune may remove ``row`` (finished before ``before``)."""
     return (
         row.finished_at is not None
         and row.finished_at < before
@@ -154,9 +136,7 @@ UNCLEARNESS: Dict[RequeueBit, int] = {RequeueBit.CLEAR: 0, RequeueBit.MAY_BE_SET
 
 
 def less_clear(incoming: RequeueBit, kept: RequeueBit) -> bool:
-    """Rule 5: whether a merge replaces the object it has (bit ``kept``) by the incoming one (bit
-    ``incoming``, with its why): only if the incoming bit is strictly less clear.  A tie keeps
-    what is there, so merging the same ledger twice changes nothing the second time."""
+    """Rule 5: whether a merge replaces the object it has by the incoming one: only if strictly less clear."""
     return UNCLEARNESS[RequeueBit(incoming)] > UNCLEARNESS[RequeueBit(kept)]
 
 
@@ -167,12 +147,5 @@ SWEEP_OWNERS = SWEEP_TAG + ":%"
 
 
 def sweep_owned(owner: str) -> bool:
-    """Whether the lease owner ``owner`` is a sweep (Rule 6).
-
-    Only one sweep runs at a time per ledger (its sweep lock), and every process a run starts dies
-    with its runner (docs/contract.md §2: the lifeline).  So the sweep that holds the lock knows a
-    lease another sweep owns belongs to one that is dead or done, whose restores died with it; and a
-    restore only ever clears a flag, so even one still running could never leave a flag set.  An
-    operation's lease is never taken over: its calls may set one.
-    """
+    """Rule 6: whether the lease owner ``owner`` is a sweep, whose lease the lock's holder may take over."""
     return owner.startswith(SWEEP_TAG + ":")

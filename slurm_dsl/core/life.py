@@ -1,11 +1,4 @@
-"""An operation's life and the rules that move it, as data (docs/contract.md §9.2, §12, §13).
-
-``TRANSITIONS`` is the one statement of which stage an operation's history row may go to, on
-which event and under which rules; ``RULES`` is the one list of those rules, each with the clock
-its decision reads.  The ledger asks ``step`` before it records a verdict, the settling and sweep
-code take their result sets from here, and docs/contract.md §9.6 is ``markdown()``'s text
-(tests/core/test_life.py walks every transition through a real ledger and checks the document).
-"""
+"""An operation's life as data: ``TRANSITIONS`` and ``RULES`` (docs/contract.md §9.6 is ``markdown()``'s text)."""
 
 from __future__ import annotations
 
@@ -42,8 +35,7 @@ _STAGE_OF_RESULT: Dict[Result, Stage] = {
 
 
 def stage(result: Optional[Result], *, settled: bool = False, saved: bool = False) -> Stage:
-    """The stage of a history row: ``result`` None is unfinished; ``settled``, it has a settlement;
-    ``saved``, the sweep's mark (``acknowledged_from``) is past it."""
+    """The stage of a history row (``result`` None: unfinished; ``saved``: the sweep's mark is past it)."""
     if settled:
         return Stage.SETTLED
     if result is None:
@@ -53,8 +45,7 @@ def stage(result: Optional[Result], *, settled: bool = False, saved: bool = Fals
 
 
 class Event(NamedTuple):
-    """What moves an operation: ``kind`` begin, finish (``value`` a result), verdict (a verdict)
-    or saved (the sweep's mark passes it)."""
+    """What moves an operation: ``kind`` begin, finish (``value`` a result), verdict (a verdict) or saved."""
 
     kind: str
     value: str = ""

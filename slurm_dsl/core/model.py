@@ -1,49 +1,9 @@
-"""Values of the core: operations, results, the requeue bit, calls and outcomes, the verdicts
-that settle them, and the exception tree that carries them.
+"""The core's values (ops, results, the requeue bit, calls, outcomes, verdicts) and the one exception
+tree under ``DSLError`` that carries them (docs/contract.md §7, §8, §12).
 
-Contract: every value here is a plain immutable value (str-valued enums and frozen
-dataclasses), so it goes straight into SQLite and JSON.  Nothing here does I/O.
-docs/contract.md §7 defines the results and the requeue bit, §8 the ``Outcome`` surface, §12
-the ``Verdict``.  The values and the exceptions live in one module because they refer to each
-other: an ``Outcome`` is made of ``Op`` values, a bad op is ``InvalidInput``, and every
-``DSLError`` carries the ``Outcome`` it came from.  Below it only ``shown`` and ``jobinfo``
-(the ``JobInfo`` that ``WholeArray`` names).
-
-Every exception slurm-dsl raises on purpose is in the one tree below, with where a result
-becomes one.  Strategy: operations return an ``Outcome`` value; ``error_for`` is the single
-boundary that turns a non-ok outcome into its exception.  Everything the package
-raises on purpose derives from ``DSLError`` and is exported from ``slurm_dsl``;
-anything else escaping it is a bug.  The tree::
-
-    DSLError                  job_id, op, outcome, requeue_bit_may_be_set (None/False off an op)
-    ├── Rejected              slurmctld decided and changed nothing         (docs/contract.md §8, from an Outcome)
-    │   └── NotFound          ... because it does not know the job id
-    ├── Expired               the deadline passed before the call started
-    ├── OutcomeUnknown        the call may or may not have taken effect
-    ├── RequeueBitSet         a requeue set the Requeue flag and certainly did not clear it
-    ├── NotRun                scontrol could not be found or executed
-    ├── ConfigError           the configuration or environment is unusable (nothing ran)
-    ├── LedgerError           the ledger cannot be opened, read or written; .path
-    │   └── NotRecorded       it ran, but its outcome could not be recorded; .outcome
-    ├── LookupFailed          could not ask slurmctld about jobs; .reason
-    ├── SweepBusy             another sweep holds the lock; .path
-    ├── UsageError            asked for something that cannot be done as asked (nothing ran)
-    │   └── WholeArray        an array's own JobId that reaches other tasks; .job_ids
-    └── InvalidInput          a bad value given to a function; also a ValueError
-
-``Rejected``, ``NotFound``, ``Expired`` and ``OutcomeUnknown`` are the sentinels
-a caller branches on; ``RequeueBitSet`` and ``NotRun`` deliberately subclass none
-of them: a requeue that left the bit set is neither a refusal nor an unknown, and
-a call that never ran was neither refused nor expired.
-
-``InvalidInput`` is both a ``DSLError`` and a ``ValueError``: docs/contract.md §1, §6 and §8
-promise ``ValueError`` for a bad job id, op, timeout, deadline, nonce or path
-(``validate_job_id``, ``resolve_deadline``, ``render``, ``read_outcome``...), and a
-caller catching ``ValueError`` keeps working.  The command line checks its own
-arguments while parsing them (usage error, exit 2), so one reaching it is exit 1.
-
-The command line decides its exit status from the type, in one table
-(``admin.cli.EXIT_OF_ERROR``): ``UsageError`` 2, ``SweepBusy`` 3, any other ``DSLError`` 1.
+Plain immutable values (str enums, frozen dataclasses): they go straight into SQLite and JSON.  One
+module because they name each other.  ``error_for`` is the one place a result becomes an exception;
+anything escaping the package that is not a ``DSLError`` is a bug.
 """
 
 from __future__ import annotations
@@ -73,8 +33,7 @@ class Op(str, enum.Enum):
 
     @property
     def requeues(self) -> bool:
-        """Whether the op is a requeue, into hold or not: three calls, the job's Requeue flag set
-        for call 2 and cleared again (§2), a ``requeue_bit`` kept for it (§9)."""
+        """Whether the op is a requeue, into hold or not: three calls and a ``requeue_bit``."""
         return self is Op.REQUEUE or self is Op.REQUEUE_HOLD
 
     @classmethod
@@ -128,10 +87,7 @@ class CallOutcome(str, enum.Enum):
 
 
 class Reason(str, enum.Enum):
-    """Which rule made an outcome unknown (or a requeue's bit not clear).
-
-    The values are stable: they appear in ``--json`` output and in the ledger.
-    """
+    """Which rule made an outcome unknown (or a requeue's bit not clear); stable: ``--json``, the ledger."""
 
     # docs/contract.md §6: the output as a whole cannot be read.
     STDERR_NOT_BYTES = "stderr_not_bytes"
@@ -168,13 +124,8 @@ class Reason(str, enum.Enum):
 
 @dataclass(frozen=True)
 class Call:
-    """One scontrol call as read from a script's output.
-
-    ``status`` is the status as an int when it is readable (docs/contract.md §4), else None;
-    ``status_text`` is what the status line said, verbatim.  ``stderr`` is the
-    call's own stderr (the bytes before its status line).  ``message`` is the
-    refusal text when the call was refused (docs/contract.md §5), else None.
-    """
+    """One scontrol call as read: ``status`` None when unreadable (``status_text`` is verbatim), ``stderr``
+    the call's own, ``message`` the refusal text if refused (docs/contract.md §4, §5)."""
 
     number: int
     status: Optional[int]
@@ -200,10 +151,8 @@ EXIT_OF_EFFECT = {"present": Result.OK, "gone": Result.NOT_FOUND}
 
 
 def exit_of_effect(op: Op, effect: str, requeue_bit: Optional[RequeueBit]) -> Result:
-    """How a settled unknown row of ``op`` exits by its effect's value (docs/contract.md §12,
-    "The effect and the bit are two answers"): ``EXIT_OF_EFFECT``, except that a requeue whose bit
-    is not ``clear`` (None: unfinished, its intent left ``may_be_set``) exits ``present`` as
-    ``bit_set``: the job was requeued and may still be at Requeue=1 until the sweep restores it."""
+    """How a settled unknown row of ``op`` exits by its effect (docs/contract.md §12, "The effect and the
+    bit are two answers"); ``requeue_bit`` None: unfinished."""
     result = EXIT_OF_EFFECT.get(effect, Result.UNKNOWN)
     if result is Result.OK and op.requeues and requeue_bit is not RequeueBit.CLEAR:
         return Result.BIT_SET
@@ -225,8 +174,7 @@ class Verdict(str, enum.Enum):
 
 @dataclass(frozen=True)
 class AdminComment:
-    """The reason copied to the job's AdminComment after its operation (``--admin-comment``,
-    docs/contract.md §10.4): that call's own result, what scontrol said or why it did not run, the text."""
+    """The ``--admin-comment`` copy after an operation (docs/contract.md §10.4): its result, detail, text."""
 
     result: Result
     detail: str
@@ -238,20 +186,9 @@ class AdminComment:
 
 @dataclass(frozen=True)
 class Outcome:
-    """What one operation on one job came to (docs/contract.md §8).
-
-    ``reason`` names the rule that made the result unknown (or, for a requeue,
-    why the bit is not clear); it is None for a plain ok/refusal/expiry.
-
-    ``settled``: the operation ran with ``--settle``, ``--retry`` or ``--key`` (``settle=``,
-    ``retry=``, ``key=``: docs/contract.md §12), so ``effect`` says whether an unknown result took
-    effect (``core.settle.Verdict``; None when the result is not unknown, or no verdict came in
-    time) and the row exits by it (``exits_as``).  ``result`` stays the calls' own reading.
-
-    ``saved``: asked to wait for slurmctld's save (``--durable``, docs/contract.md §13.5), whether
-    the change was known saved by the deadline (None: not asked, or nothing to save).
-    ``comment``: with ``--admin-comment``, the AdminComment copy after it (docs/contract.md §10.4).
-    """
+    """What one operation on one job came to (docs/contract.md §8).  ``effect``: a settled run's verdict
+    (§12; None: not unknown, or none in time); ``saved``: known saved by the deadline (§13.5; None: not
+    asked).  ``result`` stays the calls' own reading."""
 
     op: Op
     job_id: str
@@ -268,12 +205,8 @@ class Outcome:
 
     @property
     def exits_as(self) -> Result:
-        """The result this outcome exits and raises as: its own, or once settled and unknown, by
-        its effect (docs/contract.md §12: ``present`` as ok, or as bit_set for a requeue whose bit is
-        not clear, ``gone`` as not_found, else unknown; ``core.settle.exits_as`` is the same rule,
-        checked).  Asked to wait for slurmctld's save (``saved`` not None, docs/contract.md §13.5), a
-        row that would exit ok but whose change is not known saved (``saved`` False) exits as
-        unknown: a crash could still undo it."""
+        """The result it exits and raises as: a settled unknown one by its effect (docs/contract.md §12),
+        an ok not known saved (``saved`` False, §13.5) as unknown; else its own."""
         if not self.settled or self.result is not Result.UNKNOWN or self.effect is None:
             result = self.result
         else:
@@ -292,8 +225,7 @@ class Outcome:
         return self.requeue_bit in (RequeueBit.MAY_BE_SET, RequeueBit.SET)
 
     def raise_for_result(self) -> None:
-        """Return None when the result is ok (or, settled, exits as ok), else raise its exception
-        (docs/contract.md §8, §12)."""
+        """None when it exits as ok, else raise its exception (``error_for``)."""
         if self.exits_as is Result.OK:
             return None
         raise error_for(self)
@@ -319,12 +251,7 @@ class Outcome:
 
 
 class DSLError(Exception):
-    """Root of every slurm-dsl error.
-
-    Errors about an operation carry ``job_id``, ``op``, ``outcome`` and
-    ``requeue_bit_may_be_set``; other errors (configuration, ledger) have them
-    as None / False.
-    """
+    """Root of every slurm-dsl error; ``job_id``, ``op`` and ``outcome`` are None off an operation."""
 
     def __init__(
         self,
@@ -381,9 +308,8 @@ class LedgerError(DSLError):
 
 
 class NotRecorded(LedgerError):
-    """The operation ran, but the ledger could not record its outcome: ``outcome`` is what it
-    came to, and the caller must still report it.  (The object keeps the intent written before
-    the script started, so for a requeue the sweeper still finds a bit that may be set.)"""
+    """The operation ran, but its outcome could not be recorded: ``outcome`` is what it came to, and
+    the caller must still report it."""
 
     outcome: Outcome
     outcomes: Tuple[Outcome, ...]
@@ -399,11 +325,8 @@ class NotRecorded(LedgerError):
 
 
 class LookupFailed(DSLError):
-    """Could not ask slurmctld (down, timeout, unreadable answer); nothing is known.
-
-    ``reason`` holds what squeue or pyslurm said, so it is ``shown`` (escaped, capped) here, once:
-    it is printed, logged, kept as the detail of an unverified bulk result and as the ledger's
-    lookup error (docs/contract.md §10.1)."""
+    """Could not ask slurmctld; nothing is known.  ``reason``, what squeue or pyslurm said, is made
+    ``shown`` here, once (docs/contract.md §10.1)."""
 
     def __init__(self, reason: str) -> None:
         self.reason = shown(reason)
@@ -440,10 +363,7 @@ class WholeArray(UsageError):
 
 
 class InvalidInput(DSLError, ValueError):
-    """A bad value given to a function (job id, op, timeout, deadline, nonce, path...).
-
-    Also a ``ValueError``, as docs/contract.md §8 promises for these, so ``except ValueError`` keeps working.
-    """
+    """A bad value given to a function (job id, op, timeout, path...); a ``ValueError`` too (docs/contract.md §8)."""
 
 
 _ERROR_OF_RESULT: Dict[str, Type[DSLError]] = {

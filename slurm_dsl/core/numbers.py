@@ -1,14 +1,5 @@
-"""Numbers an admin types (docs/contract.md §10.1): one ASCII rule for every number the command
-line and the config file take, as job ids have theirs (§1).
-
-Rule: a whole number is ASCII digits, ``[0-9]+``; a number of seconds is a decimal ``[0-9]+``,
-``[0-9]+.[0-9]*`` or ``.[0-9]+``, with an optional exponent ``e`` or ``E``, ``[+-]?[0-9]+``.  No
-sign, no space, no ``_`` and no other digits: Python's ``int()`` and ``float()`` take ``1_000``,
-`` 5 `` and Arabic-Indic ``٥``, and ``float()`` takes ``inf`` and ``nan``, none of which a job id
-may be.  Each number is then held to the range its caller names, so that a value too large for
-what it feeds (an SQL ``LIMIT``, a date, a ``poll()`` timeout) is refused where it is typed, never
-a traceback further in.  ``None`` means refused: the caller words the message, which names the
-option and the range.
+"""Numbers an admin types (docs/contract.md §10.1): one ASCII rule, whole or seconds, each held to the
+range its caller names.  None means refused: the caller words the message (the option, the range).
 """
 
 from __future__ import annotations

@@ -1,16 +1,9 @@
-"""Plain built-in values from whatever a Python caller passed (docs/contract.md §1, §2).
+"""Plain built-in copies of whatever a Python caller passed (docs/contract.md §1, §2).
 
-Rule: a subclass of ``str``, ``int`` or ``float`` keeps its value but can override every
-method the code would call on it (``__format__``, ``__str__``, ``replace``, ``__add__``,
-``encode``, ``__mul__``, ``__float__``...), so a value that passed validation could still
-render as something else in a script.  Every string or number that goes into a script, an
-argv or a deadline is therefore first copied to the exact built-in type through the base
-type's own method (``str.__str__``, ``float.__float__``, ``int.__int__``), never the
-object's, and validated as that copy.  (CPython's ``str.__str__`` returns a plain copy of a
-subclass instance, ``float.__float__`` and ``int.__int__`` likewise.)
-The readers take the same copies of what they read (``plain_bytes`` for stderr; the status and
-the op through ``int.__int__`` and ``str.__str__``): a value that cannot be copied reads as
-unknown, never as an exception (docs/contract.md §6, §11).
+A subclass of ``str``, ``int`` or ``float`` can override every method, so each value going into a
+script, an argv or a deadline is copied through the base type's own method (``str.__str__``,
+``int.__int__``, ``float.__float__``) and validated as that copy.  What a reader cannot copy reads
+as unknown, never as an exception (§6, §11).
 """
 
 from __future__ import annotations
@@ -29,10 +22,7 @@ def plain_str(value: object, what: str) -> str:
 
 
 def plain_float(value: object, what: str) -> float:
-    """``value`` (an int or a float, never a bool) as an exact ``float``; ``ValueError`` otherwise.
-
-    Not checked for being finite: the caller says what range it needs.
-    """
+    """``value`` (an int or a float, never a bool) as an exact ``float``, not checked finite; else ``ValueError``."""
     if (
         isinstance(value, bool)
         or not isinstance(value, (int, float))
@@ -48,13 +38,8 @@ def plain_float(value: object, what: str) -> float:
 
 
 def plain_bytes(value: object) -> Optional[bytes]:
-    """``value`` (bytes, bytearray or memoryview, or a subclass) as exact ``bytes``, or None.
-
-    None when it is not bytes-like at all, or when even the base type's own copy fails (a
-    released memoryview): the readers then read it as unknown, never raise.  A subclass's own
-    ``__bytes__``, ``__len__`` or ``__getitem__`` never runs: the copy goes through the base
-    type's slot (``bytes.__getitem__``, ``bytearray.__getitem__``; memoryview cannot be subclassed).
-    """
+    """``value`` (bytes-like, or a subclass) as exact ``bytes`` through the base type's slot, or None: not
+    bytes-like, or not readable (a released memoryview)."""
     kind = type(value)
     try:
         if issubclass(kind, bytes) and isinstance(value, bytes):
@@ -69,8 +54,7 @@ def plain_bytes(value: object) -> Optional[bytes]:
 
 
 def described(value: object) -> str:
-    """A short, safe description of a caller's value for a ``detail``: its plain copy's ``repr``
-    for a str or int (a subclass's own ``__repr__`` never runs), else its type's name."""
+    """A short, safe description of a caller's value: a str's or int's plain ``repr``, else its type's name."""
     if isinstance(value, bool) and type(value) is bool:
         return repr(value)
     if isinstance(value, int) and issubclass(type(value), int):
@@ -81,9 +65,8 @@ def described(value: object) -> str:
 
 
 def not_empty(value: str, name: str) -> str:
-    """``value``, unless it is empty: then ``InvalidInput`` naming ``name`` (``--ledger``,
-    ``ledger=``).  An empty flag or argument is refused, never taken as given nor as not given
-    (run/config.py): a script's unset variable must not open another ledger than ``config`` shows."""
+    """``value``, unless it is empty: then ``InvalidInput`` naming ``name`` (``--ledger``, ``ledger=``),
+    never taken as given nor as not given (docs/contract.md §8)."""
     if value == "":
         raise InvalidInput(f"{name} is empty: give a value, or leave it out to take the environment's, the config"
                            " file's or the built-in one (slurm-dsl config shows which)")

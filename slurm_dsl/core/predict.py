@@ -1,9 +1,5 @@
 """What an operation would come to on a job, from its record alone: ``--dry-run`` (docs/contract.md §10).
-
-The cells of docs/slurm-behaviour.md §2 (the same on 24.11 and 26.05) read as the results of
-contract §7.  A prediction, not a promise: the job may change before a real run, and slurmctld
-decides.  Pure: the caller looks the job up.
-"""
+The cells of docs/slurm-behaviour.md §2 read as results: a prediction, not a promise."""
 
 from __future__ import annotations
 

@@ -1,15 +1,6 @@
-"""Reading a script's output into an ``Outcome`` (docs/contract.md §6, with §4, §5, §7).
-
-Strategy: bytes in, one ``Outcome`` out, no I/O.  ``read_outcome`` never raises
-for any stderr or exit status; only a bad op or job id raises ``ValueError``.
-
-Rule 1: framing is exact or the whole output is unknown.  A status line is the
-bytes ``\\x1eDSL <nonce> call <i> <status>\\n`` with single spaces; every RS
-byte must start one; nonces compare byte for byte; call numbers strictly
-increase; every status is readable; nothing follows the last line; the exit
-status is readable and equals the last line's status; and the calls fit the op.
-Rule 2: only then is each call classified (§4, §5) and the calls combined (§7).
-Any failure of rule 1 is ``unknown`` and, for a requeue, the bit may be set.
+"""Reading a script's output into an ``Outcome`` (docs/contract.md §6, with §4, §5, §7): the framing is
+exact or the whole output is unknown (and a requeue's bit ``may_be_set``).  Pure; never raises for any
+stderr or exit status, only for a bad op or job id (``ValueError``).
 """
 
 from __future__ import annotations
@@ -93,12 +84,7 @@ def classify_call(op: Op, job_id: str, number: int, status: int, status_text: st
 
 
 def nonce_bytes(nonce: object) -> Optional[bytes]:
-    """The nonce to compare byte for byte, or None if there is none to compare with.
-
-    Any non-empty string is compared as given (the renderer only ever uses 128-bit
-    lowercase hex; a reader re-reading a log takes the nonce the log was written with).
-    An empty one is refused: its line would need two spaces in a row.
-    """
+    """The nonce to compare byte for byte (any non-empty string, as given), or None."""
     if not isinstance(nonce, str) or not issubclass(type(nonce), str):
         return None
     text = str.__str__(nonce)  # a plain copy: a str subclass's own encode() or __len__ never runs
@@ -111,10 +97,7 @@ def nonce_bytes(nonce: object) -> Optional[bytes]:
 
 
 def read_op(op: object) -> Op:
-    """``op`` as an ``Op``, or ``InvalidInput`` (a ``ValueError``, docs/contract.md §6).
-
-    A str subclass is copied first (``str.__str__``): its own ``__hash__`` or ``__eq__``,
-    which the enum's lookup would call, never runs.  Shared with ``bulk_reader``."""
+    """``op`` as an ``Op``, or ``InvalidInput``; a str subclass's own ``__eq__`` or ``__hash__`` never runs."""
     if type(op) is Op:
         return op
     if isinstance(op, str) and issubclass(type(op), str):
@@ -126,9 +109,8 @@ def read_op(op: object) -> Op:
 
 
 def split_status_lines(data: bytes, nonce: bytes) -> Tuple[List[Tuple[int, bytes, bytes]], Optional[Reason], str]:
-    """Split ``data`` at its status lines (docs/contract.md §3, §6), stopping at the first framing
-    fault: each line's ``(call number, status field, the call's own stderr before it)``, and the
-    fault's reason and detail (None, "" when the framing is exact).  Shared with ``bulk_reader``."""
+    """``data`` split at its status lines, up to the first framing fault: each ``(call number, status
+    field, own stderr)``, and the fault's reason and detail (None, "": exact)."""
     lines: List[Tuple[int, bytes, bytes]] = []
     pos = 0
     while True:
@@ -169,9 +151,8 @@ def _frame(op: Op, job_id: str, data: bytes, nonce: bytes) -> Tuple[Tuple[Call, 
 
 
 def read_call(op: Op, job_id: str, number: int, status: Optional[int], status_text: str, stderr: bytes) -> Call:
-    """One framed call of one job: its status (None: unreadable) and its own stderr, read as
-    docs/contract.md §4, §5 say.  The single reader's only per-call rule, and the one
-    ``bulk_reader`` reads a one-id list call with (docs/contract.md §11, "one id is a single op")."""
+    """One framed call of one job (``status`` None: unreadable), read by docs/contract.md §4, §5: the
+    single reader's only per-call rule, shared with ``bulk_reader``."""
     if status is None:
         return Call(number, None, status_text, stderr, CallOutcome.UNKNOWN, None, Reason.UNREADABLE_STATUS)
     return classify_call(op, job_id, number, status, status_text, stderr)

@@ -1,16 +1,5 @@
-"""When a failed scontrol call counts as a refusal (docs/contract.md §5).
-
-Rule 1: a failed call is a refusal only if every non-blank line of its stderr is
-``<message> for job <id>`` (the job's own id, exactly as passed) or, for hold,
-release and open only, ``slurm_suspend error:<message>`` with or without one
-space; the same message on every line; at least one ``for job`` line.
-Rule 2: the message must be on the call's allow-list below.  Anything else
-(``Unexpected message received``, which is what scontrol says when slurmctld did
-not answer; ``scontrol: error: ...``; array-format lines; two messages; another
-job's id; an empty stderr) is not a refusal, and the call's outcome is unknown.
-
-Texts checked against Slurm 22.05.8, 24.11.5 and 26.05.5 (docs/slurm-behaviour.md §1-§3, §6;
-docs/slurm-24.11-26.05.md §0, D1, for the missing space after ``slurm_suspend error:``).
+"""When a failed scontrol call's stderr is a refusal (docs/contract.md §5): the line rule, and each
+call's allowed messages (``ALLOWED``), as scontrol words them on 22.05, 24.11 and 26.05.
 """
 
 from __future__ import annotations
@@ -76,19 +65,13 @@ _BLANK_RUN = re.compile(rb"\n[ \t\r\x0b\x0c\n]*\n")
 
 
 def squeezed(stderr: bytes) -> bytes:
-    """``stderr`` without its blank lines (only ASCII whitespace, ``BLANK``) before its last
-    newline; what follows that newline (the last piece, a torn line) is kept as it is.
-
-    The readers' rules never look at a blank line, and dropping runs of them in C first (one
-    regex) keeps a stderr of a million blank lines as fast as a short one.  Only whole blank
-    lines go: a run starts and ends at a newline, and the run is as long as it can be, so the
-    line after it is never blank and no byte of a non-blank line is ever touched."""
+    """``stderr`` without its whole blank lines (only ``BLANK``) before its last newline, in C (one regex);
+    the last piece, after that newline, is kept as it is."""
     return _BLANK_RUN.sub(b"\n", b"\n" + stderr)[1:]
 
 
 def stderr_lines(stderr: bytes) -> Tuple[List[bytes], bytes]:
-    """``stderr.split(b"\\n")`` as (its newline-ended lines, none blank; the last piece).
-    Shared with ``bulk_reader``."""
+    """``stderr.split(b"\\n")`` as (its newline-ended lines, none blank; the last piece)."""
     pieces = squeezed(stderr).split(b"\n")
     tail = pieces.pop()
     return pieces, tail
@@ -113,7 +96,7 @@ def refusal_message(op: Op, number: int, job_id: str, stderr: bytes) -> Optional
     pieces.append(tail)  # a last line without its newline is read like any other line
     message: Optional[bytes] = None
     saw_for_job = False
-    # Rule 1 holds of each line alone and every line must give the same text, so each distinct
+    # The line rule holds of each line alone and every line must give the same text, so each distinct
     # line is read once (dict.fromkeys runs in C): a stderr of many copies of one line is cheap.
     for line in dict.fromkeys(pieces):
         if not line.strip(BLANK):
@@ -133,7 +116,7 @@ def refusal_message(op: Op, number: int, job_id: str, stderr: bytes) -> Optional
 
 
 def _line_text(op: Op, line: bytes, suffix: bytes) -> Optional[bytes]:
-    """The text of one non-blank line by rule 1 (``suffix`` is `` for job <id>``), or None."""
+    """The text of one non-blank line by §5's line rule (``suffix`` is `` for job <id>``), or None."""
     if line.endswith(suffix):
         return line[: -len(suffix)]
     if op in _SUSPEND_LINE and line.startswith(_SUSPEND_PREFIX):

@@ -1,75 +1,16 @@
-"""Rendering the deadline-wrapped POSIX sh script of an operation (docs/contract.md §2, §3).
+"""Rendering the deadline-wrapped POSIX sh script of an operation, and of one call on a list of ids
+(docs/contract.md §2, §3, §11).  Pure; the scripts run under dash and bash and read no clock: the
+runner TERMs their process group at the deadline and KILLs it ``KILL_GRACE`` s later.
 
-Contract: ``render`` is a pure function of (op, job id, deadline, nonce,
-scontrol path, expired); ``render_list`` the same for ONE call of an op on a
-list of job ids (the bulk path, docs/contract.md §11).  The scripts run under
-dash and bash.  A script keeps no clock: the runner is the deadline's clock
-(``run.calls.run_wrapped``: ``host.process.run_script`` with the time left), and at the
-deadline sends TERM to the script's process group, then KILL ``KILL_GRACE``
-seconds later.  The deadline is in the script as a comment only.
-
-- Given the runner's lifeline fd and backstop seconds as ``$1`` and ``$2`` (``sh -s FD S``), the
-  script starts its guards right after the trap and ``PATH``: they KILL its whole process group
-  when the runner dies (the lifeline reads EOF) or when the backstop elapses (a frozen runner).
-  Run by hand, with no arguments, it starts none (``GUARD`` says how they work).
-- The first command traps TERM into a flag (``stopped``).  A call starts only
-  while the flag is clear; otherwise it gets status 75 and does not run.
-  ``expired=True`` renders the flag already set: every call gets 75, nothing
-  starts (for a deadline that passed before the script was started).
-- Only the script says a call was not started (docs/contract.md §4): before
-  starting one it checks that scontrol exists (else 127) and is an executable
-  regular file (else 126; a directory, a device, no execute permission), and the
-  call is not started.  A started call whose own status is 75, 126 or 127 (a
-  site wrapper behind ``--scontrol`` whose own command was missing or timed out,
-  or a file gone between the check and its exec, where the shell's fork gives
-  127 or 126) reports 125: it may have acted.
-- A call runs in the background (``"$scontrol" "$@" </dev/null &``) and the
-  script waits for it, so the TERM ends the wait at once.  A call still running
-  when the flag is set is sent TERM (it had the runner's too: same process
-  group), reaped, and reported as 124: stopped at the deadline, it may have
-  reached slurmctld.  A call that ignores TERM keeps the script waiting until
-  the runner's KILL.  A call that ended before the flag was set reports its own
-  status, even if the TERM comes before its status line is printed.
-- After each call it prints ``<RS>DSL <nonce> call <i> <status>`` on stderr; the
-  script exits with the last call's status.  After the runner's KILL nothing
-  more is printed: the status lines of the call it cut short and of any later
-  call are missing, and the output reads unknown (``run.calls.execute`` says
-  ``timed_out``; the reader alone says no status line, wrong calls, or an exit
-  status that does not match).
-
-The races, and what each gives:
-
-- TERM before the trap is set (the shell's first milliseconds): the shell dies
-  of it and prints nothing; no call had started.  ``run.calls.run_wrapped`` sees the
-  shell killed by TERM with nothing said and runs the script again rendered
-  ``expired``: 75s, not a bare unknown.
-- TERM between the flag check and the call's start: the flag is already set
-  once the call is started, and the call never got the TERM (it started after
-  it).  A TERM sent now would land before its exec, in the shell's own handler
-  it still runs, and be lost; so the script sends KILL, reaps it and reports
-  124: it may have started.
-- TERM during the wait: the wait returns 143 with the flag set: 124.  (Should
-  the runner's TERM land in the call's own fork-to-exec window, the call loses
-  it, and very likely the script's TERM as well: it then runs on to its end,
-  still 124, or until the runner's KILL.)
-- TERM after the wait returned the call's status but before its status line:
-  the flag is set, the status stays the call's own (a call that itself died of
-  TERM, 143, then reads 124: unknown either way).  Later calls get 75.
-- TERM before the guards' subshell ignores it (the shell's first milliseconds, the subshell
-  running beside the script): the subshell dies and the run has no guards.  The runner that sent
-  the TERM is alive and keeps its KILL; only its death in that grace could leave a call running.
-- The flag is only ever set, never cleared; a trap action keeps ``$?``.
-
-Text on stderr before a status line is the call's own: the shell's own line
-about a call killed by a signal (dash ``Terminated``, bash ``line N: PID
-Segmentation fault ...``), printed by the waits, goes to /dev/null.  Only bash,
-when the call dies of a signal before the wait has begun (microseconds after
-its start), prints it on stderr, as call text; a call killed by a signal reads
-unknown whatever its text (docs/contract.md §4).
-
-Every value from outside is copied to a plain built-in (``plain``: a subclass's
-own methods never run), validated and single-quoted; the job ids also pass §1.
-scontrol's stdin is /dev/null: the script itself arrives on the shell's stdin.
+The races, which docs/contract.md §2 leaves to this list; the runner's TERM lands:
+- before the trap: the shell dies, nothing started; ``run.calls.run_wrapped`` reruns it ``expired``: 75s;
+- between the flag check and the call's start: the call missed it, and a TERM before its exec is lost:
+  KILL, reap, 124;
+- during the wait: 143 with the flag set, so 124 (a call that lost it in its own fork-to-exec window
+  runs on: still 124, or the runner's KILL);
+- after the wait, before the status line: the call's own status (its own 143 reads 124); later calls 75;
+- before the guards' subshell ignores it: no guards, but the runner is alive and keeps its KILL.
+The flag is only ever set, never cleared; a trap action keeps ``$?``.
 """
 
 from __future__ import annotations
@@ -104,28 +45,11 @@ CALLS = {
     ),
 }
 
-# The guards every run starts before anything else (docs/contract.md §2), from the runner's two
-# values, ``$1`` and ``$2`` (never text from outside): two background subshells in the script's
-# process group that ignore the deadline's TERM (so does the backstop's ``sleep``: an ignored
-# signal stays ignored across exec) and hold none of the runner's pipes (stdin, stdout, stderr on
-# /dev/null: the runner's EOF wait and the script's own stdin are not theirs).
-# - The lifeline: fd ``$1`` is the read end of a pipe whose only write end the runner holds for the
-#   run's whole life.  Nothing is ever written to it, so ``read`` (a builtin) returns only at EOF:
-#   when the kernel closes the runner's end, whatever killed it (SIGKILL included), or when the
-#   runner closes it after the run.  Then the whole group is KILLed: the script, its calls and the
-#   other guard.  It is opened as /dev/fd/N because dash takes no fd above 9 in ``<&N`` and the
-#   runner cannot choose the number; should the open fail (no /proc), ``read`` fails and the group
-#   is KILLed at once: no run goes on without its lifeline.
-# - The backstop: a runner that is alive but frozen (SIGSTOP, Ctrl-Z: the script has a session of
-#   its own, so it goes on) sends no TERM.  ``$2`` whole seconds after the start, past the
-#   runner's KILL, the group is KILLed anyway, so a lease that outlasts it outlasts every call.
-# Both are started by a subshell that exits at once, so neither is a child of the script: bash's
-# ``wait PID``, when the deadline's TERM and its call's exit come together, may go on waiting for
-# any other child of the script (bash 5.2: about one run in 25 then waited for a guard until the
-# KILL).  They stay in the script's process group all the same.  That subshell runs in the
-# background, with /dev/null set by the script around its fork (a redirection of a brace group),
-# so the script does not wait for it and no fork ever holds the runner's pipes: some 0.2 ms a run.
-# On a normal end the runner KILLs the group's stragglers when the script exits: the guards too.
+# The guards (docs/contract.md §2): the lifeline (fd ``$1``: ``read`` returns only at the runner's EOF,
+# and a failed open KILLs at once) and the backstop (``$2`` s).  They ignore TERM (so does ``sleep``:
+# an ignored signal stays ignored across exec) and hold none of the runner's pipes.  Started by a
+# subshell that exits at once, so neither is a child of the script: bash's ``wait PID`` may otherwise
+# wait for a guard until the KILL (bash 5.2: about one run in 25, when the TERM and a call's exit meet).
 GUARD = (
     "{ ( trap '' TERM; (read -r _ </dev/fd/\"$1\"; kill -KILL 0) & (sleep \"$2\"; kill -KILL 0) & ) & }"
     " </dev/null >/dev/null 2>&1"
@@ -213,10 +137,8 @@ def call_argv(op: Op, job_id: str) -> Tuple[Tuple[int, Tuple[str, ...]], ...]:
 
 
 def list_argv(op: Op, number: int, job_ids: Sequence[Union[str, int]]) -> Tuple[str, ...]:
-    """The scontrol arguments of call ``number`` of ``op`` on ``job_ids``, joined with "," in
-    one argument (``hold 1,2,3``; ``update JobId=1,2,3 Requeue=1``, one ``JobId=``).  Raises
-    ``InvalidInput`` for a bad op, call number or id, a duplicate id, no ids, or an argument
-    over ``MAX_ARG_BYTES`` (docs/slurm-bulk.md §1)."""
+    """The scontrol arguments of call ``number`` of ``op`` on ``job_ids``, joined with "," in one argument;
+    ``InvalidInput`` for a bad op, call or id, a duplicate, no ids, or over ``MAX_ARG_BYTES``."""
     return _list_call(_wrapped(op), number, job_ids)[1]
 
 
@@ -271,10 +193,8 @@ def deadline_ms(deadline: float) -> int:
 
 
 def render(op: Op, job_id: str, deadline: float, nonce: str, scontrol: str, *, expired: bool = False) -> str:
-    """The script for a wrapped op.  Raises ``ValueError`` on any bad input.
-
-    ``deadline`` (epoch seconds) is shown in the script; the runner keeps it.  ``expired``:
-    the deadline had passed before the script was started, so no call starts (75)."""
+    """The script for a wrapped op; ``ValueError`` on any bad input.  ``deadline``: epoch seconds, shown
+    only; ``expired``: it passed before the start, so no call starts (75)."""
     op = _wrapped(op)
     job_id = validate_job_id(job_id)
     lines = _head(f"{op.value} {job_id}", deadline, nonce, scontrol, expired)
@@ -290,9 +210,8 @@ def render(op: Op, job_id: str, deadline: float, nonce: str, scontrol: str, *, e
 
 def render_comment(job_id: str, text: str, deadline: float, nonce: str, scontrol: str, *,
                    expired: bool = False) -> str:
-    """The script of an AdminComment copy (``--admin-comment``, docs/contract.md §10.4): one call,
-    ``scontrol update JobId=J AdminComment=TEXT``, framed, deadline-kept and raising as ``render``;
-    ``text`` single-quoted (a checked ``--reason``: no control character)."""
+    """The script of an AdminComment copy (docs/contract.md §10.4), as ``render``; ``text``: a checked
+    ``--reason``."""
     job_id = validate_job_id(job_id)
     lines = _head(f"admin comment {job_id}", deadline, nonce, scontrol, expired)
     lines.append("# write the reason to the job's AdminComment\n")
@@ -312,9 +231,8 @@ def render_list(
     *,
     expired: bool = False,
 ) -> str:
-    """The script of call ``number`` of ``op`` on every id of ``job_ids`` at once: one scontrol
-    process, the ids joined with "," in one argument (``list_argv``), one status line
-    ``call <number> <status>``; framed, deadline-kept and raising as ``render``."""
+    """The script of call ``number`` of ``op`` on every id of ``job_ids`` in one scontrol process
+    (``list_argv``), as ``render``."""
     op = _wrapped(op)
     number, args, count = _list_call(op, number, job_ids)
     lines = _head(f"{op.value} call {number} on {count} jobs", deadline, nonce, scontrol, expired)

@@ -1,17 +1,7 @@
-"""Selectors: the jobs an operation given ``--node``, ``--partition``, ... means (docs/contract.md §10.3).
-
-| Rule | What it says                                                                           |
-|------|----------------------------------------------------------------------------------------|
-| 1    | Each value is checked where it comes in (``check_value``, ``check_states``): bad input  |
-|      | is a usage error and nothing runs.                                                     |
-| 2    | The selectors are AND-ed (with the ids, if any are given too) and resolved by one     |
-|      | squeue listing (``filters``; ``--pending-reason`` by ``picks`` on its records).         |
-| 3    | An array's own JobId that reaches other tasks is never selected (§9.4): its tasks not |
-|      | yet split off have no JobId of their own and are counted apart (``chosen``).           |
-| 4    | With ``--key``, the set a key's first run selected is the key's (``text`` names the    |
-|      | selectors it was made by): a rerun acts on that set, never on a new listing.          |
-
-Sans-IO: the listing is ``lookups.squeue.SqueueLookup.select``'s, the key's set the ledger's.
+"""Selectors: the jobs ``--node``, ``--partition``, ... mean (docs/contract.md §10.3); sans-IO.
+Rule 1: each value is checked where it comes in.  Rule 2: AND-ed, resolved by one squeue listing
+(``filters``, ``picks``).  Rule 3: an array's own JobId reaching other tasks is never selected
+(``chosen``).  Rule 4: with ``--key``, the set the key's first run chose is every rerun's.
 """
 
 from __future__ import annotations
@@ -50,8 +40,7 @@ def check_value(text: str, what: str = "a selector") -> str:
 
 
 def check_states(text: str) -> str:
-    """``--state``'s comma list as squeue's names (short forms and any case taken), or ``InvalidInput``
-    naming the state it does not know."""
+    """``--state``'s comma list as squeue's names (short forms, any case), or ``InvalidInput``."""
     names: List[str] = []
     for word in check_value(text, "--state").split(","):
         name = STATES.get(word.strip().upper(), word.strip().upper())
@@ -79,8 +68,7 @@ class Selection:
 
     @classmethod
     def of(cls, given: Mapping[str, str]) -> Selection:
-        """The selectors a library caller names (``{"node": "n[1-4]", "state": "R"}``), each checked as
-        its option's (Rule 1); ``InvalidInput`` for an unknown name, a bad value or none at all."""
+        """The selectors a library caller names, each checked (Rule 1); ``InvalidInput`` if bad or none."""
         names = [f.name for f in fields(cls)]
         unknown = sorted(set(given) - set(names))
         if unknown:
@@ -118,16 +106,14 @@ class Selection:
 
 @dataclass(frozen=True)
 class Chosen:
-    """What a selection chose: the JobIds in the listing's order, and the arrays left out (Rule 3):
-    each array's own JobId with how many tasks it still holds that have no JobId of their own."""
+    """The JobIds chosen, in the listing's order; each array left out (Rule 3) with its tasks' count."""
 
     job_ids: Tuple[str, ...]
     arrays_left: Dict[str, int]
 
 
 def chosen(selection: Selection, listed: Mapping[str, JobInfo]) -> Chosen:
-    """Rules 2 and 3 on a listing: the records ``picks`` keeps, an array's own JobId reaching other
-    tasks left out."""
+    """Rules 2 and 3 on a listing."""
     ids: List[str] = []
     left: Dict[str, int] = {}
     for job_id, info in listed.items():

@@ -1,20 +1,6 @@
-"""Text from outside, made safe to show (docs/contract.md §10.1).
-
-Rule: whatever did not come from slurm-dsl itself (squeue's and pyslurm's words, an exception's
-text, a Slurm version line, a path, a job's State, what a ledger row holds) may carry control
-characters: ``\\033]52;...\\007`` writes the clipboard of the terminal that shows it,
-``\\033[2J`` clears it, ``\\r`` or ``\\n`` forge a line.  So every such text is passed through
-``shown`` before it is printed, logged or stored to be printed later: each character that is not
-printable (``str.isprintable``: the C0 and C1 controls, DEL, ``\\n``, ``\\t``, format characters
-such as the bidi overrides, line and paragraph separators, surrogates, unassigned code points)
-becomes the escape Python's ``repr`` writes for it (``\\x1b``, ``\\n``, ``\\u202e``), and the
-result is at most ``cap`` characters, an over-long one cut at an escape's edge and ending with
-``... (N characters)`` (or ``bytes``), N the length of the whole text.
-
-Backslashes are left alone, so text already shown is shown unchanged (``shown(shown(t)) ==
-shown(t)`` for one cap): a ledger row stored escaped and escaped again when printed reads the
-same, while an old row that still holds raw bytes is escaped at printing.  Bytes are decoded
-as UTF-8 first, an undecodable byte written ``\\xff`` (``backslashreplace``).  Pure: no I/O.
+"""Text from outside made safe to show or keep (docs/contract.md §10.1): every non-printable character
+escaped as ``repr`` writes it, the whole capped.  Bytes are decoded as UTF-8 first (``backslashreplace``);
+a cut falls at an escape's edge.  Backslashes stay, so ``shown(shown(t)) == shown(t)`` for one cap.
 """
 
 from __future__ import annotations
@@ -26,13 +12,8 @@ _UNCAPPED = 1 << 62
 
 
 def shown(text: Union[str, bytes], cap: Optional[int] = SHOWN_CAP, *, lines: bool = False) -> str:
-    """``text`` with every non-printable character escaped, in at most ``cap`` characters
-    (``None``: escaped only, however long; for a whole message built from texts already capped).
-
-    ``lines``: keep ``\\n`` and ``\\t`` as they are (a message of several lines, a traceback in
-    a log record); everything else not printable is still escaped.  ``cap`` below 40 is taken
-    as 40 (room for the ``... (N characters)`` that says a text was cut).
-    """
+    """``text`` escaped, in at most ``cap`` characters (None: no cap; below 40 taken as 40); ``lines``:
+    keep ``\\n`` and ``\\t``."""
     cap = _UNCAPPED if cap is None else max(int(cap), 40)
     if isinstance(text, (bytes, bytearray)):
         # A bounded prefix decoded only: what is past the cap is never shown, only counted.

@@ -1,23 +1,9 @@
-"""slurm.conf read as slurmctld reads it (docs/contract.md §13.8), for the few keys slurm-dsl needs:
-where slurmctld saves its state, which controllers there are, and MessageTimeout.  Pure: the
-caller reads the files (``include``).
-
-The rules (src/common/parse_config.c, 25.11: ``_get_next_line``, ``_strip_comments``,
-``keyvalue_pattern``, ``_parse_include_directive``; src/common/read_config.c ``get_extra_conf_path``):
-
-| text | read as |
-|---|---|
-| a line ending in an odd number of ``\\`` | joined with the next |
-| ``#`` after an even number of ``\\`` | the rest of the line is a comment |
-| ``key=value``, ``key="a value"`` | a setting; keys are case-insensitive, several on a line |
-| ``Include FILE`` (any case) | FILE's settings, in its place; a relative FILE is beside slurm.conf |
-| ``%c`` in an included name | ClusterName as read so far, in lower case |
-| ``Include`` of a name with ``*`` | skipped by slurmctld (no glob): skipped here too |
-| a key given twice | the last one counts (``last``), or each one (``every``: ``SlurmctldHost``) |
-
-A file that cannot be read, an include nested deeper than ``MAX_DEPTH``, or a ``%c`` with no
-ClusterName before it makes the whole reading ``unreadable`` with why: a caller never takes a
-reading with a hole in it for the cluster's configuration.
+"""slurm.conf read as slurmctld reads it (docs/contract.md §13.8), for the few keys slurm-dsl needs.
+Pure: the caller reads the files (``include``).  Beyond §13.8 (src/common/parse_config.c, 25.11): keys
+are case-insensitive, several to a line; a line ending in an odd number of ``\\`` continues, and a
+``#`` after an even number starts a comment; ``%c`` is ClusterName in lower case.  An include that
+cannot be read, one nested deeper than ``MAX_DEPTH``, or a ``%c`` before any ClusterName makes the
+whole reading ``unreadable``.
 """
 
 from __future__ import annotations
@@ -31,8 +17,7 @@ _ESCAPE = re.compile(r"\\(.)")
 
 
 class SlurmConf(NamedTuple):
-    """The settings of slurm.conf and its includes, in the order slurmctld reads them, each key in
-    lower case; or why they could not all be read (``unreadable``, the settings then empty)."""
+    """The settings in the order slurmctld reads them, keys in lower case; or why not (``unreadable``)."""
 
     settings: Tuple[Tuple[str, str], ...] = ()
     unreadable: Optional[str] = None
@@ -83,9 +68,8 @@ def _uncommented(line: str) -> str:
 
 def read(text: str, include: Callable[[str], Union[str, Unreadable]], *, depth: int = 0,
          so_far: Tuple[Tuple[str, str], ...] = ()) -> SlurmConf:
-    """The settings of slurm.conf's ``text``, each ``Include`` read through ``include`` (given the
-    file name as written, ``%c`` expanded; it returns the text, or ``Unreadable`` with why); ``so_far``: the
-    settings read before this text (an include's ClusterName)."""
+    """The settings of slurm.conf's ``text``, each ``Include`` read by ``include`` (the name, ``%c`` expanded:
+    its text, or ``Unreadable``); ``so_far``: the settings read before this text."""
     settings = list(so_far)
     for line in logical_lines(text):
         if line[:7].lower() == "include" and line[7:8].isspace() and line[7:].strip():

@@ -1,11 +1,4 @@
-"""The status table (docs/contract.md §4): what a call's exit status says about the call.
-
-Strategy: a status is *readable* only as a plain decimal (``0`` or
-``[1-9][0-9]*``, ASCII, no sign, no spaces) from 0 to 255; anything else is
-unreadable and makes an outcome unknown.  A readable status maps to the call's
-outcome class; 1-74 and 76-123 ("scontrol failed by itself") need the refusal
-rules (docs/contract.md §5) to become a refusal, and are unknown otherwise.
-"""
+"""The status table (docs/contract.md §4): what a call's exit status says about the call."""
 
 from __future__ import annotations
 
@@ -36,11 +29,7 @@ class StatusClass(str, enum.Enum):
 
 
 def parse_status(raw: object) -> Optional[int]:
-    """The status as an int if it is readable (docs/contract.md §4), else None.
-
-    Accepts an ``int`` (not a ``bool``) in 0..255, or a ``str`` in plain decimal
-    form whose value is at most 255.  Anything else (bytes, None, floats) is not.
-    """
+    """The status as a plain int if it is readable (docs/contract.md §4: 0-255, an int or decimal str), else None."""
     if isinstance(raw, bool):
         return None
     # A plain copy through the base type first: a subclass's own comparisons, __len__ or

@@ -1,10 +1,6 @@
-"""Which scontrol and squeue to run: the configured path, PATH, or Debian's.
-
-The configured path is the caller's: a flag or an argument, else ``$SLURM_DSL_SCONTROL`` /
-``$SLURM_DSL_SQUEUE``, else the config file's, read once by ``config.configure`` (never here, so
-that the command line and the library read them one way).  Each is resolved once to an absolute
-path and then fixed, so a later change of PATH cannot swap the program under a running operation.
-"""
+"""Which scontrol and squeue to run: the configured path (read by ``run.config.configure``, never here),
+PATH, or Debian's (docs/contract.md §10).  Each is resolved once to an absolute path and then fixed,
+so a later change of PATH cannot swap the program under a running operation."""
 
 from __future__ import annotations
 
@@ -19,9 +15,8 @@ DEFAULT_SQUEUE = "/usr/bin/squeue"
 
 
 def _on_path(name: str) -> Optional[str]:
-    """The first executable file ``name`` on $PATH, as ``shutil.which`` finds it (an empty entry
-    is the current directory; no PATH at all is ``os.defpath``).  Written out: importing shutil
-    (and with it bz2, lzma, fnmatch) cost every run of the command line about 3 ms."""
+    """The first executable ``name`` on $PATH, as ``shutil.which`` finds it; written out, as importing
+    shutil cost every command line about 3 ms."""
     search = os.environ.get("PATH")
     if search is None:
         search = os.defpath
@@ -35,8 +30,7 @@ def _on_path(name: str) -> Optional[str]:
 
 
 def find_scontrol(configured: Optional[str] = None) -> str:
-    """The absolute scontrol path: the configured one, else the first on the caller's PATH, else
-    /usr/bin/scontrol.  Resolved once, then fixed."""
+    """The absolute scontrol path: the configured one, else the first on PATH, else /usr/bin/scontrol."""
     if configured is not None:
         # A str subclass's methods never run; an empty path is refused, never taken as none given.
         configured = not_empty(plain_str(os.fspath(configured), "scontrol path"), "the scontrol path")
@@ -45,8 +39,7 @@ def find_scontrol(configured: Optional[str] = None) -> str:
 
 
 def where_looked(name: str, configured: Optional[str], found: str) -> str:
-    """How ``found`` was chosen, for doctor: as configured, the first ``name`` on PATH (named), or
-    the default because PATH has none (so an admin whose Slurm is in /opt/slurm/bin sees why)."""
+    """How ``found`` was chosen, for doctor: as configured, the first ``name`` on PATH, or the default."""
     if configured:
         return "as configured"
     search = os.environ.get("PATH", os.defpath)
@@ -57,8 +50,8 @@ def where_looked(name: str, configured: Optional[str], found: str) -> str:
 
 
 def find_squeue(configured: Optional[str] = None, scontrol: Optional[str] = None) -> str:
-    """The absolute squeue path: the configured one, else the squeue beside the scontrol in use
-    (one Slurm install), else the first on the caller's PATH, else /usr/bin/squeue."""
+    """The absolute squeue path: the configured one, else beside the scontrol in use, else on PATH, else
+    /usr/bin/squeue."""
     path = None if configured is None else not_empty(plain_str(os.fspath(configured), "squeue path"), "the squeue path")
     if not path and scontrol:
         sibling = os.path.join(os.path.dirname(find_scontrol(scontrol)), "squeue")

@@ -1,16 +1,6 @@
-"""Reading a file from outside within a deadline (docs/contract.md §13.8): slurm.conf and what it
-includes, the files of slurmctld's StateSaveLocation, a script's captured output.
+"""Reading a file from outside within a deadline (docs/contract.md §13.8, its rules in a table there).
 
-Rule: a file is opened without following a symbolic link at its last name (``O_NOFOLLOW``; the
-directories above it are the site's layout and are followed), without waiting on a FIFO or a
-device (``O_NONBLOCK``), and is read only when it is a regular file, at most ``limit`` bytes.  The
-whole of it (the open, the status, the reads) runs in a thread of its own that the caller waits
-for at most ``timeout`` seconds (monotonic): a file on a server that stopped answering (a hung
-NFS mount, which a primary/backup pair shares) costs the caller its wait and no more; the thread
-is left to the kernel, a daemon that never keeps the process from exiting.  Whatever goes wrong is
-a ``NotRead`` value, with why in words, returned: the caller reads it as "cannot tell", never as an
-answer.
-"""
+Whatever goes wrong is a ``NotRead`` value, returned: the caller reads it as "cannot tell", never as an answer."""
 
 from __future__ import annotations
 
@@ -31,8 +21,7 @@ _KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSO
 
 
 class NotRead(NamedTuple):
-    """A file that could not be read as a regular file within its deadline; ``missing``: it does
-    not exist (the one case a caller may tell apart, e.g. slurmctld between two links of a save)."""
+    """A file that could not be read as a regular file within its deadline; ``missing``: it does not exist."""
 
     path: str
     why: str
@@ -43,10 +32,9 @@ class NotRead(NamedTuple):
 
 
 class Identity(NamedTuple):
-    """What tells one file from the one that replaced it at the same name: its inode, its last
-    write (nanoseconds, the host's clock, compared for equality only, never ordered) and its size.
-    A file slurmctld links into place is never written again, so none of these changes while it
-    is there; the next save's file is another inode, created while this one still exists."""
+    """What tells one file from the one that replaced it at the same name: inode, last write (ns) and size.
+
+    The write time is compared for equality only, never ordered."""
 
     inode: int
     mtime_ns: int
@@ -60,8 +48,7 @@ _T = TypeVar("_T")
 
 
 def within(timeout: float, work: Callable[[], Union[_T, NotRead]], path: str) -> Union[_T, NotRead]:
-    """``work()`` in a thread of its own, waited for at most ``timeout`` seconds; ``NotRead`` if it
-    has not returned by then (it goes on, unwaited for) or raised ``OSError``."""
+    """``work()`` in a daemon thread, waited for at most ``timeout`` seconds; ``NotRead`` if late or on ``OSError``."""
     box: list[object] = []
     done = threading.Event()
 
@@ -93,9 +80,9 @@ def kind(mode: int) -> str:
 
 
 def read_regular(path: str, limit: int, timeout: float = FILE_TIMEOUT, *, head: bool = False) -> Union[bytes, NotRead]:
-    """At most ``limit`` bytes of the regular file ``path`` (see the module); a ``NotRead`` when it
-    is no such file, cannot be read, is longer than ``limit`` (unless ``head``: then its first
-    ``limit`` bytes) or does not answer in ``timeout``."""
+    """At most ``limit`` bytes of the regular file ``path``, or a ``NotRead``.
+
+    Longer than ``limit`` is a ``NotRead`` unless ``head``: then its first ``limit`` bytes."""
     simulated = world.current().edge("read_regular")
     if simulated is not None:
         return simulated(path, limit, timeout, head=head)  # type: ignore[no-any-return]
@@ -147,9 +134,7 @@ def read_identified(path: str, limit: int, timeout: float = FILE_TIMEOUT) -> Uni
 
 
 def identity(path: str, timeout: float = FILE_TIMEOUT) -> Union[Identity, NotRead]:
-    """The ``Identity`` of the regular file at ``path`` now, from its status alone (``lstat``: a
-    symbolic link is refused; no read, so an account that may not read the file may still tell
-    one save of it from the next); ``NotRead`` as ``read_regular``."""
+    """The ``Identity`` of the regular file at ``path`` now, from ``lstat`` alone; ``NotRead`` as ``read_regular``."""
     simulated = world.current().edge("identity")
     if simulated is not None:
         return simulated(path, timeout)  # type: ignore[no-any-return]

@@ -1,10 +1,7 @@
-"""One line to the system log (``/dev/log``: journald or a syslog daemon), for the audit trail of
-an operation given ``--reason`` (docs/contract.md §10.4).
+"""One line to the system log (``/dev/log``), for ``--reason``'s audit trail (docs/contract.md §10.4).
 
-A datagram sent without waiting: a log socket that is missing, refuses or is full (a stalled
-journald) loses the line and says so (``False``), and never holds the command up.  An edge: it asks
-``world.current()`` first (``journal``), so that a simulated run never reaches the machine.
-"""
+A datagram sent without waiting: a missing, refusing or full socket loses the line (``False``) and
+never holds the command up."""
 
 from __future__ import annotations
 

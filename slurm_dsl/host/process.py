@@ -1,45 +1,9 @@
-"""Running processes: the one module of slurm-dsl that imports ``subprocess``.
+"""Running processes: the one module of slurm-dsl that imports ``subprocess`` (docs/contract.md §2, §4).
 
-Contract: ``run_script`` feeds a rendered script to ``/bin/sh`` on stdin and
-``run_argv`` runs an argv directly; neither builds a shell string.  Each child
-gets a new session (so a process group of its own), a fixed environment, and
-a guard that is also the deadline's clock: at ``timeout`` seconds (monotonic,
-counted from just before the spawn) the whole group gets TERM, then KILL after
-``kill_grace``; the child is always reaped, and anything left in its group
-when it exits is killed too, so nothing outlives a call.  A rendered script
-traps that TERM (docs/contract.md §2): no call starts after it, a call it cuts
-short reports 124, and the script exits by itself; ``timed_out`` says the TERM
-was sent.  stdout and stderr are each kept up to ``cap`` bytes; the rest is
-read and dropped (so the child never blocks on a full pipe) and ``truncated``
-says so.
-
-Nothing of a run outlives its runner, whatever ends the runner (docs/contract.md §2).  Each
-child gets the read end of a *lifeline* pipe (its fd number is the shell's ``$1``) whose one
-write end this process holds until the child's group is dead; and a *backstop*, whole seconds
-(``backstop``, the shell's ``$2``) past the KILL at ``timeout + kill_grace``.  The script's
-guards (``script.GUARD``: ``run_argv``'s program runs under a shell that starts them and execs
-it) KILL the whole group when the lifeline reads EOF, which the kernel gives as soon as this
-process dies (SIGKILL, a crash: no handler needed, and no thread's exit triggers it), or when the
-backstop elapses while this process is frozen (SIGSTOP) and keeps no time.  So every call is
-gone by ``backstop`` seconds after its start, which is what leases count on (``run.calls.GUARD_MARGIN``).
-
-Reading stops at EOF on both pipes, or ``DRAIN`` seconds after the child has
-exited (it exits at the latest when the guard's KILL lands), whichever comes
-first: a process that escaped the call by leaving its session (``setsid``)
-and still holds stdout or stderr must not keep the caller for as long as it
-lives.  Before giving up, whatever is left in the call's session outside its
-group (``setpgid``) is killed too, and its pipes get one more ``DRAIN``.  An
-escaped process is out of reach (no kill can name it safely); we close our
-ends of the pipes and leave it: its next write gets SIGPIPE or EPIPE.
-``pipes_held`` then says output may be missing, so callers must not read it
-as complete.
-
-Statuses are shell-style: 0-255, 128+N for death by signal N, 127 when the
-program is missing and 126 when it cannot be executed (docs/contract.md §4);
-``killed_by`` tells death by signal N (N) from an exit with 128+N (None), and
-``started`` a spawn that failed (127, 126: it never ran) from a program that
-exited 127 or 126 itself.
-"""
+``run_script`` feeds a rendered script to ``/bin/sh`` on stdin, ``run_argv`` runs an argv under a
+shell that starts the guards and execs it; neither builds a shell string.  Each run's process group
+gets TERM at its deadline and KILL ``kill_grace`` later, and nothing of it outlives the runner (the
+lifeline and the backstop).  A process that left the call's session is out of reach: ``pipes_held``."""
 
 from __future__ import annotations
 
@@ -109,8 +73,7 @@ class Completed:
 
 
 def fixed_env(environ: Optional[Mapping[str, str]] = None) -> Dict[str, str]:
-    """The environment every child gets: C locale, a safe PATH, SLURM_CONF if set, and the run it
-    belongs to (``host.runs.RUN_ENV``: what it started is known alive while it is there)."""
+    """The environment every child gets: C locale, a safe PATH, SLURM_CONF if set, its run (``host.runs.RUN_ENV``)."""
     source = os.environ if environ is None else environ
     env = {"PATH": SAFE_PATH, "LC_ALL": "C", "LANG": "C", RUN_ENV: str(this_run())}
     env.update({k: source[k] for k in PASS_THROUGH if k in source})
@@ -118,15 +81,12 @@ def fixed_env(environ: Optional[Mapping[str, str]] = None) -> Dict[str, str]:
 
 
 def backstop(timeout: float, kill_grace: float = KILL_GRACE) -> int:
-    """Whole seconds from a run's start to its backstop's KILL: past the runner's own KILL
-    (``timeout`` + ``kill_grace``) by at least ``BACKSTOP_MARGIN``, by less than it + 1."""
+    """Whole seconds from a run's start to its backstop's KILL: at least ``BACKSTOP_MARGIN`` past the runner's KILL."""
     return math.ceil(max(timeout, 0.0) + kill_grace + BACKSTOP_MARGIN)
 
 
 def run_script(script: str, *, timeout: float, cap: int = CAP, kill_grace: float = KILL_GRACE) -> Completed:
-    """Run ``script`` with ``/bin/sh``, the script on stdin; ``timeout`` is its deadline, in
-    seconds from now: TERM to its process group then, KILL ``kill_grace`` seconds later.  The
-    shell gets the lifeline's fd and the backstop's seconds as ``$1`` and ``$2``."""
+    """Run ``script`` with ``/bin/sh``, on stdin, with a deadline of ``timeout`` seconds from now."""
     simulated = world.current().edge("run_script")
     if simulated is not None:
         return simulated(script, timeout=timeout, cap=cap, kill_grace=kill_grace)  # type: ignore[no-any-return]
@@ -134,8 +94,7 @@ def run_script(script: str, *, timeout: float, cap: int = CAP, kill_grace: float
 
 
 def run_argv(argv: Sequence[str], *, timeout: float, cap: int = CAP, kill_grace: float = KILL_GRACE) -> Completed:
-    """Run ``argv`` (no shell string: a shell that starts the guards execs it), stdin from
-    /dev/null.  A program that is missing is 127, one that cannot be executed 126."""
+    """Run ``argv``, stdin from /dev/null.  A program that is missing is 127, one that cannot be executed 126."""
     argv = tuple(argv)
     simulated = world.current().edge("run_argv")
     if simulated is not None:
@@ -147,8 +106,7 @@ def run_argv(argv: Sequence[str], *, timeout: float, cap: int = CAP, kill_grace:
 
 
 def _cannot_exec(program: str) -> Optional[Tuple[int, str]]:
-    """(127 or 126, why) when ``program`` could not be executed, as a failed exec would say;
-    None when it can.  Looked for on ``SAFE_PATH`` unless it has a slash, as exec does."""
+    """(127 or 126, why) when ``program`` could not be executed, as exec would say; None when it can."""
     if "/" in program:
         candidates = [program]
     else:
@@ -352,10 +310,8 @@ def _exited(pid: int) -> bool:
 def _kill_session(sid: int) -> bool:
     """KILL what is left in the child's session outside its group; whether anything was.
 
-    Safe only before the child is reaped: until then no other session can have its id.
-    Each process is named by a pidfd taken before its session is read, so a pid that
-    is reused meanwhile is never signalled.  Without /proc or pidfds, nothing is found.
-    """
+    Safe only before the child is reaped (no other session can have its id), each process named by a
+    pidfd taken first, so a reused pid is never signalled."""
     found = False
     try:
         entries = [int(e) for e in os.listdir("/proc") if e.isdigit() and int(e) != sid]

@@ -1,18 +1,7 @@
 """Which run of slurm-dsl a process is, and whether a run is known alive (docs/contract.md §13.7).
 
-A run is one process on one host in one boot: ``this_run`` is ``host/boot/pid/start``, ``start`` the
-process's start in clock ticks since boot (``/proc/<pid>/stat``, field 22), so a pid reused after
-the process died is another run.  Every program a run starts carries the run in its environment
-(``RUN_ENV``, put there by ``host.process.fixed_env``), so what it started is found too, even once
-it has left the run's session.
-
-``alive(run)``: True when the run's process, or a process carrying its mark, is there (frozen or
-not: a stopped process may go on); False when it is known gone (this host and boot, none there; or
-this host in another boot: it rebooted, and everything went with it); None when it cannot be told
-here (another host; a mark that is no run; a process whose environment this account may not read,
-which may be one of its own; a look through the process table that outran its deadline).  Whether a
-run is over is never told by a time.
-"""
+A run is ``host/boot/pid/start``, ``start`` from ``/proc/<pid>/stat`` field 22; every program it
+starts carries it in ``RUN_ENV``.  Whether a run is over is never told by a time."""
 
 from __future__ import annotations
 
@@ -91,15 +80,13 @@ def this_run() -> Run:
 
 
 def boot_clock() -> float:
-    """This host's boot clock (CLOCK_BOOTTIME: it never steps and counts a suspend), compared only
-    with readings of the same host and boot (``ended``, ``since``)."""
+    """This host's boot clock (CLOCK_BOOTTIME), compared only with readings of the same host and boot."""
     simulated = world.current().edge("boot_clock")
     return simulated() if simulated is not None else time.clock_gettime(time.CLOCK_BOOTTIME)
 
 
 def observer() -> Optional[str]:
-    """This host in this boot, ``host/boot`` (None: the boot cannot be told), the one whose boot
-    clock readings are compared with each other."""
+    """This host in this boot, ``host/boot`` (None: the boot cannot be told)."""
     here = this_run()
     return None if here.boot == "?" else f"{here.host}/{here.boot}"
 
@@ -111,15 +98,13 @@ def ended() -> str:
 
 
 def since(text: Optional[str], at: Optional[float] = None) -> Optional[float]:
-    """Seconds from ``text`` (an ``ended``) to ``at`` (a ``boot_clock`` reading; default: now), when
-    both are this host's in this boot; None when that cannot be told."""
+    """Seconds from ``text`` (an ``ended``) to ``at`` (default: now), both this host's in this boot; else None."""
     here = observer()
     return None if here is None else between(text, f"{here}/{boot_clock() if at is None else at}")
 
 
 def between(earlier: Optional[str], later: Optional[str]) -> Optional[float]:
-    """Seconds from ``earlier`` to ``later`` (each an ``ended``), when both were read on one host's
-    boot clock in one boot, whichever host; None when that cannot be told."""
+    """Seconds from ``earlier`` to ``later`` (each an ``ended``), both on one host's boot clock and boot; else None."""
     first, second = (text or "" for text in (earlier, later))
     where, _, at = first.rpartition("/")
     there, _, then = second.rpartition("/")
@@ -132,8 +117,9 @@ def between(earlier: Optional[str], later: Optional[str]) -> Optional[float]:
 
 
 def alive(text: Optional[str]) -> Optional[bool]:
-    """Whether the run ``text`` names is known alive (True), known gone (False), or cannot be
-    told here (None): see the module."""
+    """Whether the run ``text`` names is known alive (True), known gone (False), or cannot be told here (None).
+
+    A stopped process counts as alive: it may go on."""
     simulated = world.current().edge("alive")
     if simulated is not None:
         return simulated(text)  # type: ignore[no-any-return]
@@ -149,10 +135,8 @@ def alive(text: Optional[str]) -> Optional[bool]:
 
 
 def _marked(mark: str, since: int) -> Optional[bool]:
-    """Whether a process of this host started at ``since`` or later (what a run started cannot be
-    older than the run) carries ``mark`` in its environment: True, False, or None when such a
-    process's environment could not be read, or the whole look at the process table took more than
-    ``SCAN_TIMEOUT`` (each file read has ``read_regular``'s deadline, the scan one of its own)."""
+    """Whether a process started at ``since`` or later carries ``mark`` (None: an environment unread, or the
+    scan past ``SCAN_TIMEOUT``)."""
     wanted = f"{RUN_ENV}={mark}".encode()
     unreadable = False
     until = world.monotonic() + SCAN_TIMEOUT
@@ -181,14 +165,12 @@ def _marked(mark: str, since: int) -> Optional[bool]:
 
 
 def _unanswered(found: NotRead) -> bool:
-    """A process file not read for another reason than its process being gone (meanwhile) or a
-    kernel thread's (no environment to read: ESRCH)."""
+    """A process file not read for a reason other than its process being gone or a kernel thread's."""
     return not (found.missing or found.why == os.strerror(errno.ESRCH))
 
 
 def owner_run(owner: str) -> Optional[str]:
-    """The run a lease owner names after its ``@`` (``run.tracked.lease_owner``); None for an
-    owner that names none (one written before runs were named)."""
+    """The run a lease owner names after its ``@`` (``run.tracked.lease_owner``); None for one that names none."""
     run = owner.rpartition("@")[2] if "@" in owner else None
     return run if Run.parse(run) is not None else None
 

@@ -1,17 +1,8 @@
-"""The outside world as slurm-dsl meets it, in one object: its clocks, the processes it starts, the
-outside files it reads, and which run on which host it is (docs/testing.md §7).
+"""The outside world in one object: clocks, processes, outside files, which run this is (docs/testing.md §7).
 
-Every such touch goes through a thin edge that asks ``current()`` first: ``host.process``
-(``run_script``, ``run_argv``), ``host.files`` (``read_regular``, ``read_identified``,
-``identity``), ``host.runs`` (``this_run``, ``alive``, ``boot_clock``), ``host.journal`` (``note``), ``lookups.saves``
-(``listens``: a connection to a controller), ``run.deadlines``
-(``steady``, ``wall``), ``sleep`` and ``monotonic`` here, and the ledger's clock as the run layer
-opens it.  A ``World`` whose fields are None is this machine, the default.  A simulator binds one
-of its own for the calls it makes (``bound``), filling what it simulates; ``strict`` makes an edge
-it left None raise RuntimeError (never a ``DSLError``: nothing may take it for an answer), so that
-no simulated run reaches the real machine.  Threads slurm-dsl starts run in their starter's world
-(``carry``).
-"""
+Every edge asks ``current()`` first; a ``World`` whose fields are None is this machine.  A simulator
+binds its own (``bound``); ``strict`` makes an edge it left None raise RuntimeError, never a ``DSLError``,
+so nothing takes it for an answer.  Threads slurm-dsl starts run in their starter's world (``carry``)."""
 
 from __future__ import annotations
 
@@ -72,7 +63,7 @@ def bound(world: World) -> Iterator[World]:
 
 
 def carry(work: _F) -> _F:
-    """``work`` to be run in another thread (or many: a pool's), in the world of this context."""
+    """``work`` to be run in another thread (or a pool's), in the world of this context."""
     world = current()
 
     def run(*args: Any, **kwargs: Any) -> Any:

@@ -1,2 +1,1 @@
-"""The ledger: what slurm-dsl may have left in each job's Requeue flag, stored in SQLite or
-MariaDB (the only ``sqlite3`` and ``pymysql``).  See docs/wings.md."""
+"""The ledger: what slurm-dsl may have left in each job's Requeue flag, in SQLite or MariaDB (docs/wings.md §3)."""

@@ -1,8 +1,5 @@
-"""Which ledger a location names, opened (docs/contract.md §9.1): a path (or ``sqlite:PATH``) is an
-SQLite file (``ledger.sqlite``), a ``mariadb://`` (or ``mysql://``) URL a database on a
-MariaDB/MySQL server (``ledger.mariadb``, the ``slurm-dsl[mariadb]`` extra).  The backends are
-imported only when one is opened, so naming a location costs nothing.
-"""
+"""Which ledger a location names, opened (docs/contract.md §9.1, §9.1.1): a path or ``sqlite:PATH`` is SQLite,
+a ``mariadb://`` or ``mysql://`` URL MariaDB.  A backend is imported only when one is opened."""
 
 from __future__ import annotations
 
@@ -33,15 +30,9 @@ def open_ledger(
     clock: Optional[Callable[[], float]] = None,
     migrate_schema: bool = True,
 ) -> LedgerStore:
-    """Open (creating and migrating if need be) the ledger at ``location``: an SQLite file (a
-    path or ``sqlite:PATH``) or a ``mariadb://HOST[:PORT]/DATABASE`` URL.
-
-    ``busy_timeout`` defaults to ``BUSY_TIMEOUT`` as it is when the ledger is opened.  ``clock``
-    replaces the ledger's own (tests only): by default the host's for SQLite, the server's for
-    MariaDB.  ``migrate_schema=False`` (a ledger that must not be written, such as the source of
-    ``ledger migrate``) refuses a schema older than this code's with ``LedgerError`` instead of
-    migrating it: an empty one too, so nothing is created there.
-    """
+    """Open (creating and migrating if need be) the ledger at ``location``.  ``busy_timeout`` None:
+    ``BUSY_TIMEOUT`` as it is now; ``clock`` replaces the ledger's own (tests only); ``migrate_schema=False``:
+    create and migrate nothing, and an older schema, an empty one too, is LedgerError (docs/contract.md §9.1.2)."""
     location = os.fspath(location)
     busy = BUSY_TIMEOUT if busy_timeout is None else busy_timeout
     if is_url(location):

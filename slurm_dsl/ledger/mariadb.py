@@ -1,47 +1,9 @@
 """The ledger on a MariaDB/MySQL server (docs/contract.md §9.1.1): the only module that imports pymysql.
 
-``MariaDbLedger`` is ``store.SqlStore`` (every ``ledger.base.LedgerStore`` method, written once for both
-backends, with the same rules: ``ledger_rules`` decides, ``ledger_rows`` encodes and checks the
-rows) in MariaDB's dialect, so that a primary and a backup slurmctld host share one ledger.  This
-module states only what MariaDB does its own way: the connection and its session, the write-lock
-row, ``FOR UPDATE``, ``%s`` placeholders, upserts, stderr as hex, the finishing table, the
-schema's DDL and its migration lock, the server's clock, the ``GET_LOCK`` sweep lock and the
-mapping of its errors.  Contract:
-
-- Location: ``mariadb://[HOST[:PORT]]/DATABASE[?option_file=PATH]`` (or ``mysql://``), parsed and
-  its option file checked by ``mariadb_config`` (ConfigError before a connection is made); the
-  URL's host and port override the option file's.  ``path`` is the URL without its query: what
-  messages show, never a password.
-- The database must exist (the admin creates it with the account); an empty one is migrated.
-  ``MIGRATIONS`` and a one-row ``schema_version`` table version it.  DDL commits by itself in
-  MariaDB, so a migration cannot share a transaction with its version bump: every statement is
-  safe to run again, the version is bumped after them, and all of it runs under
-  ``GET_LOCK('slurm_dsl.migrate.<database>')`` with the version read again under the lock, so
-  that hosts opening a new database at once migrate it exactly once.  A newer schema is refused.
-- One writer at a time, as SQLite's ``BEGIN IMMEDIATE``: every read-modify-write is one InnoDB
-  transaction that first locks the one row of ``write_lock`` (``SELECT ... FOR UPDATE``), then
-  reads (``FOR UPDATE`` too) and writes.  Writers on every host queue on that row for up to the
-  busy timeout (``innodb_lock_wait_timeout``), so no update is lost, a batch is all or none and
-  two batches can never deadlock on jobs locked in different orders.  Readers take no lock
-  (MVCC, READ COMMITTED): they never wait for a writer.
-- Append-only history, enforced by the server: triggers SIGNAL on a delete or on a change to a
-  finished row or to a row's start columns.  ``prune`` alone may delete: it inserts its own
-  connection's row into ``pruning`` inside its transaction (never committed), and even then the
-  trigger refuses what ``ledger_rules.may_prune`` never allows.
-- Time is the server's: ``now()`` is ``UNIX_TIMESTAMP(NOW(6))`` in UTC, so hosts whose clocks
-  disagree still agree on every lease and back-off.  Times are stored as DOUBLE epoch seconds.
-- One sweep at a time per database: ``sweep_lock`` holds ``GET_LOCK('slurm_dsl.sweep.<database>')``
-  on a connection of its own for the whole sweep; the server releases it if that host dies.
-- A run's mark (docs/contract.md §13.7): ``mark_run`` holds ``GET_LOCK('slurm_dsl.run.<a hash of the
-  run>')`` on a connection of its own, its session's ``wait_timeout`` ``RUN_MARK_IDLE``; each call
-  renews it.  ``run_marked`` is ``IS_USED_LOCK``: held, the run (or its host, paused) is there; free,
-  it cannot be told (the run ended, or its host went, or its mark lapsed idle).
-- Never a hang: connect, read and write timeouts bound every call.  A connection the server
-  dropped is replaced before a new transaction or read (once); a transaction that lost its
-  connection is never retried (its commit may or may not have happened).  Every pymysql or OS
-  error leaves as ``LedgerError`` with the URL, in one place (``_errors``).
-
-A ``MariaDbLedger`` is one connection: use it from one thread at a time (another thread may close it).
+``MariaDbLedger`` is ``store.SqlStore`` stating what MariaDB does its own way: the connection and its session, the
+``write_lock`` row every transaction locks first, ``%s`` placeholders, stderr as hex, ``MIGRATIONS`` under a
+``GET_LOCK``, the server's clock, the sweep lock and a run's lock (docs/contract.md §13.7).  One connection: one
+thread at a time (another may close it).
 """
 
 from __future__ import annotations
@@ -412,11 +374,8 @@ CR_CONNECTION_ERRORS = {2002, 2003, 2006, 2013, 2055}
 
 @dataclass(frozen=True)
 class Server:
-    """How to reach the server: the URL's host and port over the option file's.
-
-    ``localhost`` means the option file's socket when it names one and the URL gives no port
-    (as the mariadb client does); anything else is TCP.
-    """
+    """How to reach the server: the URL's host and port over the option file's; ``localhost`` is the option file's
+    socket when it names one and the URL gives no port (as the mariadb client does), else TCP."""
 
     location: Location
     options: ClientOptions = field(repr=False)
@@ -434,8 +393,7 @@ class Server:
         return cls(location, read_option_file(location.option_file), max(1, math.ceil(busy)))
 
     def connect(self, database: Optional[str]) -> Connection[Cursor]:
-        """A new connection in autocommit mode with this module's session settings; pymysql errors
-        leave as they are (the caller's ``_errors`` turns them into LedgerError)."""
+        """A new autocommit connection with this module's session settings; pymysql errors leave as they are."""
         host = self.location.host or self.options.host or "localhost"
         port = self.location.port or self.options.port or 3306
         socket = self.options.socket if host == "localhost" and self.location.port is None else None
@@ -504,8 +462,8 @@ def _percent(sql: str) -> str:
 
 @final
 class MariaDbLedger(store.SqlStore):
-    """A ledger in a MariaDB/MySQL database: ``store.SqlStore`` in MariaDB's dialect.  Open with
-    ``MariaDbLedger.open(url)`` (or ``ledger.choose.open_ledger``); use as a context manager to close it."""
+    """A ledger in a MariaDB/MySQL database: ``store.SqlStore`` in MariaDB's dialect (``open``, or
+    ``ledger.choose.open_ledger``)."""
 
     FOR_UPDATE = " FOR UPDATE"
     BLOB = "UNHEX(?)"  # stderr as hex, as _FINISH_ONE writes it: bytes never pass as utf8mb4 text
@@ -543,10 +501,8 @@ class MariaDbLedger(store.SqlStore):
         clock: Optional[Callable[[], float]] = None,
         migrate_schema: bool = True,
     ) -> MariaDbLedger:
-        """Connect to the database ``url`` names and migrate it; ``now`` reads ``clock`` (default:
-        the server's).  ConfigError for a bad URL or option file, LedgerError for the server.
-        ``migrate_schema=False``: migrate nothing; an older schema (an empty database too) is
-        LedgerError (``ledger.choose.open_ledger``)."""
+        """Connect to the database ``url`` names and migrate it; ``clock``: the server's by default.  ConfigError for
+        the URL or option file, LedgerError for the server; ``migrate_schema``: as ``ledger.choose.open_ledger``."""
         backoff_base = ledger_rows.finite("backoff_base", backoff_base)
         backoff_cap = ledger_rows.finite("backoff_cap", backoff_cap)
         ledger = cls(Server.of(url, busy_timeout), backoff_base, backoff_cap, clock)
@@ -603,14 +559,12 @@ class MariaDbLedger(store.SqlStore):
         return self._conn
 
     def _new_cursor(self) -> Cursor:
-        """Outside a transaction the connection autocommits: each read sees the latest commits,
-        and waits for no writer."""
+        """Outside a transaction the connection autocommits: a read sees the latest commits, waits for no writer."""
         return self._connection().cursor()
 
     @contextmanager
     def _transaction(self) -> Iterator[Cursor]:
-        """One InnoDB transaction that first locks the one row of ``write_lock``.  Never retried: a
-        transaction whose connection broke may or may not have committed."""
+        """One InnoDB transaction, ``write_lock``'s row locked first; never retried: a broken one may have committed."""
         conn = self._connection()
         cursor = conn.cursor()
         self._tx = cursor
@@ -644,8 +598,7 @@ class MariaDbLedger(store.SqlStore):
         return f" ON DUPLICATE KEY UPDATE {sets}"
 
     def _write_rows(self, cur: query.Cursor, insert: str, rows: Sequence[Sequence[Any]], tail: str = "") -> None:
-        """PyMySQL's ``executemany`` sends them as one multi-row statement (more only past its
-        ``max_stmt_length``); a single row as a plain ``execute``, a little cheaper."""
+        """One multi-row statement by ``executemany`` (more past ``max_stmt_length``); one row by ``execute``."""
         if not rows:
             return
         sql, first = next(ledger_rows.multi_row(insert, rows[:1], "%s", tail))  # one row's statement
@@ -655,12 +608,9 @@ class MariaDbLedger(store.SqlStore):
             cur.executemany(sql, rows)
 
     def _finish_history(self, cur: query.Cursor, values: Sequence[Tuple[Any, ...]]) -> None:
-        """Stderr as hex.  PyMySQL's ``executemany`` of an UPDATE is one round trip per row, so past
-        ``_DIRECT_FINISHES`` rows the values go, in one multi-row insert, into this connection's
-        TEMPORARY table ``slurm_dsl_finishing`` (InnoDB: rolled back with the transaction, seen by
-        no other connection, created without an implicit commit) and one ``UPDATE ... JOIN`` fills
-        in every row; the table is emptied again in the same transaction, so it is empty whenever
-        no transaction is open."""
+        """Stderr as hex.  ``executemany`` of an UPDATE is a round trip per row, so past ``_DIRECT_FINISHES`` rows
+        they go into the TEMPORARY table ``slurm_dsl_finishing`` (rolled back with the transaction, seen by no other
+        connection, no implicit commit) for one ``UPDATE ... JOIN``; it is emptied again in the same transaction."""
         if len(values) <= _DIRECT_FINISHES:
             for row in values:
                 cur.execute(_FINISH_ONE, row)
@@ -702,8 +652,7 @@ class MariaDbLedger(store.SqlStore):
 
     @contextmanager
     def _migrating(self) -> Iterator[Cursor]:
-        """DDL commits by itself, so no transaction: the migrations run one at a time per database
-        under ``GET_LOCK('slurm_dsl.migrate.<database>')``, on the connection that holds it."""
+        """DDL commits by itself, so no transaction: under ``GET_LOCK('slurm_dsl.migrate.<database>')``."""
         name = f"slurm_dsl.migrate.{self.database}"
         cursor = self._connection().cursor()
         deadline = time.monotonic() + MIGRATE_WAIT
@@ -728,9 +677,8 @@ class MariaDbLedger(store.SqlStore):
             cursor.close()
 
     def _before_first_migration(self, cur: query.Cursor) -> bool:
-        """A database with tables of its own and no schema version is someone else's: leave it.
-        Else the version table is created, for the migrations to bump; the current schema is
-        created at once only where none of the ledger's tables is (a crash half-way leaves some)."""
+        """A database with tables of its own and no schema version is someone else's: LedgerError.  Else the
+        version table is created; True (the current schema at once) only where none of the ledger's tables is."""
         cur.execute("SELECT table_name FROM information_schema.tables WHERE table_schema = DATABASE()")
         tables = {str(row[0]) for row in cur.fetchall()}
         foreign = sorted(tables - OWN_TABLES)
@@ -769,15 +717,13 @@ class MariaDbLedger(store.SqlStore):
     # -- the clock, the sweep lock, the identity -------------------------------------------------
 
     def now(self) -> float:
-        """The database server's clock (UTC epoch seconds, to the microsecond): every host sharing
-        the ledger reads the same one.  The ``clock`` given to ``open`` instead, in tests."""
+        """The server's clock (UTC epoch seconds, to the microsecond), the same for every host; ``clock`` in tests."""
         if self._clock is not None:
             return self._clock()
         return float(self._read("read the server's clock", "SELECT UNIX_TIMESTAMP(NOW(6))")[0][0])
 
     def mark_run(self, run: str) -> None:
-        """Hold the lock of ``run`` (``run_lock_name``) on a connection of its own, or renew it;
-        a server that will not give it is a warning: the times decide, as without a mark."""
+        """Hold ``run``'s lock (``run_lock_name``) on a connection of its own, or renew it; a refusal is a warning."""
         if self._marking is not None and self._marking[0] == run:
             try:
                 self._marking[1].ping(False)  # the idle time starts again
@@ -836,9 +782,8 @@ class MariaDbLedger(store.SqlStore):
 
 @dataclass(frozen=True)
 class Probe:
-    """What ``probe`` found: the server's version, its clock read between two readings of this
-    host's (``before`` <= ``server_time`` <= ``after`` if the clocks agree), the database's schema
-    version (0: empty) and, if it is current, how many objects are not clear."""
+    """What ``probe`` found: the server's version, its clock read between two of this host's (``before``, ``after``),
+    the schema version (0: empty) and, if current, how many objects are not clear."""
 
     version: str
     before: float
@@ -849,15 +794,13 @@ class Probe:
 
     @property
     def clock_offset(self) -> float:
-        """How far the server's clock is ahead of this host's (negative: behind), in seconds,
-        give or take half the round trip."""
+        """How far the server's clock is ahead of this host's (negative: behind), in seconds, ± half the round trip."""
         return self.server_time - (self.before + self.after) / 2
 
 
 def probe(url: str, *, busy_timeout: float = 1.0, clock: Callable[[], float] = time.time) -> Probe:
-    """Reach the server and read, never write: nothing is created or migrated, and every call is
-    bounded by the connect and read timeouts (the read one is ``busy_timeout`` + ``READ_SLACK``).
-    ConfigError for the URL, the option file or a missing PyMySQL; LedgerError for the server."""
+    """Reach the server and read, never write, within the connect and read timeouts (``doctor``).  ConfigError for
+    the URL, the option file or a missing PyMySQL; LedgerError for the server."""
     ledger = MariaDbLedger(Server.of(url, busy_timeout), BACKOFF_BASE, BACKOFF_CAP)
     try:
         with ledger._errors("connect"):
@@ -881,12 +824,8 @@ def run_lock_name(run: str) -> str:
 
 
 class MariaDbSweepLock:
-    """One sweep at a time per database: ``GET_LOCK('slurm_dsl.sweep.<database>', 0)`` on a
-    connection of its own, held until the sweep ends.  The server releases it when that
-    connection ends, so a host that dies mid-sweep does not block the next one.
-
-    ``connection_id`` is the holder's connection (an admin may ``KILL`` it).
-    """
+    """One sweep at a time per database: ``GET_LOCK('slurm_dsl.sweep.<database>', 0)`` on a connection of its
+    own, released by the server if it dies; ``connection_id``: the holder's connection (an admin may ``KILL`` it)."""
 
     def __init__(self, ledger: MariaDbLedger) -> None:
         self._ledger = ledger

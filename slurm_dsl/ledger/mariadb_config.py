@@ -1,14 +1,6 @@
-"""Where a MariaDB ledger is (docs/contract.md §9.1.1): its URL and its option file, parsed and
-checked before any connection is made.  No I/O but reading the option file; no pymysql.
-
-Contract: ``mariadb://[HOST[:PORT]]/DATABASE[?option_file=PATH]`` (or ``mysql://``) is a
-``Location`` (``parse_url``); no credentials in the URL, argv or the environment: they come from
-the option file's ``[client]`` group (``user``, ``password``, ``host``, ``port``, ``socket``;
-default ``/etc/slurm-dsl/ledger.cnf``), which must be a regular file (no symlink followed), owned
-by this uid or root, 0600/0400, or 0640/0440 when root's (``read_option_file``, a
-``ClientOptions``).  Anything else is ``ConfigError`` saying what is wrong, never repeating a
-password or the URL's query: every URL a message or ``slurm-dsl config`` shows goes through
-``shown_url``.
+"""Where a MariaDB ledger is (docs/contract.md §9.1.1): its ``mariadb://`` URL (``parse_url``) and its option file
+(``read_option_file``), checked before any connection is made.  No I/O but reading the option file; no pymysql.
+Every URL a message shows goes through ``shown_url``.
 """
 
 from __future__ import annotations
@@ -56,16 +48,8 @@ _HOSTNAME = re.compile(r"[A-Za-z0-9]([A-Za-z0-9.-]{0,252}[A-Za-z0-9])?\Z|\[[0-9A
 
 
 def shown_url(url: str, *, query: bool = False) -> str:
-    """``url`` as a message or ``slurm-dsl config`` may show it: never a password, wherever one was
-    put (docs/contract.md §9.1.1).
-
-    A password may hold any character (``/``, ``@``, ``?``, ``#``, ``:``...), so nothing in the
-    URL says for sure where one starts or ends.  Everything up to the URL's last ``@`` is hidden,
-    the account name too (``***@``); when a ``?`` or ``#`` comes before that ``@``, what follows it
-    may be a query value or the rest of a password, so only the scheme is shown (``mariadb://***``).
-    The query is dropped, or, with ``query``, kept when it names ``option_file`` alone: any other
-    key may hold a password (``?password=...``): ``?***``.
-    """
+    """``url`` as a message or ``slurm-dsl config`` may show it, never a password (docs/contract.md §9.1.1);
+    with ``query``, a query that names ``option_file`` alone is kept (any other shows as ``?***``)."""
     scheme, sep, rest = url.partition("://")
     if not sep:
         return "***"
@@ -82,14 +66,8 @@ def shown_url(url: str, *, query: bool = False) -> str:
 
 
 def parse_url(url: str) -> Location:
-    """``mariadb://[HOST[:PORT]]/DATABASE[?option_file=PATH]``, or ConfigError saying what is wrong.
-
-    Credentials in the URL are refused (they would show in ``ps``, logs and shell histories), as
-    is any query key but ``option_file``; neither is ever repeated in the message.  Any ``@`` is
-    refused first, before anything else is read: a password may hold ``/`` or ``?``, which end the
-    URL's host part early, so only an ``@``-free URL is read further (an option file's path may
-    hold none either).
-    """
+    """``mariadb://[HOST[:PORT]]/DATABASE[?option_file=PATH]`` as a ``Location``, or ConfigError saying what is
+    wrong, never quoting a password: any ``@`` is refused before anything else is read (docs/contract.md §9.1.1)."""
     shown = shown_url(url)
     if "@" in url:
         raise ConfigError(
@@ -161,17 +139,9 @@ def _layout(path: str, group: int) -> str:
 
 
 def read_option_file(path: str) -> ClientOptions:
-    """The ``[client]`` group of the option file at ``path``, checked first (ConfigError).
-
-    It holds the password, and root reads it: it must be a regular file, opened without following
-    a symlink, owned by this process's uid or root, never writable by group or others nor readable
-    by others.  Readable by its group only when root owns it: root's commands and the units (run
-    as the SlurmUser, through its group) then read one file that neither can change,
-    ``root:slurm 0640`` (issue 31, item 8); an account's own file has no reason to share its
-    password.  ``!include`` is refused (an included file would escape these checks).  Keys are
-    read as the MariaDB client does (``-`` or ``_``, ``# comments``, quotes, ``\\`` escapes); keys
-    other than user, password, host, port and socket are ignored.
-    """
+    """The ``[client]`` group of the option file at ``path``, its owner and mode checked first (ConfigError;
+    docs/contract.md §9.1.1).  ``!include`` is refused; keys are read as the MariaDB client reads them (``-`` or ``_``,
+    comments, quotes, ``\\`` escapes), and any but user, password, host, port and socket ignored."""
     flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
     quoted = shlex.quote(path)
     try:

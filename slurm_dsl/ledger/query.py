@@ -1,32 +1,8 @@
-"""The ledger's query layer (docs/contract.md §9.1): the SQL text of every statement the store runs,
-and running it over one connection of a dialect.
+"""The ledger's query layer (docs/contract.md §9.1; docs/wings.md §3): the SQL text of every statement (``?``
+placeholders), the transactions and reads a store runs, and the hooks a dialect fills in (``SqlQueries``).
 
-Strategy (peewee's: one query and transaction layer, each database a small subclass that states
-only what differs): this module holds the statements (their column lists from ``ledger.schema``),
-the transactions' shape (``_atomic``), the reads (``_read``, ``_keyed``), the migrations' driver
-and the few writes a store's operations share; ``ledger.store`` is the ledger's domain over it
-(what the rest of the package calls).  A dialect subclass supplies what its database does its own
-way, and nothing else:
-
-- the connection, a cursor outside a transaction (``_new_cursor``) and a transaction that holds
-  the ledger's one write lock (``_transaction``: SQLite's ``BEGIN IMMEDIATE``, MariaDB's
-  ``write_lock`` row ``FOR UPDATE``), and the one place its errors become ``LedgerError``
-  (``_errors``);
-- its SQL: placeholders (every statement here is written with ``?``; ``_sql`` turns it into the
-  driver's), upserts (``_upsert``), locking reads (``FOR_UPDATE``), a multi-row write
-  (``_write_rows``), finishing history rows in bulk (``_finish_history``), how stderr is bound
-  (``BLOB``, ``HEX_STDERR``), prune's pass for the triggers (``PRUNING``);
-- its schema: a new ledger's (``_schema``), its version and migrations (``_migrations``,
-  ``_version_on``, ``_migrating``, ``_set_version``); its clock (``now``), the sweep lock, its
-  ``identity``; what prune does between batches and after them (``_prune_paused``,
-  ``_checkpoint``).
-
-Rule 1: every read-modify-write is one ``_atomic`` transaction under the write lock, and every
-row it reads to decide is read there (``FOR UPDATE`` where the dialect needs it), so writers
-queue and no update is lost.  Rule 2: reads outside a transaction (``_read``) take no lock.
-Rule 3: SQL text lives here, never in the domain's methods.  A store is one connection: one
-thread at a time.
-"""
+Rule: every read-modify-write is one ``_atomic`` transaction under the write lock, and every row it decides on is
+read there (``FOR UPDATE`` where the dialect needs it): writers queue, no update is lost.  Reads take no lock."""
 
 from __future__ import annotations
 
@@ -225,8 +201,7 @@ PRUNE_ROWS = (
 
 
 class SqlQueries(abc.ABC):
-    """The statements of ``ledger.store.SqlStore`` run over one connection of a dialect subclass
-    (this module's docstring)."""
+    """The statements of ``ledger.store.SqlStore`` over one connection; a dialect subclass fills in the hooks."""
 
     # -- what a dialect states -----------------------------------------------------------------
 
@@ -260,8 +235,7 @@ class SqlQueries(abc.ABC):
 
     @abc.abstractmethod
     def _transaction(self) -> ContextManager[Cursor]:
-        """One transaction holding the write lock, its cursor in ``self._tx`` while it is open:
-        committed if the block returns, else rolled back."""
+        """One transaction holding the write lock, its cursor in ``self._tx`` while open; rolled back if it raises."""
 
     def _sql(self, sql: str) -> str:
         """``sql`` (``?`` placeholders) in the driver's placeholders."""
@@ -269,8 +243,7 @@ class SqlQueries(abc.ABC):
 
     @abc.abstractmethod
     def _upsert(self, key: str, columns: Sequence[str], also: str = "") -> str:
-        """The tail of an INSERT that updates ``columns`` (and sets ``also``) of the row with that
-        ``key`` instead when there is one."""
+        """The tail of an INSERT that instead updates ``columns`` (and sets ``also``) of a row with that ``key``."""
 
     @abc.abstractmethod
     def _write_rows(self, cur: Cursor, insert: str, rows: Sequence[Sequence[Any]], tail: str = "") -> None:
@@ -278,8 +251,7 @@ class SqlQueries(abc.ABC):
 
     @abc.abstractmethod
     def _finish_history(self, cur: Cursor, values: Sequence[Tuple[Any, ...]]) -> None:
-        """Write ``ledger_rows.finished_values`` (the id last) into their history rows; the
-        triggers see each row updated as one UPDATE of it would."""
+        """Write ``ledger_rows.finished_values`` (the id last) into their rows, as one UPDATE each would."""
 
     @abc.abstractmethod
     def _migrations(self) -> Tuple[Tuple[str, ...], ...]:
@@ -287,8 +259,7 @@ class SqlQueries(abc.ABC):
 
     @abc.abstractmethod
     def _schema(self) -> Tuple[Tuple[str, ...], int]:
-        """A new ledger's schema created at once (its tables from ``ledger.schema``), and the
-        version it is (``schema.CURRENT``): the one the migrations reach."""
+        """A new ledger's schema, created at once, and its version (``schema.CURRENT``)."""
 
     @abc.abstractmethod
     def _version_on(self, cur: Cursor) -> int:
@@ -296,16 +267,14 @@ class SqlQueries(abc.ABC):
 
     @abc.abstractmethod
     def _migrating(self) -> ContextManager[Cursor]:
-        """Where migrations run: one at a time per ledger, so that the version read again there
-        is the one to start from."""
+        """Where migrations run: one at a time per ledger, the version read again there."""
 
     @abc.abstractmethod
     def _set_version(self, cur: Cursor, version: int) -> None: ...
 
     def _before_first_migration(self, cur: Cursor) -> bool:
-        """Checks on a ledger without a schema before one is created in it; whether it holds none
-        of the ledger's tables, so that the current schema may be created at once (else a crash
-        half-way left some: the migrations, each safe to run again, carry on)."""
+        """Checks on a ledger without a schema; whether it holds none of the ledger's tables, so that the
+        current schema may be created at once (else the migrations, each safe to run again, carry on from a crash)."""
         return True
 
     @abc.abstractmethod
@@ -341,8 +310,7 @@ class SqlQueries(abc.ABC):
 
     @contextmanager
     def _atomic(self, doing: str) -> Iterator[Cursor]:
-        """One transaction under the write lock (``_transaction``), its errors LedgerError.
-        Inside ``batch`` it is part of the batch's transaction."""
+        """One transaction under the write lock, its errors LedgerError; inside ``batch``, part of the batch's."""
         if self._batched:
             assert self._tx is not None
             with self._errors(doing):
@@ -366,10 +334,8 @@ class SqlQueries(abc.ABC):
             return [tuple(row) for row in self._run(cursor, sql, args).fetchall()]
 
     def _keyed(self, cur: Cursor, one: str, many: str, keys: Sequence[Any]) -> Dict[Any, Tuple[Any, ...]]:
-        """The rows (``FOR_UPDATE``) whose key is one of ``keys``, by key, without it.  One key
-        alone is read by ``one`` (``key = ?``, the key not read back: one key is every single
-        operation, and with PyMySQL every column read costs); more in ``IN`` lists of
-        ``ledger_rows.IN_PIECE`` appended to ``many``, which reads the key first."""
+        """The rows (``FOR_UPDATE``) whose key is one of ``keys``, by key, the key left out: one key by ``one``
+        (``key = ?``: with PyMySQL every column read costs), more by ``many`` (key first) in ``IN`` lists."""
         if len(keys) == 1:
             row = self._run(cur, self._locked(one), (keys[0],)).fetchone()
             return {} if row is None else {keys[0]: tuple(row)}
@@ -380,7 +346,6 @@ class SqlQueries(abc.ABC):
         return rows
 
     def _stored_version(self) -> int:
-        """The stored schema version, read outside a transaction."""
         with self._reading("schema version") as cursor:
             return self._version_on(cursor)
 
@@ -397,9 +362,7 @@ class SqlQueries(abc.ABC):
         return version
 
     def _migrate(self) -> None:
-        """Bring the schema up to date where migrations run one at a time (``_migrating``), from
-        the version read again there: of two processes opening a new ledger, the first migrates
-        and the second finds the version current."""
+        """Bring the schema up to date under ``_migrating``, from the version read there: one process migrates."""
         migrations = self._migrations()
         with self._errors("migrate"), self._migrating() as cur:
             version = self._version(cur)
@@ -414,8 +377,7 @@ class SqlQueries(abc.ABC):
                 self._set_version(cur, number + 1)
 
     def _write_quiet(self, cur: Cursor, quiet: Sequence[ledger_rows.QuietWrite]) -> None:
-        """The objects' quiet moment (``ledger_rows.QuietWrite``); their rows exist (written above
-        in the same transaction, or before)."""
+        """The objects' quiet moment (``ledger_rows.QuietWrite``); their rows exist already."""
         if quiet:
             cur.executemany(self._sql(WRITE_QUIET), list(quiet))
 
@@ -425,18 +387,15 @@ class SqlQueries(abc.ABC):
         return int(found[0]) if found and found[0] is not None else 0
 
     def _in_lists(self, cur: Cursor, sql: str, head: Sequence[Any], keys: Sequence[Any]) -> int:
-        """``sql`` with ``head``'s parameters, then an ``IN`` list, for each piece of ``keys``;
-        how many rows they changed."""
+        """``sql`` with ``head``'s parameters and an ``IN`` list per piece of ``keys``; how many rows changed."""
         changed = 0
         for piece in ledger_rows.pieces(ledger_rows.distinct(keys)):
             changed += max(self._run(cur, ledger_rows.in_list(sql, len(piece), "?"), (*head, *piece)).rowcount, 0)
         return changed
 
     def _append_history(self, cur: Cursor, rows: Sequence[Tuple[Any, ...]]) -> List[int]:
-        """Append the history ``rows`` (``ledger_rows.HistoryStart``); their ids
-        in their order.  Inside the write lock nobody else appends, so the rows above the largest
-        id before are these (``ledger_rows.inserted_ids`` checks it; an
-        ``auto_increment_increment`` above 1, as Galera sets, leaves gaps, which do not matter)."""
+        """Append the history ``rows``; their ids, in order: under the write lock, the rows above the largest id
+        before (``ledger_rows.inserted_ids``; the gaps of Galera's ``auto_increment_increment`` do not matter)."""
         if len(rows) <= 1:  # one operation: its lastrowid, in one statement as always
             ids: List[int] = []
             for row in rows:
@@ -484,9 +443,7 @@ class SqlQueries(abc.ABC):
         return count
 
     def _unsettled(self, select: str, more: str = "") -> str:
-        """``select`` (with ``h`` the history and ``s`` its settlement) of the rows ``unsettled``
-        gives (``UNSETTLED_WHERE``, the dialect's ``UNSETTLED``), ``more`` of its WHERE after:
-        parameters since, now, now."""
+        """``select`` (``h``: history, ``s``: settlement), ``unsettled``'s WHERE, ``more``; args: since, now, now."""
         return select + UNSETTLED_WHERE.format(unsettled=self.UNSETTLED) + more
 
     def _write_leases(self, cur: Cursor, leases: Sequence[Tuple[str, str, float]]) -> None:

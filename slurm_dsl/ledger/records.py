@@ -1,10 +1,5 @@
-"""The records a ledger's reads return (docs/contract.md §9.1): a job's object, its history, the
-last sweep, what a prune or an import did, the operations without a result.
-
-Kept out of ``ledger.base`` and imported only by the modules that read them, because an
-operation never reads them back: each frozen dataclass costs about
-half a millisecond to create, and a hold need not build seven at every start (docs/benchmarks.md
-§7).
+"""The records a ledger's reads return (docs/contract.md §9.1): objects, history, settlements, the last sweep,
+what a prune or an import did.  Kept out of ``ledger.base``: an operation never builds them (docs/benchmarks.md §7).
 """
 
 from __future__ import annotations
@@ -18,11 +13,8 @@ from ..core.model import Op, Reason, RequeueBit, Result, Verdict
 
 @dataclass(frozen=True)
 class JobObject:
-    """A job's object: what slurm-dsl may have left in its Requeue flag, and why.
-
-    ``updated_at`` is when ``bit``/``why`` last changed (``pending`` serves the oldest first);
-    ``lookup_failures``, ``next_lookup_at`` and ``lookup_error`` are the sweeper's back-off.
-    """
+    """A job's object: what slurm-dsl may have left in its Requeue flag, and why.  ``updated_at``: when ``bit`` or
+    ``why`` last changed; ``lookup_failures``, ``next_lookup_at`` and ``lookup_error``: the sweep's back-off."""
 
     job_id: str
     bit: RequeueBit
@@ -78,13 +70,8 @@ def _times(name: str, epoch: Optional[float]) -> Dict[str, Any]:
 
 @dataclass(frozen=True)
 class Settlement:
-    """The verdict on one unknown or unfinished operation (docs/contract.md §12): appended, final.
-
-    ``looked_at`` is when the lookup it was read from STARTED and ``settled_at`` when the row was
-    written, both on the ledger's clock; ``record`` the fields it was read from (None: the job
-    was gone, or no record was read); ``by`` who settled it ("sweep", "settle", "command", with
-    the actor text); ``detail`` why, in words.
-    """
+    """The verdict on one operation (docs/contract.md §12), final.  ``looked_at``: when the lookup it was read from
+    STARTED; ``record``: the fields it was read from (None: the job was gone, or none was read)."""
 
     id: int
     op_id: int
@@ -114,20 +101,10 @@ class Settlement:
 
 @dataclass(frozen=True)
 class HistoryEntry:
-    """One operation.  Everything after ``prior_bit`` is None (or empty) until it finished.
-
-    ``prior_bit`` is the object's bit before the operation; ``bit_after`` what it became.
-    ``stderr`` is the script's stderr up to ``STDERR_CAP`` bytes; ``stderr_len`` its full length.
-
-    Written at its start since schema 3 (None in older rows): ``baseline``, the job's record
-    looked up before its first call (None also for a restore, or when no lookup was made or the
-    job was gone), ``baseline_at`` when that lookup STARTED; ``key``, its idempotency key;
-    ``retry_of``, the history id of the first operation it retries; ``ends_by``, the time by
-    which every process of it is dead whatever happens (its deadline + kill grace + guard
-    margin), all on the ledger's clock.  ``settlement``: its verdict, once settled.
-    ``baseline_boot`` (schema 6): where and when the baseline's lookup started on a boot clock,
-    ``host/boot/seconds``.
-    """
+    """One operation (its columns: docs/contract.md §9.1).  ``finished_at`` to ``stderr_len`` are None (or empty)
+    until it finished, and what a later schema added is None in older rows.  ``stderr``: its first ``STDERR_CAP``
+    bytes (``stderr_len``: all); ``baseline_at``: when the baseline's lookup STARTED; ``ends_by``: when every process
+    of it is dead whatever happens; ``baseline_boot``: ``host/boot/seconds``."""
 
     id: int
     job_id: str
@@ -163,8 +140,7 @@ class HistoryEntry:
         return self.finished_at is not None
 
     def to_json(self) -> Dict[str, Any]:
-        """The ``history --json`` object of one operation (``kind`` ``operation``); times both as
-        ISO-8601 UTC and as epoch seconds, None until it finished."""
+        """The ``history --json`` object of one operation (``kind`` ``operation``): times as ISO-8601 UTC and epoch."""
         return {
             "kind": "operation",
             "job_id": self.job_id,
@@ -211,8 +187,8 @@ class SweepRecord:
 
 @dataclass(frozen=True)
 class PruneResult:
-    """What ``prune`` removed (or would, in a dry run): history rows, of how many jobs, and whether
-    the WAL checkpoint that follows a real prune completed (None: not attempted)."""
+    """What ``prune`` removed (or would): history rows, of how many jobs, and whether the WAL checkpoint after a
+    real prune completed (None: not attempted)."""
 
     removed: int
     jobs: int
@@ -221,15 +197,9 @@ class PruneResult:
 
 @dataclass(frozen=True)
 class Unfinished:
-    """The operations that began and have no result, as ``ledger status`` shows them.
-
-    ``count``: every history row without a result.  ``lapsed``: of them, those no longer running:
-    their job has a later row, or no unexpired lease (an operation holds its job's lease from
-    before its row is written until its result is); each is the trace of a process that died, or
-    of a ledger that failed after the script ran (``NotRecorded``).  ``lapsed_requeues``: of the
-    lapsed, the requeues, whose object the intent left ``may_be_set`` for the sweeper.
-    ``oldest_lapsed``: (id, job_id, op, started_at) of the lapsed row that started first.
-    """
+    """The operations without a result, as ``ledger status`` shows them: ``count``, all of them; ``lapsed``, those
+    no longer running (their job has a later row, or no lease, or a lapsed one), and of them the requeues
+    (``lapsed_requeues``) and the oldest (``oldest_lapsed``: id, job_id, op, started_at)."""
 
     count: int = 0
     lapsed: int = 0
@@ -239,10 +209,8 @@ class Unfinished:
 
 @dataclass(frozen=True)
 class ImportResult:
-    """What ``import_records`` did: objects new to the ledger (``copied``), objects it had whose
-    bit the incoming, less clear one replaced (``merged``) or that it kept as they were
-    (``kept``); history rows added (``copied``) or already there (``skipped``); settlements
-    added (``settlements_copied``)."""
+    """What ``import_records`` did: objects new (``copied``), replaced by a less clear one (``merged``) or kept;
+    history rows added or already there (``skipped``); settlements added."""
 
     objects_copied: int = 0
     objects_merged: int = 0

@@ -1,27 +1,10 @@
-"""The ledger's rows as both backends store them (docs/contract.md §9.1): values in, values out.
+"""The ledger's rows as both dialects store them (docs/contract.md §9.1): arguments checked, values encoded and
+decoded, decisions on the rows a backend read (``ledger_rules`` applied).  Pure; here as ``ledger.records`` is.
 
-Strategy: ``ledger.sqlite`` and ``ledger.mariadb`` keep the same tables with the same columns, and
-``ledger.store`` writes their reads and writes once; all that is not storage is written once, here:
-checking the arguments; the columns a value is written as (``object_values``, ``history_values``,
-``finished_values``, ``calls_json``) and read back from (``job_object``, ``entry``,
-``sweep_record``); and the decisions taken on a row a backend read (``finish``,
-``held_by_another``, ``failed_lookup``, ``import_action``, ``doomed``), which apply
-``ledger_rules``. A backend keeps only its SQL dialect, connections, transactions, locks and the
-mapping of its errors (``store.SqlStore``'s hooks).
-
-Rule 1: a row is read and written by the columns ``ledger.schema`` states (``OBJECT_COLUMNS``,
-``HISTORY_COLUMNS``, ``schema.START``...), and its values are taken and given by column name
-(``named``, ``ordered``), never by position; the few narrow reads of prune, finish and leases
-unpack the columns each function names.  Rule 2: no I/O: a function gets the
-row its backend read and returns what to write, or raises the typed error (``LedgerError`` with
-the ledger's ``path``, ``InvalidInput``).  Rule 2a, batches: a batch's rows are read in a few
-statements (``IN`` lists of at most ``IN_PIECE`` ids, ``pieces``), its decisions taken here as
-if its items came one after the other (``begin_plan``, ``finish_plan``, ``leases_taken``: an id
-twice sees what the first left), and its writes sent in a few statements.  Rule 3: the backends
-differ only in how stderr is passed: MariaDB's as hex (``hex_stderr``), so that bytes never pass
-as utf8mb4 text.  Not in the pure core (tests/test_layers.py) only because the values it builds
-live in ``ledger``.
-"""
+Rule 1: values are taken and given by column name (``ledger.schema``'s; ``named``, ``ordered``), never by position, but
+in the narrow reads of prune, finish and leases.  Rule 2: no I/O: rows in, what to write (or the error) out.  Rule 2a: a
+batch is read in ``IN`` lists of ``IN_PIECE`` ids and decided as if its items came one after the other.  Rule 3: only
+stderr differs between the backends: MariaDB's goes as hex, so that bytes never pass as utf8mb4 text."""
 
 from __future__ import annotations
 
@@ -131,8 +114,7 @@ SELECT_UNFINISHED = "".join((
 
 
 def stored_op(op: Op) -> str:
-    """The ``op`` a history row (or a key's selection) stores for ``op``: a requeue into hold's is
-    'requeue', with ``hold`` 1 beside it in a history row (``OP_READ``)."""
+    """The ``op`` a row stores for ``op``: a requeue into hold's is 'requeue' (``hold`` 1 beside it, ``OP_READ``)."""
     return Op.REQUEUE.value if op is Op.REQUEUE_HOLD else op.value
 
 
@@ -143,8 +125,7 @@ def named(columns: Sequence[str], row: Sequence[Any]) -> Dict[str, Any]:
 
 @functools.cache
 def positions(columns: Tuple[str, ...]) -> Dict[str, int]:
-    """Where each of ``columns`` stands in a row read as they list them: a decoder of many rows
-    takes each value at its column's position, found by name once (``pending``)."""
+    """Where each of ``columns`` stands in a row read as they list them, found by name once (``pending``)."""
     return {c: i for i, c in enumerate(columns)}
 
 
@@ -180,8 +161,7 @@ def checked_starts(starts: Sequence[Tuple[str, Op, str]]) -> List[Tuple[str, Op,
 
 
 def checked_changes(changes: Sequence[Tuple[str, RequeueBit, str]]) -> List[Tuple[str, RequeueBit, str]]:
-    """``set_bits``' ``(job_id, bit, why)``, checked; the why as ``stored_text`` (it may quote a
-    job's State or a lookup's error, and ``history`` prints it)."""
+    """``set_bits``' ``(job_id, bit, why)``, checked, the why as ``stored_text``."""
     stored: Dict[str, str] = {}  # a sweep's 100,000 clears share a few whys: each made shown once
 
     def text(why: str) -> str:
@@ -192,9 +172,8 @@ def checked_changes(changes: Sequence[Tuple[str, RequeueBit, str]]) -> List[Tupl
 
 
 def stored_text(text: str) -> str:
-    """Text from outside as the ledger keeps it to be shown later (a lookup's error, an
-    operation's detail, who ran it): ``shown``, so that a row never holds raw control bytes.
-    ``history`` and ``ledger status`` escape again when printing, for rows older than this."""
+    """Text from outside as the ledger keeps it (a lookup's error, a detail, who ran it): ``shown``, never raw
+    control bytes.  ``history`` and ``ledger status`` escape again when printing, for older rows."""
     return shown(str(text))
 
 
@@ -203,8 +182,7 @@ def stored_text(text: str) -> str:
 
 @functools.cache
 def _members(cls: Type[_E]) -> Dict[Any, _E]:
-    """``cls``'s members by value: a dict lookup costs a tenth of ``cls(value)`` (a sweep decodes
-    10,000 rows, docs/benchmarks.md §9)."""
+    """``cls``'s members by value: a dict lookup costs a tenth of ``cls(value)`` (docs/benchmarks.md §9)."""
     return {member.value: member for member in cls}
 
 
@@ -239,8 +217,7 @@ def _time(value: Any) -> Optional[float]:
 
 
 def entry(r: Sequence[Any], path: str = "") -> HistoryEntry:
-    """A ``history`` row with its settlement (``SELECT_HISTORY``) as a ``HistoryEntry``;
-    LedgerError (naming the ledger ``path``) for a malformed record or verdict."""
+    """A ``history`` row with its settlement (``SELECT_HISTORY``) as a ``HistoryEntry``; LedgerError if malformed."""
     from .records import CallRecord, HistoryEntry
 
     h = named(HISTORY_COLUMNS, r)
@@ -278,8 +255,7 @@ def entry(r: Sequence[Any], path: str = "") -> HistoryEntry:
 
 
 def recorded(rows: Iterable[Sequence[Any]], path: str = "") -> List[Recorded]:
-    """Rows as ``SELECT_TO_SETTLE`` reads them, as the core's ``settle.Recorded``; LedgerError
-    (naming the ledger ``path``) for a malformed baseline, as ``entry``."""
+    """Rows as ``SELECT_TO_SETTLE`` reads them, as ``settle.Recorded``; LedgerError for a malformed baseline."""
     from ..core.settle import Recorded
 
     # What a settling sweep reads, 10,000 rows at a time: as ``pending``, each value at its
@@ -334,9 +310,7 @@ def pending(rows: Iterable[Sequence[Any]]) -> List[Pending]:
 
 
 def settlement(path: str, op_id: int, job_id: str, s: Mapping[str, Any]) -> Settlement:
-    """A ``settlements`` row by column name (``SETTLEMENT_COLUMNS``, as ``SELECT_HISTORY`` reads
-    it) of operation ``op_id`` as a ``Settlement``; LedgerError if its verdict or record is
-    malformed."""
+    """A ``settlements`` row by column name, of operation ``op_id``, as a ``Settlement``; LedgerError if malformed."""
     from ..core.model import Verdict
     from .records import Settlement
 
@@ -382,13 +356,9 @@ _JSON_STR = json.encoder.encode_basestring_ascii
 
 
 def job_info_text(info: Optional[JobInfo]) -> Optional[str]:
-    """The column a record is stored in: every field of the ``JobInfo`` as compact JSON, or None.
-    InvalidInput for anything but a JobInfo whose fields have their types.
-
-    A bulk chunk stores one per id: a record whose fields have exactly their types (what the
-    lookups make) is written field by field, the text ``json.dumps`` of the fields would give
-    (tests/ledger/test_job_info_text.py), at about a fifth of its cost; anything else goes through
-    the checks and ``json.dumps`` below."""
+    """The column a record is stored in: its ``JobInfo``'s fields as compact JSON, or None; InvalidInput unless
+    each field has its type.  A record of exact types (what lookups make) is written field by field, the text
+    ``json.dumps`` would give (tests/ledger/test_job_info_text.py), at a fifth of its cost."""
     if info is None:
         return None
     if not isinstance(info, JobInfo):
@@ -444,8 +414,7 @@ def sweep_summary(summary: Mapping[str, Any]) -> str:
 
 
 def sweep_record(path: str, row: Sequence[Any]) -> SweepRecord:
-    """A ``last_sweep`` row (started_at, finished_at, summary); LedgerError if the summary is not
-    a JSON object."""
+    """A ``last_sweep`` row (started_at, finished_at, summary); LedgerError if the summary is no JSON object."""
     from .records import SweepRecord
 
     started, finished, text = row
@@ -462,10 +431,8 @@ def sweep_record(path: str, row: Sequence[Any]) -> SweepRecord:
 
 
 def finish(path: str, op_id: int, row: Optional[Sequence[Any]], outcome: Outcome) -> Tuple[str, rules.BitChange]:
-    """The job and ``ledger_rules.after`` for finishing operation ``op_id``, from its row (job_id,
-    op, nonce, prior_bit, finished_at, the object's bit, and whether another operation began on
-    the job after it).  LedgerError if there is no such operation or it already finished;
-    InvalidInput if ``outcome`` is another job's or op's."""
+    """The job and ``ledger_rules.after`` for finishing ``op_id``, from its ``query.FINISHING_ONE`` row (None: none);
+    LedgerError if there is none or it finished, InvalidInput if ``outcome`` is another job's or op's."""
     if row is None:
         raise LedgerError(f"ledger {path}: no operation {op_id}", path=path)
     job_id, op_text, nonce, prior_text, finished_at, current_text, later = row
@@ -479,9 +446,7 @@ def finish(path: str, op_id: int, row: Optional[Sequence[Any]], outcome: Outcome
 
 
 def calls_json(outcome: Outcome) -> str:
-    """The history's ``calls`` column: each scontrol call of the outcome (``CallRecord``'s fields).
-    The ids of a list call mostly share their calls' fields (every ok id's hold is the same
-    SUCCESS): each distinct list of them is written once (``_calls_text``)."""
+    """The history's ``calls`` column: the outcome's calls as JSON, each distinct list made once (``_calls_text``)."""
     return _calls_text(tuple((c.number, c.status, c.status_text, c.outcome, c.message, c.reason)
                              for c in outcome.calls))
 
@@ -505,8 +470,7 @@ def finished_values(
     now: float, outcome: Outcome, bit_after: RequeueBit, stderr: bytes, op_id: int, *, hex_stderr: bool = False,
     controller: Optional[str] = None,
 ) -> Tuple[Any, ...]:
-    """What finishing writes into history row ``op_id``: its ``schema.FINISH`` columns in their
-    order (stderr: its first ``STDERR_CAP`` bytes), and the id last."""
+    """Finishing's writes to row ``op_id``: ``schema.FINISH``'s columns (stderr cut to ``STDERR_CAP``), the id last."""
     kept = stderr[:STDERR_CAP]
     return (*ordered(schema.FINISH, {
         "finished_at": now,
@@ -527,10 +491,8 @@ def held_by_another(
     row: Optional[Sequence[Any]], owner: str, now: float, take_over_sweeps: bool = False,
     alive: Optional[Callable[[str], Optional[bool]]] = None,
 ) -> bool:
-    """Whether the lease row (owner, expires_at) keeps ``owner`` from taking the job at ``now``;
-    with ``take_over_sweeps``, another sweep's lease keeps no one (``ledger_rules.sweep_owned``).
-    A lease past its expiry still keeps it while ``alive`` says its holder is known alive: a run is
-    over only when it is known over, whatever the ledger's clock says (docs/contract.md §13.7)."""
+    """Whether the lease row (owner, expires_at) keeps ``owner`` from the job at ``now``: never another sweep's with
+    ``take_over_sweeps``; a lapsed one does while ``alive`` says its holder is known alive (docs/contract.md §13.7)."""
     if row is None:
         return False
     holder, expires_at = row
@@ -542,8 +504,7 @@ def held_by_another(
 
 
 def holds(row: Optional[Sequence[Any]], owner: str, now: float) -> bool:
-    """Whether the lease row (owner, expires_at) is ``owner``'s and unexpired at ``now``: what a
-    sweep's write needs (``set_bits``)."""
+    """Whether the lease row (owner, expires_at) is ``owner``'s and has not lapsed at ``now`` (a sweep's writes)."""
     if row is None:
         return False
     holder, expires_at = row
@@ -554,11 +515,8 @@ def leases_taken(
     ids: Sequence[str], rows: Mapping[str, Sequence[Any]], owner: str, now: float, take_over_sweeps: bool = False,
     alive: Optional[Callable[[str], Optional[bool]]] = None,
 ) -> List[str]:
-    """``acquire_leases``' answer: of ``ids`` (in their order, a repeat too), those ``owner``
-    holds after taking them one after the other, given the lease rows there (job id -> (owner,
-    expires_at)): every one no other owner's unexpired lease keeps (``held_by_another``).  A job
-    taken is ``owner``'s, so a repeat is taken again; one kept from it stays kept.  ``alive``: as
-    ``held_by_another``'s, asked once per holder."""
+    """``acquire_leases``' answer: the ``ids`` (a repeat too) ``owner`` holds after taking them one after the
+    other, given the lease rows there (job id -> (owner, expires_at)); ``alive`` is asked once per holder."""
     asked: Dict[str, Optional[bool]] = {}
 
     def once(holder: str) -> Optional[bool]:
@@ -588,10 +546,7 @@ _PENDING_TAKING_OVER = (
 
 
 def pending_query(mark: str, now: float, take_over_sweeps: bool, *, ids_only: bool = False) -> Tuple[str, List[Any]]:
-    """``pending``'s query (``SELECT_OBJECTS``' columns, or with ``ids_only`` the job id alone) in a
-    backend's placeholder ``mark``, and its values: the objects whose bit is not clear, back-off
-    elapsed at ``now``, with no lease unexpired at ``now`` (with ``take_over_sweeps``, none but
-    another sweep's: ``ledger_rules.SWEEP_OWNERS``), longest waiting first; a backend adds its LIMIT."""
+    """``pending``'s SQL in placeholder ``mark`` (``ids_only``: the job id alone) and its values; no LIMIT."""
     columns = "job_id" if ids_only else schema.listed(OBJECT_COLUMNS)
     if take_over_sweeps:
         return _PENDING_TAKING_OVER.format(columns=columns).replace("?", mark), [now, now, rules.SWEEP_OWNERS]
@@ -601,8 +556,7 @@ def pending_query(mark: str, now: float, take_over_sweeps: bool, *, ids_only: bo
 def failed_lookup(
     path: str, job_id: str, row: Optional[Sequence[Any]], now: float, base: float, cap: float
 ) -> Tuple[int, float]:
-    """After one more failed lookup of the object (row: lookup_failures): its failure count and
-    when it may be looked up again (``ledger_rules.backoff``).  LedgerError if there is no object."""
+    """The failure count and next lookup time after one more failed lookup; LedgerError if there is no object."""
     if row is None:
         raise LedgerError(f"ledger {path}: no object for job {job_id}", path=path)
     (failed,) = row
@@ -611,8 +565,7 @@ def failed_lookup(
 
 
 def doomed(rows: Sequence[Sequence[Any]], before: float) -> List[Tuple[int, str]]:
-    """Of prune's rows (id, job_id, finished_at, the object's bit, newest?, leased?), the (id,
-    job_id) of those ``ledger_rules.may_prune`` lets go."""
+    """Of prune's rows (``query.PRUNE_ROWS``), the (id, job_id) of those ``ledger_rules.may_prune`` lets go."""
     return [
         (int(op_id), str(job_id))
         for op_id, job_id, finished_at, bit, newest, leased in rows
@@ -621,9 +574,8 @@ def doomed(rows: Sequence[Sequence[Any]], before: float) -> List[Tuple[int, str]
 
 
 def unfinished(rows: Sequence[Sequence[Any]]) -> Unfinished:
-    """``Unfinished`` of the rows ``SELECT_UNFINISHED`` read (id, job_id, op, started_at, newest?,
-    leased?).  A row still runs only if it is its job's newest and the job is leased: a lease is
-    the job's, not the row's, so an older row under a later operation's lease has lapsed too."""
+    """``Unfinished`` of ``SELECT_UNFINISHED``'s rows.  A row runs only if it is its job's newest and the job is
+    leased: a lease is the job's, so an older row under a later operation's lease has lapsed too."""
     from .records import Unfinished
 
     lapsed = [
@@ -665,9 +617,8 @@ def pieces(values: Sequence[_T], size: int = IN_PIECE) -> List[Sequence[_T]]:
 
 @functools.lru_cache(maxsize=256)
 def in_list(sql: str, n: int, mark: str, tail: str = "") -> str:
-    """``sql IN (mark, ..., mark) tail``: ``n`` placeholders ``mark`` (``?`` or ``%s``).  With
-    ``multi_row``, the only SQL text built at run time, and of placeholders only: every value is
-    bound.  Cached: a batch's pieces have few sizes, and one id is the common case."""
+    """``sql IN (mark, ..., mark) tail`` with ``n`` placeholders: with ``multi_row``, the only SQL text built at
+    run time, and of placeholders only (every value is bound)."""
     return sql + " IN (" + ", ".join([mark] * n) + ")" + tail
 
 
@@ -696,10 +647,7 @@ APPENDED = ("job_id", "op", "nonce", "prior_bit")
 
 
 class StartFields(NamedTuple):
-    """What an operation's row records at its start besides the job, op and nonce (schema 3):
-    each job's baseline as stored (job id -> ``job_info_text``; a job absent has none), when the
-    lookup started, the idempotency key, each job's ``retry_of``, ``ends_by``, and where and when
-    the lookup started on a boot clock (``host/boot/seconds``)."""
+    """What a row records at its start besides job, op and nonce, checked and encoded (``start_fields``)."""
 
     baselines: Mapping[str, str] = {}
     baseline_at: Optional[float] = None
@@ -712,9 +660,7 @@ class StartFields(NamedTuple):
 
 
 def checked_key(key: Optional[str]) -> Optional[str]:
-    """An idempotency key: None, or a key by the one rule the command line and the API apply
-    (``core.keys.check_key``: 1-128 letters, digits and ``._:@/+=-``; it is matched exactly
-    later, so it is refused rather than changed); else InvalidInput, before anything is written."""
+    """An idempotency key: None, or one ``core.keys.check_key`` accepts (matched exactly later), else InvalidInput."""
     return None if key is None else check_key(key)
 
 
@@ -729,9 +675,8 @@ def start_fields(
     admin_reason: Optional[str] = None,
     baseline_ctl: Optional[str] = None,
 ) -> StartFields:
-    """``begin_operations``' keyword arguments, checked (InvalidInput) and encoded.  ``started``:
-    the ids its starts hold, validated already (``checked_starts``): a baseline's id that is one
-    of them exactly is not validated again."""
+    """``begin_operations``' keyword arguments, checked (InvalidInput) and encoded; a baseline's id that is
+    exactly one of ``started`` (validated already) is not validated again."""
     texts: Dict[str, str] = {}
     for job_id, info in dict(baselines).items():
         text = job_info_text(info)
@@ -755,11 +700,8 @@ def start_fields(
 
 
 class BeginPlan(NamedTuple):
-    """What ``begin_operations`` writes.  ``objects``: each job's object as the batch leaves it,
-    for the jobs it creates (bit clear, or the intent at once) or gives an intent: upserted, and an
-    object there that is updated also gets its back-off reset (an intent is news for the sweeper);
-    no other object is written.  ``history``: the rows to append, in the order of the starts
-    (``HistoryStart``)."""
+    """What ``begin_operations`` writes: the objects it creates or gives an intent (upserted, back-off reset),
+    the history rows in the order of the starts, and the objects' quiet moments."""
 
     objects: List[ObjectWrite]
     history: List[HistoryStart]
@@ -782,10 +724,8 @@ def begin_plan(
     actor: str,
     fields: Optional[StartFields] = None,
 ) -> BeginPlan:
-    """``BeginPlan`` of the (checked) ``starts`` at ``now``, given the bits of the objects there
-    (job id -> bit; no object for a job absent), as the starts one after the other would write
-    it: the history row of a job's second start has as bit before what its first left.  A row's
-    ``baseline_at`` is kept only with its baseline (a job without one has neither)."""
+    """``BeginPlan`` of the checked ``starts`` at ``now``, given the objects' bits there (none: no object), as
+    the starts one after the other would write it; ``baseline_at`` is kept only with a baseline."""
     current: Dict[str, RequeueBit] = {job_id: RequeueBit(bit) for job_id, bit in bits.items()}
     objects: Dict[str, ObjectWrite] = {}
     history: List[HistoryStart] = []
@@ -825,10 +765,8 @@ def begin_plan(
 
 
 def inserted_ids(path: str, rows: Sequence[Sequence[Any]], found: Sequence[Sequence[Any]]) -> List[int]:
-    """The ids of the history ``rows`` (``BeginPlan.history``) one transaction appended, from the
-    rows (id, then ``APPENDED``) it read back above the largest id before, in id order.  Under the
-    write lock nobody else appends history, so these are exactly its rows in its order; else
-    LedgerError (and the transaction is rolled back)."""
+    """The ids of ``rows``, from the rows one transaction read back above the largest id before (id, then
+    ``APPENDED``): under the write lock they are its own, in order; else LedgerError."""
     appended = [ordered(APPENDED, named(schema.START, r)) for r in rows]
     if len(found) != len(rows) or any(tuple(there) != mine for (_, *there), mine in zip(found, appended)):
         raise LedgerError(
@@ -840,9 +778,7 @@ def inserted_ids(path: str, rows: Sequence[Sequence[Any]], found: Sequence[Seque
 
 
 class FinishPlan(NamedTuple):
-    """What ``finish_operations`` returns and writes: each finish's bit after, in their order;
-    each object a requeue or restore changed, as the batch leaves it (upserted, back-off kept);
-    and ``finished_values`` of each operation, in the order of the finishes."""
+    """What ``finish_operations`` returns and writes: bits after, changed objects, history rows, quiet moments."""
 
     bits: List[RequeueBit]
     objects: List[ObjectWrite]
@@ -861,12 +797,8 @@ def finish_plan(
     look: Optional[str] = None,
     controller: Optional[str] = None,
 ) -> FinishPlan:
-    """``FinishPlan`` of ``finishes`` (op_id, outcome, stderr) at ``now``, given the operations'
-    rows there (op id -> ``finish``'s row; an id absent has none), as the finishes one after the
-    other would: an operation finished earlier in the batch is "already finished", and one on a
-    job whose object an earlier finish changed sees that bit; ``mark`` and ``look`` (where the looks
-    at slurmctld's saves stood, and the finishing process's own look) are the objects' quiet moment.
-    The first finish refused raises (``finish``), so nothing of the batch is written."""
+    """``FinishPlan`` of ``finishes`` at ``now``, given ``finish``'s row per op id, as the finishes one after the
+    other would (``mark``, ``look``: the quiet moment); the first refused raises, so nothing is written."""
     current: Dict[str, str] = {}  # job id -> the bit the batch left so far
     done: Set[int] = set()
     objects: Dict[str, ObjectWrite] = {}
@@ -897,10 +829,8 @@ def finish_plan(
 
 
 def import_action(path: str, values: Mapping[str, Any], row: Optional[Sequence[Any]], merge: bool) -> ImportAction:
-    """What importing an object (its ``object_values``) does where the job's object row (bit) is
-    ``row`` (None: no object): insert it, update to it (its bit is less clear,
-    ``ledger_rules.less_clear``), or keep the one there.  LedgerError if there is one and
-    ``merge`` is off."""
+    """What importing an object does where the job's object has bit ``row`` (None: none): insert it, update to
+    it (its bit is less clear) or keep the one there; LedgerError if there is one and not ``merge``."""
     job_id, bit = values["job_id"], RequeueBit(values["bit"])
     if row is not None and not merge:
         raise LedgerError(f"ledger {path}: job {job_id} already has an object here (--merge combines them)", path=path)
@@ -928,9 +858,8 @@ SAME_ROW = ("job_id", "op", "nonce", "started_at")
 
 
 def history_values(e: HistoryEntry, *, hex_stderr: bool = False, retry_of: Optional[int] = None) -> Dict[str, Any]:
-    """A history row's ``IMPORT_COLUMNS`` by name, checked, for ``import_records``: an unfinished
-    row keeps NULL in every column written at finish; ``retry_of`` is the id the row it names
-    has in this ledger (None if it has none here)."""
+    """A history row's ``IMPORT_COLUMNS`` by name, checked (unfinished: NULL where finishing writes);
+    ``retry_of``: the id here of the row it names (None: none here)."""
     done = e.finished_at is not None
     return {
         "job_id": validate_job_id(e.job_id),
@@ -987,8 +916,7 @@ def checked_op_ids(op_ids: Iterable[int]) -> List[int]:
 
 
 def checked_verdicts(verdicts: Sequence[SettlementIn]) -> List[Tuple[int, str, float, Optional[str], str]]:
-    """``add_settlements``' items, checked (InvalidInput) and encoded: (op_id, verdict's value,
-    looked_at, the record's ``job_info_text``, detail as ``stored_text``)."""
+    """``add_settlements``' items, checked (InvalidInput) and encoded (``job_info_text``, ``stored_text``)."""
     checked = []
     # A sweep's 10,000 verdicts share a few details ("gone: ..."): each distinct one made
     # ``stored_text`` once (docs/benchmarks.md §9).
@@ -1015,12 +943,8 @@ def settlement_plan(
     now: float,
     by: str,
 ) -> List[SettlementRow]:
-    """The settlement rows ``add_settlements`` writes, given the operations' rows there (op id ->
-    (job_id, finished_at, result, whether it has a settlement)): an operation that has one, or
-    that an earlier item of the batch settles, is skipped (verdicts are final); LedgerError for
-    an id with no history row, or for a finished operation whose result is not unknown (but an
-    acknowledged one found lost: ``ok`` or ``bit_set``, absent or gone), so that nothing of the
-    batch is written."""
+    """The rows ``add_settlements`` writes, given each op id's (job_id, finished_at, result, settled?): one
+    settled, or earlier in the batch, is skipped; LedgerError for no row or a verdict ``core.life`` does not allow."""
     settled: Set[int] = set()
     written: List[SettlementRow] = []
     for op_id, verdict, looked_at, record, detail in checked:
@@ -1056,9 +980,8 @@ def settlement_values(s: Settlement, op_id: int) -> SettlementRow:
 
 
 def age_counts(started: Sequence[float], now: float, edges: Sequence[float]) -> List[int]:
-    """``count_unsettled``'s answer: how many of the ``started`` times are ``now - started`` old,
-    in ``[0, e0), [e0, e1), ..., [e_last, inf)`` (a time after ``now`` counts as age 0).
-    InvalidInput unless the edges are finite, positive and increasing."""
+    """``count_unsettled``'s answer: the ``started`` times by age in ``[0, e0), ..., [e_last, inf)`` (after
+    ``now``: 0); InvalidInput unless the edges are finite, positive and increasing."""
     bounds = [finite("edge", e) for e in edges]
     if any(e <= 0 for e in bounds) or any(b <= a for a, b in zip(bounds, bounds[1:])):
         raise InvalidInput(f"the age edges must be positive and increasing, not {list(edges)!r}")

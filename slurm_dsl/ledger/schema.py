@@ -1,19 +1,7 @@
-"""The ledger's tables, each column stated once (docs/contract.md §9.1): the current schema of both dialects.
+"""The ledger's tables, each column stated once with its type in both dialects (docs/contract.md §9.1).
 
-Strategy (peewee's ``Field``: a column is described once and each database maps it): ``TABLES``
-lists every table of the ledger with its columns in their stored order, each with its type and
-constraints in SQLite and in MariaDB (None: the dialect has no such column).  From it come the
-``CREATE TABLE`` statements of a new ledger in either dialect (``create_table``), the column
-lists the store's statements name (``names``, ``START``, ``FINISH``) and the trigger that keeps
-a history row's start columns as they were written (``start_guard``).
-
-Rule 1: this is the schema of ``CURRENT`` (the version each dialect's last migration reaches: a
-test checks both).  A new ledger is created from it at once; an older one is brought up to it by
-the dialect's ``MIGRATIONS``, which are history and never change, and a test checks that the two
-roads reach the same schema.  Rule 2: a change of schema is a new migration in each dialect and
-the same change here, with ``CURRENT`` bumped.  Rule 3: text only, no I/O: the dialects run the
-statements.
-"""
+``TABLES`` is the schema of ``CURRENT``: a new ledger is created from it, an older one migrated to it (a test
+checks that both roads meet).  A change: a new migration in each dialect, the same change here (docs/wings.md §8)."""
 
 from __future__ import annotations
 
@@ -33,9 +21,7 @@ _TABLE = "ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin"  # MariaDB'
 
 
 class Column(NamedTuple):
-    """One column: its name, its type and constraints in each dialect (None: not there), the
-    values it may hold (``CHECK (name IN (...))``, both dialects), and whether it is written at
-    the row's start and never changes after (a history row's start columns)."""
+    """One column: its type in each dialect (None: not there), the values it may hold, whether a start column."""
 
     name: str
     sqlite: Optional[str]
@@ -52,8 +38,7 @@ class Column(NamedTuple):
 
 
 class Table(NamedTuple):
-    """A table: its columns in their stored order, and MariaDB's keys (SQLite's indexes are
-    statements of their own, some partial: ``ledger.sqlite``)."""
+    """A table: its columns in stored order, and MariaDB's keys (SQLite's indexes: ``ledger.sqlite``)."""
 
     name: str
     columns: Tuple[Column, ...]
@@ -243,8 +228,7 @@ FINISH = tuple(c.name for c in HISTORY.columns if not c.start and c.sqlite is no
 
 
 def create_table(table: Table, dialect: Dialect) -> Optional[str]:
-    """``table``'s ``CREATE TABLE`` in ``dialect`` (None if it has none there).  MariaDB's is safe
-    to run again (``IF NOT EXISTS``: DDL commits by itself there, so a crash may leave it half done)."""
+    """``table``'s ``CREATE TABLE`` in ``dialect`` (None: none there); MariaDB's is safe to run again."""
     lines = [d for d in (c.ddl(dialect) for c in table.columns) if d is not None]
     if not lines:
         return None
@@ -260,8 +244,7 @@ def create_tables(dialect: Dialect) -> Tuple[str, ...]:
 
 
 def start_guard(dialect: Dialect) -> str:
-    """The condition under which an UPDATE of a history row is refused (``history_finish_once``):
-    the row finished already, or the UPDATE changes one of its start columns."""
+    """When an UPDATE of a history row is refused: it finished already, or one of its start columns changes."""
     changed = "NEW.{0} IS NOT OLD.{0}" if dialect == "sqlite" else "NOT (NEW.{0} <=> OLD.{0})"
     return " OR ".join(["OLD.finished_at IS NOT NULL"] + [changed.format(c.name) for c in HISTORY.columns if c.start])
 
@@ -270,8 +253,7 @@ def start_guard(dialect: Dialect) -> str:
 
 
 def listed(columns: Sequence[str], alias: str = "", instead: Mapping[str, str] = {}) -> str:
-    """``columns`` as a statement lists them (``alias.column``), a column of ``instead`` as the
-    expression it maps to."""
+    """``columns`` as a statement lists them (``alias.column``), or as the expression ``instead`` maps one to."""
     return ", ".join([instead.get(c, alias + c) for c in columns])
 
 
@@ -281,8 +263,7 @@ def insert(table: str, columns: Sequence[str], verb: str = "INSERT") -> str:
 
 
 def values(columns: Sequence[str], instead: Mapping[str, str] = {}, mark: str = "?") -> str:
-    """`` VALUES (?, ...)``: a placeholder ``mark`` a column, or the expression ``instead`` maps
-    it to (``{"stderr": "UNHEX(?)"}``)."""
+    """`` VALUES (?, ...)``: ``mark`` per column, or what ``instead`` maps it to (``{"stderr": "UNHEX(?)"}``)."""
     return "".join((" VALUES (", ", ".join([instead.get(c, mark) for c in columns]), ")"))
 
 

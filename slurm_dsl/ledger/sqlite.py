@@ -1,45 +1,9 @@
 """The ledger's SQLite dialect (docs/contract.md §9.1): one file, the only module that imports sqlite3.
 
-``SqliteLedger`` is ``store.SqlStore`` (every ``ledger.base.LedgerStore`` method, written once for both
-backends) in SQLite's dialect: this module states only what SQLite does its own way (the file and
-its checks, the connection, ``BEGIN IMMEDIATE``, upserts, multi-row writes, the schema and its
-migrations' DDL, the WAL checkpoint and prune's pauses, the host's clock, the flock sweep lock,
-error mapping).  What an operation does to an object is decided by ``ledger_rules``; the rows are
-encoded, decoded and checked by ``ledger_rows``.  Contract:
-
-- One *object* per job id with its ``RequeueBit`` and why; an append-only *history* of every
-  operation; a *lease* per job that an operation or a sweeper holds while it acts on the job.
-  Triggers keep the history append-only in the file itself; ``prune`` alone may delete, through
-  the ``pruning`` table, and only old, finished rows of settled objects (``rules.may_prune``).
-- Intent first.  ``begin_operation`` of a requeue marks the object ``may_be_set`` and commits
-  before the caller may start the script; ``finish_operation`` then stores ``next_bit(prior,
-  outcome)`` (``combine``).  A crash anywhere in between leaves ``may_be_set`` and an unfinished
-  history row: nothing is ever lost, the sweeper finds it.  ``synchronous=FULL`` so that a
-  committed intent also survives a power cut.
-- WAL, so that readers (``get``, ``pending``, ``history``) never block a writer and a writer never
-  blocks readers; and a busy timeout, so that concurrent writers wait instead of failing.
-- Every read-modify-write is one ``BEGIN IMMEDIATE`` transaction (``_transaction``): it takes the write
-  lock up front.  A deferred transaction that reads and then writes can fail with "database is
-  locked" at once, whatever the busy timeout, when another process committed in between; taking
-  the lock first makes two processes queue instead, and no update is lost.
-- The schema is versioned by ``PRAGMA user_version``; each migration runs in the same transaction
-  as its version bump, and a file newer than this code is refused.
-- The sweeper never touches a leased job: ``pending`` skips jobs with an unexpired lease, and
-  ``set_bit`` only writes while its caller holds the job's lease.  A lease expires, so a crashed
-  holder's lease lapses; its ttl must outlast the operation's deadline.
-- Every time comes in as ``now`` (epoch seconds) from the caller, who reads it from ``now()``
-  (the host's clock): no other wall clock here (only a monotonic one, to bound the retries of
-  ``open`` and to pace ``prune``'s batches).
-- One sweep at a time: ``SweepLock`` is an flock on ``<ledger>.sweep.lock`` beside the file.  Enums are
-  stored by their ``.value``.
-  Every sqlite3 or OS error leaves as ``LedgerError`` with the path.
-- Root or the SlurmUser opens it, so nobody else may be able to choose what its names point at:
-  the file and its directory must be real (no symlink is followed), this process's account's or
-  root's (``not_private``, the rule) and not group/world-writable, checked before SQLite opens
-  anything (``_create_file``, ``open_private_file``).
-
-A ``SqliteLedger`` is one connection: use it from one thread at a time (another thread may close it),
-and open a new one after a fork.
+``SqliteLedger`` is ``store.SqlStore`` stating what SQLite does its own way: the file and its owner rule
+(``not_private``), WAL, ``BEGIN IMMEDIATE`` (a deferred transaction that reads, then writes fails at once, whatever
+the busy timeout, when another commits between), ``PRAGMA user_version`` migrations, the host's clock, the flock
+sweep lock.  One connection: one thread at a time (another may close it); open a new one after a fork.
 """
 
 from __future__ import annotations
@@ -347,14 +311,9 @@ PRUNE_PAUSE = 0.005
 
 
 def _create_file(path: str) -> None:
-    """Create the parent directory (0700) and the file (0600) unless they exist; check both.
-
-    Root runs the sweeper, so whoever else can write the directory could plant the ledger, its
-    -wal/-shm files or the sweep lock as symlinks (or hard links) to root's files, and SQLite or
-    the lock would write through them.  So the directory must be a real one, this process's own
-    and not group/world-writable, and the file too (``open_private_file``), before SQLite opens
-    it.  Then only this account can change what the names point at.
-    """
+    """Create the parent directory (0700) and the file (0600) unless they exist; check both.  Root runs the sweep,
+    so both must be this account's and not group/world-writable before SQLite opens anything: else another account could
+    plant the ledger, its -wal/-shm files or the sweep lock as links to root's files."""
     parent = os.path.dirname(path)
     # Every directory above the ledger's, as given and as resolved, must be one no other account
     # can change: else it could swap the directory made below for a link after the checks.
@@ -386,8 +345,8 @@ def _create_file(path: str) -> None:
 
 
 def _check_file(path: str, st: os.stat_result) -> None:
-    """LedgerError, with the fix, unless the existing ledger file ``path`` (``st``: its lstat) is
-    one this account may open: a real, private file of its own or root's that it can read and write."""
+    """LedgerError, with the fix, unless the existing file ``path`` (``st``: its lstat) is a real, private file of
+    this account's or root's that it can read and write."""
     if stat.S_ISLNK(st.st_mode):
         raise LedgerError(
             f"ledger {path} is a symbolic link: refusing to follow it; remove it"
@@ -404,10 +363,8 @@ def _check_file(path: str, st: os.stat_result) -> None:
 
 
 class Look:
-    """What ``look`` found at an SQLite ledger's path: the owner of its directory (None: there is
-    none), the file's mode (None: there is none), its schema version (0: none) and, when that is
-    this code's, how many objects are not clear.  A plain class: every operation imports this
-    module before its first Slurm call, and a NamedTuple compiles code at import (run/config.py)."""
+    """What ``look`` found: the directory's owner, the file's mode (None: not there), its schema version (0: none),
+    how many objects are not clear (None: another schema).  A plain class: a NamedTuple compiles code at import."""
 
     __slots__ = ("directory_uid", "mode", "not_clear", "schema")
 
@@ -418,11 +375,8 @@ class Look:
 
 
 def look(path: str, *, busy_timeout: float = BUSY_TIMEOUT) -> Look:
-    """The ledger at ``path`` looked at, never created, migrated or switched to WAL (``doctor``,
-    docs/contract.md §10): a missing directory or file is said, not made.  What is there is held to
-    ``open``'s rules (LedgerError with the fix), then read by a connection that may not create
-    the file; SQLite's -wal and -shm files, made for any reader of a WAL file, go with its close.
-    LedgerError for a file that is not an SQLite database."""
+    """The ledger at ``path`` looked at (``doctor``), never created, migrated or switched to WAL: what is there is held
+    to ``open``'s rules, then read; LedgerError with the fix, or for a file that is no SQLite database."""
     parent = os.path.dirname(path) or "."
     try:
         st = os.lstat(parent)
@@ -454,10 +408,8 @@ def look(path: str, *, busy_timeout: float = BUSY_TIMEOUT) -> Look:
 
 
 def _check_ancestors(directory: str, ledger: str) -> None:
-    """LedgerError unless every directory above ``directory`` (those there: the rest is made by
-    this process), along the path as given and along the path it resolves to, is root's or this
-    process's account's and writable by neither group nor others, or sticky (/tmp: nobody may
-    rename another's entry there)."""
+    """LedgerError unless every directory above ``directory`` that exists, as given and as resolved, is root's or
+    this account's and writable by neither group nor others, or sticky (/tmp)."""
     euid = os.geteuid()
     for start in dict.fromkeys((os.path.abspath(directory), os.path.realpath(directory))):
         above = os.path.dirname(start)
@@ -521,10 +473,8 @@ def _not_private(st: os.stat_result, path: str, chmod: str) -> str:
 
 
 def not_private(uid: int, mode: int, euid: int, path: str, chmod: str) -> str:
-    """The ledger's owner rule, pure: why a file or directory of owner ``uid`` and ``mode`` is refused
-    to a process of ``euid``, with the fix ('' if fine).  Its owner must be that account or root
-    (root can swap any name anyway; a root-owned directory is how a package may ship one), and it
-    must be writable by neither group nor others, who could otherwise swap the ledger's files."""
+    """The ledger's owner rule, pure (docs/contract.md §9.1): why a file or directory of owner ``uid`` and
+    ``mode`` is refused to a process of ``euid``, with the fix ('' if fine)."""
     if uid not in (euid, 0):
         whose = "root that runs slurm-dsl" if euid == 0 else f"uid {euid} that runs slurm-dsl nor by root"
         return (
@@ -547,13 +497,9 @@ def _kind(mode: int) -> str:
 
 
 def open_private_file(path: str, what: str, *, ledger: str) -> int:
-    """Open ``path`` read-write, creating it 0600, never through a symlink; return the fd.
-
-    LedgerError (naming ``what``, e.g. "ledger" or "sweep lock"; its ``path`` is ``ledger``)
-    unless the file opened is a regular file with one link, owned by this process's euid and not
-    group/world-writable.  Nothing is written before these checks.  O_NONBLOCK and O_NOCTTY so
-    that a FIFO or a device planted there is refused rather than waited on or made a terminal.
-    """
+    """Open ``path`` read-write, creating it 0600, never through a symlink; the fd.  LedgerError (naming
+    ``what``; its ``path`` is ``ledger``) unless it is a regular file with one link, this euid's or root's, not
+    group/world-writable.  O_NONBLOCK, O_NOCTTY: a FIFO or device there is refused, not waited on or made a tty."""
     flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
     try:
         fd = os.open(path, flags, 0o600)
@@ -578,8 +524,7 @@ def open_private_file(path: str, what: str, *, ledger: str) -> int:
 
 
 def _denied(what: str, path: str, ledger: str) -> LedgerError:
-    """The error for a file this account may not open: typically a ledger made by root, opened by
-    the SlurmUser (or the other way round)."""
+    """The error for a file this account may not open (a ledger made by root, opened by the SlurmUser, or back)."""
     euid = os.geteuid()
     return LedgerError(
         f"cannot open {what} {path}: {os.strerror(errno.EACCES)} (uid {euid} runs slurm-dsl: run it as"
@@ -603,8 +548,7 @@ def _refuse_older(path: str, version: int, current: int) -> None:
 
 @final
 class SqliteLedger(SqlStore):
-    """The ledger file: ``store.SqlStore`` in SQLite's dialect.  Open with ``SqliteLedger.open(path)``
-    (or ``ledger.choose.open_ledger``); use as a context manager to close it."""
+    """The ledger file: ``store.SqlStore`` in SQLite's dialect (``open``, or ``ledger.choose.open_ledger``)."""
 
     ANOTHER = "another ledger file"
     PRUNING = ("INSERT OR REPLACE INTO pruning (one) VALUES (1)", "DELETE FROM pruning")
@@ -641,9 +585,8 @@ class SqliteLedger(SqlStore):
         clock: Optional[Callable[[], float]] = None,
         migrate_schema: bool = True,
     ) -> SqliteLedger:
-        """Open (creating if need be) and migrate the ledger at ``path``; ``now`` reads ``clock``
-        (default: the host's).  ``migrate_schema=False``: create nothing and migrate nothing; a
-        missing file or an older schema is LedgerError (``ledger.choose.open_ledger``)."""
+        """Open (creating if need be) and migrate the ledger at ``path``; ``clock``: the host's by default.
+        ``migrate_schema=False``: nothing created or migrated, as ``ledger.choose.open_ledger``'s."""
         path = os.fspath(path)
         backoff_base = ledger_rows.finite("backoff_base", backoff_base)
         backoff_cap = ledger_rows.finite("backoff_cap", backoff_cap)
@@ -683,12 +626,8 @@ class SqliteLedger(SqlStore):
             self._migrate()
 
     def _switch_to_wal(self, deadline: float) -> str:
-        """Set WAL (it persists in the file); return the journal mode the file ends up in.
-
-        Switching a new file needs an exclusive lock, and SQLite returns "database is locked"
-        there without calling the busy handler when another process opens the file at the same
-        moment: retry until the busy timeout instead.  A file already in WAL needs no lock.
-        """
+        """Set WAL (kept in the file); the journal mode the file ends up in.  A new file's switch may say "database
+        is locked" without calling the busy handler when another process opens it: retried until ``deadline``."""
         delay = 0.001
         while True:
             try:
@@ -746,8 +685,7 @@ class SqliteLedger(SqlStore):
             cur.execute(sql, values)
 
     def _finish_history(self, cur: Cursor, values: Sequence[Tuple[Any, ...]]) -> None:
-        """Many rows a statement (one alone is a plain UPDATE, cheaper).  UPDATE ... FROM needs
-        SQLite 3.33 (Debian 12 has 3.40); an older library gets one UPDATE per row."""
+        """Many rows a statement (one: a plain UPDATE); UPDATE ... FROM needs SQLite 3.33, else one per row."""
         if len(values) == 1 or sqlite3.sqlite_version_info < UPDATE_FROM:
             cur.executemany(_FINISH_ONE, values)
             return
@@ -777,8 +715,7 @@ class SqliteLedger(SqlStore):
         time.sleep(max(held, PRUNE_PAUSE))
 
     def _checkpoint(self) -> Optional[bool]:
-        """Give the WAL's pages back to the main file and the file system: a checkpoint that
-        waited out the busy timeout for a reader or a writer is "not done", not an error."""
+        """Give the WAL's pages back; one that waited out the busy timeout is "not done" (False), not an error."""
         with self._errors("checkpoint"):
             busy = self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
         return bool(busy == 0)
@@ -800,12 +737,8 @@ class SqliteLedger(SqlStore):
 
 
 class SweepLock:
-    """One sweeper at a time: an exclusive, non-blocking flock on ``<ledger>.sweep.lock``.
-
-    Root takes it and then truncates it, so it is opened as the ledger is (``open_private_file``):
-    never through a symlink, and only a regular file with one link that is this process's own
-    (else ``LedgerError``, before anything is written or locked).
-    """
+    """One sweep at a time: an exclusive, non-blocking flock on ``<ledger>.sweep.lock``, opened as the ledger
+    is (``open_private_file``), since root truncates it."""
 
     def __init__(self, ledger_path: str) -> None:
         self.ledger_path = ledger_path

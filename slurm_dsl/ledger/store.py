@@ -1,18 +1,8 @@
-"""The ledger's domain over its query layer (docs/contract.md §9.1): every ``ledger.base.LedgerStore``
-method, written once for SQLite (``ledger.sqlite``) and MariaDB (``ledger.mariadb``).
+"""The ledger's domain (docs/contract.md §9.1; docs/wings.md §3): ``SqlStore``, every ``ledger.base.LedgerStore``
+method written once for both dialects over the statements of ``ledger.query``; no SQL text here.
 
-Strategy: ``SqlStore`` is what the rest of the package calls: each operation checks its
-arguments (``ledger.rows``), runs the statements of ``ledger.query`` in one transaction or read,
-and lets ``ledger.rows`` and ``ledger_rules`` decide on the rows read; no SQL text is written
-here.  A dialect subclasses it and states only what its database does its own way (the hooks of
-``query.SqlQueries``).
-
-Rule 1: every read-modify-write is one ``_atomic`` transaction under the write lock, and every
-row it reads to decide is read there.  Rule 2: a batch's items are read and written in a few
-statements (``IN`` lists of ``ledger_rows.IN_PIECE`` ids), decided as if they came one after the
-other.  Rule 3: every time comes in as ``now`` from the caller; only prune's pacing reads a
-monotonic clock.  A store is one connection: one thread at a time.
-"""
+Rule: a batch's items are read and written in a few statements (``IN`` lists of ``ledger_rows.IN_PIECE`` ids),
+decided by ``ledger.rows`` as if one came after the other.  Times come in as ``now``: only prune reads a clock."""
 
 from __future__ import annotations
 
@@ -39,7 +29,7 @@ if TYPE_CHECKING:
 
 
 class SqlStore(query.SqlQueries):
-    """``ledger.base.LedgerStore`` over the query layer of a dialect subclass (this module's docstring)."""
+    """``ledger.base.LedgerStore`` over the query layer; a dialect subclass states the rest."""
 
     def __init__(self, path: str, backoff_base: float, backoff_cap: float) -> None:
         super().__init__(path)
@@ -57,8 +47,7 @@ class SqlStore(query.SqlQueries):
 
     @contextmanager
     def batch(self) -> Iterator[None]:
-        """Every write inside is one transaction, committed when the block returns, rolled back if
-        it raises.  Do not catch a ledger error inside: leave the block."""
+        """Every write inside is one transaction, committed when the block returns, rolled back if it raises."""
         if self._batched:
             raise RuntimeError("batches do not nest")
         with self._atomic("batch"):
@@ -91,16 +80,8 @@ class SqlStore(query.SqlQueries):
         baseline_boot: Optional[str] = None,
         baseline_ctl: Optional[str] = None,
     ) -> int:
-        """Record that ``op`` starts on ``job_id``; return the history row's id.
-
-        One committed transaction: the history row (with the object's bit before it and who runs
-        it, ``actor``; "" is recorded as unknown; the job's ``baseline`` record and when its lookup
-        started, ``baseline_at``, kept only with a baseline; the idempotency ``key``; the first
-        operation it retries, ``retry_of``; ``ends_by``; and ``baseline_boot``, where and when the
-        baseline's lookup started on a boot clock), the object if it is new (bit clear),
-        and for a requeue the intent: the object becomes may_be_set.  Call it while holding the
-        job's lease, and start the script only after it returned.
-        """
+        """Record that ``op`` starts on ``job_id`` (a requeue: its intent) in one committed transaction; the row's id.
+        Call it holding the job's lease; start the script only after it returned.  ``actor`` "": recorded as unknown."""
         return self.begin_operations(
             [(job_id, op, nonce)], now, actor=actor,
             baselines={} if baseline is None else {job_id: baseline}, baseline_at=baseline_at, key=key,
@@ -123,13 +104,7 @@ class SqlStore(query.SqlQueries):
         admin_reason: Optional[str] = None,
         baseline_ctl: Optional[str] = None,
     ) -> List[int]:
-        """``begin_operation`` for many ``(job_id, op, nonce)`` in ONE committed transaction (a bulk
-        chunk's intents): every intent is committed before any of their scripts may start.
-
-        Set-based: the objects' bits read (``_keyed``) in ``IN`` lists of ``ledger_rows.IN_PIECE``
-        ids, then the objects created or given an intent upserted and the history appended, many
-        rows a statement (``_write_rows``); ``ledger_rows.begin_plan`` decides, as the starts one
-        after the other would."""
+        """``begin_operation`` for many ``(job_id, op, nonce)`` in one transaction (``ledger_rows.begin_plan``)."""
         checked = ledger_rows.checked_starts(starts)
         now = ledger_rows.finite("now", now)
         fields = ledger_rows.start_fields(baselines, baseline_at, key, retry_of, ends_by,
@@ -150,30 +125,15 @@ class SqlStore(query.SqlQueries):
         self, op_id: int, outcome: Outcome, stderr: bytes, now: float, *, look: Optional[str] = None,
         ended: Optional[str] = None,
     ) -> RequeueBit:
-        """Fill in operation ``op_id`` with its outcome; return the object's new bit.
-
-        One transaction.  The bit becomes ``ledger_rules.after``: ``next_bit(prior, outcome)``, where
-        for a requeue ``prior`` is the bit recorded at begin (its intent overwrote the object's);
-        other ops never wrote it, so it is the object's current bit.  A requeue or restore records
-        why; hold, release and open leave the object as it is.
-        """
+        """Fill in operation ``op_id`` with its outcome; the object's new bit (``ledger_rules.after``)."""
         return self.finish_operations([(op_id, outcome, stderr)], now, look=look, ended=ended)[0]
 
     def finish_operations(
         self, finishes: Sequence[Tuple[int, Outcome, bytes]], now: float, *, look: Optional[str] = None,
         ended: Optional[str] = None, controller: Optional[str] = None,
     ) -> List[RequeueBit]:
-        """``finish_operation`` for many ``(op_id, outcome, stderr)`` in ONE transaction (a bulk
-        chunk's results); if any is refused, none is written.
-
-        Set-based: the operations read (``_keyed``) in ``IN`` lists of ``ledger_rows.IN_PIECE``
-        ids, decided by ``ledger_rows.finish_plan`` (as the finishes one after the other would:
-        the same operation twice is "already finished"), the objects changed in one multi-row
-        upsert, the history rows by the dialect's ``_finish_history``.  ``look``: the finishing
-        process's own look at slurmctld's job_state, taken after their calls were over (None: none
-        could be); with where the looks stand, each operation's mark (core.durable Rules 2 and 4);
-        ``ended``: where and when they were over on a boot clock (``host/boot/seconds``);
-        ``controller``: which slurmctld was in charge then (``calls_ctl``)."""
+        """``finish_operation`` for many ``(op_id, outcome, stderr)`` in one transaction: if one is refused, none
+        is written (``ledger_rows.finish_plan``)."""
         now = ledger_rows.finite("now", now)
         finishes = list(finishes)
         with self._atomic("finish operation") as cur:
@@ -200,12 +160,8 @@ class SqlStore(query.SqlQueries):
         self, job_ids: Sequence[str], owner: str, now: float, ttl: float, *, take_over_sweeps: bool = False,
         alive: Optional[Alive] = None,
     ) -> List[str]:
-        """``acquire_lease`` for many jobs in one transaction; returns the ids now held by ``owner``
-        (in their order).  The leases there read (``_keyed``) in ``IN`` lists of
-        ``ledger_rows.IN_PIECE`` ids, the ones taken written in one multi-row upsert
-        (``ledger_rows.leases_taken`` decides).  With ``take_over_sweeps`` (only for the sweep
-        holding the sweep lock), other sweeps' leases are taken too (``ledger_rules.sweep_owned``).
-        ``alive``: whether a holder is known alive, which keeps its lease past its expiry."""
+        """``acquire_lease`` for many in one transaction; the ids ``owner`` now holds, in order.  ``take_over_sweeps``
+        (only for the sweep holding the sweep lock): other sweeps' leases are taken too."""
         ids = checked_list(job_ids)
         now, ttl = ledger_rows.finite("now", now), ledger_rows.positive_ttl(ttl)
         with self._atomic("acquire lease") as cur:
@@ -233,9 +189,7 @@ class SqlStore(query.SqlQueries):
         return self.release_leases([job_id], owner) > 0
 
     def release_leases(self, job_ids: Sequence[str], owner: str) -> int:
-        """``release_lease`` for many jobs in one transaction; returns how many were held (a job
-        named twice counts once, as the second release finds it gone).  One DELETE per ``IN``
-        list of ``ledger_rows.IN_PIECE`` ids."""
+        """``release_lease`` for many in one transaction; how many were held (a job named twice counts once)."""
         released = 0
         with self._atomic("release lease") as cur:
             for piece in ledger_rows.pieces(ledger_rows.distinct(job_ids)):
@@ -252,20 +206,13 @@ class SqlStore(query.SqlQueries):
     def pending(
         self, now: float, limit: Optional[int] = None, *, take_over_sweeps: bool = False
     ) -> List[JobObject]:
-        """Objects whose bit is not clear that the sweeper may look at now, longest waiting first
-        (by when they became due, then by when their bit last changed).
-
-        Skips jobs with an unexpired lease (an operation or another sweeper is on them; with
-        ``take_over_sweeps``, only an operation's) and jobs whose back-off after a failed lookup
-        has not elapsed.  A negative ``limit``, as None, is no limit.
-        """
+        """The objects not clear that a sweep may look at now (back-off elapsed, no lease but, with
+        ``take_over_sweeps``, a sweep's), longest waiting first; a negative ``limit``, as None, is no limit."""
         sql, args = self._pending_query(now, limit, take_over_sweeps, ids_only=False)
         return [ledger_rows.job_object(row) for row in self._read("list pending objects", sql, args)]
 
     def pending_ids(self, now: float, limit: Optional[int] = None, *, take_over_sweeps: bool = False) -> List[str]:
-        """``pending``'s job ids alone, in its order: all the sweep reads of them.  Fetched
-        ``query.PENDING_CHUNK`` rows at a time, so that a sweep of 100,000 objects holds their ids, never
-        100,000 rows or records at once (docs/benchmarks.md §4)."""
+        """``pending``'s job ids alone, in its order, ``query.PENDING_CHUNK`` rows a fetch (docs/benchmarks.md §4)."""
         sql, args = self._pending_query(now, limit, take_over_sweeps, ids_only=True)
         ids: List[str] = []
         with self._reading("list pending objects") as cursor:
@@ -277,11 +224,8 @@ class SqlStore(query.SqlQueries):
     # -- what was seen of slurmctld's saves (core.durable Rules 1, 2, 8) -------------------------
 
     def look_at_saves(self, observer: str, look: Callable[[], Optional[str]]) -> Looks:
-        """One look at slurmctld's job_state by ``observer``, taken (``look()``: what it sees, None:
-        nothing) inside the write lock, so that the looks' places are the order they were taken in;
-        kept when it sees another file than ``observer``'s look before (its last
-        ``core.durable.LOOKS_KEPT`` kept).  ``Looks``: where the looks stand now, ``observer``'s
-        kept ones, and what this one saw."""
+        """One look at slurmctld's job_state by ``observer`` (``look()``; None: nothing), inside the write lock so that
+        the looks' places are their order; kept when it differs from its last (its last ``LOOKS_KEPT`` kept)."""
         with self._atomic("look at saves") as cur:
             seen = look()
             chain = self._look(cur, observer, seen, None)
@@ -290,9 +234,7 @@ class SqlStore(query.SqlQueries):
     def look_at_heartbeat(
         self, observer: str, look: Callable[[], Optional[Tuple[str, float]]]
     ) -> Tuple[Tuple[int, str, float], ...]:
-        """``look_at_saves`` for slurmctld's heartbeat (core.durable Rules 6 and 7): ``look()``
-        gives what it sees and this host's boot clock then; ``observer``'s kept looks, oldest first,
-        each ``(place, seen, boot clock)``."""
+        """``look_at_saves`` for the heartbeat (core.durable Rules 6, 7): kept ones as ``(place, seen, boot clock)``."""
         with self._atomic("look at the heartbeat") as cur:
             found = look()
             chain = self._look(cur, observer, None if found is None else found[0], None if found is None else found[1])
@@ -300,8 +242,7 @@ class SqlStore(query.SqlQueries):
 
     def _look(self, cur: query.Cursor, observer: str, seen: Optional[str],
               at: Optional[float]) -> List[Tuple[int, str, Optional[float]]]:
-        """Keep one look (``seen``; None: nothing) when it saw another file than ``observer``'s last
-        kept one; ``observer``'s last ``LOOKS_KEPT``, oldest first."""
+        """Keep ``seen`` if it differs from ``observer``'s last kept look; its last ``LOOKS_KEPT``, oldest first."""
         last = self._run(cur, self._locked(query.LAST_LOOK), (observer,)).fetchone()
         if seen is not None and (last is None or str(last[0]) != seen):
             self._run(cur, query.ADD_LOOK, (observer, seen, at))
@@ -312,8 +253,7 @@ class SqlStore(query.SqlQueries):
         return chain
 
     def marks(self, job_ids: Sequence[str]) -> Dict[str, Marks]:
-        """Each object's ``Marks``; a job without an object is absent.  Reads only.  Objects with
-        the same marks share one value (a bulk operation's objects all have the same)."""
+        """Each object's ``Marks`` (a job without one absent; equal marks share one value); reads only."""
         found: Dict[str, Marks] = {}
         same: Dict[Tuple[Any, ...], Marks] = {}
         for piece in ledger_rows.pieces(ledger_rows.distinct(checked_list(job_ids))):
@@ -324,9 +264,8 @@ class SqlStore(query.SqlQueries):
         return found
 
     def anchors(self, job_ids: Sequence[str], *, quiet: bool = True) -> Set[Tuple[Optional[int], Optional[str]]]:
-        """The distinct anchors of these objects' marks, their gone marks' ((None, None) for one not
-        marked gone) and (``quiet``) their quiet marks' (those there): each ``(mark, look)``
-        (core.durable Rule 2).  Reads only."""
+        """The distinct ``(mark, look)`` of these objects' gone marks ((None, None): not marked gone) and, with
+        ``quiet``, of their quiet marks; reads only."""
         found: Set[Tuple[Optional[int], Optional[str]]] = set()
         for piece in ledger_rows.pieces(ledger_rows.distinct(checked_list(job_ids))):
             for sql in (query.QUIET_ANCHORS, query.GONE_ANCHORS)[0 if quiet else 1:]:
@@ -335,17 +274,13 @@ class SqlStore(query.SqlQueries):
         return found
 
     def anchor_quiet(self, job_ids: Sequence[str], look: Optional[str]) -> int:
-        """Where the looks stand now, and ``look`` (one taken once nothing of slurm-dsl's could
-        still change their flags: call it holding their leases), become the quiet mark of each
-        object that has none (its last operation never finished, or it is from before schema 5).
-        How many got one."""
+        """Where the looks stand now, with ``look``, become the quiet mark of each object without one (call it holding
+        their leases, once nothing of slurm-dsl's can still change their flags); how many got one."""
         with self._atomic("anchor quiet") as cur:
             return self._in_lists(cur, query.ANCHOR_QUIET, (self._last_place(cur), look), checked_list(job_ids))
 
     def mark_gone(self, job_ids: Sequence[str], look: Optional[str]) -> int:
-        """Where the looks stand now, and ``look`` (one taken after the lookup that said these jobs
-        are gone), become the gone mark of each object that has none (core.durable Rule 8).  How
-        many got one."""
+        """Where the looks stand now, with ``look``, become the gone mark of each object without one; how many."""
         with self._atomic("mark gone") as cur:
             return self._in_lists(cur, query.MARK_GONE, (self._last_place(cur), look), checked_list(job_ids))
 
@@ -355,13 +290,11 @@ class SqlStore(query.SqlQueries):
             return self._in_lists(cur, query.FORGET_GONE, (), checked_list(job_ids))
 
     def op_marks(self, op_ids: Sequence[int]) -> Dict[int, Tuple[int, Optional[str]]]:
-        """Where the looks stood when each operation was over, and its own look then (None: not its
-        own); an operation without one is absent.  Reads only."""
+        """Where the looks stood when each operation was over, and its own look then (None: not its own); reads only."""
         return {op_id: (mark, look) for op_id, (mark, look, _) in self.op_ends(op_ids).items()}
 
     def op_ends(self, op_ids: Sequence[int]) -> Dict[int, Tuple[int, Optional[str], Optional[str]]]:
-        """``op_marks``, with where and when each operation was over on a boot clock (``ended``,
-        ``host/boot/seconds``; None: not known).  Reads only."""
+        """``op_marks`` with where and when each was over (``host/boot/seconds``; None: not known); reads only."""
         found: Dict[int, Tuple[int, Optional[str], Optional[str]]] = {}
         for piece in ledger_rows.pieces(ledger_rows.distinct([int(i) for i in op_ids])):
             sql = ledger_rows.in_list(query.OP_MARKS_OF, len(piece), "?")
@@ -370,8 +303,8 @@ class SqlStore(query.SqlQueries):
         return found
 
     def seen_over(self, op_ids: Sequence[int], observer: str, at: float, *, keep: bool = True) -> Dict[int, float]:
-        """When ``observer`` (``host/boot``) first found each operation over, on its boot clock:
-        ``at`` for one it had not found over before, kept for the next time unless not ``keep``."""
+        """When ``observer`` (``host/boot``) first found each operation over, on its boot clock: ``at`` for one it had
+        not found over before, kept for the next time unless not ``keep``."""
         ids = ledger_rows.distinct([int(i) for i in op_ids])
         if keep and ids:
             with self._atomic("note operations found over") as cur:
@@ -385,8 +318,7 @@ class SqlStore(query.SqlQueries):
         return found
 
     def anchor_operations(self, op_ids: Sequence[int], look: Optional[str]) -> int:
-        """Where the looks stand now, and ``look`` (taken now), become the mark of each finished
-        operation that has none (from before schema 5, or written by an import).  How many got one."""
+        """Where the looks stand, with ``look``, become the mark of each finished operation without one; how many."""
         with self._atomic("anchor operations") as cur:
             return self._in_lists(cur, query.ANCHOR_OPERATIONS, (self._last_place(cur), look),
                                   [int(i) for i in op_ids])
@@ -396,22 +328,14 @@ class SqlStore(query.SqlQueries):
         return int(self._read("count objects", query.COUNT_NOT_CLEAR)[0][0])
 
     def set_bit(self, job_id: str, bit: RequeueBit, why: str, now: float, *, owner: str) -> bool:
-        """Set the job's bit (e.g. the sweeper clearing it) and reset its lookup back-off.
-
-        Only while ``owner`` holds the job's unexpired lease: a sweeper whose lease lapsed during
-        a slow lookup must not overwrite the intent of an operation that took the job since.
-        Returns False (and writes nothing) when it does not hold it.
-        """
+        """Set the job's bit and reset its lookup back-off, only while ``owner`` holds the job's lease: else False and
+        nothing written (a sweep whose lease lapsed must not overwrite a newer operation's intent)."""
         return bool(self.set_bits([(job_id, bit, why)], now, owner=owner))
 
     def set_bits(
         self, changes: Sequence[Tuple[str, RequeueBit, str]], now: float, *, owner: str
     ) -> List[str]:
-        """``set_bit`` for many ``(job_id, bit, why)`` in one transaction; returns the ids written
-        (in their order).  A piece of ``ledger_rows.IN_PIECE`` changes at a time: its leases read
-        (``_keyed``) in one ``IN`` list, its bits (and the back-off reset) written in one multi-row
-        upsert, so a sweep clearing 100,000 objects makes a few hundred statements, not three per
-        object, and holds one piece's rows at a time, not 100,000."""
+        """``set_bit`` for many ``(job_id, bit, why)`` in one transaction; the ids written, in order."""
         checked = ledger_rows.checked_changes(changes)
         now = ledger_rows.finite("now", now)
         upsert = self._upsert("job_id", query.BIT_COLUMNS, query.BACKOFF_RESET)
@@ -427,13 +351,8 @@ class SqlStore(query.SqlQueries):
         return written
 
     def watch(self, job_ids: Sequence[str], now: float, *, owner: str) -> List[str]:
-        """Keep the objects as they are, to be looked at again by the next sweep without back-off.
-
-        For a finished job still showing Requeue=1 (docs/contract.md §9.5).  The failure count is
-        reset and the object goes behind the ones that have waited longer (``pending`` serves the
-        longest waiting first), so watched objects cannot starve a ``--limit``.  Only while
-        ``owner`` holds the job's unexpired lease; returns the ids written.
-        """
+        """Keep the objects for the next sweep, without back-off, behind those waiting longer (docs/contract.md §9.5);
+        only while ``owner`` holds the job's lease; the ids written."""
         ids = checked_list(job_ids)
         now = ledger_rows.finite("now", now)
         written: List[str] = []
@@ -449,18 +368,11 @@ class SqlStore(query.SqlQueries):
         return written
 
     def lookup_failed(self, job_id: str, why: str, now: float) -> float:
-        """Record that the job could not be looked up; return when the sweeper may try again.
-
-        The wait doubles with each consecutive failure: ``min(cap, base * 2**(failures - 1))``.
-        """
+        """Record a failed lookup of the job; when a sweep may look again (``ledger_rules.backoff``)."""
         return self.lookups_failed([job_id], why, now)[0]
 
     def lookups_failed(self, job_ids: Sequence[str], why: str, now: float) -> List[float]:
-        """``lookup_failed`` for many jobs in one transaction; returns each one's next lookup time.
-        The failure counts read (``_keyed``) in ``IN`` lists of ``ledger_rows.IN_PIECE`` ids (a job
-        named twice counts twice, as one after the other), the new ones written an ``IN`` list of
-        the jobs with the same count at a time: a lookup that could not ask for 100,000 objects
-        (they have mostly failed as often) costs a few hundred statements, not 200,000."""
+        """``lookup_failed`` for many in one transaction (a job named twice counts twice); each next lookup time."""
         ids = list(job_ids)
         why = ledger_rows.stored_text(why)
         now = ledger_rows.finite("now", now)
@@ -489,9 +401,8 @@ class SqlStore(query.SqlQueries):
         return [ledger_rows.entry(r, self.path) for r in rows]
 
     def lost(self, limit: int = 1000) -> List[HistoryEntry]:
-        """The acknowledged operations recorded "acknowledged, then lost" (life S12) that no later
-        acknowledged operation of the same op on the job has redone (one lost too is listed itself),
-        oldest first, at most ``limit``."""
+        """The operations recorded "acknowledged, then lost" (life S12) that no later acknowledged operation of the same
+        op on the job redid (one lost too is listed itself), oldest first, at most ``limit``."""
         acknowledged = sorted(r.value for r in life.ACKNOWLEDGED_RESULTS)
         lost = sorted(v.value for v in life.LOST_VERDICTS)
         args = [*acknowledged, *lost, *acknowledged, max(int(limit), 0)]
@@ -503,19 +414,8 @@ class SqlStore(query.SqlQueries):
     def unsettled(
         self, now: float, *, since: float = 0.0, limit: Optional[int] = None, job_ids: Optional[Sequence[str]] = None
     ) -> List[Recorded]:
-        """The operations to settle, newest first (started_at, then id, descending), at most
-        ``limit`` (None or negative: no limit): rows without a settlement whose result is
-        unknown, or without a result that no longer run at ``now`` (their ``ends_by`` passed, or
-        their job has a later row or no unexpired lease), started at ``since`` or later; only
-        those of ``job_ids`` if given.  Reads only.  Each as the core's ``settle.Recorded``: only
-        what settling reads (``ledger_rows.SELECT_TO_SETTLE``), so a sweep that settles 10,000
-        decodes no calls, stderr or detail (docs/benchmarks.md §9).
-
-        Cost: the dialect's index (``UNSETTLED``) holds only the unknown and unfinished rows, by
-        start, so one read walks those started since ``since``, newest first, and for each probes
-        the settlements' unique ``op_id`` index, the job's later rows (``history_job``) and its
-        lease: a ledger of 100,000 finished rows costs no more than an empty one, and settled
-        unknown rows cost one probe each until prune removes them."""
+        """The operations to settle (docs/contract.md §9.1, and its cost), newest first, at most ``limit`` (None or
+        negative: no limit), as ``settle.Recorded``: only what settling reads (docs/benchmarks.md §9).  Reads only."""
         now, since = ledger_rows.finite("now", now), ledger_rows.finite("since", since)
         tail = (query.LIMIT, [int(limit)]) if limit is not None and limit >= 0 else ("", [])
         if job_ids is None:
@@ -532,20 +432,15 @@ class SqlStore(query.SqlQueries):
         return found if not tail[1] else found[: tail[1][0]]
 
     def to_settle(self, now: float, *, since: float = 0.0, limit: Optional[int] = None) -> List[Pending]:
-        """``unsettled(now, since=since, limit=limit)``'s operations, as the core's
-        ``settle.Pending``: without their baselines, which a sweep reads again (``recorded``) only
-        for the operations whose verdict reads one (``OneLookup.gone_at_once``): a sweep that
-        settles 10,000 operations of gone jobs decodes no JSON (docs/benchmarks.md §9)."""
+        """``unsettled``'s operations as ``settle.Pending``, without baselines (``recorded`` reads those needed)."""
         now, since = ledger_rows.finite("now", now), ledger_rows.finite("since", since)
         tail = (query.LIMIT, [int(limit)]) if limit is not None and limit >= 0 else ("", [])
         sql = self._unsettled(ledger_rows.SELECT_PENDING) + query.NEWEST_FIRST + tail[0]
         return ledger_rows.pending(self._read("read unsettled", sql, [since, now, now, *tail[1]]))
 
     def acknowledged(self, from_id: int, since: float, limit: Optional[int] = None) -> List[Recorded]:
-        """The rows a sweep reads again after a crash may have lost them (docs/contract.md §13.4,
-        ``core.durable`` Rule 4): id ``from_id`` or more, started at ``since`` or later, without a
-        settlement, whose result is ``ok`` or ``bit_set``, or none yet; in id order, at most
-        ``limit`` (None: all).  Reads only; one range of the primary key, no other index."""
+        """The rows a sweep reads again after a crash (docs/contract.md §13.4), in id order, at most ``limit`` (None:
+        all); reads only, one range of the primary key."""
         from_id, since = ledger_rows.checked_op_id(from_id), ledger_rows.finite("since", since)
         tail = (" LIMIT ?", [int(limit)]) if limit is not None and limit >= 0 else ("", [])
         sql = query.ACKNOWLEDGED + tail[0]
@@ -553,8 +448,7 @@ class SqlStore(query.SqlQueries):
         return ledger_rows.recorded(self._read("read acknowledged operations", sql, args), self.path)
 
     def recorded(self, op_ids: Sequence[int]) -> Dict[int, Recorded]:
-        """The history rows ``op_ids`` as the core's ``settle.Recorded`` (what settling reads of
-        them, baseline and all), by id; an id with no row is absent.  Reads only."""
+        """The history rows ``op_ids`` as ``settle.Recorded``, baseline and all, by id; reads only."""
         ids = ledger_rows.distinct(ledger_rows.checked_op_id(i) for i in op_ids)
         found: Dict[int, Recorded] = {}
         for piece in ledger_rows.pieces(ids):
@@ -563,8 +457,7 @@ class SqlStore(query.SqlQueries):
         return found
 
     def count_unsettled(self, now: float, edges: Sequence[float] = (3600.0, 86400.0, 604800.0)) -> List[int]:
-        """How many operations ``unsettled`` would give at ``now`` (no since, no limit), by age
-        (``now - started_at``): ``len(edges) + 1`` counts, ``[0, e0), [e0, e1), ..., [e_last, inf)``."""
+        """How many operations ``unsettled`` would give at ``now``, by age (``ledger_rows.age_counts``)."""
         now = ledger_rows.finite("now", now)
         sql = self._unsettled(query.STARTED + ledger_rows.SETTLED_HISTORY)
         started = [float(r[0]) for r in self._read("count unsettled", sql, (query.EVER, now, now))]
@@ -579,17 +472,8 @@ class SqlStore(query.SqlQueries):
         gone: Sequence[int] = (),
         gone_at: float = 0.0,
     ) -> int:
-        """Append the settlements ``(op_id, verdict, looked_at, record, detail)`` settled ``by``
-        at ``now``, and for each id of ``gone`` the settlement ``(op_id, GONE, gone_at, None,
-        GONE_DETAIL)`` (what a lookup that started at ``gone_at`` and found the job gone gives:
-        ``OneLookup.gone``), in ONE transaction; return how many were written.  An operation that
-        has a settlement keeps it (this one is skipped: verdicts are final, and two settlers may
-        race; the ``verdicts`` go first); an ``op_id`` with no history row, or of a finished row
-        whose result is not unknown, is LedgerError and nothing is written.
-
-        Cost: the ``gone`` ones are written by ``INSERT ... SELECT`` from their history rows, a
-        statement per ``IN_PIECE`` ids, a tuple of none made; their rows are read one by one only
-        if fewer were written than given (to say which one is at fault, or already settled)."""
+        """Append the settlements, the ``verdicts`` first, in one transaction; how many were written.  The ``gone``
+        ones by ``INSERT ... SELECT``, their rows read one by one only if fewer were written than given."""
         from ..core.settle import GONE_DETAIL
 
         checked = ledger_rows.checked_verdicts(verdicts)
@@ -609,8 +493,7 @@ class SqlStore(query.SqlQueries):
         return count
 
     def keyed(self, job_ids: Sequence[str], op: Op, key: str) -> Dict[str, List[HistoryEntry]]:
-        """The operations ``op`` with idempotency key ``key`` on each of ``job_ids``, oldest first,
-        with their settlements; a job with none is absent.  Reads only (index ``history_key``)."""
+        """The operations ``op`` with key ``key`` per job, oldest first (index ``history_key``); reads only."""
         op, checked = Op(op), ledger_rows.checked_key(key)
         ids = ledger_rows.distinct(checked_list(job_ids))
         found: Dict[str, List[HistoryEntry]] = {}
@@ -630,8 +513,7 @@ class SqlStore(query.SqlQueries):
     def select_once(
         self, key: str, op: Op, selector: str, job_ids: Sequence[str], now: float, actor: Optional[str]
     ) -> Tuple[str, List[str]]:
-        """The set of jobs key ``key``'s ``op`` acts on (core.select Rule 4): the one its first run
-        recorded, as ``(selector, job ids)``, else ``job_ids`` (chosen by ``selector``) recorded now as it."""
+        """The jobs key ``key``'s ``op`` acts on (core.select Rule 4): its first run's, else ``job_ids``, recorded."""
         op, checked = Op(op), ledger_rows.checked_key(key)
         ids = ledger_rows.distinct(checked_list(job_ids))
         now = ledger_rows.finite("now", now)
@@ -646,9 +528,7 @@ class SqlStore(query.SqlQueries):
     def operations_by(
         self, job_ids: Sequence[str], op: Op, actor: str, since: float
     ) -> Dict[str, List[HistoryEntry]]:
-        """The operations ``op`` on each of ``job_ids`` run by ``actor`` and started at ``since``
-        or later, oldest first, with their settlements; a job with none is absent.  One query per
-        ``IN`` list of ``ledger_rows.IN_PIECE`` ids (index ``history_job``); reads only."""
+        """The operations ``op`` per job run by ``actor`` since ``since``, oldest first; reads only."""
         op, since = Op(op), ledger_rows.finite("since", since)
         ids = ledger_rows.distinct(checked_list(job_ids))
         found: Dict[str, List[HistoryEntry]] = {}
@@ -660,8 +540,7 @@ class SqlStore(query.SqlQueries):
         return found
 
     def operations(self, op_ids: Sequence[int]) -> Dict[int, HistoryEntry]:
-        """The rows of the history ids given, with their settlements; an id with none is absent.
-        One query per ``IN`` list of ``ledger_rows.IN_PIECE`` ids (the primary key); reads only."""
+        """The rows of the history ids given, with settlements; an id with none is absent.  Reads only."""
         ids = ledger_rows.checked_op_ids(op_ids)
         found: Dict[int, HistoryEntry] = {}
         for piece in ledger_rows.pieces(ids):
@@ -672,9 +551,7 @@ class SqlStore(query.SqlQueries):
         return found
 
     def later_operations(self, op_ids: Sequence[int]) -> Dict[int, List[HistoryEntry]]:
-        """For each history id given, the rows of the same job with a larger id, oldest first,
-        with their settlements, their stderr left out (b""); an id with none is absent.  One
-        query per ``IN`` list of ``ledger_rows.IN_PIECE`` ids; reads only."""
+        """For each history id, its job's later rows, oldest first, with settlements, stderr b""; reads only."""
         ids = ledger_rows.distinct(ledger_rows.checked_op_id(i) for i in op_ids)
         found: Dict[int, List[HistoryEntry]] = {}
         for piece in ledger_rows.pieces(ids):
@@ -707,8 +584,7 @@ class SqlStore(query.SqlQueries):
         return ledger_rows.unfinished(self._read("read unfinished operations", query.UNFINISHED, (now,)))
 
     def ask_comment(self, op_id: int, job_id: str, text: str, now: float) -> int:
-        """The intent of an AdminComment copy after operation ``op_id`` on ``job_id`` (the caller
-        holds the job's lease), committed before its call starts; its id."""
+        """An AdminComment copy's intent after operation ``op_id``, committed before its call; its id."""
         values = (ledger_rows.checked_op_id(op_id), validate_job_id(job_id), ledger_rows.stored_text(text),
                   ledger_rows.finite("now", now))
         with self._atomic("record an AdminComment's intent") as cur:
@@ -749,18 +625,9 @@ class SqlStore(query.SqlQueries):
         return ledger_rows.sweep_record(self.path, found[0]) if found else None
 
     def prune(self, before: float, now: float, *, dry_run: bool = False) -> PruneResult:
-        """Remove the history rows ``rules.may_prune`` allows, then let the dialect give the space
-        back (``_checkpoint``; ``checkpointed`` None if it has no such step).
-
-        Rows that finished before ``before``, that are not their object's newest, of objects that
-        are clear and not leased at ``now``.  In batches of the dialect's ``PRUNE_BATCH`` rows,
-        each its own transaction that decides afresh under the write lock: an operation takes its
-        job's lease (and a requeue marks it may_be_set) before its row exists, so whatever starts
-        between two batches is left alone; and no batch keeps the write lock long enough for a
-        concurrent operation to wait out its busy timeout.  The pass that lets the trigger delete
-        (``PRUNING``) lives only inside each batch's transaction.  Between batches the dialect may
-        pause (``_prune_paused``) so that waiting writers get in.  ``dry_run`` counts only.
-        """
+        """Remove the history rows ``rules.may_prune`` allows, then ``_checkpoint``; ``dry_run`` counts only.  Each
+        batch decides afresh in its own transaction (what starts between two is left alone: a lease comes before its
+        row) and holds the write lock too briefly for a writer to wait out its busy timeout; the dialect may pause."""
         before, now = ledger_rows.finite("before", before), ledger_rows.finite("now", now)
         batch = self._prune_batch()
         removed = 0
@@ -807,12 +674,8 @@ class SqlStore(query.SqlQueries):
     def import_records(
         self, objects: Sequence[JobObject], history: Sequence[HistoryEntry], *, merge: bool
     ) -> ImportResult:
-        """Another ledger's objects, then its history rows, in one transaction holding the write
-        lock (``ledger.LedgerStore.import_records``).  The history's triggers let rows be appended
-        finished or not; nothing here updates or deletes one.  Each row's settlement comes with
-        it (on its new id; one already there for the row is kept), and a ``retry_of`` is the id
-        here of the row it named there, if that row was imported (or found) by this store
-        before, else None."""
+        """Another ledger's objects, then its history rows, in one transaction (``LedgerStore.import_records``); a row's
+        settlement comes with it, and ``retry_of`` is the id here of the row it names if imported before, else None."""
         checked = [ledger_rows.object_values(o) for o in objects]
         for e in history:  # checked before the transaction: a malformed row writes nothing
             ledger_rows.history_values(e, hex_stderr=self.HEX_STDERR)

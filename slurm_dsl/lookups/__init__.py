@@ -1,2 +1,1 @@
-"""Looking jobs up: squeue's strict parser and pyslurm's adapter (the only ``pyslurm``), and the
-choice between them.  See docs/wings.md."""
+"""Looking jobs up: squeue, pyslurm (its only importer) and the choice between them (docs/wings.md)."""

@@ -1,8 +1,4 @@
-"""Choosing how sweeps look jobs up: ``--lookup auto|squeue|pyslurm``.
-
-``make_lookup`` returns the ``Lookup`` (see ``core.jobinfo``) an admin chose; ``auto`` is
-pyslurm where one built for the running Slurm imports, else squeue.
-"""
+"""Choosing how sweeps look jobs up: ``--lookup auto|squeue|pyslurm`` (docs/contract.md §9.3)."""
 
 from __future__ import annotations
 
@@ -19,12 +15,9 @@ logger = logging.getLogger("slurm_dsl")
 
 
 def make_lookup(kind: str = "auto", squeue_path: Optional[str] = None, timeout: float = SQUEUE_TIMEOUT) -> Lookup:
-    """The lookup an admin chose: ``squeue``, ``pyslurm``, or ``auto``.
+    """The lookup an admin chose: ``squeue``, ``pyslurm``, or ``auto`` (pyslurm where usable, else squeue).
 
-    ``auto`` is pyslurm where it imports and matches the running Slurm, else squeue.
-    ``pyslurm`` raises ``ConfigError`` when no usable pyslurm is there, rather than
-    quietly using something else.  ``squeue`` never imports pyslurm.
-    """
+    ``pyslurm`` raises ``ConfigError`` when no usable pyslurm is there; ``squeue`` never imports pyslurm."""
     if kind not in LOOKUP_KINDS:
         raise ConfigError(f"unknown lookup {kind!r}: choose one of {', '.join(LOOKUP_KINDS)}")
     squeue_path = find_squeue() if squeue_path is None else squeue_path  # first on PATH, else /usr/bin

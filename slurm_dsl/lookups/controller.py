@@ -1,13 +1,6 @@
-"""Which slurmctld is in charge, as far as it can be told: read around a requeue's lookups and
-calls so that a baseline a restart or takeover undid is not read as proof (docs/contract.md §12,
-``core.settle`` Rule 16).
-
-``scontrol show config``'s ``BOOT_TIME`` is the start of the process that answered, in whole
-seconds of its clock (a backup's predates its takeover: docs/durability.md §3); where slurm.conf
-names a backup, the heartbeat's writer (``lookups.saves``) says which controller is in charge.
-The two make one text, compared for equality only, never ordered; None when either could not be
-read within the deadline: "cannot tell".
-"""
+"""Which slurmctld is in charge, read around a requeue's lookups and calls (docs/contract.md §12,
+``core.settle`` Rule 16): ``BOOT_TIME``, with the heartbeat's writer where a backup may be.  One
+text, compared for equality only; None is "cannot tell"."""
 
 from __future__ import annotations
 
@@ -25,15 +18,13 @@ TIMEOUT = 5.0  # seconds ``show config`` may take: one small RPC
 
 
 def boot_time(text: bytes) -> Optional[str]:
-    """``BOOT_TIME``'s value in ``scontrol show config``'s output; None when it holds none, or
-    more than one."""
+    """``BOOT_TIME``'s value in ``scontrol show config``'s output; None when it holds none, or more than one."""
     found = BOOT_TIME.findall(text)
     return found[0].decode("utf-8", "backslashreplace") if len(found) == 1 else None
 
 
 def in_charge(scontrol: str, timeout: float = TIMEOUT) -> Optional[str]:
-    """The controller in charge now: ``BOOT_TIME`` of the one that answers, and on a cluster with
-    a backup ``#`` the heartbeat's writer; None when it cannot be told within ``timeout``."""
+    """The controller in charge now, ``BOOT_TIME[#writer]``; None when it cannot be told within ``timeout``."""
     if not timeout > 0:
         return None
     done = process.run_argv((scontrol, "show", "config"), timeout=timeout)

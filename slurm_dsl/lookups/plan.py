@@ -1,14 +1,6 @@
-"""How a lookup of k ids asks: each id alone, or one listing of every job (docs/lookups.md).
+"""How a lookup of k ids asks: each id alone, or one listing of every job (docs/lookups.md).  Pure.
 
-Pure: measured costs and the number of jobs slurmctld holds in, a choice out; no I/O.
-
-Rule: a single-job lookup (``squeue -j <one id>``: slurmctld's single-job RPC) costs the same
-whatever slurmctld holds; a listing (no ``-j``, or ``-j`` with two ids or more, which loads every
-job and filters on the client) costs a fixed part plus a part per job held.  Ask each id alone,
-``parallel`` at a time, when that is cheaper than one listing at the number of jobs held
-(``one_by_one``).  Either way is strict (the callers keep "gone" apart from "could not ask",
-docs/contract.md §9): a wrong choice, from a count that is missing or stale, costs time only.
-"""
+A wrong choice, from a count that is missing or stale, costs time only: either way is strict."""
 
 from __future__ import annotations
 
@@ -60,10 +52,8 @@ def listing_seconds(jobs: int, costs: Costs) -> float:
 
 
 def one_by_one(count: int, jobs: Optional[int], costs: Costs) -> Optional[bool]:
-    """Whether to ask ``count`` ids each alone (True) or with one listing (False); None when it
-    depends on how many jobs slurmctld holds and ``jobs`` is not known (then learn it, or list).
-
-    One id is always asked alone: the single-job RPC is the cheapest lookup there is."""
+    """Whether to ask ``count`` ids each alone (True) or with one listing (False); None when that depends
+    on ``jobs``, not known.  One id is always asked alone."""
     if count <= 1:
         return True
     alone = per_id_seconds(count, costs)
@@ -75,8 +65,7 @@ def one_by_one(count: int, jobs: Optional[int], costs: Costs) -> Optional[bool]:
 
 
 def count_matters(count: int, costs: Costs, most: int = MOST_JOBS) -> bool:
-    """Whether the number of jobs held can change ``one_by_one``'s choice for ``count`` ids at
-    any number up to ``most``: False when one listing is cheaper even at ``most`` jobs (so at
-    every number up to it: more jobs never turn single lookups into a listing), or when single
-    lookups win at no job at all.  When False there is no count to ask (``sdiag``)."""
+    """Whether the number of jobs held, up to ``most``, can change ``one_by_one``'s choice for ``count`` ids.
+
+    When False there is no count to ask (``sdiag``)."""
     return one_by_one(count, None, costs) is None and one_by_one(count, most, costs) is True

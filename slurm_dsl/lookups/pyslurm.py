@@ -1,43 +1,8 @@
-"""Job lookups through pyslurm: the only module of slurm-dsl that imports it.
+"""Job lookups through pyslurm: the only module of slurm-dsl that imports it (docs/contract.md §9.3).
 
-Contract: ``load_pyslurm_lookup(slurm_version)`` returns a ``Lookup`` (see
-``core.jobinfo``) only when pyslurm imports and its ``__version__`` (else ``version()``)
-X.Y is the running Slurm's release (pyslurm 22.5.x <-> Slurm 22.05, 25.11.x <-> 25.11): a pyslurm
-built for another Slurm must not talk to this one (docs/pyslurm.md §1).  Otherwise
-it returns None and logs exactly one line on the "slurm_dsl" logger (INFO when
-pyslurm is simply not installed, WARNING when it is there but unusable), and the
-caller falls back to squeue.
-
-The adapter maps exactly the surface in docs/pyslurm.md (§2, §3):
-
-- How many ids are loaded one by one (docs/lookups.md; ``plan.one_by_one``): once this lookup
-  has loaded every job, it knows how many slurmctld holds and the rule of the squeue lookup
-  decides, with pyslurm's own costs (``PYSLURM_COSTS``, one load at a time); before that, a
-  handful (``FEW``) one by one, as ever.  A wrong count costs time only.
-- modern API (``pyslurm.Job``/``Jobs``/``RPCError``, 22.5.2+): ``Job.load(int)``
-  per id for a handful of ids (``FEW``), else ``Jobs.load()`` once: each
-  ``Job.load`` also loads the job's steps (10 ids took 37 ms on the lab, where
-  ``Jobs.load()`` of ~440 jobs took 5-9 ms; docs/pyslurm.md §4); attributes
-  ``state``, ``state_reason``, ``is_requeueable`` (bool), ``requeue_count``,
-  ``priority``, ``array_id``, ``array_task_id``.  ``Jobs`` is a mapping with int
-  keys.
-- old API (``pyslurm.job()`` only): ``find_id(id)`` per id, ``get()`` for many;
-  keys ``job_state``, ``state_reason``, ``requeue`` (bool), ``restart_cnt``,
-  ``priority``, ``array_job_id``, ``array_task_id``.  Errors are
-  ``ValueError(text, errno)``.
-
-Arrays: every record answers for its own JobId.  For an array's own JobId the
-answer also says how many tasks a call on it reaches (``JobInfo.array_tasks``),
-counted over every record of the array; a record that holds a range of pending
-tasks (no ``array_task_id``) counts as at least two, the safe side.  The modern
-API needs all jobs for that count, so an array's own JobId among a handful of
-ids costs one ``Jobs.load()`` more.
-
-errno 2017 (``Invalid job id specified``) is gone (None).  Anything else,
-including 1800 (``Unable to contact slurm controller``), any other exception and
-any value of the wrong type, is ``LookupFailed``: never gone.  pyslurm has no
-timeout of its own: with slurmctld down a load takes 2*(MessageTimeout-1) s.
-"""
+The adapter maps exactly the surface in docs/pyslurm.md §2, §3, and loads only a pyslurm built for
+the running Slurm (docs/pyslurm.md §1).  errno 2017 is gone; anything else, including any value of
+the wrong type, is ``LookupFailed``, never gone."""
 
 from __future__ import annotations
 
@@ -75,10 +40,7 @@ def load_pyslurm_lookup(slurm_version: Tuple[int, int], *, many: int = FEW) -> O
 
 
 def find_pyslurm_lookup(slurm_version: Tuple[int, int], *, many: int = FEW) -> Tuple[Optional[Lookup], int, str]:
-    """A pyslurm-backed ``Lookup``, or None with a log level and why it is not usable.
-
-    The level is INFO when pyslurm is simply not installed, WARNING when it is there but unusable.
-    """
+    """A pyslurm-backed ``Lookup``, or None with a log level (INFO: not installed; WARNING: unusable) and why."""
     # import pyslurm runs slurm_init(), which reads slurm.conf: one it cannot read makes libslurm
     # retry for 60 s and then end the process (docs/slurm-25.11.md §2). A $SLURM_CONF is checked
     # first; libslurm's built-in path is its own.
@@ -222,7 +184,6 @@ def _with_reach(info: JobInfo, records: Sequence[JobInfo]) -> JobInfo:
 
 
 def _value_errno(exc: Exception) -> Optional[int]:
-    """The old API raises the builtin ValueError with args (strerror text, errno)."""
     if type(exc) is ValueError and len(exc.args) == 2 and isinstance(exc.args[1], int):
         return int(exc.args[1])
     return None

@@ -1,16 +1,7 @@
 """slurmctld's state on disk, and slurm.conf as slurmctld reads it (docs/contract.md §13): no RPC.
 
-slurm.conf is the file ``$SLURM_CONF`` names, else /etc/slurm/slurm.conf, read with what it
-includes (``core.slurmconf``).  The StateSaveLocation is ``$SLURM_DSL_STATE_SAVE_LOCATION`` when
-set, else slurm.conf's last ``StateSaveLocation``, else Slurm's default, /var/spool
-(``DEFAULT_SAVE_STATE_LOC``, src/common/read_config.h); None when slurm.conf cannot be read whole
-(then nothing is known of where slurmctld saves).  On a primary/backup pair the directory is
-shared: whichever controller is in charge writes it.
-
-Every file is read by ``host.files`` (no symbolic link, a regular file only, within a deadline).
-slurmctld replaces ``job_state`` by linking a new file into place (``save_buf_to_state``:
-``job_state.new``, fsync, link), so the name is missing for a moment: it is looked at again, once.
-"""
+Every file is read by ``host.files``.  slurmctld links each new ``job_state`` into place, so the name
+is missing for a moment: it is looked at again, once."""
 
 from __future__ import annotations
 
@@ -45,8 +36,7 @@ def conf_path(environ: Optional[Mapping[str, str]] = None) -> str:
 
 
 def slurm_conf(environ: Optional[Mapping[str, str]] = None, timeout: float = FILE_TIMEOUT) -> SlurmConf:
-    """slurm.conf and the files it includes (a relative name is beside it), each read within
-    ``timeout``; ``unreadable`` says why when one could not be read."""
+    """slurm.conf and the files it includes, each read within ``timeout``; ``unreadable`` says why one was not."""
     path = conf_path(environ)
 
     def text(name: str) -> Union[str, Unreadable]:
@@ -60,7 +50,8 @@ def slurm_conf(environ: Optional[Mapping[str, str]] = None, timeout: float = FIL
 
 
 def state_save_location(environ: Optional[Mapping[str, str]] = None, conf: Optional[SlurmConf] = None) -> Optional[str]:
-    """The directory slurmctld saves its state in (see the module); None: it cannot be told."""
+    """The directory slurmctld saves its state in (``$SLURM_DSL_STATE_SAVE_LOCATION``, else slurm.conf's, else
+    Slurm's default); None when slurm.conf cannot be read whole."""
     env = os.environ if environ is None else environ
     given = env.get(STATE_ENV)
     if given:
@@ -72,8 +63,7 @@ def state_save_location(environ: Optional[Mapping[str, str]] = None, conf: Optio
 
 
 def hand_back_possible(environ: Optional[Mapping[str, str]] = None, conf: Optional[SlurmConf] = None) -> bool:
-    """Whether slurm.conf may name a backup controller (``core.durable.may_hand_back``; one that
-    cannot be read whole may)."""
+    """Whether slurm.conf may name a backup controller (one that cannot be read whole may)."""
     return may_hand_back(slurm_conf(environ) if conf is None else conf)
 
 
@@ -83,10 +73,7 @@ PROBE_TIMEOUT = 2.0
 
 
 def listens(address: str, port: int, timeout: float = PROBE_TIMEOUT) -> Optional[bool]:
-    """Whether a slurmctld listens on ``address``:``port``: True (the connection was accepted),
-    False (refused: nothing listens, so nothing is held there), None (no answer, or the host cannot
-    be reached: it may).  The connection is closed at once, nothing sent: slurmctld reads an empty
-    connection and drops it.  The world's own probe first (``host.world``)."""
+    """Whether a slurmctld listens on ``address``:``port``: True, False (refused), None (no answer: it may)."""
     simulated = world.current().edge("listens")
     if simulated is not None:
         return simulated(address, port)  # type: ignore[no-any-return]
@@ -100,10 +87,7 @@ def listens(address: str, port: int, timeout: float = PROBE_TIMEOUT) -> Optional
 
 
 class Controllers(NamedTuple):
-    """What ``core.durable`` Rules 6 and 7 read of the controllers now, before a lookup: which
-    heartbeat file is there (``beat``: its identity and writer, ``identity#writer``; None: none
-    could be read), its writer's index, for each controller slurm.conf lists before the writer
-    whether it listens, and how long a request may wait on a controller's socket (``held_for``)."""
+    """What ``core.durable`` Rules 6 and 7 read of the controllers before a lookup (``beat`` None: no heartbeat)."""
 
     beat: Optional[str]
     writer: Optional[int]
@@ -113,10 +97,7 @@ class Controllers(NamedTuple):
 
 def read_controllers(environ: Optional[Mapping[str, str]] = None, location: Optional[str] = None,
                      conf: Optional[SlurmConf] = None) -> Controllers:
-    """The heartbeat in ``location`` (default: ``state_save_location()``), then whether each
-    controller slurm.conf lists before its writer listens (a connection opened and closed), and
-    slurm.conf's MessageTimeout; nothing (``beat`` None) when slurm.conf or the heartbeat cannot be
-    read."""
+    """The heartbeat in ``location``, which controllers before its writer listen, and MessageTimeout."""
     conf = slurm_conf(environ) if conf is None else conf
     listed = controllers(conf)
     where = location or state_save_location(environ, conf)
@@ -136,8 +117,7 @@ def read_controllers(environ: Optional[Mapping[str, str]] = None, location: Opti
 
 
 class Seen(NamedTuple):
-    """``job_state`` as one look found it: its ``Identity`` (None: it could not be looked at, and
-    ``why`` says why) in ``path``."""
+    """``job_state`` as one look found it: its ``Identity`` in ``path`` (None: it could not, ``why`` says why)."""
 
     identity: Optional[Identity]
     path: str
@@ -145,8 +125,7 @@ class Seen(NamedTuple):
 
 
 def look_at_save(location: Optional[str], timeout: float = FILE_TIMEOUT) -> Seen:
-    """Which save of ``location``'s job_state is there now (its ``Identity``, from its status
-    alone); a name missing for slurmctld's moment between two links is looked at once more."""
+    """Which save of ``location``'s job_state is there now (its ``Identity``, from its status alone)."""
     if location is None:
         return Seen(None, "job_state", "where slurmctld saves its state cannot be told (slurm.conf)")
     path = os.path.join(location, "job_state")
@@ -162,8 +141,7 @@ def look_at_save(location: Optional[str], timeout: float = FILE_TIMEOUT) -> Seen
 
 
 class LastSave(NamedTuple):
-    """When the last save of ``path`` began (whole seconds, the controller's clock), or None and
-    why it could not be told: shown to the admin, never compared with another clock."""
+    """When the last save of ``path`` began (the controller's clock, shown only, never compared), or None and why."""
 
     started: Optional[int]
     path: str

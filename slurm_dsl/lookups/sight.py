@@ -1,22 +1,7 @@
 """Who may read "gone" (docs/contract.md §9.3, "Who may read gone").
 
-slurmctld answers ``Invalid job id specified`` both for a job it no longer knows and for one the
-asking account may not see (``PrivateData=jobs``, another user's job), byte for byte: squeue's
-``slurm_load_jobs error: Invalid job id specified`` and slurm-dsl-jobinfo's gone line alike.  So a
-lookup's "gone" counts only when the account that made it sees every job: root, slurm.conf's
-``SlurmUser``, or an account whose AdminLevel in slurmdbd makes it an operator (slurmctld's
-``validate_operator``: uid 0, the SlurmUser, or an admin level of Operator or above; without
-accounting there is no admin level).  From any other account a "gone" decides nothing: it is
-read as "could not ask" (``trusted``), so no object is cleared, no verdict ``gone`` is written and
-no keyed look-back trusts it.
-
-Strategy: the question is asked only when an answer says gone, and once per process and account
-(``sight``): root at once, with no process; anyone else with one ``scontrol show config`` (the
-SlurmUser, whether accounting is on), and with accounting on, one ``sacctmgr -n -P show user NAME
-format=adminlevel``.  Anything that cannot be read counts as "may not see every job": the safe
-side is to clear nothing.  ``parse_config``, ``slurm_user``, ``accounting_on`` and ``operator_level``
-are pure.
-"""
+A "gone" counts only from an account that sees every job; asked only when an answer says gone, once
+per process and account.  Anything that cannot be read counts as "may not see every job"."""
 
 from __future__ import annotations
 
@@ -33,8 +18,7 @@ OPERATOR_LEVELS = ("operator", "administrator")  # sacctmgr's AdminLevel words a
 
 
 class Sight(NamedTuple):
-    """Whether the account sees every job, who it is (``uid 1000 (alice)``), what decided it, and
-    which account to run as instead (empty when it does)."""
+    """Whether the account sees every job, who it is, what decided it, and which account to run as instead."""
 
     every_job: bool
     who: str
@@ -74,14 +58,12 @@ def slurm_user(config: Mapping[str, str]) -> Optional[Tuple[str, int]]:
 
 
 def accounting_on(config: Mapping[str, str]) -> bool:
-    """Whether slurmctld has accounting (and so admin levels): 22.05 prints
-    ``accounting_storage/none`` without it, 23.11 and later ``(null)``."""
+    """Whether slurmctld has accounting: 22.05 prints ``accounting_storage/none`` without it, 23.11+ ``(null)``."""
     return config.get("AccountingStorageType", "") not in ("", "(null)", "accounting_storage/none")
 
 
 def operator_level(sacctmgr_output: str) -> bool:
-    """Whether ``sacctmgr -n -P show user NAME format=adminlevel`` says Operator or Administrator
-    (one line, the level; no line: the account is not in slurmdbd)."""
+    """Whether ``sacctmgr -n -P show user NAME format=adminlevel`` says Operator or Administrator."""
     lines = [line.strip().lower() for line in sacctmgr_output.splitlines() if line.strip()]
     return len(lines) == 1 and lines[0] in OPERATOR_LEVELS
 
@@ -96,8 +78,7 @@ def _name(uid: int) -> str:
 
 
 def hides_jobs(config: Mapping[str, str]) -> bool:
-    """Whether ``show config``'s PrivateData hides other users' jobs (``jobs``, or ``all`` on the
-    majors that print it so); ``none`` and other words do not."""
+    """Whether ``show config``'s PrivateData hides other users' jobs (``jobs``, or ``all``)."""
     words = {w.strip().lower() for w in config.get("PrivateData", "").split(",")}
     return bool(words & {"jobs", "all"})
 
@@ -134,9 +115,9 @@ _lock = threading.Lock()
 
 
 def sight(scontrol: str, euid: Optional[int] = None, timeout: float = ASK_TIMEOUT) -> Sight:
-    """Whether the account ``euid`` (default: this process's) sees every job, asked of the
-    slurmctld ``scontrol`` reaches within ``timeout`` seconds; once per process for each
-    (scontrol, account), unless the asking was cut short (then "may not", kept for nobody)."""
+    """Whether the account ``euid`` (default: this process's) sees every job, asked within ``timeout`` seconds.
+
+    Kept once per process for each (scontrol, account), unless the asking was cut short."""
     uid = os.geteuid() if euid is None else euid
     with _lock:
         known = _known.get((scontrol, uid))
@@ -150,9 +131,9 @@ def sight(scontrol: str, euid: Optional[int] = None, timeout: float = ASK_TIMEOU
 def trusted(
     answers: Dict[str, Optional[JobInfo]], scontrol: str
 ) -> Tuple[Dict[str, Optional[JobInfo]], Optional[Sight]]:
-    """``answers`` with every "gone" (None) left out when this process's account may not see every
-    job, and that account's ``Sight`` (None when nothing was left out).  An id left out is one the
-    lookup did not answer for: "could not ask" (``core.settle.looked_up``), never gone."""
+    """``answers`` without their "gone" when this process's account may not see every job, and its ``Sight``.
+
+    An id left out is "could not ask" (``core.settle.looked_up``); ``Sight`` is None when nothing was left out."""
     if all(info is not None for info in answers.values()):
         return answers, None
     seen = sight(scontrol)

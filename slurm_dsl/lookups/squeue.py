@@ -1,54 +1,9 @@
-"""Job lookups through ``squeue`` (the ``Lookup`` of ``core.jobinfo``), and the running Slurm's version.
+"""Job lookups through ``squeue`` (the ``Lookup`` of ``core.jobinfo``), and the running Slurm's version
+(docs/contract.md §9.3, §9.4; how many ids each call asks: docs/lookups.md).
 
-Contract:
-
-- ``SqueueLookup`` runs exactly one ``squeue`` per ``jobs()`` call (none for an
-  empty list) with ``-r`` and an explicit ``-O`` field list, one line per task::
-
-      <JobID>|<ArrayJobID>|<ArrayTaskID>|<State>|<Requeue>|<RestartCnt>|<PriorityLong>|<Reason>|<nonce>
-
-  ``JobID`` is the raw numeric id (``_print_job_job_id2``: ``%u`` of
-  ``job_id``), so an array task reads as its own JobId, never ``A_T``.  Reason
-  (``state_desc`` if set, which admins and plugins write) is the only free text:
-  it comes last, and each record must end with a fresh per-call nonce, so no
-  text inside a field can end a record early or add one.
-- Arrays (docs/contract.md §9.4).  Without ``-r``, squeue folds a pending task that was split
-  off into its own record (``hold A_2``) into the array's remainder line, so the
-  task's own JobId is missing and would read as gone.  With ``-r`` every task
-  gets a line and a split task shows its own JobId; the remainder record (one
-  JobId holding several pending tasks) then repeats its JobId once per task.
-  Those lines must agree on every field but ``ArrayTaskID``, which must differ:
-  they are folded back into one record that knows how many tasks it holds.
-  ``squeue -j A`` lists every record of array ``A`` (checked on 22.05.8), so the
-  answer for an array's own JobId says how many tasks a call on it reaches
-  (``JobInfo.array_tasks``).
-- ``parse_squeue`` is pure and strict: any line that is not exactly a record
-  raises ``LookupFailed``; nothing is ever skipped.
-- How ``jobs(ids)`` asks (docs/lookups.md; the rule is ``plan.one_by_one``): one id is one
-  ``squeue -j <id>``, slurmctld's single-job RPC, whose cost does not grow with the jobs it
-  holds.  Two ids or more are either one ``squeue -j <id>`` each, ``parallel`` at a time, all
-  within the one ``timeout``, or one squeue that lists every job (``-j a,b,...`` up to ``many``
-  ids, which loads every job too, else no ``-j``): whichever costs less at the number of jobs
-  slurmctld holds.  That number is learned cheaply: from this lookup's last listing, else from
-  ``sdiag`` (pending + running, one cheap RPC, beside squeue), either kept a minute for every
-  lookup of the process through the same runner, and asked only when it can change the choice
-  (``plan.count_matters``: from ~120 ids on, one listing is cheaper at up to ``plan.MOST_JOBS``
-  jobs, so it is listed without asking); when it cannot be learned, one listing, as before.
-  A wrong count costs time only.  Each single call is read as one id always was: rc 1 with
-  exactly ``slurm_load_jobs error: Invalid job id specified`` is gone, a record is
-  the job, anything else could not ask; ANY single call that could not ask makes the whole
-  ``jobs()`` raise ``LookupFailed``, never a partial answer.
-- ``slurm-dsl-jobinfo`` (contrib/jobinfo, docs/lookups.md §4), where installed: the same
-  single-job RPC for many ids in one process, up to ``jobinfo_costs.parallel`` threads at once,
-  printing squeue's records byte for byte (so ``parse_squeue`` reads it), ~0.2-0.5 ms an id
-  where a ``squeue -j <id>`` costs ~7.  It exits 0 only
-  when every id got its answer, an id slurmctld does not know (ESLURM_INVALID_JOB_ID) having
-  none; anything else is could not ask, as with squeue.  A helper that cannot be run (126/127:
-  missing, or built for another libslurm) is set aside with one warning and squeue asks instead.
-  Found by ``find_jobinfo``: ``$SLURM_DSL_JOBINFO`` (empty: none), else ``JOBINFO`` if there.
-- ``squeue --only-job-state`` (24.11+, ``slurm_load_job_state``) is not used: it answers state
-  and array structure only, and every caller reads Requeue, RestartCnt and Reason too.
-"""
+Reason is the only free text: it comes last, and each record ends with a fresh per-call nonce, so
+no field can end a record early or add one.  ``parse_squeue`` is strict; nothing is ever skipped.
+``squeue --only-job-state`` is not used: it answers neither Requeue, RestartCnt nor Reason."""
 
 from __future__ import annotations
 
@@ -161,10 +116,7 @@ _RECORD = re.compile(
 
 
 def _parse_record(line: bytes, end: bytes, number: int) -> Tuple[JobInfo, bytes]:
-    """One record: ``JobInfo`` and its ArrayTaskID.  A lookup of a thousand ids reads a thousand
-    lines or more, so a well-formed one is read in one match; anything else (and any number
-    past its limit) goes through ``_parse_record_strictly``, which names what is wrong.  Both
-    give the same answer for every line (tests/lookups/test_squeue.py checks it)."""
+    """One record: ``JobInfo`` and its ArrayTaskID, a well-formed line in one match, else ``_parse_record_strictly``."""
     match = _RECORD.match(line, 0, len(line) - len(end)) if line.endswith(end) else None
     if match is not None:
         raw_id, raw_array, task, state, requeue, restarts, priority, reason = match.groups()
@@ -226,9 +178,7 @@ def _parse_record_strictly(line: bytes, end: bytes, number: int) -> Tuple[JobInf
 
 
 def find_jobinfo(environ: Optional[Dict[str, str]] = None) -> Optional[str]:
-    """The slurm-dsl-jobinfo to use: ``$SLURM_DSL_JOBINFO`` when set (empty: none; else an
-    absolute path, used as given: one that cannot run is set aside when it is run), else
-    ``JOBINFO`` when it is an executable file there, else None (squeue alone)."""
+    """The slurm-dsl-jobinfo to use: ``$SLURM_DSL_JOBINFO`` (empty: none), else ``JOBINFO`` if there, else None."""
     env = os.environ if environ is None else environ
     given = env.get(JOBINFO_ENV)
     if given is not None:
@@ -278,8 +228,7 @@ class SqueueLookup:
         self.jobs_held: Optional[int] = None  # records of this lookup's last listing of every job
 
     def argv(self, ids: Sequence[str], nonce: str) -> Tuple[str, ...]:
-        """``-a``: hidden partitions too; ``-t all``: finished jobs too (for MinJobAge);
-        ``-r``: one line per array task, so no task is folded into another's line."""
+        """``-a``: hidden partitions too; ``-t all``: finished jobs too (MinJobAge); ``-r``: one line per task."""
         head = (self.squeue_path, "-h", "-a", "-t", "all", "-r")
         select = ("-j", ",".join(ids)) if 0 < len(ids) <= self.many else ()
         return head + select + ("-O", squeue_format(nonce))
@@ -302,11 +251,9 @@ class SqueueLookup:
         return {i: found.get(i) for i in ids}
 
     def select(self, filters: Sequence[str], job_ids: Sequence[str] = ()) -> Dict[str, JobInfo]:
-        """The records squeue lists with ``filters`` (``core.select.Selection.filters``: its
-        default states unless they name some), among ``job_ids`` if given: one listing.  A filter
-        squeue refuses (``Invalid node name``, ``Invalid user``: 22.05 says the latter with exit 0)
-        is ``InvalidInput`` in squeue's words; anything else that is not a whole answer,
-        ``LookupFailed``."""
+        """The records squeue lists with ``filters``, among ``job_ids`` if given: one listing.
+
+        A filter squeue refuses is ``InvalidInput`` in squeue's words; anything else not whole, ``LookupFailed``."""
         nonce = os.urandom(16).hex()
         ids = canonical_ids(job_ids)
         argv = (self.squeue_path, "-h", "-a", "-r", *filters, *(("-j", ",".join(ids)) if ids else ()),
@@ -326,9 +273,7 @@ class SqueueLookup:
         return self._query([])
 
     def count_jobs(self) -> Optional[int]:
-        """How many jobs slurmctld holds, as cheaply as it can be told: this lookup's last listing,
-        else ``sdiag``'s pending + running; None when neither tells (a hint for ``plan``, never
-        an answer about any job)."""
+        """How many jobs slurmctld holds, from the last listing, else ``sdiag``; None when neither tells."""
         if self.jobs_held is not None:
             return self.jobs_held
         kept = _COUNTS.get((self.sdiag_path, self.run))
@@ -350,8 +295,7 @@ class SqueueLookup:
         _COUNTS[(self.sdiag_path, self.run)] = (self.clock(), held)
 
     def _one_by_one(self, count: int) -> bool:
-        """Whether ``count`` ids (two or more) are asked each alone (``plan.one_by_one``); the
-        choice, and the count of jobs held it was made at, logged at INFO (``-v``)."""
+        """Whether ``count`` ids (two or more) are asked each alone (``plan.one_by_one``), logged at INFO."""
         if self.many <= 0 or self.parallel <= 0:
             return False  # a listing of every job was asked for, or no single calls
         held: object = self.jobs_held
@@ -377,11 +321,9 @@ class SqueueLookup:
         return max(1, min(self.jobinfo_costs.parallel, count // JOBINFO_SHARE))
 
     def _helper(self, ids: List[str]) -> Tuple[Optional[Dict[str, Optional[JobInfo]]], str]:
-        """Every id through one slurm-dsl-jobinfo process, within ``timeout``, asking with up to
-        ``jobinfo_costs.parallel`` threads (one per ``JOBINFO_SHARE`` ids); each id read from its
-        answer (absent: gone).  A helper that could not ask fails the whole (``LookupFailed``); one
-        that could not be run (exit 126/127) gives no answer, and why: ``(None, why)``, and squeue
-        asks instead."""
+        """Every id through one slurm-dsl-jobinfo process, within ``timeout``; ``LookupFailed`` if it could not ask.
+
+        One that could not be run (exit 126/127) gives ``(None, why)``, and squeue asks instead."""
         helper = self.jobinfo
         assert helper is not None
         nonce = os.urandom(16).hex()
@@ -401,8 +343,7 @@ class SqueueLookup:
         return {job: found.get(job) for job in ids}, ""
 
     def _each(self, ids: List[str]) -> Dict[str, Optional[JobInfo]]:
-        """One ``squeue -j <id>`` per id, ``parallel`` at a time, all within ``timeout``: each
-        read as one id always is (gone, the job, or LookupFailed); any failure fails the whole."""
+        """One ``squeue -j <id>`` per id, ``parallel`` at a time, within ``timeout``; any failure fails the whole."""
         from concurrent.futures import ThreadPoolExecutor  # here: a hold's start-up never pays for it
 
         deadline = self.clock() + self.timeout
@@ -484,8 +425,7 @@ def parse_slurm_version(stdout: bytes) -> Tuple[int, int]:
 def slurm_version(
     squeue_path: Optional[str] = None, timeout: float = 10.0, *, run: Run = process.run_argv
 ) -> Tuple[int, int]:
-    """The running Slurm's ``(major, minor)``, e.g. ``(22, 5)``; ``LookupFailed`` if it cannot tell.
-    ``squeue_path`` None: as ``SqueueLookup``'s."""
+    """The running Slurm's ``(major, minor)``, e.g. ``(22, 5)``; ``LookupFailed`` if it cannot tell."""
     squeue_path = find_squeue() if squeue_path is None else squeue_path
     done = run((squeue_path, "--version"), timeout=timeout)
     if done.timed_out or done.truncated or done.pipes_held or done.returncode != 0:

@@ -1,4 +1,3 @@
-"""The ``slurm-dsl`` commands, one module each (the operations share ``ops``): its options,
-its handler and what it prints.  ``admin/parser.py``'s ``REGISTRY`` lists them, and
-imports each only when its grammar is built.  Importing one
-module of the package runs only this file, which imports nothing."""
+"""The ``slurm-dsl`` commands, one module each (the operations share ``ops``), listed in ``admin/parser.py``'s
+``REGISTRY``.  This file imports nothing, and each handler imports what it runs only when called
+(docs/benchmarks.md §7)."""

@@ -1,6 +1,4 @@
-"""``slurm-dsl config``: every setting's effective value and where it came from (docs/contract.md
-§10.2): its options and its listing.  The reading itself is ``run/config.py``'s (``configure``),
-done for every command before its handler runs (``cli._apply_config``)."""
+"""``slurm-dsl config``: every setting's effective value and where it came from (docs/contract.md §10.2)."""
 
 from __future__ import annotations
 
@@ -38,7 +36,7 @@ exit status:
 
 
 def _sample() -> str:
-    """A config file giving every setting of config.SETTINGS, in its order: its note as a comment."""
+    """A config file giving every setting of config.SETTINGS, in its order, each note as a comment."""
     return "".join((f"  # {s.note}\n" if s.note else "") + f"  {s.key} = {s.example}\n" for s in SETTINGS)
 
 

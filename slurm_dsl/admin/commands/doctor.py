@@ -1,5 +1,4 @@
-"""``slurm-dsl doctor``: is this machine ready for slurm-dsl? Its options and its handler; the
-checks themselves are ``admin/doctor.py``'s, imported by the handler only."""
+"""``slurm-dsl doctor``'s options and handler; the checks are ``admin/doctor.py``'s."""
 
 from __future__ import annotations
 

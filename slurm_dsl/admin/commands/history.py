@@ -1,6 +1,4 @@
-"""``slurm-dsl history``: what every recorded operation did to jobs, and who ran it (docs/contract.md
-§9.1): its options, its handler (reads the ledger, runs nothing).  The values are
-``admin/view.py``'s, imported by the handler only."""
+"""``slurm-dsl history``: what every recorded operation did to jobs (docs/contract.md §9.1, §10)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,4 @@
-"""``slurm-dsl ledger status|prune|migrate``: the ledger itself (docs/contract.md §9.1): their
-options, their handlers, the ledgers each opens.  The values they print are ``admin/view.py``'s,
-imported by the handlers only."""
+"""``slurm-dsl ledger status|prune|migrate``: the ledger itself (docs/contract.md §9.1, §10)."""
 
 from __future__ import annotations
 

@@ -1,13 +1,7 @@
-"""``slurm-dsl hold|release|requeue|restore|open|requeuehold``: the operations, one command shape
-(docs/contract.md §10, §11, §12): their options, their handler, their rows.
+"""``slurm-dsl hold|release|requeue|restore|open|requeuehold``: the operations (docs/contract.md §10-§12).
 
-Strategy: one subparser per ``Op``, all with the handler key ``op``; the handler takes the whole
-command's one deadline from when it starts, reads the ids, and prints each job's row as its result
-comes, in the order given (``run.flow.operate``, the library's flow too; with ``--durable`` the rows
-wait for slurmctld's save).  What only ``--settle`` or ``--durable``
-needs is imported by the handler when asked for: an operation, the common case run on every job,
-does not pay their start-up time.
-"""
+One subparser per ``Op``, all with the handler key ``op``.  What only ``--settle`` or ``--durable``
+needs is imported when asked for: the common case does not pay their start-up time."""
 
 from __future__ import annotations
 
@@ -242,8 +236,7 @@ def add(sub: argparse._SubParsersAction, name: str) -> None:  # type: ignore[typ
 
 def emit(outcomes: Iterable[Outcome], as_json: bool, out: IO[str], kept: Optional[List[Outcome]] = None,
          admin_reason: Optional[str] = None) -> int:
-    """Write each outcome's row (or JSON object, with ``admin_reason`` if given) as it comes, kept in
-    ``kept`` if given; the worst exit status of them."""
+    """Write each outcome's row (or JSON) as it comes, kept in ``kept`` if given; return the worst exit status."""
     from .. import render as show
 
     code = EXIT_OK
@@ -257,7 +250,7 @@ def emit(outcomes: Iterable[Outcome], as_json: bool, out: IO[str], kept: Optiona
 
 
 def summarize(outcomes: Sequence[Outcome], out: IO[str]) -> None:
-    """A run of many jobs ends, on a terminal, with its rows folded into one line (``render.summary_line``)."""
+    """On a terminal, end a run of many jobs with its rows folded into one line (``render.summary_line``)."""
     from .. import render as show
 
     if len(outcomes) < 2:
@@ -391,9 +384,7 @@ def _selected(args: argparse.Namespace, selection: Selection, given: Optional[Jo
 
 
 def dry_run(args: argparse.Namespace, ids: JobIds, deadline: float, scontrol: str, out: IO[str]) -> int:
-    """``--dry-run``: one lookup of every id (an array's own JobId refused as a run would), then per
-    job what a run would call and what its record predicts (``core.predict``); no ledger opened,
-    no update made."""
+    """``--dry-run``: one lookup of every id, then per job what a run would call and what its record predicts."""
     from ...core.predict import predict
     from ...run.arrays import look_up
     from .. import render as show

@@ -1,5 +1,4 @@
-"""``slurm-dsl read``: a script's captured stderr read as the operation would have read it
-(docs/contract.md §6), printed and exited as the operation's row."""
+"""``slurm-dsl read``: a script's captured stderr read as the operation would (docs/contract.md §6)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""``slurm-dsl script``: the wrapped sh script an operation would run (docs/contract.md §2),
-printed with a fresh nonce; nothing runs."""
+"""``slurm-dsl script``: the wrapped sh script an operation would run (docs/contract.md §2); nothing runs."""
 
 from __future__ import annotations
 

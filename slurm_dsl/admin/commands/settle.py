@@ -1,7 +1,4 @@
-"""``slurm-dsl settle``: did an unknown operation take effect? (docs/contract.md §12): its
-options, its handler (one lookup, no lease, no sweep lock: a verdict is appended next to its row),
-and its exit status, the worst row's.  The lookup choice and the settling are imported by the
-handler only."""
+"""``slurm-dsl settle``: did an unknown operation take effect? (docs/contract.md §12)."""
 
 from __future__ import annotations
 

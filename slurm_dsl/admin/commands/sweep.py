@@ -1,6 +1,4 @@
-"""``slurm-dsl sweep``: the restore sweeper from the command line (docs/contract.md §9.5): its
-options, its handler (one sweep at a time: the ledger's sweep lock), and what it prints and logs.
-The sweeper, the lookup choice and pyslurm's adapter are imported by the handler only."""
+"""``slurm-dsl sweep``: the restore sweeper from the command line (docs/contract.md §9.5)."""
 
 from __future__ import annotations
 
