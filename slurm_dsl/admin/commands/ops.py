@@ -95,7 +95,7 @@ def _op_examples(op: Op) -> str:
         "  A verdict reads the job's state, not its cause: present if the record shows the effect, whoever\n"
         "  made it (another admin's requeue counts too); absent if it does not now (another admin may have\n"
         "  undone it). A requeue whose RestartCnt rose by more than one is undecidable, never re-run.\n"
-        "  What a key buys: a run that can simply be repeated. After a crash, a deadline or a failover, the\n"
+        "  What a key buys: a run that can simply be repeated. After a crash, a deadline or a takeover, the\n"
         "  same command with the same key acts only on the jobs whose effect is absent; a job an earlier\n"
         "  run did prints that run's row instead.\n"
         f"  slurm-dsl {op.value} - --key nightly-42 --retry 2 --timeout 120 < ids\n\n"
