@@ -22,7 +22,6 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 import pytest
 
 import slurm_dsl.ledger.sqlite as sqlite_module
-from slurm_dsl.admin import view
 from slurm_dsl.core import ledger_rules as rules
 from slurm_dsl.core.jobinfo import JobInfo
 from slurm_dsl.core.model import (
@@ -37,6 +36,7 @@ from slurm_dsl.core.model import (
     UsageError,
     Verdict,
 )
+from slurm_dsl.ledger import migrate as ledger_migrate
 from slurm_dsl.ledger import schema
 from slurm_dsl.ledger.base import LedgerStore
 from slurm_dsl.ledger.choose import open_ledger
@@ -220,7 +220,7 @@ def test_migrate_copies_everything_as_it_was(
     source, target = ends
     populate(source)
     before = snapshot(source)
-    monkeypatch.setattr(view, "MIGRATE_BATCH", batch)
+    monkeypatch.setattr(ledger_migrate, "MIGRATE_BATCH", batch)
     code, report, err = migrate(source, target)
     assert (code, err) == (0, "")
     assert report == {
@@ -294,7 +294,7 @@ def test_a_migration_stopped_part_way_leaves_no_row_without_its_object_and_merge
     source, target = ends
     populate(source)
     before = snapshot(source)
-    monkeypatch.setattr(view, "MIGRATE_BATCH", 2)
+    monkeypatch.setattr(ledger_migrate, "MIGRATE_BATCH", 2)
     cls = store_class(target)
     real = cls.import_records
     calls = []
@@ -435,7 +435,7 @@ def test_the_same_ledger_at_both_ends_is_a_usage_error(
     # Whatever the names, the stores know: two connections to one ledger.
     with open_ledger(ledger_location) as one, open_ledger(ledger_location) as two:
         with pytest.raises(UsageError, match="the same ledger"):
-            view.migrate(one, two, merge=True)
+            ledger_migrate.migrate(one, two, merge=True)
     same_content(snapshot(ledger_location), before)
     assert snapshot(ledger_location).ids == before.ids
 

@@ -125,7 +125,7 @@ def prune(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
 
 
 def migrate(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
-    from .. import view
+    from ...ledger.migrate import migrate
 
     if same_location(args.source, args.target):
         # Not repeated: a URL may hold what must not be shown (opening it refuses that, quietly).
@@ -133,7 +133,7 @@ def migrate(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     # The source first, never created nor migrated (a mistyped --from leaves nothing behind), and
     # only then the target, created (an SQLite file) or migrated if need be.
     with open_ledger(args.source, migrate_schema=False) as source, open_ledger(args.target) as target:
-        report = view.migrate(source, target, merge=args.merge)
+        report = migrate(source, target, merge=args.merge)
     out.write(show.migrate_text(report, args.json))
     return EXIT_OK
 
