@@ -1,12 +1,6 @@
 """Settling an unknown outcome: did the operation take effect? The rules, no lookup (docs/contract.md §12).
 
-An ``unknown`` result says the call may or may not have happened; the job's record, looked up later,
-can say whether the operation's effect is there.  The caller looks and keeps the clocks; ``verdict``
-decides from one record, ``settle_operation`` from what the ledger recorded of an operation and of
-the later ones on its job, and ``exits_as`` gives the result a settled row exits as.  A verdict goes
-next to the call's own result, never instead of it.  ``None`` is "not now: look again";
-``Verdict.UNDECIDABLE`` is for ever; every ``Verdict`` is final.
-
+``None`` is "not now: look again"; ``Verdict.UNDECIDABLE`` is for ever; every ``Verdict`` is final.
 "Rule N" here is ``core.life.RULES["SN"]``: one line each there, in full in docs/contract.md §12
 (Rules 1-11, 16), §13.4 (12), §13.6 (13, 14) and §13.7 (15).
 """
@@ -58,13 +52,8 @@ Looked = Union[JobInfo, NoJob]
 
 
 def looked_up(answers: Mapping[str, Optional[JobInfo]], job_id: Union[str, int]) -> Looked:
-    """One job's ``Looked`` from the answers of a ``Lookup.jobs`` that did not fail.
-
-    ``None`` there is gone (docs/contract.md §9.3).  An id the answers do not hold was not
-    answered for, so it is ``COULD_NOT_ASK``, never gone.  A record of another id is
-    ``InvalidInput``.  A lookup that raised ``LookupFailed`` answered nothing: pass
-    ``NoJob.COULD_NOT_ASK`` for each of its ids.
-    """
+    """One job's ``Looked`` from a ``Lookup.jobs`` answer: an id it does not hold is ``COULD_NOT_ASK``, never
+    gone; a record of another id is ``InvalidInput``.  After ``LookupFailed``, pass ``NoJob.COULD_NOT_ASK``."""
     job = validate_job_id(job_id)
     if job not in answers:
         return NoJob.COULD_NOT_ASK
@@ -87,10 +76,8 @@ def check_settle_delay(settle_delay: object) -> float:
 def delay_of(
     result: Optional[Result], reason: Optional[Reason], settle_delay: float, *, hand_back: bool = False
 ) -> float:
-    """Rule 13: the settle delay of an operation with this result and reason: ``settle_delay``
-    plus ``CONTROL_TIMEOUT`` for an unknown one whose reason is in ``UNANSWERED``, and, where a
-    hand-back can happen (``hand_back``: slurm.conf names a backup controller,
-    ``core.durable.may_hand_back``), for every unknown or unfinished one, whatever its reason."""
+    """Rule 13: the settle delay of an operation with this result (None: unfinished) and reason.
+    ``hand_back``: a hand-back can happen (``core.durable.may_hand_back``)."""
     if result is Result.UNKNOWN and reason in UNANSWERED:
         return settle_delay + CONTROL_TIMEOUT
     if hand_back and (result is None or result is Result.UNKNOWN):
@@ -106,14 +93,9 @@ def verdict(
     since_end: Optional[float],
     settle_delay: float = DEFAULT_SETTLE_DELAY,
 ) -> Optional[Verdict]:
-    """The verdict on an unknown ``op`` from one lookup of its job, or None: no verdict yet.
-
-    ``looked`` is the job's record, ``NoJob.GONE`` or ``NoJob.COULD_NOT_ASK``; ``baseline`` the
-    record committed with the intent (None if there was none); ``since_end`` the seconds from the
-    end of the op's last script process (its group killed) to the lookup, None if that end is not
-    known.  Rules 1-7 of the module.  ``InvalidInput`` for a bad op, record, baseline (another
-    job's), time or delay.
-    """
+    """The verdict on an unknown ``op`` from one lookup of its job (Rules 1-7), or None: not yet.
+    ``baseline``: the record committed with the intent (None: none); ``since_end``: seconds from the
+    end of its last script process to the lookup (None: not known).  ``InvalidInput`` for a bad value."""
     op = _op(op)
     delay = check_settle_delay(settle_delay)
     end = _seconds(since_end, "the time since the end")
@@ -156,10 +138,8 @@ def _checked_verdict(
 def exits_as(
     result: Result, effect: Optional[Verdict], *, op: Optional[Op] = None, requeue_bit: Optional[RequeueBit] = None
 ) -> Result:
-    """The result a row exits as, once settled (Rule 8); ``InvalidInput`` for an effect on a row
-    whose result is not unknown (its effect is null by definition).  ``op`` and ``requeue_bit``:
-    a requeue's ``present`` whose bit is not ``clear`` (None: unfinished) exits as ``bit_set``
-    (``model.exit_of_effect``); without ``op`` the row is read as another op's."""
+    """The result a row exits as, once settled (Rule 8); an effect on a row not unknown is ``InvalidInput``.
+    ``requeue_bit`` None: unfinished (``model.exit_of_effect``); without ``op`` the row is read as not a requeue's."""
     if not isinstance(result, Result):
         raise InvalidInput(f"result must be a Result, not {described(result)}")
     if effect is not None and not isinstance(effect, Verdict):
@@ -176,8 +156,7 @@ def exits_as(
 
 
 def _seconds(value: object, what: str) -> Optional[float]:
-    """A finite number of seconds as a plain float (None stays None); a bool, a non-number, NaN or
-    an infinity is ``InvalidInput``.  Copied through its base type, so a subclass's methods never run."""
+    """Finite seconds as a plain float (None stays None), else ``InvalidInput``; a subclass's methods never run."""
     if value is None:
         return None
     if type(value) is float and value - value == 0.0:
@@ -199,8 +178,7 @@ def _op(op: object) -> Op:
 
 
 def _record(info: object, what: str, job_id: Optional[str] = None) -> JobInfo:
-    """``info`` if it is a JobInfo whose fields the rules read have their types (and, given
-    ``job_id``, of that job); else ``InvalidInput``."""
+    """``info`` if it is a well-typed JobInfo (of job ``job_id``, if given); else ``InvalidInput``."""
     if not isinstance(info, JobInfo):
         raise InvalidInput(f"{what} must be a JobInfo, not {described(info)}")
     # Exact types, as the lookups build them: a subclass's comparisons never run.
@@ -234,11 +212,8 @@ EFFECT_FIELDS: Dict[Op, FrozenSet[str]] = {
 
 @dataclass(frozen=True)
 class Recorded:
-    """What the ledger recorded of one operation, as plain values (the core reads no ledger).
-
-    ``result`` None: unfinished.  ``ends_by``: by when every process of it is dead (None for rows
-    written before it was recorded).  ``baseline``: the record looked up before its first call,
-    by a lookup that started at ``baseline_at`` (ledger clock); None when there was none."""
+    """What the ledger recorded of one operation, as plain values.  ``result`` None: unfinished;
+    ``ends_by`` None: an old row; ``baseline_at``: when the baseline's lookup started (ledger clock)."""
 
     id: int
     job_id: str
@@ -258,9 +233,8 @@ class Recorded:
 
 
 class Pending(NamedTuple):
-    """An operation to settle as a sweep first reads it (``LedgerStore.to_settle``): ``Recorded``'s
-    values without the baseline, which no gone job's verdict reads (``OneLookup.gone_at_once``);
-    the others are read again whole.  A tuple: a sweep reads 10,000 of them (docs/benchmarks.md §9)."""
+    """``Recorded`` without the baseline, as a sweep first reads it (``LedgerStore.to_settle``).
+    A tuple: a sweep reads 10,000 of them (docs/benchmarks.md §9)."""
 
     id: int
     job_id: str
@@ -304,24 +278,16 @@ def settle_operation(
     mark: Optional[int] = None,
     controller: Optional[str] = None,
 ) -> Optional[Settled]:
-    """The verdict to record on ``operation`` from one lookup of its job, or None: not now.
-
-    ``later``: the later operations of the same job (any order; the first by id counts);
-    ``looked``: the lookup's answer for the job, made at ``looked_at`` (ledger clock, its start);
-    ``controller``: the controller in charge read after it (Rule 16; None: not read).
-    Rules 1-11 of the module; ``InvalidInput`` for a bad value, before anything is decided.
-    The rule the reference is written in: ``OneLookup`` gives the same for many operations at
-    once, its lookup's values checked once (tests/core/test_settle_operation.py).
-    """
+    """The verdict to record on ``operation`` from one lookup of its job, by the module's rules, or None: not now.
+    ``later``: the job's later operations, any order; ``looked_at``: the lookup's start (ledger clock);
+    ``controller``: read after the lookup (None: not read).  ``InvalidInput`` before anything is decided."""
     return OneLookup(looked_at, no_ends_by_bound=no_ends_by_bound, settle_delay=settle_delay,
                      hand_back=hand_back, control=control, controller=controller).settle(operation, later, looked, mark)
 
 
 class OneLookup:
-    """``settle_operation`` for the operations settled by one lookup: the values they share (the
-    lookup's start, the bound of an old row, the settle delay) checked once, here
-    (``InvalidInput``), and ``settle`` run per operation (a sweep settles 10,000 of them:
-    docs/benchmarks.md §9)."""
+    """``settle_operation`` for many operations of one lookup: the values they share checked once, here
+    (``InvalidInput``), and ``settle`` run per operation (docs/benchmarks.md §9)."""
 
     __slots__ = ("control", "controller", "gone", "hand_back", "looked_at", "no_ends_by_bound", "settle_delay")
 
@@ -351,12 +317,8 @@ class OneLookup:
         answers: Mapping[str, Optional[JobInfo]],
         later: AbstractSet[int],
     ) -> List[bool]:
-        """For each operation, whether ``settle`` gives it ``self.gone`` whatever its baseline,
-        known without it: the lookup's ``answers`` say its job is gone (None; an id they do not
-        hold is not gone), no operation of the job is later than it (``later``: the ids of the
-        operations that have one), it is unknown or unfinished, its job id is valid and its times
-        are finite (Rules 2, 9, 10, 11).  A False decides nothing: ``settle`` it, baseline and all.
-        tests/core/test_settle_gone.py checks it against ``settle_operation`` and a naive reading."""
+        """For each operation, whether ``settle`` gives it ``self.gone`` whatever its baseline.
+        ``later``: the ids of the operations that have a later one.  False decides nothing: ``settle`` it."""
         at, bound, unknown, missing = self.looked_at, self.no_ends_by_bound, Result.UNKNOWN, _MISSING
         isfinite = math.isfinite
         out = []
@@ -386,11 +348,9 @@ class OneLookup:
         self, operation: Recorded, later: Sequence[Recorded], looked: Looked, mark: Optional[int] = None,
         elapsed: Optional[float] = None, seen: Optional[float] = None, before: Optional[Mapping[int, float]] = None,
     ) -> Optional[Settled]:
-        """``settle_operation(operation, later, looked, ...)`` with this lookup's values; ``mark``:
-        where the looks stood once the operation was over (``core.durable`` Rule 6; None: not known);
-        ``elapsed``: the seconds from the operation's end to the lookup's start on one clock that
-        never steps; ``seen``: seconds that are no more than those; ``before``: by later operation,
-        the seconds from the end to its record's lookup on one boot clock (Rule 15; None: not known)."""
+        """``settle_operation`` with this lookup's values.  ``mark``: where the looks stood once the operation
+        was over (None: not known); ``elapsed``, ``seen`` (at most it) and ``before`` (by later operation):
+        seconds from its end to a lookup on one clock that never steps (Rule 15; None: not known)."""
         if not isinstance(operation, Recorded):
             raise InvalidInput(f"operation must be a Recorded, not {described(operation)}")
         op = _op(operation.op)
@@ -491,14 +451,8 @@ class OneLookup:
 
 
 def stands(operation: Recorded, record_ctl: Optional[str]) -> Optional[bool]:
-    """Rule 16: whether a requeue's baseline is known to stand at a record whose RestartCnt equals
-    it.  A baseline read from a controller's memory may hold another requeue not yet saved; a
-    restart or takeover then brings the count back one lower, and this requeue, applied after it,
-    raises it to the baseline again.  It stands when its calls were acknowledged by the process
-    that gave it (``calls_ctl``, read once they were over, is the ``baseline_ctl`` read before it),
-    or when the process that answered the record's lookup is that one (``record_ctl``, read after
-    the lookup).  Controllers are compared for equality only.  None: ``record_ctl`` was not read
-    (look again); False: it cannot be told, ever."""
+    """Rule 16: whether a requeue's baseline is known to stand at a record whose RestartCnt equals it.
+    ``record_ctl``: the controller read after the record's lookup.  None: not read, look again; False: never."""
     base = operation.baseline_ctl
     if base is None:
         return False
@@ -510,8 +464,7 @@ def stands(operation: Recorded, record_ctl: Optional[str]) -> Optional[bool]:
 
 
 def _since_end(by_ledger: float, elapsed: Optional[float], seen: Optional[float]) -> float:
-    """Rule 15: the time since an operation's end, from the ledger's times, ``elapsed`` (on a clock
-    that never steps) and ``seen`` (no more than that)."""
+    """Rule 15: the time since an operation's end, from the ledger's, ``elapsed`` and ``seen``."""
     if elapsed is not None:
         return elapsed
     return by_ledger if seen is None else min(by_ledger, seen)

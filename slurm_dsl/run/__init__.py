@@ -1,2 +1,1 @@
-"""Running operations: one op's script, the ledger-tracked op, the bulk path over many jobs,
-the sweep and settling (the processes they start are ``host``'s).  See docs/wings.md."""
+"""Running operations: one op's script, the tracked op, bulk, the sweep and settling (docs/wings.md)."""

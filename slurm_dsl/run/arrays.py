@@ -1,16 +1,7 @@
 """The array check before an operation (docs/contract.md §9.4), and its answer, the baselines.
 
-Contract: ``look_up`` asks squeue once for every id, bounded by the deadline, and raises
-``WholeArray`` for an id that is an array's own JobId reaching other tasks (scontrol would act
-on every task), ``LookupFailed`` when it could not ask: either way nothing ran.  Its answer is
-what squeue said of each id and when the lookup STARTED, which ``run.tracked`` commits with each
-job's intent as its baseline, and for a requeue which slurmctld was in charge just before it
-(``lookups.controller``, docs/contract.md §12 Rule 16).  A restore, no ids, and a deadline already past ask nothing
-(``NOT_LOOKED``).
-
-Strategy: a module of its own, with no ledger and no bulk path behind it, so that the command
-line can start an operation's check (in a thread: ``run.background``) before it loads them and
-opens the ledger: the squeue runs while they load (docs/benchmarks.md §2).
+A module of its own, with no ledger or bulk path behind it, so that the command line can start the
+check (``run.background``) before it loads them: the squeue runs while they load (docs/benchmarks.md §2).
 """
 
 from __future__ import annotations
@@ -28,9 +19,8 @@ from .deadlines import Clock
 
 
 class LookupAnswer(NamedTuple):
-    """What the lookup before an operation said of each id (``look_up``), and when it STARTED on
-    the caller's clock (None: no lookup was made; then ``infos`` is empty) and, as
-    ``host.runs.ended`` says it, on this host's boot clock (``at_boot``)."""
+    """What ``look_up`` said of each id, and when it STARTED on the caller's clock (None: no lookup)
+    and on this host's boot clock (``at_boot``, as ``host.runs.ended`` says it)."""
 
     infos: Dict[str, Optional[JobInfo]]
     started: Optional[float] = None
@@ -45,10 +35,8 @@ def look_up(
     op: Union[Op, str], ids: JobIds, deadline: float, *, squeue: Optional[str], scontrol: Optional[str],
     clock: Clock, restore_too: bool = False, in_charge: bool = True,
 ) -> LookupAnswer:
-    """The array check of ``ids`` (distinct, valid) before ``op``, by ``deadline`` on ``clock``,
-    with squeue at ``squeue`` (None: beside ``scontrol``, else the default: ``find_squeue``);
-    ``restore_too``: a restore's ids are looked up too (``--dry-run``); ``in_charge``: for a
-    requeue, which slurmctld is in charge is read first (False: a dry run, which records nothing)."""
+    """The array check of ``ids`` (distinct, valid) before ``op``, by ``deadline`` on ``clock``: ``WholeArray``,
+    ``LookupFailed``.  ``restore_too``: look a restore's ids up too; ``in_charge``: read Rule 16's controller."""
     started, at_boot = clock(), ended()
     left = deadline - started
     if (Op(op) is Op.RESTORE and not restore_too) or not ids or left <= 0:

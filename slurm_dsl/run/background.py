@@ -1,9 +1,5 @@
-"""A lookup in the background: ``work()`` in a thread of its own while the caller goes on.
-
-The bulk path starts its array check this way when the driver is called (``run.driver``), and
-a requeue's corroborating lookup beside its call 3 (``run.bulk``): each mostly waits for its
-process, so the thread costs the caller nothing but the wait it would have had anyway.
-"""
+"""A lookup in the background: ``work()`` in a thread of its own while the caller goes on
+(the array check, ``run.driver``; a requeue's corroboration beside call 3, ``run.bulk``)."""
 
 from __future__ import annotations
 
@@ -16,8 +12,7 @@ T = TypeVar("T")
 
 
 class Background(Generic[T]):
-    """``work()`` in a thread of its own, started at once; ``result()`` waits for it and gives its
-    answer, or raises in the caller's thread what it raised."""
+    """``work()`` in a thread, started at once; ``result()`` waits and gives its answer, or raises what it raised."""
 
     def __init__(self, work: Callable[[], T], name: str) -> None:
         self._answer: List[T] = []

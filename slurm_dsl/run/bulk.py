@@ -1,43 +1,9 @@
 """Bulk operations (docs/contract.md §11): many jobs, one scontrol process per chunk and call,
 each job still with its own strict result, recorded in the ledger.
 
-Strategy, for one operation on many ids:
-
-1. The ids are validated, deduplicated (first occurrence kept) and looked up once
-   (``Tracker.look_up``): an array's own JobId that reaches other tasks is
-   refused before anything runs; one that holds its array's only task still answers in
-   the array form (``A_T: ...``, docs/slurm-behaviour.md §1.4), so it runs on its own,
-   never in a list (docs/slurm-bulk.md §2.1).
-2. The rest is cut into chunks (``bulk_reader.plan_chunks``), each when it is its turn: at
-   most as many ids as fit the time left to the command's one deadline at a generous
-   per-id cost, and the 131,071-byte argument limit.  A chunk whose turn comes after the
-   deadline starts nothing and writes nothing: its ids are ``expired``.
-3. Per chunk: the leases and the intents of every id it leased (one committed
-   transaction; a job someone else holds runs on its own afterwards, waiting for its
-   lease as a single operation does); ``scontrol ping``, unless slurmctld answered the
-   lookup of step 1 less than ``ANSWER_FRESH`` ago (a chunk is not started against a
-   controller that is down: its ids are ``not_run``, reason ``controller_down``,
-   instead of ~(MessageTimeout-1) s each); the list calls, each a framed script of its
-   own (``calls.run_list_call``), read per id (``bulk_reader.read_list_call``; for ``open``,
-   never wrapped, one direct ``scontrol release <list>`` under the runner's guard at the
-   deadline, ``calls.run_open_list``); per id the
-   same combination as a single operation (``combine``); one lookup of the ids read as
-   ok (``corroborate``: a never-existed id can get SUCCESS, docs/slurm-bulk.md §3.4; for a
-   requeue, of the ids whose call 2 succeeded, while call 3 runs);
-   the results and the leases back (one transaction).
-4. Requeue runs the flow of docs/contract.md §2 per id: call 1 on every id, call 2 on the
-   ids whose call 1 succeeded, call 3 on every id whose call 1 was not certainly unstarted.
-5. One id is a single op: a chunk left with one id runs the op's own script (``calls.execute``)
-   under the nonce of its intent, read by the single reader, not corroborated.
-6. Text a list call prints that no id owns (``ListCall.unowned``) is the call's, once: one
-   diagnostic, its head in the ledger record of the call's first id, a short note on each id
-   the call left unknown (``_unowned``); never copied into every id's record or row.
-
-Each id's record from step 1's lookup is committed with its intent as the operation's baseline
-(``tracked.start_fields``: with the lookup's start and ``ends_by`` on the ledger's clock).  A
-crash anywhere leaves every intent of the chunk committed, with its baseline: the sweeper finds
-them.
-Outcomes come back in input order, a chunk at a time (``run_many`` is a generator).
+Per chunk: leases and intents (with baselines) in one transaction, a ping unless the lookup is
+fresh, the list calls read per id, the ok ids corroborated, then results and leases in one
+transaction.  A chunk of one id runs the single script.  Outcomes come in input order, a chunk at a time.
 """
 
 from __future__ import annotations
@@ -102,8 +68,7 @@ Progress = Callable[[int, int], None]  # (ids done, ids in all)
 
 
 def chunk_limit(op: Op, left: float) -> int:
-    """How many ids one chunk may hold so that all of its calls fit the ``left`` seconds to the
-    deadline (at least one: a chunk past the deadline starts nothing anyway)."""
+    """How many ids (at least one) one chunk may hold so that its calls fit the ``left`` seconds to the deadline."""
     calls = 3 if Op(op).requeues else 1
     return max(1, min(MAX_CHUNK, int(left / (PER_ID_SECONDS * calls))))
 
@@ -135,23 +100,12 @@ def run_linked(
     looked_up: Optional[Callable[[], LookupAnswer]] = None,
     begun: Optional[Begun] = None,
 ) -> Iterator[Union[Outcome, Taken]]:
-    """One outcome per distinct id, in input order, as chunks finish; never raises for an outcome.
-    With a key (``link``), a job whose key, read again under its lease, says not to act is a
-    ``Taken`` instead (``tracked.not_to_act``): nothing ran for it.
+    """One outcome per distinct id, in input order, as chunks finish (a ``Taken`` where the key says not to act).
 
-    Exactly one of ``timeout`` (counted from now) and ``deadline`` (epoch seconds): the one
-    deadline of every chunk and call (docs/contract.md §10.0).  Each chunk holds what fits the
-    time left when it starts; an id whose chunk comes after the deadline is ``expired`` with no
-    process started and nothing written (``calls.unstarted``).  Every intent records ``link``'s
-    key and, per job, the operation it retries (docs/contract.md §12).  ``looked_up``: the
-    array check's lookup already started (``run.background.Background``: ``tracker.look_up`` of these
-    ids, in this order, for this op and deadline); called for its answer before any intent.
-    ``begun`` gets each job's history id once its intent is committed.
-
-    Raises before anything ran: ``InvalidInput`` (a bad id or timeout), ``WholeArray``,
-    ``LookupFailed`` (the ids could not be looked up), ``LedgerError``.  A ledger failure
-    once a chunk's scripts ran is ``NotRecorded`` carrying that chunk's outcomes; the
-    outcomes of earlier chunks have been yielded already.
+    Exactly one of ``timeout`` (from now) and ``deadline`` (epoch seconds).  ``looked_up``: the array
+    check's lookup of these ids, already started (``run.background.Background``).  Raises before anything
+    ran: ``InvalidInput``, ``WholeArray``, ``LookupFailed``, ``LedgerError``; once a chunk ran,
+    ``NotRecorded`` carrying that chunk's outcomes (earlier chunks' were yielded already).
     """
     op = Op(op)
     ids = distinct_ids(job_ids)  # checked here once: every chunk below is a part of them
@@ -194,8 +148,7 @@ def _alone(job_id: str, infos: Dict[str, Optional[JobInfo]]) -> bool:
 
 
 def _units(ids: JobIds, infos: Dict[str, Optional[JobInfo]], limit: Callable[[], int]) -> Iterator[JobIds]:
-    """Chunks of list-safe ids and single array ids, in input order; each chunk is cut when it is
-    its turn, to hold at most ``limit()`` ids (what fits the time left then)."""
+    """Chunks of list-safe ids and single array ids, in input order, each cut at its turn to ``limit()`` ids."""
     start = 0  # where the run of list-safe ids not cut yet begins
     for at, job_id in enumerate(ids):
         if _alone(job_id, infos):
@@ -216,10 +169,7 @@ def _cut(ids: JobIds, limit: Callable[[], int]) -> Iterator[JobIds]:
 
 @dataclass(frozen=True)
 class _Run:
-    """What every chunk of one bulk run shares, fixed when the run starts: the op under its one
-    deadline, the array check's answer (the baselines) and when slurmctld gave it (a ping's
-    stand-in), the key and retries the intents record, the programs resolved once, and
-    MinJobAge, asked once."""
+    """What every chunk of one bulk run shares, fixed when the run starts."""
 
     tracker: Tracker
     op: Op
@@ -274,10 +224,8 @@ def _run_chunk(run: _Run, chunk: JobIds) -> List[Union[Outcome, Taken]]:
 
 
 def _run_listed(run: _Run, ids: JobIds, op_ids: List[int], nonce: str, owner: str) -> Dict[str, Outcome]:
-    """Run the chunk's list calls on the ids whose intents are committed (``op_ids``, under
-    ``nonce``, leased by ``owner``), then record the results and give the leases back (one
-    transaction).  The run's squeue corroborates (None: not) the ok ids that its lookup before
-    and MinJobAge do not vouch for (``core.vouch``)."""
+    """Run the chunk's list calls on the ids whose intents are committed (``op_ids``), then record the
+    results and give the leases back, in one transaction."""
     if not ids:
         return {}
     tracker, op, deadline, scontrol, answered_at = run.tracker, run.op, run.deadline, run.scontrol, run.answered_at
@@ -318,15 +266,8 @@ def _give_back(ledger: LedgerStore, ids: Sequence[str], owner: str) -> None:
 
 
 def _calls(run: _Run, ids: JobIds, nonce: str, shared: Dict[str, bytes]) -> Dict[str, Outcome]:
-    """Run the op's list calls on ``ids``, combine each id's calls as a single op would, and
-    corroborate the ids read as ok with one lookup through the run's squeue (None: not at all), but
-    for those the lookup before vouches for (``core.vouch``: it saw them pending, running or
-    suspended, and the calls ended within MinJobAge of it, asked of slurmctld meanwhile).
-    ``shared`` gets, per call whose stderr holds text no id owns, that text for the ledger
-    record of the call's first id (``_unowned``).
-
-    A requeue can end ok only where call 2 succeeded, so those ids are looked up while call 3
-    runs (in a thread: both mostly wait for their process), not after it."""
+    """Run the op's list calls on ``ids``, combine each id's calls as a single op would, and corroborate
+    the ok ids not vouched for (``core.vouch``).  ``shared``: filled by ``_unowned``."""
     tracker, op, deadline, scontrol, squeue = run.tracker, run.op, run.deadline, run.scontrol, run.squeue
     looked, age = run.looked, run.age
     candidates = {j for j in ids if (i := looked.infos.get(j)) is not None and i.state in VOUCHING}
@@ -368,10 +309,8 @@ UNOWNED_KEPT = STDERR_CAP // 3
 def _unowned(
     op: Op, calls: Dict[int, Dict[str, Call]], outcomes: Dict[str, Outcome], shared: Dict[str, bytes]
 ) -> Dict[str, Outcome]:
-    """Text a list call printed that no id owns is the call's, kept once (docs/contract.md §11,
-    "Bounded output"): one diagnostic per call (escaped, its first ``SHOWN_UNOWNED`` bytes), the
-    text in the ledger record of the call's first id (``shared``), and on each id the call left
-    unknown a short note naming that record, never the text itself."""
+    """Text a list call printed that no id owns, kept once (docs/contract.md §11, "Bounded output"): logged,
+    put in ``shared`` for the call's first id's record, and noted on each id the call left unknown."""
     notes: Dict[str, List[str]] = {}
     for number in sorted(calls):
         read = calls[number]
@@ -396,9 +335,7 @@ def _unowned(
 
 
 class _MinJobAge:
-    """slurmctld's MinJobAge (``core.vouch.min_job_age``), asked once per bulk operation
-    (``scontrol show config``: one small RPC), in the background of the first chunk's calls;
-    None when it could not be read: then nothing is vouched for."""
+    """slurmctld's MinJobAge (``core.vouch.min_job_age``), asked once, in the background (None: unread)."""
 
     def __init__(self, tracker: Tracker, deadline: float) -> None:
         self._tracker = tracker
@@ -460,12 +397,9 @@ def corroborate(
     ids: Optional[JobIds] = None,
     scontrol: Optional[str] = None,
 ) -> Dict[str, Outcome]:
-    """One lookup of the ids read as ok but not ``vouched`` for: one slurmctld does not know is
-    ``not_found`` (a list call can answer SUCCESS for a never-existed id, docs/slurm-bulk.md
-    §3.4); if the lookup could not ask, they stay ok, marked unverified.  ``early``: a lookup
-    already made, used if it asked about every such id (else there is one more).  ``ids``: the
-    ids checked already (``JobIds``) that ``outcomes`` holds, else they are checked here;
-    ``scontrol``: the run's, resolved already (else the tracker's is resolved here)."""
+    """One lookup of the ids read as ok but not ``vouched`` for: an unknown one becomes ``not_found``
+    (docs/contract.md §11).  ``early``: a lookup already made, used if it covers them all; ``ids``,
+    ``scontrol``: checked or resolved already (else done here)."""
     checked = distinct_ids(outcomes) if ids is None else ids
     ok = checked.among({j for j, o in outcomes.items() if o.result is Result.OK and j not in vouched})
     if not ok:

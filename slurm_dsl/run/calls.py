@@ -1,16 +1,8 @@
-"""Running one operation on one job, untracked (docs/contract.md §1, §2, §6).
+"""Running one operation on one job, untracked (docs/contract.md §1, §2, §4, §6, §11).
 
-Contract: ``execute`` validates the job id before any process starts, renders
-the op's script with a fresh nonce, runs it through ``host.process`` with the time
-left to the deadline (the runner is the deadline's clock: TERM to the script's
-group then, KILL ``KILL_GRACE`` later), and reads the output with
-``read_outcome``; it returns the ``Outcome`` and never raises for what scontrol
-did.  A deadline already past renders the script ``expired``: every call reports
-75 and scontrol is never started.  It records nothing: the public operations
-(``api``) run it through the ledger.  ``open`` runs ``scontrol release``
-directly, unwrapped, under the runner's guard at the deadline itself; its status
-is scontrol's own, except that a started scontrol's own 75, 126 or 127 reads as
-125 (``direct_status``): only a spawn that failed certainly did not run.
+``execute`` validates the id before any process starts, runs the op's script under the runner
+(the deadline's clock: TERM, then KILL ``KILL_GRACE`` later) and never raises for what scontrol did.
+It records nothing: the public operations run it through the ledger.
 """
 
 from __future__ import annotations
@@ -56,9 +48,7 @@ def new_nonce() -> str:
 
 
 def unstarted(op: Union[Op, str], job_id: str) -> Outcome:
-    """``expired`` for a job whose turn came after the command's deadline (docs/contract.md §10.0):
-    no process started and nothing was written for it, so nothing was done and nothing needs
-    recording (a requeue's bit stays what it was: clear by this command)."""
+    """``expired`` for a job whose turn came after the deadline: nothing started, nothing to record."""
     op = Op(op)
     return Outcome(op, job_id, Result.EXPIRED, RequeueBit.CLEAR if op.requeues else None, None, (), None,
                    "the deadline passed before its call could start: nothing was done")
@@ -73,9 +63,8 @@ def execute(
     nonce: Optional[str] = None,
     clock: Clock = steady,
 ) -> Outcome:
-    """Run one op on one job until ``deadline`` and read what it came to.  ``scontrol`` not given
-    is the configured one, read as the command line reads it (``config.configure``: a bad config
-    file is ``ConfigFileError`` before anything runs)."""
+    """Run one op on one job until ``deadline`` and read what it came to.  ``scontrol`` None: the
+    configured one (``config.configure``: ``ConfigFileError`` before anything runs)."""
     op = Op(op)
     job = validate_job_id(job_id)
     deadline = check_deadline(deadline, clock)
@@ -122,12 +111,8 @@ def run_list_call(
     nonce: Optional[str] = None,
     clock: Clock = steady,
 ) -> ListCall:
-    """Call ``number`` of ``op`` on every id of ``job_ids`` in one scontrol process, deadline-kept
-    and framed as a single op's script is, read into one ``Call`` per id (docs/contract.md §11).
-
-    Never raises for what scontrol did; what the runner or the framing makes unknown makes every
-    id unknown (``bulk_reader.unknown_list_call``).
-    """
+    """Call ``number`` of ``op`` on every id of ``job_ids`` in one framed scontrol script, read into one
+    ``Call`` per id.  Never raises for what scontrol did."""
     from ..core.bulk_reader import read_list_output, unknown_list_call
 
     op = Op(op)
@@ -149,11 +134,8 @@ def run_list_call(
 def run_open_list(
     job_ids: Sequence[str], deadline: float, scontrol: str, *, clock: Clock = steady
 ) -> ListCall:
-    """``open`` on every id of ``job_ids`` in one direct ``scontrol release <list>`` (no script, no
-    status line), under the runner's guard at the deadline itself, as open's single call runs;
-    read by ``bulk_reader.read_open_list`` (docs/contract.md §11).  A deadline already past
-    starts nothing: every id ``expired``.  Never raises for what scontrol did.
-    """
+    """``open`` on every id of ``job_ids`` in one direct ``scontrol release <list>``, unwrapped, as
+    open's single call runs.  Never raises for what scontrol did."""
     from ..core.bulk_reader import read_open_list, unknown_list_call
 
     ids = job_ids if type(job_ids) is JobIds else list(job_ids)  # JobIds: checked already
@@ -172,23 +154,16 @@ def run_open_list(
 
 
 def direct_status(done: process.Completed) -> int:
-    """The status of a direct (unwrapped) call as docs/contract.md §4 reads it.  75, 126 and 127
-    say the call never started, which only a spawn that failed may say (``Completed.started``):
-    a program that ran and exited with one of them itself (a site wrapper behind ``--scontrol``)
-    may have acted, so it is 125, unknown."""
+    """The status of a direct (unwrapped) call (docs/contract.md §4): a started program's own 75,
+    126 or 127 is 125, since only a spawn that failed certainly did not run."""
     if done.started and done.killed_by is None and done.returncode in NOT_STARTED:
         return WRAPPER_FAILED
     return done.returncode
 
 
 def run_wrapped(render_script: Callable[[bool], str], left: float) -> process.Completed:
-    """Run a wrapped script ``left`` seconds before its deadline; ``render_script(expired)``
-    renders it (``script.render`` or ``script.render_list``).
-
-    The runner is the deadline's clock: TERM to the script's group at ``left``, KILL
-    ``KILL_GRACE`` seconds later.  A deadline already past (``left <= 0``) renders the script
-    expired: every call 75, nothing started.
-    """
+    """Run a wrapped script ``left`` seconds before its deadline; ``render_script(expired)`` renders it,
+    expired (every call 75) when ``left <= 0``."""
     done = _run_rendered(render_script(left <= 0), left)
     if done.killed_by == signal.SIGTERM and not done.stderr:
         # The shell died of a TERM (the deadline's) with nothing said: its first line traps
@@ -203,8 +178,7 @@ def _run_rendered(script: str, left: float) -> process.Completed:
 
 
 def _not_closed(op: Op, job: str, done: process.Completed) -> Outcome:
-    """Unknown: a process that escaped the call held its output open, so what was read
-    may not be all of it, however well it frames (the runner stopped reading, ``DRAIN``)."""
+    """Unknown: a process that escaped the call held its output open, so what was read may not be all."""
     if done.timed_out:
         return unknown(op, job, Reason.TIMED_OUT, exit_status=done.returncode,
                        detail="stopped at the deadline, its output still held open by an escaped process")

@@ -1,11 +1,5 @@
-"""The reason copied to a job's AdminComment after its operation (``--admin-comment``,
-docs/contract.md §10.4): a wrapped call of its own, recorded, under the job's lease.
-
-Rule: it never changes the operation's result.  It runs only after an operation whose own calls
-took effect (``ok``, ``bit_set``); its intent is committed under the job's lease before its call,
-its end after; whatever happens to it (refused, expired, killed) is its own result, shown beside the
-operation's row.  A job another run holds until the deadline is ``expired``, nothing written.
-"""
+"""The reason copied to a job's AdminComment after its operation (``--admin-comment``, docs/contract.md
+§10.4): a wrapped call of its own, recorded, under the job's lease; it never changes the operation's result."""
 
 from __future__ import annotations
 

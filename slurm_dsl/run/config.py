@@ -1,33 +1,8 @@
-"""The configuration: the config file, ``/etc/slurm-dsl/slurm-dsl.conf``, the environment, and
-where each effective setting comes from (docs/contract.md §8, §10.2).  One reading for the
-command line and the library: ``configure`` is what ``slurm-dsl`` runs after parsing its flags,
-and what the library runs at its doors (``api``, ``tracked.Tracker``, ``calls.execute``) with the
-caller's own arguments as the flags, so that a site plugin and the command on the same host use
-the same ledger, scontrol, squeue and defaults.
+"""The configuration: the config file, the environment, and where each effective setting comes from
+(docs/contract.md §8, §10.2).  One reading for the command line and the library: ``configure``.
 
-Strategy: one INI file read with a strict reader of our own (the standard library's
-``configparser`` gives no line numbers, and an error must name the file, the line and the key).
-``parse`` is pure: text in, values or ``ConfigFileError`` out.  ``read`` is the edge: it opens the
-file the way the ledger is opened (never through a symlink; refused if it is not root's or this
-process's account's, or if group or others may write it).  ``resolve`` puts flag, environment,
-file and built-in default in that order, per setting, and says which one won (``slurm-dsl
-config`` prints it).  ``configure`` is ``load`` then ``resolve``: a ``Configuration``.
-
-The grammar: blank lines and lines whose first non-blank character is ``#`` or ``;`` are
-comments; one section, ``[slurm-dsl]``; ``key = value`` lines in it (spaces around both are
-dropped; an empty value is refused like any other bad one: leave the key out to leave it unset).
-An unknown section or key, a key given twice, a line of any other shape, a value the setting
-refuses, a NUL byte or text that is not UTF-8: each is a ``ConfigFileError`` naming the file and
-line (exit 2 at the command line, a usage error: nothing ran).  A file that cannot be read is a
-``ConfigFileError`` too, with ``unreadable`` set (exit 1).  A missing file at the default path is
-no error: every setting then comes from the flags, the environment and the defaults; a missing
-file named by ``$SLURM_DSL_CONFIG`` or ``--config`` is.  ``ConfigFileError`` is a ``ConfigError``
-(the configuration is unusable), exported by the package as every exception class is.
-
-Empty values, one rule everywhere: an empty variable (``SLURM_DSL_LEDGER=``) is an unset one, as
-it always was; an empty flag or argument (``--ledger ""``, ``ledger=""``: a script's unset
-variable) is refused (``core.plain.not_empty``: a usage error at the command line, ``InvalidInput`` in the
-library), never taken as "given" while another ledger is opened, nor silently as "not given".
+``parse`` is pure (text in, values or ``ConfigFileError`` out); ``read`` is the edge, opening the
+file as the ledger is opened; ``resolve`` puts flag, environment, file and default in that order.
 """
 
 from __future__ import annotations
@@ -54,8 +29,7 @@ LOG_LEVELS = ("error", "warning", "info", "debug")
 
 
 class ConfigFileError(ConfigError):
-    """A config file that cannot be used (a ``ConfigError``: the configuration is unusable, nothing
-    ran); ``unreadable``: it could not be read at all (exit 1), else a line of it is bad (exit 2)."""
+    """A config file that cannot be used; ``unreadable``: not read at all (exit 1), else a bad line (exit 2)."""
 
     def __init__(self, message: str, *, unreadable: bool = False) -> None:
         super().__init__(message)
@@ -68,8 +42,7 @@ def _q(text: str) -> str:
 
 
 def _masked(value: str) -> str:
-    """A refused value as a message may quote it: a URL's password never (a ledger URL whose
-    scheme is mistyped may still hold one; ``mariadb_config.shown_url``)."""
+    """A refused value as a message may quote it: never a URL's password, even under a mistyped scheme."""
     if "@" not in value:
         return value
     from ..ledger.mariadb_config import shown_url
@@ -134,12 +107,8 @@ def _one_of(words: Tuple[str, ...]) -> Callable[[str], str]:
 
 
 class Setting:
-    """One setting, declared once, from which every reading and every listing of it comes: its key
-    in the file, the environment variable that may set it (and what the manual page says of it),
-    the flag that gives it on the command line (``slurm-dsl`` takes its value as a number when
-    ``number``), its built-in default (None: unset, the command decides), the check of a value
-    (raises ValueError with what a value must be), what it is (``help``), and its line in the
-    sample file ``slurm-dsl config --help`` shows (``example``, after a comment ``note``)."""
+    """One setting, declared once, from which every reading and listing of it comes.  ``default`` None:
+    unset, the command decides; ``check`` raises ValueError saying what a value must be."""
 
     __slots__ = ("check", "default", "env", "env_help", "example", "flag", "help", "key", "note", "number")
 
@@ -203,8 +172,7 @@ BY_KEY: Dict[str, Setting] = {s.key: s for s in SETTINGS}
 
 
 def parse(text: bytes, path: str) -> Dict[str, Tuple[str, int]]:
-    """The settings a config file's bytes give: key -> (value, line number).  ``ConfigFileError``
-    naming ``path`` and the line for anything the grammar of the module refuses."""
+    """The settings a config file's bytes give: key -> (value, line number); else ``ConfigFileError``."""
     def fail(number: int, why: str) -> ConfigFileError:
         return ConfigFileError(f"{shown(path, 200)}, line {number}: {why}")
 
@@ -251,10 +219,8 @@ def parse(text: bytes, path: str) -> Dict[str, Tuple[str, int]]:
 
 
 def read(path: str, *, required: bool) -> Dict[str, Tuple[str, int]]:
-    """The settings of the config file at ``path`` (``parse``), read the way the ledger is opened:
-    never through a symlink, and only a regular file that is root's or this process's account's
-    and that neither group nor others may write.  A missing file gives no settings unless
-    ``required``."""
+    """The settings of the config file at ``path``, opened as the ledger is (docs/contract.md §10.2).
+    A missing file gives no settings unless ``required``."""
     found = _read(path, required=required)
     return {} if found is None else found
 
@@ -301,8 +267,7 @@ def _read(path: str, *, required: bool) -> Optional[Dict[str, Tuple[str, int]]]:
 
 
 def config_path(explicit: Optional[str], env: Mapping[str, str]) -> Tuple[str, bool]:
-    """The config file to read, and whether it must exist: ``--config``, else ``$SLURM_DSL_CONFIG``
-    (both required), else the default (optional)."""
+    """The config file to read, and whether it must exist (not the default one)."""
     if explicit:
         return explicit, True
     if env.get("SLURM_DSL_CONFIG"):
@@ -311,8 +276,7 @@ def config_path(explicit: Optional[str], env: Mapping[str, str]) -> Tuple[str, b
 
 
 class Loaded:
-    """The config file a command uses: its path, whether there was one to read (a missing default
-    file is none), and its settings."""
+    """The config file a command uses: its path, whether there was one to read, and its settings."""
 
     __slots__ = ("found", "path", "settings")
 
@@ -321,16 +285,14 @@ class Loaded:
 
 
 def load(explicit: Optional[str], env: Mapping[str, str]) -> Loaded:
-    """The config file named by ``--config`` (``explicit``), else ``$SLURM_DSL_CONFIG``, else the
-    default, read (``read``); ``ConfigFileError`` as ``read`` raises it."""
+    """The config file (``explicit``: ``--config``), read; ``ConfigFileError`` as ``read`` raises it."""
     path, required = config_path(explicit, env)
     found = _read(path, required=required)
     return Loaded(path, found is not None, {} if found is None else found)
 
 
 class Effective:
-    """One setting's effective value (None: unset) and where it came from: ``flag``, ``env``
-    (the variable's name in ``origin``), ``file`` (path and line) or ``default``."""
+    """One setting's effective value (None: unset) and its ``source``: ``flag``, ``env``, ``file`` or ``default``."""
 
     __slots__ = ("key", "origin", "source", "value")
 
@@ -353,8 +315,7 @@ def resolve(
     flags: Mapping[str, Optional[str]], env: Mapping[str, str], file: Mapping[str, Tuple[str, int]], path: str
 ) -> Dict[str, Effective]:
     """Every setting's effective value: flag, then environment, then file, then built-in default.
-    Flags were checked by the parser; a value from the environment is taken as it always was (the
-    command checks it where it uses it: a relative ``$SLURM_DSL_LEDGER`` keeps working)."""
+    An environment value is not checked here: the command checks it where it uses it."""
     out: Dict[str, Effective] = {}
     for s in SETTINGS:
         given = flags.get(s.key)
@@ -371,9 +332,7 @@ def resolve(
 
 
 class Configuration:
-    """What one command or one library call uses: every setting's effective value and where it
-    came from (``Effective``, by key, in ``SETTINGS``' order; ``value(key)``), and the config file:
-    its path and whether there was one to read.  Typed views of the values the library takes below."""
+    """What one command or library call uses: every setting's ``Effective``, by key, and the config file."""
 
     __slots__ = ("file", "found", "settings")
 
@@ -422,16 +381,14 @@ class Configuration:
 
     @property
     def scontrol_path(self) -> str:
-        """The scontrol an operation runs: the configured one, else the first on PATH, else
-        ``/usr/bin/scontrol``, as an absolute path (``binaries.find_scontrol``)."""
+        """The scontrol an operation runs, as an absolute path (``binaries.find_scontrol``)."""
         from ..host.binaries import find_scontrol
 
         return find_scontrol(self.scontrol)
 
     @property
     def squeue_path(self) -> str:
-        """The squeue a lookup runs: the configured one, else the one beside the scontrol in use,
-        else the first on PATH, else ``/usr/bin/squeue`` (``binaries.find_squeue``)."""
+        """The squeue a lookup runs, as an absolute path (``binaries.find_squeue``)."""
         from ..host.binaries import find_squeue
 
         return find_squeue(self.squeue, self.scontrol_path)
@@ -443,12 +400,8 @@ def configure(
     config: Optional[str] = None,
     env: Optional[Mapping[str, str]] = None,
 ) -> Configuration:
-    """The settings, read as every command reads them: the config file named by ``config``
-    (``--config``), else ``$SLURM_DSL_CONFIG``, else the default if there is one (``load``), then
-    per setting the flag, the environment (``env``, default ``os.environ``), the file, the built-in
-    default (``resolve``).  ``flags``: the caller's own values by key (None: not given).
-    ``ConfigFileError`` for a config file that is bad or refused, ``InvalidInput`` for an empty
-    flag or ``config``; either way before anything runs."""
+    """The settings, read as every command reads them (``load``, then ``resolve``).  ``flags``: the caller's
+    values by key (None: not given).  ``ConfigFileError``; ``InvalidInput`` for an empty flag or ``config``."""
     environ: Mapping[str, str] = os.environ if env is None else env
     given = dict(flags or {})
     for key, value in given.items():

@@ -1,11 +1,7 @@
 """Deadlines: an instant on this process's steady clock from a timeout or a given deadline, within bounds.
 
-Every operation has a deadline (docs/contract.md §2, §10.0): an instant after which no call starts,
-kept on ``steady`` (epoch seconds counted on the monotonic clock) so that a wall-clock step moves it
-not.  ``resolve_deadline`` makes one from exactly one of a timeout and a wall-clock deadline (the
-time left read once, at the door); ``check_deadline`` refuses what the runner could not wait for.
-Both give a ``Deadline``, checked once: every layer below hands it on as it is.  A timeout's bounds
-are here once, for the library, ``--timeout`` and the config file's ``timeout`` alike.
+Every operation has one (docs/contract.md §2, §10.0), kept on ``steady`` so that a wall-clock step
+moves it not; checked once at the door, a ``Deadline`` is handed on as it is.
 """
 
 from __future__ import annotations
@@ -24,16 +20,13 @@ _ANCHOR = time.time() - time.monotonic()
 
 
 def steady() -> float:
-    """Epoch seconds on the monotonic clock: the wall clock as it read when this module was
-    imported, moved on by ``time.monotonic`` since (a simulated world's own).  Every deadline is
-    kept on it."""
+    """Epoch seconds on the monotonic clock: the wall clock at import, moved on by ``time.monotonic``."""
     simulated = world.current().edge("monotonic")
     return simulated() if simulated is not None else _ANCHOR + time.monotonic()
 
 
 def wall() -> float:
-    """This host's wall clock (a simulated world's own): only to turn a given epoch deadline into
-    seconds from now, once."""
+    """This host's wall clock: only to turn a given epoch deadline into seconds from now, once."""
     simulated = world.current().edge("wall")
     return simulated() if simulated is not None else time.time()
 
@@ -69,8 +62,7 @@ TIMEOUT_HELP = (
 
 
 class Deadline(float):
-    """A deadline checked once: ``check_deadline`` hands one back as it is.  Made only here
-    (``resolve_deadline``, ``check_deadline``); arithmetic on it gives a plain ``float``."""
+    """A deadline checked once, made only here; arithmetic on it gives a plain ``float``."""
 
     __slots__ = ()
 
@@ -88,33 +80,24 @@ class Timeout(float):
 
 
 def earlier(deadline: float, seconds: float, clock: Clock = steady) -> Deadline:
-    """The deadline ``seconds`` before ``deadline`` (checked, if it is not a ``Deadline``): one
-    already past is fine."""
+    """The deadline ``seconds`` before ``deadline``; one already past is fine."""
     return float.__new__(Deadline, float(check_deadline(deadline, clock)) - seconds)
 
 
 def timeout_in_bounds(seconds: float) -> bool:
-    """Whether ``seconds`` is a timeout an operation takes: from ``MIN_TIMEOUT`` to
-    ``MAX_TIMEOUT`` (NaN is not)."""
+    """Whether ``seconds`` is from ``MIN_TIMEOUT`` to ``MAX_TIMEOUT`` (NaN is not)."""
     return MIN_TIMEOUT <= seconds <= MAX_TIMEOUT
 
 
 def timeout_of(text: str) -> Optional[Timeout]:
-    """A timeout typed as text (``--timeout``, the config file's ``timeout``): ASCII digits by
-    ``core.numbers``' rule (no 1_0, no Arabic-Indic digits, no inf or nan) and within
-    ``timeout_in_bounds``; else None."""
+    """A timeout typed as text, by ``core.numbers``' rule and within ``timeout_in_bounds``; else None."""
     value = seconds(text, 0.0, MAX_TIMEOUT)
     return float.__new__(Timeout, value) if value is not None and timeout_in_bounds(value) else None
 
 
 def resolve_deadline(timeout: Optional[float], deadline: Optional[float], clock: Clock = steady) -> Deadline:
-    """A deadline on ``clock`` from exactly one of ``timeout`` and ``deadline`` (epoch seconds on
-    the wall clock: the time it leaves is read against the wall clock now, and counted on
-    ``clock`` from then).
-
-    ``ValueError`` unless the timeout is in (0, ``MAX_TIMEOUT``] seconds, or the deadline passes
-    ``check_deadline``.
-    """
+    """A deadline on ``clock`` from exactly one of ``timeout`` and ``deadline`` (epoch seconds on the wall
+    clock, read once).  ``ValueError`` for a timeout outside (0, ``MAX_TIMEOUT``] or a deadline refused."""
     if (timeout is None) == (deadline is None):
         raise InvalidInput("give exactly one of timeout (seconds) and deadline (epoch seconds)")
     if type(timeout) is Timeout:
@@ -133,12 +116,8 @@ def resolve_deadline(timeout: Optional[float], deadline: Optional[float], clock:
 
 
 def check_deadline(deadline: float, clock: Clock = steady) -> Deadline:
-    """``deadline`` (epoch seconds on ``clock``) as a ``Deadline``, or ``ValueError``; a
-    ``Deadline`` comes back as it is, checked already.
-
-    It must be positive, finite and at most ``MAX_TIMEOUT`` seconds from now (give or take
-    ``_CLOCK_STEP``); a deadline already past is fine (the operation then expires unrun).
-    """
+    """``deadline`` (epoch seconds on ``clock``) as a ``Deadline``: positive, finite, at most ``MAX_TIMEOUT``
+    seconds from now (one already past is fine); else ``ValueError``."""
     if type(deadline) is Deadline:
         return deadline
     return _checked(deadline, clock)

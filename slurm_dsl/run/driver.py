@@ -1,18 +1,8 @@
 """One driver for many jobs (docs/contract.md §10.0, §11): the CLI's operations and ``api.run_ops``.
 
-Contract: ``drive`` runs one op on many jobs under ONE deadline, computed once by the caller
-when the command (or the call) starts and handed unchanged to every chunk, op and call below:
-the bulk path (``bulk.run_many``: one scontrol per chunk and call) or one script per job
-(``one_by_one``, up to ``parallel`` at once).  It streams what happens as events, in input
-order: ``Ran`` for each job whose outcome is known (``recorded`` False when the ledger failed to
-record it: ``NotRecorded``), and at most one ``Stopped``, last, when the ledger failed: no
-further job started, and ``not_started`` lists those that never ran.  A job whose turn comes
-after the deadline is ``expired``, with no process started and nothing written
-(``calls.unstarted``).  What refuses the whole run before anything ran (``InvalidInput``,
-``WholeArray``, ``LookupFailed``) is raised.
-
-``overrun_seconds`` adds up, from the constants that make it, the most a run can take past
-its deadline; ``deadlines.OVERRUN`` states it (``TIMEOUT_HELP``).
+``drive`` runs one op on many jobs under ONE deadline, the bulk path or one script per job, and
+streams events in input order: ``Ran`` per job, and at most one ``Stopped``, last, when the ledger
+failed.  What refuses the whole run before anything ran is raised.
 """
 
 from __future__ import annotations
@@ -71,18 +61,8 @@ OWN_WORK = 1.0
 
 
 def overrun_seconds(busy_timeout: Optional[float] = None) -> float:
-    """The most a run can take past its deadline, for a ledger whose every transaction ends within
-    its busy timeout (docs/contract.md §10.0).
-
-    At the deadline a chunk (or job) is either in its first ledger transaction (the leases and
-    intents), which may wait the busy timeout for another writer, or running its calls: a call
-    running then gets TERM and KILL ``KILL_GRACE`` later, its pipes drained at most twice
-    ``DRAIN``, and a bulk chunk then corroborates its ok ids with one squeue lookup of at least
-    ``LOOKUP_FLOOR`` seconds, stopped the same way.  Either way two transactions follow: the
-    results, and if that fails the leases given back.  Parallel jobs do this side by side; every
-    job whose turn comes later starts nothing and writes nothing.  There is no restore step:
-    a requeue's call 3 is in its own script (or list call) under the same deadline.
-    """
+    """The most a run can take past its deadline, in seconds, for a ledger whose every transaction ends
+    within its busy timeout: the sum docs/contract.md §10.0 ("The bound") derives."""
     from .bulk import LOOKUP_FLOOR
 
     busy = base.BUSY_TIMEOUT if busy_timeout is None else busy_timeout
@@ -102,11 +82,9 @@ def drive(
     progress: Optional[Progress] = None,
     looking: Optional[Callable[[], LookupAnswer]] = None,
 ) -> Events:
-    """Run ``op`` on each distinct id of ``job_ids`` before ``deadline`` (epoch seconds), in input
-    order: the bulk path unless ``one_by_one`` or a single id.  ``progress`` (ids done, ids in
-    all) is called as bulk chunks finish.  ``looking``: the array check of these ids under this
-    deadline, already started by the caller (``arrays.look_up`` in a ``Background``; its
-    ``result``), so that its squeue runs while the caller loads and opens what it needs."""
+    """Run ``op`` on each distinct id of ``job_ids`` before ``deadline`` (epoch seconds): the bulk path
+    unless ``one_by_one`` or a single id.  ``progress``: (ids done, ids in all) as chunks finish;
+    ``looking``: the array check of these ids, already started by the caller (a ``Background``'s ``result``)."""
     # Without a key nothing is ever Taken (``tracked.not_to_act`` reads no key).
     return cast(Events, drive_linked(tracker, op, job_ids, deadline, one_by_one=one_by_one, parallel=parallel,
                                      progress=progress, looking=looking))
@@ -125,9 +103,8 @@ def drive_linked(
     begun: Optional[Begun] = None,
     looking: Optional[Callable[[], LookupAnswer]] = None,
 ) -> LinkedEvents:
-    """``drive``, every intent recording ``link`` (its key, and per job the operation it
-    retries); with a key, a job the key says not to act on once leased is a ``Taken`` event.
-    ``begun`` gets each job's history id once its intent is committed."""
+    """``drive``, every intent recording ``link``; a job its key says not to act on is a ``Taken`` event.
+    ``begun`` gets each job's history id."""
     op = Op(op)
     ids = distinct_ids(job_ids)
     if isinstance(parallel, bool) or not isinstance(parallel, int) or parallel < 1:

@@ -1,21 +1,8 @@
 """Waiting for slurmctld's save (docs/contract.md §13.5): ``--durable``, the API's ``durable=True``.
 
-Strategy: a row whose change took effect (an ``ok``; a requeue's ``bit_set`` whose call 2 took
-effect; an unknown one settled ``present``) is confirmed saved by ``core.durable`` Rules 2 and 3,
-from this process's own looks at ``job_state`` (``run.looks``), the first taken once the calls are
-over: every ``POLL`` seconds, until two saves are seen replaced after it; then one lookup of those
-rows' jobs, made after, must still show each change, read as ``core.settle`` reads an acknowledged
-operation (Rule 12: its baseline and the later operations of its job from the ledger).  A requeue's
-row also needs its job at Requeue=0 when its calls cleared the flag.  The wait makes no call that
-could change anything (docs/contract.md §13.8): an idle slurmctld saves only on its next change or
-its periodic checkpoint (300 s), so the command waits for that, within its deadline.  While it
-waits, the heartbeat slurmctld writes into its StateSaveLocation is looked at too: a restarted or
-newly in charge controller writes one at once (and the one in charge every MIN(SlurmctldTimeout/4,
-30) s), and each new one is answered with a lookup: a change the record no longer shows is
-"acknowledged, then lost" at once, not at the deadline.  A row not confirmed by the deadline (the
-saves not seen, the lookup could not ask, the change is no longer there) says so (``Outcome.saved``
-False, and it exits as unknown).  Nothing is written: a lost change's verdict is for the next keyed
-run or the sweep to record.
+A changed row is confirmed by this process's own looks at ``job_state`` (``core.durable`` Rules 2, 3),
+then one lookup that still shows the change.  The wait makes no call that could change anything
+(§13.8) and writes nothing; a row not confirmed by the deadline says so and exits as unknown.
 """
 
 from __future__ import annotations
@@ -56,10 +43,8 @@ def changed(outcome: Outcome) -> bool:
 def confirm_saved(
     tracker: Tracker, outcomes: Sequence[Outcome], deadline: float, key: Optional[str] = None
 ) -> List[Outcome]:
-    """``outcomes`` (one per job, their calls over), each whose change took effect with ``saved``
-    True or False, the others as they are (``saved`` None); everything within ``deadline`` (the
-    tracker's clock; a lookup gets at least ``LOOKUP_FLOOR``).  ``key``: the command's, whose
-    operations the rows are (an earlier run's, for a key done already); else this process's own."""
+    """``outcomes`` (one per job, their calls over), each changed one with ``saved`` True or False, within
+    ``deadline`` (tracker's clock).  ``key``: the command's, whose operations the rows may be."""
     todo = [o for o in outcomes if changed(o)]
     if not todo:
         return list(outcomes)
@@ -79,7 +64,7 @@ def confirm_saved(
 def _wait(
     tracker: Tracker, outcomes: Sequence[Outcome], deadline: float, key: Optional[str]
 ) -> Dict[str, Optional[str]]:
-    """Per job: None once its change is known saved, else why not, by the deadline (see the module)."""
+    """Per job: None once its change is known saved, else why not, by the deadline."""
     at = tracker.place()
     jobs = list(dict.fromkeys(o.job_id for o in outcomes))
     own = looks.look(at)  # the calls are over: the anchor (Rule 2)
@@ -122,8 +107,7 @@ def _heartbeat(at: looks.Place) -> Optional[str]:
 def _look(
     tracker: Tracker, outcomes: Sequence[Outcome], deadline: float, jobs: Sequence[str], key: Optional[str]
 ) -> Tuple[Dict[str, Optional[str]], Set[str]]:
-    """Per job of ``jobs``: None when a lookup made now still shows its change, else why not; and
-    those whose change the lookup shows lost."""
+    """Per job: None when a lookup made now still shows its change, else why not; and those shown lost."""
     if not jobs:
         return {}, set()
     ledger = tracker.ledger()

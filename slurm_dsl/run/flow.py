@@ -1,8 +1,5 @@
-"""An operation command's one flow, for the command line and the library alike (docs/contract.md
-§10.0, §10.4, §11-§13.5): the reason audited, the driver or the keyed path, and ``--durable``'s
-confirmation.  ``admin.commands.ops`` and ``api`` are its two callers: the one prints the
-events as they come, the other returns the rows.
-"""
+"""An operation command's one flow, for ``admin.commands.ops`` and ``api`` alike (docs/contract.md
+§10.0, §10.4, §11-§13.5): the reason audited, the driver or the keyed path, ``--durable``'s confirmation."""
 
 from __future__ import annotations
 
@@ -51,11 +48,8 @@ Flow = Generator[Union[Ran, Stopped, Saved], None, None]
 def operate(tracker: Tracker, op: Op, ids: JobIds, deadline: float, asked: Asked, *,
             progress: Optional[Callable[[int, int], None]] = None,
             looking: Optional[Callable[[], LookupAnswer]] = None) -> Flow:
-    """Run ``op`` on ``ids`` until ``deadline``: each job's ``Ran`` as it comes, a ``Stopped`` if
-    the ledger failed, and with ``asked.durable`` each row again as ``Saved`` at the end.  What
-    refuses the run before anything ran (a ``--timeout`` too short for settling: ``InvalidInput``)
-    is raised here, not at the first event.  ``progress``, ``looking``: the driver's (one job or
-    bulk without settling)."""
+    """Run ``op`` on ``ids`` until ``deadline``: ``Ran`` events, a ``Stopped``, and with ``asked.durable``
+    each row again as ``Saved``.  What refuses the run is raised here, not at the first event."""
     if asked.settling:
         from .keyed import run_settled
 

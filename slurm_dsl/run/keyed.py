@@ -1,33 +1,8 @@
 """Operations that settle their own unknown results, retry what did not happen, and run once per
-idempotency key (docs/contract.md §12): ``--settle``, ``--retry N``, ``--key KEY``.
+idempotency key: ``--settle``, ``--retry N``, ``--key KEY`` (docs/contract.md §12 "Keyed and settled runs").
 
-Strategy, for one op on many jobs under the command's one deadline:
-
-1. **Keyed, first look back.**  With a key, each job's earlier operations of the same op and key
-   (``LedgerStore.keyed``) are read; those still unsettled and no longer running are settled now,
-   in one lookup (``run.settling``), and ``core.keys.decide`` says per job: ``act``, ``done`` (an
-   earlier one took effect: its row is printed, nothing runs), ``stop`` (a requeue that may have
-   happened: never run twice) or ``wait`` (one may still run, or is too recent to say: looked at
-   again when its settle delay has passed; a job still waiting at the deadline is ``expired``,
-   nothing ran).
-2. **Run** the jobs to act on (``driver.drive``: the bulk path or one by one), every intent
-   recording the key.
-3. **Settle** (``--settle`` or ``--retry``): the unknown results are looked up at once, in one
-   lookup (a ``present`` ends it), and those without a verdict again once the settle delay has
-   passed since their end; each verdict is appended to the history (``by`` ``command, <actor>``).
-4. **Retry** (``--retry N``): a job whose verdict is ``absent`` runs again, at most N times, each
-   run a new operation linked to the first (``retry_of``), then settles again.  Only ``absent``:
-   never ``undecidable`` or ``gone`` (a requeue must never run twice).
-
-Every wait and lookup keeps the deadline; what has no verdict by then keeps ``effect`` None and
-exits ``unknown``. With settling, the calls keep an earlier one: the deadline less the settle
-delay and ``SETTLE_LOOKS`` (two looks), so that a call that hangs until its own end still leaves
-the command time to look at once and once more after the delay; a deadline that leaves the calls
-less than ``MIN_CALLS`` is ``InvalidInput``, before anything runs. Rows are ``driver.Ran``
-events: a job's row comes once it is final (its last run settled, or its earlier operation
-found), so with settling, unknown rows come after the others. Each row's ``Outcome`` is
-``settled`` (its ``effect``, and ``exits_as``). The history ids of this command's own operations
-are those their intents were committed under (``tracked.Begun``), never looked for again.
+Steps 1-4 here (look back, run, settle, retry) are that section's.  With settling, the calls get the
+deadline less the settle delay and ``SETTLE_LOOKS``; a row (``driver.Ran``) comes once it is final.
 """
 
 from __future__ import annotations
@@ -81,9 +56,8 @@ def run_settled(
     one_by_one: bool = False,
     parallel: int = 1,
 ) -> Events:
-    """Steps 1-4 of the module for ``op`` on each distinct id of ``job_ids``; ``InvalidInput``
-    for a bad key, retry count or settle delay, or a deadline too close to leave settling its
-    time, raised here, before anything runs (the events come from the generator returned)."""
+    """Steps 1-4 for ``op`` on each distinct id of ``job_ids``, as events.  ``InvalidInput`` (a deadline
+    too close to leave settling its time included) is raised here, before anything runs."""
     op = Op(op)
     ids = distinct_ids(job_ids)
     key = None if key is None else check_key(key)
@@ -107,9 +81,7 @@ def run_settled(
 
 
 def _events(run: _Run, ids: JobIds, settling: bool, retry: int) -> Events:
-    """Steps 1-4; a job its key, read again under its lease, says not to act on after all
-    (``tracked.Taken``: another run of the key got there between this one's look-back and its
-    lease) goes back to step 1, which reads what that run did."""
+    """Steps 1-4; a ``tracked.Taken`` job goes back to step 1, which reads what the other run did."""
     todo = ids
     while todo:
         act = todo
@@ -157,8 +129,8 @@ class _Run:
         return self.deadline - self.tracker.clock()
 
     def sleep_until(self, ledger_time: float, by: Optional[float] = None) -> bool:
-        """Sleep until ``ledger_time`` on the ledger's clock, if that comes before ``by`` (the
-        tracker's clock; default: the deadline), then True; else return False at once."""
+        """Sleep until ``ledger_time`` (ledger's clock) and say True, if it comes before ``by`` (tracker's
+        clock; default: the deadline); else False at once."""
         wait = ledger_time - self.ledger.now()
         if wait >= (self.deadline if by is None else by) - self.tracker.clock():
             return False
@@ -171,10 +143,8 @@ class _Run:
     def look(
         self, job_ids: Sequence[str]
     ) -> Tuple[Optional[Dict[str, Optional[JobInfo]]], Tuple[float, float], Optional[Control]]:
-        """One lookup of ``job_ids`` within the deadline: its answers (None: it could not ask; a
-        gone job whose purge is not yet known saved left out, ``settling.saved_gone``), the
-        ledger-clock and boot-clock times it started (core.settle Rule 15), and the controllers as
-        read before it (``settling.controls``, core.settle Rule 14)."""
+        """One lookup within the deadline: its answers (None: it could not ask; ``settling.confirm_gone``),
+        its start on the ledger's and the boot clock, and ``settling.controls`` read before it."""
         self.watch.look()  # before the lookup (core.durable Rules 3 and 8)
         control = settling.controls(self.ledger, self.watch.at)
         looked_at = self.ledger.now(), boot_clock()
@@ -187,8 +157,7 @@ class _Run:
         return settling.without(answers, hidden), looked_at, control
 
     def ask(self, job_ids: Sequence[str]) -> Optional[Dict[str, Optional[JobInfo]]]:
-        """One squeue lookup of ``job_ids`` within the deadline (None: it could not ask), its "gone"
-        trusted only from an account that sees every job (``lookups.sight``)."""
+        """One squeue lookup of ``job_ids`` within the deadline (None: it could not ask; ``lookups.sight``)."""
         left = self.left()
         if left <= 0:
             return None
@@ -206,11 +175,8 @@ class _Run:
     def settle(
         self, entries: Sequence[HistoryEntry], acknowledged: Sequence[HistoryEntry] = ()
     ) -> Dict[int, Optional[Verdict]]:
-        """Settle ``entries`` now, in one lookup, and record the verdicts; each one's verdict
-        (None: not now).  An entry already settled keeps its verdict.  ``acknowledged``: earlier
-        operations slurmctld acknowledged, read again in the same lookup (``settling.recheck``,
-        docs/contract.md §13.4); of their verdicts only the final ones are recorded (``absent``:
-        acknowledged, then lost; ``gone``), a ``present`` never (a crash may still undo it)."""
+        """Settle ``entries`` in one lookup and record the verdicts; each one's verdict (None: not now).
+        ``acknowledged``: read again in it (docs/contract.md §13.4); only their lost verdicts are recorded."""
         out: Dict[int, Optional[Verdict]] = {e.id: e.settlement.verdict for e in entries if e.settlement is not None}
         todo = [e for e in entries if e.settlement is None]
         if not todo and not acknowledged:
@@ -297,9 +263,8 @@ class _Run:
         return as_earlier(self.op, e, running=running, verdict=verdicts.get(e.id), settled=e.id in verdicts)
 
     def _due(self, e: HistoryEntry) -> float:
-        """When looking again at ``e`` can decide it: its settle delay (``core.settle.delay_of``:
-        longer for a call no controller answered, Rule 13) passed since its end (for an unfinished
-        one, since ``ends_by``), at least a short poll from now."""
+        """When looking again at ``e`` can decide it (ledger's clock): its settle delay
+        (``core.settle.delay_of``) after its end, at least a short poll from now."""
         end = e.finished_at if e.finished_at is not None else (e.ends_by or e.started_at + settling.NO_ENDS_BY_BOUND)
         return max(end + delay_of(e.result, e.reason, self.delay, hand_back=self.hand_back), self.ledger.now() + POLL)
 
@@ -386,14 +351,12 @@ class _Run:
             runs += 1
 
     def _own(self, outcomes: Sequence[Outcome], begun: Begun) -> Dict[str, HistoryEntry]:
-        """This run's own history row of each job, by the history id its intent was committed
-        under (``begun``); one read for them all (``operations``)."""
+        """This run's own history row of each job, by the history ids in ``begun``, in one read."""
         found = self.ledger.operations([begun[o.job_id] for o in outcomes if o.job_id in begun])
         return {e.job_id: e for e in found.values()}
 
     def _settle_own(self, mine: Dict[str, HistoryEntry]) -> Dict[int, Optional[Verdict]]:
-        """Look at once (a ``present`` ends it), then again once the settle delay has passed since
-        the last of them ended, within the deadline."""
+        """Look at once, then again once the settle delay has passed since the last of them ended."""
         entries = list(mine.values())
         verdicts = self.settle(entries)
         while True:

@@ -1,10 +1,5 @@
-"""Looking at slurmctld's saves (docs/contract.md §13.2): who looks, a process's own look after its
-calls, and the looks a sweep or a settling takes into the ledger, read by ``core.durable`` Rule 2.
-
-An observer is this host, in this boot, looking at one StateSaveLocation (``observer``): looks are
-compared only within one observer, in the order the ledger took them.  A look sees the identity of
-``job_state`` (``lookups.saves.look_at_save``: its status, no read), within ``host.files``' deadline.
-"""
+"""Looking at slurmctld's saves (docs/contract.md §13.2), read by ``core.durable`` Rule 2; looks are compared
+only within one observer (this host, this boot, one StateSaveLocation), in the order the ledger took them."""
 
 from __future__ import annotations
 
@@ -37,8 +32,7 @@ def observer(location: str) -> str:
 
 
 class Place(NamedTuple):
-    """Where a process looks: its observer and the StateSaveLocation (None: it cannot be told,
-    and ``why`` says why)."""
+    """Where a process looks: its observer and the StateSaveLocation (None: unknown, ``why`` says why)."""
 
     observer: str
     location: Optional[str]
@@ -67,10 +61,7 @@ def look(at: Place, timeout: float = FILE_TIMEOUT) -> Optional[Look]:
 
 
 class Watch:
-    """One process's looks through ``ledger`` (a sweep's, a settling's): each taken inside the
-    ledger's write lock (``LedgerStore.look_at_saves``), the last ``Looks`` kept, and why the last
-    look saw nothing (``why``).  ``keep`` False (a dry run): the looks are taken, but what they see
-    is not kept in the ledger; what it has kept is read as it is."""
+    """One process's looks through ``ledger``, each in its write lock; ``keep`` False (a dry run): not kept."""
 
     def __init__(self, ledger: LedgerStore, at: Optional[Place] = None, timeout: float = FILE_TIMEOUT,
                  *, keep: bool = True) -> None:
@@ -112,12 +103,7 @@ class Watch:
         return self.looks is not None and self.needed(mark, own) == 0
 
     def wait(self, done: Callable[[], bool], seconds: float, clock: Callable[[], float] = steady) -> None:
-        """Look every ``POLL`` seconds, for at most ``seconds`` (``clock``: monotonic), until
-        ``done()`` says so or a look cannot see (``why``); a look that sees another file than the
-        last one kept is taken into the ledger (``look``), the others cost no transaction.  A wait
-        that sees no save within ``IDLE_AFTER`` (one save window and a second) finds slurmctld idle:
-        it ends, and this watch waits no more (an idle slurmctld saves on its next change, or its
-        periodic checkpoint: a later sweep sees it)."""
+        """Look every ``POLL`` s, up to ``seconds``, until ``done()``; no save in ``IDLE_AFTER``: idle, wait no more."""
         start = clock()
         until, idle_at = start + seconds, start + IDLE_AFTER
         first = None if self.looks is None else self.looks.seen

@@ -1,13 +1,5 @@
-"""Pacing the calls to slurmctld (docs/contract.md §10.5): at most ``rate`` RPCs a second for the
-process, over every path (one job at a time, bulk chunks, ``--parallel``, sweeps' restores).
-
-Root and the SlurmUser are exempt from slurmctld's ``rl_enable`` rate limiting, and one list call
-is one RPC per id, sent back to back: nothing but the client can spare the controller.  A ``Pace``
-is a virtual schedule on the steady clock (GCRA): ``take(n)`` reserves the next ``n`` calls' slot,
-``n / rate`` seconds long, and sleeps until at most ``BURST`` seconds of reserved calls are ahead
-of it.  The deadline still rules: a slot that would start after it is not
-reserved, and ``take`` returns at the deadline (the caller's call then starts nothing: expired).
-``chunk`` bounds a bulk chunk so that one list call of it is at most ``BURST`` seconds' worth.
+"""Pacing the calls to slurmctld (docs/contract.md §10.5): at most ``rate`` RPCs a second for the process,
+over every path, as a virtual schedule on the steady clock (GCRA), at most ``BURST`` seconds ahead.
 """
 
 from __future__ import annotations
@@ -27,8 +19,7 @@ DEFAULT_RATE = 500.0
 
 
 def rate_of(text: str) -> Optional[float]:
-    """``rate``'s value (the command line's, the config file's): calls a second from 1 to
-    ``MAX_RATE``, or 0 for unpaced (None); ``InvalidInput`` for anything else."""
+    """``rate``'s value: calls a second from 1 to ``MAX_RATE``, or 0 for unpaced (None); else ``InvalidInput``."""
     value = seconds(text, 0.0, MAX_RATE)
     if value is None or 0 < value < 1:
         raise InvalidInput(f"a rate is 0 (unpaced) or calls a second from 1 to {MAX_RATE:g}, in ASCII digits:"
@@ -46,8 +37,7 @@ class Pace:
         self._lock = threading.Lock()
 
     def take(self, calls: int, deadline: float) -> bool:
-        """Wait for the slot of ``calls`` calls; False (nothing reserved) if it would start after
-        ``deadline``, once the deadline has come."""
+        """Wait for the slot of ``calls`` calls; False, at the deadline, if it would start after it."""
         if self.rate is None or calls <= 0:
             return True
         with self._lock:
@@ -63,8 +53,7 @@ class Pace:
         return fits
 
     def chunk(self, calls_per_id: int) -> Optional[int]:
-        """The most ids a bulk chunk may hold so that one of its list calls is at most ``BURST``
-        seconds' worth (None: unpaced, no bound)."""
+        """The most ids a bulk chunk may hold: one list call's ``BURST`` seconds' worth (None: no bound)."""
         if self.rate is None:
             return None
         return max(1, int(self.rate * BURST / max(1, calls_per_id)))

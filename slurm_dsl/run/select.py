@@ -1,12 +1,6 @@
 """Resolving selectors into job ids before an operation (docs/contract.md §10.3; ``core.select``'s rules).
 
-``resolve`` checks that each partition and reservation named exists (slurmctld answers a listing of
-one that does not with no job), lists the jobs once with squeue, keeps what ``core.select.chosen``
-keeps, and looks the array's own JobIds among them up again whole (``squeue -j A`` lists every
-record of the array: a filtered listing may show one task of many); an account that may not see
-every job (``lookups.sight``) is named with the result.  With a key and its ledger,
-a rerun acts on the set the key's first run recorded and lists nothing.  Every call is bounded by
-the command's deadline; nothing here acts on a job.
+One squeue listing, arrays looked up again whole; a key's rerun takes its first run's set.  Acts on no job.
 """
 
 from __future__ import annotations
@@ -31,8 +25,7 @@ _NAMED = {"partition": re.compile(rb"^PartitionName=(\S+)", re.MULTILINE),
 
 @dataclass(frozen=True)
 class Resolved:
-    """The jobs a selection chose, in the listing's order; the arrays left out (their own JobId,
-    with how many tasks a call on it would reach); whether the set is a key's, recorded earlier."""
+    """The jobs a selection chose, in the listing's order, the arrays left out, and whether the set is a key's."""
 
     job_ids: JobIds
     arrays_left: Dict[str, int]
@@ -40,8 +33,7 @@ class Resolved:
     unseen: Optional[Sight] = None  # the listing's account, which may not see every job (else None)
 
     def notes(self) -> List[str]:
-        """What the selection left out, and an account that may not see every job (contract
-        §10.3): the command line says them on stderr, the library logs them as warnings."""
+        """What the selection left out, and an account that may not see every job (§10.3)."""
         found = [f"array {array}: not selected: a call on its JobId reaches its {tasks} tasks, not one (address"
                  " a task by its own JobId)" for array, tasks in self.arrays_left.items()]
         if self.unseen is not None:
@@ -55,8 +47,7 @@ def resolve(
     actor: Optional[str] = None,
 ) -> Resolved:
     """The jobs ``selection`` (AND ``given`` ids, if any) chooses for ``op`` by ``deadline``;
-    ``InvalidInput`` for a selector Slurm does not know, ``LookupFailed`` if it could not ask.
-    ``scontrol``: the configured one (``host.binaries.find_scontrol``)."""
+    ``InvalidInput`` for a selector Slurm does not know, ``LookupFailed`` if it could not ask."""
     scontrol = find_scontrol(scontrol)
     text = selection.text()
     if key is not None and ledger is not None:

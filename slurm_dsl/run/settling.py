@@ -1,23 +1,8 @@
-"""Settling the ledger's unknown operations (docs/contract.md §12): what every sweep and
-``slurm-dsl settle`` do with the rules of ``core.settle``.
+"""Settling the ledger's unknown operations by ``core.settle``'s rules, for every sweep and ``slurm-dsl settle``
+(docs/contract.md §12 "Where it runs", §13.4).
 
-Strategy, the order that keeps a verdict honest:
-
-1. read the operations to settle (``LedgerStore.to_settle``: unknown results, and unfinished rows
-   no longer running), newest first, without their baselines (``settle.Pending``);
-2. look their jobs up in ONE ``Lookup.jobs`` call, the caller's (a sweep puts these ids in the
-   call it makes for its objects: no extra RPC), noting the ledger's clock when it STARTS
-   (``looked_at``: the settle delay counts to the start, the conservative end of a lookup);
-3. only then read the later operations of their jobs (``later_operations``): one that began
-   before the lookup must be seen, or today's record would be read for an operation that a later
-   hold or requeue has since overwritten; one that began after it only makes the verdict come
-   from an earlier record (its baseline), which is still a record of the job read after the op;
-4. decide each one (``core.settle.settle_operation``; those of gone jobs with no later operation
-   at once, ``OneLookup.gone_at_once``, the others read again whole first) and append the verdicts in one transaction
-   (``add_settlements``: a verdict is final, the first one written wins a race between two
-   settlers).  No lease is taken: a verdict is appended next to the row, it changes no object.
-
-A lookup that could not ask settles nothing.  A dry run decides and writes nothing.
+The order keeps a verdict honest: the operations, then ONE lookup (``looked_at``: its start), and
+only then their later operations.  A lookup that could not ask settles nothing; a dry run writes nothing.
 """
 
 from __future__ import annotations
@@ -73,8 +58,7 @@ def recorded(entry: Union[Recorded, HistoryEntry]) -> Recorded:
 
 
 class Decided(NamedTuple):
-    """One operation and the verdict this settling gives it (None: not now).  A tuple: a sweep
-    decides 10,000 (docs/benchmarks.md §9)."""
+    """One operation and the verdict this settling gives it (None: not now)."""
 
     entry: Operation
     settled: Optional[Settled]
@@ -93,12 +77,8 @@ class Decided(NamedTuple):
 
 
 def controls(ledger: LedgerStore, at: Optional[Place] = None, *, keep: bool = True) -> Optional[Control]:
-    """The controllers as read now, to be read before a lookup whose ``absent`` may be read, or an
-    object cleared (``core.durable`` Rules 6 and 7, ``core.settle`` Rule 14): None where slurm.conf
-    names one controller (no hand-back: nothing to read).  The heartbeat is looked at into the
-    ledger (``LedgerStore.look_at_heartbeat``: kept when it is another file than this observer's
-    last), with this host's boot clock, so that ``Control.beats`` holds this observer's looks,
-    whichever process took them; ``keep`` False (a dry run): nothing is kept."""
+    """The controllers as read now, before a lookup or a clear (``core.settle`` Rule 14); None where
+    slurm.conf names one controller.  The heartbeat's look is kept in the ledger unless not ``keep``."""
     conf = slurm_conf()
     if not hand_back_possible(conf=conf):
         return None
@@ -116,8 +96,8 @@ def controls(ledger: LedgerStore, at: Optional[Place] = None, *, keep: bool = Tr
 def in_charge(
     scontrol: str, operations: Sequence[Union[Pending, Recorded, HistoryEntry]], timeout: float = controllers.TIMEOUT,
 ) -> Optional[str]:
-    """Which slurmctld is in charge, read after a lookup (``lookups.controller``) when a requeue is
-    among the ``operations`` it settles (core.settle Rule 16; None: none is, or it cannot be told)."""
+    """Which slurmctld is in charge, read after a lookup that settles a requeue (Rule 16); None: none
+    of ``operations`` is a requeue, or it cannot be told."""
     if not any(Op(o.op).requeues for o in operations):
         return None
     return controllers.in_charge(scontrol, timeout)
@@ -130,10 +110,7 @@ def _writer(seen: str) -> int:
 
 
 def known_alive(ledger: LedgerStore) -> Alive:
-    """Whether a lease's holder is known alive: on this host, by its processes
-    (``host.runs.owner_alive``); where they cannot tell (another host), by its mark on the ledger
-    (``LedgerStore.run_marked``: a MariaDB ledger shared by the hosts of a pair).  Docs/contract.md
-    §13.7."""
+    """Whether a lease's holder is known alive: by its processes, else by its mark on the ledger (§13.7)."""
 
     def alive(owner: str) -> Optional[bool]:
         found = owner_alive(owner)
@@ -146,12 +123,8 @@ def known_alive(ledger: LedgerStore) -> Alive:
 
 
 def alive_before(ledger: LedgerStore, job_ids: Sequence[str]) -> Alive:
-    """``known_alive`` with its answers for the holders of ``job_ids``' lapsed leases (the only ones
-    it is asked of) asked now, before the write transaction that takes the leases: a look through
-    this host's processes (or a MariaDB ledger's marks) never holds the ledger's write lock, which
-    every other writer waits for.  An answer kept stays right meanwhile, or errs towards waiting: a
-    run known gone stays gone, one known alive may only end (its lease is then taken at the next
-    try).  A lease that lapsed since, or came since, is asked of inside, as before."""
+    """``known_alive``, asked now for the holders of ``job_ids``' lapsed leases, so that the write lock is
+    not held while it looks; a kept answer stays right or errs towards waiting."""
     told = known_alive(ledger)
     lapsed = ledger.lease_holders(job_ids, lapsed_at=ledger.now())  # an unexpired lease holds anyway
     asked = {holder: told(holder) for holder in set(lapsed.values())}
@@ -159,10 +132,8 @@ def alive_before(ledger: LedgerStore, job_ids: Sequence[str]) -> Alive:
 
 
 def still_running(ledger: LedgerStore, entries: Sequence[Operation]) -> Set[int]:
-    """The unfinished operations of ``entries`` that may still run: their job's lease, however its
-    expiry stands on the ledger's clock, is held by a run known alive (``known_alive``).
-    A run is over only when it is known over (docs/contract.md §13.7): a clock stepped forward, or
-    a host paused whole, makes no running operation look finished."""
+    """The unfinished operations of ``entries`` whose job's lease, expired or not, is held by a run
+    known alive (docs/contract.md §13.7)."""
     unfinished = [e for e in entries if e.result is None]
     if not unfinished:
         return set()
@@ -186,19 +157,9 @@ def decide(
     booted: Optional[float] = None,
     controller: Optional[str] = None,
 ) -> List[Decided]:
-    """Each operation's verdict from one lookup's ``answers`` (None: the lookup could not ask),
-    made at ``looked_at`` (and ``booted``, this host's boot clock then: ``elapsed``); ``control``:
-    the controllers as read before it (``controls``); ``controller``: the one in charge read after
-    it (``in_charge``).
-    Reads the later operations (step 3) and, where a hand-back can happen, the marks of the
-    operations' ends (``core.durable`` Rule 6), giving one, with a look of ``anchor``'s, to each
-    that has none (an unfinished one, over now); writes nothing else (nothing, without ``anchor``).  The rules are
-    ``core.settle.settle_operation``'s, the lookup's values checked once (``OneLookup``).
-
-    Those whose verdict reads no baseline (``OneLookup.gone_at_once``: a gone job, no later
-    operation) share one ``Settled`` and cost no read; the ``Pending`` others are read again
-    whole (``LedgerStore.recorded``), after the lookup: one that has finished meanwhile other than
-    unknown, or is no longer there, is not settled."""
+    """Each operation's verdict from one lookup's ``answers`` (None: it could not ask), made at ``looked_at``
+    (``booted``: the boot clock then); ``control``: ``controls`` before it, ``controller``: ``in_charge``
+    after it.  Writes only marks of ends, with ``anchor``'s look (none without ``anchor``)."""
     if not entries:
         return []
     if answers is None:
@@ -244,8 +205,7 @@ def decide(
 
 
 def _marks(ledger: LedgerStore, op_ids: Sequence[int], anchor: Optional[Watch]) -> Dict[int, int]:
-    """Where the looks stood once each operation was over (``LedgerStore.op_marks``); one that has
-    none (it never finished, and is over now: it is to settle) gets one now, with ``anchor``'s look."""
+    """Where the looks stood once each operation was over; one without gets one now, with ``anchor``'s."""
     if not op_ids:
         return {}
     found = ledger.op_marks(op_ids)
@@ -274,13 +234,9 @@ def elapsed(
     ledger: LedgerStore, op_ids: Sequence[int], booted: Optional[float], ends: Mapping[int, Optional[str]], *,
     keep: bool = True,
 ) -> Dict[int, Since]:
-    """The seconds since each operation's end at ``booted`` (a ``host.runs.boot_clock`` reading) on
-    this host's boot clock, which no step moves (``core.settle`` Rule 15): exact where it ended on
-    this host in this boot (``LedgerStore.op_ends``, ``host.runs.since``); else since this host, in
-    this boot, first found it over (``LedgerStore.seen_over``, now the first time: kept unless not
-    ``keep``), which came after its end: no more than the time since the end.  None of them where
-    this host's boot cannot be told: the ledger's times decide.  ``ends``: ``ends_of`` the same
-    operations."""
+    """The seconds since each operation's end at ``booted`` on this host's boot clock (Rule 15): exact
+    where it ended here in this boot, else since this host first found it over (kept unless not ``keep``).
+    Empty where the boot cannot be told.  ``ends``: ``ends_of`` the same operations."""
     here = observer()
     if booted is None or not op_ids or here is None:
         return {}
@@ -304,9 +260,8 @@ def ends_of(ledger: LedgerStore, op_ids: Sequence[int]) -> Dict[int, Optional[st
 def read_after(
     ends: Mapping[int, Optional[str]], later: Mapping[int, Sequence[HistoryEntry]]
 ) -> Dict[int, Dict[int, float]]:
-    """For each operation with later ones (``LedgerStore.later_operations``), the seconds from its
-    end to each later one's record lookup, where both were read on one host's boot clock in one
-    boot (``host.runs.between``); the others are left out: that cannot be told (core.settle Rule 15)."""
+    """For each operation, the seconds from its end to each later one's record lookup, where one boot
+    clock measured both (Rule 15); the others are left out."""
     out: Dict[int, Dict[int, float]] = {}
     for op_id, others in later.items():
         found = {}
@@ -319,8 +274,7 @@ def read_after(
 
 
 def acknowledged_from(ledger: LedgerStore) -> int:
-    """The history id the last sweep got to in reading acknowledged operations again (its
-    summary's ``acknowledged_from``; 1: none did, or it does not say)."""
+    """The history id the last sweep got to in reading acknowledged operations again (1: none)."""
     last = ledger.last_sweep()
     found = None if last is None else last.summary.get("acknowledged_from")
     return found if type(found) is int and found > 0 else 1
@@ -337,13 +291,8 @@ def recheck(
     keep: bool = True,
     controller: Optional[str] = None,
 ) -> List[Decided]:
-    """Acknowledged operations (``ok``, a requeue's ``bit_set``) read again from one lookup's
-    ``answers`` (None: it could not ask), made at ``looked_at`` and ``booted`` (``decide``;
-    docs/contract.md §13.4, core.settle
-    Rule 12): a controller that died before its next save, or a backup that took over, may have lost
-    them.  Each one's verdict (None: not now); ``absent`` is "acknowledged, then lost".  Reads the
-    later operations; writes nothing but when this host first found them over (``elapsed``), and
-    that only with ``keep``."""
+    """Acknowledged operations read again from one lookup, as ``decide`` (docs/contract.md §13.4):
+    ``absent`` is "acknowledged, then lost".  Writes only ``elapsed``'s first sightings, with ``keep``."""
     if not entries or answers is None:
         return [Decided(e, None) for e in entries]
     later = ledger.later_operations([e.id for e in entries])
@@ -370,10 +319,8 @@ ACKNOWLEDGED = (Result.OK, Result.BIT_SET)  # the results read again after a cra
 
 
 class Reread(NamedTuple):
-    """What a sweep (or ``settle``) found of the acknowledged operations it read again
-    (docs/contract.md §13.4, ``core.durable`` Rule 4): each finished one and its verdict (None: not
-    now), which of them are done with (``done``: known saved, lost, gone or undecidable), and the
-    lowest history id to read again next time (``mark``)."""
+    """The acknowledged operations read again (docs/contract.md §13.4): verdicts, those ``done`` with,
+    and the lowest history id to read again next time (``mark``)."""
 
     decided: List[Decided]
     done: Set[int]
@@ -399,13 +346,8 @@ def reread(
     booted: Optional[float] = None,
     controller: Optional[str] = None,
 ) -> Reread:
-    """The acknowledged operations of ``rows`` (``LedgerStore.acknowledged`` from ``mark``, read at
-    ``now``) read again from one lookup's ``answers`` (None: it could not ask), made at ``looked_at``
-    after ``watch``'s looks.  A ``present`` is done with once those looks prove the operation's end
-    saved (its mark, ``core.durable`` Rules 2 and 4), or when it was read through a later
-    operation's baseline (that one is read on its own); an unfinished row waits for its result.
-    Reads the later operations; a finished row without a mark (from before schema 5) gets one now,
-    unless not ``write``."""
+    """``recheck`` of ``rows`` (``LedgerStore.acknowledged`` from ``mark``, read at ``now``), after
+    ``watch``'s looks; a ``present`` is done once they prove its end saved.  Unless ``write``, no marks."""
     finished = [r for r in rows if r.result is not None]
     decided = recheck(ledger, finished, answers, looked_at, settle_delay, booted=booted, keep=write,
                       controller=controller)
@@ -438,14 +380,9 @@ def confirm_gone(
     ledger: LedgerStore, watch: Watch, asked: Sequence[str], answers: Optional[Answers],
     ask: Callable[[Sequence[str]], Optional[Answers]], *, wait: float = SAVE_WAIT, write: bool = True,
 ) -> Set[str]:
-    """After a lookup of ``asked`` (``answers``; None: it could not ask), which of the jobs it says
-    are gone may not be read as gone yet: a purge is saved late like any change (``core.durable``
-    Rule 8).  Each job it says is gone gets a gone mark where it has none, with a look taken now,
-    and each it shows loses its own; then, for the gone ones whose mark the looks do not yet
-    prove, up to ``wait`` seconds of looks and, once they prove every such mark, one more lookup
-    of those jobs (``ask``), whose records replace theirs in ``answers``.  The gone jobs whose mark
-    is still not proven: no verdict is read from them yet (``without``).  Unless ``write``, nothing
-    is written and nothing waited for."""
+    """The jobs ``answers`` says are gone whose purge is not yet known saved (``core.durable`` Rule 8),
+    after up to ``wait`` seconds of looks and one more lookup (``ask``, its records put in ``answers``).
+    Unless ``write``, nothing is written or waited for."""
     if answers is None or not asked:
         return set()
     gone = [j for j in asked if j in answers and answers[j] is None]
@@ -465,8 +402,7 @@ def confirm_gone(
 
 
 def _unproven(ledger: LedgerStore, watch: Watch, gone: Sequence[str]) -> List[str]:
-    """The jobs of ``gone`` whose gone mark ``watch``'s looks do not prove (Rule 8); read through the
-    few distinct marks they share, each job's own only when some are proven and some not."""
+    """The jobs of ``gone`` whose gone mark ``watch``'s looks do not prove (Rule 8)."""
     if not gone:
         return []
     anchors = ledger.anchors(gone, quiet=False)
@@ -495,17 +431,14 @@ def _proven(watch: Watch, marks: Optional[Marks]) -> bool:
 
 
 def without(answers: Optional[Answers], hidden: Set[str]) -> Optional[Answers]:
-    """``answers`` without the jobs of ``hidden`` (``confirm_gone``'s: gone, not yet known saved):
-    such a job is left out, as one the lookup did not answer for, so no verdict is read from it."""
+    """``answers`` without the jobs of ``hidden``, as if not answered for: no verdict is read from them."""
     if answers is None or not hidden:
         return answers
     return {j: v for j, v in answers.items() if j not in hidden}
 
 
 def write(ledger: LedgerStore, decided: Sequence[Decided], now: float, *, by: str) -> int:
-    """Append the verdicts given (one transaction); how many were written (a verdict already there
-    stays: another settler was first).  The gone ones of one lookup go as ids alone
-    (``add_settlements``' ``gone``)."""
+    """Append the verdicts given, in one transaction; how many were written (a verdict there stays)."""
     verdicts: List[Tuple[int, Verdict, float, Optional[JobInfo], str]] = []
     gone: Dict[float, List[int]] = {}
     shared: Optional[Settled] = None  # the last gone one seen: a sweep's are all one object
@@ -543,9 +476,7 @@ NOW, EARLIER, NOT_YET, RUNNING = "now", "earlier", "not_yet", "running"
 
 @dataclass(frozen=True)
 class Row:
-    """One operation as ``slurm-dsl settle`` shows it: its verdict, and when it was settled
-    (``when``: ``now``, ``earlier``, ``not_yet`` (no verdict from this lookup), ``running`` (an
-    unfinished operation whose process may still run: not settled yet))."""
+    """One operation as ``slurm-dsl settle`` shows it; ``when``: ``NOW``, ``EARLIER``, ``NOT_YET`` or ``RUNNING``."""
 
     entry: Operation
     when: str
@@ -558,9 +489,7 @@ class Row:
 
     @property
     def result(self) -> Result:
-        """What the row exits as (docs/contract.md §12): an unfinished operation counts as unknown,
-        and a requeue's ``present`` as ``bit_set`` unless its bit is known clear (a row read
-        without its bit, unfinished, is not)."""
+        """What the row exits as (docs/contract.md §12); an unfinished operation counts as unknown."""
         e = self.entry
         bit = None if isinstance(e, Pending) else e.requeue_bit
         result = e.result or Result.UNKNOWN
@@ -614,8 +543,7 @@ def stored_row(entry: HistoryEntry) -> Row:
 
 @dataclass
 class SettleReport:
-    """What ``settle_rows`` found: a row per operation, the given jobs the ledger has never seen,
-    why the lookup could not ask (None: it could, or none was needed), how many ids it asked."""
+    """What ``settle_rows`` found; ``lookup_error`` None: the lookup could ask, or none was needed."""
 
     rows: List[Row] = field(default_factory=list)
     no_record: List[str] = field(default_factory=list)
@@ -634,15 +562,9 @@ def settle_rows(
     by: str,
     scontrol: str,
 ) -> SettleReport:
-    """``slurm-dsl settle``: the operations of ``job_ids`` (all their unknown and unfinished ones,
-    settled or not, any age) or of the whole ledger (the unsettled ones started since ``since``),
-    the unsettled ones settled now in one ``lookup`` call, written
-    ``by`` whoever settles.  The acknowledged ones not yet found lost are read again in the same
-    call (docs/contract.md §13.4): those of ``job_ids``, or the whole ledger's from where the last
-    sweep got to (``acknowledged_from``); one found lost now is recorded and gets a row, as does
-    one of ``job_ids`` found lost before.  Rows oldest first, per job in the order given.  A "gone" answered to
-    an account that may not see every job is not trusted (``lookups.sight``, asked through
-    ``scontrol``): those jobs get no verdict, and ``unseen`` says so."""
+    """``slurm-dsl settle`` (docs/contract.md §10, §12, §13.4): the operations of ``job_ids`` (any age),
+    or the ledger's unsettled ones since ``since``, settled in one ``lookup`` call and written ``by``.
+    Rows oldest first, per job in the order given."""
     now = ledger.now()
     todo = ledger.unsettled(now, job_ids=job_ids) if job_ids is not None else ledger.unsettled(now, since=since)
     running = still_running(ledger, todo)

@@ -1,45 +1,8 @@
 """The restore sweeper (docs/contract.md §9.5): settle every object whose bit is not clear.
 
-Strategy, in as few slurmctld RPCs as possible:
-
-1. read the objects whose bit is not clear (``Ledger.pending``: not leased by an
-   operation, back-off elapsed), oldest first, up to ``limit``; given ``take_over_at``
-   (the caller holds the sweep lock), the leases of other sweeps do not keep an object out:
-   they are a dead sweep's (``ledger_rules.sweep_owned``), taken over from ``take_over_at`` on;
-2. take each one's lease, so no operation starts on it while we decide
-   (a job an operation holds is left for the next sweep);
-3. look them all up at once (one squeue, or pyslurm): a job gone or already at
-   Requeue=0 has its object cleared; a job showing Requeue=1 gets
-   RestoreRequeueBit (one RPC each, through the ledger like any operation); a
-   *finished* job showing Requeue=1 is watched: slurmctld refuses to clear its
-   flag, and its owner can still requeue it (it comes back PENDING at Requeue=1)
-   until slurmctld purges it, so its object stays, looked at again on every sweep
-   without a growing back-off, until the job is gone or comes back;
-4. a lookup that could not ask leaves every object as it was and backs off;
-   "could not ask" is never read as "gone"; nor is a "gone" answered to an account that may not
-   see every job (``lookups.sight``: not root, the SlurmUser or an operator; slurmctld answers
-   the same for a job it hides, ``PrivateData=jobs``): such a job's object stays, its lookup
-   counted failed, and the sweep is not settled (``SweepReport.unseen`` says whom to run as);
-5. a sweep that was not a dry run is kept in the ledger as the last one (``record_sweep``:
-   when, and its summary), which ``slurm-dsl ledger status`` shows;
-6. it also settles the ledger's unknown operations (``run.settling``, docs/contract.md §12): the
-   unsettled ones of the last 7 days, newest first, up to ``settle_limit``, their job ids in the
-   SAME one lookup as the objects' (no extra RPC, no lease: a verdict changes no object); the
-   verdicts are appended (``add_settlements``, ``by`` the sweep) right after the lookup, before the
-   restores of step 3 (which begin after it, so they never hide what it read), a dry run only
-   reports them;
-7. and it reads again, in that same lookup, the operations slurmctld acknowledged that are not yet
-   known saved (docs/contract.md §13.4, ``core.durable`` Rule 4): a controller that died before its
-   next save, or a backup that took over from the last one, lost them.  From the history id the
-   last sweep got to (its summary's ``acknowledged_from``), oldest first, up to ``settle_limit``:
-   one whose effect the record no longer shows, looked at the settle delay after its end, is
-   recorded "acknowledged, then lost" (``absent``; ``gone`` if the job is); one that a save begun
-   after its end still shows is done with.  A dry run only reports them.
-
-``decide`` is the pure rule; ``sweep`` is the edge around it.  One sweeper at
-a time per ledger: the caller holds the ledger's ``sweep_lock`` (an flock beside an
-SQLite file, a lock held on the database server for MariaDB).  Every time written to
-the ledger is read from the ledger's clock (``LedgerStore.now``).
+One lookup serves the objects, the unknown operations to settle (§12) and the acknowledged ones
+read again (§13.4); their verdicts are written before any restore begins.  ``decide`` is the pure
+rule, ``sweep`` the edge around it; the caller holds the ledger's sweep lock.
 """
 
 from __future__ import annotations
@@ -187,9 +150,7 @@ class SweepReport:
 
     @property
     def save_error(self) -> Optional[str]:
-        """Why objects were kept unsaved, or acknowledged operations left unproven, for want of a look
-        at slurmctld's saves (None: the looks saw, or nothing needed them): a keep that cannot end
-        by itself."""
+        """Why objects or acknowledged operations were kept for want of a look at the saves (None: none)."""
         if self.looks_why is None or not (self.unproven or any(s.done is Done.UNSAVED for s in self.swept)):
             return None
         return f"cannot see slurmctld's saves of its job state ({self.looks_why})"
@@ -237,15 +198,8 @@ _R = TypeVar("_R")
 
 
 def collector_paused(fn: Callable[_P, _R]) -> Callable[_P, _R]:
-    """``fn`` with Python's cyclic garbage collector paused while it runs (and enabled again after,
-    if it was before).  A sweep makes a few short-lived tuples per object and per operation to
-    settle, none of them in a reference cycle (each is freed by its count as soon as it is done
-    with); at 10,000 operations their allocations set off ~90 young and a full collection, each
-    walking every object the process holds, for nothing: ~15 ms, a sixth of what settling them
-    costs (docs/benchmarks.md §9.2).  The pause is process-wide, as the collector is, and lasts
-    the sweep: ~2 s for 100,000 objects, longer only by its restores' own calls (one RPC each,
-    for the rare job still at Requeue=1); what little a sweep leaves in a cycle is collected
-    after it."""
+    """``fn`` with Python's cyclic garbage collector paused while it runs, process-wide (and enabled again
+    after, if it was before): a sweep makes no cycles worth collecting (docs/benchmarks.md §9.2)."""
 
     @functools.wraps(fn)
     def call(*args: _P.args, **kwargs: _P.kwargs) -> _R:
@@ -276,14 +230,9 @@ def sweep(
     settle_delay: float = DEFAULT_SETTLE_DELAY,
     save_wait: float = SAVE_WAIT,
 ) -> SweepReport:
-    """One pass over the objects whose bit is not clear, and over the unknown operations to
-    settle.  The caller holds the ``SweepLock``.
-
-    ``take_over_at``: a ``deadlines.steady()`` instant (the lock taken + ``TAKE_OVER_GRACE``) from
-    which the leases of other sweeps are taken over; None: they keep their objects until they
-    lapse.  The sweep waits for it only if such an object is there to take.  ``settle_limit``:
-    at most so many operations settled (newest first); ``settle_delay``: core.settle's;
-    ``save_wait``: how long the sweep waits at most for saves that would prove its objects' marks."""
+    """One pass over the objects whose bit is not clear and the operations to settle; the caller holds
+    the ``SweepLock``.  ``take_over_at``: a ``deadlines.steady()`` instant from which other sweeps'
+    leases are taken over (None: never); ``save_wait``: seconds at most waited for saves."""
     delay = check_settle_delay(settle_delay)
     if isinstance(settle_limit, bool) or not isinstance(settle_limit, int) or settle_limit < 1:
         raise InvalidInput(f"settle_limit must be a whole number, at least 1, not {settle_limit!r}")
@@ -402,8 +351,7 @@ def _ask(tracker: Tracker, lookup: Lookup, jobs: Sequence[str]) -> Optional[Dict
 
 
 def _not_held(ids: List[str], leased: List[str]) -> List[str]:
-    """The ids whose lease the sweep did not get, in their order (the set of the held ones lives
-    only here, not through the sweep; and is not made when every lease was got)."""
+    """The ids whose lease the sweep did not get, in their order."""
     if len(leased) == len(ids):
         return []
     held = set(leased)
@@ -425,9 +373,8 @@ def _verdicts(
     booted: Optional[float] = None,
     controller: Optional[str] = None,
 ) -> None:
-    """The unknown operations' verdicts from the lookup's answers (None: it could not ask), written
-    unless a dry run; ``control``: the controllers as read before the lookup; ``controller``: the
-    one in charge read after it."""
+    """The unknown operations' verdicts from the lookup's answers (as ``settling.decide``), written
+    unless a dry run."""
     report.verdicts = settling.decide(ledger, unsettled, answers, looked_at, delay, control,
                                       anchor=None if dry_run else watch, booted=booted, controller=controller)
     if not dry_run:
@@ -436,8 +383,7 @@ def _verdicts(
 
 
 def _written(tracker: Tracker, ledger: LedgerStore, decided: List[settling.Decided], what: str) -> Optional[int]:
-    """How many of the verdicts ``decided`` the sweep wrote; None (and a warning) if the ledger
-    took none of them."""
+    """How many of the verdicts ``decided`` the sweep wrote; None (and a warning) if the ledger failed."""
     try:
         return settling.write(ledger, decided, ledger.now(), by=f"sweep, {tracker.actor}")
     except LedgerError as exc:
@@ -461,8 +407,7 @@ def _reread(
     booted: Optional[float] = None,
     controller: Optional[str] = None,
 ) -> None:
-    """The acknowledged operations read again (step 7), their lost ones written unless a dry run;
-    the mark moves on only once they are."""
+    """The acknowledged operations read again, their lost ones written unless a dry run."""
     found = settling.reread(ledger, rows, answers, looked_at, delay, watch, mark=mark, now=now, write=not dry_run,
                             booted=booted, controller=controller)
     report.acknowledged = found.decided
@@ -485,9 +430,8 @@ def _settle(
     watch: looks.Watch,
     hidden: Set[str],
 ) -> None:
-    """The leased objects, from the lookup's answers (None: it could not ask, ``report.lookup_error``);
-    ``control``: the controllers as read before it (None: one controller, no hand-back); ``watch``:
-    what was seen of slurmctld's saves; ``hidden``: the jobs gone whose purge is not yet known saved."""
+    """Settle the leased objects from the lookup's answers (None: it could not ask); ``hidden``: the
+    jobs gone whose purge is not yet known saved."""
     if not leased:
         return
     if infos is None:
@@ -554,9 +498,7 @@ NO_MARKS = Marks(None, None, None, None)
 
 
 def _keep_error(ledger: LedgerStore, unsaved: Dict[str, str], control: Optional[Control]) -> Optional[str]:
-    """Why objects kept ``unsaved`` cannot leave by themselves, if they cannot (None: they will):
-    the controllers unreadable where a backup may hand back, or an object kept longer than
-    ``KEEP_BOUND`` since it became quiet (docs/contract.md §13.3)."""
+    """Why objects kept ``unsaved`` cannot leave by themselves (None: they will; docs/contract.md §13.3)."""
     if not unsaved:
         return None
     if control is not None and control.writer is None and any(why == HELD for why in unsaved.values()):
@@ -581,12 +523,8 @@ HELD = ("its job shows Requeue=0 or is gone, but a controller may still hold bac
 def _unsaved(
     ledger: LedgerStore, watch: looks.Watch, hidden: Set[str], clears: List[str], control: Optional[Control] = None,
 ) -> Dict[str, str]:
-    """Of the jobs the lookup says to clear (Requeue=0, or gone), those not yet known saved, with
-    why: the looks taken before the lookup do not prove a save after slurm-dsl's last call on the
-    job (its quiet mark, ``core.durable`` Rules 2 and 3), or, for a gone job, after the lookup that
-    first said so (``hidden``: its gone mark not proven, Rule 8); or, where a backup may hand back
-    (``control`` not None), a controller may still hold back a call made before it (Rule 6).  Their
-    objects stay, watched without back-off."""
+    """Of the jobs the lookup says to clear, those not yet known saved, with why (``core.durable``
+    Rules 2, 3, 6 and 8): their objects stay, watched without back-off."""
     if not clears:
         return {}
     if watch.why is not None:
@@ -617,12 +555,8 @@ def _orphans(
     fix: bool,
     restore_timeout: float,
 ) -> None:
-    """Jobs showing Requeue=1 that the ledger does not track as possibly set.
-
-    Every task record counts on its own (the listing is per task, docs/contract.md §9.4).  With ``fix``
-    a live one gets RestoreRequeueBit; a finished one cannot be restored, so it gets an
-    object (may_be_set) and is watched like any other until it is purged or comes back.
-    """
+    """Jobs showing Requeue=1 that the ledger does not track as possibly set, each task on its own
+    (docs/contract.md §9.5); ``fix`` restores a live one and makes a finished one an object."""
     try:
         everything = lookup.all_jobs()
     except LookupFailed as exc:
@@ -648,8 +582,8 @@ def _orphans(
 
 @dataclass(frozen=True)
 class Redone:
-    """A keyed operation this sweep found lost, and its key's run again (``sweep --redo-lost``):
-    ``outcome`` its row, None when it did not run (``why``: the ledger failed, or bad input)."""
+    """A keyed operation found lost and its key's run again (``sweep --redo-lost``); ``outcome`` None:
+    it did not run (``why``)."""
 
     lost: HistoryEntry
     outcome: Optional[Outcome]
@@ -663,18 +597,13 @@ class Redone:
 
     @property
     def redone(self) -> bool:
-        """Its key acted again and slurmctld acknowledged it (a requeue's flag perhaps left for the
-        sweep: ``bit_set``), or found the effect there already: the row exits so (§12)."""
+        """Its row exits ok or bit_set (§12)."""
         return self.outcome is not None and self.outcome.exits_as in (Result.OK, Result.BIT_SET)
 
 
 def redo_lost(tracker: Tracker, lost: Sequence[settling.Decided], timeout: float, settle_delay: float) -> List[Redone]:
-    """Each keyed operation of ``lost`` whose job is still there (``absent``), its key run again
-    (docs/contract.md §13.4): ``run.flow.operate`` with the key and settling, as
-    ``slurm-dsl OP JOBID... --key KEY --settle`` would, one run (the bulk path) for the jobs of each
-    op and key, each run with ``timeout`` seconds.  The key acts again only where its effect is
-    absent, under each job's lease, never twice; unkeyed operations and gone jobs are left to
-    ``history --lost``."""
+    """Each keyed operation of ``lost`` found ``absent``, its key run again with ``--settle``
+    (``run.flow.operate``; docs/contract.md §13.4), one run per op and key of ``timeout`` seconds."""
     absent = {d.entry.id for d in lost if d.settled is not None and d.settled.verdict is Verdict.ABSENT}
     runs: Dict[Tuple[Op, str], Dict[str, HistoryEntry]] = {}
     for job in dict.fromkeys(d.entry.job_id for d in lost if d.entry.id in absent):
@@ -702,10 +631,7 @@ def _redo(tracker: Tracker, op: Op, key: str, entries: Dict[str, HistoryEntry], 
 
 def metrics_text(report: SweepReport, not_clear: int, unknown_unsettled: int, lost_not_redone: int = 0,
                  redone: int = 0) -> str:
-    """A Prometheus textfile (node_exporter's textfile collector) for one sweep; ``unknown_unsettled``:
-    the ledger's unknown and unfinished operations without a verdict after it (``count_unsettled``);
-    ``lost_not_redone``: its acknowledged operations found lost that nothing has redone (``lost``);
-    ``redone``: those this sweep's ``--redo-lost`` redid."""
+    """A Prometheus textfile for one sweep (docs/contract.md §9.5, §13.4)."""
     verdicts = settling.counts(report.verdicts)
     lines = [
         "# HELP slurm_dsl_sweep_objects Objects the last sweep handled, by what it did.",

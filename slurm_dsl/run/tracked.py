@@ -1,34 +1,8 @@
-"""Operations recorded in the ledger: lease, intent first, run, record (docs/contract.md §9.2).
+"""Operations recorded in the ledger: lease, intent first, run, record (docs/contract.md §9.2, §9.4, §12).
 
-Contract: ``Tracker.run`` takes the job's lease (waiting for it until the
-deadline; a job still leased then is ``expired``: nothing ran), commits the
-operation's start (for a requeue: the object becomes ``may_be_set``) *before*
-the script starts, runs it with ``calls.execute``, and records the outcome, which
-sets the object's bit to what docs/contract.md §7 says (``combine.next_bit``).  A crash
-anywhere in between leaves ``may_be_set`` and a lease that lapses, so the
-sweeper finds the job.  The lease outlasts the script's deadline and the runner's KILL after it.  Once the
-script started, its outcome is never lost: if the ledger then fails, ``run``
-raises ``NotRecorded`` carrying it; a lease that cannot be given back lapses.
-
-Arrays (docs/contract.md §9.4): given an array's own JobId, scontrol acts on every task of the
-array, so one object could not cover what a requeue may leave set.  Before an
-operation (restore aside: it only clears flags) ``Tracker.look_up`` looks the
-ids up in one squeue call, bounded by the deadline, and raises ``WholeArray``
-for any id that reaches other tasks: nothing runs.  A task addressed by its own
-JobId, and an array's own JobId that holds its one last task, are single jobs.
-
-The baseline (docs/contract.md §9.2, §12): that lookup's answer for each job is committed with
-the operation's intent, in the same transaction, as its ``baseline``, with ``baseline_at``, the
-ledger-clock time the lookup STARTED, and ``ends_by``, the ledger-clock time by which every
-process of the operation is dead whatever happens (the deadline + KILL_GRACE + GUARD_MARGIN:
-``lease_ttl``'s rule without the slack).  A requeue always looks its ids up before call 1: its
-verdict, if its result is unknown, needs the RestartCnt it started from.  A job the lookup said
-is gone, a restore, and a lookup skipped because the deadline had passed (the op then expires
-without running) have no baseline.
-
-A ledger connection is for one thread, so a ``Tracker`` opens one per thread
-(``--parallel`` runs jobs on several).  ``clock`` is the deadlines' (this host's);
-every time written to the ledger is the ledger's own (``LedgerStore.now``).
+The lease and the intent (with the baseline) are committed *before* the script starts; once it
+started, its outcome is never lost (``NotRecorded`` carries it).  A ledger connection is for one
+thread, so a ``Tracker`` opens one per thread; every time written to the ledger is the ledger's own.
 """
 
 from __future__ import annotations
@@ -81,27 +55,19 @@ LEASE_POLL = 0.05
 
 
 def lease_ttl(left: float, slack: float = LEASE_SLACK) -> float:
-    """The ttl of a lease taken ``left`` seconds before the deadline of the runs it covers.
-
-    The rule: a lease never lapses while a call of it may still run.  Every process of a run
-    started before the deadline is gone by its backstop (``host.process.backstop``: at most the deadline
-    + KILL_GRACE + GUARD_MARGIN, even if this process is frozen, and at once if it dies), so the
-    lease lasts that long, and ``slack`` more for the ledger writes around the run."""
+    """The ttl of a lease taken ``left`` seconds before its runs' deadline: it never lapses while a call
+    may still run (``host.process.backstop``), and ``slack`` more for the ledger writes around them."""
     return max(left, 0.0) + KILL_GRACE + GUARD_MARGIN + slack
 
 
 def ends_after(left: float) -> float:
-    """Seconds from now by which every process of an operation whose deadline is ``left``
-    seconds away is dead, whatever happens: ``lease_ttl``'s rule without the slack (the ledger
-    records it as ``ends_by``)."""
+    """Seconds from now by which every process of an operation ``left`` seconds from its deadline is dead."""
     return max(left, 0.0) + KILL_GRACE + GUARD_MARGIN
 
 
 class Link(NamedTuple):
-    """What ties an operation to others, recorded with its intent (docs/contract.md §12): the
-    idempotency key it runs under (None: none) and, per job, the id of the first operation this
-    one retries (a job absent from ``retry_of``: a first run).  Made by ``Link.of``, which checks
-    the key (``core.keys.check_key``), or directly from a key checked already (``run.keyed``)."""
+    """An operation's idempotency key (None: none) and, per job, the first operation it retries (a job not
+    in ``retry_of``: a first run).  ``Link.of`` checks the key; construct directly only with a checked one."""
 
     key: Optional[str] = None
     retry_of: Mapping[str, int] = MappingProxyType({})
@@ -119,10 +85,8 @@ Begun = Dict[str, int]
 
 
 class Taken(NamedTuple):
-    """A keyed job that, read again under its lease, is not to be acted on after all (docs/contract.md
-    §12, "A key is decided under the job's lease"): another process ran, or is settling, an
-    operation of the same op and key since this one looked back.  Nothing ran and nothing was
-    written for it; the caller looks back again (``run.keyed``).  ``detail``: ``decide``'s words."""
+    """A keyed job whose key, read again under its lease, says not to act (docs/contract.md §12): nothing
+    ran or was written; the caller looks back again.  ``detail``: ``decide``'s words."""
 
     job_id: str
     detail: str
@@ -131,12 +95,8 @@ class Taken(NamedTuple):
 def earlier(
     op: Op, entry: HistoryEntry, *, running: bool = False, verdict: Optional[Verdict] = None, settled: bool = False
 ) -> Earlier:
-    """One earlier keyed operation as ``core.keys.decide`` reads it: its verdict is ``verdict`` if
-    ``settled`` (a settling, or for an acknowledged one a reading again, just now), else the
-    ledger's.  An acknowledged operation (its calls say it took effect) whose record no longer
-    shows the effect (``absent``: acknowledged, then lost; ``gone``), or was read again too soon to
-    say (``settled``, no verdict), counts as one whose effect is unknown (docs/contract.md §13.4):
-    a keyed run then waits, or acts again exactly where it was lost."""
+    """One earlier keyed operation as ``core.keys.decide`` reads it: its verdict ``verdict`` if ``settled``
+    just now, else the ledger's.  An acknowledged one since lost counts as unknown (docs/contract.md §13.4)."""
     calls = tuple(CallOutcome(c.outcome) for c in entry.calls)
     found = verdict if settled else (entry.settlement.verdict if entry.settlement else None)
     effect = took_effect(op, entry.result, calls)
@@ -146,14 +106,9 @@ def earlier(
 
 
 def not_to_act(ledger: LedgerStore, op: Op, job_ids: Sequence[str], key: Optional[str]) -> Dict[str, Decision]:
-    """The jobs of ``job_ids`` whose key, read again now, says not to act, with why; to be called
-    in the transaction that holds their leases and commits their intents (``LedgerStore.batch``: every
-    write of another process under the ledger's write lock is visible there, on both dialects),
-    so that two runs of one key never both act on a job (docs/contract.md §12).
-
-    Under the job's lease no earlier operation of it still runs (it held the lease, or its lease
-    lapsed after its backstop), so none is ``running``; one unfinished and unsettled still says
-    ``wait``: the look-back settles it first."""
+    """The jobs of ``job_ids`` whose key, read again now, says not to act, with why; call it in the
+    transaction that holds their leases and commits their intents (docs/contract.md §12).  Under the
+    lease no earlier operation still runs, so none is ``running``."""
     if key is None or not job_ids:
         return {}
     out: Dict[str, Decision] = {}
@@ -167,21 +122,17 @@ def not_to_act(ledger: LedgerStore, op: Op, job_ids: Sequence[str], key: Optiona
 def start_fields(
     looked: LookupAnswer, ids: Sequence[str], ledger_now: float, now: float, deadline: float
 ) -> Tuple[Dict[str, JobInfo], Optional[float], float, Optional[str]]:
-    """The baselines of ``ids`` (those the lookup found), their ``baseline_at`` and ``ends_by``,
-    on the ledger's clock, for an operation beginning at ``ledger_now`` (the ledger's clock),
-    which is ``now`` on the tracker's: the ledger's may be another host's (MariaDB), so each
-    time is carried over as its distance from now.  And ``baseline_boot``, the lookup's start on
-    this host's boot clock (``LookupAnswer.at_boot``), which settling compares with an earlier
-    operation's end (``core.settle`` Rule 15)."""
+    """The baselines of ``ids`` (those found), ``baseline_at`` and ``ends_by`` on the ledger's clock
+    (``ledger_now`` is ``now`` on the tracker's: each time carried over as its distance from now), and
+    ``baseline_boot``, the lookup's start on this host's boot clock."""
     baselines = {j: info for j in ids if (info := looked.infos.get(j)) is not None}
     baseline_at = None if looked.started is None or not baselines else ledger_now - (now - looked.started)
     return baselines, baseline_at, ledger_now + ends_after(deadline - now), looked.at_boot if baselines else None
 
 
 class Started(NamedTuple):
-    """What ``start`` committed: the jobs leased and begun (``JobIds``, in their order) with
-    their history ids, and the jobs whose key, read again under the lease, said not to act
-    (their leases given back, nothing written for them)."""
+    """What ``start`` committed: the jobs begun, in order, with their history ids, and those ``taken``
+    (``not_to_act``: leases given back, nothing written)."""
 
     listed: JobIds
     op_ids: List[int]
@@ -193,14 +144,9 @@ def start(
     now: float, deadline: float, actor: str, link: Link, begun: Optional[Begun] = None,
     admin_reason: Optional[str] = None,
 ) -> Started:
-    """The leases and the intents of ``ids`` (docs/contract.md §9.2): ONE committed transaction,
-    before any script starts; ``now`` is the tracker's clock then.  Each job ``owner`` could lease
-    (for ``ttl`` seconds) begins ``op`` under ``nonce``, with its baseline from ``looked``, run by
-    ``actor``, under ``link``'s key and as a retry of ``link.retry_of``'s operation; with a key,
-    a leased job whose key now says not to act (``not_to_act``) gives its lease back in the same
-    transaction.  A job another holds is in neither list (the caller waits for it, or runs it on
-    its own).  ``begun`` gets each job's history id.  Shared by one job (``Tracker.run_linked``)
-    and a bulk chunk (``run.bulk``)."""
+    """The leases and the intents of ``ids``: ONE committed transaction, before any script starts
+    (docs/contract.md §9.2); ``now`` is the tracker's clock.  A job another holds is in neither list
+    of the result.  ``begun`` gets each job's history id."""
     # run.settling (and the ledger's records with it) loads here, after the first Slurm call: the
     # array check's squeue starts without waiting for it (docs/benchmarks.md §7).
     from .settling import alive_before
@@ -232,13 +178,9 @@ def record(
     ledger: LedgerStore, finishes: Sequence[Tuple[int, Outcome, bytes]], ids: Sequence[str], owner: str,
     nonce: str, give_back: Callable[[], None], at: Optional[looks.Place] = None, in_charge: Optional[str] = None,
 ) -> None:
-    """The results (``finishes``: history id, outcome, stderr) and the leases of ``ids`` given
-    back: ONE transaction, with a look at slurmctld's saves taken first, now that their calls are
-    over (``at``: where; none where no call can have changed anything: core.durable Rule 2), and
-    which slurmctld was in charge then (``in_charge``: ``after_calls``).  If
-    the ledger fails, each outcome is logged (it ran: never lost), the leases are given back if
-    the ledger lets (``give_back``), and ``NotRecorded`` carries them all.  Shared by one job and
-    a bulk chunk, as ``start`` is."""
+    """The results (``finishes``: history id, outcome, stderr) and the leases of ``ids`` given back, in
+    ONE transaction, after a look at the saves (``at``: where).  If the ledger fails, the outcomes
+    are logged, ``give_back`` called, and ``NotRecorded`` raised carrying them all."""
     over = ended()  # the calls are over: where and when, on a clock that never steps (§13.7)
     seen = looks.look(at) if at is not None and any(o.result in CHANGED for _, o, _ in finishes) else None
     try:
@@ -257,9 +199,8 @@ def record(
 
 
 def after_calls(op: Op, outcomes: Sequence[Outcome], scontrol: str, deadline: float, clock: Clock) -> Optional[str]:
-    """Which slurmctld is in charge once a requeue's calls are over (docs/contract.md §12 Rule 16:
-    the same one as before its baseline says a crash between could not undo it), read within the
-    deadline; None for another op, for calls that never started, or when it cannot be told."""
+    """Which slurmctld is in charge once a requeue's calls are over (Rule 16), read within the deadline;
+    None for another op, for calls that never started, or when it cannot be told."""
     if not op.requeues or not any(o.calls for o in outcomes):
         return None
     return controller.in_charge(scontrol, min(controller.TIMEOUT, deadline - clock()))
@@ -270,11 +211,8 @@ CHANGED = life.MAY_HAVE_CHANGED
 
 
 def current_actor() -> str:
-    """Who runs this process, as the history records it: ``uid 0 (root) on ctl1, pid 4711``.
-
-    Under sudo, ``, sudo from alice`` follows: sudo's ``SUDO_USER``, taken only when it looks like
-    an account name (whoever can set it runs as the uid recorded before it anyway).
-    """
+    """Who runs this process, as the history records it: ``uid 0 (root) on ctl1, pid 4711``, then
+    ``, sudo from alice`` if ``SUDO_USER`` looks like an account name (unchecked: the uid is what counts)."""
     uid = os.getuid()
     try:
         name = pwd.getpwuid(uid).pw_name
@@ -289,8 +227,7 @@ def current_actor() -> str:
 
 
 def lease_owner(tag: str = "op") -> str:
-    """A lease owner unique to this thread of this process on this host, naming its run after
-    ``@`` (``host.runs``: while that run is known alive, its leases hold, whatever the clocks)."""
+    """A lease owner unique to this thread, naming its run after ``@`` (``host.runs``)."""
     here = this_run()
     return f"{tag}:{here.host}:{here.pid}:{threading.get_ident()}:{new_nonce()[:8]}@{here}"
 
@@ -299,15 +236,9 @@ def lease_owner(tag: str = "op") -> str:
 class Tracker:
     """Runs operations against one ledger, one connection per thread.
 
-    The ledger, scontrol and squeue are ``path``, ``scontrol`` and ``squeue`` where given, else
-    the configuration's (docs/contract.md §8): ``configuration`` if given (the command line
-    passes the one it read), else read now as the command line reads it (``config.configure``,
-    with these arguments as its flags), so that a library caller uses the ledger every
-    ``slurm-dsl`` command and sweep on the host uses.  A bad config file is ``ConfigFileError``,
-    an empty argument ``InvalidInput``, before anything is opened.
-    ``busy_timeout`` is how long a ledger write waits for another writer before it fails
-    (default: ``ledger.base.BUSY_TIMEOUT``, read when each connection opens).
-    """
+    ``path``, ``scontrol``, ``squeue`` default to ``configuration``'s, else to the config read now
+    (``config.configure``: ``ConfigFileError``, ``InvalidInput``).  ``busy_timeout``: seconds a ledger
+    write waits for another writer (default ``ledger.base.BUSY_TIMEOUT``)."""
 
     def __init__(
         self,
@@ -345,8 +276,7 @@ class Tracker:
         return found
 
     def audit(self, op: Op, ids: Sequence[str], key: Optional[str]) -> None:
-        """The audit line of an operation given a reason (``admin_reason``, docs/contract.md §10.4),
-        before any job is acted on: the system log's, and this process's log."""
+        """Write the audit line of an operation given ``admin_reason`` (docs/contract.md §10.4)."""
         from ..host.journal import note
 
         shown = " ".join(ids[:20]) + (f" and {len(ids) - 20} more" if len(ids) > 20 else "")
@@ -382,10 +312,7 @@ class Tracker:
         self.close()
 
     def look_up(self, op: Union[Op, str], job_ids: Sequence[Union[str, int]], deadline: float) -> LookupAnswer:
-        """The array check (``arrays.look_up``, with this tracker's squeue, scontrol and clock):
-        ``WholeArray`` for an array's own JobId that reaches other tasks, ``LookupFailed`` if it
-        could not ask; else what the lookup said of each id, and when it started (the baselines'
-        time)."""
+        """The array check and the baselines' lookup (``arrays.look_up``): ``WholeArray``, ``LookupFailed``."""
         return look_up(op, distinct_ids(job_ids), deadline, squeue=self.squeue, scontrol=self.scontrol,
                        clock=self.clock)
 
@@ -401,8 +328,7 @@ class Tracker:
         looked: LookupAnswer = NOT_LOOKED,
         link: Link = NO_LINK,
     ) -> Outcome:
-        """``run_linked``, whose ``Taken`` (only under a key) is an ``expired`` outcome saying why
-        nothing ran."""
+        """``run_linked``, a ``Taken`` made an ``expired`` outcome saying why nothing ran."""
         done = self.run_linked(op, job_id, deadline, owner=owner, checked=checked, actor=actor, looked=looked,
                                link=link)
         if isinstance(done, Taken):
@@ -423,20 +349,11 @@ class Tracker:
         link: Link = NO_LINK,
         begun: Optional[Begun] = None,
     ) -> Union[Outcome, Taken]:
-        """One op on one job, recorded; the lease is ``owner``'s if given (a sweeper's), and the
-        history says ``actor`` ran it (default: ``self.actor``, this process), under ``link``'s key
-        and as a retry of ``link.retry_of``'s operation for the job, if any.  With a key, the key
-        is read again under the lease (``not_to_act``): ``Taken`` if it now says not to act,
-        nothing run or written.  ``begun`` gets the job's history id once its intent is committed.
+        """One op on one job, recorded; ``Taken`` if its key, read under the lease, says not to act.
 
-        Unless ``checked`` (the caller ran ``look_up`` for it and passes its answer as
-        ``looked``, whose record of the job is committed as the baseline), the id is looked up
-        first: ``WholeArray`` or ``LookupFailed`` mean nothing ran.  A deadline more
-        than ``deadlines.MAX_TIMEOUT`` away is a ``ValueError``, before anything is recorded.
-
-        A ``LedgerError`` before the script started means nothing ran; once it started, a
-        ledger failure is ``NotRecorded``, which carries the outcome.
-        """
+        ``checked``: ``looked`` is the caller's ``look_up`` answer, else the id is looked up here
+        (``WholeArray``, ``LookupFailed``: nothing ran).  A deadline past ``deadlines.MAX_TIMEOUT`` is a
+        ``ValueError``; a ``LedgerError`` means nothing ran; once the script started, ``NotRecorded``."""
         op = Op(op)
         job = validate_job_id(job_id)
         deadline = check_deadline(deadline, self.clock)
@@ -480,9 +397,7 @@ class Tracker:
 
     @staticmethod
     def _give_back(ledger: LedgerStore, job: str, owner: str) -> None:
-        """Release the lease if the ledger lets us; never in place of the outcome or of the error
-        already on its way: the lease lapses by itself (until then the job's next operation waits,
-        or expires)."""
+        """Release the lease if the ledger lets us (a ``LedgerError`` is logged): else it lapses by itself."""
         try:
             ledger.release_lease(job, owner)
         except LedgerError as exc:
