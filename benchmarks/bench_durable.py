@@ -35,6 +35,7 @@ from slurm_dsl.core.model import Outcome, RequeueBit, Result
 from slurm_dsl.ledger.choose import open_ledger
 from slurm_dsl.lookups.saves import last_save, state_save_location
 from tests import lab
+from tests.ledger_ops import acquire_lease
 
 COMMAND = (sys.executable, "-m", "slurm_dsl")
 
@@ -93,7 +94,7 @@ def watch(objects: int) -> None:
             opened.finish_operations([(i, Outcome(Op.RESTORE, j, Result.UNKNOWN, None), b"")
                                       for i, j in zip(op_ids, ids)], opened.now())
             for j in ids:  # as an unknown requeue leaves them
-                opened.acquire_lease(j, "bench", opened.now(), 10)
+                acquire_lease(opened, j, "bench", opened.now(), 10)
             opened.set_bits([(j, RequeueBit.MAY_BE_SET, "bench") for j in ids], opened.now(), owner="bench")
             opened.release_leases(ids, "bench")
         log = Path(tmp) / "programs.log"

@@ -35,6 +35,7 @@ from slurm_dsl.run.calls import execute, new_nonce
 from slurm_dsl.run.tracked import Tracker, current_actor, lease_owner
 from tests.fakes import write_fake
 from tests.ledger_backends import MariaDbServer
+from tests.ledger_ops import acquire_lease, begin_operation, finish_operation
 
 JOB = "4242"
 HELD = Outcome(Op.HOLD, JOB, Result.OK, None, None, (Call(1, 0, "0", b"", CallOutcome.SUCCESS, None, None),), 0)
@@ -62,11 +63,11 @@ def round_trip(ledger: LedgerStore, samples: Dict[str, List[float]], name: str) 
     def run() -> None:
         start = time.perf_counter()
         with ledger.batch():
-            assert ledger.acquire_lease(JOB, owner, ledger.now(), 60)
-            op_id = ledger.begin_operation(JOB, Op.HOLD, new_nonce(), ledger.now(), actor=actor)
+            assert acquire_lease(ledger, JOB, owner, ledger.now(), 60)
+            op_id = begin_operation(ledger, JOB, Op.HOLD, new_nonce(), ledger.now(), actor=actor)
         middle = time.perf_counter()
         with ledger.batch():
-            ledger.finish_operation(op_id, HELD, b"", ledger.now())
+            finish_operation(ledger, op_id, HELD, b"", ledger.now())
             ledger.release_lease(JOB, owner)
         samples.setdefault(f"{name}: lease + begin", []).append(middle - start)
         samples.setdefault(f"{name}: finish + release", []).append(time.perf_counter() - middle)

@@ -9,7 +9,7 @@ Usage:
   ledger_crash_child.py worker PATH NAME COUNT
       Prints ``ready``, waits for a line on stdin, then COUNT times: a hold begun and finished on
       the shared job 7, a failed lookup on job 7 (a read-modify-write), and under the lease of
-      the shared job 8 a set_bit that no other worker may overwrite while the lease is held.
+      the shared job 8 a set_bits that no other worker may overwrite while the lease is held.
       Exits 1 on the first violation, 0 after printing ``done``.
   ledger_crash_child.py open PATH
       Prints ``waiting``, waits for a line on stdin, opens the ledger and prints its version.
@@ -52,9 +52,9 @@ def crash(path: str, first_job: int) -> int:
         while True:
             job_id = str(first_job + i)
             op = Op.HOLD if i % 4 == 3 else Op.REQUEUE
-            op_id = ledger.begin_operation(job_id, op, f"{i:032x}", time.time())
+            op_id = ledger.begin_operations([(job_id, op, f"{i:032x}")], time.time())[0]
             print(f"begun {op_id} {job_id}", flush=True)
-            bit = ledger.finish_operation(op_id, _outcome(op, job_id, i), b"e" * (i % 7), time.time())
+            bit = ledger.finish_operations([(op_id, _outcome(op, job_id, i), b"e" * (i % 7))], time.time())[0]
             print(f"finished {op_id} {bit.value}", flush=True)
             i += 1
 
@@ -64,14 +64,14 @@ def worker(path: str, name: str, count: int) -> int:
         print("ready", flush=True)
         sys.stdin.readline()
         for i in range(count):
-            op_id = ledger.begin_operation("7", Op.HOLD, f"{name}-{i}", time.time())
-            ledger.finish_operation(op_id, _outcome(Op.HOLD, "7", i), b"", time.time())
+            op_id = ledger.begin_operations([("7", Op.HOLD, f"{name}-{i}")], time.time())[0]
+            ledger.finish_operations([(op_id, _outcome(Op.HOLD, "7", i), b"")], time.time())
             ledger.lookup_failed("7", f"{name} {i}", time.time())
-            while not ledger.acquire_lease("8", name, time.time(), 60.0):
+            while not ledger.acquire_leases(["8"], name, time.time(), 60.0):
                 pass  # polling the other worker's lease, as a sweeper would skip and come back
             mine = f"{name} {i}"
-            if not ledger.set_bit("8", RequeueBit.SET, mine, time.time(), owner=name):
-                print(f"set_bit refused under my own lease at {i}", flush=True)
+            if not ledger.set_bits([("8", RequeueBit.SET, mine)], time.time(), owner=name):
+                print(f"set_bits refused under my own lease at {i}", flush=True)
                 return 1
             seen = ledger.get("8")
             if seen is None or seen.why != mine:

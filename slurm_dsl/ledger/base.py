@@ -88,31 +88,6 @@ class LedgerStore(Protocol):
         and a ledger error inside must leave the block."""
         ...
 
-    def begin_operation(
-        self,
-        job_id: str,
-        op: Op,
-        nonce: str,
-        now: float,
-        *,
-        actor: str = "",
-        baseline: Optional[JobInfo] = None,
-        baseline_at: Optional[float] = None,
-        key: Optional[str] = None,
-        retry_of: Optional[int] = None,
-        ends_by: Optional[float] = None,
-        baseline_boot: Optional[str] = None,
-        baseline_ctl: Optional[str] = None,
-    ) -> int:
-        """The history row and, for a requeue, the intent, in one committed transaction; the row's id.
-        Times are on the ledger's clock but ``baseline_boot`` (``host/boot/seconds``, kept only with a baseline)."""
-        ...
-
-    def finish_operation(
-        self, op_id: int, outcome: Outcome, stderr: bytes, now: float, *, look: Optional[str] = None,
-        ended: Optional[str] = None,
-    ) -> RequeueBit: ...
-
     def begin_operations(
         self,
         starts: Sequence[Tuple[str, Op, str]],
@@ -128,20 +103,18 @@ class LedgerStore(Protocol):
         admin_reason: Optional[str] = None,
         baseline_ctl: Optional[str] = None,
     ) -> List[int]:
-        """``begin_operation`` for many in one transaction; ``baselines``, ``retry_of`` by job id (absent: None)."""
+        """The history rows (and a requeue's intent) in one committed transaction; their ids.  ``baselines``,
+        ``retry_of`` by job id (missing: None); times on the ledger's clock but ``baseline_boot``
+        (``host/boot/seconds``, kept only with a baseline)."""
         ...
 
     def finish_operations(
         self, finishes: Sequence[Tuple[int, Outcome, bytes]], now: float, *, look: Optional[str] = None,
         ended: Optional[str] = None, controller: Optional[str] = None,
     ) -> List[RequeueBit]:
-        """``finish_operation`` for many, in one transaction; ``look``: this process's look at job_state after the
+        """Operations filled in, in one transaction; ``look``: this process's look at job_state after the
         calls (core.durable Rule 2); ``ended``: ``host/boot/seconds`` then; ``controller``: the slurmctld in control."""
         ...
-
-    def acquire_lease(
-        self, job_id: str, owner: str, now: float, ttl: float, *, alive: Optional[Alive] = None
-    ) -> bool: ...
 
     def acquire_leases(
         self, job_ids: Sequence[str], owner: str, now: float, ttl: float, *, take_over_sweeps: bool = False,
@@ -205,8 +178,6 @@ class LedgerStore(Protocol):
     def seen_over(self, op_ids: Sequence[int], observer: str, at: float, *, keep: bool = True) -> Dict[int, float]: ...
 
     def anchor_operations(self, op_ids: Sequence[int], look: Optional[str]) -> int: ...
-
-    def set_bit(self, job_id: str, bit: RequeueBit, why: str, now: float, *, owner: str) -> bool: ...
 
     def set_bits(self, changes: Sequence[Tuple[str, RequeueBit, str]], now: float, *, owner: str) -> List[str]: ...
 

@@ -64,31 +64,6 @@ class SqlStore(query.SqlQueries):
 
     # -- operations ------------------------------------------------------------------------------
 
-    def begin_operation(
-        self,
-        job_id: str,
-        op: Op,
-        nonce: str,
-        now: float,
-        *,
-        actor: str = "",
-        baseline: Optional[JobInfo] = None,
-        baseline_at: Optional[float] = None,
-        key: Optional[str] = None,
-        retry_of: Optional[int] = None,
-        ends_by: Optional[float] = None,
-        baseline_boot: Optional[str] = None,
-        baseline_ctl: Optional[str] = None,
-    ) -> int:
-        """Record that ``op`` starts on ``job_id`` (a requeue: its intent) in one committed transaction; the row's id.
-        Call it holding the job's lease; start the script only after it returned.  ``actor`` "": recorded as unknown."""
-        return self.begin_operations(
-            [(job_id, op, nonce)], now, actor=actor,
-            baselines={} if baseline is None else {job_id: baseline}, baseline_at=baseline_at, key=key,
-            retry_of={} if retry_of is None else {job_id: retry_of}, ends_by=ends_by, baseline_boot=baseline_boot,
-            baseline_ctl=baseline_ctl,
-        )[0]
-
     def begin_operations(
         self,
         starts: Sequence[Tuple[str, Op, str]],
@@ -104,7 +79,9 @@ class SqlStore(query.SqlQueries):
         admin_reason: Optional[str] = None,
         baseline_ctl: Optional[str] = None,
     ) -> List[int]:
-        """``begin_operation`` for many ``(job_id, op, nonce)`` in one transaction (``ledger_rows.begin_plan``)."""
+        """The history rows of many ``(job_id, op, nonce)`` (and a requeue's intent), in one committed
+        transaction; their ids (``ledger_rows.begin_plan``).  Called under the jobs' leases; a script
+        starts only after it returned.  ``actor`` "": recorded as unknown."""
         checked = ledger_rows.checked_starts(starts)
         now = ledger_rows.finite("now", now)
         fields = ledger_rows.start_fields(baselines, baseline_at, key, retry_of, ends_by,
@@ -121,19 +98,12 @@ class SqlStore(query.SqlQueries):
             self._write_quiet(cur, plan.quiet)
             return self._append_history(cur, plan.history)
 
-    def finish_operation(
-        self, op_id: int, outcome: Outcome, stderr: bytes, now: float, *, look: Optional[str] = None,
-        ended: Optional[str] = None,
-    ) -> RequeueBit:
-        """Fill in operation ``op_id`` with its outcome; the object's new bit (``ledger_rules.after``)."""
-        return self.finish_operations([(op_id, outcome, stderr)], now, look=look, ended=ended)[0]
-
     def finish_operations(
         self, finishes: Sequence[Tuple[int, Outcome, bytes]], now: float, *, look: Optional[str] = None,
         ended: Optional[str] = None, controller: Optional[str] = None,
     ) -> List[RequeueBit]:
-        """``finish_operation`` for many ``(op_id, outcome, stderr)`` in one transaction: if one is refused, none
-        is written (``ledger_rows.finish_plan``)."""
+        """Fill in many operations ``(op_id, outcome, stderr)`` in one transaction; their objects' new bits
+        (``ledger_rules.after``).  If one is refused, none is written (``ledger_rows.finish_plan``)."""
         now = ledger_rows.finite("now", now)
         finishes = list(finishes)
         with self._atomic("finish operation") as cur:
@@ -150,18 +120,13 @@ class SqlStore(query.SqlQueries):
 
     # -- leases ----------------------------------------------------------------------------------
 
-    def acquire_lease(
-        self, job_id: str, owner: str, now: float, ttl: float, *, alive: Optional[Alive] = None
-    ) -> bool:
-        """Take (or renew) the job's lease until ``now + ttl``; False if another owner holds it."""
-        return bool(self.acquire_leases([job_id], owner, now, ttl, alive=alive))
-
     def acquire_leases(
         self, job_ids: Sequence[str], owner: str, now: float, ttl: float, *, take_over_sweeps: bool = False,
         alive: Optional[Alive] = None,
     ) -> List[str]:
-        """``acquire_lease`` for many in one transaction; the ids ``owner`` now holds, in order.  ``take_over_sweeps``
-        (only for the sweep holding the sweep lock): other sweeps' leases are taken too."""
+        """Take (or renew) the jobs' leases until ``now + ttl``, in one transaction; the ids ``owner`` now
+        holds, in order.  ``take_over_sweeps`` (only for the sweep holding the sweep lock): other sweeps'
+        leases are taken too."""
         ids = checked_list(job_ids)
         now, ttl = ledger_rows.finite("now", now), ledger_rows.positive_ttl(ttl)
         with self._atomic("acquire lease") as cur:
@@ -327,15 +292,11 @@ class SqlStore(query.SqlQueries):
         """How many objects have a bit that is not clear (leased and backed-off ones included)."""
         return int(self._read("count objects", query.COUNT_NOT_CLEAR)[0][0])
 
-    def set_bit(self, job_id: str, bit: RequeueBit, why: str, now: float, *, owner: str) -> bool:
-        """Set the job's bit and reset its lookup back-off, only while ``owner`` holds the job's lease: else False and
-        nothing written (a sweep whose lease lapsed must not overwrite a newer operation's intent)."""
-        return bool(self.set_bits([(job_id, bit, why)], now, owner=owner))
-
     def set_bits(
         self, changes: Sequence[Tuple[str, RequeueBit, str]], now: float, *, owner: str
     ) -> List[str]:
-        """``set_bit`` for many ``(job_id, bit, why)`` in one transaction; the ids written, in order."""
+        """Set each job's bit and reset its lookup back-off, only while ``owner`` holds its lease (a sweep whose lease
+        lapsed must not overwrite a newer intent), in one transaction; the ids written, in order."""
         checked = ledger_rows.checked_changes(changes)
         now = ledger_rows.finite("now", now)
         upsert = self._upsert("job_id", query.BIT_COLUMNS, query.BACKOFF_RESET)

@@ -32,6 +32,7 @@ from tests.accounts import python_for, readable_package
 from tests.cli_run import cli, cli_process
 from tests.fakes import calls_made, write_fake, write_fake_squeue, write_job_state
 from tests.ledger_backends import MariaDbServer
+from tests.ledger_ops import begin_operation, finish_operation
 
 REPO = Path(__file__).resolve().parents[2]
 SERVICE = 64030  # Debian's slurm account
@@ -324,8 +325,8 @@ def forged_ledger(tmp_path: Path) -> Path:
     state.mkdir(mode=0o700)
     ledger = state / "ledger.sqlite3"
     with open_ledger(str(ledger)) as opened:
-        op_id = opened.begin_operation("1", Op.HOLD, "0" * 32, time.time() - 60, key="nightly-7")
-        opened.finish_operation(op_id, Outcome(Op.HOLD, "1", Result.OK, None), b"", time.time() - 59)
+        op_id = begin_operation(opened, "1", Op.HOLD, "0" * 32, time.time() - 60, key="nightly-7")
+        finish_operation(opened, op_id, Outcome(Op.HOLD, "1", Result.OK, None), b"", time.time() - 59)
     for path in (state, *state.iterdir()):
         os.chown(path, NOBODY, NOBODY)
     return ledger

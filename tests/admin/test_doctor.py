@@ -37,6 +37,7 @@ from slurm_dsl.lookups.sight import parse_config
 from tests.cli_run import cli
 from tests.fakes import write_fake, write_fake_squeue
 from tests.ledger_backends import Raw
+from tests.ledger_ops import begin_operation
 
 CONFIG = "Configuration data as of 2026-11-29T18:00:00\nJobRequeue              = {requeue}\n" \
          "JobSubmitPlugins        = {plugins}\nMessageTimeout          = 3 sec\n"
@@ -186,7 +187,7 @@ def test_a_sqlite_ledger_is_read_never_written(tmp_path: Path) -> None:
                         " creates the ledger's tables")
     with open_ledger(path) as ledger:
         schema = ledger.schema_version()
-        ledger.begin_operation("7", Op.REQUEUE, "a" * 32, ledger.now())  # a requeue that never finished
+        begin_operation(ledger, "7", Op.REQUEUE, "a" * 32, ledger.now())  # a requeue that never finished
     assert looked() == ("warn", f"{path} (schema {schema}, 1 object(s) not clear): run slurm-dsl sweep")
     with Raw(str(path)) as conn:
         conn.execute(f"PRAGMA user_version = {schema - 1}")
@@ -369,7 +370,7 @@ def test_a_good_mariadb_ledger(tmp_path: Path, mariadb_location: str) -> None:
     assert code == 0 and checks["ledger"] == ("ok", f"{shown} (schema {schema}, 0 object(s) not clear)")
 
     with open_ledger(mariadb_location) as ledger:
-        ledger.begin_operation("7", Op.REQUEUE, "a" * 32, ledger.now())  # a requeue that never finished
+        begin_operation(ledger, "7", Op.REQUEUE, "a" * 32, ledger.now())  # a requeue that never finished
     code, checks = doctor_details(tmp_path, ledger=mariadb_location)
     assert code == 0
     assert checks["ledger"] == ("warn", f"{shown} (schema {schema}, 1 object(s) not clear): run slurm-dsl sweep")

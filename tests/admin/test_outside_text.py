@@ -26,6 +26,7 @@ from slurm_dsl.core.shown import SHOWN_CAP, shown
 from slurm_dsl.ledger.choose import open_ledger
 from tests.cli_run import cli_process
 from tests.fakes import write_fake
+from tests.ledger_ops import begin_operation, finish_operation
 
 HOSTILE = "\033]52;c;aGVsbG8=\007\033[2J"
 ESCAPED = "\\x1b]52;c;aGVsbG8=\\x07\\x1b[2J"
@@ -51,7 +52,7 @@ def test_a_hostile_squeue_reaches_no_terminal_raw(tmp_path: Path) -> None:
     scontrol = write_fake(tmp_path / "bin", {}, default="exit 0")
     ledger = str(tmp_path / "ledger.sqlite3")
     with open_ledger(ledger) as store:  # a requeue that started and never finished: may_be_set
-        store.begin_operation("7", Op.REQUEUE, "0" * 32, store.now())
+        begin_operation(store, "7", Op.REQUEUE, "0" * 32, store.now())
     env = dict(os.environ, SLURM_DSL_SQUEUE=str(squeue), SLURM_DSL_SCONTROL=str(scontrol), SLURM_DSL_LEDGER=ledger,
                SLURM_DSL_LOOKUP="auto")
 
@@ -80,7 +81,7 @@ def test_a_hostile_squeue_reaches_no_terminal_raw(tmp_path: Path) -> None:
 def test_an_old_row_with_raw_bytes_is_escaped_when_printed(tmp_path: Path) -> None:
     ledger = str(tmp_path / "ledger.sqlite3")
     with open_ledger(ledger) as store:
-        store.begin_operation("7", Op.REQUEUE, "0" * 32, store.now())
+        begin_operation(store, "7", Op.REQUEUE, "0" * 32, store.now())
     with sqlite3.connect(ledger) as conn:  # as a ledger written before it escaped what it keeps
         conn.execute("UPDATE objects SET why = ?, lookup_error = ?, lookup_failures = 1", (HOSTILE, HOSTILE))
     with open_ledger(ledger) as store:
@@ -105,8 +106,8 @@ def test_both_ledgers_keep_outside_text_escaped(ledger_location: str) -> None:
     call = Call(1, 1, "1", b"", CallOutcome.UNKNOWN, None, Reason.UNRECOGNISED_STDERR)
     hold = Outcome(Op.HOLD, "8", Result.UNKNOWN, None, Reason.UNRECOGNISED_STDERR, (call,), 1, detail=HOSTILE)
     with open_ledger(ledger_location) as store:
-        store.begin_operation("7", Op.REQUEUE, "0" * 32, store.now(), actor=HOSTILE)
-        store.finish_operation(store.begin_operation("8", Op.HOLD, "1" * 32, store.now()), hold, b"", store.now())
+        begin_operation(store, "7", Op.REQUEUE, "0" * 32, store.now(), actor=HOSTILE)
+        finish_operation(store, begin_operation(store, "8", Op.HOLD, "1" * 32, store.now()), hold, b"", store.now())
         store.lookups_failed(["7"], HOSTILE, store.now())
         assert store.acquire_leases(["8"], "me", store.now(), 60.0) == ["8"]
         assert store.set_bits([("8", RequeueBit.CLEAR, HOSTILE)], store.now(), owner="me") == ["8"]

@@ -15,6 +15,7 @@ from slurm_dsl.ledger.base import LedgerStore
 from slurm_dsl.ledger.choose import open_ledger
 from tests.cli_run import cli
 from tests.fakes import ended_ago, write_fake_squeue
+from tests.ledger_ops import begin_operation, finish_operation
 
 PRIORITY = 4294901657
 # squeue's records (id|State|Requeue|RestartCnt|PriorityLong|Reason): 7 held, 8 not, 9 requeued once.
@@ -24,10 +25,10 @@ SQUEUE = f"7|RUNNING|0|0|0|JobHeldAdmin\n8|RUNNING|0|0|{PRIORITY}|None\n9|PENDIN
 def unknown(ledger: LedgerStore, job: str, op: Op, *, ago: float = 60.0, baseline: Optional[JobInfo] = None,
             result: Result = Result.UNKNOWN) -> int:
     start = ledger.now() - ago
-    op_id = ledger.begin_operation(job, op, "0" * 32, start, baseline=baseline,
+    op_id = begin_operation(ledger, job, op, "0" * 32, start, baseline=baseline,
                                    baseline_at=None if baseline is None else start - 0.2, ends_by=start + 1.0)
     bit = (RequeueBit.MAY_BE_SET if result is Result.UNKNOWN else RequeueBit.CLEAR) if op.requeues else None
-    ledger.finish_operation(op_id, Outcome(op, job, result, bit), b"", start + 1.0, ended=ended_ago(ago - 1.0))
+    finish_operation(ledger, op_id, Outcome(op, job, result, bit), b"", start + 1.0, ended=ended_ago(ago - 1.0))
     return op_id
 
 

@@ -31,6 +31,7 @@ from slurm_dsl.run.tracked import Tracker, current_actor
 from tests.cli_run import cli
 from tests.fakes import calls_made, write_fake, write_fake_squeue
 from tests.ledger_backends import RAW_ERRORS, Raw, checkpointed, is_mariadb, module, schema, shown, store_class
+from tests.ledger_ops import acquire_lease, begin_operation, finish_operation, set_bit
 
 ROOT = Path(__file__).resolve().parents[2]
 CLEAR, MAY, SET = RequeueBit.CLEAR, RequeueBit.MAY_BE_SET, RequeueBit.SET
@@ -61,8 +62,8 @@ def record(ledger: LedgerStore, job: str, op: Op, started: float, outcome: Optio
            actor: str = "") -> int:
     """One operation through the store, begun at ``started`` and finished a second later with
     ``outcome`` (default: ok); its nonce is ``started`` in hex."""
-    op_id = ledger.begin_operation(job, op, f"{int(started):032x}", started, actor=actor)
-    ledger.finish_operation(op_id, outcome or ok_outcome(op, job), b"stderr", started + 1)
+    op_id = begin_operation(ledger, job, op, f"{int(started):032x}", started, actor=actor)
+    finish_operation(ledger, op_id, outcome or ok_outcome(op, job), b"stderr", started + 1)
     return op_id
 
 
@@ -168,7 +169,7 @@ def test_the_actor_names_uid_user_host_and_pid(monkeypatch: pytest.MonkeyPatch) 
 def test_begin_records_the_actor_and_keeps_it(path: str) -> None:
     with open_ledger(path) as ledger:
         one = record(ledger, "1", Op.HOLD, NOW, actor="uid 0 (root) on ctl1, pid 42")
-        two = ledger.begin_operation("1", Op.HOLD, "b" * 32, NOW + 5)  # the old signature: unknown
+        two = begin_operation(ledger, "1", Op.HOLD, "b" * 32, NOW + 5)  # the old signature: unknown
         entries = ledger.history("1")
     assert [(e.id, e.actor) for e in entries] == [(one, "uid 0 (root) on ctl1, pid 42"), (two, None)]
     with Raw(path) as conn:
@@ -183,7 +184,7 @@ def test_the_tracker_and_the_sweeper_record_who_ran_it(tmp_path: Path, path: str
     with Tracker(str(path), scontrol=str(fake)) as t:
         t.run(Op.REQUEUE, "5", time.time() + 10)
         with open_ledger(path) as ledger:  # leave job 5 may_be_set, as a crash would
-            ledger.begin_operation("5", Op.REQUEUE, "c" * 32, time.time(), actor=t.actor)
+            begin_operation(ledger, "5", Op.REQUEUE, "c" * 32, time.time(), actor=t.actor)
         report = sweep(t, _FoundRunningAtRequeue1())
     assert [s.done.value for s in report.swept] == ["restored"]
     with open_ledger(path) as ledger:
@@ -228,7 +229,7 @@ def test_a_plain_delete_and_a_change_to_a_finished_row_are_still_refused(path: s
 def test_even_inside_prune_the_file_refuses_what_prune_must_never_remove(path: str) -> None:
     ids = three_jobs(path)
     with open_ledger(path) as ledger:
-        unfinished = ledger.begin_operation("1", Op.HOLD, "d" * 32, OLD + 10)
+        unfinished = begin_operation(ledger, "1", Op.HOLD, "d" * 32, OLD + 10)
     with Raw(path) as conn:
         conn.begin()
         conn.start_pruning()
@@ -281,7 +282,7 @@ def test_a_version_1_ledger_is_migrated_and_keeps_its_data(tmp_path: Path) -> No
         hold, requeue = ledger.history("8")
         assert (hold.op, hold.result, hold.calls[0].outcome, hold.actor) == (Op.HOLD, Result.OK, "success", None)
         assert (requeue.op, requeue.finished, requeue.actor) == (Op.REQUEUE, False, None)
-        ledger.finish_operation(requeue.id, Outcome(Op.REQUEUE, "8", Result.OK, CLEAR), b"", OLD + 3)
+        finish_operation(ledger, requeue.id, Outcome(Op.REQUEUE, "8", Result.OK, CLEAR), b"", OLD + 3)
         new = record(ledger, "8", Op.HOLD, NOW, actor="me")
         assert ledger.history("8")[-1].actor == "me" and ledger.history("8")[-1].id == new
     conn = raw(path)
@@ -302,7 +303,7 @@ def test_history_human_and_json(path: str) -> None:
         first = record(ledger, "1", Op.REQUEUE, NOW, UNKNOWN_REQUEUE, actor="uid 0 (root) on ctl1, pid 7")
         second = record(ledger, "1", Op.RESTORE, NOW + 60, ok_outcome(Op.RESTORE, "1"), actor="uid 0 (root) on ctl1,"
                         " pid 8, sweep")
-        running = ledger.begin_operation("1", Op.HOLD, "e" * 32, NOW + 120, actor="uid 1000 (alice) on ctl1, pid 9")
+        running = begin_operation(ledger, "1", Op.HOLD, "e" * 32, NOW + 120, actor="uid 1000 (alice) on ctl1, pid 9")
     code, out, err = cli(["history", "1", "--ledger", str(path)])
     assert (code, err) == (0, "")
     lines = out.splitlines()
@@ -483,10 +484,10 @@ def populate(path: str) -> Dict[str, List[int]]:
         # 3: old rows, but its bit may be set: nothing goes.
         ids["3"] = [record(ledger, "3", Op.HOLD, old), record(ledger, "3", Op.REQUEUE, old + 1, unknown_requeue("3"))]
         # 4: clear, an old row, then one that never finished (a crash): the finished one goes, the trace stays.
-        ids["4"] = [record(ledger, "4", Op.HOLD, old), ledger.begin_operation("4", Op.HOLD, "f" * 32, old + 1)]
+        ids["4"] = [record(ledger, "4", Op.HOLD, old), begin_operation(ledger, "4", Op.HOLD, "f" * 32, old + 1)]
         # 5: clear and old, but someone holds its lease: nothing goes.
         ids["5"] = [record(ledger, "5", Op.HOLD, old + i) for i in range(2)]
-        assert ledger.acquire_lease("5", "an operation", now, 600)
+        assert acquire_lease(ledger, "5", "an operation", now, 600)
         # 6: clear, rows only a little old: nothing goes at 90 days.
         ids["6"] = [record(ledger, "6", Op.HOLD, now - 10 * DAY + i) for i in range(2)]
     return ids
@@ -596,17 +597,17 @@ def _worker(path: str, count: int) -> None:
         for i in range(count):
             job = str(1 + i % JOBS)
             op = Op.REQUEUE if i % 2 else Op.HOLD
-            op_id = ledger.begin_operation(job, op, f"{i:032x}", time.time(), actor="worker")
+            op_id = begin_operation(ledger, job, op, f"{i:032x}", time.time(), actor="worker")
             print(f"begun {op_id} {job}", flush=True)
             time.sleep(0.002)  # its script runs: the write lock is free meanwhile, as it is for real
-            ledger.finish_operation(op_id, ok_outcome(op, job), b"", time.time())
+            finish_operation(ledger, op_id, ok_outcome(op, job), b"", time.time())
             if op.requeues:  # its clear is watched until saved: a sweep clears it, as after a save
-                assert ledger.acquire_lease(job, "sweep", time.time(), 10.0)
-                assert ledger.set_bit(job, RequeueBit.CLEAR, "sweep: saved", time.time(), owner="sweep")
+                assert acquire_lease(ledger, job, "sweep", time.time(), 10.0)
+                assert set_bit(ledger, job, RequeueBit.CLEAR, "sweep: saved", time.time(), owner="sweep")
                 ledger.release_lease(job, "sweep")
             print(f"finished {op_id} {job}", flush=True)
             print(f"rows {ledger.count_history()} -", flush=True)
-        op_id = ledger.begin_operation("1", Op.HOLD, "e" * 32, time.time(), actor="worker")
+        op_id = begin_operation(ledger, "1", Op.HOLD, "e" * 32, time.time(), actor="worker")
         print(f"begun {op_id} 1", flush=True)
 
 

@@ -30,6 +30,7 @@ from slurm_dsl.run.sweep import Done, sweep
 from slurm_dsl.run.tracked import Tracker
 from tests.fakes import alive_in_group, calls_made, refuse, write_fake, write_fake_squeue
 from tests.ground import ALREADY_FINISHED, OTHER_NONCE
+from tests.ledger_ops import begin_operation, finish_operation
 
 T = TypeVar("T")
 
@@ -424,8 +425,8 @@ def test_a_sweep_whose_squeue_escapes_changes_nothing(escapes: Escapes, bin_dir:
     fake = write_fake(bin_dir, {})
     path = str(tmp_path / "ledger.sqlite3")
     with open_ledger(path) as ledger:
-        op_id = ledger.begin_operation("5", Op.REQUEUE, "0" * 32, time.time())
-        ledger.finish_operation(op_id, Outcome(Op.REQUEUE, "5", Result.UNKNOWN, RequeueBit.MAY_BE_SET), b"",
+        op_id = begin_operation(ledger, "5", Op.REQUEUE, "0" * 32, time.time())
+        finish_operation(ledger, op_id, Outcome(Op.REQUEUE, "5", Result.UNKNOWN, RequeueBit.MAY_BE_SET), b"",
                                 time.time())
     lookup = SqueueLookup(squeue_path=str(write_escaping_squeue(tmp_path / "sq", escapes)))
     with Tracker(path, scontrol=str(fake)) as tracker:

@@ -40,8 +40,8 @@ from slurm_dsl.ledger.choose import open_ledger
 path, job, op = sys.argv[1], sys.argv[2], Op(sys.argv[3])
 bit = RequeueBit.MAY_BE_SET if op is Op.REQUEUE else RequeueBit.CLEAR
 with open_ledger(path) as ledger:
-    op_id = ledger.begin_operation(job, op, "0" * 32, time.time() - 61)
-    ledger.finish_operation(op_id, Outcome(op, job, Result.UNKNOWN, bit), b"", time.time() - 60)
+    op_id = ledger.begin_operations([(job, op, "0" * 32)], time.time() - 61)[0]
+    ledger.finish_operations([(op_id, Outcome(op, job, Result.UNKNOWN, bit), b"")], time.time() - 60)
 """
 
 

@@ -42,6 +42,7 @@ from tests import lab
 from tests.integration.test_bulk_live import calls, shim
 from tests.integration.test_sweeper_live import crash
 from tests.ledger_backends import Raw, shown
+from tests.ledger_ops import begin_operation, finish_operation
 
 pytestmark = pytest.mark.integration
 
@@ -156,9 +157,9 @@ def mark_may_be_set(url: str, jobs: Sequence[str], actor: str) -> None:
     with open_ledger(url) as ledger:
         for job in jobs:
             lab.check(["scontrol", "update", f"JobId={job}", "Requeue=1"])
-            op_id = ledger.begin_operation(job, Op.REQUEUE, new_nonce(), ledger.now(), actor=actor)
+            op_id = begin_operation(ledger, job, Op.REQUEUE, new_nonce(), ledger.now(), actor=actor)
             outcome = Outcome(Op.REQUEUE, job, Result.UNKNOWN, RequeueBit.MAY_BE_SET)
-            ledger.finish_operation(op_id, outcome, b"", ledger.now())
+            finish_operation(ledger, op_id, outcome, b"", ledger.now())
 
 
 @pytest.fixture(scope="module")

@@ -44,8 +44,8 @@ from slurm_dsl.ledger.choose import open_ledger
 path, job, op, key = sys.argv[1], sys.argv[2], Op(sys.argv[3]), sys.argv[4] or None
 bit = RequeueBit.MAY_BE_SET if op is Op.REQUEUE else None
 with open_ledger(path) as ledger:
-    op_id = ledger.begin_operation(job, op, "0" * 32, time.time() - 61, key=key, ends_by=time.time() - 60)
-    ledger.finish_operation(op_id, Outcome(op, job, Result.UNKNOWN, bit), b"", time.time() - 60)
+    op_id = ledger.begin_operations([(job, op, "0" * 32)], time.time() - 61, key=key, ends_by=time.time() - 60)[0]
+    ledger.finish_operations([(op_id, Outcome(op, job, Result.UNKNOWN, bit), b"")], time.time() - 60)
 """
 
 

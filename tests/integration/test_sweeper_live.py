@@ -25,6 +25,7 @@ from tests.cli_run import cli_process
 from tests.fakes import descendants
 from tests.integration.test_bulk_live import calls, shim
 from tests.integration.test_wording_live import slurm_release
+from tests.ledger_ops import begin_operation, finish_operation
 
 pytestmark = pytest.mark.integration
 
@@ -98,9 +99,9 @@ def test_requeues_killed_at_random_moments_are_all_put_right(tmp_path: Path) -> 
 
 def mark_unknown(path: str, job: str) -> None:
     with open_ledger(path) as ledger:
-        op_id = ledger.begin_operation(job, Op.REQUEUE, "0" * 32, time.time())
+        op_id = begin_operation(ledger, job, Op.REQUEUE, "0" * 32, time.time())
         out = Outcome(Op.REQUEUE, job, Result.UNKNOWN, RequeueBit.MAY_BE_SET)
-        ledger.finish_operation(op_id, out, b"", time.time())
+        finish_operation(ledger, op_id, out, b"", time.time())
 
 
 SWEEP_CHILD = f"""

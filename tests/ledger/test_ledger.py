@@ -35,6 +35,7 @@ from slurm_dsl.ledger.choose import open_ledger
 from slurm_dsl.ledger.records import HistoryEntry
 from tests.examples import examples
 from tests.ledger_backends import RAW_ERRORS, Raw, is_mariadb, schema, shown
+from tests.ledger_ops import acquire_lease, begin_operation, finish_operation, set_bit
 
 JOB = "4242"
 NONCE = "0123456789abcdef0123456789abcdef"
@@ -108,8 +109,8 @@ def sqlite_ledger(tmp_path: Path, **kwargs: Any) -> LedgerStore:
 
 def force_bit(ledger: LedgerStore, job_id: str, bit: RequeueBit, now: float = 1.0) -> None:
     """Give a job a prior bit the way the sweeper would: under its lease."""
-    assert ledger.acquire_lease(job_id, "setup", now, 10.0)
-    assert ledger.set_bit(job_id, bit, f"setup {bit.value}", now, owner="setup")
+    assert acquire_lease(ledger, job_id, "setup", now, 10.0)
+    assert set_bit(ledger, job_id, bit, f"setup {bit.value}", now, owner="setup")
     assert ledger.release_lease(job_id, "setup")
 
 
@@ -125,7 +126,7 @@ def test_open_creates_parent_0700_and_file_0600_and_wal_files_0600(tmp_path: Pat
     old_umask = os.umask(0o022)
     try:
         with open_ledger(path) as ledger:
-            ledger.begin_operation(JOB, Op.HOLD, NONCE, 1.0)
+            begin_operation(ledger, JOB, Op.HOLD, NONCE, 1.0)
             assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
             assert stat.S_IMODE(os.stat(path.parent).st_mode) == 0o700
             for suffix in ("-wal", "-shm"):
@@ -157,7 +158,7 @@ def test_a_writer_waits_busy_timeout_then_ledger_error(ledger_location: str) -> 
             assert ledger.get(JOB) is None
             start = time.monotonic()
             with pytest.raises(LedgerError, match="locked") as info:
-                ledger.acquire_lease(JOB, "me", 1.0, 10.0)
+                acquire_lease(ledger, JOB, "me", 1.0, 10.0)
             waited = time.monotonic() - start
             # MariaDB's lock wait is whole seconds: 0.3 s becomes 1 s.
             assert 0.25 <= waited < (3.0 if is_mariadb(ledger_location) else 2.0)
@@ -171,7 +172,7 @@ def test_schema_version_and_reopen_keeps_data(ledger_location: str) -> None:
     assert len(sqlite_module.MIGRATIONS) == 9
     with fresh_ledger(ledger_location) as ledger:
         assert ledger.schema_version() == schema(ledger_location)
-        ledger.begin_operation(JOB, Op.REQUEUE, NONCE, 1.0)
+        begin_operation(ledger, JOB, Op.REQUEUE, NONCE, 1.0)
     with fresh_ledger(ledger_location) as ledger:
         assert ledger.schema_version() == schema(ledger_location)
         obj = ledger.get(JOB)
@@ -210,13 +211,13 @@ def test_the_marks_of_an_object_and_an_operation(ledger_location: str) -> None:
     with fresh_ledger(ledger_location) as ledger:
         ledger.look_at_saves("a", lambda: "1")
         place = ledger.look_at_saves("a", lambda: "2").place
-        op_id = ledger.begin_operation(JOB, Op.REQUEUE, NONCE, 10.0, ends_by=30.0)
+        op_id = begin_operation(ledger, JOB, Op.REQUEUE, NONCE, 10.0, ends_by=30.0)
         assert ledger.marks([JOB])[JOB] == Marks(None, None, None, None, 30.0)
-        ledger.finish_operation(op_id, Outcome(Op.REQUEUE, JOB, Result.UNKNOWN, MAY), b"", 11.0, look="a=2")
+        finish_operation(ledger, op_id, Outcome(Op.REQUEUE, JOB, Result.UNKNOWN, MAY), b"", 11.0, look="a=2")
         assert ledger.marks([JOB])[JOB] == Marks(place, "a=2", None, None, 11.0)
         assert ledger.op_marks([op_id]) == {op_id: (place, "a=2")}
         # A second requeue that never finishes: no quiet moment until a sweep anchors one.
-        ledger.begin_operation(JOB, Op.REQUEUE, NONCE, 12.0, ends_by=40.0)
+        begin_operation(ledger, JOB, Op.REQUEUE, NONCE, 12.0, ends_by=40.0)
         assert ledger.marks([JOB])[JOB].quiet is None
         later = ledger.look_at_saves("a", lambda: "3").place
         assert ledger.anchor_quiet([JOB, "77"], "a=3") == 1  # 77 has no object
@@ -225,8 +226,8 @@ def test_the_marks_of_an_object_and_an_operation(ledger_location: str) -> None:
         assert ledger.mark_gone([JOB], "a=3") == 1 and ledger.mark_gone([JOB], "a=4") == 0
         assert ledger.marks([JOB])[JOB][2:4] == (later, "a=3")
         assert ledger.forget_gone([JOB]) == 1 and ledger.marks([JOB])[JOB][2:4] == (None, None)
-        hold = ledger.begin_operation("88", Op.HOLD, NONCE, 13.0)
-        ledger.finish_operation(hold, Outcome(Op.HOLD, "88", Result.OK, None), b"", 14.0)  # no look: None
+        hold = begin_operation(ledger, "88", Op.HOLD, NONCE, 13.0)
+        finish_operation(ledger, hold, Outcome(Op.HOLD, "88", Result.OK, None), b"", 14.0)  # no look: None
         assert ledger.op_marks([hold]) == {hold: (later, None)}
 
 
@@ -318,11 +319,11 @@ def test_begin_and_finish(
     with fresh_ledger(ledger_location) as ledger:
         if prior is not CLEAR:
             force_bit(ledger, JOB, prior)
-        op_id = ledger.begin_operation(JOB, outcome.op, NONCE, 10.0)
+        op_id = begin_operation(ledger, JOB, outcome.op, NONCE, 10.0)
         during = ledger.get(JOB)
         assert during is not None
         assert during.bit is (MAY if outcome.op in (Op.REQUEUE, Op.REQUEUE_HOLD) else prior)
-        assert ledger.finish_operation(op_id, outcome, b"err", 11.0) is after
+        assert finish_operation(ledger, op_id, outcome, b"err", 11.0) is after
         watched = next_bit(prior, outcome) is CLEAR and after is MAY
         assert after is (MAY if watched else next_bit(prior, outcome))
         obj = ledger.get(JOB)
@@ -348,16 +349,16 @@ def test_a_late_finish_never_clears_what_a_newer_requeue_may_have_set(ledger_loc
     after a newer requeue began on the same job and left its bit may_be_set: its ok must not clear it."""
     with fresh_ledger(ledger_location) as ledger:
         force_bit(ledger, JOB, MAY)
-        stale = ledger.begin_operation(JOB, late.op, NONCE, 10.0)
-        newer = ledger.begin_operation(JOB, Op.REQUEUE, NONCE[::-1], 80.0)  # after the stale lease lapsed
-        assert ledger.finish_operation(newer, REQUEUE_S1_UNKNOWN, b"", 81.0) is MAY
-        assert ledger.finish_operation(stale, late, b"", 90.0) is MAY
+        stale = begin_operation(ledger, JOB, late.op, NONCE, 10.0)
+        newer = begin_operation(ledger, JOB, Op.REQUEUE, NONCE[::-1], 80.0)  # after the stale lease lapsed
+        assert finish_operation(ledger, newer, REQUEUE_S1_UNKNOWN, b"", 81.0) is MAY
+        assert finish_operation(ledger, stale, late, b"", 90.0) is MAY
         obj = ledger.get(JOB)
         assert obj is not None and obj.bit is MAY and obj.why.startswith(f"requeue {NONCE[::-1]}")
         assert [h.bit_after for h in ledger.history(JOB)] == [MAY, MAY]
         # With nothing begun since, the same finish clears as ever, watched until saved (§13.3).
-        again = ledger.begin_operation(JOB, late.op, NONCE, 100.0)
-        assert ledger.finish_operation(again, late, b"", 101.0) is MAY
+        again = begin_operation(ledger, JOB, late.op, NONCE, 100.0)
+        assert finish_operation(ledger, again, late, b"", 101.0) is MAY
         obj = ledger.get(JOB)
         assert obj is not None and obj.why.startswith(f"{late.op.value} {NONCE}: ok; cleared, not yet known saved")
 
@@ -365,7 +366,7 @@ def test_a_late_finish_never_clears_what_a_newer_requeue_may_have_set(ledger_loc
 def test_a_job_with_only_holds_has_a_clear_object(ledger_location: str) -> None:
     with fresh_ledger(ledger_location) as ledger:
         assert ledger.get(JOB) is None
-        ledger.finish_operation(ledger.begin_operation(JOB, Op.HOLD, NONCE, 5.0), HOLD_OK, b"", 6.0)
+        finish_operation(ledger, begin_operation(ledger, JOB, Op.HOLD, NONCE, 5.0), HOLD_OK, b"", 6.0)
         obj = ledger.get(JOB)
         assert obj is not None and obj.bit is CLEAR and obj.job_id == JOB
         assert ledger.pending(100.0) == []
@@ -373,7 +374,7 @@ def test_a_job_with_only_holds_has_a_clear_object(ledger_location: str) -> None:
 
 def test_intent_is_committed_before_begin_returns_and_survives_a_crash(ledger_location: str) -> None:
     ledger = open_ledger(ledger_location)
-    ledger.begin_operation(JOB, Op.REQUEUE, NONCE, 7.0)
+    begin_operation(ledger, JOB, Op.REQUEUE, NONCE, 7.0)
     # Another connection sees it at once: the transaction is committed, not pending.
     with Raw(ledger_location) as conn:
         assert conn.execute("SELECT bit, why FROM objects WHERE job_id = ?", (JOB,)) == [
@@ -390,14 +391,14 @@ def test_intent_is_committed_before_begin_returns_and_survives_a_crash(ledger_lo
 
 def test_finish_refuses_a_second_finish_an_unknown_id_and_a_foreign_outcome(ledger_location: str) -> None:
     with fresh_ledger(ledger_location) as ledger:
-        op_id = ledger.begin_operation(JOB, Op.REQUEUE, NONCE, 1.0)
+        op_id = begin_operation(ledger, JOB, Op.REQUEUE, NONCE, 1.0)
         with pytest.raises(ValueError, match="is requeue 4242, not hold 4242"):
-            ledger.finish_operation(op_id, HOLD_OK, b"", 2.0)
-        ledger.finish_operation(op_id, REQUEUE_S1_UNKNOWN, b"", 2.0)
+            finish_operation(ledger, op_id, HOLD_OK, b"", 2.0)
+        finish_operation(ledger, op_id, REQUEUE_S1_UNKNOWN, b"", 2.0)
         with pytest.raises(LedgerError, match="already finished"):
-            ledger.finish_operation(op_id, REQUEUE_OK, b"", 3.0)
+            finish_operation(ledger, op_id, REQUEUE_OK, b"", 3.0)
         with pytest.raises(LedgerError, match="no operation 999"):
-            ledger.finish_operation(999, REQUEUE_OK, b"", 3.0)
+            finish_operation(ledger, 999, REQUEUE_OK, b"", 3.0)
         obj = ledger.get(JOB)
         assert obj is not None and obj.bit is MAY  # the refused finish changed nothing
 
@@ -405,22 +406,22 @@ def test_finish_refuses_a_second_finish_an_unknown_id_and_a_foreign_outcome(ledg
 def test_bad_arguments_are_value_errors(ledger_location: str) -> None:
     with fresh_ledger(ledger_location) as ledger:
         with pytest.raises(ValueError, match="invalid job id"):
-            ledger.begin_operation("123_4", Op.HOLD, NONCE, 1.0)
+            begin_operation(ledger, "123_4", Op.HOLD, NONCE, 1.0)
         with pytest.raises(ValueError, match="finite"):
-            ledger.begin_operation(JOB, Op.HOLD, NONCE, float("nan"))
+            begin_operation(ledger, JOB, Op.HOLD, NONCE, float("nan"))
         with pytest.raises(ValueError, match="positive"):
-            ledger.acquire_lease(JOB, "me", 1.0, 0.0)
+            acquire_lease(ledger, JOB, "me", 1.0, 0.0)
         assert ledger.history(JOB) == []
 
 
 def test_history_is_complete_and_append_only(ledger_location: str) -> None:
     big = b"x" * (STDERR_CAP + 1000)
     with open_ledger(ledger_location) as ledger:
-        first = ledger.begin_operation(JOB, Op.REQUEUE, "aa" * 16, 1.0)
-        ledger.finish_operation(first, REQUEUE_CLEAR_FAILED, big, 2.0)
-        second = ledger.begin_operation(JOB, Op.RESTORE, "bb" * 16, 3.0)
-        ledger.finish_operation(second, RESTORE_OK, b"\x1eDSL bb call 1 0\n\xff\x00", 4.0)
-        third = ledger.begin_operation(JOB, Op.HOLD, "cc" * 16, 5.0)
+        first = begin_operation(ledger, JOB, Op.REQUEUE, "aa" * 16, 1.0)
+        finish_operation(ledger, first, REQUEUE_CLEAR_FAILED, big, 2.0)
+        second = begin_operation(ledger, JOB, Op.RESTORE, "bb" * 16, 3.0)
+        finish_operation(ledger, second, RESTORE_OK, b"\x1eDSL bb call 1 0\n\xff\x00", 4.0)
+        third = begin_operation(ledger, JOB, Op.HOLD, "cc" * 16, 5.0)
         entries = ledger.history(JOB)
     assert [e.id for e in entries] == [first, second, third]
     one, two, three = entries
@@ -455,29 +456,29 @@ def test_history_is_complete_and_append_only(ledger_location: str) -> None:
 
 def test_a_lease_is_exclusive_until_it_expires(ledger_location: str) -> None:
     with fresh_ledger(ledger_location) as ledger:
-        assert ledger.acquire_lease(JOB, "a", 100.0, 30.0)
-        assert not ledger.acquire_lease(JOB, "b", 129.9, 30.0)
-        assert ledger.acquire_lease(JOB, "a", 120.0, 30.0)  # renewal, now until 150
-        assert not ledger.acquire_lease(JOB, "b", 149.0, 30.0)
-        assert ledger.acquire_lease("4243", "b", 149.0, 30.0)  # another job is another lease
-        assert ledger.acquire_lease(JOB, "b", 150.0, 30.0)  # a's lapsed: a crashed holder
+        assert acquire_lease(ledger, JOB, "a", 100.0, 30.0)
+        assert not acquire_lease(ledger, JOB, "b", 129.9, 30.0)
+        assert acquire_lease(ledger, JOB, "a", 120.0, 30.0)  # renewal, now until 150
+        assert not acquire_lease(ledger, JOB, "b", 149.0, 30.0)
+        assert acquire_lease(ledger, "4243", "b", 149.0, 30.0)  # another job is another lease
+        assert acquire_lease(ledger, JOB, "b", 150.0, 30.0)  # a's lapsed: a crashed holder
         assert not ledger.release_lease(JOB, "a")  # a no longer holds it
-        assert not ledger.acquire_lease(JOB, "a", 151.0, 30.0)
+        assert not acquire_lease(ledger, JOB, "a", 151.0, 30.0)
         assert ledger.release_lease(JOB, "b")
-        assert ledger.acquire_lease(JOB, "a", 151.0, 30.0)
+        assert acquire_lease(ledger, JOB, "a", 151.0, 30.0)
 
 
 def test_set_bit_needs_the_lease(ledger_location: str) -> None:
     with fresh_ledger(ledger_location) as ledger:
-        ledger.begin_operation(JOB, Op.REQUEUE, NONCE, 1.0)
-        assert not ledger.set_bit(JOB, CLEAR, "gone", 2.0, owner="sweeper")  # no lease at all
-        assert ledger.acquire_lease(JOB, "sweeper", 2.0, 10.0)
-        assert not ledger.set_bit(JOB, CLEAR, "gone", 12.0, owner="sweeper")  # it lapsed
-        assert ledger.acquire_lease(JOB, "op", 12.0, 10.0)
-        assert not ledger.set_bit(JOB, CLEAR, "gone", 13.0, owner="sweeper")  # another holds it
+        begin_operation(ledger, JOB, Op.REQUEUE, NONCE, 1.0)
+        assert not set_bit(ledger, JOB, CLEAR, "gone", 2.0, owner="sweeper")  # no lease at all
+        assert acquire_lease(ledger, JOB, "sweeper", 2.0, 10.0)
+        assert not set_bit(ledger, JOB, CLEAR, "gone", 12.0, owner="sweeper")  # it lapsed
+        assert acquire_lease(ledger, JOB, "op", 12.0, 10.0)
+        assert not set_bit(ledger, JOB, CLEAR, "gone", 13.0, owner="sweeper")  # another holds it
         obj = ledger.get(JOB)
         assert obj is not None and obj.bit is MAY and obj.why == f"requeue {NONCE} started"
-        assert ledger.set_bit(JOB, CLEAR, "job gone", 14.0, owner="op")
+        assert set_bit(ledger, JOB, CLEAR, "job gone", 14.0, owner="op")
         obj = ledger.get(JOB)
         assert obj is not None and (obj.bit, obj.why, obj.updated_at) == (CLEAR, "job gone", 14.0)
 
@@ -485,19 +486,19 @@ def test_set_bit_needs_the_lease(ledger_location: str) -> None:
 def test_pending_oldest_first_skipping_clear_leased_and_backed_off(ledger_location: str) -> None:
     with fresh_ledger(ledger_location, backoff_base=10.0, backoff_cap=100.0) as ledger:
         for job_id, started in (("5", 5.0), ("3", 3.0), ("4", 4.0), ("6", 3.0), ("1", 1.0)):
-            ledger.begin_operation(job_id, Op.REQUEUE, NONCE, started)
-        ledger.finish_operation(
-            ledger.begin_operation("2", Op.REQUEUE, NONCE, 0.5), requeue_ok_for("2"), b"", 0.6
+            begin_operation(ledger, job_id, Op.REQUEUE, NONCE, started)
+        finish_operation(ledger,
+            begin_operation(ledger, "2", Op.REQUEUE, NONCE, 0.5), requeue_ok_for("2"), b"", 0.6
         )
-        ledger.finish_operation(ledger.begin_operation("9", Op.HOLD, NONCE, 0.5), hold_ok_for("9"), b"", 0.6)
+        finish_operation(ledger, begin_operation(ledger, "9", Op.HOLD, NONCE, 0.5), hold_ok_for("9"), b"", 0.6)
         # 2's requeue cleared its flag, not yet known saved: watched like the others (§13.3).
         assert [o.job_id for o in ledger.pending(10.0)] == ["2", "1", "3", "6", "4", "5"]
-        ledger.acquire_lease("2", "sweeper", 10.0, 5.0)
-        assert ledger.set_bit("2", CLEAR, "sweep: saved", 10.0, owner="sweeper")
+        acquire_lease(ledger, "2", "sweeper", 10.0, 5.0)
+        assert set_bit(ledger, "2", CLEAR, "sweep: saved", 10.0, owner="sweeper")
         ledger.release_lease("2", "sweeper")
         assert [o.job_id for o in ledger.pending(10.0)] == ["1", "3", "6", "4", "5"]
         assert [o.job_id for o in ledger.pending(10.0, limit=2)] == ["1", "3"]
-        assert ledger.acquire_lease("3", "op", 10.0, 5.0)
+        assert acquire_lease(ledger, "3", "op", 10.0, 5.0)
         assert ledger.lookup_failed("6", "controller down", 10.0) == 20.0
         assert [o.job_id for o in ledger.pending(10.0)] == ["1", "4", "5"]
         assert [o.job_id for o in ledger.pending(15.0)] == ["1", "3", "4", "5"]  # lease lapsed
@@ -511,11 +512,11 @@ def test_the_sweep_holding_the_lock_takes_over_other_sweeps_leases_never_an_oper
     dead, me = "sweep:ctl1:4711:1:deadbeef", "sweep:ctl2:42:1:cafecafe"
     with fresh_ledger(ledger_location) as ledger:
         for job in ("1", "2", "3", "4", "5"):
-            ledger.begin_operation(job, Op.REQUEUE, NONCE, float(job))
+            begin_operation(ledger, job, Op.REQUEUE, NONCE, float(job))
         assert ledger.acquire_leases(["1", "2"], dead, 10.0, 100.0) == ["1", "2"]
-        assert ledger.acquire_lease("3", "op:ctl1:4712:1:0badf00d", 10.0, 100.0)
-        assert ledger.acquire_lease("4", "bulk:ctl1:4713:1:12345678", 10.0, 100.0)
-        assert ledger.acquire_lease("5", "sweeper", 10.0, 100.0)  # not a sweep's owner: "sweep:" is the tag
+        assert acquire_lease(ledger, "3", "op:ctl1:4712:1:0badf00d", 10.0, 100.0)
+        assert acquire_lease(ledger, "4", "bulk:ctl1:4713:1:12345678", 10.0, 100.0)
+        assert acquire_lease(ledger, "5", "sweeper", 10.0, 100.0)  # not a sweep's owner: "sweep:" is the tag
         assert ledger.pending(11.0) == []
         assert [o.job_id for o in ledger.pending(11.0, take_over_sweeps=True)] == ["1", "2"]
         assert [o.job_id for o in ledger.pending(11.0, 1, take_over_sweeps=True)] == ["1"]
@@ -533,7 +534,7 @@ def test_the_sweep_holding_the_lock_takes_over_other_sweeps_leases_never_an_oper
 def test_a_watched_object_keeps_its_bit_gets_no_back_off_and_waits_behind_the_others(ledger_location: str) -> None:
     with fresh_ledger(ledger_location, backoff_base=10.0, backoff_cap=100.0) as ledger:
         for job_id, started in (("1", 1.0), ("2", 2.0), ("3", 3.0)):
-            ledger.begin_operation(job_id, Op.REQUEUE, NONCE, started)
+            begin_operation(ledger, job_id, Op.REQUEUE, NONCE, started)
         ledger.lookup_failed("1", "down", 5.0)  # due at 15
         assert ledger.acquire_leases(["1", "2"], "sweep", 20.0, 10.0) == ["1", "2"]
         assert ledger.watch(["1", "2", "3"], 20.0, owner="sweep") == ["1", "2"]  # 3: no lease, untouched
@@ -548,7 +549,7 @@ def test_a_watched_object_keeps_its_bit_gets_no_back_off_and_waits_behind_the_ot
 
 def test_lookup_back_off_doubles_up_to_the_cap_and_set_bit_resets_it(ledger_location: str) -> None:
     with fresh_ledger(ledger_location, backoff_base=10.0, backoff_cap=100.0) as ledger:
-        ledger.begin_operation(JOB, Op.REQUEUE, NONCE, 0.0)
+        begin_operation(ledger, JOB, Op.REQUEUE, NONCE, 0.0)
         waits = [ledger.lookup_failed(JOB, f"timeout {n}", 1000.0) - 1000.0 for n in range(1, 8)]
         assert waits == [10.0, 20.0, 40.0, 80.0, 100.0, 100.0, 100.0]
         obj = ledger.get(JOB)
@@ -558,8 +559,8 @@ def test_lookup_back_off_doubles_up_to_the_cap_and_set_bit_resets_it(ledger_loca
         with Raw(ledger_location) as conn:
             conn.execute("UPDATE objects SET lookup_failures = 5000")
         assert ledger.lookup_failed(JOB, "down", 1000.0) == 1100.0  # 2.0 ** 5000 would overflow
-        assert ledger.acquire_lease(JOB, "sweeper", 1000.0, 10.0)
-        assert ledger.set_bit(JOB, SET, "still Requeue=1, restore failed", 1001.0, owner="sweeper")
+        assert acquire_lease(ledger, JOB, "sweeper", 1000.0, 10.0)
+        assert set_bit(ledger, JOB, SET, "still Requeue=1, restore failed", 1001.0, owner="sweeper")
         obj = ledger.get(JOB)
         assert obj is not None
         assert (obj.lookup_failures, obj.next_lookup_at, obj.lookup_error) == (0, 0.0, "")
@@ -597,13 +598,13 @@ def test_the_object_follows_next_bit_over_any_sequence(ledger_location: str) -> 
         job = str(next(jobs))
         expected = CLEAR
         for i, outcome in enumerate(dataclasses.replace(o, job_id=job) for o in outcomes):
-            op_id = ledger.begin_operation(job, outcome.op, f"{i:032x}", float(i))
+            op_id = begin_operation(ledger, job, outcome.op, f"{i:032x}", float(i))
             if crash_last and i == len(outcomes) - 1:
                 if outcome.op in (Op.REQUEUE, Op.REQUEUE_HOLD):
                     expected = MAY  # unfinished requeue: intent stays
                 break
             after = naive_after(expected, outcome)
-            assert ledger.finish_operation(op_id, outcome, b"", i + 0.5) is after
+            assert finish_operation(ledger, op_id, outcome, b"", i + 0.5) is after
             expected = after
         obj = ledger.get(job)
         assert (obj.bit if obj else CLEAR) is expected
@@ -817,7 +818,7 @@ def test_a_batch_is_one_transaction_seen_by_others_only_once_it_ends(ledger_loca
             with pytest.raises(RuntimeError, match="do not nest"):
                 with ledger.batch():
                     pass
-        assert other.get("301").bit is MAY and not other.acquire_lease("302", "sweep", 6.0, 10.0)  # type: ignore[union-attr]
+        assert other.get("301").bit is MAY and not acquire_lease(other, "302", "sweep", 6.0, 10.0)  # type: ignore[union-attr]
         with pytest.raises(LedgerError, match="already finished"):
             with ledger.batch():
                 ledger.finish_operations([(op_ids[0], requeue_ok_for("301"), b"")], 7.0)
@@ -825,7 +826,7 @@ def test_a_batch_is_one_transaction_seen_by_others_only_once_it_ends(ledger_loca
                 ledger.finish_operations([(op_ids[0], requeue_ok_for("301"), b"")], 7.0)
         # All or none: neither the first finish nor the leases given back were kept.
         assert other.get("301").bit is MAY and [h.finished for h in other.history("301")] == [False]  # type: ignore[union-attr]
-        assert not other.acquire_lease("301", "sweep", 8.0, 10.0)
+        assert not acquire_lease(other, "301", "sweep", 8.0, 10.0)
 
 
 # -- a bulk chunk, set-based: many ids, repeats, one bad entry, leases of others ------------------
@@ -942,7 +943,7 @@ def test_repeats_in_a_chunk_come_out_as_one_call_after_the_other(ledger_location
                 force_bit(ledger, job(series, n), SET)
             ledger.lookups_failed([job(series, 3), job(series, 4)], "down", 2.0)
         batch_ids = ledger.begin_operations([(job(1, n), op, nonce) for n, op, nonce in starts], 5.0, actor="me")
-        single_ids = [ledger.begin_operation(job(2, n), op, nonce, 5.0, actor="me") for n, op, nonce in starts]
+        single_ids = [begin_operation(ledger, job(2, n), op, nonce, 5.0, actor="me") for n, op, nonce in starts]
         assert [ledger.history(job(1, n))[-2 if i in (0, 2, 4, 6, 8) else -1].id for i, (n, _, _) in
                 enumerate(starts)] == batch_ids  # in the order of the starts
         assert state(ledger, 1) == state(ledger, 2)
@@ -950,7 +951,7 @@ def test_repeats_in_a_chunk_come_out_as_one_call_after_the_other(ledger_location
             [(batch_ids[i], for_job(results[i], job(1, starts[i][0])), b"") for i in order], 6.0
         )
         single_bits = [
-            ledger.finish_operation(single_ids[i], for_job(results[i], job(2, starts[i][0])), b"", 6.0) for i in order
+            finish_operation(ledger, single_ids[i], for_job(results[i], job(2, starts[i][0])), b"", 6.0) for i in order
         ]
         assert batch_bits == single_bits
         assert state(ledger, 1) == state(ledger, 2)
@@ -963,7 +964,7 @@ def test_repeats_in_a_chunk_come_out_as_one_call_after_the_other(ledger_location
 def test_one_bad_entry_among_many_writes_nothing_at_all(ledger_location: str) -> None:
     with fresh_ledger(ledger_location) as ledger:
         op_ids = ledger.begin_operations([(j, Op.REQUEUE, NONCE) for j in BIG], 5.0)
-        ledger.finish_operation(op_ids[700], for_job(REQUEUE_OK, BIG[700]), b"", 5.5)
+        finish_operation(ledger, op_ids[700], for_job(REQUEUE_OK, BIG[700]), b"", 5.5)
         ledger.acquire_leases(BIG[:10], "bulk", 5.0, 60.0)
         before = snapshot(ledger_location)
         finishes = [(i, for_job(REQUEUE_OK, j), b"") for i, j in zip(op_ids, BIG)]

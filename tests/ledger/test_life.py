@@ -21,6 +21,7 @@ from slurm_dsl.core.life import Event, Stage
 from slurm_dsl.core.model import LedgerError, Op, Outcome, RequeueBit, Result, Verdict
 from slurm_dsl.ledger.base import LedgerStore
 from slurm_dsl.ledger.choose import open_ledger
+from tests.ledger_ops import begin_operation, finish_operation
 
 NONCE = "0123456789abcdef0123456789abcdef"
 ROOT = Path(__file__).resolve().parents[2]
@@ -64,11 +65,11 @@ class Walked:
     def send(self, event: Event) -> None:
         self.now += 1.0
         if event.kind == "begin":
-            self.op_id = self.ledger.begin_operation(self.job, Op.REQUEUE, NONCE, self.now, ends_by=self.now + 30)
+            self.op_id = begin_operation(self.ledger, self.job, Op.REQUEUE, NONCE, self.now, ends_by=self.now + 30)
         elif event.kind == "finish":
             result = Result(event.value)
             outcome = Outcome(Op.REQUEUE, self.job, result, BIT.get(result, RequeueBit.CLEAR))
-            self.ledger.finish_operation(self.op_id, outcome, b"", self.now)
+            finish_operation(self.ledger, self.op_id, outcome, b"", self.now)
         elif event.kind == "verdict":
             self.ledger.add_settlements([(self.op_id, Verdict(event.value), self.now, None, "walked")], self.now,
                                         by="test")

@@ -12,14 +12,15 @@ from slurm_dsl.core.model import Op, Outcome, RequeueBit, Result, Verdict
 from slurm_dsl.ledger.base import LedgerStore
 from slurm_dsl.ledger.choose import open_ledger
 from tests.cli_run import cli
+from tests.ledger_ops import begin_operation, finish_operation
 
 NONCE = "ab" * 16
 
 
 def op(ledger: LedgerStore, job: str, what: Op, result: Result, now: float, verdict: Optional[Verdict] = None,
        key: Optional[str] = None) -> int:
-    op_id = ledger.begin_operation(job, what, NONCE, now, ends_by=now + 30, key=key)
-    ledger.finish_operation(op_id, Outcome(what, job, result, RequeueBit.CLEAR), b"", now + 1)
+    op_id = begin_operation(ledger, job, what, NONCE, now, ends_by=now + 30, key=key)
+    finish_operation(ledger, op_id, Outcome(what, job, result, RequeueBit.CLEAR), b"", now + 1)
     if verdict is not None:
         ledger.add_settlements([(op_id, verdict, now + 2, None, "read again")], now + 2, by="test")
     return op_id

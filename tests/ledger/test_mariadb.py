@@ -27,6 +27,7 @@ from slurm_dsl.ledger.choose import open_ledger
 from slurm_dsl.ledger.mariadb import MariaDbLedger
 from slurm_dsl.ledger.mariadb_config import ClientOptions, Location, parse_url, read_option_file
 from tests.ledger_backends import MariaDbServer, Raw, shown
+from tests.ledger_ops import acquire_lease, begin_operation
 
 ROOT = Path(__file__).resolve().parents[2]
 LAB_MARIADB = ROOT / "contrib" / "lab" / "mariadb"
@@ -237,8 +238,8 @@ from slurm_dsl.ledger.choose import open_ledger
 from slurm_dsl.core.model import ConfigError
 from slurm_dsl.core.model import Op, Outcome, Result
 with open_ledger({str(tmp_path / "l.sqlite3")!r}) as ledger:
-    op_id = ledger.begin_operation("7", Op.HOLD, "n", 1.0)
-    ledger.finish_operation(op_id, Outcome(Op.HOLD, "7", Result.OK, None), b"", 2.0)
+    op_id = ledger.begin_operations([("7", Op.HOLD, "n")], 1.0)[0]
+    ledger.finish_operations([(op_id, Outcome(Op.HOLD, "7", Result.OK, None), b"")], 2.0)
     assert [h.result for h in ledger.history("7")] == [Result.OK]
 try:
     open_ledger("mariadb://localhost/ledger")
@@ -414,14 +415,14 @@ def test_leases_are_decided_on_the_servers_clock_whatever_the_hosts_say(
         monkeypatch.undo()
 
         taken = host_a.now()
-        assert host_a.acquire_lease("1", "host a", taken, 1.0)
-        assert not host_b.acquire_lease("1", "host b", host_b.now(), 60.0), "held, by the server's clock"
+        assert acquire_lease(host_a, "1", "host a", taken, 1.0)
+        assert not acquire_lease(host_b, "1", "host b", host_b.now(), 60.0), "held, by the server's clock"
         # What the server's clock is for: a host whose own clock were 10 minutes ahead would think
         # every lease lapsed and take it from under its holder.
-        assert host_a.acquire_lease("2", "host a", host_a.now(), 60.0)
-        assert skewed.acquire_lease("2", "skewed host", skewed.now(), 60.0)
+        assert acquire_lease(host_a, "2", "host a", host_a.now(), 60.0)
+        assert acquire_lease(skewed, "2", "skewed host", skewed.now(), 60.0)
         # The lease on job 1 lapses when the server's clock passes its expiry, not before.
-        while not host_b.acquire_lease("1", "host b", host_b.now(), 60.0):
+        while not acquire_lease(host_b, "1", "host b", host_b.now(), 60.0):
             assert server_now() < taken + 1.0 + 1.0, "lapsed by the server's clock, yet not given"
             time.sleep(0.05)
         assert server_now() >= taken + 1.0
@@ -485,14 +486,14 @@ def test_a_hung_server_is_a_ledger_error_within_the_read_timeout(
 
 def test_a_dropped_connection_is_replaced_before_the_next_transaction(mariadb_location: str) -> None:
     with open_ledger(mariadb_location) as ledger, Raw(mariadb_location) as admin:
-        ledger.begin_operation("1", Op.REQUEUE, "a" * 32, ledger.now())
+        begin_operation(ledger, "1", Op.REQUEUE, "a" * 32, ledger.now())
         first = connection_id(ledger)
         admin.execute(f"KILL {first}")  # a failover, a restart, wait_timeout: the server drops it
         obj = ledger.get("1")  # a read: reconnected once, first
         assert obj is not None and obj.bit is RequeueBit.MAY_BE_SET
         assert connection_id(ledger) != first
         admin.execute(f"KILL {connection_id(ledger)}")
-        assert ledger.acquire_lease("1", "me", ledger.now(), 10.0)  # a new transaction: the same
+        assert acquire_lease(ledger, "1", "me", ledger.now(), 10.0)  # a new transaction: the same
 
 
 def test_a_transaction_that_loses_its_connection_is_never_retried(mariadb_location: str) -> None:
@@ -504,7 +505,7 @@ def test_a_transaction_that_loses_its_connection_is_never_retried(mariadb_locati
 
         def take() -> None:
             try:
-                ledger.acquire_lease("1", "me", 100.0, 10.0)
+                acquire_lease(ledger, "1", "me", 100.0, 10.0)
             except BaseException as exc:
                 errors.append(exc)
 
@@ -522,7 +523,7 @@ def test_a_transaction_that_loses_its_connection_is_never_retried(mariadb_locati
         assert "acquire lease" in str(errors[0])
         # Not retried on a new connection: the lease was not written.  The next transaction is.
         assert admin.execute("SELECT COUNT(*) FROM leases") == [(0,)]
-        assert ledger.acquire_lease("1", "me", 100.0, 10.0)
+        assert acquire_lease(ledger, "1", "me", 100.0, 10.0)
 
 
 
@@ -584,11 +585,11 @@ def test_a_stopped_server_is_a_ledger_error_quickly_and_the_ledger_comes_back(
         subprocess.run([str(LAB_MARIADB), command], check=True, timeout=120, capture_output=True)
 
     with open_ledger(mariadb_location) as ledger:
-        ledger.begin_operation("1", Op.REQUEUE, "a" * 32, ledger.now())
+        begin_operation(ledger, "1", Op.REQUEUE, "a" * 32, ledger.now())
         lab("stop")
         try:
             for attempt in (lambda: ledger.get("1"), lambda: open_ledger(mariadb_location),
-                            lambda: ledger.acquire_lease("1", "me", 1.0, 10.0)):
+                            lambda: acquire_lease(ledger, "1", "me", 1.0, 10.0)):
                 start = time.monotonic()
                 with pytest.raises(LedgerError, match="cannot reach the server") as info:
                     attempt()

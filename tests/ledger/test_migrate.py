@@ -43,6 +43,7 @@ from slurm_dsl.ledger.choose import open_ledger
 from slurm_dsl.ledger.records import HistoryEntry, ImportResult, JobObject
 from tests.cli_run import cli
 from tests.ledger_backends import Raw, is_mariadb, shown, store_class
+from tests.ledger_ops import acquire_lease, begin_operation, finish_operation, set_bit
 
 CLEAR, MAY, SET = RequeueBit.CLEAR, RequeueBit.MAY_BE_SET, RequeueBit.SET
 BASE = JobInfo("5", "PENDING", True, 0, 4294901, "BeginTime")
@@ -93,8 +94,8 @@ def ok(op: Op, job: str) -> Outcome:
 
 def record(ledger: LedgerStore, job: str, op: Op, at: float, outcome: Optional[Outcome] = None,
            stderr: bytes = b"err\n") -> int:
-    op_id = ledger.begin_operation(job, op, f"{int(at * 1000):032x}", at, actor=f"uid 0 (rööt) on ctl1, pid {job}")
-    ledger.finish_operation(op_id, outcome or ok(op, job), stderr, at + 1.5)
+    op_id = begin_operation(ledger, job, op, f"{int(at * 1000):032x}", at, actor=f"uid 0 (rööt) on ctl1, pid {job}")
+    finish_operation(ledger, op_id, outcome or ok(op, job), stderr, at + 1.5)
     return op_id
 
 
@@ -105,16 +106,16 @@ def populate(location: str) -> None:
         # 1: clear, finished rows and an unfinished hold after them.
         record(ledger, "1", Op.HOLD, OLD)
         record(ledger, "1", Op.RELEASE, NOW - 10, stderr=b"\xff\x00 not utf-8 \x1e")
-        ledger.begin_operation("1", Op.HOLD, "1" * 32, NOW)
+        begin_operation(ledger, "1", Op.HOLD, "1" * 32, NOW)
         # 2: may_be_set after an unknown requeue, then two failed lookups (back-off), and leased.
         record(ledger, "2", Op.REQUEUE, NOW, requeue_outcome("2", Result.UNKNOWN, MAY, Reason.CLEAR_FAILED))
         ledger.lookups_failed(["2"], "slurm_load_jobs error: Unable to contact slurm controller", NOW + 5)
         ledger.lookups_failed(["2"], "again", NOW + 70)
-        assert ledger.acquire_lease("2", "a sweeper elsewhere", NOW, 600)
+        assert acquire_lease(ledger, "2", "a sweeper elsewhere", NOW, 600)
         # 3: set by a requeue whose clear never ran.
         record(ledger, "3", Op.REQUEUE, NOW, requeue_outcome("3", Result.BIT_SET, SET, Reason.CLEAR_NOT_RUN))
         # 4: a requeue that never finished: may_be_set, its row unfinished (a crash's trace).
-        ledger.begin_operation("4", Op.REQUEUE, "4" * 32, NOW + 1, actor="a crashed process")
+        begin_operation(ledger, "4", Op.REQUEUE, "4" * 32, NOW + 1, actor="a crashed process")
         # 5: old rows pruned (and job 1's first), then more: the ids have gaps.
         for i in range(4):
             record(ledger, "5", Op.HOLD, OLD + i)
@@ -122,19 +123,19 @@ def populate(location: str) -> None:
         record(ledger, "5", Op.RELEASE, NOW + 2)
         record(ledger, "5", Op.REQUEUE, NOW + 3, ok(Op.REQUEUE, "5"))
         # 5 again (schema 3): an unknown hold with a baseline and a key, settled, and its retry.
-        first = ledger.begin_operation("5", Op.HOLD, "5a" * 16, NOW + 20, actor="uid 0", baseline=BASE,
+        first = begin_operation(ledger, "5", Op.HOLD, "5a" * 16, NOW + 20, actor="uid 0", baseline=BASE,
                                        baseline_at=NOW + 19.5, key="nightly-1", ends_by=NOW + 80.25)
-        ledger.finish_operation(first, Outcome(Op.HOLD, "5", Result.UNKNOWN, None, Reason.TIMED_OUT,
+        finish_operation(ledger, first, Outcome(Op.HOLD, "5", Result.UNKNOWN, None, Reason.TIMED_OUT,
                                                (Call(1, 124, "124", b"", CallOutcome.UNKNOWN, None, Reason.TIMED_OUT),),
                                                124), b"t", NOW + 21)
         assert ledger.add_settlements([(first, Verdict.ABSENT, NOW + 40, BASE, "PriorityLong 4294901 > 0")],
                                       NOW + 41, by="command uid 0") == 1
-        retry = ledger.begin_operation("5", Op.HOLD, "5b" * 16, NOW + 42, baseline=BASE, baseline_at=NOW + 41.5,
+        retry = begin_operation(ledger, "5", Op.HOLD, "5b" * 16, NOW + 42, baseline=BASE, baseline_at=NOW + 41.5,
                                        key="nightly-1", retry_of=first, ends_by=NOW + 100)
-        ledger.finish_operation(retry, ok(Op.HOLD, "5"), b"", NOW + 43)
+        finish_operation(ledger, retry, ok(Op.HOLD, "5"), b"", NOW + 43)
         # 6: an object without any operation (as sweep --orphans --fix makes one), not clear.
-        assert ledger.acquire_lease("6", "orphans", NOW, 60)
-        assert ledger.set_bit("6", MAY, "sweep --orphans: finished at Requeue=1, not tracked; watched", NOW,
+        assert acquire_lease(ledger, "6", "orphans", NOW, 60)
+        assert set_bit(ledger, "6", MAY, "sweep --orphans: finished at Requeue=1, not tracked; watched", NOW,
                               owner="orphans")
         assert ledger.release_lease("6", "orphans")
         # 7, 8, 9: more clear objects, for more than one batch of them.
@@ -251,7 +252,7 @@ def test_migrate_copies_everything_as_it_was(
     with open_ledger(target) as ledger:
         # Leases are not copied: job 2 is free in the target, and due for its sweep.
         assert {o.job_id for o in ledger.pending(NOW + 10**6)} == {"2", "3", "4", "6"}
-        assert ledger.acquire_lease("2", "a sweeper here", NOW + 1, 60)
+        assert acquire_lease(ledger, "2", "a sweeper here", NOW + 1, 60)
         # And the copy is a ledger like any other: operations go on where they left off.
         record(ledger, "4", Op.HOLD, NOW + 500)
         assert [e.op for e in ledger.history("4")] == [Op.REQUEUE, Op.HOLD]
@@ -370,8 +371,8 @@ def test_merge_twice_changes_nothing_the_second_time(ends: Tuple[str, str]) -> N
 def set_objects(location: str, bits: Dict[str, Tuple[RequeueBit, str]], at: float) -> None:
     with open_ledger(location) as ledger:
         for job, (bit, why) in bits.items():
-            assert ledger.acquire_lease(job, "test", at, 60)
-            assert ledger.set_bit(job, bit, why, at, owner="test")
+            assert acquire_lease(ledger, job, "test", at, 60)
+            assert set_bit(ledger, job, bit, why, at, owner="test")
             assert ledger.release_lease(job, "test")
 
 

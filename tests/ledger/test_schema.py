@@ -21,6 +21,7 @@ from slurm_dsl.ledger import schema
 from slurm_dsl.ledger.choose import open_ledger
 from slurm_dsl.ledger.records import JobObject
 from tests.ledger_backends import MariaDbServer, Raw
+from tests.ledger_ops import begin_operation, finish_operation
 
 BASELINE = JobInfo(job_id="7", state="PENDING", requeue=True, restarts=0, priority=1, reason="None",
                    array_job_id=None, array_tasks=0)
@@ -143,10 +144,10 @@ def test_a_history_row_read_by_name_comes_back_as_written(tmp_path: Path) -> Non
     # Every column of a row, each a distinct value, read back through the statements built from
     # the table: a column out of place would put a value in the wrong field.
     with open_ledger(str(tmp_path / "ledger.sqlite3")) as ledger:
-        op_id = ledger.begin_operation("7", Op.HOLD, "n1", 10.0, actor="alice", baseline_at=9.0, key="k1",
+        op_id = begin_operation(ledger, "7", Op.HOLD, "n1", 10.0, actor="alice", baseline_at=9.0, key="k1",
                                        retry_of=3, ends_by=20.0, baseline=BASELINE)
         held = Outcome(op=Op.HOLD, job_id="7", result=Result.OK, requeue_bit=None, detail="held")
-        ledger.finish_operation(op_id, held, b"err", 11.0)
+        finish_operation(ledger, op_id, held, b"err", 11.0)
         [e] = ledger.history("7")
         assert (e.id, e.job_id, e.op, e.nonce, e.started_at, e.prior_bit) == (op_id, "7", Op.HOLD, "n1", 10.0,
                                                                             RequeueBit.CLEAR)

@@ -43,6 +43,7 @@ from slurm_dsl.ledger.choose import open_ledger
 from slurm_dsl.ledger.records import HistoryEntry, Settlement
 from tests.examples import examples
 from tests.ledger_backends import RAW_ERRORS, Raw, is_mariadb
+from tests.ledger_ops import begin_operation, finish_operation
 
 T0 = 1_700_000_000.25
 PENDING = JobInfo("7", "PENDING", True, 0, 4294901, "BeginTime")
@@ -66,9 +67,9 @@ def nonce(n: int) -> str:
 
 def run(ledger: LedgerStore, job: str, op: Op, at: float, outcome: Optional[Outcome], n: int, **start: object) -> int:
     """One operation at ``at``, finished a second later with ``outcome`` (None: left unfinished)."""
-    op_id = ledger.begin_operation(job, op, nonce(n), at, **start)  # type: ignore[arg-type]
+    op_id = begin_operation(ledger, job, op, nonce(n), at, **start)  # type: ignore[arg-type]
     if outcome is not None:
-        ledger.finish_operation(op_id, outcome, b"err\n", at + 1)
+        finish_operation(ledger, op_id, outcome, b"err\n", at + 1)
     return op_id
 
 
@@ -77,12 +78,12 @@ def run(ledger: LedgerStore, job: str, op: Op, at: float, outcome: Optional[Outc
 
 def test_the_start_columns_are_stored_and_read_back(ledger_location: str) -> None:
     with open_ledger(ledger_location) as ledger:
-        first = ledger.begin_operation("7", Op.REQUEUE, nonce(1), T0, actor="me", baseline=PENDING,
+        first = begin_operation(ledger, "7", Op.REQUEUE, nonce(1), T0, actor="me", baseline=PENDING,
                                        baseline_at=T0 - 0.125, key="nightly-2026-12-01", ends_by=T0 + 95.5)
         ids = ledger.begin_operations([("7", Op.HOLD, nonce(2)), ("8", Op.HOLD, nonce(3))], T0 + 1,
                                       baselines={"7": RUNNING}, baseline_at=T0 + 0.5, key="k",
                                       retry_of={"8": first}, ends_by=T0 + 50)
-        plain = ledger.begin_operation("9", Op.RESTORE, nonce(4), T0 + 2)
+        plain = begin_operation(ledger, "9", Op.RESTORE, nonce(4), T0 + 2)
         (a, b), (c,), (d,) = ledger.history("7"), ledger.history("8"), ledger.history("9")
     assert (a.id, a.baseline, a.baseline_at, a.key, a.retry_of, a.ends_by) == (
         first, PENDING, T0 - 0.125, "nightly-2026-12-01", None, T0 + 95.5)
@@ -122,13 +123,13 @@ def test_a_bad_start_field_is_refused_and_writes_nothing(
 ) -> None:
     with open_ledger(ledger_location) as ledger:
         with pytest.raises(InvalidInput, match=match):
-            ledger.begin_operation("7", Op.REQUEUE, nonce(1), T0, **kwargs)  # type: ignore[arg-type]
+            begin_operation(ledger, "7", Op.REQUEUE, nonce(1), T0, **kwargs)  # type: ignore[arg-type]
         assert ledger.history("7") == [] and ledger.get("7") is None
 
 
 def test_the_start_columns_are_guarded_like_the_others(ledger_location: str) -> None:
     with open_ledger(ledger_location) as ledger:
-        op_id = ledger.begin_operation("7", Op.HOLD, nonce(1), T0, baseline=PENDING, baseline_at=T0, key="k",
+        op_id = begin_operation(ledger, "7", Op.HOLD, nonce(1), T0, baseline=PENDING, baseline_at=T0, key="k",
                                        ends_by=T0 + 9)
     with Raw(ledger_location) as conn:
         for column, value in [("baseline", "{}"), ("baseline_at", 1.0), ("op_key", "other"), ("retry_of", 1),
@@ -139,8 +140,8 @@ def test_the_start_columns_are_guarded_like_the_others(ledger_location: str) -> 
 
 def test_a_malformed_stored_record_is_a_ledger_error(ledger_location: str) -> None:
     with open_ledger(ledger_location) as ledger:
-        ledger.begin_operation("7", Op.HOLD, nonce(1), T0)
-        ledger.begin_operation("8", Op.HOLD, nonce(2), T0)
+        begin_operation(ledger, "7", Op.HOLD, nonce(1), T0)
+        begin_operation(ledger, "8", Op.HOLD, nonce(2), T0)
     with Raw(ledger_location) as conn:  # as another program could have written them
         conn.execute("INSERT INTO history (job_id, op, nonce, started_at, prior_bit, baseline) VALUES"
                      " ('7', 'hold', ?, ?, 'clear', '{\"job_id\": \"7\"}')", (nonce(3), T0 + 1))
@@ -487,14 +488,14 @@ def test_the_ledger_refuses_a_key_the_command_line_would_refuse(ledger_location:
     with their words, and writes nothing."""
     with open_ledger(ledger_location) as ledger:
         with pytest.raises(InvalidInput, match="a key is 1-128 letters, digits and"):
-            ledger.begin_operation("7", Op.HOLD, nonce(1), T0, key=key)
+            begin_operation(ledger, "7", Op.HOLD, nonce(1), T0, key=key)
         with pytest.raises(InvalidInput, match="a key is 1-128 letters, digits and"):
             ledger.begin_operations([("7", Op.HOLD, nonce(2)), ("8", Op.HOLD, nonce(3))], T0, key=key)
         with pytest.raises(InvalidInput, match="a key is 1-128 letters, digits and"):
             ledger.keyed(["7"], Op.HOLD, key)
         assert ledger.count_history() == 0 and ledger.get("7") is None and ledger.get("8") is None
         ok_key = "batch-2026/12:01+x=y@host.a_b"
-        ledger.begin_operation("7", Op.HOLD, nonce(4), T0, key=ok_key)
+        begin_operation(ledger, "7", Op.HOLD, nonce(4), T0, key=ok_key)
         assert [e.key for e in ledger.keyed(["7"], Op.HOLD, ok_key)["7"]] == [ok_key]
 
 

@@ -19,6 +19,7 @@ from slurm_dsl.ledger.records import Unfinished, iso_utc
 from slurm_dsl.run.tracked import Tracker
 from tests.fakes import write_fake
 from tests.ledger_backends import store_class
+from tests.ledger_ops import begin_operation, finish_operation
 
 DAY = 86400.0
 
@@ -64,14 +65,14 @@ def test_a_requeue_whose_result_could_not_be_recorded_is_counted_and_stays_track
 def test_running_or_lapsed_is_read_from_the_lease_and_the_newest_row(ledger_location: str) -> None:
     t0 = 1_700_000_000.0
     with open_ledger(ledger_location) as ledger:
-        ledger.begin_operation("1", Op.HOLD, "1" * 32, t0 + 50)  # running: its job's newest, leased
-        ledger.begin_operation("2", Op.REQUEUE, "2" * 32, t0 + 20)  # lapsed: no lease
-        ledger.begin_operation("3", Op.HOLD, "3" * 32, t0 + 10)  # lapsed: a later row on its job...
-        ledger.begin_operation("3", Op.RELEASE, "4" * 32, t0 + 60)  # ...which runs, under the lease
-        done = ledger.begin_operation("4", Op.HOLD, "5" * 32, t0)
+        begin_operation(ledger, "1", Op.HOLD, "1" * 32, t0 + 50)  # running: its job's newest, leased
+        begin_operation(ledger, "2", Op.REQUEUE, "2" * 32, t0 + 20)  # lapsed: no lease
+        begin_operation(ledger, "3", Op.HOLD, "3" * 32, t0 + 10)  # lapsed: a later row on its job...
+        begin_operation(ledger, "3", Op.RELEASE, "4" * 32, t0 + 60)  # ...which runs, under the lease
+        done = begin_operation(ledger, "4", Op.HOLD, "5" * 32, t0)
         from tests.ledger.test_ledger import hold_ok_for
 
-        ledger.finish_operation(done, hold_ok_for("4"), b"", t0 + 1)  # finished: not counted
+        finish_operation(ledger, done, hold_ok_for("4"), b"", t0 + 1)  # finished: not counted
         assert ledger.acquire_leases(["1", "3"], "op-a", t0 + 60, 600.0) == ["1", "3"]
         assert ledger.unfinished(t0 + 100) == Unfinished(4, 2, 1, (3, "3", Op.HOLD, t0 + 10))
         # Once the lease lapses, nothing runs any more.
@@ -89,9 +90,9 @@ def test_an_empty_ledger_has_none(ledger_location: str) -> None:
 def test_prune_keeps_unfinished_rows_and_the_bit_they_left(ledger_location: str) -> None:
     t0 = 1_600_000_000.0
     with open_ledger(ledger_location) as ledger:
-        ledger.begin_operation("2", Op.REQUEUE, "2" * 32, t0)  # a requeue that never finished
-        ledger.begin_operation("2", Op.HOLD, "3" * 32, t0 + 1)  # and a later hold, also unfinished
-        ledger.begin_operation("2", Op.HOLD, "4" * 32, t0 + 2)
+        begin_operation(ledger, "2", Op.REQUEUE, "2" * 32, t0)  # a requeue that never finished
+        begin_operation(ledger, "2", Op.HOLD, "3" * 32, t0 + 1)  # and a later hold, also unfinished
+        begin_operation(ledger, "2", Op.HOLD, "4" * 32, t0 + 2)
         result = ledger.prune(t0 + 400 * DAY, t0 + 401 * DAY)
         assert result.removed == 0
         assert [e.finished for e in ledger.history("2")] == [False, False, False]
@@ -104,8 +105,8 @@ def test_each_observer_keeps_when_it_first_found_an_operation_over(ledger_locati
     """``seen_over`` (docs/contract.md §13.7): the first reading of each observer stays, a later
     one changes nothing, another observer has its own, and ``keep=False`` keeps nothing."""
     with open_ledger(ledger_location) as ledger:
-        one = ledger.begin_operation("7", Op.HOLD, "0" * 32, ledger.now())
-        two = ledger.begin_operation("8", Op.HOLD, "0" * 32, ledger.now())
+        one = begin_operation(ledger, "7", Op.HOLD, "0" * 32, ledger.now())
+        two = begin_operation(ledger, "8", Op.HOLD, "0" * 32, ledger.now())
         assert ledger.seen_over([one], "host-a/boot-1", 100.0) == {one: 100.0}
         assert ledger.seen_over([one, two], "host-a/boot-1", 150.0) == {one: 100.0, two: 150.0}
         assert ledger.seen_over([one], "host-b/boot-9", 7.0) == {one: 7.0}

@@ -34,6 +34,7 @@ from slurm_dsl.run.calls import GUARD_MARGIN
 from slurm_dsl.run.driver import Ran, drive
 from slurm_dsl.run.tracked import Tracker, start_fields
 from tests.fakes import write_fake, write_fake_squeue, write_list_fake
+from tests.ledger_ops import acquire_lease
 
 AHEAD = 1000.0  # the tracker's clock minus the ledger's (SQLite's is the host's)
 BACKSTOP = KILL_GRACE + GUARD_MARGIN
@@ -165,7 +166,7 @@ def test_a_bulk_chunk_and_its_one_id_single_commit_their_baselines(tmp_path: Pat
 def test_a_bulk_job_another_holds_runs_alone_with_its_baseline(tmp_path: Path, ledger_path: str) -> None:
     fake = fakes(tmp_path, bulk=True)
     with open_ledger(ledger_path) as ledger:  # another operation's lease on 72, lapsing soon
-        assert ledger.acquire_lease("72", "op:elsewhere", ledger.now(), 0.3)
+        assert acquire_lease(ledger, "72", "op:elsewhere", ledger.now(), 0.3)
     with Tracker(ledger_path, scontrol=str(fake), squeue=str(fake.parent / "squeue"), clock=ahead) as t:
         list(run_many(t, Op.HOLD, ["71", "72", "73"], deadline=ahead() + 60))
     got = {e.job_id: e for e in rows(ledger_path, "71", "72", "73")}

@@ -23,6 +23,7 @@ from slurm_dsl.run.pace import Pace
 from slurm_dsl.run.tracked import Tracker
 from tests.cli_run import cli
 from tests.fakes import calls_made, write_fake_squeue, write_list_fake
+from tests.ledger_ops import acquire_lease
 
 Plan = Dict[str, Dict[str, str]]
 
@@ -121,7 +122,7 @@ def test_duplicates_get_one_result_in_input_order(tmp_path: Path, fakes: Path) -
 def test_a_job_someone_else_holds_runs_on_its_own_after_its_lease(tmp_path: Path, fakes: Path) -> None:
     path = str(tmp_path / "ledger.sqlite3")
     with open_ledger(path) as ledger:
-        assert ledger.acquire_lease("12", "someone else", time.time(), 0.5)
+        assert acquire_lease(ledger, "12", "someone else", time.time(), 0.5)
     with Tracker(path, scontrol=str(fakes)) as t:
         out = {o.job_id: o for o in run_many(t, Op.HOLD, ["11", "12", "15"], 5.0)}
     assert [c for c in calls_made(fakes) if c != "ping"] == ["hold 11,15", "hold 12"]

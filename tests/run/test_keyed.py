@@ -24,6 +24,7 @@ from slurm_dsl.run.keyed import run_settled
 from slurm_dsl.run.tracked import Tracker
 from tests.cli_run import cli
 from tests.fakes import calls_made, write_fake, write_fake_squeue
+from tests.ledger_ops import acquire_lease, begin_operation, finish_operation
 
 DELAY = 2.0  # the shortest settle delay there is: a test that needs "absent" waits this long
 KILLED = "kill -KILL $$"
@@ -245,8 +246,8 @@ def test_a_key_waits_for_an_operation_that_may_still_run_and_expires_at_the_dead
         ledger = t.ledger()
         now = ledger.now()
         # Another process's hold with this key, begun and still within its deadline (ends_by).
-        assert ledger.acquire_lease("7", "op:elsewhere", now, 300)
-        ledger.begin_operation("7", Op.HOLD, "a" * 32, now, key="k", ends_by=now + 300)
+        assert acquire_lease(ledger, "7", "op:elsewhere", now, 300)
+        begin_operation(ledger, "7", Op.HOLD, "a" * 32, now, key="k", ends_by=now + 300)
         (row,) = rows(run_settled(t, Op.HOLD, ["7"], time.time() + 3, key="k", settle_delay=DELAY))
     assert (row.result, row.settled) == (Result.EXPIRED, True)
     assert "may still act" in row.detail
@@ -257,8 +258,8 @@ def _undecidable_requeue(t: Tracker, op: Op) -> None:
     """An earlier keyed operation whose outcome is unknown and settled undecidable."""
     ledger = t.ledger()
     now = ledger.now()
-    op_id = ledger.begin_operation("7", op, "b" * 32, now, key="k", ends_by=now)
-    ledger.finish_operation(op_id, Outcome(op, "7", Result.UNKNOWN, None), b"", now)
+    op_id = begin_operation(ledger, "7", op, "b" * 32, now, key="k", ends_by=now)
+    finish_operation(ledger, op_id, Outcome(op, "7", Result.UNKNOWN, None), b"", now)
     ledger.add_settlements([(op_id, Verdict.UNDECIDABLE, now, None, "no baseline")], now, by="test")
 
 

@@ -26,6 +26,7 @@ from tests.cli_run import cli
 from tests.fakes import calls_made, refuse, write_fake
 from tests.ground import ALREADY_FINISHED
 from tests.ledger_backends import Raw, store_class
+from tests.ledger_ops import acquire_lease
 
 BUSY = 0.3  # seconds a ledger write waits for the lock here (the default is 5)
 
@@ -211,5 +212,5 @@ def test_a_ledger_failing_before_the_script_raises_its_own_error_and_runs_nothin
         # The lease was taken in the intent's transaction, so it went with it: the next
         # operation on the job gets the job at once.
         ledger = t.ledger()
-        assert ledger.acquire_lease("5", "next", ledger.now(), 10.0)
+        assert acquire_lease(ledger, "5", "next", ledger.now(), 10.0)
         assert ledger.history("5") == []

@@ -28,6 +28,7 @@ from slurm_dsl.run.keyed import run_settled
 from slurm_dsl.run.tracked import Tracker
 from tests.cli_run import COMMAND
 from tests.fakes import calls_made, write_fake, write_fake_squeue
+from tests.ledger_ops import acquire_lease
 
 HOUR = 3600.0
 
@@ -38,8 +39,8 @@ def test_a_lease_past_its_expiry_holds_while_its_run_is_alive(tmp_path: Path) ->
     gone = Run(this_run().host, this_run().boot, 999_999_999, this_run().start)
     with open_ledger(ledger_path) as ledger:
         long_ago = ledger.now() - HOUR
-        assert ledger.acquire_lease("1", f"op:other:1:2:abcd@{this_run()}", long_ago, 60.0)  # alive: this one
-        assert ledger.acquire_lease("2", f"op:other:1:2:abcd@{gone}", long_ago, 60.0)  # its run is gone
+        assert acquire_lease(ledger, "1", f"op:other:1:2:abcd@{this_run()}", long_ago, 60.0)  # alive: this one
+        assert acquire_lease(ledger, "2", f"op:other:1:2:abcd@{gone}", long_ago, 60.0)  # its run is gone
     with Tracker(ledger_path, scontrol=str(fake)) as t:
         held = t.run(Op.HOLD, "1", time.time() + 1)
         done = t.run(Op.HOLD, "2", time.time() + 5)
@@ -62,9 +63,9 @@ def test_no_liveness_question_is_asked_under_the_ledgers_write_lock(tmp_path: Pa
     asked: List[Optional[str]] = []
     with open_ledger(ledger_path) as ledger:
         long_ago = ledger.now() - HOUR
-        assert ledger.acquire_lease("1", alive_one, long_ago, 60.0)
-        assert ledger.acquire_lease("2", f"op:other:1:2:abcd@{gone}", long_ago, 60.0)
-        assert ledger.acquire_lease("3", f"op:other:1:2:abcd@{unexpired}", ledger.now(), 60.0)
+        assert acquire_lease(ledger, "1", alive_one, long_ago, 60.0)
+        assert acquire_lease(ledger, "2", f"op:other:1:2:abcd@{gone}", long_ago, 60.0)
+        assert acquire_lease(ledger, "3", f"op:other:1:2:abcd@{unexpired}", ledger.now(), 60.0)
     with Tracker(ledger_path, scontrol=str(fake)) as t:
         opened = t.ledger()
         assert isinstance(opened, SqliteLedger)

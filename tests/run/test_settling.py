@@ -39,6 +39,7 @@ from tests.fakes import (
     write_fake_squeue,
     write_heartbeat,
 )
+from tests.ledger_ops import acquire_lease, begin_operation, finish_operation
 
 FAKE_PYSLURM = Path(__file__).resolve().parents[1] / "fake_pyslurm"
 PRIORITY = 4294901657
@@ -56,13 +57,13 @@ def unknown(ledger: LedgerStore, job: str, op: Op, *, ago: float = 60.0, baselin
     (``ended``: where and when else; an unfinished one: this host found it over then); its
     baseline read from the fake's controller (``ctl``: contract §12 Rule 16)."""
     start = ledger.now() - ago
-    op_id = ledger.begin_operation(job, op, "0" * 32, start, baseline=baseline,
+    op_id = begin_operation(ledger, job, op, "0" * 32, start, baseline=baseline,
                                    baseline_at=None if baseline is None else start - 0.2, ends_by=start + 1.0,
                                    baseline_ctl=None if baseline is None else ctl)
     over = runs.boot_clock() - ago + 1.0
     if finish:
         bit = RequeueBit.MAY_BE_SET if op in (Op.REQUEUE, Op.REQUEUE_HOLD) else None
-        ledger.finish_operation(op_id, Outcome(op, job, Result.UNKNOWN, bit), b"", start + 1.0,
+        finish_operation(ledger, op_id, Outcome(op, job, Result.UNKNOWN, bit), b"", start + 1.0,
                                 ended=ended_ago(ago - 1.0) if ended is None else ended)
     else:
         ledger.seen_over([op_id], str(runs.observer()), over)
@@ -71,8 +72,8 @@ def unknown(ledger: LedgerStore, job: str, op: Op, *, ago: float = 60.0, baselin
 
 def may_be_set(ledger: LedgerStore, job: str) -> None:
     """An object a requeue left may_be_set, with an ok history row (nothing to settle)."""
-    op_id = ledger.begin_operation(job, Op.REQUEUE, "1" * 32, ledger.now())
-    ledger.finish_operation(op_id, Outcome(Op.REQUEUE, job, Result.OK, RequeueBit.MAY_BE_SET), b"", ledger.now())
+    op_id = begin_operation(ledger, job, Op.REQUEUE, "1" * 32, ledger.now())
+    finish_operation(ledger, op_id, Outcome(Op.REQUEUE, job, Result.OK, RequeueBit.MAY_BE_SET), b"", ledger.now())
 
 
 @pytest.fixture
@@ -118,7 +119,7 @@ def test_only_unknown_operations_make_the_lookup_and_no_lease_is_taken(ledger_lo
                                                                        fake_scontrol: str) -> None:
     with open_ledger(ledger_location) as ledger:
         unknown(ledger, "7", Op.HOLD)
-        assert ledger.acquire_lease("7", "op:someone", ledger.now(), 600.0)  # a later operation holds the job
+        assert acquire_lease(ledger, "7", "op:someone", ledger.now(), 600.0)  # a later operation holds the job
     lookup = MemoryLookup({"7": record("7", priority=0)})
     with Tracker(ledger_location, scontrol=fake_scontrol) as t:
         report = sweep(t, lookup)
@@ -281,9 +282,9 @@ def test_a_later_record_counts_as_read_when_one_boot_clock_says(ledger_location:
         for job, read in (("7", ended_ago(1.0)), ("8", ended_ago(58.0)), ("9", "another-host/b00t/5.0")):
             firsts[job] = unknown(ledger, job, Op.HOLD, ago=120.0, ended=ended_ago(60.0))
             start = ledger.now() - 60.0
-            later = ledger.begin_operation(job, Op.RELEASE, "1" * 32, start, baseline=replace(not_held, job_id=job),
+            later = begin_operation(ledger, job, Op.RELEASE, "1" * 32, start, baseline=replace(not_held, job_id=job),
                                            baseline_at=start - 0.2, ends_by=start + 1.0, baseline_boot=read)
-            ledger.finish_operation(later, Outcome(Op.RELEASE, job, Result.OK, None), b"", start + 1.0,
+            finish_operation(ledger, later, Outcome(Op.RELEASE, job, Result.OK, None), b"", start + 1.0,
                                     ended=ended_ago(59.0))
     with Tracker(ledger_location, scontrol=fake_scontrol) as t:
         report = sweep(t, MemoryLookup({j: replace(not_held, job_id=j) for j in firsts}))
@@ -434,7 +435,7 @@ def test_a_run_that_never_ended_counts_from_when_this_host_found_it_over(ledger_
     over only now: no absent until the delay has passed since, on this host's boot clock."""
     with open_ledger(ledger_location) as ledger:
         start = ledger.now() - 600.0
-        op_id = ledger.begin_operation("7", Op.HOLD, "0" * 32, start, ends_by=start + 1.0)
+        op_id = begin_operation(ledger, "7", Op.HOLD, "0" * 32, start, ends_by=start + 1.0)
         pending = ledger.to_settle(ledger.now())
         answers = {"7": record("7")}
         now, booted = ledger.now(), runs.boot_clock()
@@ -459,7 +460,7 @@ def test_decide_reads_baselines_only_where_a_verdict_reads_one(ledger_location: 
         after = unknown(ledger, "10", Op.RELEASE, ago=30.0)  # a later one on job 10's priority
         pending = ledger.to_settle(ledger.now())
         assert {p.id for p in pending} == {gone, live, finishing, twice, after}
-        ledger.finish_operation(finishing, Outcome(Op.HOLD, "9", Result.OK, None), b"", ledger.now())
+        finish_operation(ledger, finishing, Outcome(Op.HOLD, "9", Result.OK, None), b"", ledger.now())
         asked = []
         real = ledger.recorded
 

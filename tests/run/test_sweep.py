@@ -23,6 +23,7 @@ from tests.cli_run import cli
 from tests.fakes import MemoryLookup, calls_made, refuse, write_fake, write_fake_squeue
 from tests.ground import ALREADY_FINISHED, INVALID_USER_ID
 from tests.ledger_backends import shown
+from tests.ledger_ops import acquire_lease, begin_operation, finish_operation
 
 
 def info(job: str, state: str = "RUNNING", requeue: bool = True) -> JobInfo:
@@ -54,9 +55,9 @@ def mark(path: str, jobs: Sequence[str], bit: RequeueBit = RequeueBit.MAY_BE_SET
     """Objects as an unknown requeue leaves them: through the real begin/finish."""
     with open_ledger(path) as ledger:
         for job in jobs:
-            op_id = ledger.begin_operation(job, Op.REQUEUE, "0" * 32, time.time())
+            op_id = begin_operation(ledger, job, Op.REQUEUE, "0" * 32, time.time())
             out = Outcome(Op.REQUEUE, job, Result.UNKNOWN, bit)
-            ledger.finish_operation(op_id, out, b"", time.time())
+            finish_operation(ledger, op_id, out, b"", time.time())
 
 
 @pytest.fixture
@@ -157,7 +158,7 @@ def test_a_leased_job_is_left_alone(setup: tuple) -> None:  # type: ignore[type-
     path, fake = setup
     mark(path, ["1", "2"])
     with open_ledger(path) as ledger:
-        assert ledger.acquire_lease("1", "an operation", time.time(), 60)
+        assert acquire_lease(ledger, "1", "an operation", time.time(), 60)
     lookup = MemoryLookup({})
     with Tracker(path, scontrol=str(fake)) as t:
         report = sweep(t, lookup)
@@ -294,7 +295,7 @@ def test_a_sweep_holding_the_lock_takes_over_a_dead_sweeps_leases_after_the_grac
     assert waited >= 0.5
     assert bits(path) == {"1": "clear", "3": "may_be_set"}
     with open_ledger(path) as ledger:
-        assert not ledger.acquire_lease("3", "sweep:ctl2:42:1:cafecafe", ledger.now(), 10.0)
+        assert not acquire_lease(ledger, "3", "sweep:ctl2:42:1:cafecafe", ledger.now(), 10.0)
 
 
 def test_a_sweep_with_no_dead_sweeps_lease_does_not_wait_for_the_grace(setup: tuple) -> None:  # type: ignore[type-arg]

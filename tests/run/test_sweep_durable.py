@@ -25,6 +25,7 @@ from slurm_dsl.ledger.choose import open_ledger
 from slurm_dsl.run.sweep import Done, SweepReport, sweep
 from slurm_dsl.run.tracked import Tracker
 from tests.fakes import MemoryLookup, calls_made, write_fake, write_job_state
+from tests.ledger_ops import begin_operation, finish_operation
 
 pytestmark = pytest.mark.usefixtures("real_saves")
 HOUR = 3600
@@ -136,7 +137,7 @@ def test_a_requeue_that_never_finished_is_anchored_by_the_sweep_then_cleared(
     write_job_state(state, int(time.time()))
     ends_by = time.time() - 30
     with open_ledger(ledger_location) as ledger:
-        ledger.begin_operation("25", Op.REQUEUE, "0" * 32, ends_by - 60, ends_by=ends_by)
+        begin_operation(ledger, "25", Op.REQUEUE, "0" * 32, ends_by - 60, ends_by=ends_by)
         assert ledger.marks(["25"])["25"].quiet is None
     fake = write_fake(tmp_path / "bin", {})
     lookup = MemoryLookup({"25": info("25", False)})
@@ -167,8 +168,8 @@ def test_a_keep_that_cannot_end_is_said_and_the_sweep_is_not_settled(tmp_path: P
     fake = write_fake(tmp_path / "bin", {})
     with open_ledger(ledger_location) as ledger:
         long_ago = ledger.now() - 2 * 3600.0
-        op_id = ledger.begin_operation("28", Op.REQUEUE, "0" * 32, long_ago)
-        ledger.finish_operation(op_id, Outcome(Op.REQUEUE, "28", Result.UNKNOWN, RequeueBit.MAY_BE_SET), b"",
+        op_id = begin_operation(ledger, "28", Op.REQUEUE, "0" * 32, long_ago)
+        finish_operation(ledger, op_id, Outcome(Op.REQUEUE, "28", Result.UNKNOWN, RequeueBit.MAY_BE_SET), b"",
                                 long_ago, look="somewhere=1:1:1")
     with Tracker(ledger_location, scontrol=str(fake)) as t:
         report = swept(t, MemoryLookup({"28": info("28", False)}))

@@ -28,6 +28,7 @@ from slurm_dsl.run.tracked import Tracker, lease_ttl
 from tests.fakes import calls_made, descendants, refuse, write_fake, write_fake_squeue
 from tests.ground import ALREADY_FINISHED, INVALID_JOB_ID, UNEXPECTED
 from tests.ledger_backends import bit
+from tests.ledger_ops import acquire_lease
 
 
 @pytest.fixture
@@ -84,7 +85,7 @@ def test_controller_down_marks_may_be_set_then_restore_clears(tmp_path: Path, le
 def test_a_leased_job_is_not_touched_and_the_op_expires(tmp_path: Path, ledger_path: str) -> None:
     fake = write_fake(tmp_path / "bin", {})
     with open_ledger(ledger_path) as ledger:
-        assert ledger.acquire_lease("14", "someone else", time.time(), 60)
+        assert acquire_lease(ledger, "14", "someone else", time.time(), 60)
     with Tracker(ledger_path, scontrol=str(fake)) as t:
         out = t.run(Op.REQUEUE, "14", time.time() + 0.3)
     assert (out.result, out.requeue_bit) == (Result.EXPIRED, RequeueBit.CLEAR)
