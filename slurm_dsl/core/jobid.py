@@ -81,6 +81,9 @@ class JobIds(Tuple[str, ...]):
     def __new__(cls, *args: object, **kwargs: object) -> JobIds:
         raise TypeError("JobIds are made by distinct_ids, which checks each id")
 
+    def __reduce__(self) -> Tuple[type, Tuple[Tuple[str, ...]]]:  # a copy or a pickle is a plain tuple
+        return tuple, (tuple(self),)
+
     def part(self, start: int, stop: int) -> JobIds:
         """The ids from ``start`` to ``stop`` (a slice): checked already."""
         return _sealed(tuple.__getitem__(self, slice(start, stop)))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Callable, Optional
+from typing import Callable, Optional, Tuple
 
 from ..core.model import InvalidInput
 from ..core.numbers import seconds
@@ -69,6 +69,9 @@ class Deadline(float):
     def __new__(cls, *args: object, **kwargs: object) -> Deadline:
         raise TypeError("a Deadline is made by resolve_deadline or check_deadline, which check it")
 
+    def __reduce__(self) -> Tuple[type, Tuple[float]]:  # a copy or a pickle is a plain float, checked again
+        return float, (float(self),)
+
 
 class Timeout(float):
     """A timeout checked once (``timeout_of``): ``resolve_deadline`` takes it as it is."""
@@ -77,6 +80,9 @@ class Timeout(float):
 
     def __new__(cls, *args: object, **kwargs: object) -> Timeout:
         raise TypeError("a Timeout is made by timeout_of, which checks it")
+
+    def __reduce__(self) -> Tuple[type, Tuple[float]]:
+        return float, (float(self),)
 
 
 def earlier(deadline: float, seconds: float, clock: Clock = steady) -> Deadline:

@@ -158,3 +158,17 @@ def test_a_timeout_or_deadline_is_checked_once_through_the_library(
                            **when)
     assert [o.result.value for o in outcomes] == ["ok"] * N
     assert sum(bounds.values()) + sum(checked.values()) == 1, (bounds, checked)  # resolve_deadline, the door
+
+
+def test_a_copy_or_pickle_of_a_checked_value_is_a_plain_one_never_an_error() -> None:
+    import copy
+    import pickle
+
+    from slurm_dsl.core.jobid import distinct_ids
+
+    timeout = deadlines.timeout_of("5")
+    assert timeout is not None
+    for checked, plain in ((deadlines.resolve_deadline(30, None), float), (timeout, float),
+                           (distinct_ids(["1", "2"]), tuple)):
+        for made in (copy.copy(checked), copy.deepcopy(checked), pickle.loads(pickle.dumps(checked))):
+            assert type(made) is plain and made == checked  # checked again where it is used next
