@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import dataclass, replace
-from typing import AbstractSet, Callable, Dict, Iterator, List, Optional, Sequence, Union, cast
+from typing import AbstractSet, Callable, Dict, Iterator, List, Optional, Sequence, Union, overload
 
 from ..core.bulk_reader import ListCall, combine_listed, plan_chunks, requeue_next_calls
 from ..core.jobid import JobIds, distinct_ids
@@ -73,6 +73,7 @@ def chunk_limit(op: Op, left: float) -> int:
     return max(1, min(MAX_CHUNK, int(left / (PER_ID_SECONDS * calls))))
 
 
+@overload
 def run_many(
     tracker: Tracker,
     op: Union[Op, str],
@@ -81,14 +82,14 @@ def run_many(
     *,
     deadline: Optional[float] = None,
     progress: Optional[Progress] = None,
+    link: None = None,
     looked_up: Optional[Callable[[], LookupAnswer]] = None,
-) -> Iterator[Outcome]:
-    """``run_linked`` with no key: one outcome per distinct id (nothing is ever ``Taken``)."""
-    return cast(Iterator[Outcome], run_linked(tracker, op, job_ids, timeout, deadline=deadline, progress=progress,
-                                              looked_up=looked_up))
+    begun: Optional[Begun] = None,
+) -> Iterator[Outcome]: ...
 
 
-def run_linked(
+@overload
+def run_many(
     tracker: Tracker,
     op: Union[Op, str],
     job_ids: Sequence[Union[str, int]],
@@ -96,17 +97,33 @@ def run_linked(
     *,
     deadline: Optional[float] = None,
     progress: Optional[Progress] = None,
-    link: Link = NO_LINK,
+    link: Link,
+    looked_up: Optional[Callable[[], LookupAnswer]] = None,
+    begun: Optional[Begun] = None,
+) -> Iterator[Union[Outcome, Taken]]: ...
+
+
+def run_many(
+    tracker: Tracker,
+    op: Union[Op, str],
+    job_ids: Sequence[Union[str, int]],
+    timeout: Optional[float] = None,
+    *,
+    deadline: Optional[float] = None,
+    progress: Optional[Progress] = None,
+    link: Optional[Link] = None,
     looked_up: Optional[Callable[[], LookupAnswer]] = None,
     begun: Optional[Begun] = None,
 ) -> Iterator[Union[Outcome, Taken]]:
-    """One outcome per distinct id, in input order, as chunks finish (a ``Taken`` where the key says not to act).
+    """One outcome per distinct id, in input order, as chunks finish; with a key (``link``), a ``Taken``
+    where it says not to act.
 
     Exactly one of ``timeout`` (from now) and ``deadline`` (epoch seconds).  ``looked_up``: the array
     check's lookup of these ids, already started (``run.background.Background``).  Raises before anything
     ran: ``InvalidInput``, ``WholeArray``, ``LookupFailed``, ``LedgerError``; once a chunk ran,
     ``NotRecorded`` carrying that chunk's outcomes (earlier chunks' were yielded already).
     """
+    link = NO_LINK if link is None else link
     op = Op(op)
     ids = distinct_ids(job_ids)  # checked here once: every chunk below is a part of them
     if (timeout is None) == (deadline is None):
@@ -133,7 +150,7 @@ def run_linked(
         if tracker.clock() >= deadline:
             outcomes = [unstarted(op, j) for j in unit]
         elif len(unit) == 1 and _alone(unit[0], infos):
-            outcomes = [tracker.run_linked(op, unit[0], deadline, checked=True, looked=looked, link=link, begun=begun)]
+            outcomes = [tracker.run(op, unit[0], deadline, checked=True, looked=looked, link=link, begun=begun)]
         else:
             outcomes = _run_chunk(run, unit)
         yield from outcomes
@@ -211,7 +228,7 @@ def _run_chunk(run: _Run, chunk: JobIds) -> List[Union[Outcome, Taken]]:
             results[job_id] = unstarted(op, job_id)
             continue
         try:
-            results[job_id] = tracker.run_linked(op, job_id, deadline, checked=True, looked=looked, link=link,
+            results[job_id] = tracker.run(op, job_id, deadline, checked=True, looked=looked, link=link,
                                                  begun=run.begun)
         except LedgerError as exc:
             ran = [r for j in chunk if isinstance(r := results.get(j), Outcome)]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Generator, List, Optional, Sequence, Tuple, Union, cast
+from typing import TYPE_CHECKING, Callable, Generator, List, Optional, Sequence, Tuple, Union, overload
 
 from ..core.jobid import JobIds, distinct_ids
 from ..core.model import InvalidInput, LedgerError, NotRecorded, Op, Outcome
@@ -48,7 +48,7 @@ class Stopped:
 
 Event = Union[Ran, Stopped]
 Events = Generator[Event, None, None]  # closing it stops the run as a ledger failure does
-# ``drive_linked``'s: ``Taken`` too, only under a key: a job whose key, read again under its
+# ``drive``'s with a key: ``Taken`` too, only under a key: a job whose key, read again under its
 # lease, said not to act (``tracked.not_to_act``); nothing ran for it, and ``run.keyed`` looks
 # back again.
 LinkedEvents = Generator[Union[Ran, Stopped, Taken], None, None]
@@ -71,6 +71,7 @@ def overrun_seconds(busy_timeout: Optional[float] = None) -> float:
     return max(busy, stop_call + lookup) + 2 * busy + OWN_WORK
 
 
+@overload
 def drive(
     tracker: Tracker,
     op: Union[Op, str],
@@ -80,17 +81,14 @@ def drive(
     one_by_one: bool = False,
     parallel: int = 1,
     progress: Optional[Progress] = None,
+    link: None = None,
+    begun: Optional[Begun] = None,
     looking: Optional[Callable[[], LookupAnswer]] = None,
-) -> Events:
-    """Run ``op`` on each distinct id of ``job_ids`` before ``deadline`` (epoch seconds): the bulk path
-    unless ``one_by_one`` or a single id.  ``progress``: (ids done, ids in all) as chunks finish;
-    ``looking``: the array check of these ids, already started by the caller (a ``Background``'s ``result``)."""
-    # Without a key nothing is ever Taken (``tracked.not_to_act`` reads no key).
-    return cast(Events, drive_linked(tracker, op, job_ids, deadline, one_by_one=one_by_one, parallel=parallel,
-                                     progress=progress, looking=looking))
+) -> Events: ...
 
 
-def drive_linked(
+@overload
+def drive(
     tracker: Tracker,
     op: Union[Op, str],
     job_ids: Sequence[Union[str, int]],
@@ -99,12 +97,32 @@ def drive_linked(
     one_by_one: bool = False,
     parallel: int = 1,
     progress: Optional[Progress] = None,
-    link: Link = NO_LINK,
+    link: Link,
+    begun: Optional[Begun] = None,
+    looking: Optional[Callable[[], LookupAnswer]] = None,
+) -> LinkedEvents: ...
+
+
+def drive(
+    tracker: Tracker,
+    op: Union[Op, str],
+    job_ids: Sequence[Union[str, int]],
+    deadline: float,
+    *,
+    one_by_one: bool = False,
+    parallel: int = 1,
+    progress: Optional[Progress] = None,
+    link: Optional[Link] = None,
     begun: Optional[Begun] = None,
     looking: Optional[Callable[[], LookupAnswer]] = None,
 ) -> LinkedEvents:
-    """``drive``, every intent recording ``link``; a job its key says not to act on is a ``Taken`` event.
-    ``begun`` gets each job's history id."""
+    """Run ``op`` on each distinct id of ``job_ids`` before ``deadline`` (epoch seconds): the bulk path
+    unless ``one_by_one`` or a single id.  ``progress``: (ids done, ids in all) as chunks finish;
+    ``looking``: the array check of these ids, already started by the caller (a ``Background``'s
+    ``result``).  With a key (``link``, recorded with every intent), a job it says not to act on is a
+    ``Taken`` event; without one, nothing is (``tracked.not_to_act`` reads no key).  ``begun`` gets
+    each job's history id."""
+    link = NO_LINK if link is None else link
     op = Op(op)
     ids = distinct_ids(job_ids)
     if isinstance(parallel, bool) or not isinstance(parallel, int) or parallel < 1:
@@ -124,11 +142,11 @@ def _bulk(
     tracker: Tracker, op: Op, ids: JobIds, deadline: float, progress: Optional[Progress], link: Link,
     looking: Callable[[], LookupAnswer], begun: Optional[Begun],
 ) -> LinkedEvents:
-    from .bulk import run_linked
+    from .bulk import run_many
 
     done: List[str] = []
     try:
-        for outcome in run_linked(tracker, op, ids, deadline=deadline, progress=progress, link=link,
+        for outcome in run_many(tracker, op, ids, deadline=deadline, progress=progress, link=link,
                                 looked_up=looking, begun=begun):
             done.append(outcome.job_id)
             yield outcome if isinstance(outcome, Taken) else Ran(outcome)
@@ -167,7 +185,7 @@ def _one_by_one(
         if tracker.clock() >= deadline:
             return unstarted(op, job_id), None
         try:
-            return tracker.run_linked(op, job_id, deadline, checked=True, looked=looked, link=link, begun=begun), None
+            return tracker.run(op, job_id, deadline, checked=True, looked=looked, link=link, begun=begun), None
         except NotRecorded as exc:  # it ran (the tracker logged it)
             stop.set()
             return exc.outcome, exc

@@ -30,7 +30,7 @@ from ..lookups.squeue import MAX_LISTED, SQUEUE_TIMEOUT, SqueueLookup
 from . import settling
 from .calls import unstarted
 from .deadlines import check_deadline, earlier
-from .driver import Event, Events, Ran, Stopped, drive_linked
+from .driver import Event, Events, Ran, Stopped, drive
 from .looks import Watch
 from .tracked import Begun, Link, Taken, Tracker
 from .tracked import earlier as as_earlier
@@ -299,7 +299,7 @@ class _Run:
             unknown: List[Outcome] = []
             stopped: Optional[Stopped] = None
             try:
-                for event in drive_linked(self.tracker, self.op, todo, self.calls_by, one_by_one=self.one_by_one,
+                for event in drive(self.tracker, self.op, todo, self.calls_by, one_by_one=self.one_by_one,
                                           parallel=self.parallel, link=link, begun=begun):
                     if isinstance(event, Stopped):
                         stopped = event

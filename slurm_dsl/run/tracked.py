@@ -13,12 +13,12 @@ import pwd
 import re
 import threading
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union, overload
 
 from ..core import life
 from ..core.jobid import JobIds, checked_already, distinct_ids, validate_job_id
 from ..core.jobinfo import JobInfo
-from ..core.keys import Decision, Earlier, Step, check_key, decide, took_effect
+from ..core.keys import Decision, Earlier, Step, decide, took_effect
 from ..core.model import (
     CallOutcome,
     LedgerError,
@@ -67,14 +67,10 @@ def ends_after(left: float) -> float:
 
 class Link(NamedTuple):
     """An operation's idempotency key (None: none) and, per job, the first operation it retries (a job not
-    in ``retry_of``: a first run).  ``Link.of`` checks the key; construct directly only with a checked one."""
+    in ``retry_of``: a first run).  The key is checked already (``core.keys.check_key``, by ``run.keyed``)."""
 
     key: Optional[str] = None
     retry_of: Mapping[str, int] = MappingProxyType({})
-
-    @classmethod
-    def of(cls, key: Optional[str] = None, retry_of: Optional[Mapping[str, int]] = None) -> Link:
-        return cls(None if key is None else check_key(key), MappingProxyType(dict(retry_of or {})))
 
 
 NO_LINK = Link()
@@ -316,6 +312,7 @@ class Tracker:
         return look_up(op, distinct_ids(job_ids), deadline, squeue=self.squeue, scontrol=self.scontrol,
                        clock=self.clock)
 
+    @overload
     def run(
         self,
         op: Union[Op, str],
@@ -326,17 +323,12 @@ class Tracker:
         checked: bool = False,
         actor: Optional[str] = None,
         looked: LookupAnswer = NOT_LOOKED,
-        link: Link = NO_LINK,
-    ) -> Outcome:
-        """``run_linked``, a ``Taken`` made an ``expired`` outcome saying why nothing ran."""
-        done = self.run_linked(op, job_id, deadline, owner=owner, checked=checked, actor=actor, looked=looked,
-                               link=link)
-        if isinstance(done, Taken):
-            bit = RequeueBit.CLEAR if Op(op).requeues else None
-            return Outcome(Op(op), done.job_id, Result.EXPIRED, bit, None, (), None, f"nothing ran: {done.detail}")
-        return done
+        link: None = None,
+        begun: Optional[Begun] = None,
+    ) -> Outcome: ...
 
-    def run_linked(
+    @overload
+    def run(
         self,
         op: Union[Op, str],
         job_id: Union[str, int],
@@ -346,10 +338,24 @@ class Tracker:
         checked: bool = False,
         actor: Optional[str] = None,
         looked: LookupAnswer = NOT_LOOKED,
-        link: Link = NO_LINK,
+        link: Link,
+        begun: Optional[Begun] = None,
+    ) -> Union[Outcome, Taken]: ...
+
+    def run(
+        self,
+        op: Union[Op, str],
+        job_id: Union[str, int],
+        deadline: float,
+        *,
+        owner: Optional[str] = None,
+        checked: bool = False,
+        actor: Optional[str] = None,
+        looked: LookupAnswer = NOT_LOOKED,
+        link: Optional[Link] = None,
         begun: Optional[Begun] = None,
     ) -> Union[Outcome, Taken]:
-        """One op on one job, recorded; ``Taken`` if its key, read under the lease, says not to act.
+        """One op on one job, recorded; with a key (``link``), ``Taken`` if it, read under the lease, says not to act.
 
         ``checked``: ``looked`` is the caller's ``look_up`` answer, else the id is looked up here
         (``WholeArray``, ``LookupFailed``: nothing ran).  A deadline past ``deadlines.MAX_TIMEOUT`` is a
@@ -357,6 +363,7 @@ class Tracker:
         op = Op(op)
         job = validate_job_id(job_id)
         deadline = check_deadline(deadline, self.clock)
+        link = NO_LINK if link is None else link
         if not checked:
             looked = self.look_up(op, checked_already([job]), deadline)  # checked just above
         # Refused here, a bad scontrol path writes nothing; refused by execute, it would leave the

@@ -6,14 +6,17 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from types import MappingProxyType
 from typing import List
 
 import pytest
 
+from slurm_dsl.core.jobid import distinct_ids
 from slurm_dsl.core.model import InvalidInput, Op, Result
 from slurm_dsl.ledger.choose import open_ledger
 from slurm_dsl.ledger.records import HistoryEntry
-from slurm_dsl.run.driver import Ran, drive_linked
+from slurm_dsl.run.driver import Ran, drive
+from slurm_dsl.run.keyed import run_settled
 from slurm_dsl.run.tracked import NO_LINK, Link, Tracker
 from tests.fakes import write_fake, write_fake_squeue, write_list_fake
 
@@ -47,10 +50,10 @@ def rows(ledger_path: str, *jobs: str) -> List[HistoryEntry]:
 def test_every_path_records_the_key_and_the_retried_operation(tmp_path: Path, op: Op, one_by_one: bool) -> None:
     fake = fakes(tmp_path, bulk=not one_by_one)
     ledger = str(tmp_path / "ledger.sqlite3")
-    link = Link.of("nightly-42", {"72": 17, "80": 19})
+    link = Link("nightly-42", MappingProxyType({"72": 17, "80": 19}))
     with Tracker(ledger, scontrol=str(fake), squeue=str(fake.parent / "squeue")) as t:
         # 80 is an array's own JobId holding its one last task: the bulk path runs it on its own.
-        events = list(drive_linked(t, op, ["71", "72", "73", "80"], time.time() + 60, one_by_one=one_by_one, link=link))
+        events = list(drive(t, op, ["71", "72", "73", "80"], time.time() + 60, one_by_one=one_by_one, link=link))
     assert [e.outcome.result for e in events if isinstance(e, Ran)] == [Result.OK] * 4
     got = rows(ledger, "71", "72", "73", "80")
     assert [(e.job_id, e.key, e.retry_of) for e in got] == [
@@ -62,22 +65,16 @@ def test_a_single_op_records_them_and_no_link_records_none(tmp_path: Path) -> No
     fake = fakes(tmp_path, bulk=False)
     ledger = str(tmp_path / "ledger.sqlite3")
     with Tracker(ledger, scontrol=str(fake), squeue=str(fake.parent / "squeue")) as t:
-        t.run(Op.HOLD, "71", time.time() + 60, link=Link.of("k", {"71": 3}))
+        t.run(Op.HOLD, "71", time.time() + 60, link=Link("k", MappingProxyType({"71": 3})))
         t.run(Op.HOLD, "71", time.time() + 60)
         t.run(Op.HOLD, "71", time.time() + 60, link=NO_LINK)
     assert [(e.key, e.retry_of) for e in rows(ledger, "71")] == [("k", 3), (None, None), (None, None)]
 
 
 @pytest.mark.parametrize("key", ["", "two words", "x" * 129, "$(id)"])
-def test_a_bad_key_is_refused_before_anything(key: str) -> None:
-    with pytest.raises(InvalidInput, match="a key is"):
-        Link.of(key)
-
-
-def test_retry_of_is_a_copy_that_cannot_be_changed() -> None:
-    given = {"71": 3}
-    link = Link.of("k", given)
-    given["71"] = 4
-    assert link.retry_of["71"] == 3
-    with pytest.raises(TypeError):
-        link.retry_of["71"] = 5  # type: ignore[index]
+def test_a_bad_key_is_refused_before_anything(tmp_path: Path, key: str) -> None:
+    fake = fakes(tmp_path, bulk=False)
+    with Tracker(str(tmp_path / "ledger.sqlite3"), scontrol=str(fake), squeue=str(fake.parent / "squeue")) as t:
+        with pytest.raises(InvalidInput, match="a key is"):
+            run_settled(t, Op.HOLD, distinct_ids(["71"]), time.time() + 60, key=key)
+    assert not (fake.parent / "calls.log").exists()
