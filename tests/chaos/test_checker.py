@@ -520,6 +520,24 @@ def test_a_key_that_says_ok_without_any_run_of_it_acting_never_acted() -> None:
     assert [v.message.split(" under ")[1].split(":")[0] for v in found] == ["key k2"], found
 
 
+def test_a_keys_requeues_into_hold_or_not_are_one_operation() -> None:
+    """A key's requeues are one (docs/contract.md §1): a requeue printing the ok of the same key's
+    earlier requeue into hold is no key that never acted; one that requeues again acted twice."""
+    h = H()
+    h.invoke("o1", "requeuehold", ["7", "8"], 1.0, 2.0, key="k1",
+             rows=[row("requeuehold", j, "ok", ((1, 0), (2, 0), (3, 0))) for j in ("7", "8")])
+    h.call("o1", "update JobId=7,8 Requeue=1", 1.1, 1.2)
+    h.call("o1", "requeuehold 7,8", 1.3, 1.4)
+    h.call("o1", "update JobId=7,8 Requeue=0", 1.5, 1.6)
+    h.invoke("o2", "requeue", ["7", "8"], 3.0, 4.0, key="k1",
+             rows=[row("requeue", "7", "ok", ()), row("requeue", "8", "ok", ((1, 0), (2, 0), (3, 0)))])
+    h.call("o2", "update JobId=8 Requeue=1", 3.1, 3.2)
+    h.call("o2", "requeue 8", 3.3, 3.4)
+    h.call("o2", "update JobId=8 Requeue=0", 3.5, 3.6)
+    found = [(v.kind, v.job) for v in h.check() if v.kind.startswith("key-")]
+    assert found == [("key-acted-twice", "8")], found
+
+
 def test_one_command_calling_its_effect_twice_on_a_job_acted_twice() -> None:
     """A command without --retry acts on each job once: a second requeue call on a job (as a
     requeue whose RestartCnt check would pass all the same) is found; another job's, or a retrying
