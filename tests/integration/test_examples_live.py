@@ -1,6 +1,6 @@
 """contrib/examples/drain_requeue.py, the site plugin example, on the real lab.
 
-It requeues the running jobs of a node through ``slurm_dsl.run_ops(..., key=..., retry=...)``.
+It requeues the running jobs of a node through ``slurm_dsl.run_ops(..., select=..., key=...)``.
 Run twice with the same key (as after a crash), it requeues each job exactly once: the jobs'
 real RestartCnt says so, and the second run's rows name the first run's operations.  Only this
 test's own jobs are touched (a job name of its own; the lab node is never drained: --any-state).
@@ -51,17 +51,12 @@ def test_a_drain_requeue_run_twice_with_its_key_requeues_each_job_once(tmp_path:
     for j in jobs:
         state, was = lab.job_state(j), before[j]
         assert state is not None and was is not None and state.restarts == was.restarts + 1
-    # As after a crash, the same logical operation again: the example would list none of them now
-    # (requeued jobs are pending, it lists running ones), so what must hold is the key's promise,
-    # checked through the command line with the same key over the same jobs: nothing runs twice.
-    again = subprocess.run(
-        [sys.executable, "-m", "slurm_dsl", "--ledger", str(ledger_dir / "ledger.sqlite3"), "requeue", *jobs,
-         "--key", f"test:{name}", "--timeout", "60", "--json"],
-        capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(lab.REPO_ROOT)},
-        check=False,
-    )
+    # As after a crash, the same logical operation again: the key recorded the set its first run
+    # selected (the jobs now pending, no longer RUNNING), so the rerun answers for those, acting on none.
+    again = example(*args)
     assert again.returncode == 0, again.stdout + again.stderr
-    assert again.stdout.count("with this key took effect: not run again") == 2
+    assert sorted(line.split()[0] for line in again.stdout.splitlines()) == sorted(jobs)
+    assert again.stdout.count("with this key took effect: not run again") == 2, again.stdout
     for j in jobs:
         state, was = lab.job_state(j), before[j]
         assert state is not None and was is not None and state.restarts == was.restarts + 1  # not twice
