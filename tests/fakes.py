@@ -15,7 +15,7 @@ from slurm_dsl.host import runs
 from slurm_dsl.host.files import Identity
 from slurm_dsl.lookups import saves as _saves
 
-# What every fake's ``show config`` prints (not logged: no job call): the controller in charge,
+# What every fake's ``show config`` prints (not logged: no job call): the controller in control,
 # one that never restarts (``lookups.controller``), as the real one prints it.
 FAKE_CTL = "2026-12-07T09:00:00"  # what ``lookups.controller`` reads of it
 BOOT_TIME = f"BOOT_TIME               = {FAKE_CTL}"

@@ -26,7 +26,7 @@ from .exits import EXIT_SWEEP_BUSY as EXIT_SWEEP_BUSY
 from .options import PROG
 from .parser import command, parse_args
 
-# What only the sweep, doctor and the admin's view need (the sweeper, the lookup choice, pyslurm's
+# What only the sweep, doctor and the admin's view need (the sweep, the lookup choice, pyslurm's
 # adapter, a thread pool) is imported by their handlers: an operation, the common case run on
 # every job, does not pay their start-up time.
 

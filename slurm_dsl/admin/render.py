@@ -11,7 +11,7 @@ from ..core import ledger_rules as rules
 from ..core.model import Op, Outcome, Result
 from ..core.shown import shown
 
-if TYPE_CHECKING:  # only their types: an operation, the common case, does not import the sweeper nor doctor
+if TYPE_CHECKING:  # only their types: an operation, the common case, does not import the sweep nor doctor
     from ..core.jobinfo import JobInfo
     from ..core.predict import Prediction
     from ..run.settling import Row, SettleReport

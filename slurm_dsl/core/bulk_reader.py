@@ -403,7 +403,7 @@ def _id_lines(
         return None
     if len(first) <= _FEW_LINES:
         found = list(map(_WHOLE_LINE, first))
-    else:  # many id lines: an object each would cost ~0.1 us a line (docs/benchmarks.md §5)
+    else:  # many id lines: an object each would cost ~0.3 us a line (docs/benchmarks.md §5)
         seen_toks = set(map(_REVERSED, map(_FIRST, map(_REV_PARTS, map(_WHOLE_LINE, first)))))
         joined = _joined_id_lines(known, seen_toks, lines, back, explained)
         if joined is not None:

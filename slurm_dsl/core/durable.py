@@ -77,7 +77,9 @@ def save_started(header: bytes) -> Optional[int]:
     return started if started > 0 else None
 
 
-def next_mark(mark: int, read: Sequence[Tuple[int, float, bool]], now: float, guard: float = MARK_GUARD) -> int:
+def next_acknowledged_from(
+    mark: int, read: Sequence[Tuple[int, float, bool]], now: float, guard: float = MARK_GUARD
+) -> int:
     """Rule 4: the lowest history id the next sweep reads again, from ``mark`` and the rows read from it
     in id order, ``(id, started_at, done)``; never past a row not read."""
     for op_id, started_at, done in read:

@@ -98,7 +98,7 @@ class PruneRow:
     finished_at: Optional[float]  # None: unfinished (running, or the trace of a crash)
     newest: bool  # the object's newest history row
     bit: RequeueBit  # the object's bit now
-    leased: bool  # an operation or a sweeper holds an unexpired lease on the job
+    leased: bool  # an operation or a sweep holds a lease not lapsed on the job
 
 
 def may_prune(row: PruneRow, before: float) -> bool:

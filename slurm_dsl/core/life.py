@@ -12,7 +12,7 @@ class Stage(str, enum.Enum):
     """Where an operation is, read from its history row, its settlement and the sweep's mark."""
 
     BEGUN = "begun"  # intent committed under the job's lease: its calls may be on their way
-    REFUSED = "refused"  # finished rejected, not_found, expired or not_run: nothing happened
+    UNCHANGED = "unchanged"  # finished rejected, not_found, expired or not_run: nothing happened
     UNKNOWN = "unknown"  # finished unknown: it may have happened
     ACKNOWLEDGED = "acknowledged"  # finished ok or bit_set: slurmctld replied, a crash may still lose it
     SAVED = "saved"  # acknowledged, and a sweep found it present after saves that prove it (or undecidable)
@@ -27,10 +27,10 @@ _STAGE_OF_RESULT: Dict[Result, Stage] = {
     Result.OK: Stage.ACKNOWLEDGED,
     Result.BIT_SET: Stage.ACKNOWLEDGED,
     Result.UNKNOWN: Stage.UNKNOWN,
-    Result.REJECTED: Stage.REFUSED,
-    Result.NOT_FOUND: Stage.REFUSED,
-    Result.EXPIRED: Stage.REFUSED,
-    Result.NOT_RUN: Stage.REFUSED,
+    Result.REJECTED: Stage.UNCHANGED,
+    Result.NOT_FOUND: Stage.UNCHANGED,
+    Result.EXPIRED: Stage.UNCHANGED,
+    Result.NOT_RUN: Stage.UNCHANGED,
 }
 
 
@@ -76,7 +76,7 @@ RULES: Dict[str, Rule] = {
     "L4": Rule("prune removes only old finished rows of clear unleased objects, never the newest", LEDGER,
                "core.ledger_rules.may_prune", "§9.1"),
     "L5": Rule("a merge keeps the less clear of two objects", NONE, "core.ledger_rules.less_clear", "§9.1.2"),
-    "L6": Rule("the sweep holding the lock takes over dead sweeps' leases, never an operation's", NONE,
+    "L6": Rule("the sweep holding the lock reclaims dead sweeps' leases, never an operation's", NONE,
                "core.ledger_rules.sweep_owned", "§9.5"),
     "L7": Rule("a late finish never makes the object's bit clearer", NONE, "core.ledger_rules.after", "§9.2"),
     "L8": Rule("a clear by a call keeps the object may_be_set, watched until the clear is saved", NONE,
@@ -88,7 +88,7 @@ RULES: Dict[str, Rule] = {
     "D3": Rule("a change is saved once D2 holds and a lookup after those looks still shows it", NONE,
                "run.settling.reread", "§13.2"),
     "D4": Rule("acknowledged operations are read again until saved or settled; the sweep keeps its mark", LEDGER,
-               "core.durable.next_mark", "§13.4"),
+               "core.durable.next_acknowledged_from", "§13.4"),
     "D5": Rule("a hand-back may happen unless slurm.conf names one controller", NONE,
                "core.durable.may_hand_back", "§13.6"),
     "D6": Rule("no request is held back once a heartbeat after the end is seen and no controller before it listens",

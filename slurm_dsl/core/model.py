@@ -334,7 +334,7 @@ class LookupFailed(DSLError):
 
 
 class SweepBusy(DSLError):
-    """Another sweeper holds the lock at ``path``: this one did nothing (CLI exit status 3)."""
+    """Another sweep holds the lock at ``path``: this one did nothing (CLI exit status 3)."""
 
     def __init__(self, path: str) -> None:
         super().__init__(f"another sweep is running (lock {path} is held); nothing done")

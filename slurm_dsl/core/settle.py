@@ -226,13 +226,13 @@ class Recorded:
     baseline_at: Optional[float] = None
     requeue_bit: Optional[RequeueBit] = None  # what its calls say of the flag (None: unfinished, or not a requeue)
     reason: Optional[Reason] = None  # which rule made it unknown (Rule 13)
-    # Rule 16: the controller in charge (``lookups.controller``) read before the baseline's lookup,
+    # Rule 16: the controller in control (``lookups.controller``) read before the baseline's lookup,
     # and read once its calls were over (None: not read)
     baseline_ctl: Optional[str] = None
     calls_ctl: Optional[str] = None
 
 
-class Pending(NamedTuple):
+class Unsettled(NamedTuple):
     """``Recorded`` without the baseline, as a sweep first reads it (``LedgerStore.to_settle``).
     A tuple: a sweep reads 10,000 of them (docs/benchmarks.md §9)."""
 
@@ -304,7 +304,7 @@ class OneLookup:
         self.control = control
         if controller is not None and type(controller) is not str:
             raise InvalidInput(f"controller must be a string or None, not {described(controller)}")
-        self.controller = controller  # Rule 16: the controller in charge, read after the lookup
+        self.controller = controller  # Rule 16: the controller in control, read after the lookup
         self.looked_at = _finite(looked_at, "looked_at")
         self.no_ends_by_bound = _finite(no_ends_by_bound, "the bound of an old row")
         # What ``settle`` gives every operation of a gone job with no later operation: one value,
@@ -313,7 +313,7 @@ class OneLookup:
 
     def gone_at_once(
         self,
-        operations: Sequence[Union[Pending, Recorded]],
+        operations: Sequence[Union[Unsettled, Recorded]],
         answers: Mapping[str, Optional[JobInfo]],
         later: AbstractSet[int],
     ) -> List[bool]:

@@ -117,7 +117,7 @@ def between(earlier: Optional[str], later: Optional[str]) -> Optional[float]:
 
 
 def alive(text: Optional[str]) -> Optional[bool]:
-    """Whether the run ``text`` names is known alive (True), known gone (False), or cannot be told here (None).
+    """Whether the run ``text`` names is known alive (True), known dead (False), or cannot be told here (None).
 
     A stopped process counts as alive: it may go on."""
     simulated = world.current().edge("alive")

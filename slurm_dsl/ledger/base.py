@@ -26,17 +26,17 @@ from ..core.model import Op, Outcome, RequeueBit
 if TYPE_CHECKING:
     from ..core.jobinfo import JobInfo
     from ..core.model import Verdict
-    from ..core.settle import Pending, Recorded
+    from ..core.settle import Recorded, Unsettled
     from .records import CommentRecord, HistoryEntry, ImportResult, JobObject, PruneResult, SweepRecord, Unfinished
 
 DEFAULT_PATH = "/var/lib/slurm-dsl/ledger.sqlite3"
 BUSY_TIMEOUT = 5.0  # seconds a writer waits for another one before LedgerError
 STDERR_CAP = 64 * 1024  # bytes of a script's stderr kept in the history (the head)
-BACKOFF_BASE = 60.0  # seconds before the sweeper looks a job up again after one failed lookup
+BACKOFF_BASE = 60.0  # seconds before the sweep looks a job up again after one failed lookup
 BACKOFF_CAP = 3600.0  # the back-off doubles per failed lookup up to this
 
 
-# Whether a lease's holder is known alive (True), known gone (False) or cannot be told (None).
+# Whether a lease's holder is known alive (True), known dead (False) or cannot be told (None).
 Alive = Callable[[str], Optional[bool]]
 
 
@@ -63,7 +63,7 @@ class Marks(NamedTuple):
 
 
 class LedgerStore(Protocol):
-    """What the tracker and the sweeper need of a ledger (one connection, one thread at a time)."""
+    """What the tracker and the sweep need of a ledger (one connection, one thread at a time)."""
 
     path: str
 
@@ -117,7 +117,7 @@ class LedgerStore(Protocol):
         ...
 
     def acquire_leases(
-        self, job_ids: Sequence[str], owner: str, now: float, ttl: float, *, take_over_sweeps: bool = False,
+        self, job_ids: Sequence[str], owner: str, now: float, ttl: float, *, reclaim_sweeps: bool = False,
         alive: Optional[Alive] = None,
     ) -> List[str]:
         """The leases ``owner`` could take; a lapsed one whose holder ``alive`` says is known alive is not
@@ -128,13 +128,13 @@ class LedgerStore(Protocol):
         """Who holds each job's lease (``lapsed_at``: only those lapsed by then), jobs with none absent; reads only."""
         ...
 
-    def mark_run(self, run: str) -> None:
-        """Let the hosts sharing this ledger tell ``run`` alive (``run_marked``) while it is open; idempotent.
+    def lock_run(self, run: str) -> None:
+        """Let the hosts sharing this ledger tell ``run`` alive (``run_locked``) while it is open; idempotent.
         A SQLite ledger does nothing; a lock that cannot be had is a warning."""
         ...
 
-    def run_marked(self, run: str) -> Optional[bool]:
-        """True while ``run``'s mark (``mark_run``) is held; None when that cannot be told."""
+    def run_locked(self, run: str) -> Optional[bool]:
+        """True while ``run``'s mark (``lock_run``) is held; None when that cannot be told."""
         ...
 
     def release_lease(self, job_id: str, owner: str) -> bool: ...
@@ -143,12 +143,12 @@ class LedgerStore(Protocol):
 
     def get(self, job_id: str) -> Optional[JobObject]: ...
 
-    def pending(
-        self, now: float, limit: Optional[int] = None, *, take_over_sweeps: bool = False
+    def due_objects(
+        self, now: float, limit: Optional[int] = None, *, reclaim_sweeps: bool = False
     ) -> List[JobObject]: ...
 
-    def pending_ids(self, now: float, limit: Optional[int] = None, *, take_over_sweeps: bool = False) -> List[str]:
-        """``pending``'s job ids alone, in its order."""
+    def due_ids(self, now: float, limit: Optional[int] = None, *, reclaim_sweeps: bool = False) -> List[str]:
+        """``due_objects``' job ids alone, in its order."""
         ...
 
     def count_not_clear(self) -> int: ...
@@ -199,8 +199,8 @@ class LedgerStore(Protocol):
         """The operations to settle (docs/contract.md §9.1), newest first, as ``settle.Recorded``; reads only."""
         ...
 
-    def to_settle(self, now: float, *, since: float = 0.0, limit: Optional[int] = None) -> List[Pending]:
-        """``unsettled``'s operations as ``settle.Pending``, without their baselines (``recorded`` reads them)."""
+    def to_settle(self, now: float, *, since: float = 0.0, limit: Optional[int] = None) -> List[Unsettled]:
+        """``unsettled``'s operations as ``settle.Unsettled``, without their baselines (``recorded`` reads them)."""
         ...
 
     def acknowledged(self, from_id: int, since: float, limit: Optional[int] = None) -> List[Recorded]:

@@ -284,7 +284,7 @@ MIGRATIONS: Tuple[Tuple[str, ...], ...] = (
         ) {_TABLE}""",
     ),
     (
-        # SQLite's schema 8: which slurmctld was in charge before a baseline's lookup and once the
+        # SQLite's schema 8: which slurmctld was in control before a baseline's lookup and once the
         # calls were over (core.settle Rule 16), a start column and a finish column.
         "ALTER TABLE history ADD COLUMN IF NOT EXISTS baseline_ctl VARCHAR(512) NULL",
         "ALTER TABLE history ADD COLUMN IF NOT EXISTS calls_ctl VARCHAR(512) NULL",
@@ -722,7 +722,7 @@ class MariaDbLedger(store.SqlStore):
             return self._clock()
         return float(self._read("read the server's clock", "SELECT UNIX_TIMESTAMP(NOW(6))")[0][0])
 
-    def mark_run(self, run: str) -> None:
+    def lock_run(self, run: str) -> None:
         """Hold ``run``'s lock (``run_lock_name``) on a connection of its own, or renew it; a refusal is a warning."""
         if self._marking is not None and self._marking[0] == run:
             try:
@@ -739,7 +739,7 @@ class MariaDbLedger(store.SqlStore):
             return
         try:
             with conn.cursor() as cur:
-                cur.execute(f"SET SESSION wait_timeout = {RUN_MARK_IDLE}")
+                cur.execute(f"SET SESSION wait_timeout = {RUN_LOCK_IDLE}")
                 cur.execute("SELECT GET_LOCK(%s, 0)", (name,))
                 row = cur.fetchone()
         except (pymysql.Error, OSError) as exc:
@@ -759,7 +759,7 @@ class MariaDbLedger(store.SqlStore):
             except (pymysql.Error, OSError):
                 pass
 
-    def run_marked(self, run: str) -> Optional[bool]:
+    def run_locked(self, run: str) -> Optional[bool]:
         """True when ``run``'s lock is held; None when it is free (nothing told)."""
         found = self._read("read a run's mark", "SELECT IS_USED_LOCK(?)", (run_lock_name(run),))
         return True if found and found[0][0] is not None else None
@@ -815,7 +815,7 @@ def probe(url: str, *, busy_timeout: float = 1.0, clock: Callable[[], float] = t
     return Probe(str(version), before, float(server_time), after, schema, not_clear)
 
 
-RUN_MARK_IDLE = 600  # seconds a run's mark outlives its last renewal without a word from the run
+RUN_LOCK_IDLE = 600  # seconds a run's mark outlives its last renewal without a word from the run
 
 
 def run_lock_name(run: str) -> str:

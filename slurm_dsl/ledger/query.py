@@ -63,7 +63,7 @@ APPEND = schema.insert("history", schema.START)
 APPENDED = " ".join(
     ("SELECT id,", schema.listed(ledger_rows.APPENDED), "FROM history WHERE id > ? ORDER BY id LIMIT ?")
 )
-# The rows the sweeper's writes and an import decide on (``FOR_UPDATE`` appended).
+# The rows the sweep's writes and an import decide on (``FOR_UPDATE`` appended).
 HOLDS = "SELECT 1 FROM leases WHERE job_id = ? AND owner = ? AND expires_at > ?"
 OBJECT_THERE = "SELECT 1 FROM objects WHERE job_id = ?"
 FAILURES_OF = "SELECT lookup_failures FROM objects WHERE job_id = ?"
@@ -140,8 +140,8 @@ EXPORT_HISTORY = ledger_rows.SELECT_HISTORY + " WHERE h.id > ? ORDER BY h.id LIM
 NEWEST_FIRST = " ORDER BY h.started_at DESC, h.id DESC"
 OF_JOBS = " AND h.job_id"
 LIMIT = " LIMIT ?"
-# The rows ``pending_ids`` fetches at a time.
-PENDING_CHUNK = 1000
+# The rows ``due_ids`` fetches at a time.
+DUE_CHUNK = 1000
 # An imported history row, every column as stored (``ledger_rows.IMPORT_COLUMNS``), and an
 # imported object's; an object there updated to an imported one.
 IMPORT_HISTORY = schema.insert("history", ledger_rows.IMPORT_COLUMNS)
@@ -180,7 +180,7 @@ SETTLING_ROWS = (
 )
 # ``unsettled``: the rows the dialect's ``UNSETTLED`` index serves (unknown results and
 # unfinished rows started since ``?``) with no settlement, an unfinished one only once it no
-# longer runs (``ends_by`` passed, a later row of its job, or no unexpired lease: as
+# longer runs (``ends_by`` passed, a later row of its job, or no lease not lapsed: as
 # ``ledger_rows.unfinished``'s "lapsed").  ``{unsettled}`` is the dialect's predicate.
 UNSETTLED_WHERE = (
     " WHERE {unsettled} AND s.id IS NULL"
@@ -415,11 +415,11 @@ class SqlQueries(abc.ABC):
     def _holds(self, cur: Cursor, job_id: str, owner: str, now: float) -> bool:
         return self._run(cur, self._locked(HOLDS), (job_id, owner, now)).fetchone() is not None
 
-    def _pending_query(
-        self, now: float, limit: Optional[int], take_over_sweeps: bool, *, ids_only: bool
+    def _due_query(
+        self, now: float, limit: Optional[int], reclaim_sweeps: bool, *, ids_only: bool
     ) -> Tuple[str, List[Any]]:
         now = ledger_rows.finite("now", now)
-        sql, args = ledger_rows.pending_query("?", now, take_over_sweeps, ids_only=ids_only)
+        sql, args = ledger_rows.due_query("?", now, reclaim_sweeps, ids_only=ids_only)
         if limit is not None and limit >= 0:
             sql += LIMIT
             args.append(int(limit))

@@ -132,7 +132,7 @@ class HistoryEntry:
     settlement: Optional[Settlement] = None
     baseline_boot: Optional[str] = None
     admin_reason: Optional[str] = None
-    baseline_ctl: Optional[str] = None  # which slurmctld was in charge before the baseline's lookup
+    baseline_ctl: Optional[str] = None  # which slurmctld was in control before the baseline's lookup
     calls_ctl: Optional[str] = None  # and once the calls were over (docs/contract.md §12 Rule 16)
 
     @property

@@ -45,7 +45,7 @@ from .base import STDERR_CAP
 
 if TYPE_CHECKING:
     from ..core.model import Verdict
-    from ..core.settle import Pending, Recorded
+    from ..core.settle import Recorded, Unsettled
     from .records import HistoryEntry, JobObject, Settlement, SweepRecord, Unfinished
 
 # The records (``ledger.records``) are imported by the reads that build them: an operation never
@@ -59,7 +59,7 @@ _T = TypeVar("_T")
 # was seen of slurmctld's saves are read alone, ``marks``); every column of a history row; its
 # settlement's, but those of its row (``op_id``, ``job_id``); what settling reads of a row
 # (``settle.Recorded``'s fields, a test checks) and what a sweep first reads of one
-# (``settle.Pending``'s).
+# (``settle.Unsettled``'s).
 MARK_COLUMNS = ("quiet_at", "quiet_mark", "quiet_look", "gone_mark", "gone_look")
 OBJECT_COLUMNS = tuple(c for c in schema.OBJECTS.names() if c not in MARK_COLUMNS)
 HISTORY_COLUMNS = schema.HISTORY.names()
@@ -68,7 +68,7 @@ TO_SETTLE_COLUMNS = (
     "id", "job_id", "op", "result", "started_at", "finished_at", "ends_by", "baseline", "baseline_at", "requeue_bit",
     "reason", "baseline_ctl", "calls_ctl",
 )
-PENDING_COLUMNS = TO_SETTLE_COLUMNS[:7]
+UNSETTLED_COLUMNS = TO_SETTLE_COLUMNS[:7]
 # What a write gives of a row, in this order: an imported history row's every column but its id
 # (``history_values``); a settlement's (``SettlementRow``).
 IMPORT_COLUMNS = HISTORY_COLUMNS[1:]
@@ -99,9 +99,9 @@ SELECT_LATER = "".join((
 # WHERE (``s`` the settlement, none for these rows) and ORDER BY.
 SELECT_TO_SETTLE = "".join(("SELECT ", schema.listed(TO_SETTLE_COLUMNS, "h.", OP_READ), SETTLED_HISTORY))
 
-# ``to_settle``: what a sweep first reads of a row (``pending``): not even its baseline, which
+# ``to_settle``: what a sweep first reads of a row (``unsettled_rows``): not even its baseline, which
 # only the verdicts of jobs still known read (they are read again whole, ``SELECT_TO_SETTLE``).
-SELECT_PENDING = "".join(("SELECT ", schema.listed(PENDING_COLUMNS, "h.", OP_READ), SETTLED_HISTORY))
+SELECT_UNSETTLED = "".join(("SELECT ", schema.listed(UNSETTLED_COLUMNS, "h.", OP_READ), SETTLED_HISTORY))
 
 # What ``unfinished`` reads, ``{mark}`` the backend's placeholder for the time now: each row
 # without a result, whether it is its job's newest, and whether the job is leased now.
@@ -125,7 +125,7 @@ def named(columns: Sequence[str], row: Sequence[Any]) -> Dict[str, Any]:
 
 @functools.cache
 def positions(columns: Tuple[str, ...]) -> Dict[str, int]:
-    """Where each of ``columns`` stands in a row read as they list them, found by name once (``pending``)."""
+    """Where each of ``columns`` stands in a row read as they list them, found by name once (``unsettled_rows``)."""
     return {c: i for i, c in enumerate(columns)}
 
 
@@ -258,7 +258,7 @@ def recorded(rows: Iterable[Sequence[Any]], path: str = "") -> List[Recorded]:
     """Rows as ``SELECT_TO_SETTLE`` reads them, as ``settle.Recorded``; LedgerError for a malformed baseline."""
     from ..core.settle import Recorded
 
-    # What a settling sweep reads, 10,000 rows at a time: as ``pending``, each value at its
+    # What a settling sweep reads, 10,000 rows at a time: as ``unsettled_rows``, each value at its
     # column's position, found by name once.
     at = positions(TO_SETTLE_COLUMNS)
     id_, job, op, result, started, finished, ends, baseline, baseline_at, bit, reason, base_ctl, calls_ctl = (
@@ -284,20 +284,20 @@ def recorded(rows: Iterable[Sequence[Any]], path: str = "") -> List[Recorded]:
     ]
 
 
-def pending(rows: Iterable[Sequence[Any]]) -> List[Pending]:
-    """Rows as ``SELECT_PENDING`` reads them, as the core's ``settle.Pending``."""
-    from ..core.settle import Pending
+def unsettled_rows(rows: Iterable[Sequence[Any]]) -> List[Unsettled]:
+    """Rows as ``SELECT_UNSETTLED`` reads them, as the core's ``settle.Unsettled``."""
+    from ..core.settle import Unsettled
 
     ops, results = _members(Op), _members(Result)
     # A sweep's first read, 10,000 rows at a time (docs/benchmarks.md §9): each value taken at
     # its column's position, found by name once, not through a dict a row.
-    at = positions(PENDING_COLUMNS)
+    at = positions(UNSETTLED_COLUMNS)
     id_, job, op, res, started, finished, ends = (at[c] for c in (
         "id", "job_id", "op", "result", "started_at", "finished_at", "ends_by"))
     found = []
     for r in rows:
         result, finished_at, ends_by = r[res], r[finished], r[ends]
-        found.append(Pending(
+        found.append(Unsettled(
             int(r[id_]),
             r[job],
             ops.get(r[op]) or Op(r[op]),  # a member is a non-empty str: true
@@ -488,17 +488,17 @@ def finished_values(
 
 
 def held_by_another(
-    row: Optional[Sequence[Any]], owner: str, now: float, take_over_sweeps: bool = False,
+    row: Optional[Sequence[Any]], owner: str, now: float, reclaim_sweeps: bool = False,
     alive: Optional[Callable[[str], Optional[bool]]] = None,
 ) -> bool:
     """Whether the lease row (owner, expires_at) keeps ``owner`` from the job at ``now``: never another sweep's with
-    ``take_over_sweeps``; a lapsed one does while ``alive`` says its holder is known alive (docs/contract.md §13.7)."""
+    ``reclaim_sweeps``; a lapsed one does while ``alive`` says its holder is known alive (docs/contract.md §13.7)."""
     if row is None:
         return False
     holder, expires_at = row
     if holder == owner:
         return False
-    if take_over_sweeps and rules.sweep_owned(str(holder)):
+    if reclaim_sweeps and rules.sweep_owned(str(holder)):
         return False
     return expires_at > now or (alive is not None and alive(str(holder)) is True)
 
@@ -512,7 +512,7 @@ def holds(row: Optional[Sequence[Any]], owner: str, now: float) -> bool:
 
 
 def leases_taken(
-    ids: Sequence[str], rows: Mapping[str, Sequence[Any]], owner: str, now: float, take_over_sweeps: bool = False,
+    ids: Sequence[str], rows: Mapping[str, Sequence[Any]], owner: str, now: float, reclaim_sweeps: bool = False,
     alive: Optional[Callable[[str], Optional[bool]]] = None,
 ) -> List[str]:
     """``acquire_leases``' answer: the ``ids`` (a repeat too) ``owner`` holds after taking them one after the
@@ -525,18 +525,18 @@ def leases_taken(
         return asked[holder]
 
     return [job_id for job_id in ids
-            if not held_by_another(rows.get(job_id), owner, now, take_over_sweeps, once if alive else None)]
+            if not held_by_another(rows.get(job_id), owner, now, reclaim_sweeps, once if alive else None)]
 
 
-# ``pending``'s query, ``?`` placeholders; with the sweeps' leases passed over, or not.  ``{columns}``:
-# ``SELECT_OBJECTS``' columns, or the job id alone (``pending_ids``).
-_PENDING_UNLEASED = (
+# ``due_objects``' query, ``?`` placeholders; with the sweeps' leases passed over, or not.  ``{columns}``:
+# ``SELECT_OBJECTS``' columns, or the job id alone (``due_ids``).
+_DUE_UNLEASED = (
     "SELECT {columns} FROM objects o"
     " WHERE bit <> 'clear' AND next_lookup_at <= ?"
     " AND NOT EXISTS (SELECT 1 FROM leases l WHERE l.job_id = o.job_id AND l.expires_at > ?)"
     " ORDER BY next_lookup_at, updated_at, job_id"
 )
-_PENDING_TAKING_OVER = (
+_DUE_RECLAIMING = (
     "SELECT {columns} FROM objects o"
     " WHERE bit <> 'clear' AND next_lookup_at <= ?"
     " AND NOT EXISTS (SELECT 1 FROM leases l WHERE l.job_id = o.job_id AND l.expires_at > ?"
@@ -545,12 +545,12 @@ _PENDING_TAKING_OVER = (
 )
 
 
-def pending_query(mark: str, now: float, take_over_sweeps: bool, *, ids_only: bool = False) -> Tuple[str, List[Any]]:
-    """``pending``'s SQL in placeholder ``mark`` (``ids_only``: the job id alone) and its values; no LIMIT."""
+def due_query(mark: str, now: float, reclaim_sweeps: bool, *, ids_only: bool = False) -> Tuple[str, List[Any]]:
+    """``due_objects``' SQL in placeholder ``mark`` (``ids_only``: the job id alone) and its values; no LIMIT."""
     columns = "job_id" if ids_only else schema.listed(OBJECT_COLUMNS)
-    if take_over_sweeps:
-        return _PENDING_TAKING_OVER.format(columns=columns).replace("?", mark), [now, now, rules.SWEEP_OWNERS]
-    return _PENDING_UNLEASED.format(columns=columns).replace("?", mark), [now, now]
+    if reclaim_sweeps:
+        return _DUE_RECLAIMING.format(columns=columns).replace("?", mark), [now, now, rules.SWEEP_OWNERS]
+    return _DUE_UNLEASED.format(columns=columns).replace("?", mark), [now, now]
 
 
 def failed_lookup(

@@ -114,7 +114,7 @@ HISTORY = Table("history", (
     # with or without --hold never requeues the job again); NULL: not one.  Read back as the op
     # 'requeuehold' (``ledger.rows.OP_READ``).
     _s("hold", "INTEGER", "TINYINT NULL", "1"),
-    # Which slurmctld was in charge (``lookups.controller``: BOOT_TIME, and on a pair the
+    # Which slurmctld was in control (``lookups.controller``: BOOT_TIME, and on a pair the
     # heartbeat's writer) before the baseline's lookup, and once the calls were over
     # (docs/contract.md §12, core.settle Rule 16: did a restart or takeover come between; NULL: not read).
     _s("baseline_ctl", "TEXT", "VARCHAR(512) NULL"),

@@ -247,7 +247,7 @@ MIGRATIONS: Tuple[Tuple[str, ...], ...] = (
         _SELECTIONS_KEY,
     ),
     (
-        # Which slurmctld was in charge before a baseline's lookup and once the calls were over
+        # Which slurmctld was in control before a baseline's lookup and once the calls were over
         # (docs/contract.md §12, core.settle Rule 16): a start column, guarded, and a finish column.
         "ALTER TABLE history ADD COLUMN baseline_ctl TEXT",
         "ALTER TABLE history ADD COLUMN calls_ctl TEXT",

@@ -21,7 +21,7 @@ from .base import Alive, Looks, Marks
 if TYPE_CHECKING:
     from ..core.jobinfo import JobInfo
     from ..core.model import Verdict
-    from ..core.settle import Pending, Recorded
+    from ..core.settle import Recorded, Unsettled
     from .records import CommentRecord, HistoryEntry, ImportResult, JobObject, PruneResult, SweepRecord, Unfinished
 
 # The records (``ledger.records``) are imported by the reads and reports that build them: an
@@ -92,7 +92,7 @@ class SqlStore(query.SqlQueries):
             bits = {job_id: row[0] for job_id, row in found.items()}
             plan = ledger_rows.begin_plan(checked, bits, now, actor, fields)
             # A new object is inserted (back-off 0 by default); one there only gets an intent, and
-            # a new intent is news for the sweeper: an old back-off must not delay it.
+            # a new intent is news for the sweep: an old back-off must not delay it.
             tail = self._upsert("job_id", query.BIT_COLUMNS, query.INTENT_NEWS)
             self._write_rows(cur, query.WRITE_BIT, plan.objects, tail)
             self._write_quiet(cur, plan.quiet)
@@ -121,17 +121,17 @@ class SqlStore(query.SqlQueries):
     # -- leases ----------------------------------------------------------------------------------
 
     def acquire_leases(
-        self, job_ids: Sequence[str], owner: str, now: float, ttl: float, *, take_over_sweeps: bool = False,
+        self, job_ids: Sequence[str], owner: str, now: float, ttl: float, *, reclaim_sweeps: bool = False,
         alive: Optional[Alive] = None,
     ) -> List[str]:
         """Take (or renew) the jobs' leases until ``now + ttl``, in one transaction; the ids ``owner`` now
-        holds, in order.  ``take_over_sweeps`` (only for the sweep holding the sweep lock): other sweeps'
+        holds, in order.  ``reclaim_sweeps`` (only for the sweep holding the sweep lock): other sweeps'
         leases are taken too."""
         ids = checked_list(job_ids)
         now, ttl = ledger_rows.finite("now", now), ledger_rows.positive_ttl(ttl)
         with self._atomic("acquire lease") as cur:
             rows = self._keyed(cur, query.LEASE_OF_ONE, query.LEASES_OF, ids)
-            held = ledger_rows.leases_taken(ids, rows, owner, now, take_over_sweeps, alive)
+            held = ledger_rows.leases_taken(ids, rows, owner, now, reclaim_sweeps, alive)
             self._write_leases(cur, [(job_id, owner, now + ttl) for job_id in ledger_rows.distinct(held)])
         return held
 
@@ -143,10 +143,10 @@ class SqlStore(query.SqlQueries):
                          if lapsed_at is None or r[2] <= lapsed_at)
         return found
 
-    def mark_run(self, run: str) -> None:
+    def lock_run(self, run: str) -> None:
         """No mark: a SQLite ledger is of one host, where ``host.runs`` tells a run alive."""
 
-    def run_marked(self, run: str) -> Optional[bool]:
+    def run_locked(self, run: str) -> Optional[bool]:
         return None
 
     def release_lease(self, job_id: str, owner: str) -> bool:
@@ -162,27 +162,27 @@ class SqlStore(query.SqlQueries):
                 released += self._run(cur, sql, (owner, *piece)).rowcount
         return released
 
-    # -- objects and the sweeper -----------------------------------------------------------------
+    # -- objects and the sweep -----------------------------------------------------------------
 
     def get(self, job_id: str) -> Optional[JobObject]:
         rows = self._read("get object", query.OBJECT_OF, (job_id,))
         return ledger_rows.job_object(rows[0]) if rows else None
 
-    def pending(
-        self, now: float, limit: Optional[int] = None, *, take_over_sweeps: bool = False
+    def due_objects(
+        self, now: float, limit: Optional[int] = None, *, reclaim_sweeps: bool = False
     ) -> List[JobObject]:
         """The objects not clear that a sweep may look at now (back-off elapsed, no lease but, with
-        ``take_over_sweeps``, a sweep's), longest waiting first; a negative ``limit``, as None, is no limit."""
-        sql, args = self._pending_query(now, limit, take_over_sweeps, ids_only=False)
+        ``reclaim_sweeps``, a sweep's), longest waiting first; a negative ``limit``, as None, is no limit."""
+        sql, args = self._due_query(now, limit, reclaim_sweeps, ids_only=False)
         return [ledger_rows.job_object(row) for row in self._read("list pending objects", sql, args)]
 
-    def pending_ids(self, now: float, limit: Optional[int] = None, *, take_over_sweeps: bool = False) -> List[str]:
-        """``pending``'s job ids alone, in its order, ``query.PENDING_CHUNK`` rows a fetch (docs/benchmarks.md §4)."""
-        sql, args = self._pending_query(now, limit, take_over_sweeps, ids_only=True)
+    def due_ids(self, now: float, limit: Optional[int] = None, *, reclaim_sweeps: bool = False) -> List[str]:
+        """``due_objects``' job ids alone, in its order, ``query.DUE_CHUNK`` rows a fetch (docs/benchmarks.md §4)."""
+        sql, args = self._due_query(now, limit, reclaim_sweeps, ids_only=True)
         ids: List[str] = []
         with self._reading("list pending objects") as cursor:
             self._run(cursor, sql, args)
-            while chunk := cursor.fetchmany(query.PENDING_CHUNK):
+            while chunk := cursor.fetchmany(query.DUE_CHUNK):
                 ids += [str(row[0]) for row in chunk]
         return ids
 
@@ -392,12 +392,12 @@ class SqlStore(query.SqlQueries):
         found.sort(key=lambda e: (e.started_at, e.id), reverse=True)
         return found if not tail[1] else found[: tail[1][0]]
 
-    def to_settle(self, now: float, *, since: float = 0.0, limit: Optional[int] = None) -> List[Pending]:
-        """``unsettled``'s operations as ``settle.Pending``, without baselines (``recorded`` reads those needed)."""
+    def to_settle(self, now: float, *, since: float = 0.0, limit: Optional[int] = None) -> List[Unsettled]:
+        """``unsettled``'s operations as ``settle.Unsettled``, without baselines (``recorded`` reads those needed)."""
         now, since = ledger_rows.finite("now", now), ledger_rows.finite("since", since)
         tail = (query.LIMIT, [int(limit)]) if limit is not None and limit >= 0 else ("", [])
-        sql = self._unsettled(ledger_rows.SELECT_PENDING) + query.NEWEST_FIRST + tail[0]
-        return ledger_rows.pending(self._read("read unsettled", sql, [since, now, now, *tail[1]]))
+        sql = self._unsettled(ledger_rows.SELECT_UNSETTLED) + query.NEWEST_FIRST + tail[0]
+        return ledger_rows.unsettled_rows(self._read("read unsettled", sql, [since, now, now, *tail[1]]))
 
     def acknowledged(self, from_id: int, since: float, limit: Optional[int] = None) -> List[Recorded]:
         """The rows a sweep reads again after a crash (docs/contract.md §13.4), in id order, at most ``limit`` (None:

@@ -1,4 +1,4 @@
-"""Which slurmctld is in charge, read around a requeue's lookups and calls (docs/contract.md §12,
+"""Which slurmctld is in control, read around a requeue's lookups and calls (docs/contract.md §12,
 ``core.settle`` Rule 16): ``BOOT_TIME``, with the heartbeat's writer where a backup may be.  One
 text, compared for equality only; None is "cannot tell"."""
 
@@ -23,8 +23,8 @@ def boot_time(text: bytes) -> Optional[str]:
     return found[0].decode("utf-8", "backslashreplace") if len(found) == 1 else None
 
 
-def in_charge(scontrol: str, timeout: float = TIMEOUT) -> Optional[str]:
-    """The controller in charge now, ``BOOT_TIME[#writer]``; None when it cannot be told within ``timeout``."""
+def in_control(scontrol: str, timeout: float = TIMEOUT) -> Optional[str]:
+    """The controller in control now, ``BOOT_TIME[#writer]``; None when it cannot be told within ``timeout``."""
     if not timeout > 0:
         return None
     done = process.run_argv((scontrol, "show", "config"), timeout=timeout)

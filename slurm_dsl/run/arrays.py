@@ -25,7 +25,7 @@ class LookupAnswer(NamedTuple):
     infos: Dict[str, Optional[JobInfo]]
     started: Optional[float] = None
     at_boot: Optional[str] = None
-    controller: Optional[str] = None  # a requeue's: the slurmctld in charge before the lookup (None: not read)
+    controller: Optional[str] = None  # a requeue's: the slurmctld in control before the lookup (None: not read)
 
 
 NOT_LOOKED = LookupAnswer({}, None)
@@ -33,18 +33,18 @@ NOT_LOOKED = LookupAnswer({}, None)
 
 def look_up(
     op: Union[Op, str], ids: JobIds, deadline: float, *, squeue: Optional[str], scontrol: Optional[str],
-    clock: Clock, restore_too: bool = False, in_charge: bool = True,
+    clock: Clock, restore_too: bool = False, in_control: bool = True,
 ) -> LookupAnswer:
     """The array check of ``ids`` (distinct, valid) before ``op``, by ``deadline`` on ``clock``: ``WholeArray``,
-    ``LookupFailed``.  ``restore_too``: look a restore's ids up too; ``in_charge``: read Rule 16's controller."""
+    ``LookupFailed``.  ``restore_too``: look a restore's ids up too; ``in_control``: read Rule 16's controller."""
     started, at_boot = clock(), ended()
     left = deadline - started
     if (Op(op) is Op.RESTORE and not restore_too) or not ids or left <= 0:
         return NOT_LOOKED
     program = find_squeue(squeue, scontrol)
     ctl = None
-    if in_charge and Op(op).requeues:  # before the lookup: its baseline's controller (contract §12 Rule 16)
-        ctl = controller.in_charge(find_scontrol(scontrol), min(controller.TIMEOUT, left))
+    if in_control and Op(op).requeues:  # before the lookup: its baseline's controller (contract §12 Rule 16)
+        ctl = controller.in_control(find_scontrol(scontrol), min(controller.TIMEOUT, left))
     left = deadline - clock()
     if left <= 0:
         return NOT_LOOKED

@@ -127,7 +127,7 @@ def _look(
     out: Dict[str, Optional[str]] = {}
     lost: Set[str] = set()
     bits = {e.id: e.requeue_bit for e in entries}
-    ctl = settling.in_charge(find_scontrol(tracker.scontrol), entries,  # after the lookup (core.settle Rule 16)
+    ctl = settling.in_control(find_scontrol(tracker.scontrol), entries,  # after the lookup (core.settle Rule 16)
                              min(controller.TIMEOUT, max(deadline - tracker.clock(), 0.0)))
     for decided in settling.recheck(ledger, entries, answers, looked_at, booted=booted, controller=ctl):
         job = decided.entry.job_id

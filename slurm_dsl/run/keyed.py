@@ -2,7 +2,7 @@
 idempotency key: ``--settle``, ``--retry N``, ``--key KEY`` (docs/contract.md §12 "Keyed and settled runs").
 
 Steps 1-4 here (look back, run, settle, retry) are that section's.  With settling, the calls get the
-deadline less the settle delay and ``SETTLE_LOOKS``; a row (``driver.Ran``) comes once it is final.
+deadline less the settle delay and ``SETTLE_LOOKUPS``; a row (``driver.Ran``) comes once it is final.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from .tracked import earlier as as_earlier
 log = logging.getLogger("slurm_dsl")
 
 POLL = 0.2  # seconds between looks at an earlier operation that may still be running
-SETTLE_LOOKS = 2.0  # seconds kept for settling's two looks (at once, and after the settle delay)
+SETTLE_LOOKUPS = 2.0  # seconds kept for settling's two looks (at once, and after the settle delay)
 MIN_CALLS = 1.0  # seconds the calls get at least, with settling
 AGAIN = 1.0  # seconds at least between two lookups of one settling
 
@@ -70,11 +70,11 @@ def run_settled(
     if settling:
         # The deadline covers settling too: the calls end early enough for one look at once and
         # one after the settle delay, so that a call that hangs until its end is still settled.
-        calls_by = earlier(deadline, delay + SETTLE_LOOKS, tracker.clock)
+        calls_by = earlier(deadline, delay + SETTLE_LOOKUPS, tracker.clock)
         if calls_by - tracker.clock() < MIN_CALLS:
             raise InvalidInput(
-                f"--settle and --retry need a deadline at least {delay + SETTLE_LOOKS + MIN_CALLS:g} s away (the"
-                f" settle delay, {delay:g} s, {SETTLE_LOOKS:g} s for two looks, {MIN_CALLS:g} s for the calls),"
+                f"--settle and --retry need a deadline at least {delay + SETTLE_LOOKUPS + MIN_CALLS:g} s away (the"
+                f" settle delay, {delay:g} s, {SETTLE_LOOKUPS:g} s for two looks, {MIN_CALLS:g} s for the calls),"
                 f" not {max(deadline - tracker.clock(), 0.0):.3g} s"
             )
     return _events(_Run(tracker, op, deadline, calls_by, key, delay, one_by_one, parallel), ids, settling, retry)
@@ -182,7 +182,7 @@ class _Run:
         if not todo and not acknowledged:
             return out
         answers, (looked_at, booted), control = self.look(list(dict.fromkeys(e.job_id for e in (*todo, *acknowledged))))
-        ctl = None if answers is None else settling.in_charge(  # after the lookup (core.settle Rule 16)
+        ctl = None if answers is None else settling.in_control(  # after the lookup (core.settle Rule 16)
             find_scontrol(self.tracker.scontrol), [*todo, *acknowledged], min(controller.TIMEOUT, self.left()))
         try:
             decided = settling.decide(self.ledger, todo, answers, looked_at, self.delay, control, anchor=self.watch,

@@ -13,12 +13,21 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Set, Tuple, Union
 
 from ..core import life
-from ..core.durable import UNREAD, Beat, Control, next_mark
+from ..core.durable import UNREAD, Beat, Control, next_acknowledged_from
 from ..core.jobinfo import JobInfo, Lookup
 from ..core.ledger_rules import sweep_owned
 from ..core.model import InvalidInput, LookupFailed, Op, Result, Verdict
 from ..core.script import KILL_GRACE
-from ..core.settle import DEFAULT_SETTLE_DELAY, GONE_DETAIL, OneLookup, Pending, Recorded, Settled, exits_as, looked_up
+from ..core.settle import (
+    DEFAULT_SETTLE_DELAY,
+    GONE_DETAIL,
+    OneLookup,
+    Recorded,
+    Settled,
+    Unsettled,
+    exits_as,
+    looked_up,
+)
 from ..host.runs import between, boot_clock, observer, owner_alive, owner_run
 from ..host.runs import since as since_ended
 from ..ledger.base import Alive, LedgerStore, Marks
@@ -42,7 +51,7 @@ NO_ENDS_BY_BOUND = MAX_TIMEOUT + KILL_GRACE + GUARD_MARGIN
 
 
 # An operation to settle: as ``LedgerStore.to_settle`` or ``unsettled`` gives it, or a whole history row.
-Operation = Union[Pending, Recorded, HistoryEntry]
+Operation = Union[Unsettled, Recorded, HistoryEntry]
 
 
 def recorded(entry: Union[Recorded, HistoryEntry]) -> Recorded:
@@ -93,14 +102,14 @@ def controls(ledger: LedgerStore, at: Optional[Place] = None, *, keep: bool = Tr
     return Control(read.writer, read.listening, beats, read.held_for, now)
 
 
-def in_charge(
-    scontrol: str, operations: Sequence[Union[Pending, Recorded, HistoryEntry]], timeout: float = controllers.TIMEOUT,
+def in_control(
+    scontrol: str, operations: Sequence[Union[Unsettled, Recorded, HistoryEntry]], timeout: float = controllers.TIMEOUT,
 ) -> Optional[str]:
-    """Which slurmctld is in charge, read after a lookup that settles a requeue (Rule 16); None: none
+    """Which slurmctld is in control, read after a lookup that settles a requeue (Rule 16); None: none
     of ``operations`` is a requeue, or it cannot be told."""
     if not any(Op(o.op).requeues for o in operations):
         return None
-    return controllers.in_charge(scontrol, timeout)
+    return controllers.in_control(scontrol, timeout)
 
 
 def _writer(seen: str) -> int:
@@ -116,7 +125,7 @@ def known_alive(ledger: LedgerStore) -> Alive:
         found = owner_alive(owner)
         run = owner_run(owner)
         if found is None and run is not None:
-            return ledger.run_marked(run)
+            return ledger.run_locked(run)
         return found
 
     return alive
@@ -126,7 +135,7 @@ def alive_before(ledger: LedgerStore, job_ids: Sequence[str]) -> Alive:
     """``known_alive``, asked now for the holders of ``job_ids``' lapsed leases, so that the write lock is
     not held while it looks; a kept answer stays right or errs towards waiting."""
     told = known_alive(ledger)
-    lapsed = ledger.lease_holders(job_ids, lapsed_at=ledger.now())  # an unexpired lease holds anyway
+    lapsed = ledger.lease_holders(job_ids, lapsed_at=ledger.now())  # a lease not lapsed holds anyway
     asked = {holder: told(holder) for holder in set(lapsed.values())}
     return lambda holder: asked[holder] if holder in asked else told(holder)
 
@@ -158,7 +167,7 @@ def decide(
     controller: Optional[str] = None,
 ) -> List[Decided]:
     """Each operation's verdict from one lookup's ``answers`` (None: it could not ask), made at ``looked_at``
-    (``booted``: the boot clock then); ``control``: ``controls`` before it, ``controller``: ``in_charge``
+    (``booted``: the boot clock then); ``control``: ``controls`` before it, ``controller``: ``in_control``
     after it.  Writes only marks of ends, with ``anchor``'s look (none without ``anchor``)."""
     if not entries:
         return []
@@ -174,7 +183,7 @@ def decide(
         return [Decided(e, None) for e in entries]
     plain = [recorded(e) if isinstance(e, HistoryEntry) else e for e in entries]
     at_once = one.gone_at_once(plain, answers, later.keys())
-    again = [e.id for e, quick in zip(entries, at_once) if not quick and isinstance(e, Pending)]
+    again = [e.id for e, quick in zip(entries, at_once) if not quick and isinstance(e, Unsettled)]
     whole = ledger.recorded(again) if again else {}
     slow = [e.id for e, quick in zip(entries, at_once) if not quick]
     marks = _marks(ledger, slow, anchor) if one.hand_back else {}
@@ -186,7 +195,7 @@ def decide(
         if quick:
             decided.append(Decided(entry, gone))
             continue
-        operation = whole.get(entry.id) if isinstance(entry, Pending) else recorded(entry)
+        operation = whole.get(entry.id) if isinstance(entry, Unsettled) else recorded(entry)
         if operation is None or operation.result not in (None, Result.UNKNOWN):
             decided.append(Decided(entry, None))  # gone from the ledger, or finished meanwhile
             continue
@@ -365,7 +374,7 @@ def reread(
             found is not None and watch.saved(*found)
         ):
             done.add(d.entry.id)
-    after = next_mark(mark, [(r.id, r.started_at, r.id in done) for r in rows], now)
+    after = next_acknowledged_from(mark, [(r.id, r.started_at, r.id in done) for r in rows], now)
     return Reread(decided, done, after)
 
 
@@ -491,7 +500,7 @@ class Row:
     def result(self) -> Result:
         """What the row exits as (docs/contract.md §12); an unfinished operation counts as unknown."""
         e = self.entry
-        bit = None if isinstance(e, Pending) else e.requeue_bit
+        bit = None if isinstance(e, Unsettled) else e.requeue_bit
         result = e.result or Result.UNKNOWN
         if result in ACKNOWLEDGED:
             # Acknowledged, then lost (docs/contract.md §13.4): the effect is not there, as an
@@ -602,7 +611,7 @@ def settle_rows(
                 report.unseen = blind.gone_note(len(asked) - len(answers))
     found = None if answers is None else dict(answers)
     answers = without(found, confirm_gone(ledger, watch, asked, found, lambda ids: _asked_again(lookup, ids, scontrol)))
-    ctl = None if answers is None else in_charge(scontrol, [*todo, *acknowledged])  # after the lookup (Rule 16)
+    ctl = None if answers is None else in_control(scontrol, [*todo, *acknowledged])  # after the lookup (Rule 16)
     decided = {d.entry.id: d for d in decide(ledger, todo, answers, looked_at, settle_delay, control, anchor=watch,
                                                    booted=booted, controller=ctl)}
     lost = [d for d in recheck(ledger, acknowledged, answers, looked_at, settle_delay, booted=booted, controller=ctl)

@@ -1,4 +1,4 @@
-"""The restore sweeper (docs/contract.md §9.5): settle every object whose bit is not clear.
+"""The sweep (docs/contract.md §9.5): restore or clear every object that is not clear.
 
 One lookup serves the objects, the unknown operations to settle (§12) and the acknowledged ones
 read again (§13.4); their verdicts are written before any restore begins.  ``decide`` is the pure
@@ -20,7 +20,7 @@ from ..core.jobid import distinct_ids
 from ..core.jobinfo import JobInfo, Lookup
 from ..core.ledger_rules import SWEEP_TAG
 from ..core.model import DSLError, InvalidInput, LedgerError, LookupFailed, Op, Outcome, RequeueBit, Result, Verdict
-from ..core.settle import DEFAULT_SETTLE_DELAY, Pending, Recorded, check_settle_delay
+from ..core.settle import DEFAULT_SETTLE_DELAY, Recorded, Unsettled, check_settle_delay
 from ..host import world
 from ..host.binaries import find_scontrol
 from ..host.runs import boot_clock, this_run
@@ -49,12 +49,12 @@ KEEP_BOUND = 3600.0
 # over.  The lock is free only once its holder is dead (an flock, or GET_LOCK on a connection the
 # server saw close) or done; every process a run starts dies within about a second of its runner
 # (the lifeline, docs/contract.md §2), so by then none of that sweep's restores still runs.
-TAKE_OVER_GRACE = 2.0
+RECLAIM_GRACE = 2.0
 
 
 class Action(str, enum.Enum):
     CLEAR = "clear"  # the job is gone or already at Requeue=0: clear the object
-    RESTORE = "restore"  # the job shows Requeue=1: RestoreRequeueBit
+    RESTORE = "restore"  # the job shows Requeue=1: a restore
     WATCH = "watch"  # a finished job shows Requeue=1: keep the object, look again next sweep
 
     def __str__(self) -> str:
@@ -83,7 +83,7 @@ class Done(str, enum.Enum):
 # a watched one is all that can be done until slurmctld purges the job or it comes back.
 # An unsaved one waits for slurmctld's next save of its job state (docs/contract.md §13), as long as
 # that save can be read at all (``SweepReport.save_error``).
-SETTLED = frozenset({Done.CLEARED, Done.RESTORED, Done.WOULD_CLEAR, Done.WOULD_RESTORE, Done.BUSY, Done.WATCHING,
+HANDLED = frozenset({Done.CLEARED, Done.RESTORED, Done.WOULD_CLEAR, Done.WOULD_RESTORE, Done.BUSY, Done.WATCHING,
                      Done.UNSAVED})
 
 
@@ -165,7 +165,7 @@ class SweepReport:
         """What the ledger keeps of this sweep (``record_sweep``; ``ledger status`` shows it)."""
         return {
             "counts": {k: v for k, v in self.counts().items() if v},
-            "settled": self.settled,
+            "settled": self.handled,  # the JSON key stays
             "lookup_error": self.lookup_error,
             "orphans": len(self.orphans),
             **({"unseen": self.unseen} if self.unseen else {}),
@@ -186,11 +186,11 @@ class SweepReport:
                 if d.settled is not None and d.settled.verdict in settling.LOST_VERDICTS]
 
     @property
-    def settled(self) -> bool:
-        """Every object looked at was settled (and every orphan fixed, if asked)."""
+    def handled(self) -> bool:
+        """Every object looked at was handled (and every orphan fixed, if asked)."""
         fixed = all(o.result is Result.OK for o in self.fixed_orphans)
         return (self.lookup_error is None and self.unseen is None and self.save_error is None and fixed
-                and self.keep_error is None and all(s.done in SETTLED for s in self.swept))
+                and self.keep_error is None and all(s.done in HANDLED for s in self.swept))
 
 
 _P = ParamSpec("_P")
@@ -225,13 +225,13 @@ def sweep(
     orphans: bool = False,
     fix: bool = False,
     orphan_lookup: Optional[SqueueLookup] = None,
-    take_over_at: Optional[float] = None,
+    reclaim_at: Optional[float] = None,
     settle_limit: int = settling.DEFAULT_LIMIT,
     settle_delay: float = DEFAULT_SETTLE_DELAY,
     save_wait: float = SAVE_WAIT,
 ) -> SweepReport:
     """One pass over the objects whose bit is not clear and the operations to settle; the caller holds
-    the ``SweepLock``.  ``take_over_at``: a ``deadlines.steady()`` instant from which other sweeps'
+    the ``SweepLock``.  ``reclaim_at``: a ``deadlines.steady()`` instant from which other sweeps'
     leases are taken over (None: never); ``save_wait``: seconds at most waited for saves."""
     delay = check_settle_delay(settle_delay)
     if isinstance(settle_limit, bool) or not isinstance(settle_limit, int) or settle_limit < 1:
@@ -241,13 +241,13 @@ def sweep(
     report = SweepReport(started=ledger.now(), dry_run=dry_run)
     owner = lease_owner(SWEEP_TAG)
     # The objects' ids alone: all the sweep needs of them, and 100,000 of them fit in a few MB.
-    ids = ledger.pending_ids(ledger.now(), limit, take_over_sweeps=take_over_at is not None)
-    if take_over_at is not None and not dry_run and steady() < take_over_at:
+    ids = ledger.due_ids(ledger.now(), limit, reclaim_sweeps=reclaim_at is not None)
+    if reclaim_at is not None and not dry_run and steady() < reclaim_at:
         # Too early to take a dead sweep's leases: wait for the grace only if there are any.
-        if set(ids).difference(ledger.pending_ids(ledger.now(), limit)):
-            world.sleep(max(take_over_at - steady(), 0.0))
-            ids = ledger.pending_ids(ledger.now(), limit, take_over_sweeps=True)
-    take_over = take_over_at is not None and steady() >= take_over_at
+        if set(ids).difference(ledger.due_ids(ledger.now(), limit)):
+            world.sleep(max(reclaim_at - steady(), 0.0))
+            ids = ledger.due_ids(ledger.now(), limit, reclaim_sweeps=True)
+    reclaim = reclaim_at is not None and steady() >= reclaim_at
     # What was seen of slurmctld's saves (core.durable Rule 2), before anything is decided; objects
     # that a save or two more would prove get that long (``SAVE_WAIT``), before their leases.
     watch = looks.Watch(ledger, keep=not dry_run)
@@ -263,11 +263,11 @@ def sweep(
         # Leases first, lookup after: no operation can start on a leased job, so what
         # the lookup says stays true until the job is settled or its lease released.
         ttl = getattr(lookup, "timeout", 60.0) + restore_timeout * 2 + 60.0
-        ledger.mark_run(str(this_run()))
-        leased = ledger.acquire_leases(ids, owner, ledger.now(), ttl, take_over_sweeps=take_over,
+        ledger.lock_run(str(this_run()))
+        leased = ledger.acquire_leases(ids, owner, ledger.now(), ttl, reclaim_sweeps=reclaim,
                                        alive=settling.alive_before(ledger, ids))
         report.swept += [Swept(j, Done.BUSY, "an operation holds the job") for j in _not_held(ids, leased)]
-    unsettled: List[Pending] = []
+    unsettled: List[Unsettled] = []
     answers: Optional[Dict[str, Optional[JobInfo]]] = None
     looked_at = 0.0
     try:
@@ -313,8 +313,8 @@ def sweep(
         hidden = settling.confirm_gone(ledger, watch, asked, answers, lambda jobs: _ask(tracker, lookup, jobs),
                                        wait=save_wait, write=not dry_run)
         settled_answers = settling.without(answers, hidden)
-        # Which slurmctld is in charge now, after the lookup (core.settle Rule 16).
-        ctl = None if answers is None else settling.in_charge(find_scontrol(tracker.scontrol), [*unsettled, *again])
+        # Which slurmctld is in control now, after the lookup (core.settle Rule 16).
+        ctl = None if answers is None else settling.in_control(find_scontrol(tracker.scontrol), [*unsettled, *again])
         # The verdicts before the restores: a restore this sweep runs begins after its lookup, so it
         # cannot have changed what the lookup read, but read as a later operation on the flag it
         # would make an earlier unknown restore of the job undecidable for ever.
@@ -322,7 +322,7 @@ def sweep(
                   booted=booted, controller=ctl)
         _reread(tracker, ledger, again, settled_answers, looked_at, delay, report, dry_run, mark=mark, now=now,
                 watch=watch, booted=booted, controller=ctl)
-        _settle(tracker, ledger, answers, leased, owner, report, dry_run, restore_timeout, control, watch, hidden)
+        _restore(tracker, ledger, answers, leased, owner, report, dry_run, restore_timeout, control, watch, hidden)
     finally:
         if not dry_run:
             ledger.release_leases(leased, owner)
@@ -361,7 +361,7 @@ def _not_held(ids: List[str], leased: List[str]) -> List[str]:
 def _verdicts(
     tracker: Tracker,
     ledger: LedgerStore,
-    unsettled: List[Pending],
+    unsettled: List[Unsettled],
     answers: Optional[Dict[str, Optional[JobInfo]]],
     looked_at: float,
     delay: float,
@@ -417,7 +417,7 @@ def _reread(
         report.lost_written, report.acknowledged_from = written, found.mark
 
 
-def _settle(
+def _restore(
     tracker: Tracker,
     ledger: LedgerStore,
     infos: Optional[Dict[str, Optional[JobInfo]]],

@@ -147,7 +147,7 @@ def start(
     # array check's squeue starts without waiting for it (docs/benchmarks.md §7).
     from .settling import alive_before
 
-    ledger.mark_run(str(this_run()))  # other hosts can tell this run alive while it is (§13.7)
+    ledger.lock_run(str(this_run()))  # other hosts can tell this run alive while it is (§13.7)
     alive = alive_before(ledger, ids)  # outside the write lock: it may look through every process
     with ledger.batch():
         held = set(ledger.acquire_leases(ids, owner, ledger.now(), ttl, alive=alive))
@@ -172,7 +172,7 @@ def start(
 
 def record(
     ledger: LedgerStore, finishes: Sequence[Tuple[int, Outcome, bytes]], ids: Sequence[str], owner: str,
-    nonce: str, give_back: Callable[[], None], at: Optional[looks.Place] = None, in_charge: Optional[str] = None,
+    nonce: str, give_back: Callable[[], None], at: Optional[looks.Place] = None, in_control: Optional[str] = None,
 ) -> None:
     """The results (``finishes``: history id, outcome, stderr) and the leases of ``ids`` given back, in
     ONE transaction, after a look at the saves (``at``: where).  If the ledger fails, the outcomes
@@ -182,11 +182,11 @@ def record(
     try:
         with ledger.batch():
             ledger.finish_operations(finishes, ledger.now(), look=None if seen is None else str(seen), ended=over,
-                                     controller=in_charge)
+                                     controller=in_control)
             ledger.release_leases(ids, owner)
     except LedgerError as exc:
         # The objects keep their intents (may_be_set for a requeue): nothing is lost for the
-        # sweeper.  The outcomes go to the log, and with the error to the caller.
+        # sweep.  The outcomes go to the log, and with the error to the caller.
         for _, outcome, _ in finishes:
             log.error("could not record %s (nonce %s) in %s", describe(outcome), nonce, ledger.path)
         give_back()
@@ -195,11 +195,11 @@ def record(
 
 
 def after_calls(op: Op, outcomes: Sequence[Outcome], scontrol: str, deadline: float, clock: Clock) -> Optional[str]:
-    """Which slurmctld is in charge once a requeue's calls are over (Rule 16), read within the deadline;
+    """Which slurmctld is in control once a requeue's calls are over (Rule 16), read within the deadline;
     None for another op, for calls that never started, or when it cannot be told."""
     if not op.requeues or not any(o.calls for o in outcomes):
         return None
-    return controller.in_charge(scontrol, min(controller.TIMEOUT, deadline - clock()))
+    return controller.in_control(scontrol, min(controller.TIMEOUT, deadline - clock()))
 
 
 # The results of calls that may have changed a job: what a look after them is for (core.durable Rule 2).
@@ -388,7 +388,7 @@ class Tracker:
             if self.clock() >= deadline:
                 bit = RequeueBit.CLEAR if op.requeues else None
                 return Outcome(op, job, Result.EXPIRED, bit, None, (), None,
-                               "another operation or sweeper held the job until the deadline")
+                               "another operation or sweep held the job until the deadline")
             world.sleep(LEASE_POLL)
         try:
             self.pace.take(calls_of(op), deadline)  # past the deadline, the script starts no call: expired

@@ -69,7 +69,7 @@ CALLER = (sys.executable, "-m", "tests.chaos.caller")
 # A lease outlasts its operation's deadline by the runner's kill grace, the guard margin and the
 # slack (docs/contract.md §9.2); past that every lease of the run has lapsed.
 LEASES_LAPSE = 1.0 + 1.5 + 30.0 + 3.0
-HANDED_BACK = 35.0  # docs/testing.md §6.4: absent only once the controller in charge has been so this long
+HANDED_BACK = 35.0  # docs/testing.md §6.4: absent only once the controller in control has been so this long
 UNANSWERED_WAIT = 30.0 + 10.0  # §13.6: CONTROL_TIMEOUT plus MessageTimeout, before an unanswered call's absent
 SLEEP_JOB = ("--no-requeue", "--time=10", "--wrap", "sleep 600")
 MAX_OFFSET = 300.0  # seconds a stepped clock is kept within, either way
@@ -190,7 +190,7 @@ class Controller:
         """Nothing: contrib/lab/up brought it up."""
 
     def kill(self, sig: int) -> Dict[str, Any]:
-        """Bring the controller in charge down with ``sig`` (SIGKILL, or SIGTERM: a graceful stop
+        """Bring the controller in control down with ``sig`` (SIGKILL, or SIGTERM: a graceful stop
         that saves); what was done, for the history."""
         pid = lab.slurmctld_pid()
         if sig == signal.SIGTERM:
@@ -218,7 +218,7 @@ class Controller:
 class Pair(Controller):
     """The primary/backup pair of contrib/lab/pair (its SLURM_CONF for this process and every
     command): ctl-a, the primary, is the one killed, stopped or taken over from, and started again
-    by the same fault (a hand-back once ctl-b is in control), so ctl-a is in charge between faults."""
+    by the same fault (a hand-back once ctl-b is in control), so ctl-a is in control between faults."""
 
     name = "pair"
     SCRIPT = REPO / "contrib" / "lab" / "pair"
@@ -1178,7 +1178,7 @@ class Runner:
                 break
             # The final sweeps' host counts the settle delay from its first look (§13.7), and an
             # unknown whose controller did not answer waits 30 s more (core.settle Rule 13); on the
-            # pair, absent waits until the controller in charge has been so for 33 s, from two
+            # pair, absent waits until the controller in control has been so for 33 s, from two
             # heartbeats that far apart (core.durable Rule 7): the second sweep comes after both.
             time.sleep(max(self.settle_delay + UNANSWERED_WAIT, HANDED_BACK) + 1.0)
         self.stopping.set()

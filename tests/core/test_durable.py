@@ -24,7 +24,7 @@ from slurm_dsl.core.durable import (
     looks_needed,
     may_be_held,
     may_hand_back,
-    next_mark,
+    next_acknowledged_from,
     save_started,
 )
 from slurm_dsl.core.slurmconf import SlurmConf, Unreadable, read
@@ -95,7 +95,7 @@ NEW = NOW - 1  # within it
 def test_the_mark_is_the_first_row_not_done_or_too_recent(
     mark: int, read: list, expected: int  # type: ignore[type-arg]
 ) -> None:
-    assert next_mark(mark, read, NOW) == expected
+    assert next_acknowledged_from(mark, read, NOW) == expected
 
 
 @given(st.integers(1, 50), st.lists(st.tuples(st.booleans(), st.booleans()), max_size=20))
@@ -103,7 +103,7 @@ def test_the_mark_never_passes_a_row_that_must_be_read_again(mark: int, flags: l
     # The naive reading of Rule 4: every row at or after the new mark is one whose reading is
     # not over, or after it; no row below it is one that must be read again.
     read = [(mark + i, NEW if recent else OLD, done) for i, (done, recent) in enumerate(flags)]
-    got = next_mark(mark, read, NOW)
+    got = next_acknowledged_from(mark, read, NOW)
     assert got >= mark
     assert all(done and started < NOW - MARK_GUARD for op_id, started, done in read if op_id < got)
     assert got <= (read[-1][0] + 1 if read else mark)

@@ -1,4 +1,4 @@
-"""What scontrol and squeue print while no controller is in charge, during a takeover and during a
+"""What scontrol and squeue print while no controller is in control, during a takeover and during a
 hand-back (docs/slurm-behaviour.md §6.1, docs/durability.md §2-§3): the exact bytes seen on
 22.05.8, 24.11.5 and 26.05.5 read as unknown (a call) or could-not-ask (a lookup), never as a
 refusal or "not found"; and the settle delay of an operation whose call printed them
@@ -145,7 +145,7 @@ def test_a_requeue_whose_call_failed_in_a_hand_back_is_not_absent_before_the_bou
 # Rules 6 and 7 (core.durable): the operation's end anchored at MARK; two heartbeat files seen after
 # it, the second written after the end, its writer in control 40 s since on the boot clock.
 MARK = 12
-CTL = "2026-12-07T13:00:00#0"  # the controller in charge, read before the baseline and after each lookup (Rule 16)
+CTL = "2026-12-07T13:00:00#0"  # the controller in control, read before the baseline and after each lookup (Rule 16)
 
 
 def beats(writer: int, *at: float) -> tuple:  # type: ignore[type-arg]

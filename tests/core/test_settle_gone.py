@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from slurm_dsl.core.jobinfo import JobInfo
 from slurm_dsl.core.model import InvalidInput, Op, Result, Verdict
-from slurm_dsl.core.settle import GONE_DETAIL, NoJob, OneLookup, Pending, Recorded, Settled, settle_operation
+from slurm_dsl.core.settle import GONE_DETAIL, NoJob, OneLookup, Recorded, Settled, Unsettled, settle_operation
 from tests.core.test_settle_operation import BOUND, RUNNING, T0, cases
 from tests.examples import examples
 
@@ -84,7 +84,7 @@ def test_gone_at_once_is_the_plain_rule_s_gone_whatever_the_baseline(
 ) -> None:
     ops, answers, later, looked_at = batch
     one = OneLookup(looked_at, no_ends_by_bound=BOUND)
-    pending = [Pending(o.id, o.job_id, o.op, o.result, o.started_at, o.finished_at, o.ends_by) for o in ops]
+    pending = [Unsettled(o.id, o.job_id, o.op, o.result, o.started_at, o.finished_at, o.ends_by) for o in ops]
     got = one.gone_at_once(pending, answers, later)
     assert got == one.gone_at_once(ops, answers, later)  # a Recorded reads the same
     assert one.gone == Settled(Verdict.GONE, GONE_DETAIL, looked_at, None, None)
@@ -114,8 +114,8 @@ def test_a_value_the_plain_rule_refuses_is_never_gone_at_once(
 
 def test_gone_at_once_by_example() -> None:
     one = OneLookup(T0 + 60.0, no_ends_by_bound=BOUND)
-    base = Pending(1, "41", Op.REQUEUE, Result.UNKNOWN, T0, T0 + 1.0, None)
-    cases: List[Tuple[Pending, Mapping[str, Optional[JobInfo]], Set[int], bool]] = [
+    base = Unsettled(1, "41", Op.REQUEUE, Result.UNKNOWN, T0, T0 + 1.0, None)
+    cases: List[Tuple[Unsettled, Mapping[str, Optional[JobInfo]], Set[int], bool]] = [
         (base, {"41": None}, set(), True),
         (base._replace(result=None, finished_at=None, ends_by=T0 + 30.0), {"41": None}, set(), True),
         (base, {"41": None}, {1}, False),  # a later operation: it may speak for this one (Rule 10)

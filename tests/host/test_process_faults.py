@@ -618,7 +618,7 @@ def test_a_lease_never_lapses_while_a_call_of_it_may_run(bin_dir: Path, shell: s
     try:
         with open_ledger(os.environ["SLURM_DSL_LEDGER"]) as ledger:
             while alive_in_group(marker) is not None and time.monotonic() < give_up:
-                assert [o.job_id for o in ledger.pending(ledger.now())] == [], "a lease lapsed while its call ran"
+                assert [o.job_id for o in ledger.due_objects(ledger.now())] == [], "a lease lapsed while its call ran"
                 time.sleep(0.05)
             _gone_within(marker, 0.0)
             obj = ledger.get("5")

@@ -72,7 +72,7 @@ def test_a_cancelled_job_at_requeue_1_stays_watched_until_its_owner_requeues_it(
         for _ in range(2):  # watched on every sweep, without a back-off or a restore attempt
             report = sweep(tracker, SqueueLookup())
             assert [(s.job_id, s.done) for s in report.swept] == [(job, Done.WATCHING)]
-            assert report.settled
+            assert report.handled
         with open_ledger(path) as ledger:
             obj = ledger.get(job)
             assert obj is not None and obj.bit is RequeueBit.MAY_BE_SET and obj.lookup_failures == 0

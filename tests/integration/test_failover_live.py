@@ -569,7 +569,7 @@ def test_a_ledger_server_lost_while_the_script_runs_loses_no_outcome_and_no_inte
     held = leases(url)
     deadline = time.monotonic() + SETTLE_WITHIN
     with open_ledger(url) as ledger:
-        while len(ledger.pending(ledger.now())) < len(jobs):
+        while len(ledger.due_objects(ledger.now())) < len(jobs):
             assert time.monotonic() < deadline, "the lost host's leases never lapsed"
             time.sleep(0.1)
         assert ledger.now() >= max(e for _, e in held.values())

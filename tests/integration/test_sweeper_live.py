@@ -54,8 +54,8 @@ def wait_until_pending(path: str, count: int, timeout: float = 30.0) -> None:
     """Poll until ``count`` objects are visible to a sweep (the crashed holders' leases lapsed)."""
     deadline = time.monotonic() + timeout
     with open_ledger(path) as ledger:
-        while len(ledger.pending(time.time())) < count:
-            assert time.monotonic() < deadline, f"only {len(ledger.pending(time.time()))} of {count} objects pending"
+        while len(ledger.due_objects(time.time())) < count:
+            assert time.monotonic() < deadline, f"only {len(ledger.due_objects(time.time()))} of {count} objects due"
             time.sleep(0.1)
 
 
@@ -87,11 +87,11 @@ def test_requeues_killed_at_random_moments_are_all_put_right(tmp_path: Path) -> 
     wait_until_pending(path, len(marked))
     with Tracker(path, scontrol=lab.SCONTROL) as tracker:
         report = sweep(tracker, SqueueLookup())
-        assert report.settled, report
+        assert report.handled, report
         # What the sweep cleared or restored is watched until slurmctld is seen to save it (§13.3).
         with lab.saving():
             report = sweep(tracker, SqueueLookup())
-    assert report.settled, report
+    assert report.handled, report
     with open_ledger(path) as ledger:
         assert all(ledger.get(j) is None or ledger.get(j).bit is RequeueBit.CLEAR for j in jobs)  # type: ignore[union-attr]
     assert [j for j in jobs if lab.job_state(j).requeue == 1] == []  # type: ignore[union-attr]
@@ -147,9 +147,9 @@ def test_two_sweepers_and_operations_at_once(tmp_path: Path) -> None:
     assert all(count == 1 for count in restored.values()), restored
     # Settle what is left, then (after a save of slurmctld's, §13.3) the ledger and Slurm agree.
     with Tracker(path, scontrol=lab.SCONTROL) as tracker:
-        assert sweep(tracker, SqueueLookup()).settled
+        assert sweep(tracker, SqueueLookup()).handled
         with lab.saving():
-            assert sweep(tracker, SqueueLookup()).settled
+            assert sweep(tracker, SqueueLookup()).handled
     with open_ledger(path) as ledger:
         for job in jobs:
             obj = ledger.get(job)

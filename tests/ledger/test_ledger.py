@@ -369,7 +369,7 @@ def test_a_job_with_only_holds_has_a_clear_object(ledger_location: str) -> None:
         finish_operation(ledger, begin_operation(ledger, JOB, Op.HOLD, NONCE, 5.0), HOLD_OK, b"", 6.0)
         obj = ledger.get(JOB)
         assert obj is not None and obj.bit is CLEAR and obj.job_id == JOB
-        assert ledger.pending(100.0) == []
+        assert ledger.due_objects(100.0) == []
 
 
 def test_intent_is_committed_before_begin_returns_and_survives_a_crash(ledger_location: str) -> None:
@@ -386,7 +386,7 @@ def test_intent_is_committed_before_begin_returns_and_survives_a_crash(ledger_lo
         assert obj is not None and obj.bit is MAY
         (entry,) = ledger.history(JOB)
         assert not entry.finished and entry.result is None and entry.bit_after is None
-        assert [o.job_id for o in ledger.pending(8.0)] == [JOB]
+        assert [o.job_id for o in ledger.due_objects(8.0)] == [JOB]
 
 
 def test_finish_refuses_a_second_finish_an_unknown_id_and_a_foreign_outcome(ledger_location: str) -> None:
@@ -492,18 +492,18 @@ def test_pending_oldest_first_skipping_clear_leased_and_backed_off(ledger_locati
         )
         finish_operation(ledger, begin_operation(ledger, "9", Op.HOLD, NONCE, 0.5), hold_ok_for("9"), b"", 0.6)
         # 2's requeue cleared its flag, not yet known saved: watched like the others (§13.3).
-        assert [o.job_id for o in ledger.pending(10.0)] == ["2", "1", "3", "6", "4", "5"]
+        assert [o.job_id for o in ledger.due_objects(10.0)] == ["2", "1", "3", "6", "4", "5"]
         acquire_lease(ledger, "2", "sweeper", 10.0, 5.0)
         assert set_bit(ledger, "2", CLEAR, "sweep: saved", 10.0, owner="sweeper")
         ledger.release_lease("2", "sweeper")
-        assert [o.job_id for o in ledger.pending(10.0)] == ["1", "3", "6", "4", "5"]
-        assert [o.job_id for o in ledger.pending(10.0, limit=2)] == ["1", "3"]
+        assert [o.job_id for o in ledger.due_objects(10.0)] == ["1", "3", "6", "4", "5"]
+        assert [o.job_id for o in ledger.due_objects(10.0, limit=2)] == ["1", "3"]
         assert acquire_lease(ledger, "3", "op", 10.0, 5.0)
         assert ledger.lookup_failed("6", "controller down", 10.0) == 20.0
-        assert [o.job_id for o in ledger.pending(10.0)] == ["1", "4", "5"]
-        assert [o.job_id for o in ledger.pending(15.0)] == ["1", "3", "4", "5"]  # lease lapsed
+        assert [o.job_id for o in ledger.due_objects(10.0)] == ["1", "4", "5"]
+        assert [o.job_id for o in ledger.due_objects(15.0)] == ["1", "3", "4", "5"]  # lease lapsed
         # Back-off over: 6 became due last, so it waits behind the others.
-        assert [o.job_id for o in ledger.pending(20.0)] == ["1", "3", "4", "5", "6"]
+        assert [o.job_id for o in ledger.due_objects(20.0)] == ["1", "3", "4", "5", "6"]
 
 
 def test_the_sweep_holding_the_lock_takes_over_other_sweeps_leases_never_an_operations(ledger_location: str) -> None:
@@ -517,17 +517,17 @@ def test_the_sweep_holding_the_lock_takes_over_other_sweeps_leases_never_an_oper
         assert acquire_lease(ledger, "3", "op:ctl1:4712:1:0badf00d", 10.0, 100.0)
         assert acquire_lease(ledger, "4", "bulk:ctl1:4713:1:12345678", 10.0, 100.0)
         assert acquire_lease(ledger, "5", "sweeper", 10.0, 100.0)  # not a sweep's owner: "sweep:" is the tag
-        assert ledger.pending(11.0) == []
-        assert [o.job_id for o in ledger.pending(11.0, take_over_sweeps=True)] == ["1", "2"]
-        assert [o.job_id for o in ledger.pending(11.0, 1, take_over_sweeps=True)] == ["1"]
+        assert ledger.due_objects(11.0) == []
+        assert [o.job_id for o in ledger.due_objects(11.0, reclaim_sweeps=True)] == ["1", "2"]
+        assert [o.job_id for o in ledger.due_objects(11.0, 1, reclaim_sweeps=True)] == ["1"]
         assert ledger.acquire_leases(["1", "2", "3", "4", "5"], me, 11.0, 50.0) == []
-        assert ledger.acquire_leases(["1", "2", "3", "4", "5"], me, 11.0, 50.0, take_over_sweeps=True) == ["1", "2"]
+        assert ledger.acquire_leases(["1", "2", "3", "4", "5"], me, 11.0, 50.0, reclaim_sweeps=True) == ["1", "2"]
         # Taken: the dead sweep's writes and give-backs find nothing of theirs.
         assert ledger.set_bits([("1", CLEAR, "late")], 12.0, owner=dead) == []
         assert ledger.release_leases(["1", "2"], dead) == 0
         assert ledger.set_bits([("1", CLEAR, "gone"), ("2", CLEAR, "gone")], 12.0, owner=me) == ["1", "2"]
         # A sweep's own lease is its own either way; an expired one anyone's.
-        assert ledger.acquire_leases(["1"], me, 13.0, 50.0, take_over_sweeps=True) == ["1"]
+        assert ledger.acquire_leases(["1"], me, 13.0, 50.0, reclaim_sweeps=True) == ["1"]
         assert ledger.acquire_leases(["3", "4"], me, 111.0, 50.0) == ["3", "4"]
 
 
@@ -543,8 +543,8 @@ def test_a_watched_object_keeps_its_bit_gets_no_back_off_and_waits_behind_the_ot
             assert obj is not None and obj.bit is MAY and (obj.lookup_failures, obj.next_lookup_at) == (0, 20.0)
             assert obj.why == f"requeue {NONCE} started" and obj.updated_at == float(job_id)
         ledger.release_leases(["1", "2"], "sweep")
-        assert [o.job_id for o in ledger.pending(20.0)] == ["3", "1", "2"]
-        assert [o.job_id for o in ledger.pending(20.0, limit=1)] == ["3"]
+        assert [o.job_id for o in ledger.due_objects(20.0)] == ["3", "1", "2"]
+        assert [o.job_id for o in ledger.due_objects(20.0, limit=1)] == ["3"]
 
 
 def test_lookup_back_off_doubles_up_to_the_cap_and_set_bit_resets_it(ledger_location: str) -> None:
@@ -664,7 +664,7 @@ def test_two_processes_lose_no_update_and_never_see_database_locked(ledger_locat
         assert seven is not None and seven.lookup_failures == 2 * count  # every increment kept
         eight = ledger.get("8")
         assert eight is not None and eight.why in {f"alpha {count - 1}", f"beta {count - 1}"}
-        assert eight.bit is SET and ledger.pending(time.time() + 1e6) == [eight]  # no lease left
+        assert eight.bit is SET and ledger.due_objects(time.time() + 1e6) == [eight]  # no lease left
 
 
 def test_processes_opening_a_new_file_at_once_all_succeed(tmp_path: Path) -> None:

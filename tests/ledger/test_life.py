@@ -52,7 +52,7 @@ def read_stage(ledger: LedgerStore, job: str, op_id: int) -> Optional[Stage]:
         last = ledger.last_sweep()
         mark = 1 if last is None else int(last.summary.get("acknowledged_from", 1))
         return Stage.SAVED if op_id < mark else Stage.ACKNOWLEDGED
-    return Stage.REFUSED
+    return Stage.UNCHANGED
 
 
 class Walked:

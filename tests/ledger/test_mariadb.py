@@ -426,7 +426,7 @@ def test_leases_are_decided_on_the_servers_clock_whatever_the_hosts_say(
             assert server_now() < taken + 1.0 + 1.0, "lapsed by the server's clock, yet not given"
             time.sleep(0.05)
         assert server_now() >= taken + 1.0
-        assert [o.job_id for o in host_b.pending(host_b.now())] == []
+        assert [o.job_id for o in host_b.due_objects(host_b.now())] == []
 
 
 # -- a server that is gone, hung, stopped, or drops the connection ---------------------------------
@@ -612,13 +612,13 @@ def test_a_runs_mark_is_seen_by_every_connection_while_its_ledger_is_open(mariad
     """docs/contract.md §13.7: the hosts of a pair tell each other's runs alive by the server's lock."""
     run = "another-host/0f0f/4242/99"
     with open_ledger(mariadb_location) as marking, open_ledger(mariadb_location) as other:
-        assert other.run_marked(run) is None
-        marking.mark_run(run)
-        marking.mark_run(run)  # renewed, not taken twice
-        assert other.run_marked(run) is True and other.run_marked(run + "0") is None
+        assert other.run_locked(run) is None
+        marking.lock_run(run)
+        marking.lock_run(run)  # renewed, not taken twice
+        assert other.run_locked(run) is True and other.run_locked(run + "0") is None
         assert len(mariadb_module.run_lock_name(run)) <= 64
     with open_ledger(mariadb_location) as other:
-        assert other.run_marked(run) is None  # closed: the server let it go
+        assert other.run_locked(run) is None  # closed: the server let it go
 
 
 def test_a_run_that_cannot_be_marked_goes_on(mariadb_location: str, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -632,11 +632,11 @@ def test_a_run_that_cannot_be_marked_goes_on(mariadb_location: str, monkeypatch:
 
         with monkeypatch.context() as patched:
             patched.setattr(mariadb_module.Server, "connect", down)
-            ledger.mark_run("h/b/1/2")  # no exception: the times decide, as without a mark
-        assert ledger.run_marked("h/b/1/2") is None
+            ledger.lock_run("h/b/1/2")  # no exception: the times decide, as without a mark
+        assert ledger.run_locked("h/b/1/2") is None
 
 
 def test_a_sqlite_ledger_marks_nothing(tmp_path: Path) -> None:
     with open_ledger(str(tmp_path / "l.sqlite3")) as ledger:
-        ledger.mark_run("h/b/1/2")
-        assert ledger.run_marked("h/b/1/2") is None
+        ledger.lock_run("h/b/1/2")
+        assert ledger.run_locked("h/b/1/2") is None

@@ -251,7 +251,7 @@ def test_migrate_copies_everything_as_it_was(
     assert after.retries["5", retry.nonce] == ("5", first.nonce) and retry.settlement is None
     with open_ledger(target) as ledger:
         # Leases are not copied: job 2 is free in the target, and due for its sweep.
-        assert {o.job_id for o in ledger.pending(NOW + 10**6)} == {"2", "3", "4", "6"}
+        assert {o.job_id for o in ledger.due_objects(NOW + 10**6)} == {"2", "3", "4", "6"}
         assert acquire_lease(ledger, "2", "a sweeper here", NOW + 1, 60)
         # And the copy is a ledger like any other: operations go on where they left off.
         record(ledger, "4", Op.HOLD, NOW + 500)

@@ -29,7 +29,7 @@ def test_another_process_leaves_the_wal_of_an_open_ledger_alone(tmp_path: Path, 
     other = f"import sqlite3; c = sqlite3.connect({str(path)!r}); c.execute('SELECT 1 FROM sqlite_master'); c.close()"
     with ExitStack() as opened:
         first = opened.enter_context(open_ledger(str(path)))
-        first.pending_ids(first.now())  # a read: the connection has the WAL open
+        first.due_ids(first.now())  # a read: the connection has the WAL open
         if second:
             opened.enter_context(open_ledger(str(path)))
         # Another process reads and closes: with this process's locks held, it is not the last

@@ -15,7 +15,7 @@ import slurm_dsl.ledger.mariadb as mariadb_module
 import slurm_dsl.ledger.sqlite as sqlite_module
 from slurm_dsl.core.jobinfo import JobInfo
 from slurm_dsl.core.model import Op, Outcome, RequeueBit, Result
-from slurm_dsl.core.settle import Pending, Recorded
+from slurm_dsl.core.settle import Recorded, Unsettled
 from slurm_dsl.ledger import rows as ledger_rows
 from slurm_dsl.ledger import schema
 from slurm_dsl.ledger.choose import open_ledger
@@ -119,7 +119,7 @@ def test_the_start_and_finish_columns_are_the_historys_but_its_id() -> None:
 
 def test_what_settling_reads_of_a_row_is_the_fields_of_the_values_it_builds() -> None:
     assert ledger_rows.TO_SETTLE_COLUMNS == tuple(f.name for f in dataclasses.fields(Recorded))
-    assert ledger_rows.PENDING_COLUMNS == Pending._fields
+    assert ledger_rows.UNSETTLED_COLUMNS == Unsettled._fields
     assert ledger_rows.OBJECT_COLUMNS == tuple(f.name for f in dataclasses.fields(JobObject))
 
 

@@ -22,7 +22,7 @@ from slurm_dsl.ledger.store import SqlStore
 LEDGER = Path(__file__).resolve().parents[2] / "slurm_dsl" / "ledger"
 # What only the database itself can answer: closing its connection, its clock, its sweep lock, a
 # run's mark and what storage it is.  Every other LedgerStore method is the store's.
-THE_DIALECTS_OWN = {"close", "now", "sweep_lock", "mark_run", "run_marked", "identity"}
+THE_DIALECTS_OWN = {"close", "now", "sweep_lock", "lock_run", "run_locked", "identity"}
 
 
 def store_methods() -> Set[str]:

@@ -1,5 +1,5 @@
 """The ledger's reads and writes a sweep makes (docs/contract.md §9.5, docs/benchmarks.md §4):
-``pending_ids``, ``set_bits`` and ``lookups_failed`` of many jobs, on both backends.  Each must
+``due_ids``, ``set_bits`` and ``lookups_failed`` of many jobs, on both backends.  Each must
 answer as the one-job-at-a-time writes would, one change after the other (the expected answers
 here are worked out from those words by a naive model, never from the store's helpers), and in a
 number of statements that does not grow by two or three per object."""
@@ -131,11 +131,11 @@ def test_pending_ids_are_pendings_job_ids_in_its_order(ledger_location: str) -> 
         ledger.lookup_failed("6", "down", 10.0)
         for now in (10.0, 16.0, 30.0):
             for limit in (None, -1, 0, 1, 2, 10):
-                for take_over in (False, True):
-                    full = [o.job_id for o in ledger.pending(now, limit, take_over_sweeps=take_over)]
-                    assert ledger.pending_ids(now, limit, take_over_sweeps=take_over) == full
-        assert ledger.pending_ids(10.0) == ["1", "4"]
-        assert ledger.pending_ids(10.0, take_over_sweeps=True) == ["1", "3", "4"]
+                for reclaim in (False, True):
+                    full = [o.job_id for o in ledger.due_objects(now, limit, reclaim_sweeps=reclaim)]
+                    assert ledger.due_ids(now, limit, reclaim_sweeps=reclaim) == full
+        assert ledger.due_ids(10.0) == ["1", "4"]
+        assert ledger.due_ids(10.0, reclaim_sweeps=True) == ["1", "3", "4"]
 
 
 # The naive model of a change list, one change after the other: a change is written only while

@@ -43,7 +43,7 @@ def test_a_requeue_whose_result_could_not_be_recorded_is_counted_and_stays_track
         assert obj is not None and obj.bit is RequeueBit.MAY_BE_SET, "the intent stays for the sweeper"
         later = ledger.now() + 3600  # past any lease the failed run could not give back
         status = view.status_json(ledger, later)
-        assert [o.job_id for o in ledger.pending(later)] == ["5"]
+        assert [o.job_id for o in ledger.due_objects(later)] == ["5"]
     assert status["unfinished"] == {
         "count": 1, "lapsed": 1, "lapsed_requeues": 1,
         "oldest_lapsed": {"id": entry.id, "job_id": "5", "op": "requeue", "started_at": iso_utc(entry.started_at),

@@ -1,4 +1,4 @@
-"""Which slurmctld is in charge (``lookups.controller``, docs/contract.md §12 Rule 16): BOOT_TIME
+"""Which slurmctld is in control (``lookups.controller``, docs/contract.md §12 Rule 16): BOOT_TIME
 as ``scontrol show config`` prints it (22.05.8, this lab), with the heartbeat's writer where
 slurm.conf names a backup; "cannot tell" (None) for anything else, within the deadline."""
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from slurm_dsl.lookups.controller import boot_time, in_charge
+from slurm_dsl.lookups.controller import boot_time, in_control
 from tests.conftest import TWO_CONTROLLERS
 from tests.fakes import FAKE_CTL, write_fake, write_heartbeat
 
@@ -28,7 +28,7 @@ def test_boot_time_is_read_from_its_one_line() -> None:
 
 def test_one_controller_is_its_boot_time(tmp_path: Path) -> None:
     fake = write_fake(tmp_path / "bin", {})
-    assert in_charge(str(fake)) == FAKE_CTL
+    assert in_control(str(fake)) == FAKE_CTL
 
 
 @pytest.mark.parametrize("default", ["case $1 in show) exit 1 ;; esac",
@@ -37,9 +37,9 @@ def test_one_controller_is_its_boot_time(tmp_path: Path) -> None:
 def test_anything_else_cannot_tell(tmp_path: Path, default: str) -> None:
     fake = write_fake(tmp_path / "bin", {}, default=default)
     began = time.monotonic()
-    assert in_charge(str(fake), timeout=0.5) is None
+    assert in_control(str(fake), timeout=0.5) is None
     assert time.monotonic() - began < 4.0  # the deadline, not the sleep
-    assert in_charge(str(fake), timeout=0.0) is None
+    assert in_control(str(fake), timeout=0.0) is None
 
 
 def test_with_a_backup_the_heartbeats_writer_is_part_of_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -48,8 +48,8 @@ def test_with_a_backup_the_heartbeats_writer_is_part_of_it(tmp_path: Path, monke
     monkeypatch.setenv("SLURM_CONF", str(conf))
     fake = write_fake(tmp_path / "bin", {})
     location = Path(os.environ["SLURM_DSL_STATE_SAVE_LOCATION"])
-    assert in_charge(str(fake)) is None  # no heartbeat: which controller is in charge cannot be told
+    assert in_control(str(fake)) is None  # no heartbeat: which controller is in control cannot be told
     write_heartbeat(location, int(time.time()), 1)
-    assert in_charge(str(fake)) == f"{FAKE_CTL}#1"
+    assert in_control(str(fake)) == f"{FAKE_CTL}#1"
     write_heartbeat(location, int(time.time()), 0)
-    assert in_charge(str(fake)) == f"{FAKE_CTL}#0"  # a takeover's backup and its primary differ
+    assert in_control(str(fake)) == f"{FAKE_CTL}#0"  # a takeover's backup and its primary differ

@@ -157,7 +157,7 @@ def test_a_run_of_another_host_paused_mid_call_keeps_its_operation_running(
 ) -> None:
     """Issue 41 item 5, across hosts: a host paused whole while the other host of a pair ran the key
     (its clock, or the ledger server's, past the lease).  The paused run's mark on the shared
-    ledger (``mark_run``: the server keeps it while its connection is there) tells the other host it
+    ledger (``lock_run``: the server keeps it while its connection is there) tells the other host it
     is not over: the second run acts on nothing."""
     # "Another host": the run's host name, in a UTS namespace of its own, is not this one's.
     another = ["unshare", "--uts", "sh", "-c", 'hostname another-host && exec "$@"', "sh"]

@@ -123,7 +123,7 @@ def test_only_unknown_operations_make_the_lookup_and_no_lease_is_taken(ledger_lo
     lookup = MemoryLookup({"7": record("7", priority=0)})
     with Tracker(ledger_location, scontrol=fake_scontrol) as t:
         report = sweep(t, lookup)
-    assert lookup.asked == [["7"]] and report.swept == [] and report.settled
+    assert lookup.asked == [["7"]] and report.swept == [] and report.handled
     assert [d.settled.verdict for d in report.verdicts if d.settled] == [Verdict.PRESENT]
     assert calls_made(Path(fake_scontrol)) == []
 
@@ -135,7 +135,7 @@ def test_a_lookup_that_fails_settles_nothing(ledger_location: str, fake_scontrol
     lookup = MemoryLookup({}, fail="slurmctld unreachable")
     with Tracker(ledger_location, scontrol=fake_scontrol) as t:
         report = sweep(t, lookup)
-    assert len(lookup.asked) == 1 and not report.settled
+    assert len(lookup.asked) == 1 and not report.handled
     assert [d.settled for d in report.verdicts] == [None] and report.verdicts_written == 0
     with open_ledger(ledger_location) as ledger:
         assert [e.job_id for e in ledger.unsettled(ledger.now())] == ["7"]
@@ -231,7 +231,7 @@ def test_where_a_backup_may_hand_back_absent_and_a_clear_wait_for_controllers_th
     if not quiet:
         assert "hand-back" in report.swept[0].why
     with open_ledger(ledger_location) as ledger:
-        assert ledger.pending_ids(ledger.now(), None) == ([] if quiet else ["7"])
+        assert ledger.due_ids(ledger.now(), None) == ([] if quiet else ["7"])
 
 
 def test_the_settle_limit_takes_the_newest_first(ledger_location: str, fake_scontrol: str) -> None:

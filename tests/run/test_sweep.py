@@ -90,10 +90,10 @@ def test_one_lookup_settles_everything(setup: tuple) -> None:  # type: ignore[ty
     assert calls_made(fake) == ["update JobId=4 Requeue=0", "update JobId=90 Requeue=0"]
     # 4's restore cleared its flag: watched until a save proves it (docs/contract.md §13.3).
     assert bits(path) == {"1": "clear", "2": "may_be_set", "3": "clear", "4": "may_be_set", "90": "may_be_set"}
-    assert not report.settled
+    assert not report.handled
     with open_ledger(path) as ledger:
         # The failed restore backs off; the watched finished job and the restored one are due again at once.
-        assert sorted(o.job_id for o in ledger.pending(time.time())) == ["2", "4"]
+        assert sorted(o.job_id for o in ledger.due_objects(time.time())) == ["2", "4"]
         assert [h.op.value for h in ledger.history("4")] == ["requeue", "restore"]
         assert [h.op.value for h in ledger.history("2")] == ["requeue"], "no restore of a finished job"
 
@@ -104,7 +104,7 @@ def test_a_watched_job_is_restored_once_it_comes_back(setup: tuple) -> None:  # 
     with Tracker(path, scontrol=str(fake)) as t:
         for _ in range(3):
             report = sweep(t, MemoryLookup({"5": info("5", "CANCELLED")}))
-            assert [s.done for s in report.swept] == [Done.WATCHING] and report.settled
+            assert [s.done for s in report.swept] == [Done.WATCHING] and report.handled
         assert calls_made(fake) == []
         report = sweep(t, MemoryLookup({"5": info("5", "PENDING")}))  # its owner requeued it
         assert [s.done for s in report.swept] == [Done.RESTORED]
@@ -121,12 +121,12 @@ def test_a_job_that_finishes_before_its_restore_is_watched(tmp_path: Path, ledge
     mark(path, ["6"])
     with Tracker(path, scontrol=str(fake)) as t:
         report = sweep(t, MemoryLookup({"6": info("6", "RUNNING")}))
-    assert [s.done for s in report.swept] == [Done.WATCHING] and report.settled
+    assert [s.done for s in report.swept] == [Done.WATCHING] and report.handled
     assert bits(path) == {}  # bits() lists 1-5 and 90 only
     with open_ledger(path) as ledger:
         obj = ledger.get("6")
         assert obj is not None and obj.bit is RequeueBit.MAY_BE_SET and obj.lookup_failures == 0
-        assert [o.job_id for o in ledger.pending(time.time())] == ["6"]
+        assert [o.job_id for o in ledger.due_objects(time.time())] == ["6"]
 
 
 def test_a_failed_lookup_changes_nothing_and_backs_off(setup: tuple) -> None:  # type: ignore[type-arg]
@@ -134,13 +134,13 @@ def test_a_failed_lookup_changes_nothing_and_backs_off(setup: tuple) -> None:  #
     mark(path, ["1", "2"])
     with Tracker(path, scontrol=str(fake)) as t:
         report = sweep(t, MemoryLookup({}, fail="slurmctld unreachable"))
-    assert report.lookup_error == "slurmctld unreachable" and not report.settled
+    assert report.lookup_error == "slurmctld unreachable" and not report.handled
     assert {s.done for s in report.swept} == {Done.LOOKUP_FAILED}
     assert bits(path) == {"1": "may_be_set", "2": "may_be_set"}
     assert calls_made(fake) == []
     with open_ledger(path) as ledger:
-        assert ledger.pending(time.time()) == []
-        assert len(ledger.pending(time.time() + 3600)) == 2
+        assert ledger.due_objects(time.time()) == []
+        assert len(ledger.due_objects(time.time() + 3600)) == 2
 
 
 def test_dry_run_changes_nothing(setup: tuple) -> None:  # type: ignore[type-arg]
@@ -166,7 +166,7 @@ def test_a_leased_job_is_left_alone(setup: tuple) -> None:  # type: ignore[type-
     # (and the one more of the jobs it says are gone, once slurmctld is seen to save: §13.8).
     assert lookup.asked == [["2", "1"], ["2", "1"]]
     assert bits(path) == {"1": "may_be_set", "2": "clear"}
-    assert report.settled
+    assert report.handled
 
 
 def test_limit(setup: tuple) -> None:  # type: ignore[type-arg]
@@ -183,7 +183,7 @@ def test_nothing_to_do_asks_nothing(setup: tuple) -> None:  # type: ignore[type-
     lookup = MemoryLookup({})
     with Tracker(path, scontrol=str(fake)) as t:
         report = sweep(t, lookup)
-    assert lookup.asked == [] and report.settled and report.swept == []
+    assert lookup.asked == [] and report.handled and report.swept == []
 
 
 def test_one_sweeper_at_a_time(ledger_location: str) -> None:
@@ -277,7 +277,7 @@ def test_cli_orphans_are_listed_and_fixed_only_with_fix(setup: tuple, tmp_path: 
 
 def test_a_sweep_holding_the_lock_takes_over_a_dead_sweeps_leases_after_the_grace(setup: tuple) -> None:  # type: ignore[type-arg]
     # Job 1 is leased by a sweep that died mid-restore, job 3 by an operation: the sweep given
-    # ``take_over_at`` waits for it, then settles 1; 3 stays the operation's.  (Owners as
+    # ``reclaim_at`` waits for it, then settles 1; 3 stays the operation's.  (Owners as
     # tracked.lease_owner writes them.)
     path, fake = setup
     mark(path, ["1", "3"])
@@ -288,7 +288,7 @@ def test_a_sweep_holding_the_lock_takes_over_a_dead_sweeps_leases_after_the_grac
     with Tracker(path, scontrol=str(fake)) as t:
         before = sweep(t, MemoryLookup({}))  # no take-over: a dead sweep's lease keeps its job
         start = steady()
-        report = sweep(t, MemoryLookup({}), take_over_at=start + 0.5)
+        report = sweep(t, MemoryLookup({}), reclaim_at=start + 0.5)
         waited = steady() - start
     assert before.swept == []
     assert [(s.job_id, s.done) for s in report.swept] == [("1", Done.CLEARED)]
@@ -303,13 +303,13 @@ def test_a_sweep_with_no_dead_sweeps_lease_does_not_wait_for_the_grace(setup: tu
     mark(path, ["1"])
     with Tracker(path, scontrol=str(fake)) as t:
         start = steady()
-        report = sweep(t, MemoryLookup({}), take_over_at=start + 60.0)
+        report = sweep(t, MemoryLookup({}), reclaim_at=start + 60.0)
         assert steady() - start < 60.0
     assert [(s.job_id, s.done) for s in report.swept] == [("1", Done.CLEARED)]
 
 
 def test_the_sweep_command_takes_over_a_dead_sweeps_leases(setup: tuple, tmp_path: Path) -> None:  # type: ignore[type-arg]
-    # ``slurm-dsl sweep`` holds the sweep lock, so it takes over (after TAKE_OVER_GRACE) the lease
+    # ``slurm-dsl sweep`` holds the sweep lock, so it takes over (after RECLAIM_GRACE) the lease
     # of the sweep killed before it; squeue no longer knows job 1: cleared.
     path, fake = setup
     mark(path, ["1"])
@@ -345,7 +345,7 @@ def test_the_collector_is_paused_while_a_sweep_runs_and_enabled_again_after(setu
     # Paused during the sweep's lookups (the second: of the gone job, once saves are seen, §13.8).
     assert lookup.collector == ([False, False] if fail is None else [False]), "paused during the sweep"
     assert gc.isenabled(), "enabled again after it, whether the lookup could ask or not"
-    assert report.settled is (fail is None)
+    assert report.handled is (fail is None)
 
 
 def test_a_sweep_leaves_a_paused_collector_paused(setup: tuple) -> None:  # type: ignore[type-arg]

@@ -65,10 +65,10 @@ def test_a_clear_is_kept_until_two_saves_are_seen_after_it_then_cleared(
         for saves in (0, 1):
             report = swept(t, lookup)
             assert {s.job_id: s.done for s in report.swept} == {"21": Done.UNSAVED, "22": Done.UNSAVED}, saves
-            assert report.settled and report.save_error is None  # it waits for slurmctld's next save
+            assert report.handled and report.save_error is None  # it waits for slurmctld's next save
             assert objects(ledger_location, "21", "22") == {"21": RequeueBit.MAY_BE_SET, "22": RequeueBit.MAY_BE_SET}
             with open_ledger(ledger_location) as ledger:  # watched: due again at once, no back-off
-                assert sorted(o.job_id for o in ledger.pending(time.time())) == ["21", "22"]
+                assert sorted(o.job_id for o in ledger.due_objects(time.time())) == ["21", "22"]
             write_job_state(state, int(time.time()) - HOUR)
         report = swept(t, lookup)
     assert {s.job_id: s.done for s in report.swept} == {"21": Done.CLEARED, "22": Done.CLEARED}
@@ -123,7 +123,7 @@ def test_saves_that_cannot_be_seen_keep_every_clear_and_say_why(tmp_path: Path, 
         target.symlink_to(tmp_path / "job_state")
     with Tracker(ledger_location, scontrol=str(fake)) as t:
         report = swept(t, MemoryLookup({"24": info("24", False)}))
-    assert [s.done for s in report.swept] == [Done.UNSAVED] and not report.settled
+    assert [s.done for s in report.swept] == [Done.UNSAVED] and not report.handled
     why = {"missing": "No such file", "fifo": "a FIFO, not a regular file", "symlink": "a symbolic link"}[what]
     assert report.save_error is not None and why in report.save_error, report.save_error
     assert objects(ledger_location, "24") == {"24": RequeueBit.MAY_BE_SET}
@@ -173,7 +173,7 @@ def test_a_keep_that_cannot_end_is_said_and_the_sweep_is_not_settled(tmp_path: P
                                 long_ago, look="somewhere=1:1:1")
     with Tracker(ledger_location, scontrol=str(fake)) as t:
         report = swept(t, MemoryLookup({"28": info("28", False)}))
-    assert [s.done for s in report.swept] == [Done.UNSAVED] and not report.settled
+    assert [s.done for s in report.swept] == [Done.UNSAVED] and not report.handled
     assert report.keep_error is not None and "kept more than 1 h" in report.keep_error, report.keep_error
 
 
@@ -194,4 +194,4 @@ def test_controllers_that_cannot_be_read_on_a_pair_are_a_keep_that_cannot_end(
             swept(t, MemoryLookup({"29": info("29", False)}))
         report = swept(t, MemoryLookup({"29": info("29", False)}))
     assert [s.done for s in report.swept] == [Done.UNSAVED] and "hand-back" in report.swept[0].why
-    assert not report.settled and report.keep_error is not None and "cannot be read" in report.keep_error
+    assert not report.handled and report.keep_error is not None and "cannot be read" in report.keep_error

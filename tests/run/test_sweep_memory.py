@@ -55,7 +55,7 @@ def test_a_sweep_of_many_gone_jobs_holds_no_full_record_per_object(tmp_path: Pat
             peak = tracemalloc.get_traced_memory()[1]
         finally:
             tracemalloc.stop()
-        assert report.settled and report.counts()[Done.CLEARED.value] == OBJECTS
+        assert report.handled and report.counts()[Done.CLEARED.value] == OBJECTS
         assert tracker.ledger().count_not_clear() == 0
     assert calls_made(fake) == []
     assert peak <= PEAK_PER_OBJECT * OBJECTS, f"{peak / OBJECTS:.0f} bytes per object"

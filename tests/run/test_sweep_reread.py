@@ -98,7 +98,7 @@ def test_a_hold_lost_in_a_crash_is_recorded_lost_by_the_next_sweep_and_read_no_m
     fake = hold(tmp_path, "31")
     end = time.time()
     clock.later()
-    write_job_state(state, int(end) + 5)  # the controller in charge has saved since: without the hold
+    write_job_state(state, int(end) + 5)  # the controller in control has saved since: without the hold
     lookup = MemoryLookup({"31": eligible("31")})
     report = swept(tmp_path, fake, lookup)
     assert verdicts(report) == [Verdict.ABSENT] and report.lost_written == 1

@@ -149,8 +149,8 @@ def test_a_crash_during_a_requeue_leaves_may_be_set(tmp_path: Path, ledger_path:
     with open_ledger(ledger_path) as ledger:
         (entry,) = ledger.history("17")
         assert entry.finished_at is None
-        assert ledger.pending(time.time()) == [], "the crashed process's lease has not lapsed yet"
-        assert [o.job_id for o in ledger.pending(time.time() + 3600)] == ["17"]
+        assert ledger.due_objects(time.time()) == [], "the crashed process's lease has not lapsed yet"
+        assert [o.job_id for o in ledger.due_objects(time.time() + 3600)] == ["17"]
 
 
 def test_an_outcome_that_cannot_be_recorded_is_logged_and_the_intent_kept(
@@ -170,7 +170,7 @@ def test_an_outcome_that_cannot_be_recorded_is_logged_and_the_intent_kept(
     monkeypatch.undo()
     assert bit(ledger_path, "18") is RequeueBit.MAY_BE_SET
     with open_ledger(ledger_path) as ledger:
-        assert ledger.pending(time.time()) != [], "the lease was given back"
+        assert ledger.due_objects(time.time()) != [], "the lease was given back"
 
 
 # squeue -r as the lab printed it for array 165 (tasks 1 and 3 pending in the remainder,

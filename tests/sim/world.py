@@ -211,7 +211,7 @@ class Simulation:
             self.looked[pid] = self.t  # the record it reads is slurmctld's at this moment
             return self._squeue(argv, timeout)
         if program == "scontrol" and argv[1:3] == ("show", "config"):
-            # Answered by the controller in charge: its BOOT_TIME (the start of its process).
+            # Answered by the controller in control: its BOOT_TIME (the start of its process).
             ctl = self.cluster.in_control()
             if ctl is None:
                 took, text = self.cluster.load_fails()

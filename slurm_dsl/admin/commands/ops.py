@@ -51,7 +51,7 @@ _OP_HELP = {
     Op.HOLD: "hold jobs (scontrol hold): pending jobs stay pending, running jobs keep running at priority 0",
     Op.RELEASE: "release held jobs (scontrol release), wrapped and deadline-guarded",
     Op.REQUEUE: "requeue jobs: set Requeue=1, scontrol requeue, then clear Requeue=0 again",
-    Op.RESTORE: "clear a job's Requeue flag (RestoreRequeueBit: scontrol update Requeue=0)",
+    Op.RESTORE: "clear a job's Requeue flag (scontrol update Requeue=0)",
     Op.OPEN: "release jobs with a direct, unwrapped scontrol release under the same deadline guard",
     Op.REQUEUE_HOLD: "requeue jobs into hold (requeue --hold): set Requeue=1, scontrol requeuehold, then clear"
     " Requeue=0 again; the jobs come back PENDING and held until released",
@@ -394,7 +394,7 @@ def dry_run(args: argparse.Namespace, ids: JobIds, deadline: float, scontrol: st
     if mixed:
         raise UsageError(f"--dry-run only looks: it takes no {' or '.join(mixed)}")
     looked = look_up(args.op, ids, deadline, squeue=args.squeue, scontrol=scontrol, clock=steady, restore_too=True,
-                     in_charge=False)
+                     in_control=False)
     if looked.started is None:
         raise LookupFailed("the deadline passed before the jobs could be looked up: nothing predicted")
     for job in ids:

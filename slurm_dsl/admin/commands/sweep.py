@@ -1,4 +1,4 @@
-"""``slurm-dsl sweep``: the restore sweeper from the command line (docs/contract.md §9.5)."""
+"""``slurm-dsl sweep``: the sweep from the command line (docs/contract.md §9.5)."""
 
 from __future__ import annotations
 
@@ -46,10 +46,10 @@ exit status:
 def add(sub: argparse._SubParsersAction, name: str) -> None:  # type: ignore[type-arg]
     p = sub.add_parser(
         name,
-        help="settle every job whose Requeue flag a requeue may have left set",
-        description="Find the ledger's objects whose requeue bit is not clear, look their jobs up in one"
+        help="restore every job whose Requeue flag a requeue may have left set",
+        description="Find the ledger's objects that are not clear, look their jobs up in one"
         " squeue (or pyslurm) call, clear the objects of jobs that are gone, finished or already at Requeue=0,"
-        " and run RestoreRequeueBit on jobs still showing Requeue=1. A lookup that cannot reach slurmctld"
+        " and restore (Requeue=0) jobs still showing Requeue=1. A lookup that cannot reach slurmctld"
         " changes nothing and backs off. One sweep at a time.",
         epilog=_SWEEP_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -64,9 +64,9 @@ def add(sub: argparse._SubParsersAction, name: str) -> None:  # type: ignore[typ
                    " the config file's metrics_file, else none)")
     p.add_argument("--orphans", action="store_true",
                    help="also list jobs showing Requeue=1 that the ledger does not track")
-    p.add_argument("--fix", action="store_true", help="with --orphans: run RestoreRequeueBit on them too")
+    p.add_argument("--fix", action="store_true", help="with --orphans: restore them too")
     p.add_argument("--restore-timeout", type=positive_seconds, default=15.0, metavar="SECONDS",
-                   help="deadline of each RestoreRequeueBit (default 15)")
+                   help="deadline of each restore (default 15)")
     settle_delay_option(p)
     p.add_argument("--redo-lost", action="store_const", const="yes", default=None,
                    help="run the key of each keyed operation this sweep finds lost in a crash or takeover again"
@@ -85,7 +85,7 @@ def add(sub: argparse._SubParsersAction, name: str) -> None:  # type: ignore[typ
 def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     from ...lookups.choose import make_lookup
     from ...lookups.squeue import SqueueLookup
-    from ...run.sweep import TAKE_OVER_GRACE, Done, metrics_text, redo_lost, sweep
+    from ...run.sweep import RECLAIM_GRACE, Done, metrics_text, redo_lost, sweep
 
     if args.fix and not args.orphans:
         raise UsageError("--fix only goes with --orphans")
@@ -94,7 +94,7 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     with Tracker(args.ledger, scontrol=scontrol, squeue=squeue, configuration=args.configuration) as tracker:
         with tracker.ledger().sweep_lock():  # SweepBusy if another sweep holds it: main exits 3
             # Holding the lock, this is the only sweep: the leases of any other are a dead one's.
-            take_over_at = steady() + TAKE_OVER_GRACE
+            reclaim_at = steady() + RECLAIM_GRACE
             lookup = make_lookup(args.lookup, squeue)
             report = sweep(
                 tracker,
@@ -105,7 +105,7 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
                 orphans=args.orphans,
                 fix=args.fix,
                 orphan_lookup=SqueueLookup(squeue),
-                take_over_at=take_over_at,
+                reclaim_at=reclaim_at,
                 settle_limit=args.settle_limit,
                 settle_delay=args.settle_delay,
             )
@@ -140,7 +140,7 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
         # (files.check_metrics_path) must not keep flags from being restored; it is exit 1.
         write_atomically(args.metrics_file, metrics_text(report, not_clear, unsettled, lost,
                                                          sum(r.redone for r in redone)))
-    if not report.settled:
+    if not report.handled:
         return EXIT_CODES[Result.UNKNOWN]
     if report.lost and report.lost_written and len(report.lost) > sum(r.redone for r in redone):
         log.warning("sweep: %d acknowledged operation(s) found lost in a crash or takeover: 'slurm-dsl history"
