@@ -15,7 +15,7 @@ from .files import NotRead, read_regular
 
 RUN_ENV = "SLURM_DSL_RUN"
 BOOT_ID = "/proc/sys/kernel/random/boot_id"
-# Seconds a look through the whole process table for a run's mark may take (``_marked``); past
+# Seconds a look through the whole process table for a run's name may take (``_marked``); past
 # them, "cannot be told".  A loaded host with a few hundred processes takes tens of milliseconds.
 SCAN_TIMEOUT = 2.0
 _found: Dict[str, str] = {}

@@ -761,7 +761,7 @@ class MariaDbLedger(store.SqlStore):
 
     def run_locked(self, run: str) -> Optional[bool]:
         """True when ``run``'s lock is held; None when it is free (nothing told)."""
-        found = self._read("read a run's mark", "SELECT IS_USED_LOCK(?)", (run_lock_name(run),))
+        found = self._read("read a run's lock", "SELECT IS_USED_LOCK(?)", (run_lock_name(run),))
         return True if found and found[0][0] is not None else None
 
     def sweep_lock(self) -> MariaDbSweepLock:
@@ -815,7 +815,7 @@ def probe(url: str, *, busy_timeout: float = 1.0, clock: Callable[[], float] = t
     return Probe(str(version), before, float(server_time), after, schema, not_clear)
 
 
-RUN_LOCK_IDLE = 600  # seconds a run's mark outlives its last renewal without a word from the run
+RUN_LOCK_IDLE = 600  # seconds a run's lock outlives its last renewal without a word from the run
 
 
 def run_lock_name(run: str) -> str:

@@ -119,7 +119,7 @@ def _writer(seen: str) -> int:
 
 
 def known_alive(ledger: LedgerStore) -> Alive:
-    """Whether a lease's holder is known alive: by its processes, else by its mark on the ledger (§13.7)."""
+    """Whether a lease's holder is known alive: by its processes, else by its run lock on the ledger (§13.7)."""
 
     def alive(owner: str) -> Optional[bool]:
         found = owner_alive(owner)
